@@ -1,0 +1,54 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+]
+
+let package = Package(
+    name: "Baton",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "Baton", targets: ["Baton"]),
+        .library(name: "BatonTesting", targets: ["BatonTesting"]),
+        .library(name: "BatonNetworking", targets: ["BatonNetworking"]),
+        .library(name: "EarthquakesKit", targets: ["EarthquakesKit"]),
+        .executable(name: "earthquakes", targets: ["earthquakes"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+    ],
+    targets: [
+        .target(
+            name: "Baton",
+            dependencies: [
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(name: "BatonTesting", dependencies: ["Baton"], swiftSettings: strict),
+        .target(name: "BatonNetworking", dependencies: ["Baton"], swiftSettings: strict),
+        .target(
+            name: "EarthquakesKit",
+            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "earthquakes",
+            dependencies: [
+                "EarthquakesKit",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(name: "BatonTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
+        .testTarget(name: "BatonStressTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
+        .testTarget(name: "EarthquakesKitTests", dependencies: ["EarthquakesKit"], swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,2 @@
+// Placeholder; filled in by the networking work (issue 6).
+public enum BatonNetworking {}

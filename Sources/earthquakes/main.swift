@@ -1,0 +1,1 @@
+print("earthquakes: not yet built")
