@@ -1,0 +1,102 @@
+/// Finds dependency cycles among jobs waiting in queues.
+///
+/// Only `pending` jobs that still wait for something can be in a cycle, and a new cycle must pass
+/// through a job that was just added to a queue or just given a dependency (the *roots*). Two
+/// depth-first searches start from the roots, one following dependencies and one following dependents,
+/// and advance one step each in turn. A search that runs out without meeting a cycle proves there is
+/// none through the roots, so the check costs about twice the *smaller* of the two reachable regions:
+/// adding a chain job by job visits one job each time (nothing depends on the new job yet), and adding
+/// a whole chain at once visits each job a bounded number of times.
+///
+/// Each job is read under its own lock, one at a time. A cycle that two threads close at the same
+/// moment is seen by at least one of them, because each registers its edge before it searches.
+enum CycleDetector {
+    /// Fails every job of every cycle that passes through `roots`.
+    static func failCycles(through roots: [Job]) {
+        guard !roots.isEmpty else { return }
+        while let cycle = findCycle(through: roots) {
+            let error = JobError.dependencyCycle(cycle.map(\.name))
+            for job in cycle { job.failAsCycleMember(error) }
+        }
+    }
+
+    /// A cycle reachable from `roots`, listed so that each job waits for the next, or `nil`.
+    static func findCycle(through roots: [Job]) -> [Job]? {
+        var backward = Search(roots: roots, followDependencies: true)
+        var forward = Search(roots: roots, followDependencies: false)
+        while true {
+            switch backward.step() {
+            case .exhausted: return nil
+            case .cycle(let jobs): return jobs
+            case .progress: break
+            }
+            switch forward.step() {
+            case .exhausted: return nil
+            case .cycle(let jobs): return jobs.reversed()  // found along "is waited for by" edges
+            case .progress: break
+            }
+        }
+    }
+
+    /// An iterative depth-first search that can be advanced one step at a time.
+    struct Search {
+        private struct Frame {
+            let job: Job
+            let neighbours: [Job]
+            var next = 0
+        }
+
+        enum Step {
+            case progress
+            case exhausted
+            case cycle([Job])
+        }
+
+        private let roots: [Job]
+        private let followDependencies: Bool
+        private var nextRoot = 0
+        private var stack: [Frame] = []
+        private var onStack: Set<ObjectIdentifier> = []
+        private var done: Set<ObjectIdentifier> = []
+
+        init(roots: [Job], followDependencies: Bool) {
+            self.roots = roots
+            self.followDependencies = followDependencies
+        }
+
+        mutating func step() -> Step {
+            guard let top = stack.indices.last else {
+                while nextRoot < roots.count {
+                    let root = roots[nextRoot]
+                    nextRoot += 1
+                    if !done.contains(ObjectIdentifier(root)), push(root) { return .progress }
+                }
+                return .exhausted
+            }
+            if stack[top].next < stack[top].neighbours.count {
+                let job = stack[top].neighbours[stack[top].next]
+                stack[top].next += 1
+                let key = ObjectIdentifier(job)
+                if onStack.contains(key) {
+                    let start = stack.firstIndex { $0.job === job }!
+                    return .cycle(stack[start...].map(\.job))
+                }
+                if !done.contains(key), !push(job) { done.insert(key) }
+                return .progress
+            }
+            let finished = stack.removeLast().job
+            onStack.remove(ObjectIdentifier(finished))
+            done.insert(ObjectIdentifier(finished))
+            return .progress
+        }
+
+        /// Enters `job` if it is pending; returns `false` if it cannot be part of a cycle.
+        private mutating func push(_ job: Job) -> Bool {
+            guard let edges = job.pendingEdges() else { return false }
+            let neighbours = followDependencies ? edges.dependencies : edges.dependents
+            stack.append(Frame(job: job, neighbours: neighbours))
+            onStack.insert(ObjectIdentifier(job))
+            return true
+        }
+    }
+}

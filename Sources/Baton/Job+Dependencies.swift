@@ -1,0 +1,97 @@
+extension Job {
+    /// The jobs this job waits for. Empty once the job finished.
+    public var dependencies: [Job] { mutex.withLock { dependencyList } }
+
+    /// Makes this job wait until `dependency` finished, whatever its outcome.
+    ///
+    /// Dependencies may be in other queues. A dependency that never finishes (for example one never
+    /// added to a queue) keeps this job waiting; ``JobQueue/snapshot()`` shows what it waits for.
+    /// A dependency that closes a cycle is detected: every job in the cycle finishes failed with a
+    /// ``JobError`` whose code is ``JobError/Code/dependencyCycle`` and whose message names the cycle.
+    ///
+    /// - Complexity: O(1) before the job is added to a queue. On a job already waiting in a queue,
+    ///   the cycle check may visit the jobs connected to it.
+    /// - Precondition: The job has not left `pending` (it has not started, been cancelled or finished),
+    ///   and `dependency` is not the job itself. Breaking these is a bug in the calling code, so it
+    ///   stops the program with a message that names both jobs.
+    public func addDependency(_ dependency: Job) {
+        precondition(dependency !== self, "Baton: job '\(name)' cannot depend on itself.")
+        let action: JobStateMachine.AddDependencyAction = mutex.withLock {
+            let action = machine.addDependency()
+            if action == .record || action == .recordAndRegister { dependencyList.append(dependency) }
+            return action
+        }
+        switch action {
+        case .record:
+            return
+        case .tooLate(let state):
+            preconditionFailure(
+                "Baton: cannot make job '\(name)' depend on '\(dependency.name)': it is already \(state). Add dependencies before the job starts."
+            )
+        case .recordAndRegister:
+            let unfinished = dependency.registerDependent(self)
+            if unfinished { CycleDetector.failCycles(through: [self]) }
+            if !unfinished { Job.release([self]) }
+        }
+    }
+
+    /// Adds several dependencies; see ``addDependency(_:)``.
+    public func addDependencies(_ dependencies: some Sequence<Job>) {
+        for dependency in dependencies { addDependency(dependency) }
+    }
+
+    /// Records `dependent` to be released when this job finishes. Returns `false` if this job has
+    /// already finished (the dependent must not wait for it).
+    func registerDependent(_ dependent: Job) -> Bool {
+        mutex.withLock {
+            guard machine.state != .finished else { return false }
+            dependentList.append(dependent)
+            return true
+        }
+    }
+
+    /// Moves the job to `pending` on `queue` and returns its dependencies.
+    /// - Precondition: the job is in no queue and has not finished.
+    func enqueue(on queue: JobQueue) -> [Job] {
+        var problem: JobStateMachine.EnqueueResult = .enqueued
+        var previous: JobQueue?
+        let dependencies: [Job] = mutex.withLock {
+            problem = machine.enqueue(dependencies: dependencyList.count, hasConditions: hasConditionsLocked)
+            guard problem == .enqueued else {
+                previous = owningQueue
+                return []
+            }
+            owningQueue = queue
+            return dependencyList
+        }
+        switch problem {
+        case .enqueued:
+            return dependencies
+        case .alreadyFinished:
+            preconditionFailure("Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
+        case .alreadyEnqueued(let state):
+            let place = previous.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
+            preconditionFailure(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it is already \(state) in \(place). A job runs once; add it to one queue, once."
+            )
+        }
+    }
+
+    /// Whether the job is waiting for dependencies in a queue (a candidate member of a cycle), and if
+    /// so the jobs it waits for and the jobs waiting for it.
+    func pendingEdges() -> (dependencies: [Job], dependents: [Job])? {
+        mutex.withLock {
+            guard machine.state == .pending, machine.waitingFor > 0 else { return nil }
+            return (dependencyList, dependentList)
+        }
+    }
+
+    /// Fails the job if it is still pending: it is part of a dependency cycle.
+    func failAsCycleMember(_ error: JobError) {
+        let step: FinishStep = mutex.withLock {
+            guard machine.failPending(error) else { return .nothing }
+            return finishStepLocked()
+        }
+        Job.release(perform(step))
+    }
+}

@@ -1,0 +1,36 @@
+/// How a job ended. Every job finishes exactly once, with exactly one outcome, and its observers and
+/// everyone awaiting it see the same value.
+public enum JobOutcome: Sendable, CustomStringConvertible {
+    /// The body ran to the end without throwing and nobody asked the job to cancel.
+    case succeeded
+    /// The body threw, a condition failed, or the job was part of a dependency cycle.
+    case failed(any Error)
+    /// Someone asked the job to cancel before it finished. The associated value is the reason given
+    /// to ``Job/cancel(reason:)`` (a `CancellationError` when none was given).
+    case cancelled(any Error)
+
+    /// The failure or cancellation reason, or `nil` for success.
+    public var error: (any Error)? {
+        switch self {
+        case .succeeded: nil
+        case .failed(let error), .cancelled(let error): error
+        }
+    }
+
+    public var isSucceeded: Bool { if case .succeeded = self { true } else { false } }
+    public var isFailed: Bool { if case .failed = self { true } else { false } }
+    public var isCancelled: Bool { if case .cancelled = self { true } else { false } }
+
+    /// Throws the failure or cancellation reason; returns for success.
+    public func get() throws {
+        if let error { throw error }
+    }
+
+    public var description: String {
+        switch self {
+        case .succeeded: "succeeded"
+        case .failed(let error): "failed(\(error))"
+        case .cancelled(let reason): "cancelled(\(reason))"
+        }
+    }
+}

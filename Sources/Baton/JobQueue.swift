@@ -1,0 +1,258 @@
+public import Dispatch
+
+/// Runs jobs: when their dependencies finished, by priority, at most ``maxConcurrentJobs`` at a time.
+///
+/// ```swift
+/// let queue = JobQueue(name: "import", maxConcurrentJobs: 4)
+/// queue.add([download, parse])
+/// await queue.waitUntilAllJobsAreFinished()
+/// ```
+///
+/// Synchronous bodies run on the threads of a Dispatch queue (a global concurrent queue unless you
+/// pass one); ``AsyncJob`` bodies run in Swift concurrency's pool and hold their slot until they
+/// finish. Ready jobs start highest priority first and first-in first-out within a priority, so a
+/// queue with `maxConcurrentJobs == 1` is a serial FIFO queue.
+///
+/// A queue holds its jobs until they finish and none after. Dropping your last reference to a queue
+/// with unfinished jobs is fine: they keep it alive until they finish.
+///
+/// ## Thread safety
+/// Every method may be called from any thread. The queue's state is guarded by one lock, never held
+/// while Baton takes another lock or calls your code.
+public final class JobQueue: @unchecked Sendable {
+    // @unchecked Sendable: `name`, `lock`, `dispatchQueue` are immutable; `scheduler` and `idleWaiters`
+    // are only touched while holding `lock`.
+
+    /// The queue's name, for diagnostics.
+    public let name: String
+    private let dispatchQueue: DispatchQueue
+    private let lock = Lock()
+    private var scheduler: QueueScheduler<Job>
+    private var idleWaiters: [IdleWaiter] = []
+
+    /// The default ``maxConcurrentJobs``.
+    public static let defaultMaxConcurrentJobs = 64
+
+    /// A worker loop runs this many jobs, then hands over to a fresh loop so that other work queued on
+    /// the same Dispatch queue (the main queue, say) gets a turn.
+    private static let jobsPerWorkerTurn = 256
+
+    /// Creates a queue.
+    ///
+    /// - Parameters:
+    ///   - name: Used in diagnostics.
+    ///   - maxConcurrentJobs: At most this many jobs execute at once; 1 makes a serial queue.
+    ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue.
+    /// - Precondition: `maxConcurrentJobs >= 1`.
+    public init(
+        name: String = "JobQueue",
+        maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
+        dispatchQueue: DispatchQueue? = nil
+    ) {
+        precondition(maxConcurrentJobs >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
+        self.name = name
+        self.dispatchQueue = dispatchQueue ?? .global()
+        self.scheduler = QueueScheduler(maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
+    }
+
+    /// A serial queue whose jobs run on the main thread.
+    ///
+    /// Its synchronous bodies run on Dispatch's main queue, so the main thread must be serving it: an
+    /// app's run loop does; a command-line program must either have an `async` `main` (Swift drives
+    /// the main queue while `main` awaits) or call `dispatchMain()` at the end of top-level code.
+    /// Never block the main thread waiting for a job of this queue.
+    public static let main = JobQueue(name: "main", maxConcurrentJobs: 1, dispatchQueue: .main)
+
+    // MARK: Settings
+
+    /// At most this many jobs execute at once. Raising it starts waiting jobs at once.
+    ///
+    /// - Precondition: At least 1.
+    public var maxConcurrentJobs: Int {
+        get { lock.withLock { scheduler.maxConcurrent } }
+        set {
+            precondition(newValue >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(newValue).")
+            startWorkers(lock.withLock {
+                scheduler.maxConcurrent = newValue
+                return scheduler.workersToStart()
+            })
+        }
+    }
+
+    /// While `true`, no job starts; jobs already executing go on. Jobs still become ready, get
+    /// cancelled and finish as usual.
+    public var isSuspended: Bool {
+        get { lock.withLock { scheduler.isSuspended } }
+        set {
+            startWorkers(lock.withLock {
+                scheduler.isSuspended = newValue
+                return scheduler.workersToStart()
+            })
+        }
+    }
+
+    /// The number of unfinished jobs in the queue.
+    public var jobCount: Int { lock.withLock { scheduler.members.count } }
+
+    /// The unfinished jobs, in the order they were created.
+    public var jobs: [Job] {
+        lock.withLock { Array(scheduler.members.values) }.sorted { $0.id < $1.id }
+    }
+
+    // MARK: Adding jobs
+
+    /// Adds a job; see ``add(_:)-([Job])``.
+    public func add(_ job: Job) {
+        add([job])
+    }
+
+    /// Adds a closure as a ``BlockJob`` and returns the job.
+    @discardableResult
+    public func add(name: String? = nil, _ block: @escaping @Sendable () throws -> Void) -> BlockJob {
+        let job = BlockJob(name: name, block)
+        add([job])
+        return job
+    }
+
+    /// Adds jobs. Each starts once its dependencies finished and a slot is free.
+    ///
+    /// Jobs that form a dependency cycle (with each other or with jobs already waiting) finish failed
+    /// with a ``JobError`` of code ``JobError/Code/dependencyCycle`` that names the cycle.
+    ///
+    /// - Complexity: Linear in the number of jobs and dependencies added, for graphs built in the
+    ///   usual order (see ``CycleDetector``).
+    /// - Precondition: Each job is in no queue, was not started by hand and has not finished, and
+    ///   appears once. Breaking this is a bug in the calling code (a job runs once), so it stops the
+    ///   program with a message that names the job and where it already is.
+    public func add(_ jobs: [Job]) {
+        guard !jobs.isEmpty else { return }
+        var duplicate: Job?
+        lock.withLock {
+            for job in jobs where !scheduler.insert(job.id, job) {
+                duplicate = job
+                break
+            }
+        }
+        if let duplicate {
+            preconditionFailure("Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
+        }
+        // Register every job with its unfinished dependencies, then look for cycles, then let go of
+        // the registration holds: a job can only move on once all of this is done.
+        var alreadyFinished = [Int](repeating: 0, count: jobs.count)
+        var roots: [Job] = []
+        for (index, job) in jobs.enumerated() {
+            let dependencies = job.enqueue(on: self)
+            var finished = 0
+            for dependency in dependencies where !dependency.registerDependent(job) { finished += 1 }
+            alreadyFinished[index] = finished
+            if finished < dependencies.count { roots.append(job) }
+        }
+        CycleDetector.failCycles(through: roots)
+        var ready: [ReadyJob] = []
+        for (index, job) in jobs.enumerated() {
+            switch job.dependenciesFinished(alreadyFinished[index] + 1) {
+            case .ready(_, let entry): ready.append(entry)
+            case .more(let dependents): Job.release(dependents)
+            case .nothing: break
+            }
+        }
+        jobsBecameReady(ready)
+    }
+
+    // MARK: Cancelling and waiting
+
+    /// Cancels every unfinished job of the queue; see ``Job/cancel(reason:)``.
+    public func cancelAll(reason: (any Error)? = nil) {
+        for job in lock.withLock({ Array(scheduler.members.values) }) {
+            job.cancel(reason: reason)
+        }
+    }
+
+    /// Blocks the calling thread until the queue has no unfinished job.
+    ///
+    /// - Important: Never call it from a thread the queue needs (the main thread for ``main``).
+    @available(*, noasync, message: "Use 'await queue.waitUntilAllJobsAreFinished()' instead")
+    public func waitUntilAllJobsAreFinished() {
+        let semaphore = DispatchSemaphore(value: 0)
+        let empty = lock.withLock {
+            if scheduler.members.isEmpty { return true }
+            idleWaiters.append(.semaphore(semaphore))
+            return false
+        }
+        if !empty { semaphore.wait() }
+    }
+
+    /// Waits, without blocking a thread, until the queue has no unfinished job.
+    ///
+    /// Cancelling the awaiting task does not cancel the queue's jobs (use ``cancelAll(reason:)``).
+    public func waitUntilAllJobsAreFinished() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let empty = lock.withLock {
+                if scheduler.members.isEmpty { return true }
+                idleWaiters.append(.continuation(continuation))
+                return false
+            }
+            if empty { continuation.resume() }
+        }
+    }
+
+    // MARK: Scheduling (called by jobs)
+
+    /// A job of this queue is ready to run.
+    struct ReadyJob {
+        let id: UInt64
+        let priority: JobPriority
+    }
+
+    func jobsBecameReady(_ ready: [ReadyJob]) {
+        guard !ready.isEmpty else { return }
+        startWorkers(lock.withLock {
+            for job in ready { scheduler.markReady(job.id, priority: job.priority) }
+            return scheduler.workersToStart()
+        })
+    }
+
+    /// A job of this queue finished. `onWorker`: it finished inside its body on one of this queue's
+    /// worker loops, which will look for the next job itself.
+    func jobDidFinish(_ job: Job, heldSlot: Bool, onWorker: Bool) {
+        var waiters: [IdleWaiter] = []
+        let start: Int = lock.withLock {
+            if scheduler.finished(job.id, heldSlot: heldSlot) {
+                waiters = idleWaiters
+                idleWaiters = []
+            }
+            return onWorker ? 0 : scheduler.workersToStart()
+        }
+        startWorkers(start)
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func startWorkers(_ count: Int) {
+        for _ in 0..<count {
+            dispatchQueue.async { self.runWorker() }
+        }
+    }
+
+    private func runWorker() {
+        var report = QueueScheduler<Job>.WorkerReport.starting
+        for _ in 0..<JobQueue.jobsPerWorkerTurn {
+            guard let job = lock.withLock({ scheduler.nextJob(after: report) }) else { return }
+            report = job.runFromQueue() ? .ran : .skipped
+        }
+        lock.withLock { scheduler.handOver(after: report) }
+        dispatchQueue.async { self.runWorker() }
+    }
+}
+
+/// Someone waiting for a queue to become empty.
+private enum IdleWaiter {
+    case continuation(CheckedContinuation<Void, Never>)
+    case semaphore(DispatchSemaphore)
+
+    func resume() {
+        switch self {
+        case .continuation(let continuation): continuation.resume()
+        case .semaphore(let semaphore): semaphore.signal()
+        }
+    }
+}

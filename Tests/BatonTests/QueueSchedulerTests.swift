@@ -1,0 +1,87 @@
+import Testing
+
+@testable import Baton
+
+/// The queue scheduler, driven without threads.
+@Suite struct QueueSchedulerTests {
+    typealias Scheduler = QueueScheduler<String>
+
+    @Test func startsNoMoreWorkersThanJobsThatCanRun() {
+        var s = Scheduler(maxConcurrent: 2, workerLimit: 8)
+        for id in 1...5 as ClosedRange<UInt64> {
+            _ = s.insert(id, "job\(id)")
+            s.markReady(id, priority: .normal)
+        }
+        do { let r = s.workersToStart(); #expect(r == 2) }
+        do { let r = s.workersToStart(); #expect(r == 0) }  // those two are looking already
+        do { let r = s.nextJob(after: .starting); #expect(r == "job1") }
+        do { let r = s.nextJob(after: .starting); #expect(r == "job2") }
+        #expect(s.running == 2)
+        do { let r = s.workersToStart(); #expect(r == 0) }  // no free slot
+        // job1 finishes inside its body: its worker picks the next one itself.
+        do { let r = s.finished(1, heldSlot: true); #expect(r == false) }
+        do { let r = s.nextJob(after: .ran); #expect(r == "job3") }
+    }
+
+    @Test func higherPriorityFirstThenFIFO() {
+        var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
+        let plan: [(UInt64, JobPriority)] = [(1, .low), (2, .normal), (3, .veryHigh), (4, .normal), (5, .low)]
+        for (id, priority) in plan {
+            _ = s.insert(id, "\(id)")
+            s.markReady(id, priority: priority)
+        }
+        do { let r = s.workersToStart(); #expect(r == 1) }
+        var order: [String] = []
+        var report = Scheduler.WorkerReport.starting
+        while let next = s.nextJob(after: report) {
+            order.append(next)
+            _ = s.finished(UInt64(next)!, heldSlot: true)
+            report = .ran
+        }
+        #expect(order == ["3", "2", "4", "1", "5"])
+        #expect(s.workers == 0)
+    }
+
+    @Test func staleEntriesAreSkippedAndTheQueueHoldsNoFinishedMember() {
+        var s = Scheduler(maxConcurrent: 4, workerLimit: 4)
+        for id in 1...3 as ClosedRange<UInt64> {
+            _ = s.insert(id, "\(id)")
+            s.markReady(id, priority: .normal)
+        }
+        do { let r = s.finished(2, heldSlot: false); #expect(r == false) }  // cancelled while ready
+        #expect(s.members[2] == nil)
+        _ = s.workersToStart()
+        do { let r = s.nextJob(after: .starting); #expect(r == "1") }
+        do { let r = s.nextJob(after: .starting); #expect(r == "3") }
+        do { let r = s.nextJob(after: .starting); #expect(r == nil) }
+    }
+
+    @Test func suspendedQueuesStartNothing() {
+        var s = Scheduler(maxConcurrent: 4, workerLimit: 4)
+        s.isSuspended = true
+        _ = s.insert(1, "1")
+        s.markReady(1, priority: .normal)
+        do { let r = s.workersToStart(); #expect(r == 0) }
+        s.isSuspended = false
+        do { let r = s.workersToStart(); #expect(r == 1) }
+    }
+
+    @Test func aSkippedJobGivesItsSlotBack() {
+        var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
+        for id in 1...2 as ClosedRange<UInt64> {
+            _ = s.insert(id, "\(id)")
+            s.markReady(id, priority: .normal)
+        }
+        _ = s.workersToStart()
+        do { let r = s.nextJob(after: .starting); #expect(r == "1") }
+        #expect(s.running == 1)
+        do { let r = s.nextJob(after: .skipped); #expect(r == "2") }
+        #expect(s.running == 1)
+    }
+
+    @Test func duplicatesAreRefused() {
+        var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
+        do { let r = s.insert(7, "a"); #expect(r) }
+        do { let r = s.insert(7, "a"); #expect(!r) }
+    }
+}
