@@ -6,6 +6,122 @@ import Testing
 struct FeedParserTests {
     let parser = FeedParser()
 
+    // MARK: Synthetic input (runs without the recordings)
+
+    /// A one-feature feed; `feature` replaces the feature's JSON when given.
+    static func feed(count: Int? = 1, feature: String? = nil) -> Data {
+        let quake =
+            feature
+            ?? #"{"type":"Feature","properties":{"mag":4,"place":"Somewhere","time":1700000000000,"status":"REVIEWED","tsunami":1},"geometry":{"type":"Point","coordinates":[139.7,35.7,10]},"id":"x1"}"#
+        let metadata = count.map { #"{"count":\#($0)}"# } ?? "{}"
+        return Data(#"{"type":"FeatureCollection","metadata":\#(metadata),"features":[\#(quake)]}"#.utf8)
+    }
+
+    @Test("a minimal feed parses, integer magnitude and uppercase status included")
+    func minimalFeed() throws {
+        let feed = try parser.parse(Self.feed())
+        let quake = try #require(feed.earthquakes.first)
+        #expect(quake.id == "x1")
+        #expect(quake.magnitude == 4)
+        #expect(quake.status == "reviewed")
+        #expect(quake.tsunami == true)
+        #expect(quake.time == Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(feed.warnings.isEmpty)
+    }
+
+    @Test("metadata.count is optional")
+    func countOptional() throws {
+        #expect(try parser.parse(Self.feed(count: nil)).earthquakes.count == 1)
+    }
+
+    @Test("empty input")
+    func emptyInput() throws {
+        for text in ["", "  \n\t "] {
+            let error = try #require(throws: FeedError.self) { try parser.parse(Data(text.utf8)) }
+            #expect(error.code == .emptyInput)
+        }
+    }
+
+    @Test("garbage is malformed JSON with a position and an excerpt")
+    func garbage() throws {
+        let error = try #require(throws: FeedError.self) { try parser.parse(Data("<html>502 Bad Gateway</html>".utf8)) }
+        #expect(error.code == .malformedJSON)
+        #expect(error.position == FeedError.Position(byteOffset: 0, line: 1, column: 1, excerpt: "⟨here⟩<html>502 …"))
+        #expect(error.description.contains("line 1, column 1"))
+    }
+
+    @Test("an error on a later line reports line, column and byte offset")
+    func errorOnLaterLine() throws {
+        let text = "{\n  \"type\": \"FeatureCollection\",\n  \"features\": [1,, 2]\n}"
+        let error = try #require(throws: FeedError.self) { try parser.parse(Data(text.utf8)) }
+        let position = try #require(error.position)
+        #expect(position.line == 3)
+        #expect(position.column == 18)
+        #expect(position.byteOffset == text.utf8.count - " 2]\n}".utf8.count - 1)  // the second comma
+        #expect(error.description.contains("unexpected character ','"))
+    }
+
+    @Test("a feed cut in the middle of a string")
+    func cutInString() throws {
+        let data = Self.feed()
+        let cut = data.prefix(60)  // inside the string "features"
+        let error = try #require(throws: FeedError.self) { try parser.parse(cut) }
+        #expect(error.code == .malformedJSON)
+        #expect(error.description.contains("unexpected end of input"))
+        #expect(error.description.contains("download was probably cut short"))
+    }
+
+    @Test("a GeoJSONP wrapper whose JSON is broken reports the offset in the original input")
+    func brokenGeoJSONP() throws {
+        let text = "eqfeed_callback({\"type\":);"
+        let error = try #require(throws: FeedError.self) { try parser.parse(Data(text.utf8)) }
+        #expect(error.position?.byteOffset == 24)
+    }
+
+    @Test("a top-level array or other JSON is not a FeatureCollection")
+    func notAFeatureCollection() throws {
+        for text in ["[1, 2]", #"{"type":"Topology"}"#, "42"] {
+            let error = try #require(throws: FeedError.self) { try parser.parse(Data(text.utf8)) }
+            #expect(error.code == .notAFeatureCollection, "\(text)")
+        }
+    }
+
+    @Test("a feature without id or coordinates is rejected, naming its index")
+    func invalidFeatures() throws {
+        let cases: [(feature: String, words: String)] = [
+            (#"{"geometry":{"coordinates":[1,2,3]}}"#, "has no \"id\""),
+            (#"{"id":"","geometry":{"coordinates":[1,2,3]}}"#, "has no \"id\""),
+            (#"{"id":"a"}"#, "has no geometry.coordinates"),
+            (#"{"id":"a","geometry":null}"#, "has no geometry.coordinates"),
+            (#"{"id":"a","geometry":{"coordinates":[1,2]}}"#, "2 coordinate value(s)"),
+            (#"{"id":"a","geometry":{"coordinates":[35,139,2]}}"#, "latitude 139.0"),
+        ]
+        for (feature, words) in cases {
+            let error = try #require(throws: FeedError.self) { try parser.parse(Self.feed(feature: feature)) }
+            #expect(error.code == .invalidFeature)
+            #expect(error.featureIndex == 0)
+            #expect(error.description.contains("feature 0 of 1"))
+            #expect(error.description.contains(words), "\(error)")
+        }
+    }
+
+    @Test("a value of the wrong type names its path")
+    func wrongType() throws {
+        let feature = #"{"id":"a","properties":{"mag":"4.5"},"geometry":{"coordinates":[1,2,3]}}"#
+        let error = try #require(throws: FeedError.self) { try parser.parse(Self.feed(feature: feature)) }
+        #expect(error.code == .unexpectedValue)
+        #expect(error.featureIndex == 0)
+        #expect(error.description.contains("features[0].properties.mag"))
+    }
+
+    @Test("numeric ids and boolean tsunami flags are accepted")
+    func lenientValues() throws {
+        let feature = #"{"id":1234,"properties":{"tsunami":false},"geometry":{"coordinates":[1,2,3]}}"#
+        let quake = try #require(try parser.parse(Self.feed(feature: feature)).earthquakes.first)
+        #expect(quake.id == "1234")
+        #expect(quake.tsunami == false)
+    }
+
     // MARK: Recorded USGS feeds
 
     @Suite("recorded USGS feeds", .enabled(if: USGSData.isAvailable, USGSData.skipMessage))
