@@ -19,7 +19,7 @@ extension EarthquakeStore {
             return try database.write { db in try Self.upsert(quakes, in: db) }
         } catch {
             throw StoreError(
-                .write, path: path, doing: "import \(quakes.count) earthquakes", error: error,
+                .write, path: path, doing: "import \(quakes.count) earthquakes into", error: error,
                 advice: "Nothing was changed: the import was rolled back."
             )
         }

@@ -46,7 +46,7 @@ extension EarthquakeStore {
             sql += " LIMIT ?"
             arguments += [max(0, limit)]
         }
-        return try read("list earthquakes") { db in
+        return try read("list earthquakes in") { db in
             try Row.fetchAll(db, sql: sql, arguments: arguments).map(Earthquake.init(row:))
         }
     }
@@ -87,7 +87,7 @@ extension EarthquakeStore {
             arguments += [latitude - band, latitude + band]
         }
         let point = (latitude: latitude, longitude: longitude)
-        let candidates = try read("find earthquakes near \(latitude), \(longitude)") { db in
+        let candidates = try read("find earthquakes near \(latitude), \(longitude) in") { db in
             try Row.fetchAll(db, sql: sql, arguments: arguments).map(Earthquake.init(row:))
         }
         var ranked: [NearbyEarthquake] = []

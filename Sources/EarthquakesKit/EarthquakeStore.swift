@@ -54,7 +54,7 @@ public final class EarthquakeStore: Sendable {
         do {
             queue = try DatabaseQueue(configuration: configuration)
         } catch {
-            throw StoreError(.open, path: nil, doing: "open", error: error, advice: "")
+            throw StoreError(.open, path: nil, doing: "open", error: error)
         }
         return try EarthquakeStore(queue: queue, path: nil)
     }
@@ -66,7 +66,7 @@ public final class EarthquakeStore: Sendable {
             try Self.migrator.migrate(queue)
         } catch {
             throw StoreError(
-                .migrate, path: path, doing: "create or upgrade the earthquake table", error: error,
+                .migrate, path: path, doing: "create or upgrade the earthquake table in", error: error,
                 advice: "The file may belong to another program or to a newer version of this one."
             )
         }
@@ -121,19 +121,20 @@ public final class EarthquakeStore: Sendable {
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func count() throws(StoreError) -> Int {
-        try read("count earthquakes") { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake") ?? 0 }
+        try read("count the earthquakes in") { db in try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake") ?? 0 }
     }
 
     /// The earthquake with this USGS id, or `nil` when the store has none.
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func earthquake(id: String) throws(StoreError) -> Earthquake? {
-        try read("look up earthquake \"\(id)\"") { db in
+        try read("look up earthquake \"\(id)\" in") { db in
             try Row.fetchOne(db, sql: "SELECT * FROM earthquake WHERE id = ?", arguments: [id]).map(Earthquake.init(row:))
         }
     }
 
-    /// Runs a read, wrapping failures in a ``StoreError`` that names `operation`.
+    /// Runs a read, wrapping failures in a ``StoreError`` that names `operation` (ending with
+    /// its preposition, as in `"list earthquakes in"`).
     func read<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
             return try database.read(body)

@@ -1,9 +1,12 @@
+import GRDB
+
 /// Why an ``EarthquakeStore`` operation failed: which database, what the store was doing, and
 /// what SQLite or the file system said.
 ///
 /// ```
 /// could not import 40 earthquakes into the database at /tmp/quakes.sqlite: row 3 (id "x")
-/// was refused: CHECK constraint failed: latitude BETWEEN -90 AND 90. Nothing was changed.
+/// was refused: SQLite error 19: CHECK constraint failed: latitude BETWEEN -90 AND 90.
+/// Nothing was changed: the import was rolled back.
 /// ```
 ///
 /// ### Thread safety
@@ -13,23 +16,20 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     public let code: Code
     /// The database file, or `nil` for an in-memory database.
     public let path: String?
-    /// The underlying SQLite or system message, for logs.
+    /// The underlying SQLite or system message in full (with the SQL statement), for logs.
     public let underlying: String
     /// A sentence a person can act on.
     public let description: String
 
-    init(_ code: Code, path: String?, doing operation: String, underlying: String, advice: String) {
+    /// - Parameter operation: what failed, ending with its preposition, such as
+    ///   `"import 3 earthquakes into"`; the database's location follows it.
+    init(_ code: Code, path: String?, doing operation: String, error: any Error, advice: String = "") {
         self.code = code
         self.path = path
-        self.underlying = underlying
+        self.underlying = String(describing: error)
         let location = path.map { "the database at \($0)" } ?? "the in-memory database"
-        let sentence = "could not \(operation) \(code == .open ? "" : "in ")\(location): \(underlying)"
+        let sentence = "could not \(operation) \(location): \(Self.shortMessage(for: error))"
         self.description = advice.isEmpty ? sentence : "\(sentence). \(advice)"
-    }
-
-    /// Builds an error from anything a database call threw.
-    init(_ code: Code, path: String?, doing operation: String, error: any Error, advice: String = "") {
-        self.init(code, path: path, doing: operation, underlying: Self.message(for: error), advice: advice)
     }
 
     /// The step that failed.
@@ -53,10 +53,16 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         public var description: String { kind.rawValue }
     }
 
-    /// The most useful text for an error: SQLite's message and code for database errors.
-    static func message(for error: any Error) -> String {
-        if let failure = error as? RowFailure { return failure.description }
-        return String(describing: error)
+    /// The most useful text for a person: SQLite's code and message without the SQL.
+    static func shortMessage(for error: any Error) -> String {
+        switch error {
+        case let failure as RowFailure:
+            "row \(failure.index) (id \"\(failure.id)\") was refused: \(shortMessage(for: failure.underlying))"
+        case let error as DatabaseError:
+            "SQLite error \(error.resultCode.rawValue): \(error.message ?? "\(error.resultCode)")"
+        default:
+            String(describing: error)
+        }
     }
 }
 
@@ -66,7 +72,5 @@ struct RowFailure: Error, CustomStringConvertible {
     var id: String
     var underlying: any Error
 
-    var description: String {
-        "row \(index) (id \"\(id)\") was refused: \(underlying)"
-    }
+    var description: String { "row \(index) (id \"\(id)\") was refused: \(underlying)" }
 }
