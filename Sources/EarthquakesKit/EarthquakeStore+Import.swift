@@ -36,7 +36,8 @@ extension EarthquakeStore {
         let columns = Earthquake.columns
         let select = try db.cachedStatement(sql: "SELECT * FROM earthquake WHERE id = ?")
         let insert = try db.cachedStatement(
-            sql: "INSERT INTO earthquake (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+            sql:
+                "INSERT INTO earthquake (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
         )
         let update = try db.cachedStatement(
             sql: "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?"

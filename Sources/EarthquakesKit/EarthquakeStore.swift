@@ -129,7 +129,8 @@ public final class EarthquakeStore: Sendable {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func earthquake(id: String) throws(StoreError) -> Earthquake? {
         try read("look up earthquake \"\(id)\" in") { db in
-            try Row.fetchOne(db, sql: "SELECT * FROM earthquake WHERE id = ?", arguments: [id]).map(Earthquake.init(row:))
+            try Row.fetchOne(db, sql: "SELECT * FROM earthquake WHERE id = ?", arguments: [id]).map(
+                Earthquake.init(row:))
         }
     }
 

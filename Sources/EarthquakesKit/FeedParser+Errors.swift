@@ -53,7 +53,8 @@ extension FeedParser {
         }
         var featureIndex: Int?
         if path.count >= 2, path[0].stringValue == "features" { featureIndex = path[1].intValue }
-        return FeedError.unexpectedValue(path: text.isEmpty ? "the top level" : text, featureIndex: featureIndex, problem: problem)
+        return FeedError.unexpectedValue(
+            path: text.isEmpty ? "the top level" : text, featureIndex: featureIndex, problem: problem)
     }
 
     private static func describe(_ type: Any.Type) -> String {

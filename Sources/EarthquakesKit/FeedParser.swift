@@ -61,7 +61,9 @@ public struct FeedParser: Sendable {
         let metadata = document.metadata
         return Feed(
             metadata: Feed.Metadata(
-                generated: Self.generatedMilliseconds(metadata?.generated).map { Date(usgsMilliseconds: Int64($0.rounded())) },
+                generated: Self.generatedMilliseconds(metadata?.generated).map {
+                    Date(usgsMilliseconds: Int64($0.rounded()))
+                },
                 title: metadata?.title,
                 url: metadata?.url,
                 api: metadata?.api,
@@ -90,7 +92,8 @@ public struct FeedParser: Sendable {
     private func decode(_ data: Data, jsonRange: Range<Int>) throws(FeedError) -> WireDocument {
         let start = data.startIndex
         let json =
-            jsonRange == 0..<data.count ? data : data.subdata(in: (start + jsonRange.lowerBound)..<(start + jsonRange.upperBound))
+            jsonRange == 0..<data.count
+            ? data : data.subdata(in: (start + jsonRange.lowerBound)..<(start + jsonRange.upperBound))
         do {
             return try JSONDecoder().decode(WireDocument.self, from: json)
         } catch let error as DecodingError {
@@ -101,10 +104,14 @@ public struct FeedParser: Sendable {
     }
 
     /// Validates the decoded document and builds the model values.
-    private func earthquakes(from document: WireDocument, warnings: inout [FeedWarning]) throws(FeedError) -> [Earthquake] {
+    private func earthquakes(from document: WireDocument, warnings: inout [FeedWarning]) throws(FeedError)
+        -> [Earthquake]
+    {
         if document.type == "Feature" { throw FeedError.detailDocument(id: document.id) }
         guard let features = document.features else {
-            let found = document.type.map { "its type is \"\($0)\" and it has no \"features\" array" } ?? "it has no \"features\" array"
+            let found =
+                document.type.map { "its type is \"\($0)\" and it has no \"features\" array" }
+                ?? "it has no \"features\" array"
             throw FeedError.notAFeatureCollection(found: found)
         }
         if let declared = document.metadata?.count, declared != features.count {
@@ -112,7 +119,8 @@ public struct FeedParser: Sendable {
         }
 
         let times = features.compactMap { $0.properties?.time }
-        let unit = Self.detectTimeUnit(times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+        let unit = Self.detectTimeUnit(
+            times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         let factor = unit.toMilliseconds
         func date(_ raw: Double?) -> Date? {
@@ -134,7 +142,9 @@ public struct FeedParser: Sendable {
             guard (-90.0...90.0).contains(latitude) else {
                 throw invalid("has latitude \(latitude), outside -90...90 (are longitude and latitude swapped?)")
             }
-            guard (-180.0...180.0).contains(longitude) else { throw invalid("has longitude \(longitude), outside -180...180") }
+            guard (-180.0...180.0).contains(longitude) else {
+                throw invalid("has longitude \(longitude), outside -180...180")
+            }
 
             let p = feature.properties
             quakes.append(

@@ -113,7 +113,9 @@ struct JSONSyntaxChecker {
         try checkString()
         skipWhitespace()
         guard index < bytes.count else { throw fail("unexpected end of input, expected ':'") }
-        guard bytes[index] == UInt8(ascii: ":") else { throw fail("unexpected \(describe(bytes[index])), expected ':'") }
+        guard bytes[index] == UInt8(ascii: ":") else {
+            throw fail("unexpected \(describe(bytes[index])), expected ':'")
+        }
         index += 1
     }
 
@@ -156,7 +158,8 @@ struct JSONSyntaxChecker {
     private mutating func checkNumber() throws(Failure) {
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else {
-            throw index < bytes.count ? fail("invalid number: expected a digit") : fail("unexpected end of input in a number")
+            throw index < bytes.count
+                ? fail("invalid number: expected a digit") : fail("unexpected end of input in a number")
         }
         if bytes[index] == UInt8(ascii: "0") {
             index += 1
@@ -166,12 +169,16 @@ struct JSONSyntaxChecker {
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: ".") {
             index += 1
-            guard index < bytes.count, isDigit(bytes[index]) else { throw fail("invalid number: expected a digit after '.'") }
+            guard index < bytes.count, isDigit(bytes[index]) else {
+                throw fail("invalid number: expected a digit after '.'")
+            }
             skipDigits()
         }
         if index < bytes.count, bytes[index] == UInt8(ascii: "e") || bytes[index] == UInt8(ascii: "E") {
             index += 1
-            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") { index += 1 }
+            if index < bytes.count, bytes[index] == UInt8(ascii: "+") || bytes[index] == UInt8(ascii: "-") {
+                index += 1
+            }
             guard index < bytes.count, isDigit(bytes[index]) else { throw fail("invalid number: expected an exponent") }
             skipDigits()
         }
@@ -181,7 +188,9 @@ struct JSONSyntaxChecker {
         let expected = UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount)
         for byte in expected {
             guard index < bytes.count else { throw fail("unexpected end of input in '\(literal)'") }
-            guard bytes[index] == byte else { throw fail("unexpected \(describe(bytes[index])), expected '\(literal)'") }
+            guard bytes[index] == byte else {
+                throw fail("unexpected \(describe(bytes[index])), expected '\(literal)'")
+            }
             index += 1
         }
     }

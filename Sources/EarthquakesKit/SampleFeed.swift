@@ -41,7 +41,9 @@ public enum SampleFeed {
     ///   - seed: the generator's seed; the same seed gives the same feed.
     ///   - referenceDate: `metadata.generated`; events fall in the seven days before it.
     /// - Returns: UTF-8 GeoJSON that ``FeedParser`` reads.
-    public static func geoJSON(count: Int = defaultCount, seed: UInt64 = defaultSeed, referenceDate: Date = referenceDate) -> Data {
+    public static func geoJSON(
+        count: Int = defaultCount, seed: UInt64 = defaultSeed, referenceDate: Date = referenceDate
+    ) -> Data {
         var random = SplitMix64(seed: seed)
         let generated = referenceDate.usgsMilliseconds
         let week: Int64 = 7 * 86_400_000

@@ -17,10 +17,12 @@ struct EarthquakeStoreTests {
         let store = try EarthquakeStore.inMemory()
         let full = Earthquake(
             id: "us7000abcd", latitude: -20.5, longitude: 178.25, depth: 563.1, magnitude: 6.4,
-            magnitudeType: "mww", place: "Fiji region — Höfn-like ünïcode", time: Date(timeIntervalSince1970: 1_700_000_000.123),
+            magnitudeType: "mww", place: "Fiji region — Höfn-like ünïcode",
+            time: Date(timeIntervalSince1970: 1_700_000_000.123),
             updated: Date(timeIntervalSince1970: 1_700_000_900.456), timeZoneOffset: 720, url: "https://example.org/e",
             detailURL: "https://example.org/d", felt: 12, cdi: 3.4, mmi: 4.56, alert: "green", status: "REVIEWED",
-            tsunami: true, significance: 630, network: "us", code: "7000abcd", type: "earthquake", title: "M 6.4 - Fiji region"
+            tsunami: true, significance: 630, network: "us", code: "7000abcd", type: "earthquake",
+            title: "M 6.4 - Fiji region"
         )
         try store.importFeed([full, Quakes.quito])
         #expect(try store.earthquake(id: "us7000abcd") == full)
@@ -64,7 +66,8 @@ struct EarthquakeStoreTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.path("notes.txt")
-        try Data(String(repeating: "this is not a SQLite database\n", count: 100).utf8).write(to: URL(fileURLWithPath: path))
+        try Data(String(repeating: "this is not a SQLite database\n", count: 100).utf8).write(
+            to: URL(fileURLWithPath: path))
         let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path) }
         #expect(error.path == path)
         #expect(error.description.contains(path))

@@ -6,7 +6,8 @@ import Testing
 struct EarthquakeTests {
     @Test("displayTitle prefers the feed's title")
     func titleWins() {
-        let quake = Earthquake(id: "a", latitude: 1, longitude: 2, depth: 3, magnitude: 2.5, place: "Here", title: "Feed title")
+        let quake = Earthquake(
+            id: "a", latitude: 1, longitude: 2, depth: 3, magnitude: 2.5, place: "Here", title: "Feed title")
         #expect(quake.displayTitle == "Feed title")
     }
 
@@ -43,7 +44,8 @@ struct EarthquakeTests {
     @Test("Codable round trip keeps every field")
     func codable() throws {
         let quake = Earthquake(
-            id: "ci1", latitude: 34.1, longitude: -117.2, depth: -0.5, magnitude: -0.3, magnitudeType: "ml", place: "Höfn",
+            id: "ci1", latitude: 34.1, longitude: -117.2, depth: -0.5, magnitude: -0.3, magnitudeType: "ml",
+            place: "Höfn",
             time: Date(timeIntervalSince1970: 1_478_113_011.327), updated: nil, timeZoneOffset: -480, felt: 3,
             status: "automatic", tsunami: nil, significance: 0, network: "ci", code: "1", type: "quarry blast"
         )

@@ -25,7 +25,10 @@ struct FeedErrorTests {
             (.notAFeatureCollection(found: "x"), "expected a USGS summary feed"),
             (.countMismatch(declared: 10, actual: 2), "Download it again"),
             (.invalidFeature(index: 1, of: 3, id: nil, problem: "has no \"id\""), "The feed is damaged"),
-            (.unexpectedValue(path: "features[0].properties.mag", featureIndex: 0, problem: "p"), "USGS GeoJSON format"),
+            (
+                .unexpectedValue(path: "features[0].properties.mag", featureIndex: 0, problem: "p"),
+                "USGS GeoJSON format"
+            ),
         ]
         for (error, advice) in errors {
             #expect(error.description.contains(advice), "\(error.code): \(error)")

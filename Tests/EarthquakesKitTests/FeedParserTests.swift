@@ -152,7 +152,8 @@ struct FeedParserTests {
                 "detail-feature.json": false,
             ]
             for file in USGSData.files(in: USGSData.fixtures) {
-                let outcome = try #require(fixtureOutcomes[file] as Bool?, "new fixture \(file): give it an expected outcome")
+                let outcome = try #require(
+                    fixtureOutcomes[file] as Bool?, "new fixture \(file): give it an expected outcome")
                 let data = try USGSData.fixture(file)
                 if outcome {
                     #expect(throws: Never.self) { try parser.parse(data) }
@@ -290,7 +291,9 @@ struct FeedParserTests {
                 let elapsed = try clock.measure { _ = try parser.parse(data) }
                 best = min(best, elapsed)
             }
-            print("FeedParser: 2.5_month-2025-10.geojson (1349 features, \(data.count) bytes) parsed in \(best) (best of 5)")
+            print(
+                "FeedParser: 2.5_month-2025-10.geojson (1349 features, \(data.count) bytes) parsed in \(best) (best of 5)"
+            )
             #expect(best < .seconds(2), "far too slow even for a debug build")
         }
     }

@@ -15,7 +15,9 @@ struct FeedTests {
 
     @Test("warnings explain themselves")
     func descriptions() {
-        #expect(FeedWarning.strippedGeoJSONPWrapper(callback: "eqfeed_callback").description.contains("eqfeed_callback(…);"))
+        #expect(
+            FeedWarning.strippedGeoJSONPWrapper(callback: "eqfeed_callback").description.contains("eqfeed_callback(…);")
+        )
         let seconds = FeedWarning.convertedSecondsToMilliseconds(count: 301).description
         #expect(seconds.contains("seconds"))
         #expect(seconds.contains("301"))
