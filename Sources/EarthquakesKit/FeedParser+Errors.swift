@@ -13,21 +13,16 @@ extension FeedParser {
     static func feedError(for error: DecodingError, in data: Data, jsonRange: Range<Int>) -> FeedError {
         switch error {
         case .dataCorrupted(let context) where context.codingPath.isEmpty:
-            let located: FeedError? = data.withUnsafeBytes { raw in
-                let all = raw.bindMemory(to: UInt8.self)
-                let json = UnsafeBufferPointer(rebasing: all[jsonRange])
-                guard let failure = JSONSyntaxChecker.firstError(in: json) else { return nil }
-                let position = FeedError.Position(offset: jsonRange.lowerBound + failure.offset, in: all)
-                return FeedError.malformedJSON(failure.reason, at: position)
-            }
-            return located
+            return syntaxError(in: data, jsonRange: jsonRange)
                 ?? FeedError(
                     .malformedJSON,
                     "the feed could not be read as JSON: \(context.debugDescription) "
                         + "Check that the file is UTF-8 text of a USGS GeoJSON feed."
                 )
         case .typeMismatch(_, let context) where context.codingPath.isEmpty:
-            return FeedError.notAFeatureCollection(found: "the top level is not a JSON object")
+            // `JSONDecoder` may check the top-level type before the rest of the text.
+            return syntaxError(in: data, jsonRange: jsonRange)
+                ?? FeedError.notAFeatureCollection(found: "the top level is not a JSON object")
         case .typeMismatch(let type, let context):
             return unexpectedValue(context, "expected \(describe(type)); \(context.debugDescription)")
         case .valueNotFound(let type, let context):
@@ -38,6 +33,18 @@ extension FeedParser {
             return unexpectedValue(context, context.debugDescription)
         @unknown default:
             return FeedError(.malformedJSON, "the feed could not be decoded: \(error).")
+        }
+    }
+
+    /// The first syntax error in the JSON text, located in the whole input; `nil` if the text
+    /// is valid JSON.
+    private static func syntaxError(in data: Data, jsonRange: Range<Int>) -> FeedError? {
+        data.withUnsafeBytes { raw in
+            let all = raw.bindMemory(to: UInt8.self)
+            let json = UnsafeBufferPointer(rebasing: all[jsonRange])
+            guard let failure = JSONSyntaxChecker.firstError(in: json) else { return nil }
+            let position = FeedError.Position(offset: jsonRange.lowerBound + failure.offset, in: all)
+            return FeedError.malformedJSON(failure.reason, at: position)
         }
     }
 

@@ -23,6 +23,8 @@ public import Foundation
 ///   small and large values is read as milliseconds.
 /// - Uppercase `status` (`"REVIEWED"`) is lower-cased; `tsunami` as 0/1, a boolean or null;
 ///   an `id` given as a number.
+/// - Trailing commas, which Foundation's `JSONDecoder` tolerates. (When decoding fails, the
+///   error position comes from a strict RFC 8259 check of the text.)
 ///
 /// ### Rejected
 /// - empty input, text that is not JSON (``FeedError/Code/malformedJSON``, with line,
@@ -59,11 +61,12 @@ public struct FeedParser: Sendable {
         let document = try decode(data, jsonRange: jsonRange)
         let quakes = try earthquakes(from: document, warnings: &warnings)
         let metadata = document.metadata
+        let generated = try Self.date(
+            milliseconds: Self.generatedMilliseconds(metadata?.generated), path: "metadata.generated", featureIndex: nil
+        )
         return Feed(
             metadata: Feed.Metadata(
-                generated: Self.generatedMilliseconds(metadata?.generated).map {
-                    Date(usgsMilliseconds: Int64($0.rounded()))
-                },
+                generated: generated,
                 title: metadata?.title,
                 url: metadata?.url,
                 api: metadata?.api,
@@ -123,8 +126,8 @@ public struct FeedParser: Sendable {
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         let factor = unit.toMilliseconds
-        func date(_ raw: Double?) -> Date? {
-            raw.map { Date(usgsMilliseconds: Int64(($0 * factor).rounded())) }
+        func date(_ raw: Double?, _ path: String, _ index: Int) throws(FeedError) -> Date? {
+            try Self.date(milliseconds: raw.map { $0 * factor }, path: path, featureIndex: index)
         }
 
         var quakes: [Earthquake] = []
@@ -156,8 +159,8 @@ public struct FeedParser: Sendable {
                     magnitude: p?.mag,
                     magnitudeType: p?.magType,
                     place: p?.place,
-                    time: date(p?.time),
-                    updated: date(p?.updated),
+                    time: try date(p?.time, "features[\(index)].properties.time", index),
+                    updated: try date(p?.updated, "features[\(index)].properties.updated", index),
                     timeZoneOffset: p?.tz,
                     url: p?.url,
                     detailURL: p?.detail,
@@ -176,5 +179,20 @@ public struct FeedParser: Sendable {
             )
         }
         return quakes
+    }
+
+    /// The largest time a JavaScript `Date` can hold, in milliseconds (about 275 760 years
+    /// either side of 1970): anything beyond is not a time.
+    static let maximumMilliseconds: Double = 8.64e15
+
+    /// Converts milliseconds to a date, rejecting values no clock can produce.
+    static func date(milliseconds: Double?, path: String, featureIndex: Int?) throws(FeedError) -> Date? {
+        guard let milliseconds else { return nil }
+        guard abs(milliseconds) <= maximumMilliseconds else {
+            throw FeedError.unexpectedValue(
+                path: path, featureIndex: featureIndex,
+                problem: "\(milliseconds) milliseconds since 1970 is not a representable time")
+        }
+        return Date(usgsMilliseconds: Int64(milliseconds.rounded()))
     }
 }

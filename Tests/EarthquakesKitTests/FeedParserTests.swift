@@ -114,6 +114,24 @@ struct FeedParserTests {
         #expect(error.description.contains("features[0].properties.mag"))
     }
 
+    @Test("an absurd time is an error, not a crash")
+    func absurdTime() throws {
+        let feature = #"{"id":"a","properties":{"time":1e300},"geometry":{"coordinates":[1,2,3]}}"#
+        let error = try #require(throws: FeedError.self) { try parser.parse(Self.feed(feature: feature)) }
+        #expect(error.code == .unexpectedValue)
+        #expect(error.description.contains("features[0].properties.time"))
+    }
+
+    @Test("a Data slice that does not start at index 0 parses, and error offsets count from its start")
+    func dataSlice() throws {
+        let padded = Data("xxx".utf8) + Self.feed()
+        let slice = padded.dropFirst(3)
+        #expect(try parser.parse(slice).earthquakes.count == 1)
+        let broken = (Data("xxx".utf8) + Data("[1,]".utf8)).dropFirst(3)
+        let error = try #require(throws: FeedError.self) { try parser.parse(broken) }
+        #expect(error.position?.byteOffset == 3)
+    }
+
     @Test("numeric ids and boolean tsunami flags are accepted")
     func lenientValues() throws {
         let feature = #"{"id":1234,"properties":{"tsunami":false},"geometry":{"coordinates":[1,2,3]}}"#
