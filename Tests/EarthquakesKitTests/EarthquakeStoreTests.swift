@@ -73,4 +73,20 @@ struct EarthquakeStoreTests {
         #expect(error.description.contains(path))
         #expect(error.underlying.contains("not a database"))
     }
+
+    @Test("one store is shared by concurrent tasks (it is Sendable)")
+    func concurrentUse() async throws {
+        let store = try EarthquakeStore.inMemory()
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for writer in 0..<8 {
+                group.addTask {
+                    let batch = (0..<25).map { Quakes.make("w\(writer)-\($0)", latitude: Double($0)) }
+                    try store.importFeed(batch)
+                    _ = try store.recent(limit: 5)
+                }
+            }
+            try await group.waitForAll()
+        }
+        #expect(try store.count() == 200)
+    }
 }
