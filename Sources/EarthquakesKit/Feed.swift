@@ -1,0 +1,98 @@
+public import Foundation
+
+/// A parsed USGS GeoJSON summary feed: its metadata and its earthquakes, newest first as
+/// published.
+///
+/// Produced by ``FeedParser/parse(_:)``. When the parser had to repair the input (strip a
+/// GeoJSONP wrapper, convert times given in seconds), it says so in ``warnings``.
+///
+/// ### Thread safety
+/// `Feed` is a value type and `Sendable`.
+public struct Feed: Sendable, Equatable {
+    /// The feed's `metadata` object. Every field is optional.
+    public var metadata: Metadata
+    /// The events of the feed, in the feed's order (the USGS publishes newest first).
+    public var earthquakes: [Earthquake]
+    /// What the parser repaired on the way. Empty for a well-formed USGS feed.
+    public var warnings: [FeedWarning]
+
+    /// Creates a feed value.
+    public init(metadata: Metadata, earthquakes: [Earthquake], warnings: [FeedWarning] = []) {
+        self.metadata = metadata
+        self.earthquakes = earthquakes
+        self.warnings = warnings
+    }
+
+    /// Whether the input was a GeoJSONP response (`eqfeed_callback({...});`) rather than
+    /// plain GeoJSON.
+    public var wasGeoJSONP: Bool {
+        warnings.contains { if case .strippedGeoJSONPWrapper = $0 { true } else { false } }
+    }
+
+    /// Whether event times were given in seconds and converted (see
+    /// ``FeedWarning/convertedSecondsToMilliseconds(count:)``).
+    public var hadTimesInSeconds: Bool {
+        warnings.contains { if case .convertedSecondsToMilliseconds = $0 { true } else { false } }
+    }
+
+    /// The `metadata` object of a feed.
+    ///
+    /// ### Thread safety
+    /// A value type and `Sendable`.
+    public struct Metadata: Sendable, Equatable, Hashable, Codable {
+        /// When the USGS generated the feed.
+        public var generated: Date?
+        /// The feed's title, for example `"USGS Magnitude 2.5+ Earthquakes, Past Month"`.
+        public var title: String?
+        /// The feed's address.
+        public var url: String?
+        /// The version of the USGS feed software, for example `"1.14.1"`.
+        public var api: String?
+        /// The number of features the feed declares. ``FeedParser`` checks it against the
+        /// features present.
+        public var count: Int?
+        /// The HTTP status the USGS recorded, normally 200.
+        public var status: Int?
+
+        /// Creates feed metadata.
+        public init(
+            generated: Date? = nil,
+            title: String? = nil,
+            url: String? = nil,
+            api: String? = nil,
+            count: Int? = nil,
+            status: Int? = nil
+        ) {
+            self.generated = generated
+            self.title = title
+            self.url = url
+            self.api = api
+            self.count = count
+            self.status = status
+        }
+    }
+}
+
+/// Something ``FeedParser`` repaired while parsing, so callers can log it or show it.
+///
+/// ### Thread safety
+/// A value type and `Sendable`.
+public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible {
+    /// The input was GeoJSONP: a JavaScript call `callback({...});` around the JSON. The
+    /// wrapper was removed and the JSON inside parsed.
+    case strippedGeoJSONPWrapper(callback: String)
+    /// Every event time was small enough to be seconds rather than milliseconds since 1970,
+    /// so `count` times (and `updated` times) were multiplied by 1000. See ``FeedParser`` for
+    /// the rule.
+    case convertedSecondsToMilliseconds(count: Int)
+
+    public var description: String {
+        switch self {
+        case .strippedGeoJSONPWrapper(let callback):
+            "the input was GeoJSONP; removed the JavaScript wrapper \(callback)(…); and parsed the JSON inside"
+        case .convertedSecondsToMilliseconds(let count):
+            "event times look like seconds, not the milliseconds the USGS format uses; "
+                + "converted \(count) times to milliseconds (check the feed's producer)"
+        }
+    }
+}

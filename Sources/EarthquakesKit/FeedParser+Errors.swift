@@ -1,0 +1,75 @@
+import Foundation
+
+extension FeedParser {
+    /// Turns a `DecodingError` into a ``FeedError`` a person can act on.
+    ///
+    /// Errors in the text itself (an empty coding path) are located precisely with
+    /// ``JSONSyntaxChecker``, whose messages and positions do not depend on the platform's
+    /// `JSONDecoder`. Errors in a value name its path, such as `features[3].properties.mag`.
+    ///
+    /// - Parameters:
+    ///   - data: the whole input, including any GeoJSONP wrapper.
+    ///   - jsonRange: where the JSON text lies in `data` (offsets from `data.startIndex`).
+    static func feedError(for error: DecodingError, in data: Data, jsonRange: Range<Int>) -> FeedError {
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return syntaxError(in: data, jsonRange: jsonRange)
+                ?? FeedError(
+                    .malformedJSON,
+                    "the feed could not be read as JSON: \(context.debugDescription) "
+                        + "Check that the file is UTF-8 text of a USGS GeoJSON feed."
+                )
+        case .typeMismatch(_, let context) where context.codingPath.isEmpty:
+            // `JSONDecoder` may check the top-level type before the rest of the text.
+            return syntaxError(in: data, jsonRange: jsonRange)
+                ?? FeedError.notAFeatureCollection(found: "the top level is not a JSON object")
+        case .typeMismatch(let type, let context):
+            return unexpectedValue(context, "expected \(describe(type)); \(context.debugDescription)")
+        case .valueNotFound(let type, let context):
+            return unexpectedValue(context, "expected \(describe(type)), found null")
+        case .keyNotFound(let key, let context):
+            return unexpectedValue(context, "the member \"\(key.stringValue)\" is missing")
+        case .dataCorrupted(let context):
+            return unexpectedValue(context, context.debugDescription)
+        @unknown default:
+            return FeedError(.malformedJSON, "the feed could not be decoded: \(error).")
+        }
+    }
+
+    /// The first syntax error in the JSON text, located in the whole input; `nil` if the text
+    /// is valid JSON.
+    private static func syntaxError(in data: Data, jsonRange: Range<Int>) -> FeedError? {
+        data.withUnsafeBytes { raw in
+            let all = raw.bindMemory(to: UInt8.self)
+            let json = UnsafeBufferPointer(rebasing: all[jsonRange])
+            guard let failure = JSONSyntaxChecker.firstError(in: json) else { return nil }
+            let position = FeedError.Position(offset: jsonRange.lowerBound + failure.offset, in: all)
+            return FeedError.malformedJSON(failure.reason, at: position)
+        }
+    }
+
+    private static func unexpectedValue(_ context: DecodingError.Context, _ problem: String) -> FeedError {
+        let path = context.codingPath
+        var text = ""
+        for key in path {
+            if let index = key.intValue {
+                text += "[\(index)]"
+            } else {
+                text += (text.isEmpty ? "" : ".") + key.stringValue
+            }
+        }
+        var featureIndex: Int?
+        if path.count >= 2, path[0].stringValue == "features" { featureIndex = path[1].intValue }
+        return FeedError.unexpectedValue(
+            path: text.isEmpty ? "the top level" : text, featureIndex: featureIndex, problem: problem)
+    }
+
+    private static func describe(_ type: Any.Type) -> String {
+        switch type {
+        case is String.Type: "a string"
+        case is Double.Type, is Int.Type, is Int64.Type: "a number"
+        case is Bool.Type: "a boolean"
+        default: "a value of type \(type)"
+        }
+    }
+}

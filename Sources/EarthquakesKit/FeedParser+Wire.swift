@@ -1,0 +1,116 @@
+// The feed as it is on the wire: `Decodable` types that mirror the USGS GeoJSON, lenient where
+// the real feeds vary (ids given as numbers, `tsunami` as 0/1 or a boolean), and that decode
+// only the members the model keeps. Validation and conversion happen in `FeedParser`.
+
+extension FeedParser {
+    struct WireDocument: Decodable {
+        var type: String?
+        var id: String?
+        var metadata: WireMetadata?
+        var features: [WireFeature]?
+
+        private enum CodingKeys: String, CodingKey { case type, id, metadata, features }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            type = try container.decodeIfPresent(String.self, forKey: .type)
+            id = try container.decodeLenientIDIfPresent(forKey: .id)
+            metadata = try container.decodeIfPresent(WireMetadata.self, forKey: .metadata)
+            // Decode features only for a collection: a detail Feature's large `properties`
+            // block is not worth reading just to reject it.
+            features = type == "Feature" ? nil : try container.decodeIfPresent([WireFeature].self, forKey: .features)
+        }
+    }
+
+    struct WireMetadata: Decodable {
+        var generated: Double?
+        var url: String?
+        var title: String?
+        var status: Int?
+        var api: String?
+        var count: Int?
+    }
+
+    struct WireFeature: Decodable {
+        var id: String?
+        var geometry: WireGeometry?
+        var properties: WireProperties?
+
+        private enum CodingKeys: String, CodingKey { case id, geometry, properties }
+
+        init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            id = try container.decodeLenientIDIfPresent(forKey: .id)
+            geometry = try container.decodeIfPresent(WireGeometry.self, forKey: .geometry)
+            properties = try container.decodeIfPresent(WireProperties.self, forKey: .properties)
+        }
+    }
+
+    struct WireGeometry: Decodable {
+        var coordinates: [Double]?
+    }
+
+    struct WireProperties: Decodable {
+        var mag: Double?
+        var place: String?
+        var time: Double?
+        var updated: Double?
+        var tz: Int?
+        var url: String?
+        var detail: String?
+        var felt: Int?
+        var cdi: Double?
+        var mmi: Double?
+        var alert: String?
+        var status: String?
+        var tsunami: Bool?
+        var sig: Int?
+        var net: String?
+        var code: String?
+        var magType: String?
+        var type: String?
+        var title: String?
+
+        private enum CodingKeys: String, CodingKey {
+            case mag, place, time, updated, tz, url, detail, felt, cdi, mmi, alert, status
+            case tsunami, sig, net, code, magType, type, title
+        }
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            mag = try c.decodeIfPresent(Double.self, forKey: .mag)
+            place = try c.decodeIfPresent(String.self, forKey: .place)
+            time = try c.decodeIfPresent(Double.self, forKey: .time)
+            updated = try c.decodeIfPresent(Double.self, forKey: .updated)
+            tz = try c.decodeIfPresent(Int.self, forKey: .tz)
+            url = try c.decodeIfPresent(String.self, forKey: .url)
+            detail = try c.decodeIfPresent(String.self, forKey: .detail)
+            felt = try c.decodeIfPresent(Int.self, forKey: .felt)
+            cdi = try c.decodeIfPresent(Double.self, forKey: .cdi)
+            mmi = try c.decodeIfPresent(Double.self, forKey: .mmi)
+            alert = try c.decodeIfPresent(String.self, forKey: .alert)
+            status = try c.decodeIfPresent(String.self, forKey: .status)
+            // The USGS publishes 0/1 (null in old feeds); accept a JSON boolean too.
+            if let flag = try? c.decodeIfPresent(Int.self, forKey: .tsunami) {
+                tsunami = flag != 0
+            } else {
+                tsunami = try c.decodeIfPresent(Bool.self, forKey: .tsunami)
+            }
+            sig = try c.decodeIfPresent(Int.self, forKey: .sig)
+            net = try c.decodeIfPresent(String.self, forKey: .net)
+            code = try c.decodeIfPresent(String.self, forKey: .code)
+            magType = try c.decodeIfPresent(String.self, forKey: .magType)
+            type = try c.decodeIfPresent(String.self, forKey: .type)
+            title = try c.decodeIfPresent(String.self, forKey: .title)
+        }
+    }
+}
+
+extension KeyedDecodingContainer {
+    /// Decodes an id given as a JSON string or, as some GeoJSON producers write it, a number.
+    fileprivate func decodeLenientIDIfPresent(forKey key: Key) throws -> String? {
+        if let text = try? decodeIfPresent(String.self, forKey: key) { return text }
+        if let number = try? decodeIfPresent(Int64.self, forKey: key) { return String(number) }
+        return try decodeIfPresent(String.self, forKey: key)
+    }
+}

@@ -1,0 +1,198 @@
+public import Foundation
+
+/// Reads a USGS GeoJSON summary feed into a ``Feed``.
+///
+/// ```swift
+/// let feed = try FeedParser().parse(data)
+/// print(feed.metadata.title ?? "feed", feed.earthquakes.count)
+/// ```
+///
+/// The parser is pure and synchronous: no I/O, no shared state. It accepts what the USGS
+/// has published over the years (api 1.0.9 to 1.14) and rejects, with a ``FeedError`` that
+/// says what to do, what it cannot read faithfully.
+///
+/// ### Accepted and repaired
+/// - **GeoJSONP** (`eqfeed_callback({...});`): the wrapper is removed and the JSON inside
+///   parsed; ``Feed/warnings`` records ``FeedWarning/strippedGeoJSONPWrapper(callback:)``.
+/// - **Times in seconds** instead of milliseconds (third-party rewrites): converted, and
+///   recorded as ``FeedWarning/convertedSecondsToMilliseconds(count:)``. The times are
+///   taken as seconds when *every* event time is below 10¹¹ in magnitude (10¹¹ ms is
+///   1973-03-03; 10¹¹ s is the year 5138), unless `metadata.generated` shows that the
+///   seconds reading would put events more than a day after the feed was generated (then
+///   the feed really is an archive of 1966–1973 events in milliseconds). A feed mixing
+///   small and large values is read as milliseconds.
+/// - Uppercase `status` (`"REVIEWED"`) is lower-cased; `tsunami` as 0/1, a boolean or null;
+///   an `id` given as a number.
+/// - Trailing commas, which Foundation's `JSONDecoder` tolerates. (When decoding fails, the
+///   error position comes from a strict RFC 8259 check of the text.)
+///
+/// ### Rejected
+/// - empty input, text that is not JSON (``FeedError/Code/malformedJSON``, with line,
+///   column, byte offset and an excerpt);
+/// - a single event's detail document (``FeedError/Code/detailDocument``);
+/// - JSON that is not a FeatureCollection (``FeedError/Code/notAFeatureCollection``);
+/// - `metadata.count` different from the number of features, when `count` is present
+///   (``FeedError/Code/countMismatch``: the feed was truncated);
+/// - a feature without an `id`, or without `geometry.coordinates` of at least three
+///   numbers with a latitude in -90...90 and a longitude in -180...180
+///   (``FeedError/Code/invalidFeature``, naming the feature's index). Such a feed is
+///   damaged; the whole feed is rejected rather than silently imported without some
+///   events, so callers never store a partial picture believing it complete;
+/// - a value of the wrong JSON type, for example a magnitude written as a string
+///   (``FeedError/Code/unexpectedValue``, naming the path such as `features[3].properties.mag`).
+///
+/// - Complexity: O(*n*) in the size of the input.
+///
+/// ### Thread safety
+/// `FeedParser` is a `Sendable` value with no mutable state; one instance can be used from
+/// any number of threads at once.
+public struct FeedParser: Sendable {
+    /// Creates a parser.
+    public init() {}
+
+    /// Parses a USGS GeoJSON (or GeoJSONP) summary feed.
+    ///
+    /// - Parameter data: the bytes of the feed, UTF-8.
+    /// - Returns: the feed's metadata, its earthquakes in feed order, and any repairs made.
+    /// - Throws: ``FeedError`` when the input cannot be read faithfully.
+    public func parse(_ data: Data) throws(FeedError) -> Feed {
+        var warnings: [FeedWarning] = []
+        let jsonRange = try locateJSON(in: data, warnings: &warnings)
+        let document = try decode(data, jsonRange: jsonRange)
+        let quakes = try earthquakes(from: document, warnings: &warnings)
+        let metadata = document.metadata
+        let generated = try Self.date(
+            milliseconds: Self.generatedMilliseconds(metadata?.generated), path: "metadata.generated", featureIndex: nil
+        )
+        return Feed(
+            metadata: Feed.Metadata(
+                generated: generated,
+                title: metadata?.title,
+                url: metadata?.url,
+                api: metadata?.api,
+                count: metadata?.count,
+                status: metadata?.status
+            ),
+            earthquakes: quakes,
+            warnings: warnings
+        )
+    }
+
+    /// Finds the JSON text: the whole input, or the inside of a GeoJSONP wrapper. Offsets are
+    /// relative to `data.startIndex`.
+    private func locateJSON(in data: Data, warnings: inout [FeedWarning]) throws(FeedError) -> Range<Int> {
+        let result: (range: Range<Int>, callback: String?)? = data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard bytes.contains(where: { $0 != 0x20 && $0 != 0x0A && $0 != 0x0D && $0 != 0x09 }) else { return nil }
+            if let unwrapped = GeoJSONP.unwrap(bytes) { return (unwrapped.json, unwrapped.callback) }
+            return (0..<bytes.count, nil)
+        }
+        guard let result else { throw FeedError.emptyInput }
+        if let callback = result.callback { warnings.append(.strippedGeoJSONPWrapper(callback: callback)) }
+        return result.range
+    }
+
+    private func decode(_ data: Data, jsonRange: Range<Int>) throws(FeedError) -> WireDocument {
+        let start = data.startIndex
+        let json =
+            jsonRange == 0..<data.count
+            ? data : data.subdata(in: (start + jsonRange.lowerBound)..<(start + jsonRange.upperBound))
+        do {
+            return try JSONDecoder().decode(WireDocument.self, from: json)
+        } catch let error as DecodingError {
+            throw Self.feedError(for: error, in: data, jsonRange: jsonRange)
+        } catch {
+            throw FeedError(.malformedJSON, "the feed could not be read as JSON: \(error).")
+        }
+    }
+
+    /// Validates the decoded document and builds the model values.
+    private func earthquakes(from document: WireDocument, warnings: inout [FeedWarning]) throws(FeedError)
+        -> [Earthquake]
+    {
+        if document.type == "Feature" { throw FeedError.detailDocument(id: document.id) }
+        guard let features = document.features else {
+            let found =
+                document.type.map { "its type is \"\($0)\" and it has no \"features\" array" }
+                ?? "it has no \"features\" array"
+            throw FeedError.notAFeatureCollection(found: found)
+        }
+        if let declared = document.metadata?.count, declared != features.count {
+            throw FeedError.countMismatch(declared: declared, actual: features.count)
+        }
+
+        let times = features.compactMap { $0.properties?.time }
+        let unit = Self.detectTimeUnit(
+            times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+        if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
+        let factor = unit.toMilliseconds
+        func date(_ raw: Double?, _ path: String, _ index: Int) throws(FeedError) -> Date? {
+            try Self.date(milliseconds: raw.map { $0 * factor }, path: path, featureIndex: index)
+        }
+
+        var quakes: [Earthquake] = []
+        quakes.reserveCapacity(features.count)
+        for (index, feature) in features.enumerated() {
+            func invalid(_ problem: String) -> FeedError {
+                FeedError.invalidFeature(index: index, of: features.count, id: feature.id, problem: problem)
+            }
+            guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
+            guard let coordinates = feature.geometry?.coordinates else { throw invalid("has no geometry.coordinates") }
+            guard coordinates.count >= 3 else {
+                throw invalid("has \(coordinates.count) coordinate value(s) where 3 are needed")
+            }
+            let (longitude, latitude, depth) = (coordinates[0], coordinates[1], coordinates[2])
+            guard (-90.0...90.0).contains(latitude) else {
+                throw invalid("has latitude \(latitude), outside -90...90 (are longitude and latitude swapped?)")
+            }
+            guard (-180.0...180.0).contains(longitude) else {
+                throw invalid("has longitude \(longitude), outside -180...180")
+            }
+
+            let p = feature.properties
+            quakes.append(
+                Earthquake(
+                    id: id,
+                    latitude: latitude,
+                    longitude: longitude,
+                    depth: depth,
+                    magnitude: p?.mag,
+                    magnitudeType: p?.magType,
+                    place: p?.place,
+                    time: try date(p?.time, "features[\(index)].properties.time", index),
+                    updated: try date(p?.updated, "features[\(index)].properties.updated", index),
+                    timeZoneOffset: p?.tz,
+                    url: p?.url,
+                    detailURL: p?.detail,
+                    felt: p?.felt,
+                    cdi: p?.cdi,
+                    mmi: p?.mmi,
+                    alert: p?.alert,
+                    status: p?.status,
+                    tsunami: p?.tsunami,
+                    significance: p?.sig,
+                    network: p?.net,
+                    code: p?.code,
+                    type: p?.type,
+                    title: p?.title
+                )
+            )
+        }
+        return quakes
+    }
+
+    /// The largest time a JavaScript `Date` can hold, in milliseconds (about 275 760 years
+    /// either side of 1970): anything beyond is not a time.
+    static let maximumMilliseconds: Double = 8.64e15
+
+    /// Converts milliseconds to a date, rejecting values no clock can produce.
+    static func date(milliseconds: Double?, path: String, featureIndex: Int?) throws(FeedError) -> Date? {
+        guard let milliseconds else { return nil }
+        guard abs(milliseconds) <= maximumMilliseconds else {
+            throw FeedError.unexpectedValue(
+                path: path, featureIndex: featureIndex,
+                problem: "\(milliseconds) milliseconds since 1970 is not a representable time")
+        }
+        return Date(usgsMilliseconds: Int64(milliseconds.rounded()))
+    }
+}
