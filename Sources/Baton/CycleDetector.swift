@@ -15,8 +15,7 @@ enum CycleDetector {
     static func failCycles(through roots: [Job]) {
         guard !roots.isEmpty else { return }
         while let cycle = findCycle(through: roots) {
-            let error = JobError.dependencyCycle(cycle.map(\.name))
-            for job in cycle { job.failAsCycleMember(error) }
+            Job.failCycle(cycle, with: JobError.dependencyCycle(cycle.map(\.name)))
         }
     }
 

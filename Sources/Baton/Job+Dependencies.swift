@@ -86,12 +86,16 @@ extension Job {
         }
     }
 
-    /// Fails the job if it is still pending: it is part of a dependency cycle.
-    func failAsCycleMember(_ error: JobError) {
-        let step: FinishStep = mutex.withLock {
-            guard machine.failPending(error) else { return .nothing }
-            return finishStepLocked()
+    /// Fails every job of a dependency cycle that is still pending.
+    ///
+    /// All members move to `finishing` before any of them completes: completing one releases its
+    /// dependents, and a member released that way must not become ready and run.
+    static func failCycle(_ members: [Job], with error: JobError) {
+        let steps: [FinishStep] = members.map { job in
+            job.mutex.withLock { job.machine.failPending(error) ? job.finishStepLocked() : .nothing }
         }
-        Job.release(perform(step))
+        for (job, step) in zip(members, steps) {
+            Job.release(job.perform(step))
+        }
     }
 }

@@ -146,11 +146,13 @@ open class Job: @unchecked Sendable {
             case .ignored, .recorded:
                 return .nothing
             case .finish:
-                _ = appendEventLocked(.cancel(reason))
-                return finishStepLocked()
+                // Tell observers of the cancel before the finish; without observers, finish directly.
+                let drain = !observerList.isEmpty && appendEventLocked(.cancel(reason))
+                let step = finishStepLocked()
+                return drain ? .drain : step
             case .interrupt:
                 interrupt = true
-                return appendEventLocked(.cancel(reason)) ? .drain : .nothing
+                return !observerList.isEmpty && appendEventLocked(.cancel(reason)) ? .drain : .nothing
             }
         }
         if interrupt {

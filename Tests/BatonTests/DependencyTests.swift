@@ -1,0 +1,165 @@
+import Baton
+import BatonTesting
+import Testing
+
+@Suite(.timeLimit(.minutes(2))) struct DependencyTests {
+    @Test func aJobStartsOnlyAfterAllItsDependenciesFinished() async {
+        let queue = JobQueue(name: "deps", maxConcurrentJobs: 8)
+        let finished = Recorder<String>()
+        let started = Recorder<(String, [String])>()
+        let a = BlockJob(name: "a") { finished.record("a") }
+        let b = AsyncJob(name: "b") { _ in
+            await Task.yield()
+            finished.record("b")
+        }
+        let c = BlockJob(name: "c") { started.record(("c", finished.values)) }
+        c.addDependencies([a, b])
+        #expect(c.dependencies.map(\.name) == ["a", "b"])
+        queue.add([c, b, a])
+        _ = await c.outcome
+        #expect(started.values.first?.1.sorted() == ["a", "b"])
+        #expect(c.dependencies.isEmpty)  // dropped after finishing
+    }
+
+    @Test func dependenciesMayCrossQueuesAndRunWhateverTheirOutcome() async {
+        let q1 = JobQueue(name: "one")
+        let q2 = JobQueue(name: "two", maxConcurrentJobs: 1)
+        let failing = BlockJob(name: "failing") { throw Boom() }
+        let cancelled = BlockJob(name: "cancelled") {}
+        cancelled.cancel()
+        let after = BlockJob(name: "after") {}
+        after.addDependencies([failing, cancelled])
+        q2.add(after)
+        q1.add([failing, cancelled])
+        #expect(await after.outcome.isSucceeded)
+        #expect(await failing.outcome.isFailed)
+        #expect(await cancelled.outcome.isCancelled)
+    }
+
+    @Test func aDependencyAddedToAWaitingJobIsHonoured() async {
+        let queue = JobQueue(name: "late")
+        let blocker = Gate()
+        let order = Recorder<String>()
+        let first = BlockJob(name: "first") { blocker.wait() }
+        let waiting = BlockJob(name: "waiting") { order.record("waiting") }
+        waiting.addDependency(first)
+        queue.add([first, waiting])
+        let extra = BlockJob(name: "extra") { order.record("extra") }
+        waiting.addDependency(extra)  // still pending: allowed
+        queue.isSuspended = false
+        blocker.open()
+        queue.add(extra)
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(order.values == ["extra", "waiting"])
+    }
+
+    @Test func aDependencyThatAlreadyFinishedDoesNotHoldTheJob() async throws {
+        let done = BlockJob(name: "done") {}
+        try done.start()
+        let job = BlockJob(name: "job") {}
+        job.addDependency(done)
+        JobQueue().add(job)
+        #expect(await job.outcome.isSucceeded)
+    }
+
+    @Test func aMillionJobChainCompletesWithoutOverflowingTheStack() async {
+        // Debug builds are slow: the release benchmark runs the million; this proves the mechanics at
+        // a size that would overflow the stack if release or deallocation recursed.
+        let count = 200_000
+        let queue = JobQueue(name: "chain")
+        let counter = ConcurrencyGauge()
+        var jobs: [Job] = []
+        jobs.reserveCapacity(count)
+        for i in 0..<count {
+            let job = BlockJob { counter.enter() }
+            if i > 0 { job.addDependency(jobs[i - 1]) }
+            jobs.append(job)
+        }
+        queue.add(jobs)
+        let last = jobs[count - 1]
+        jobs = []
+        #expect(await last.outcome.isSucceeded)
+        #expect(counter.value == count)
+    }
+
+    @Test func aNeverRunChainIsReleasedWithoutOverflowingTheStack() {
+        var previous: Job?
+        for _ in 0..<300_000 {
+            let job = BlockJob {}
+            if let previous { job.addDependency(previous) }
+            previous = job
+        }
+        previous = nil  // deinit must release iteratively
+        #expect(previous == nil)
+    }
+}
+
+@Suite(.timeLimit(.minutes(1))) struct CycleTests {
+    @Test func aCycleAddedAtOnceFailsEveryMemberWithItsNames() async throws {
+        let a = BlockJob(name: "a") {}
+        let b = BlockJob(name: "b") {}
+        let c = BlockJob(name: "c") {}
+        let outside = BlockJob(name: "outside") {}
+        a.addDependency(b)
+        b.addDependency(c)
+        c.addDependency(a)
+        outside.addDependency(a)
+        let queue = JobQueue(name: "cycle")
+        queue.add([a, b, c, outside])
+        for job in [a, b, c] {
+            let error = try #require(await job.outcome.error as? JobError)
+            #expect(error.code == .dependencyCycle)
+            #expect(Set(error.jobs) == ["a", "b", "c"])
+            #expect(error.message.contains("dependency cycle"))
+        }
+        // Jobs that merely depend on the cycle still run once it is broken up.
+        #expect(await outside.outcome.isSucceeded)
+        let error = try #require(a.finishedOutcome?.error as? JobError)
+        // Each job in the message waits for the next.
+        let names = error.jobs
+        let i = try #require(names.firstIndex(of: "a"))
+        #expect(names[(i + 1) % 3] == "b")
+    }
+
+    @Test func aCycleClosedByAddingJobsOneByOneIsDetected() async throws {
+        let a = BlockJob(name: "a") {}
+        let b = BlockJob(name: "b") {}
+        a.addDependency(b)
+        b.addDependency(a)
+        let q1 = JobQueue(name: "q1")
+        let q2 = JobQueue(name: "q2")
+        q1.add(a)
+        #expect(a.state == .pending)
+        q2.add(b)
+        #expect(await a.outcome.isFailed)
+        #expect(await b.outcome.isFailed)
+    }
+
+    @Test func aCycleClosedByADependencyOnAWaitingJobIsDetected() async throws {
+        let a = BlockJob(name: "a") {}
+        let b = BlockJob(name: "b") {}
+        let c = BlockJob(name: "c") {}
+        b.addDependency(a)
+        c.addDependency(b)
+        let queue = JobQueue(name: "late-cycle")
+        queue.isSuspended = true
+        let gate = BlockJob(name: "gate") {}
+        a.addDependency(gate)
+        queue.add([a, b, c])
+        a.addDependency(c)  // closes a → c → b → a while all are pending
+        let error = try #require(await a.outcome.error as? JobError)
+        #expect(Set(error.jobs) == ["a", "b", "c"])
+        queue.isSuspended = false
+        queue.add(gate)
+        await queue.waitUntilAllJobsAreFinished()
+    }
+
+    @Test func aLargeCycleIsReportedQuickly() async throws {
+        let count = 10_000
+        let jobs = (0..<count).map { BlockJob(name: "j\($0)") {} }
+        for i in 0..<count { jobs[i].addDependency(jobs[(i + 1) % count]) }
+        JobQueue(name: "big-cycle").add(jobs)
+        let error = try #require(await jobs[0].outcome.error as? JobError)
+        #expect(error.jobs.count == count)
+    }
+}
