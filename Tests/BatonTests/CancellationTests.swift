@@ -1,0 +1,163 @@
+import Baton
+import BatonTesting
+import Dispatch
+import Testing
+
+@Suite(.timeLimit(.minutes(2))) struct CancellationTests {
+    @Test func cancelledBeforeExecutionTheBodyNeverRuns() async {
+        let queue = JobQueue(name: "cancel-before")
+        let ran = Recorder<Bool>()
+        let blocker = BlockJob(name: "blocker") {}
+        let job = BlockJob(name: "job") { ran.record(true) }
+        job.addDependency(blocker)
+        queue.add(job)  // waits for `blocker`, which is in no queue
+        job.cancel()
+        let outcome = await job.outcome
+        #expect(outcome.isCancelled)
+        #expect(outcome.error is CancellationError)
+        #expect(ran.count == 0)
+    }
+
+    @Test func cancelledDuringExecutionTheBodyIsToldAndFinishes() async {
+        let inside = Gate()
+        let sawCancel = Recorder<Bool>()
+        final class Loop: Job, @unchecked Sendable {
+            let inside: Gate
+            let saw: Recorder<Bool>
+            let cancelled = Gate()
+            init(inside: Gate, saw: Recorder<Bool>) {
+                self.inside = inside
+                self.saw = saw
+                super.init(name: "loop")
+            }
+            override func execute() throws {
+                inside.open()
+                cancelled.wait()
+                saw.record(isCancelled)
+            }
+            override func didCancel(reason: any Error) { cancelled.open() }
+        }
+        let job = Loop(inside: inside, saw: sawCancel)
+        JobQueue().add(job)
+        await inside.waitAsync()
+        job.cancel()
+        #expect(await job.outcome.isCancelled)
+        #expect(sawCancel.values == [true])
+    }
+
+    @Test func cancellingAFinishedJobHasNoEffect() async throws {
+        let job = BlockJob {}
+        try job.start()
+        job.cancel()
+        #expect(job.finishedOutcome?.isSucceeded == true)
+        #expect(job.isCancelled == false)
+    }
+
+    @Test func cancellingTheAwaitingTaskCancelsTheJobOnlyWhenAskedTo() async {
+        let queue = JobQueue(name: "awaiting")
+        let started = Gate()
+        let job = AsyncJob { _ in
+            started.open()
+            await Gate().waitAsyncUnlessCancelled()
+        }
+        queue.add(job)
+        await started.waitAsync()
+        let plainWaiter = Task { await job.outcome }
+        plainWaiter.cancel()  // `outcome` ignores task cancellation: the job goes on
+        let waiter = Task { await job.outcomeCancellingWithTask() }
+        waiter.cancel()
+        #expect(await waiter.value.isCancelled)
+        #expect(await plainWaiter.value.isCancelled)  // same outcome, once the job finished
+    }
+
+    /// Cancels at random moments relative to the job's progress; every job must finish exactly once,
+    /// with an outcome consistent with whether its body ran.
+    @Test(arguments: 0..<4) func cancelRacesAlwaysFinishExactlyOnce(seed: Int) async {
+        var rng = SeededRandom(seed: UInt64(seed))
+        let queue = JobQueue(name: "race", maxConcurrentJobs: 4)
+        let runs = 1_500
+        let finishes = Recorder<UInt64>()
+        let bodies = Recorder<UInt64>()
+        var jobs: [Job] = []
+        for i in 0..<runs {
+            let spin = Int(rng.next() % 200)
+            let job: Job
+            if i % 3 == 0 {
+                job = AsyncJob { job in
+                    bodies.record(job.id)
+                    for _ in 0..<spin { await Task.yield() }
+                }
+            } else {
+                let box = JobBox()
+                let block = BlockJob {
+                    bodies.record(box.job!.id)
+                    var x = 0
+                    for k in 0..<spin * 10 { x &+= k }
+                    _ = x
+                }
+                box.job = block
+                job = block
+            }
+            job.onFinish { [id = job.id] _ in finishes.record(id) }
+            jobs.append(job)
+        }
+        let cancelAt = jobs.map { _ in Int(rng.next() % 3) }
+        // 0: cancel before adding; 1: right after adding (racing the start); 2: from another thread later.
+        for (job, when) in zip(jobs, cancelAt) where when == 0 { job.cancel() }
+        queue.add(jobs)
+        let all = jobs
+        DispatchQueue.concurrentPerform(iterations: 2) { half in
+            for (index, job) in all.enumerated() where index % 2 == half && cancelAt[index] > 0 {
+                job.cancel()
+            }
+        }
+        await queue.waitUntilAllJobsAreFinished()
+        let finished = finishes.values
+        #expect(finished.count == runs)
+        #expect(Set(finished).count == runs)  // exactly once each
+        let ranBody = Set(bodies.values)
+        #expect(bodies.values.count == ranBody.count)  // no body ran twice
+        var succeeded = 0
+        for (job, when) in zip(jobs, cancelAt) {
+            guard let outcome = job.finishedOutcome else {
+                Issue.record("\(job.name) has no outcome")
+                continue
+            }
+            if when == 0 {
+                // Cancelled before it was added: never runs.
+                #expect(outcome.isCancelled)
+                #expect(!ranBody.contains(job.id))
+            }
+            if outcome.isSucceeded {
+                // The cancel lost the race against the finish: the body ran, and a finished job
+                // never becomes cancelled afterwards.
+                succeeded += 1
+                #expect(ranBody.contains(job.id))
+                #expect(!job.isCancelled)
+            } else {
+                #expect(outcome.isCancelled)
+                #expect(job.isCancelled)
+            }
+        }
+        #expect(succeeded < runs)
+    }
+}
+
+/// Lets a block find its own job.
+final class JobBox: @unchecked Sendable {
+    // @unchecked Sendable: written once before the job is added, read only by its body afterwards.
+    var job: Job?
+}
+
+/// A small deterministic generator for tests (SplitMix64).
+struct SeededRandom: RandomNumberGenerator {
+    private var state: UInt64
+    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}

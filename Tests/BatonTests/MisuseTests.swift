@@ -1,0 +1,89 @@
+import Baton
+import Testing
+
+/// Programming errors stop the program with a message that names the job (exit tests run each body in
+/// a child process).
+@Suite struct MisuseTests {
+    @Test func addingAJobTwiceStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "q")
+            queue.isSuspended = true
+            let job = BlockJob(name: "twice") {}
+            queue.add(job)
+            queue.add(job)
+        }
+        expect(result, toSay: "job 'twice' was added to queue 'q' twice")
+    }
+
+    @Test func addingAJobToTwoQueuesStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "two") {}
+            let q1 = JobQueue(name: "q1")
+            q1.isSuspended = true
+            q1.add(job)
+            JobQueue(name: "q2").add(job)
+        }
+        expect(result, toSay: "cannot add job 'two' to queue 'q2': it is already ready in queue 'q1'")
+    }
+
+    @Test func addingAFinishedJobStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "done") {}
+            try? job.start()
+            JobQueue().add(job)
+        }
+        expect(result, toSay: "cannot add job 'done'")
+    }
+
+    @Test func addingADependencyAfterTheJobStartedStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "started") {}
+            try? job.start()
+            job.addDependency(BlockJob {})
+        }
+        expect(result, toSay: "cannot make job 'started' depend on")
+    }
+
+    @Test func dependingOnItselfStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "self") {}
+            job.addDependency(job)
+        }
+        expect(result, toSay: "job 'self' cannot depend on itself")
+    }
+
+    @Test func finishingTwiceStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = CallbackJob(name: "double") { _, done in
+                done()
+                done()
+            }
+            try? job.start()
+        }
+        expect(result, toSay: "job 'double' finished twice")
+    }
+
+    @Test func producingFromAJobInNoQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = CallbackJob(name: "producer") { job, done in
+                job.produce(BlockJob {})
+                done()
+            }
+            try? job.start()
+        }
+        expect(result, toSay: "job 'producer' produced")
+    }
+
+    @Test func aZeroLimitStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = JobQueue(name: "zero", maxConcurrentJobs: 0)
+        }
+        expect(result, toSay: "maxConcurrentJobs of queue 'zero' must be at least 1")
+    }
+}
+
+/// Checks that a child process that stopped said `message` on its standard error.
+func expect(_ result: ExitTest.Result?, toSay message: String, sourceLocation: SourceLocation = #_sourceLocation) {
+    let stderr = String(decoding: result?.standardErrorContent ?? [], as: UTF8.self)
+    #expect(stderr.contains(message), "stderr was: \(stderr)", sourceLocation: sourceLocation)
+}

@@ -1,0 +1,91 @@
+import Baton
+import BatonTesting
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct ObserverTests {
+    final class Log: JobObserver {
+        let events = Recorder<String>()
+        func jobDidStart(_ job: Job) { events.record("start \(job.name)") }
+        func jobDidCancel(_ job: Job, reason: any Error) { events.record("cancel \(job.name)") }
+        func job(_ job: Job, didProduce newJob: Job) { events.record("produce \(newJob.name)") }
+        func jobDidFinish(_ job: Job, outcome: JobOutcome) { events.record("finish \(job.name) \(outcome)") }
+    }
+
+    @Test func eventsArriveInLifecycleOrder() async {
+        let log = Log()
+        let queue = JobQueue(name: "observed")
+        let child = BlockJob(name: "child") {}
+        let job = BlockJob(name: "parent") {}
+        let box = JobBox()
+        job.addExecutionBlock { box.job!.produce(child) }
+        box.job = job
+        job.addObserver(log)
+        queue.add(job)
+        _ = await job.outcome
+        _ = await child.outcome
+        #expect(log.events.values == ["start parent", "produce child", "finish parent succeeded"])
+    }
+
+    @Test func aJobCancelledBeforeStartingReportsCancelThenFinishAndNoStart() async {
+        let log = Log()
+        let queue = JobQueue(name: "c")
+        queue.isSuspended = true
+        let job = BlockJob(name: "j") {}
+        job.addObserver(log)
+        queue.add(job)
+        job.cancel()
+        _ = await job.outcome
+        #expect(log.events.values.count == 2)
+        #expect(log.events.values.first == "cancel j")
+        #expect(log.events.values.last?.hasPrefix("finish j cancelled") == true)
+    }
+
+    @Test func cancelDuringExecutionComesBetweenStartAndFinish() async {
+        let log = Log()
+        let inside = Gate()
+        let release = Gate()
+        let job = BlockJob(name: "j") {
+            inside.open()
+            release.wait()
+        }
+        job.addObserver(log)
+        JobQueue().add(job)
+        await inside.waitAsync()
+        job.cancel()
+        job.cancel()  // at most once
+        release.open()
+        _ = await job.outcome
+        #expect(log.events.values.map { String($0.split(separator: " ").first!) } == ["start", "cancel", "finish"])
+    }
+
+    @Test func closuresObserveAndAnOnFinishAddedLateStillFires() async throws {
+        let events = Recorder<String>()
+        let job = BlockJob(name: "j") {}
+        job.onStart { _ in events.record("start") }
+        job.onCancel { _, _ in events.record("cancel") }
+        job.onFinish { outcome in events.record("finish \(outcome)") }
+        try job.start()
+        job.onFinish { outcome in events.record("late \(outcome)") }
+        #expect(events.values == ["start", "finish succeeded", "late succeeded"])
+    }
+
+    @Test func dependentsStartOnlyAfterTheFinishObserversReturned() async {
+        let order = Recorder<String>()
+        let first = BlockJob(name: "first") {}
+        first.onFinish { _ in order.record("observer") }
+        let second = BlockJob(name: "second") { order.record("second") }
+        second.addDependency(first)
+        JobQueue().add([first, second])
+        _ = await second.outcome
+        #expect(order.values == ["observer", "second"])
+    }
+
+    @Test func manyObserversEachHearEveryEventOnce() async {
+        let job = BlockJob(name: "j") {}
+        let logs = (0..<20).map { _ in Log() }
+        for log in logs { job.addObserver(log) }
+        JobQueue().add(job)
+        _ = await job.outcome
+        for log in logs { #expect(log.events.values == ["start j", "finish j succeeded"]) }
+    }
+}
