@@ -52,7 +52,7 @@ extension Job {
 
     /// Moves the job to `pending` on `queue` and returns its dependencies.
     /// - Precondition: the job is in no queue and has not finished.
-    func enqueue(on queue: JobQueue) -> [Job] {
+    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory]) -> [Job] {
         var problem: JobStateMachine.EnqueueResult = .enqueued
         var previous: JobQueue?
         let dependencies: [Job] = mutex.withLock {
@@ -62,6 +62,7 @@ extension Job {
                 return []
             }
             owningQueue = queue
+            exclusivity = categories
             return dependencyList
         }
         switch problem {

@@ -36,6 +36,8 @@ enum FinishStep {
         let queue: JobQueue?
         let heldSlot: Bool
         let onWorker: Bool
+        let exclusivityScope: ExclusivityScope?
+        let conditionTask: Task<Void, Never>?
     }
 }
 
@@ -72,7 +74,9 @@ extension Job {
             waiters: waiters,
             queue: owningQueue,
             heldSlot: machine.didExecute,
-            onWorker: finishingOnWorker
+            onWorker: finishingOnWorker,
+            exclusivityScope: exclusivityRequestedIn,
+            conditionTask: conditionTask
         )
         dependentList = []
         waiters = []
@@ -80,6 +84,9 @@ extension Job {
         dependencyList = []
         observerList = []
         pendingEvents = []
+        conditionList = []
+        conditionTask = nil
+        exclusivityRequestedIn = nil
         return completion
     }
 
@@ -94,6 +101,8 @@ extension Job {
 
     private func complete(_ completion: FinishStep.Completion) -> [Job] {
         dropClosures()
+        completion.conditionTask?.cancel()
+        completion.exclusivityScope?.release(self)
         completion.queue?.jobDidFinish(self, heldSlot: completion.heldSlot, onWorker: completion.onWorker)
         for waiter in completion.waiters { waiter.resume(completion.outcome) }
         return completion.dependents
@@ -174,10 +183,12 @@ extension Job {
     func dependenciesFinished(_ count: Int) -> DependencyRelease {
         var queue: JobQueue?
         var step = FinishStep.nothing
+        var claim: ExclusivityScope?
         let action: JobStateMachine.ReleaseAction = mutex.withLock {
             let action = machine.dependenciesFinished(count)
             queue = owningQueue
             if action == .finish { step = finishStepLocked() }
+            if action == .becomeReady { claim = startClaimLocked() }
             return action
         }
         switch action {
@@ -185,6 +196,10 @@ extension Job {
             return .nothing
         case .becomeReady:
             guard let queue else { preconditionFailure("Baton internal error: a ready job without a queue") }
+            if let claim {
+                claimExclusivity(in: claim)
+                return .nothing
+            }
             return .ready(queue, readyEntry())
         case .evaluateConditions:
             evaluateConditions()
@@ -199,24 +214,47 @@ extension Job {
         JobQueue.ReadyJob(id: id, priority: priority)
     }
 
-    /// Conditions arrive with the conditions feature; without any the job never gets here.
-    var hasConditionsLocked: Bool { false }
+    /// Whether the job has conditions to evaluate.
+    /// - Important: Call with the lock held.
+    var hasConditionsLocked: Bool { !conditionList.isEmpty }
 
-    func evaluateConditions() {
-        conditionsEvaluated(failure: nil)
+    /// The job just became ready: if it needs exclusivity categories, records where it asks for them
+    /// and returns that scope (the caller must then call ``claimExclusivity(in:)``).
+    /// - Important: Call with the lock held.
+    func startClaimLocked() -> ExclusivityScope? {
+        guard !exclusivity.isEmpty, let scope = owningQueue?.exclusivityScope else { return nil }
+        exclusivityRequestedIn = scope
+        return scope
+    }
+
+    /// Asks for the job's categories (lock not held); the job goes to its queue's ready list when
+    /// they are granted.
+    func claimExclusivity(in scope: ExclusivityScope) {
+        let categories = mutex.withLock { exclusivity }
+        if scope.request(self, categories) { exclusivityGranted() }
+    }
+
+    /// The job's exclusivity categories were granted: it may run.
+    func exclusivityGranted() {
+        let queue = mutex.withLock { machine.state == .ready ? owningQueue : nil }
+        queue?.jobsBecameReady([readyEntry()])
     }
 
     func conditionsEvaluated(failure: (any Error)?) {
         var queue: JobQueue?
         var step = FinishStep.nothing
+        var claim: ExclusivityScope?
         let action: JobStateMachine.ReleaseAction = mutex.withLock {
             let action = machine.conditionsEvaluated(failure: failure)
             queue = owningQueue
+            conditionsEvaluating = []
             if action == .finish { step = finishStepLocked() }
+            if action == .becomeReady { claim = startClaimLocked() }
             return action
         }
         switch action {
-        case .becomeReady: queue?.jobsBecameReady([readyEntry()])
+        case .becomeReady:
+            if let claim { claimExclusivity(in: claim) } else { queue?.jobsBecameReady([readyEntry()]) }
         case .finish: Job.release(perform(step))
         case .none, .evaluateConditions: break
         }

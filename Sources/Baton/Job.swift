@@ -42,6 +42,14 @@ open class Job: @unchecked Sendable {
     var owningQueue: JobQueue?
     /// Set when the body finished the job before returning, on the thread of a queue worker.
     var finishingOnWorker = false
+    var conditionList: [any JobCondition] = []
+    /// Names of conditions still being evaluated (for diagnostics).
+    var conditionsEvaluating: [String] = []
+    var conditionTask: Task<Void, Never>?
+    /// The categories to claim before executing, fixed when the job is added to a queue.
+    var exclusivity: [ExclusivityCategory] = []
+    /// Where the categories were requested, once they were (they must then be released).
+    var exclusivityRequestedIn: ExclusivityScope?
 
     /// Creates a job.
     ///

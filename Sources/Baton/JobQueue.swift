@@ -25,6 +25,8 @@ public final class JobQueue: @unchecked Sendable {
 
     /// The queue's name, for diagnostics.
     public let name: String
+    /// Where the exclusivity categories of this queue's jobs are arbitrated.
+    public let exclusivityScope: ExclusivityScope
     private let dispatchQueue: DispatchQueue
     private let lock = Lock()
     private var scheduler: QueueScheduler<Job>
@@ -44,13 +46,17 @@ public final class JobQueue: @unchecked Sendable {
     ///   - maxConcurrentJobs: At most this many jobs execute at once; 1 makes a serial queue.
     ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue.
     /// - Precondition: `maxConcurrentJobs >= 1`.
+    ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
+    ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
     public init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
-        dispatchQueue: DispatchQueue? = nil
+        dispatchQueue: DispatchQueue? = nil,
+        exclusivityScope: ExclusivityScope = .processWide
     ) {
         precondition(maxConcurrentJobs >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         self.name = name
+        self.exclusivityScope = exclusivityScope
         self.dispatchQueue = dispatchQueue ?? .global()
         self.scheduler = QueueScheduler(maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
     }
@@ -126,6 +132,7 @@ public final class JobQueue: @unchecked Sendable {
     ///   program with a message that names the job and where it already is.
     public func add(_ jobs: [Job]) {
         guard !jobs.isEmpty else { return }
+        let (jobs, exclusivity) = Self.expandConditions(of: jobs)
         var duplicate: Job?
         lock.withLock {
             for job in jobs where !scheduler.insert(job.id, job) {
@@ -141,7 +148,7 @@ public final class JobQueue: @unchecked Sendable {
         var alreadyFinished = [Int](repeating: 0, count: jobs.count)
         var roots: [Job] = []
         for (index, job) in jobs.enumerated() {
-            let dependencies = job.enqueue(on: self)
+            let dependencies = job.enqueue(on: self, exclusivity: exclusivity[index])
             var finished = 0
             for dependency in dependencies where !dependency.registerDependent(job) { finished += 1 }
             alreadyFinished[index] = finished
@@ -157,6 +164,35 @@ public final class JobQueue: @unchecked Sendable {
             }
         }
         jobsBecameReady(ready)
+    }
+
+    /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch,
+    /// and collects each job's exclusivity categories. Calls user code, so no lock is held.
+    private static func expandConditions(of jobs: [Job]) -> ([Job], [[ExclusivityCategory]]) {
+        var batch = jobs
+        var exclusivity: [[ExclusivityCategory]] = []
+        exclusivity.reserveCapacity(jobs.count)
+        var index = 0
+        while index < batch.count {
+            let job = batch[index]
+            index += 1
+            let conditions = job.conditions
+            guard !conditions.isEmpty else {
+                exclusivity.append([])
+                continue
+            }
+            for condition in conditions {
+                for generated in condition.dependencies(for: job) {
+                    job.addDependency(generated)
+                    // A job the condition made goes with the guarded one; an existing one stays where it is.
+                    if generated.state == .initialized && generated.queue == nil && !batch.contains(where: { $0 === generated }) {
+                        batch.append(generated)
+                    }
+                }
+            }
+            exclusivity.append(job.exclusivityCategoriesOfConditions)
+        }
+        return (batch, exclusivity)
     }
 
     // MARK: Cancelling and waiting

@@ -1,0 +1,72 @@
+/// Arbitrates exclusivity categories among the jobs of every queue that shares this scope.
+///
+/// By default all queues share ``processWide``, so `MutuallyExclusive<Alert>()` means one alert at a
+/// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:)``)
+/// to isolate tests, or a library that embeds Baton, from everyone else's categories.
+///
+/// A job claims all its categories at once, when it is otherwise ready to run (its dependencies
+/// finished and its conditions were satisfied), first come first served per category, and releases
+/// them when it finishes.
+///
+/// ## Thread safety
+/// All methods may be called from any thread. The state is guarded by one lock, never held while
+/// Baton takes another lock or calls user code.
+public final class ExclusivityScope: @unchecked Sendable {
+    // @unchecked Sendable: `machine` and `jobs` are only touched while holding `lock`; `name` is immutable.
+
+    /// Names the scope in diagnostics.
+    public let name: String
+    private let lock = Lock()
+    private var machine = ExclusivityStateMachine()
+    /// Jobs that wait for or hold categories here.
+    private var jobs: [UInt64: Job] = [:]
+
+    /// The scope shared by queues that are not given one.
+    public static let processWide = ExclusivityScope(name: "process-wide")
+
+    public init(name: String) {
+        self.name = name
+    }
+
+    /// Asks for `categories` on behalf of `job`. Returns whether they were granted at once; otherwise
+    /// ``Job/exclusivityGranted()`` is called when they are.
+    func request(_ job: Job, _ categories: [ExclusivityCategory]) -> Bool {
+        lock.withLock {
+            switch machine.request(job.id, categories) {
+            case .granted:
+                jobs[job.id] = job
+                return true
+            case .waiting:
+                jobs[job.id] = job
+                return false
+            case .refused:
+                return false
+            }
+        }
+    }
+
+    /// `job` finished: releases what it held or stops it waiting, and lets the next jobs in.
+    func release(_ job: Job) {
+        let granted: [Job] = lock.withLock {
+            jobs[job.id] = nil
+            return machine.release(job.id).compactMap { jobs[$0] }
+        }
+        for next in granted { next.exclusivityGranted() }
+    }
+
+    /// The jobs that hold `category` now.
+    public func holders(of category: ExclusivityCategory) -> [Job] {
+        lock.withLock { machine.holders(of: category.key).compactMap { jobs[$0] } }
+    }
+
+    /// For diagnostics: the categories `job` waits for, each with the jobs that hold it.
+    func blockers(of job: Job) -> [(category: String, limit: Int, holders: [Job])]? {
+        lock.withLock {
+            let keys = machine.keys(of: job.id)
+            guard !keys.isEmpty, !machine.isGranted(job.id) else { return nil }
+            return keys.map { key in
+                (key, machine.limit(of: key) ?? 1, machine.holders(of: key).compactMap { jobs[$0] })
+            }
+        }
+    }
+}
