@@ -101,6 +101,7 @@ public struct ClosureCondition: JobCondition {
 /// A condition was not met (the message says which and why).
 public struct ConditionNotMet: Error, Sendable, CustomStringConvertible {
     public let message: String
+    public init(message: String) { self.message = message }
     public var description: String { message }
 }
 

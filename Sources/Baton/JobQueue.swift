@@ -232,6 +232,16 @@ public final class JobQueue: @unchecked Sendable {
         }
     }
 
+    // MARK: Diagnostics support
+
+    func lockedSnapshot() -> (members: [Job], suspended: Bool, running: Int, limit: Int) {
+        lock.withLock { (Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent) }
+    }
+
+    func progressMark() -> (progress: UInt64, unfinished: Int) {
+        lock.withLock { (scheduler.progress, scheduler.members.count) }
+    }
+
     // MARK: Scheduling (called by jobs)
 
     /// A job of this queue is ready to run.

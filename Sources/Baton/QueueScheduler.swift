@@ -24,6 +24,8 @@ struct QueueScheduler<Member> {
     /// Worker loops inside a job's body.
     private(set) var busyWorkers = 0
     var isSuspended = false
+    /// Counts additions, starts and finishes, so a watchdog can tell whether anything happened.
+    private(set) var progress: UInt64 = 0
     /// The most worker loops at once (a synchronous body occupies a thread).
     let workerLimit: Int
 
@@ -34,7 +36,8 @@ struct QueueScheduler<Member> {
 
     /// Adds a member; returns `false` if it is already one.
     mutating func insert(_ id: UInt64, _ member: Member) -> Bool {
-        members.updateValue(member, forKey: id) == nil
+        progress &+= 1
+        return members.updateValue(member, forKey: id) == nil
     }
 
     mutating func markReady(_ id: UInt64, priority: JobPriority) {
@@ -76,6 +79,7 @@ struct QueueScheduler<Member> {
                 guard let member = members[id] else { continue }  // stale: finished without running
                 running += 1
                 busyWorkers += 1
+                progress &+= 1
                 return member
             }
         }
@@ -107,6 +111,7 @@ struct QueueScheduler<Member> {
     mutating func finished(_ id: UInt64, heldSlot: Bool) -> Bool {
         members.removeValue(forKey: id)
         if heldSlot { running -= 1 }
+        progress &+= 1
         if members.isEmpty {
             // Only stale identifiers can be left: drop them.
             for index in ready.indices { ready[index].removeAll() }

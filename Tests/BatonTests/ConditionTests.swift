@@ -1,0 +1,193 @@
+import Baton
+import BatonTesting
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct ConditionTests {
+    /// The WWDC example: saving a favourite needs a signed-in user; the condition generates the
+    /// sign-in job when nobody is signed in.
+    final class Session: @unchecked Sendable {
+        private let lock = Recorder<Bool>()
+        var isSignedIn: Bool { lock.values.last ?? false }
+        func signIn() { lock.record(true) }
+    }
+
+    struct SignedIn: JobCondition {
+        let session: Session
+        func dependencies(for job: Job) -> [Job] {
+            session.isSignedIn ? [] : [BlockJob(name: "sign in") { session.signIn() }]
+        }
+        func evaluate(for job: Job) async -> ConditionResult {
+            session.isSignedIn ? .satisfied : .failed(ConditionNotMet(message: "not signed in"))
+        }
+    }
+
+    @Test func aConditionGeneratesADependencyThatRunsFirstInTheSameQueue() async {
+        let session = Session()
+        let order = Recorder<String>()
+        let save = BlockJob(name: "save favourite") { order.record("save") }
+        save.addCondition(SignedIn(session: session))
+        let queue = JobQueue(name: "favourites")
+        queue.add(save)
+        #expect(await save.outcome.isSucceeded)
+        #expect(session.isSignedIn)
+        #expect(order.values == ["save"])
+        // Signed in now: a second save generates nothing.
+        let again = BlockJob(name: "save again") {}
+        again.addCondition(SignedIn(session: session))
+        queue.add(again)
+        #expect(await again.outcome.isSucceeded)
+    }
+
+    @Test func aSilentConditionDropsTheGeneratedDependencyAndFails() async throws {
+        let session = Session()
+        let ran = Recorder<Bool>()
+        let save = BlockJob(name: "save") { ran.record(true) }
+        save.addCondition(SilentCondition(SignedIn(session: session)))
+        JobQueue().add(save)
+        let error = try #require(await save.outcome.error as? JobError)
+        #expect(error.code == .conditionFailed)
+        #expect(error.message.contains("silent(SignedIn)"))
+        #expect(ran.count == 0)
+        #expect(!session.isSignedIn)
+    }
+
+    @Test func aFailedConditionRunsNoBodyAndNamesTheCondition() async throws {
+        let ran = Recorder<Bool>()
+        let job = BlockJob(name: "guarded") { ran.record(true) }
+        job.addCondition(ClosureCondition(name: "disk has space") { _ in false })
+        JobQueue().add(job)
+        let outcome = await job.outcome
+        #expect(outcome.isFailed)
+        let error = try #require(outcome.error as? JobError)
+        #expect(error.code == .conditionFailed)
+        #expect(error.message == "job 'guarded' did not run: condition 'disk has space' failed: 'disk has space' returned false")
+        #expect(ran.count == 0)
+    }
+
+    @Test func aThrowingClosureConditionFailsWithItsError() async throws {
+        let job = BlockJob(name: "j") {}
+        job.addCondition(ClosureCondition(name: "throws") { _ in throw Boom(tag: 3) })
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? JobError)
+        #expect((error.underlying as? Boom)?.tag == 3)
+    }
+
+    @Test func noFailedDependencies() async throws {
+        let bad = BlockJob(name: "bad") { throw Boom() }
+        let good = BlockJob(name: "good") {}
+        let guarded = BlockJob(name: "guarded") {}
+        guarded.addDependencies([good, bad])
+        guarded.addCondition(NoFailedDependencies())
+        let fine = BlockJob(name: "fine") {}
+        fine.addDependency(good)
+        fine.addCondition(NoFailedDependencies())
+        JobQueue().add([bad, good, guarded, fine])
+        let error = try #require(await guarded.outcome.error as? JobError)
+        #expect(error.message.contains("dependency 'bad' failed"))
+        #expect(await fine.outcome.isSucceeded)
+    }
+
+    @Test func noCancelledDependencies() async throws {
+        let cancelled = BlockJob(name: "cancelled") {}
+        cancelled.cancel()
+        let guarded = BlockJob(name: "guarded") {}
+        guarded.addDependency(cancelled)
+        guarded.addCondition(NoCancelledDependencies())
+        JobQueue().add([cancelled, guarded])
+        let error = try #require(await guarded.outcome.error as? JobError)
+        #expect(error.message.contains("dependency 'cancelled' was cancelled"))
+    }
+
+    @Test func negationInvertsTheResult() async {
+        let yes = ClosureCondition(name: "yes") { _ in true }
+        let no = ClosureCondition(name: "no") { _ in false }
+        let a = BlockJob(name: "a") {}
+        a.addCondition(NegatedCondition(no))
+        let b = BlockJob(name: "b") {}
+        b.addCondition(NegatedCondition(yes))
+        JobQueue().add([a, b])
+        #expect(await a.outcome.isSucceeded)
+        #expect(await b.outcome.isFailed)
+    }
+
+    @Test func allOfAndAnyOf() async {
+        let yes = ClosureCondition(name: "yes") { _ in true }
+        let no = ClosureCondition(name: "no") { _ in false }
+        let jobs: [(BlockJob, any JobCondition, Bool)] = [
+            (BlockJob(name: "all-yes") {}, AllOfConditions([yes, yes]), true),
+            (BlockJob(name: "all-mixed") {}, AllOfConditions([yes, no]), false),
+            (BlockJob(name: "any-mixed") {}, AnyOfConditions([no, yes]), true),
+            (BlockJob(name: "any-no") {}, AnyOfConditions([no, no]), false),
+        ]
+        for (job, condition, _) in jobs { job.addCondition(condition) }
+        JobQueue().add(jobs.map(\.0))
+        for (job, _, expected) in jobs {
+            #expect(await job.outcome.isSucceeded == expected, "\(job.name)")
+        }
+    }
+
+    @Test func conditionsAreEvaluatedConcurrently() async {
+        // Each condition waits until both are being evaluated: only possible if they run at once.
+        let gauge = ConcurrencyGauge()
+        let both = Gate()
+        let meet = ClosureCondition(name: "meet") { _ in
+            if gauge.enter() == 2 { both.open() }
+            await both.waitAsync()
+            return true
+        }
+        let job = BlockJob(name: "j") {}
+        job.addCondition(meet)
+        job.addCondition(meet)
+        JobQueue().add(job)
+        #expect(await job.outcome.isSucceeded)
+    }
+
+    @Test func notBeforeWaitsForTheClock() async {
+        let clock = ManualClock()
+        let ran = Recorder<Bool>()
+        let job = BlockJob(name: "later") { ran.record(true) }
+        job.addCondition(NotBefore(clock.now.advanced(by: .seconds(30)), clock: clock))
+        let queue = JobQueue()
+        queue.add(job)
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(29))
+        #expect(job.state == .evaluatingConditions)
+        #expect(ran.count == 0)
+        clock.advance(by: .seconds(1))
+        #expect(await job.outcome.isSucceeded)
+        #expect(ran.count == 1)
+    }
+
+    @Test func cancellingAJobThatWaitsForItsConditionsEndsTheWait() async {
+        let clock = ManualClock()
+        let job = BlockJob(name: "later") {}
+        job.addCondition(NotBefore(clock.now.advanced(by: .seconds(3600)), clock: clock))
+        JobQueue().add(job)
+        await clock.waitForSleepers(1)
+        job.cancel()
+        #expect(await job.outcome.isCancelled)
+        // The condition's sleep was cancelled too: nothing is left sleeping.
+        await waitUntil { clock.sleeperCount == 0 }
+    }
+
+    @Test func addingAConditionAfterAddingTheJobStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue()
+            queue.isSuspended = true
+            let job = BlockJob(name: "late") {}
+            queue.add(job)
+            job.addCondition(NoFailedDependencies())
+        }
+        expect(result, toSay: "cannot add condition 'NoFailedDependencies' to job 'late'")
+    }
+}
+
+/// Polls `predicate` from a task, yielding between looks (for state reached asynchronously with no
+/// event to await). Bounded: fails the test instead of hanging.
+func waitUntil(_ predicate: @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
+    for _ in 0..<1_000_000 {
+        if predicate() { return }
+        await Task.yield()
+    }
+    Issue.record("condition never became true", sourceLocation: sourceLocation)
+}

@@ -1,0 +1,202 @@
+import Baton
+import BatonTesting
+import Testing
+
+@testable import Baton
+
+@Suite(.timeLimit(.minutes(1))) struct ExclusivityTests {
+    enum Alert {}
+
+    @Test func alertsNeverShowTwoAtOnceAcrossQueues() async {
+        let scope = ExclusivityScope(name: "alerts")
+        let queues = (0..<3).map { JobQueue(name: "q\($0)", exclusivityScope: scope) }
+        let gauge = ConcurrencyGauge()
+        var jobs: [Job] = []
+        for i in 0..<60 {
+            let job = AsyncJob(name: "alert \(i)") { _ in
+                gauge.enter()
+                await Task.yield()
+                gauge.leave()
+            }
+            job.addCondition(MutuallyExclusive<Alert>())
+            jobs.append(job)
+            queues[i % 3].add(job)
+        }
+        for queue in queues { await queue.waitUntilAllJobsAreFinished() }
+        #expect(gauge.highest == 1)
+        #expect(jobs.allSatisfy { $0.finishedOutcome?.isSucceeded == true })
+    }
+
+    @Test func aCountedCategoryAllowsUpToItsLimit() async {
+        let scope = ExclusivityScope(name: "downloads")
+        let queues = (0..<3).map { JobQueue(name: "q\($0)", exclusivityScope: scope) }
+        let gauge = ConcurrencyGauge()
+        let twoInside = Gate()
+        for i in 0..<30 {
+            let job = AsyncJob(name: "download \(i)") { _ in
+                if gauge.enter() == 2 { twoInside.open() }
+                await twoInside.waitAsync()  // the first one waits for a second: proves 2 run at once
+                gauge.leave()
+            }
+            job.addCondition(MutuallyExclusive(category: "downloads", limit: 2))
+            queues[i % 3].add(job)
+        }
+        for queue in queues { await queue.waitUntilAllJobsAreFinished() }
+        #expect(gauge.highest == 2)
+    }
+
+    @Test func aCategoryIsClaimedOnlyWhenTheJobIsOtherwiseReady() async {
+        let scope = ExclusivityScope(name: "late")
+        let queue = JobQueue(exclusivityScope: scope)
+        let never = BlockJob(name: "never enqueued") {}
+        let waiting = BlockJob(name: "waiting") {}
+        waiting.addDependency(never)
+        waiting.addCondition(MutuallyExclusive(category: "db"))
+        let other = BlockJob(name: "other") {}
+        other.addCondition(MutuallyExclusive(category: "db"))
+        queue.add([waiting, other])
+        // `waiting` waits for a dependency and holds nothing, so `other` runs.
+        #expect(await other.outcome.isSucceeded)
+        waiting.cancel()
+    }
+
+    @Test func grantsAreFirstComeFirstServed() async {
+        let scope = ExclusivityScope(name: "fifo")
+        let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: scope)
+        queue.isSuspended = true
+        let order = Recorder<Int>()
+        let jobs = (0..<20).map { i in
+            let job = BlockJob(name: "j\(i)") { order.record(i) }
+            job.addCondition(MutuallyExclusive(category: "one"))
+            return job
+        }
+        for job in jobs { queue.add(job) }
+        await waitUntil { jobs.allSatisfy { $0.state == .ready } }
+        queue.isSuspended = false
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(order.values == Array(0..<20))
+    }
+
+    @Test func jobsWantingCategoriesInOppositeOrdersDoNotDeadlock() async {
+        let scope = ExclusivityScope(name: "pairs")
+        let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: scope)
+        let gaugeX = ConcurrencyGauge()
+        let gaugeY = ConcurrencyGauge()
+        for i in 0..<200 {
+            let job = AsyncJob(name: "j\(i)") { _ in
+                gaugeX.enter()
+                gaugeY.enter()
+                await Task.yield()
+                gaugeX.leave()
+                gaugeY.leave()
+            }
+            let categories: [String] = i % 2 == 0 ? ["x", "y"] : ["y", "x"]
+            for category in categories { job.addCondition(MutuallyExclusive(category: category)) }
+            queue.add(job)
+        }
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(gaugeX.highest == 1)
+    }
+
+    @Test func cancellingAJobThatWaitsForACategoryLetsTheNextOneIn() async {
+        let scope = ExclusivityScope(name: "cancel")
+        let queue = JobQueue(exclusivityScope: scope)
+        let holding = Gate()
+        let release = Gate()
+        let holder = BlockJob(name: "holder") {
+            holding.open()
+            release.wait()
+        }
+        let waiter = BlockJob(name: "waiter") {}
+        let third = BlockJob(name: "third") {}
+        for job in [holder, waiter, third] { job.addCondition(MutuallyExclusive(category: "c")) }
+        queue.add(holder)
+        await holding.waitAsync()
+        queue.add([waiter, third])
+        await waitUntil { scope.holders(of: "c").map(\.name) == ["holder"] && third.state == .ready }
+        waiter.cancel()
+        release.open()
+        #expect(await third.outcome.isSucceeded)
+        #expect(await waiter.outcome.isCancelled)
+        #expect(scope.holders(of: "c").isEmpty)
+    }
+
+    @Test func queuesWithTheirOwnScopesDoNotShareCategories() async {
+        let a = JobQueue(exclusivityScope: ExclusivityScope(name: "a"))
+        let b = JobQueue(exclusivityScope: ExclusivityScope(name: "b"))
+        let both = Gate()
+        let gauge = ConcurrencyGauge()
+        let jobs = [a, b].map { queue in
+            let job = AsyncJob { _ in
+                if gauge.enter() == 2 { both.open() }
+                await both.waitAsync()  // only finishes if both run at once
+            }
+            job.addCondition(MutuallyExclusive(category: "shared name"))
+            queue.add(job)
+            return job
+        }
+        for job in jobs { #expect(await job.outcome.isSucceeded) }
+    }
+
+    @Test func categoryNames() {
+        #expect(ExclusivityCategory.type(Alert.self).key.hasSuffix("ExclusivityTests.Alert"))
+        let counted: ExclusivityCategory = ExclusivityCategory("downloads", limit: 2)
+        #expect(counted.description == "downloads (at most 2)")
+        let literal: ExclusivityCategory = "db"
+        #expect(literal.limit == 1)
+    }
+}
+
+/// The arbiter, driven without threads.
+@Suite struct ExclusivityStateMachineTests {
+    @Test func grantsInOrderAndReleasesToTheNext() {
+        var m = ExclusivityStateMachine()
+        do { let r = m.request(1, ["x"]); #expect(r == .granted) }
+        do { let r = m.request(2, ["x"]); #expect(r == .waiting) }
+        do { let r = m.request(3, ["x"]); #expect(r == .waiting) }
+        do { let r = m.release(1); #expect(r == [2]) }
+        do { let r = m.release(2); #expect(r == [3]) }
+        do { let r = m.release(3); #expect(r == []) }
+        #expect(m.holders(of: "x").isEmpty)
+    }
+
+    @Test func allCategoriesAtOnceAndTheOldestWaiterIsNeverStarved() {
+        var m = ExclusivityStateMachine()
+        _ = m.request(1, ["x"])
+        do { let r = m.request(2, ["x", "y"]); #expect(r == .waiting) }
+        // 3 only wants y, which is free, but 2 is ahead of it in y's line: first come, first served.
+        do { let r = m.request(3, ["y"]); #expect(r == .waiting) }
+        do { let r = m.release(1); #expect(r == [2]) }
+        #expect(m.holders(of: "y") == [2])
+        do { let r = m.release(2); #expect(r == [3]) }
+    }
+
+    @Test func countedCategories() {
+        var m = ExclusivityStateMachine()
+        let two = ExclusivityCategory("d", limit: 2)
+        do { let r = m.request(1, [two]); #expect(r == .granted) }
+        do { let r = m.request(2, [two]); #expect(r == .granted) }
+        do { let r = m.request(3, [two]); #expect(r == .waiting) }
+        // A smaller limit asked for later applies.
+        do { let r = m.request(4, [ExclusivityCategory("d", limit: 1)]); #expect(r == .waiting) }
+        #expect(m.limit(of: "d") == 1)
+        do { let r = m.release(1); #expect(r == []) }  // 2 still holds; the limit is now 1
+        do { let r = m.release(2); #expect(r == [3]) }
+    }
+
+    @Test func aReleaseBeforeTheRequestRefusesTheRequest() {
+        var m = ExclusivityStateMachine()
+        do { let r = m.release(9); #expect(r == []) }
+        do { let r = m.request(9, ["x"]); #expect(r == .refused) }
+        do { let r = m.request(10, ["x"]); #expect(r == .granted) }
+    }
+
+    @Test func aWaiterThatGivesUpLeavesTheLine() {
+        var m = ExclusivityStateMachine()
+        _ = m.request(1, ["x"])
+        _ = m.request(2, ["x"])
+        _ = m.request(3, ["x"])
+        do { let r = m.release(2); #expect(r == []) }
+        do { let r = m.release(1); #expect(r == [3]) }
+    }
+}
