@@ -20,18 +20,37 @@ public final class ExclusivityScope: @unchecked Sendable {
     private var machine = ExclusivityStateMachine()
     /// Jobs that wait for or hold categories here.
     private var jobs: [UInt64: Job] = [:]
+    /// For the scope of a group's children: where categories the group does not hold are arbitrated.
+    private let parent: ExclusivityScope?
+    /// For the scope of a group's children: the group's own categories, which its children share
+    /// without arbitration (the group holds them while its children run).
+    private let inherited: Set<String>
 
     /// The scope shared by queues that are not given one.
     public static let processWide = ExclusivityScope(name: "process-wide")
 
     public init(name: String) {
         self.name = name
+        parent = nil
+        inherited = []
+    }
+
+    /// The scope of a group's children: the group's categories are theirs already, the rest are
+    /// arbitrated by `parent` as usual.
+    init(childrenOf group: String, parent: ExclusivityScope, inherited: Set<String>) {
+        name = "\(parent.name)/\(group)"
+        self.parent = parent
+        self.inherited = inherited
     }
 
     /// Asks for `categories` on behalf of `job`. Returns whether they were granted at once; otherwise
     /// ``Job/exclusivityGranted()`` is called when they are.
     func request(_ job: Job, _ categories: [ExclusivityCategory]) -> Bool {
-        lock.withLock {
+        if let parent {
+            let remaining = categories.filter { !inherited.contains($0.key) }
+            return remaining.isEmpty ? true : parent.request(job, remaining)
+        }
+        return lock.withLock {
             switch machine.request(job.id, categories) {
             case .granted:
                 jobs[job.id] = job
@@ -47,6 +66,10 @@ public final class ExclusivityScope: @unchecked Sendable {
 
     /// `job` finished: releases what it held or stops it waiting, and lets the next jobs in.
     func release(_ job: Job) {
+        if let parent {
+            parent.release(job)
+            return
+        }
         let granted: [Job] = lock.withLock {
             jobs[job.id] = nil
             return machine.release(job.id).compactMap { jobs[$0] }
@@ -56,12 +79,14 @@ public final class ExclusivityScope: @unchecked Sendable {
 
     /// The jobs that hold `category` now.
     public func holders(of category: ExclusivityCategory) -> [Job] {
-        lock.withLock { machine.holders(of: category.key).compactMap { jobs[$0] } }
+        if let parent { return parent.holders(of: category) }
+        return lock.withLock { machine.holders(of: category.key).compactMap { jobs[$0] } }
     }
 
     /// For diagnostics: the categories `job` waits for, each with the jobs that hold it.
     func blockers(of job: Job) -> [(category: String, limit: Int, holders: [Job])]? {
-        lock.withLock {
+        if let parent { return parent.blockers(of: job) }
+        return lock.withLock {
             let keys = machine.keys(of: job.id)
             guard !keys.isEmpty, !machine.isGranted(job.id) else { return nil }
             return keys.map { key in

@@ -1,7 +1,7 @@
 import Dispatch
 
 /// Something observers must be told, in lifecycle order.
-enum JobEvent {
+enum ObserverEvent {
     case start
     case cancel(any Error)
     case produce(Job)
@@ -46,7 +46,7 @@ extension Job {
 
     /// Queues an observer event; returns whether the caller must deliver events (nobody else is).
     /// - Important: Call with the lock held.
-    func appendEventLocked(_ event: JobEvent) -> Bool {
+    func appendEventLocked(_ event: ObserverEvent) -> Bool {
         pendingEvents.append(event)
         if isDelivering { return false }
         isDelivering = true
@@ -114,7 +114,7 @@ extension Job {
     func drainEvents() -> [Job] {
         var released: [Job] = []
         while true {
-            let next: (JobEvent, [any JobObserver])? = mutex.withLock {
+            let next: (ObserverEvent, [any JobObserver])? = mutex.withLock {
                 if pendingEvents.isEmpty {
                     isDelivering = false
                     return nil

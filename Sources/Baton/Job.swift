@@ -36,7 +36,7 @@ open class Job: @unchecked Sendable {
     var dependencyList: [Job] = []
     var dependentList: [Job] = []
     var observerList: [any JobObserver] = []
-    var pendingEvents: [JobEvent] = []
+    var pendingEvents: [ObserverEvent] = []
     var isDelivering = false
     var waiters: [JobWaiter] = []
     var owningQueue: JobQueue?

@@ -31,6 +31,8 @@ public final class JobQueue: @unchecked Sendable {
     private let lock = Lock()
     private var scheduler: QueueScheduler<Job>
     private var idleWaiters: [IdleWaiter] = []
+    /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
+    private let adoption: (@Sendable ([Job]) -> Void)?
 
     /// The default ``maxConcurrentJobs``.
     public static let defaultMaxConcurrentJobs = 64
@@ -48,12 +50,20 @@ public final class JobQueue: @unchecked Sendable {
     /// - Precondition: `maxConcurrentJobs >= 1`.
     ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
     ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
-    public init(
+    public convenience init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
         dispatchQueue: DispatchQueue? = nil,
         exclusivityScope: ExclusivityScope = .processWide
     ) {
+        self.init(name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue, exclusivityScope: exclusivityScope, adoption: nil)
+    }
+
+    init(
+        name: String, maxConcurrentJobs: Int, dispatchQueue: DispatchQueue?, exclusivityScope: ExclusivityScope,
+        adoption: (@Sendable ([Job]) -> Void)?
+    ) {
+        self.adoption = adoption
         precondition(maxConcurrentJobs >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         self.name = name
         self.exclusivityScope = exclusivityScope
@@ -143,6 +153,7 @@ public final class JobQueue: @unchecked Sendable {
         if let duplicate {
             preconditionFailure("Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
         }
+        adoption?(jobs)
         // Register every job with its unfinished dependencies, then look for cycles, then let go of
         // the registration holds: a job can only move on once all of this is done.
         var alreadyFinished = [Int](repeating: 0, count: jobs.count)
