@@ -110,7 +110,13 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
             children += jobs
         }
         for job in jobs {
-            job.addObserver(BlockObserver(onFinish: { [weak self] child, outcome in self?.childFinished(child, outcome) }))
+            job.addObserver(BlockObserver(
+                onProgress: { [weak self] child, fraction in self?.childProgressed(child, fraction) },
+                onFinish: { [weak self] child, outcome in
+                    self?.childProgressed(child, 1)
+                    self?.childFinished(child, outcome)
+                }
+            ))
         }
     }
 
@@ -146,6 +152,31 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
     }
 
     private var finishingGroup = false  // guarded by the job's lock
+    /// Progress weights and last fractions of children, by child id (guarded by the job's lock).
+    private var weights: [UInt64: Double] = [:]
+    private var fractions: [UInt64: Double] = [:]
+
+    /// Adds a child whose progress counts `weight` times as much as a child of weight 1 in the group's
+    /// ``Job/progress`` (the group reports the weighted mean of its children's progress).
+    public func addChild(_ child: Job, weight: Double) {
+        mutex.withLock { weights[child.id] = max(0, weight) }
+        addChild(child)
+    }
+
+    private func childProgressed(_ child: Job, _ fraction: Double) {
+        let combined: Double? = mutex.withLock {
+            fractions[child.id] = fraction
+            var total = 0.0
+            var done = 0.0
+            for job in children {
+                let weight = weights[job.id] ?? 1
+                total += weight
+                done += weight * (fractions[job.id] ?? 0)
+            }
+            return total > 0 ? done / total : nil
+        }
+        if let combined { reportProgress(combined) }
+    }
 
     override func interruptBody() {
         let queue = mutex.withLock { childQueue }
@@ -161,6 +192,8 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
                 children = []
                 failures = []
                 childQueue = nil
+                weights = [:]
+                fractions = [:]
             }
             return started ? [] : waitingChildren
         }

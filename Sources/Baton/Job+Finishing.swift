@@ -5,6 +5,7 @@ enum ObserverEvent {
     case start
     case cancel(any Error)
     case produce(Job)
+    case progress(Double)
     case finish(JobOutcome)
 }
 
@@ -129,6 +130,8 @@ extension Job {
                 for observer in observers { observer.jobDidCancel(self, reason: reason) }
             case .produce(let job):
                 for observer in observers { observer.job(self, didProduce: job) }
+            case .progress(let fraction):
+                for observer in observers { observer.job(self, didReportProgress: fraction) }
             case .finish(let outcome):
                 for observer in observers { observer.jobDidFinish(self, outcome: outcome) }
                 released = complete(mutex.withLock { takeCompletionLocked() })

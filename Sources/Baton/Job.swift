@@ -42,6 +42,7 @@ open class Job: @unchecked Sendable {
     var owningQueue: JobQueue?
     /// Set when the body finished the job before returning, on the thread of a queue worker.
     var finishingOnWorker = false
+    var fractionCompleted = 0.0
     var conditionList: [any JobCondition] = []
     /// Names of conditions still being evaluated (for diagnostics).
     var conditionsEvaluating: [String] = []

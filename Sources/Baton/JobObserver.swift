@@ -13,6 +13,8 @@ public protocol JobObserver: Sendable {
     func jobDidCancel(_ job: Job, reason: any Error)
     /// The job produced `newJob` (see ``Job/produce(_:)``).
     func job(_ job: Job, didProduce newJob: Job)
+    /// The job reported progress (a fraction from 0 to 1), see ``Job/reportProgress(_:)``.
+    func job(_ job: Job, didReportProgress fraction: Double)
     /// The job finished with `outcome`. Its dependents are released right after this returns.
     func jobDidFinish(_ job: Job, outcome: JobOutcome)
 }
@@ -21,6 +23,7 @@ extension JobObserver {
     public func jobDidStart(_ job: Job) {}
     public func jobDidCancel(_ job: Job, reason: any Error) {}
     public func job(_ job: Job, didProduce newJob: Job) {}
+    public func job(_ job: Job, didReportProgress fraction: Double) {}
     public func jobDidFinish(_ job: Job, outcome: JobOutcome) {}
 }
 
@@ -29,23 +32,27 @@ public struct BlockObserver: JobObserver {
     public var onStart: (@Sendable (Job) -> Void)?
     public var onCancel: (@Sendable (Job, any Error) -> Void)?
     public var onProduce: (@Sendable (Job, Job) -> Void)?
+    public var onProgress: (@Sendable (Job, Double) -> Void)?
     public var onFinish: (@Sendable (Job, JobOutcome) -> Void)?
 
     public init(
         onStart: (@Sendable (Job) -> Void)? = nil,
         onCancel: (@Sendable (Job, any Error) -> Void)? = nil,
         onProduce: (@Sendable (Job, Job) -> Void)? = nil,
+        onProgress: (@Sendable (Job, Double) -> Void)? = nil,
         onFinish: (@Sendable (Job, JobOutcome) -> Void)? = nil
     ) {
         self.onStart = onStart
         self.onCancel = onCancel
         self.onProduce = onProduce
+        self.onProgress = onProgress
         self.onFinish = onFinish
     }
 
     public func jobDidStart(_ job: Job) { onStart?(job) }
     public func jobDidCancel(_ job: Job, reason: any Error) { onCancel?(job, reason) }
     public func job(_ job: Job, didProduce newJob: Job) { onProduce?(job, newJob) }
+    public func job(_ job: Job, didReportProgress fraction: Double) { onProgress?(job, fraction) }
     public func jobDidFinish(_ job: Job, outcome: JobOutcome) { onFinish?(job, outcome) }
 }
 
@@ -77,6 +84,11 @@ extension Job {
     /// Calls `body` for each job this job produces.
     public func onProduce(_ body: @escaping @Sendable (Job, Job) -> Void) {
         addObserver(BlockObserver(onProduce: body))
+    }
+
+    /// Calls `body` with each progress report (a fraction from 0 to 1).
+    public func onProgress(_ body: @escaping @Sendable (Double) -> Void) {
+        addObserver(BlockObserver(onProgress: { _, fraction in body(fraction) }))
     }
 
     /// Calls `body` with the outcome when the job finishes (at once if it already has).

@@ -31,6 +31,9 @@ public final class JobQueue: @unchecked Sendable {
     private let lock = Lock()
     private var scheduler: QueueScheduler<Job>
     private var idleWaiters: [IdleWaiter] = []
+    /// Consumers of ``events``, by id.
+    private var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
+    private var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
 
@@ -154,6 +157,13 @@ public final class JobQueue: @unchecked Sendable {
             preconditionFailure("Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
         }
         adoption?(jobs)
+        let streams = lock.withLock { Array(eventStreams.values) }
+        if !streams.isEmpty {
+            let forwarder = EventForwarder { job, event in
+                for stream in streams { stream.yield((job, event)) }
+            }
+            for job in jobs { job.addObserver(forwarder) }
+        }
         // Register every job with its unfinished dependencies, then look for cycles, then let go of
         // the registration holds: a job can only move on once all of this is done.
         var alreadyFinished = [Int](repeating: 0, count: jobs.count)
@@ -241,6 +251,22 @@ public final class JobQueue: @unchecked Sendable {
             }
             if empty { continuation.resume() }
         }
+    }
+
+    /// The lifecycle events of every job added to the queue from now on, with the job. The sequence
+    /// does not end by itself; stop iterating when you have seen enough.
+    public var events: AsyncStream<(Job, JobLifecycleEvent)> {
+        let (stream, continuation) = AsyncStream<(Job, JobLifecycleEvent)>.makeStream()
+        let id = lock.withLock {
+            nextStreamID += 1
+            eventStreams[nextStreamID] = continuation
+            return nextStreamID
+        }
+        continuation.onTermination = { [weak self] _ in
+            guard let self else { return }
+            _ = self.lock.withLock { self.eventStreams.removeValue(forKey: id) }
+        }
+        return stream
     }
 
     // MARK: Diagnostics support
