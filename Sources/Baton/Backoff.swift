@@ -47,9 +47,10 @@ extension Job {
     /// Holds the job back by `delay`, as a condition (so it uses no thread while waiting).
     func addBackoff(_ delay: Duration, sleep: @escaping @Sendable (Duration) async throws -> Void) {
         guard delay > .zero else { return }
-        addCondition(ClosureCondition(name: "backoff \(delay)") { _ in
-            try await sleep(delay)
-            return true
-        })
+        addCondition(
+            ClosureCondition(name: "backoff \(delay)") { _ in
+                try await sleep(delay)
+                return true
+            })
     }
 }

@@ -21,7 +21,8 @@ public struct NoCancelledDependencies: JobCondition {
     public func evaluate(for job: Job) async -> ConditionResult {
         for dependency in job.dependencies {
             if case .cancelled(let reason)? = dependency.finishedOutcome {
-                return .failed(DependencyOutcomeError(dependency: dependency.name, outcome: "was cancelled", reason: reason))
+                return .failed(
+                    DependencyOutcomeError(dependency: dependency.name, outcome: "was cancelled", reason: reason))
             }
         }
         return .satisfied

@@ -85,7 +85,8 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
     public final override func execute() {
         let categories = mutex.withLock { exclusivity }
         let outer = queue?.exclusivityScope ?? .processWide
-        let scope = categories.isEmpty
+        let scope =
+            categories.isEmpty
             ? outer : ExclusivityScope(childrenOf: name, parent: outer, inherited: Set(categories.map(\.key)))
         let childQueue = JobQueue(
             name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
@@ -110,13 +111,14 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
             children += jobs
         }
         for job in jobs {
-            job.addObserver(BlockObserver(
-                onProgress: { [weak self] child, fraction in self?.childProgressed(child, fraction) },
-                onFinish: { [weak self] child, outcome in
-                    self?.childProgressed(child, 1)
-                    self?.childFinished(child, outcome)
-                }
-            ))
+            job.addObserver(
+                BlockObserver(
+                    onProgress: { [weak self] child, fraction in self?.childProgressed(child, fraction) },
+                    onFinish: { [weak self] child, outcome in
+                        self?.childProgressed(child, 1)
+                        self?.childFinished(child, outcome)
+                    }
+                ))
         }
     }
 

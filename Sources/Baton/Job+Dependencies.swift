@@ -69,7 +69,8 @@ extension Job {
         case .enqueued:
             return dependencies
         case .alreadyFinished:
-            preconditionFailure("Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
+            preconditionFailure(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
         case .alreadyEnqueued(let state):
             let place = previous.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
             preconditionFailure(

@@ -58,7 +58,9 @@ extension Job {
     /// the finish behind the events not yet delivered.
     /// - Important: Call with the lock held.
     func finishStepLocked() -> FinishStep {
-        guard let outcome = machine.outcome else { preconditionFailure("Baton internal error: finishing without an outcome") }
+        guard let outcome = machine.outcome else {
+            preconditionFailure("Baton internal error: finishing without an outcome")
+        }
         if observerList.isEmpty && !isDelivering {
             return .completed(takeCompletionLocked())
         }

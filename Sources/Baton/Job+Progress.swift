@@ -57,10 +57,11 @@ extension Job {
     /// yields `finished` and ends.
     public var events: AsyncStream<JobLifecycleEvent> {
         let (stream, continuation) = AsyncStream<JobLifecycleEvent>.makeStream()
-        addObserver(EventForwarder { _, event in
-            continuation.yield(event)
-            if case .finished = event { continuation.finish() }
-        })
+        addObserver(
+            EventForwarder { _, event in
+                continuation.yield(event)
+                if case .finished = event { continuation.finish() }
+            })
         return stream
     }
 }

@@ -190,7 +190,8 @@ open class Job: @unchecked Sendable {
                 let names = unfinished.map(\.name)
                 throw JobError(
                     code: .unfinishedDependencies, jobs: names,
-                    message: "cannot start job '\(name)': its dependencies \(names.map { "'\($0)'" }.joined(separator: ", ")) have not finished. Add it to a queue to wait for them."
+                    message:
+                        "cannot start job '\(name)': its dependencies \(names.map { "'\($0)'" }.joined(separator: ", ")) have not finished. Add it to a queue to wait for them."
                 )
             }
             var stateSeen = JobState.initialized

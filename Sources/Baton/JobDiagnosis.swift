@@ -21,7 +21,9 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
                 "conditions still evaluating: " + names.map { "'\($0)'" }.joined(separator: ", ")
             case .exclusivity(let category, let limit, let holders):
                 "exclusivity category '\(category)'" + (limit > 1 ? " (at most \(limit))" : "")
-                    + " held by " + (holders.isEmpty ? "nobody (it is next in line)" : holders.map { "'\($0)'" }.joined(separator: ", "))
+                    + " held by "
+                    + (holders.isEmpty
+                        ? "nobody (it is next in line)" : holders.map { "'\($0)'" }.joined(separator: ", "))
             case .suspendedQueue(let name):
                 "queue '\(name)' is suspended"
             case .concurrencyLimit(let running, let limit):
@@ -44,7 +46,8 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
         }
 
         public var description: String {
-            "'\(name)' (\(state)" + (queue.map { " in queue '\($0)'" } ?? ", in no queue: add it to one or nothing will start it") + ")"
+            "'\(name)' (\(state)"
+                + (queue.map { " in queue '\($0)'" } ?? ", in no queue: add it to one or nothing will start it") + ")"
         }
     }
 
@@ -74,7 +77,9 @@ public struct QueueDiagnosis: Sendable, CustomStringConvertible {
     public let jobs: [JobDiagnosis]
 
     public var description: String {
-        var lines = ["queue '\(queueName)': \(jobs.count) unfinished, \(runningJobs) running of at most \(maxConcurrentJobs)\(isSuspended ? ", suspended" : "")"]
+        var lines = [
+            "queue '\(queueName)': \(jobs.count) unfinished, \(runningJobs) running of at most \(maxConcurrentJobs)\(isSuspended ? ", suspended" : "")"
+        ]
         lines += jobs.map { "  - \($0)" }
         return lines.joined(separator: "\n")
     }

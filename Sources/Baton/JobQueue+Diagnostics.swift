@@ -15,8 +15,11 @@ extension JobQueue {
     /// The report is a snapshot: jobs may move on while it is being taken.
     public func diagnose() -> QueueDiagnosis {
         let (members, suspended, running, limit) = lockedSnapshot()
-        let jobs = members.sorted { $0.id < $1.id }.map { $0.diagnosis(queueSuspended: suspended, running: running, limit: limit) }
-        return QueueDiagnosis(queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit, jobs: jobs)
+        let jobs = members.sorted { $0.id < $1.id }.map {
+            $0.diagnosis(queueSuspended: suspended, running: running, limit: limit)
+        }
+        return QueueDiagnosis(
+            queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit, jobs: jobs)
     }
 
     /// Watches the queue: every `interval`, if it has unfinished jobs and no job was added, started or
@@ -44,7 +47,9 @@ public final class QueueWatchdog: @unchecked Sendable {
     private let lock = Lock()
     private var lastProgress: UInt64?
 
-    init(queue: JobQueue, interval: DispatchTimeInterval, logger: Logger, onStall: (@Sendable (QueueDiagnosis) -> Void)?) {
+    init(
+        queue: JobQueue, interval: DispatchTimeInterval, logger: Logger, onStall: (@Sendable (QueueDiagnosis) -> Void)?
+    ) {
         self.queue = queue
         self.logger = logger
         self.onStall = onStall
@@ -84,7 +89,10 @@ extension Job {
     /// What this job waits for (reads this job, then its dependencies and scope, one lock at a time).
     func diagnosis(queueSuspended: Bool, running: Int, limit: Int) -> JobDiagnosis {
         let (state, cancelled, dependencies, evaluating, scope, name) = mutex.withLock {
-            (machine.state, machine.isCancelled, dependencyList, conditionsEvaluating, exclusivityRequestedIn, storedName)
+            (
+                machine.state, machine.isCancelled, dependencyList, conditionsEvaluating, exclusivityRequestedIn,
+                storedName
+            )
         }
         var blockers: [JobDiagnosis.Blocker] = []
         switch state {
@@ -100,7 +108,8 @@ extension Job {
         case .ready:
             if let scope, let waits = scope.blockers(of: self) {
                 for wait in waits {
-                    blockers.append(.exclusivity(category: wait.category, limit: wait.limit, heldBy: wait.holders.map(\.name)))
+                    blockers.append(
+                        .exclusivity(category: wait.category, limit: wait.limit, heldBy: wait.holders.map(\.name)))
                 }
             } else if queueSuspended {
                 blockers.append(.suspendedQueue(self.queue?.name ?? "?"))
@@ -111,6 +120,7 @@ extension Job {
             break
         }
         return JobDiagnosis(
-            jobName: name ?? "\(type(of: self))#\(id)", jobID: id, state: state, isCancelled: cancelled, blockers: blockers)
+            jobName: name ?? "\(type(of: self))#\(id)", jobID: id, state: state, isCancelled: cancelled,
+            blockers: blockers)
     }
 }

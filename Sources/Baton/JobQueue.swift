@@ -59,7 +59,9 @@ public final class JobQueue: @unchecked Sendable {
         dispatchQueue: DispatchQueue? = nil,
         exclusivityScope: ExclusivityScope = .processWide
     ) {
-        self.init(name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue, exclusivityScope: exclusivityScope, adoption: nil)
+        self.init(
+            name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue,
+            exclusivityScope: exclusivityScope, adoption: nil)
     }
 
     init(
@@ -67,11 +69,14 @@ public final class JobQueue: @unchecked Sendable {
         adoption: (@Sendable ([Job]) -> Void)?
     ) {
         self.adoption = adoption
-        precondition(maxConcurrentJobs >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
+        precondition(
+            maxConcurrentJobs >= 1,
+            "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         self.name = name
         self.exclusivityScope = exclusivityScope
         self.dispatchQueue = dispatchQueue ?? .global()
-        self.scheduler = QueueScheduler(maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
+        self.scheduler = QueueScheduler(
+            maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
     }
 
     /// A serial queue whose jobs run on the main thread.
@@ -90,11 +95,13 @@ public final class JobQueue: @unchecked Sendable {
     public var maxConcurrentJobs: Int {
         get { lock.withLock { scheduler.maxConcurrent } }
         set {
-            precondition(newValue >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(newValue).")
-            startWorkers(lock.withLock {
-                scheduler.maxConcurrent = newValue
-                return scheduler.workersToStart()
-            })
+            precondition(
+                newValue >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(newValue).")
+            startWorkers(
+                lock.withLock {
+                    scheduler.maxConcurrent = newValue
+                    return scheduler.workersToStart()
+                })
         }
     }
 
@@ -103,10 +110,11 @@ public final class JobQueue: @unchecked Sendable {
     public var isSuspended: Bool {
         get { lock.withLock { scheduler.isSuspended } }
         set {
-            startWorkers(lock.withLock {
-                scheduler.isSuspended = newValue
-                return scheduler.workersToStart()
-            })
+            startWorkers(
+                lock.withLock {
+                    scheduler.isSuspended = newValue
+                    return scheduler.workersToStart()
+                })
         }
     }
 
@@ -154,7 +162,8 @@ public final class JobQueue: @unchecked Sendable {
             }
         }
         if let duplicate {
-            preconditionFailure("Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
+            preconditionFailure(
+                "Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
         }
         adoption?(jobs)
         let streams = lock.withLock { Array(eventStreams.values) }
@@ -206,7 +215,9 @@ public final class JobQueue: @unchecked Sendable {
                 for generated in condition.dependencies(for: job) {
                     job.addDependency(generated)
                     // A job the condition made goes with the guarded one; an existing one stays where it is.
-                    if generated.state == .initialized && generated.queue == nil && !batch.contains(where: { $0 === generated }) {
+                    if generated.state == .initialized && generated.queue == nil
+                        && !batch.contains(where: { $0 === generated })
+                    {
                         batch.append(generated)
                     }
                 }
@@ -272,7 +283,9 @@ public final class JobQueue: @unchecked Sendable {
     // MARK: Diagnostics support
 
     func lockedSnapshot() -> (members: [Job], suspended: Bool, running: Int, limit: Int) {
-        lock.withLock { (Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent) }
+        lock.withLock {
+            (Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent)
+        }
     }
 
     func progressMark() -> (progress: UInt64, unfinished: Int) {
@@ -289,10 +302,11 @@ public final class JobQueue: @unchecked Sendable {
 
     func jobsBecameReady(_ ready: [ReadyJob]) {
         guard !ready.isEmpty else { return }
-        startWorkers(lock.withLock {
-            for job in ready { scheduler.markReady(job.id, priority: job.priority) }
-            return scheduler.workersToStart()
-        })
+        startWorkers(
+            lock.withLock {
+                for job in ready { scheduler.markReady(job.id, priority: job.priority) }
+                return scheduler.workersToStart()
+            })
     }
 
     /// A job of this queue finished. `onWorker`: it finished inside its body on one of this queue's

@@ -28,7 +28,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         public let attempts: Int
         /// The last attempt's error.
         public let lastError: any Error
-        public var description: String { "job '\(job)' failed after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(lastError)" }
+        public var description: String {
+            "job '\(job)' failed after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(lastError)"
+        }
     }
 
     /// - Parameters:
@@ -60,7 +62,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         retryIf shouldRetry: @escaping @Sendable (any Error) -> Bool = { _ in true },
         makeAttempt: @escaping @Sendable (_ attempt: Int) -> Job
     ) {
-        self.init(name: name, maxAttempts: maxAttempts, backoff: backoff, clock: ContinuousClock(), retryIf: shouldRetry, makeAttempt: makeAttempt)
+        self.init(
+            name: name, maxAttempts: maxAttempts, backoff: backoff, clock: ContinuousClock(), retryIf: shouldRetry,
+            makeAttempt: makeAttempt)
     }
 
     /// How many attempts were made so far.
@@ -77,7 +81,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
             return (true, attemptCount, machine.isCancelled)
         }
         // User code (the predicate and the factory) runs outside the lock.
-        guard isLast, case .failed(let error) = outcome, attempt < maxAttempts, !cancelled, shouldRetry(error) else { return }
+        guard isLast, case .failed(let error) = outcome, attempt < maxAttempts, !cancelled, shouldRetry(error) else {
+            return
+        }
         let next = makeAttempt(attempt + 1)
         mutex.withLock {
             attemptCount = attempt + 1

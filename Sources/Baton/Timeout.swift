@@ -8,23 +8,25 @@ extension Job {
     /// - Precondition: Call before the job starts.
     public func addTimeout<C: Clock>(_ limit: Duration, clock: C) where C.Duration == Duration, C: Sendable {
         let timer = TimerBox()
-        addObserver(BlockObserver(
-            onStart: { job in
-                let task = Task {
-                    do {
-                        try await clock.sleep(for: limit)
-                    } catch {
-                        return  // the job finished first
+        addObserver(
+            BlockObserver(
+                onStart: { job in
+                    let task = Task {
+                        do {
+                            try await clock.sleep(for: limit)
+                        } catch {
+                            return  // the job finished first
+                        }
+                        job.cancel(
+                            reason: JobError(
+                                code: .timedOut, jobs: [job.name],
+                                message: "job '\(job.name)' timed out: it ran longer than its limit of \(limit)."
+                            ))
                     }
-                    job.cancel(reason: JobError(
-                        code: .timedOut, jobs: [job.name],
-                        message: "job '\(job.name)' timed out: it ran longer than its limit of \(limit)."
-                    ))
-                }
-                timer.set(task)
-            },
-            onFinish: { _, _ in timer.cancel() }
-        ))
+                    timer.set(task)
+                },
+                onFinish: { _, _ in timer.cancel() }
+            ))
     }
 
     /// Cancels the job if it has not finished `limit` after its body started, on the continuous clock.
@@ -65,7 +67,8 @@ public final class DelayJob: AsyncJob, @unchecked Sendable {
     public let duration: Duration
     private let sleep: @Sendable (Duration) async throws -> Void
 
-    public init<C: Clock>(name: String? = nil, _ duration: Duration, clock: C) where C.Duration == Duration, C: Sendable {
+    public init<C: Clock>(name: String? = nil, _ duration: Duration, clock: C)
+    where C.Duration == Duration, C: Sendable {
         self.duration = duration
         sleep = { try await clock.sleep(for: $0) }
         super.init(name: name)

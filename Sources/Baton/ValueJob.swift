@@ -76,7 +76,8 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
         case .failed(let error)?:
             throw InputUnavailable(input: name, consumer: consumer, reason: "it failed: \(error)", underlying: error)
         case .cancelled(let reason)?:
-            throw InputUnavailable(input: name, consumer: consumer, reason: "it was cancelled (\(reason))", underlying: reason)
+            throw InputUnavailable(
+                input: name, consumer: consumer, reason: "it was cancelled (\(reason))", underlying: reason)
         case nil:
             break
         }
@@ -93,7 +94,9 @@ public struct InputUnavailable: Error, Sendable, CustomStringConvertible {
     public let reason: String
     public let underlying: (any Error)?
 
-    public var description: String { "job '\(consumer)' has no input: its input '\(input)' produced no value because \(reason)" }
+    public var description: String {
+        "job '\(consumer)' has no input: its input '\(input)' produced no value because \(reason)"
+    }
 }
 
 extension JobQueue {

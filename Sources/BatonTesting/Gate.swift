@@ -22,7 +22,8 @@ public final class Gate: @unchecked Sendable {
 
     /// Opens the gate and releases every waiter. Opening twice does nothing.
     public func open() {
-        let (continuations, semaphores) = lock.withLock { () -> ([CheckedContinuation<Void, Never>], [DispatchSemaphore]) in
+        let (continuations, semaphores) = lock.withLock {
+            () -> ([CheckedContinuation<Void, Never>], [DispatchSemaphore]) in
             guard !isOpenValue else { return ([], []) }
             isOpenValue = true
             defer {

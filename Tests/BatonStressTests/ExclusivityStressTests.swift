@@ -28,7 +28,8 @@ import Testing
                 for c in held { gauges[c].enter() }
                 for c in held { gauges[c].leave() }
             }
-            let job: Job = rng.next() % 3 == 0
+            let job: Job =
+                rng.next() % 3 == 0
                 ? AsyncJob(name: "j\(i)") { _ in
                     for c in held { gauges[c].enter() }
                     await Task.yield()

@@ -60,7 +60,9 @@ import Testing
         #expect(outcome.isFailed)
         let error = try #require(outcome.error as? JobError)
         #expect(error.code == .conditionFailed)
-        #expect(error.message == "job 'guarded' did not run: condition 'disk has space' failed: 'disk has space' returned false")
+        #expect(
+            error.message
+                == "job 'guarded' did not run: condition 'disk has space' failed: 'disk has space' returned false")
         #expect(ran.count == 0)
     }
 

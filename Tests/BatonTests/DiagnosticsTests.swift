@@ -13,7 +13,8 @@ import Testing
         let report = queue.diagnose()
         let job = try #require(report.jobs.first)
         #expect(job.blockers == [.dependencies([.init(name: "sign in", state: .initialized, queue: nil)])])
-        #expect(report.description.contains("'save' (pending) waits for dependencies 'sign in' (initialized, in no queue"))
+        #expect(
+            report.description.contains("'save' (pending) waits for dependencies 'sign in' (initialized, in no queue"))
         save.cancel()
     }
 
@@ -61,10 +62,11 @@ import Testing
         let full = JobQueue(name: "full", maxConcurrentJobs: 1)
         let inside = Gate()
         let release = Gate()
-        full.add(BlockJob(name: "running") {
-            inside.open()
-            release.wait()
-        })
+        full.add(
+            BlockJob(name: "running") {
+                inside.open()
+                release.wait()
+            })
         await inside.waitAsync()
         full.add(BlockJob(name: "next") {})
         let next = full.diagnose().jobs.first { $0.jobName == "next" }
@@ -84,7 +86,7 @@ import Testing
         stuck.addDependency(orphan)
         queue.add(stuck)
         #expect(watchdog.check() == nil)  // first look sets the mark
-        let report = watchdog.check()     // no progress since: report
+        let report = watchdog.check()  // no progress since: report
         #expect(report?.jobs.first?.jobName == "stuck job")
         #expect(logged.values.first?.contains("'orphan' (initialized, in no queue") == true)
         queue.add(orphan)

@@ -66,7 +66,8 @@ import Testing
             // Suspends until the task is cancelled; no sleeping.
             await withTaskCancellationHandler {
                 await Gate().waitAsyncUnlessCancelled()
-            } onCancel: {}
+            } onCancel: {
+            }
             #expect(Task.isCancelled)
             #expect(job.isCancelled)
             try Task.checkCancellation()

@@ -33,8 +33,10 @@ import Testing
         let queue = JobQueue(name: "prio", maxConcurrentJobs: 1)
         queue.isSuspended = true
         let order = Recorder<String>()
-        let plan: [(String, JobPriority)] = [("low", .low), ("normal1", .normal), ("veryHigh", .veryHigh),
-                                             ("normal2", .normal), ("veryLow", .veryLow), ("high", .high)]
+        let plan: [(String, JobPriority)] = [
+            ("low", .low), ("normal1", .normal), ("veryHigh", .veryHigh),
+            ("normal2", .normal), ("veryLow", .veryLow), ("high", .high),
+        ]
         queue.add(plan.map { name, priority in BlockJob(name: name, priority: priority) { order.record(name) } })
         queue.isSuspended = false
         await queue.waitUntilAllJobsAreFinished()
@@ -108,10 +110,11 @@ import Testing
         let queue = JobQueue()
         let gate = Gate()
         let done = Recorder<Bool>()
-        queue.add(BlockJob {
-            gate.wait()
-            done.record(true)
-        })
+        queue.add(
+            BlockJob {
+                gate.wait()
+                done.record(true)
+            })
         gate.open()
         queue.waitUntilAllJobsAreFinished()
         #expect(done.values == [true])
@@ -131,4 +134,3 @@ import Testing
         #expect(JobQueue.main.maxConcurrentJobs == 1)
     }
 }
-

@@ -16,7 +16,7 @@ import Testing
         parse.onFinish { outcome in print("parse finished: \(outcome)") }
         queue.add([download, parse])
         let outcome = await parse.outcome  // async callers; synchronous ones use waitUntilFinished()
-        print(outcome)                     // "succeeded"
+        print(outcome)  // "succeeded"
         // README example ends
         #expect(outcome.isSucceeded)
         #expect(download.finishedOutcome?.isSucceeded == true)

@@ -6,7 +6,8 @@ import Testing
     @Test func aRetrySucceedsOnTheThirdAttemptWithExponentialBackoff() async throws {
         let clock = ManualClock()
         let attempts = Recorder<Int>()
-        let retry = RetryJob(name: "fetch", maxAttempts: 5, backoff: .exponential(initial: .seconds(1)), clock: clock) { n in
+        let retry = RetryJob(name: "fetch", maxAttempts: 5, backoff: .exponential(initial: .seconds(1)), clock: clock) {
+            n in
             BlockJob(name: "attempt \(n)") {
                 attempts.record(n)
                 if n < 3 { throw Boom(tag: n) }
@@ -30,7 +31,8 @@ import Testing
     }
 
     @Test func aRetryStopsWhenThePredicateSaysNoAndReportsTheLastError() async throws {
-        let retry = RetryJob(name: "fetch", maxAttempts: 5, clock: ManualClock(), retryIf: { ($0 as? Boom)?.tag != 2 }) { n in
+        let retry = RetryJob(name: "fetch", maxAttempts: 5, clock: ManualClock(), retryIf: { ($0 as? Boom)?.tag != 2 })
+        { n in
             BlockJob(name: "attempt \(n)") { throw Boom(tag: n) }
         }
         JobQueue().add(retry)
@@ -66,7 +68,8 @@ import Testing
         let clock = ManualClock()
         let ran = Recorder<Int>()
         @Sendable func poll(_ n: Int) -> Job { BlockJob(name: "poll \(n)") { ran.record(n) } }
-        let polling = RepeatJob(name: "poll", backoff: .constant(.seconds(10)), clock: clock, first: poll(1)) { previous, _ in
+        let polling = RepeatJob(name: "poll", backoff: .constant(.seconds(10)), clock: clock, first: poll(1)) {
+            previous, _ in
             let n = Int(previous.name.split(separator: " ").last!)!
             return n < 3 ? poll(n + 1) : nil
         }
