@@ -146,8 +146,12 @@ open class Job: @unchecked Sendable {
             case .ignored, .recorded:
                 return .nothing
             case .finish:
-                _ = appendEventLocked(.cancel(reason))
-                return finishStepLocked()
+                // Nobody to tell: finish at once. Otherwise queue the cancel, then the finish behind it,
+                // and deliver both if no other thread is delivering.
+                if observerList.isEmpty && !isDelivering { return finishStepLocked() }
+                let deliver = appendEventLocked(.cancel(reason))
+                let step = finishStepLocked()
+                return deliver ? .drain : step
             case .interrupt:
                 interrupt = true
                 return appendEventLocked(.cancel(reason)) ? .drain : .nothing

@@ -1,1 +1,0 @@
-print("earthquakes: not yet built")
