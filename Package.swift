@@ -41,7 +41,9 @@ let package = Package(
             swiftSettings: strict
         ),
         // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
-        .target(name: "EarthquakesCLI", dependencies: ["EarthquakesKit", "BatonNetworking"], swiftSettings: strict),
+        .target(
+            name: "EarthquakesCLI", dependencies: ["Baton", "BatonNetworking", "EarthquakesKit"], swiftSettings: strict
+        ),
         .executableTarget(
             name: "earthquakes",
             dependencies: [
