@@ -183,12 +183,19 @@ public struct EarthquakesCLI: Sendable {
         case is CancellationError:
             return CLIError("refresh cancelled; the database was not changed")
         case let error as FeedError:
-            return CLIError("the feed from \(source) is not usable: \(error.description) The database was not changed.")
+            return CLIError("the feed from \(source) is not usable: \(sentence(error.description)) The database was not changed.")
         case let error as StoreError:
             return error
         default:
-            return CLIError("\(message(for: error)). The database was not changed.")
+            return CLIError("\(sentence(message(for: error))) The database was not changed.")
         }
+    }
+
+    /// `text` ending with exactly one full stop.
+    static func sentence(_ text: String) -> String {
+        var text = text.trimmingCharacters(in: .whitespaces)
+        while text.hasSuffix(".") { text.removeLast() }
+        return text + "."
     }
 
     private static func sorted(_ nearby: [NearbyEarthquake], by sort: ListOptions.Sort) -> [NearbyEarthquake] {

@@ -181,6 +181,10 @@ public final class GetEarthquakes: Sendable {
         [reachability, download].compactMap { $0 } + [parse, importer]
     }
 
+    /// The jobs of the refresh, in order (reachability check and download for http sources, then parse
+    /// and import), for example to observe them.
+    public var jobs: [Job] { steps }
+
     /// The parsed feed (with its metadata and warnings), once parsing succeeded.
     public var feed: Feed? { parse.feed }
 
