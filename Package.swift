@@ -55,7 +55,9 @@ let package = Package(
         .testTarget(name: "BatonTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
         .testTarget(name: "BatonStressTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
         .testTarget(
-            name: "EarthquakesKitTests", dependencies: ["EarthquakesKit", "Baton", "BatonTesting"], swiftSettings: strict
+            name: "EarthquakesKitTests",
+            dependencies: ["EarthquakesKit", "Baton", "BatonTesting"],
+            swiftSettings: strict
         ),
         // An HTTP/1.1 server on 127.0.0.1 for tests, with scripted stalls and partial bodies. Not a product.
         .target(

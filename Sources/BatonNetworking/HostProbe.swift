@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -46,7 +47,9 @@ enum HostProbe {
     }
 
     /// `getaddrinfo` for a TCP stream. The caller frees the list.
-    private static func resolve(host: String, port: Int, url: URL?) throws(NetworkError) -> UnsafeMutablePointer<addrinfo> {
+    private static func resolve(
+        host: String, port: Int, url: URL?
+    ) throws(NetworkError) -> UnsafeMutablePointer<addrinfo> {
         var hints = addrinfo()
         hints.ai_family = AF_UNSPEC
         #if canImport(Darwin)
@@ -61,7 +64,8 @@ enum HostProbe {
             let reason = status == 0 ? "no addresses" : String(cString: gai_strerror(status))
             throw NetworkError(
                 code: .nameResolution, url: url,
-                description: "cannot resolve the host name \"\(host)\": \(reason). Check the address and your network connection."
+                description:
+                    "cannot resolve the host name \"\(host)\": \(reason). Check the address and your network connection."
             )
         }
         return result

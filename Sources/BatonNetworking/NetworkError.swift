@@ -1,4 +1,5 @@
 public import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -75,7 +76,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     public static func timedOut(url: URL?, after seconds: Double) -> NetworkError {
         NetworkError(
             code: .timedOut, url: url,
-            description: "no complete response from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)); "
+            description:
+                "no complete response from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)); "
                 + "the server may be stalled or the connection too slow. Try again later."
         )
     }

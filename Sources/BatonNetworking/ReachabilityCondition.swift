@@ -75,7 +75,8 @@ public struct ReachabilityCondition: JobCondition {
                     .failure(
                         NetworkError(
                             code: .nameResolution, url: url,
-                            description: "cannot resolve the host name \"\(host)\" within \(NetworkError.format(seconds: seconds)). "
+                            description:
+                                "cannot resolve the host name \"\(host)\" within \(NetworkError.format(seconds: seconds)). "
                                 + "Check your network connection and DNS settings."
                         )))
             }

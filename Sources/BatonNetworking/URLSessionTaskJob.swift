@@ -1,6 +1,7 @@
 public import Baton
 import Dispatch
 public import Foundation
+
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -176,7 +177,9 @@ public class URLSessionTaskJob: AsynchronousJob, @unchecked Sendable {
     }
 
     /// The completion handler of the task: decides the outcome and finishes the job.
-    private func taskCompleted(data: Data?, file: (location: URL, directory: URL)?, response: URLResponse?, error: (any Error)?) {
+    private func taskCompleted(
+        data: Data?, file: (location: URL, directory: URL)?, response: URLResponse?, error: (any Error)?
+    ) {
         let (timer, timedOut, handler) = lock.withLock {
             completed = true
             storedResponse = response
@@ -189,7 +192,9 @@ public class URLSessionTaskJob: AsynchronousJob, @unchecked Sendable {
         var failure: (any Error)?
         if let error {
             if let urlError = error as? URLError, urlError.code == .cancelled {
-                failure = timedOut ? NetworkError.timedOut(url: request.url, after: timeout?.seconds ?? 0) : CancellationError()
+                failure =
+                    timedOut
+                    ? NetworkError.timedOut(url: request.url, after: timeout?.seconds ?? 0) : CancellationError()
             } else {
                 failure = NetworkError.transport(url: request.url, error: error)
             }

@@ -1,4 +1,5 @@
 import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -20,7 +21,9 @@ public struct Console: Sendable {
     private let err: @Sendable (String) -> Void
 
     /// A console made of closures that receive text (each call is a complete piece, with its newlines).
-    public init(isErrorTerminal: Bool, out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void) {
+    public init(
+        isErrorTerminal: Bool, out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void
+    ) {
         self.isErrorTerminal = isErrorTerminal
         self.out = out
         self.err = err

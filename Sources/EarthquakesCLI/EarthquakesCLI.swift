@@ -1,6 +1,7 @@
 import BatonNetworking
 public import EarthquakesKit
 public import Foundation
+
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -83,7 +84,8 @@ public struct EarthquakesCLI: Sendable {
             console.print(try JSONText.encode(result))
         } else {
             for warning in warnings { console.error("warning: \(warning)\n") }
-            console.print("Imported \(summary.total) earthquakes from \(source) into \(path) (\(Self.counts(summary))).")
+            console.print(
+                "Imported \(summary.total) earthquakes from \(source) into \(path) (\(Self.counts(summary))).")
         }
     }
 
@@ -134,7 +136,10 @@ public struct EarthquakesCLI: Sendable {
             ("id", quake.id),
             ("title", quake.displayTitle),
             ("time", quake.time.map { QuakeTable.minute($0) + " UTC" }),
-            ("magnitude", quake.magnitude.map { QuakeTable.fixed($0, 2) + (quake.magnitudeType.map { " \($0)" } ?? "") }),
+            (
+                "magnitude",
+                quake.magnitude.map { QuakeTable.fixed($0, 2) + (quake.magnitudeType.map { " \($0)" } ?? "") }
+            ),
             ("place", quake.place),
             ("latitude", QuakeTable.fixed(quake.latitude, 4)),
             ("longitude", QuakeTable.fixed(quake.longitude, 4)),
@@ -183,7 +188,8 @@ public struct EarthquakesCLI: Sendable {
         case is CancellationError:
             return CLIError("refresh cancelled; the database was not changed")
         case let error as FeedError:
-            return CLIError("the feed from \(source) is not usable: \(sentence(error.description)) The database was not changed.")
+            return CLIError(
+                "the feed from \(source) is not usable: \(sentence(error.description)) The database was not changed.")
         case let error as StoreError:
             return error
         default:

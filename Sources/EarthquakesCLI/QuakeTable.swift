@@ -13,7 +13,9 @@ import Foundation
 enum QuakeTable {
     /// The table's lines, header first. `distances` (kilometres), when given, adds a DIST km column.
     static func lines(_ quakes: [Earthquake], distances: [Double]? = nil) -> [String] {
-        var rows: [[String]] = [["TIME (UTC)", "MAG", "DEPTH km"] + (distances == nil ? [] : ["DIST km"]) + ["PLACE", "ID"]]
+        var rows: [[String]] = [
+            ["TIME (UTC)", "MAG", "DEPTH km"] + (distances == nil ? [] : ["DIST km"]) + ["PLACE", "ID"]
+        ]
         for (index, quake) in quakes.enumerated() {
             var row = [
                 quake.time.map(Self.minute) ?? "-",

@@ -17,7 +17,9 @@ public struct ListOptions: Sendable, Equatable {
     public var near: Coordinate?
     public var sort: Sort
 
-    public init(minMagnitude: Double? = nil, since: Date? = nil, limit: Int = 20, near: Coordinate? = nil, sort: Sort = .time) {
+    public init(
+        minMagnitude: Double? = nil, since: Date? = nil, limit: Int = 20, near: Coordinate? = nil, sort: Sort = .time
+    ) {
         self.minMagnitude = minMagnitude
         self.since = since
         self.limit = limit

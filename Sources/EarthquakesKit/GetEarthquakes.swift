@@ -1,6 +1,7 @@
 public import Baton
 public import BatonNetworking
 public import Foundation
+
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
@@ -134,9 +135,12 @@ public final class GetEarthquakes: Sendable {
             let file = self.workFolder.appendingPathComponent("feed.geojson")
             var downloadProgress: URLSessionTaskJob.ProgressHandler?
             if let progress {
-                downloadProgress = { received, expected in progress(.downloading(received: received, expected: expected)) }
+                downloadProgress = { received, expected in
+                    progress(.downloading(received: received, expected: expected))
+                }
             }
-            let download = HTTPDownloadJob(url: url, to: file, session: session, timeout: timeout, progress: downloadProgress)
+            let download = HTTPDownloadJob(
+                url: url, to: file, session: session, timeout: timeout, progress: downloadProgress)
             if let reachability { download.addDependency(reachability) }
             self.download = download
             input = .file(file)

@@ -77,7 +77,8 @@ public struct FeedFileError: Error, Sendable, CustomStringConvertible {
     public init(path: String, error: any Error) {
         self.path = path
         let nsError = error as NSError
-        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain
+        {
             self.reason = String(cString: strerror(Int32(underlying.code)))
         } else if nsError.domain == NSCocoaErrorDomain && nsError.code == NSFileReadNoSuchFileError {
             self.reason = "no such file"

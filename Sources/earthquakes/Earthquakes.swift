@@ -48,9 +48,12 @@ struct Refresh: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
-        guard timeout > 0, timeout.isFinite else { throw ValidationError("--timeout must be a positive number of seconds") }
+        guard timeout > 0, timeout.isFinite else {
+            throw ValidationError("--timeout must be a positive number of seconds")
+        }
         try await reportingErrors { cli in
-            try await cli.refresh(feed: feed, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)))
+            try await cli.refresh(
+                feed: feed, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)))
         }
     }
 }
@@ -63,10 +66,14 @@ struct List: AsyncParsableCommand {
     }
 
     @Option(help: "Only earthquakes of at least this magnitude.") var minMagnitude: Double?
-    @Option(help: ArgumentHelp("Only earthquakes since a date (2025-10-01, 2025-10-01T12:00:00Z) or age (30m, 24h, 7d, 2w).", valueName: "when"))
+    @Option(
+        help: ArgumentHelp(
+            "Only earthquakes since a date (2025-10-01, 2025-10-01T12:00:00Z) or age (30m, 24h, 7d, 2w).",
+            valueName: "when"))
     var since: String?
     @Option(help: "At most this many earthquakes.") var limit = 20
-    @Option(help: ArgumentHelp("The nearest earthquakes to a point, nearest first, with distances.", valueName: "lat,lon"))
+    @Option(
+        help: ArgumentHelp("The nearest earthquakes to a point, nearest first, with distances.", valueName: "lat,lon"))
     var near: String?
     @Option(help: "Order: time (newest first) or magnitude (strongest first). With --near: distance unless given.")
     var sort: SortOrder?

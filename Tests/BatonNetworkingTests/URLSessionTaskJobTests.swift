@@ -4,6 +4,7 @@ import BatonTesting
 import Foundation
 import TestHTTPServer
 import Testing
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif

@@ -16,7 +16,8 @@ import Testing
         if withObserver {
             waiting.addObserver(
                 BlockObserver(
-                    onCancel: { _, _ in events.record("cancel") }, onFinish: { _, outcome in events.record("finish \(outcome)") }))
+                    onCancel: { _, _ in events.record("cancel") },
+                    onFinish: { _, outcome in events.record("finish \(outcome)") }))
         }
         let queue = JobQueue()
         queue.add([blocker, waiting])

@@ -33,7 +33,8 @@ import Testing
         let store = try EarthquakeStore.inMemory()
         try store.importFeed(Quakes.all)
         let before = try store.list()
-        let save = ImportFeedJob(store: store, earthquakes: { [Quakes.make("new"), Quakes.make("bad", latitude: 123)] })
+        let save = ImportFeedJob(
+            store: store, earthquakes: { [Quakes.make("new"), Quakes.make("bad", latitude: 123)] })
         ImportFeedJob.serialQueue.add(save)
         let error = try #require(await save.outcome.error as? StoreError)
         #expect(error.code == .write)
@@ -45,10 +46,12 @@ import Testing
         let store = try EarthquakeStore.inMemory()
         let inside = ConcurrencyGauge()
         let jobs = (0..<4).map { index in
-            ImportFeedJob(store: store, earthquakes: { [Quakes.make("q\(index)")] }, willImport: { _ in
-                inside.enter()
-                inside.leave()
-            })
+            ImportFeedJob(
+                store: store, earthquakes: { [Quakes.make("q\(index)")] },
+                willImport: { _ in
+                    inside.enter()
+                    inside.leave()
+                })
         }
         ImportFeedJob.serialQueue.add(jobs)
         for job in jobs { #expect(await job.outcome.isSucceeded) }

@@ -40,7 +40,8 @@ import Testing
 
     @Test(.enabled(if: executable != nil, "the earthquakes executable is not built next to the tests; skipping"))
     func sampleRunListAndErrors() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("EarthquakesBinaryTests-\(UUID().uuidString)")
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "EarthquakesBinaryTests-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let database = folder.appendingPathComponent("data/q.sqlite").path
 
@@ -59,7 +60,9 @@ import Testing
         let missing = try Self.run(["show", "nope", "--database", database])
         #expect(missing.status == 1)
         #expect(missing.stdout.isEmpty)
-        #expect(missing.stderr == "earthquakes: no earthquake with id \"nope\" in \(database); `earthquakes list` shows the ids\n")
+        #expect(
+            missing.stderr
+                == "earthquakes: no earthquake with id \"nope\" in \(database); `earthquakes list` shows the ids\n")
 
         let badSince = try Self.run(["list", "--since", "soon", "--database", database])
         #expect(badSince.status == 1)

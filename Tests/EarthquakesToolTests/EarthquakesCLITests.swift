@@ -34,7 +34,8 @@ import Testing
         let (scratch, path) = try await sampleDatabase()
         defer { scratch.remove() }
         let captured = CapturedConsole()
-        try EarthquakesCLI.forTests(captured).list(ListOptions(minMagnitude: 4, limit: 3, sort: .magnitude), database: path, json: true)
+        try EarthquakesCLI.forTests(captured).list(
+            ListOptions(minMagnitude: 4, limit: 3, sort: .magnitude), database: path, json: true)
 
         let rows = try #require(try JSONSerialization.jsonObject(with: Data(captured.stdout.utf8)) as? [[String: Any]])
         let magnitudes = rows.compactMap { $0["magnitude"] as? Double }
@@ -71,10 +72,14 @@ import Testing
         let distances = rows.compactMap { $0["distanceKm"] as? Double }
         #expect(distances.count == 5)
         #expect(distances == distances.sorted())
-        #expect(rows.first?["place"] as? String == (try EarthquakeStore(path: path).near(latitude: 35.68, longitude: 139.69, limit: 1)).first?.earthquake.place)
+        #expect(
+            rows.first?["place"] as? String
+                == (try EarthquakeStore(path: path).near(latitude: 35.68, longitude: 139.69, limit: 1)).first?
+                .earthquake.place)
 
         let text = CapturedConsole()
-        try EarthquakesCLI.forTests(text).list(ListOptions(limit: 5, near: tokyo), database: path, json: false, explicitSort: false)
+        try EarthquakesCLI.forTests(text).list(
+            ListOptions(limit: 5, near: tokyo), database: path, json: false, explicitSort: false)
         #expect(text.lines[0].contains("DIST km"))
         #expect(text.lines.filter { !$0.isEmpty }.count == 6)  // header and five rows
         #expect(text.lines[1].contains("Honshu, Japan"))
@@ -150,7 +155,8 @@ import Testing
         let server = try await TestHTTPServer.start { _ in .status(503) }
         let url = server.url("/feed")
         let error = await #expect(throws: CLIError.self) {
-            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(feed: url.absoluteString, database: path, json: false)
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: url.absoluteString, database: path, json: false)
         }
         await server.shutdown()
 

@@ -187,7 +187,10 @@ import Testing
         let secondSummary = try await secondRun.value
         await server.shutdown()
 
-        #expect(events.values == ["first importing", "first released", "first imported", "second importing", "second imported"])
+        #expect(
+            events.values == [
+                "first importing", "first released", "first imported", "second importing", "second imported",
+            ])
         #expect(firstSummary == ImportSummary(inserted: 30))
         #expect(secondSummary == ImportSummary(updated: 10))
         // Nothing lost: 30 rows, the first ten as the second feed has them, the rest as the first.

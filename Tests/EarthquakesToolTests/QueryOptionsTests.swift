@@ -32,16 +32,21 @@ import Testing
     }
 
     @Test func databaseLocationOrder() {
-        let env = ["HOME": "/home/ada", "XDG_DATA_HOME": "/data", DatabaseLocation.environmentVariable: "/env/q.sqlite"]
+        let env = [
+            "HOME": "/home/ada", "XDG_DATA_HOME": "/data", DatabaseLocation.environmentVariable: "/env/q.sqlite",
+        ]
         #expect(DatabaseLocation.path(option: "/opt/q.sqlite", environment: env) == "/opt/q.sqlite")
         #expect(DatabaseLocation.path(option: "~/q.sqlite", environment: env) == "/home/ada/q.sqlite")
         #expect(DatabaseLocation.path(option: nil, environment: env) == "/env/q.sqlite")
-        #expect(DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada", "XDG_DATA_HOME": "/data"])
-            == "/data/baton-earthquakes/earthquakes.sqlite")
-        #expect(DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada"])
-            == "/home/ada/.local/share/baton-earthquakes/earthquakes.sqlite")
+        #expect(
+            DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada", "XDG_DATA_HOME": "/data"])
+                == "/data/baton-earthquakes/earthquakes.sqlite")
+        #expect(
+            DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada"])
+                == "/home/ada/.local/share/baton-earthquakes/earthquakes.sqlite")
         // A relative XDG_DATA_HOME is invalid by the specification and ignored.
-        #expect(DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada", "XDG_DATA_HOME": "rel"])
-            == "/home/ada/.local/share/baton-earthquakes/earthquakes.sqlite")
+        #expect(
+            DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada", "XDG_DATA_HOME": "rel"])
+                == "/home/ada/.local/share/baton-earthquakes/earthquakes.sqlite")
     }
 }

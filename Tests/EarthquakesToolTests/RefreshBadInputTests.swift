@@ -9,7 +9,9 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct RefreshBadInputTests {
     /// Refreshes a database holding the sample feed from `body` served over HTTP; returns the error
     /// message (nil on success), the database rows before and after, and the output.
-    private func refresh(serving body: Data) async throws -> (message: String?, before: [Earthquake], after: [Earthquake], stdout: String, stderr: String) {
+    private func refresh(serving body: Data) async throws -> (
+        message: String?, before: [Earthquake], after: [Earthquake], stdout: String, stderr: String
+    ) {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let path = scratch.path("q.sqlite")
@@ -19,7 +21,8 @@ import Testing
         let captured = CapturedConsole()
         var message: String?
         do {
-            try await EarthquakesCLI.forTests(captured).refresh(feed: server.url("/feed").absoluteString, database: path, json: false)
+            try await EarthquakesCLI.forTests(captured).refresh(
+                feed: server.url("/feed").absoluteString, database: path, json: false)
         } catch {
             message = EarthquakesCLI.message(for: error)
         }
@@ -86,12 +89,15 @@ import Testing
             try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
                 feed: scratch.path("missing.geojson"), database: scratch.path("q.sqlite"), json: false)
         }
-        #expect(error?.message.hasPrefix("could not read the feed file \(scratch.path("missing.geojson")): no such file") == true)
+        #expect(
+            error?.message.hasPrefix("could not read the feed file \(scratch.path("missing.geojson")): no such file")
+                == true)
     }
 
     @Test func anUnsupportedSchemeIsRefusedBeforeAnything() async throws {
         let error = await #expect(throws: CLIError.self) {
-            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(feed: "ftp://example.com/x", database: "/nonexistent/q", json: false)
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: "ftp://example.com/x", database: "/nonexistent/q", json: false)
         }
         #expect(error?.message == "--feed ftp://example.com/x: use an http(s) address or a file path")
     }

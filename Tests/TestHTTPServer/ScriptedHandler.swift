@@ -12,7 +12,10 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
     private let received: Recorder<TestHTTPServer.Request>
     private var head: HTTPRequestHead?
 
-    init(reply: @escaping @Sendable (TestHTTPServer.Request) async -> TestHTTPServer.Reply, received: Recorder<TestHTTPServer.Request>) {
+    init(
+        reply: @escaping @Sendable (TestHTTPServer.Request) async -> TestHTTPServer.Reply,
+        received: Recorder<TestHTTPServer.Request>
+    ) {
         self.reply = reply
         self.received = received
     }
@@ -50,7 +53,9 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             writeBody(body, context: context)
             end(context: context)
         case .partial(let body, let sentBeforeGate, let sent, let release):
-            writeHead(status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version, context: context)
+            writeHead(
+                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
+                context: context)
             writeBody(body.prefix(sentBeforeGate), context: context)
             context.flush()
             let loop = context.eventLoop
@@ -69,7 +74,9 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
         }
     }
 
-    private func writeHead(status: Int, headers: [(String, String)], length: Int, version: HTTPVersion, context: ChannelHandlerContext) {
+    private func writeHead(
+        status: Int, headers: [(String, String)], length: Int, version: HTTPVersion, context: ChannelHandlerContext
+    ) {
         var fields = HTTPHeaders(headers)
         fields.replaceOrAdd(name: "Content-Length", value: String(length))
         fields.replaceOrAdd(name: "Connection", value: "close")

@@ -2,6 +2,7 @@ import BatonTesting
 import EarthquakesCLI
 import EarthquakesKit
 import Foundation
+
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
