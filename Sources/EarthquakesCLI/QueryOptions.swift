@@ -6,15 +6,20 @@ public import Foundation
 /// ## Thread safety
 /// A `Sendable` value.
 public struct ListOptions: Sendable, Equatable {
-    /// The order of the list.
+    /// The order of the list (with ``near``: the order of the nearest ``limit`` earthquakes).
     public enum Sort: String, Sendable, CaseIterable {
         case time, magnitude
     }
 
+    /// Only earthquakes of at least this magnitude.
     public var minMagnitude: Double?
+    /// Only earthquakes at or after this moment.
     public var since: Date?
+    /// At most this many earthquakes.
     public var limit: Int
+    /// The earthquakes nearest to this point, nearest first, with their distances.
     public var near: Coordinate?
+    /// Newest or strongest first.
     public var sort: Sort
 
     public init(
@@ -57,6 +62,9 @@ public struct Coordinate: Sendable, Equatable {
 }
 
 /// Parses the `--since` option: an ISO 8601 date or date-time, or an age such as `7d`, `24h`, `30m`, `2w`.
+///
+/// ## Thread safety
+/// Stateless.
 public enum SinceParser {
     /// The moment `text` names, relative to `now` for ages.
     ///

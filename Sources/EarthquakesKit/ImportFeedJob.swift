@@ -8,7 +8,8 @@ public import Baton
 /// let save = ImportFeedJob(store: store, parse: parse)    // depends on `parse`
 /// queue.add(parse)
 /// ImportFeedJob.serialQueue.add(save)
-/// print(try await save.outcome.get(), save.summary!)
+/// try await save.outcome.get()
+/// print(save.summary!)   // "40 earthquakes: 40 inserted, 0 updated, 0 unchanged"
 /// ```
 ///
 /// Imports should run on ``serialQueue`` so that only one import runs at a time in the process (the
