@@ -21,6 +21,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        // Tests only: a real HTTP server on 127.0.0.1 (TestHTTPServer).
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     ],
     targets: [
         .target(
@@ -35,20 +37,50 @@ let package = Package(
         .target(name: "BatonNetworking", dependencies: ["Baton"], swiftSettings: strict),
         .target(
             name: "EarthquakesKit",
-            dependencies: [.product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: ["Baton", "BatonNetworking", .product(name: "GRDB", package: "GRDB.swift")],
             swiftSettings: strict
+        ),
+        // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
+        .target(
+            name: "EarthquakesCLI", dependencies: ["Baton", "BatonNetworking", "EarthquakesKit"], swiftSettings: strict
         ),
         .executableTarget(
             name: "earthquakes",
             dependencies: [
-                "EarthquakesKit",
+                "EarthquakesCLI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
         .testTarget(name: "BatonTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
         .testTarget(name: "BatonStressTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
-        .testTarget(name: "EarthquakesKitTests", dependencies: ["EarthquakesKit"], swiftSettings: strict),
+        .testTarget(
+            name: "EarthquakesKitTests",
+            dependencies: ["EarthquakesKit", "Baton", "BatonTesting"],
+            swiftSettings: strict
+        ),
+        // An HTTP/1.1 server on 127.0.0.1 for tests, with scripted stalls and partial bodies. Not a product.
+        .target(
+            name: "TestHTTPServer",
+            dependencies: [
+                "BatonTesting",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            path: "Tests/TestHTTPServer",
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BatonNetworkingTests",
+            dependencies: ["BatonNetworking", "BatonTesting", "TestHTTPServer"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "EarthquakesToolTests",
+            dependencies: ["EarthquakesCLI", "EarthquakesKit", "BatonNetworking", "BatonTesting", "TestHTTPServer"],
+            swiftSettings: strict
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

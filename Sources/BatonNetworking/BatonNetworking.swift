@@ -1,2 +1,0 @@
-// Placeholder; filled in by the networking work (issue 6).
-public enum BatonNetworking {}

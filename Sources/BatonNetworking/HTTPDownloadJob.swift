@@ -1,0 +1,88 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+public import FoundationNetworking
+#endif
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A job that downloads a URL to a file, atomically: the file at ``destination`` is either the whole,
+/// successful response body or untouched — never a partial file.
+///
+/// ```swift
+/// let download = HTTPDownloadJob(url: feedURL, to: cacheFolder.appendingPathComponent("feed.geojson"),
+///                                timeout: .seconds(30))
+/// queue.add(download)
+/// try await download.outcome.get()     // HTTP errors, timeouts and cancellation throw here
+/// ```
+///
+/// The body is downloaded by a `URLSession` download task (see ``URLSessionTaskJob``). When the task
+/// completes with an accepted status, the file is moved to a hidden temporary file in the destination's
+/// folder, then renamed over ``destination`` with `rename(2)`, which replaces it in one step. On a
+/// failure, a timeout or cancellation, the temporary file is removed and an existing file at
+/// ``destination`` is left as it was.
+///
+/// - Important: The destination's folder must exist and be writable.
+///
+/// ## Thread safety
+/// Like ``URLSessionTaskJob``: every property and method may be called from any thread.
+public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
+    // @unchecked Sendable: `destination` is immutable; the superclass guards its own state.
+
+    /// Where the body is written.
+    public let destination: URL
+
+    /// Creates a job that downloads `url` to `destination`.
+    ///
+    /// - Parameters:
+    ///   - name: For diagnostics; defaults to "download <url>".
+    ///   - url: What to download.
+    ///   - destination: The file to write; replaced if it exists, only once the download succeeded.
+    ///   - session: The session that runs the task.
+    ///   - acceptableStatusCodes: Status codes that count as success; `200..<300` by default.
+    ///   - timeout: A deadline for the whole transfer; `nil` for none.
+    ///   - progress: Told how many bytes arrived; see ``URLSessionTaskJob/ProgressHandler``.
+    public init(
+        name: String? = nil,
+        url: URL,
+        to destination: URL,
+        session: URLSession = .shared,
+        acceptableStatusCodes: Range<Int>? = 200..<300,
+        timeout: Duration? = nil,
+        progress: ProgressHandler? = nil
+    ) {
+        self.destination = destination
+        super.init(
+            name: name ?? "download \(url.absoluteString)",
+            request: URLRequest(url: url),
+            kind: .download(directory: destination.deletingLastPathComponent()),
+            session: session,
+            acceptableStatusCodes: acceptableStatusCodes,
+            timeout: timeout,
+            progress: progress
+        )
+    }
+
+    /// The prefix of the temporary files, which live next to ``destination`` only while a completed
+    /// download is being moved into place.
+    public static let temporaryFilePrefix = ".baton-download-"
+
+    override func keepDownload(at location: URL, in directory: URL) throws -> URL {
+        let temporary = directory.appendingPathComponent("\(Self.temporaryFilePrefix)\(UUID().uuidString)")
+        do {
+            try FileManager.default.moveItem(at: location, to: temporary)
+            guard rename(temporary.path, destination.path) == 0 else {
+                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            }
+        } catch {
+            try? FileManager.default.removeItem(at: temporary)
+            throw NetworkError.file(url: request.url, path: destination.path, error: error)
+        }
+        return destination
+    }
+}

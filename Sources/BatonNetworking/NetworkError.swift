@@ -1,0 +1,119 @@
+public import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Why a network job or check failed, in a sentence a person can act on.
+///
+/// Match on ``code`` in code; show ``description`` to people:
+///
+/// ```
+/// HTTP 503 (service unavailable) from http://example.com/feed.geojson
+/// cannot reach 127.0.0.1 port 8080: Connection refused. Check the address and that the server is running.
+/// cannot resolve the host name "nonexistent.invalid": Name or service not known. Check the address and your network connection.
+/// no complete response from http://127.0.0.1:8080/feed within 2 seconds; the server may be stalled. Try again later.
+/// ```
+///
+/// ## Thread safety
+/// A `Sendable` value.
+public struct NetworkError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong. New codes may be added; do not switch over them exhaustively.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        private enum Base: String, Hashable, Sendable {
+            case httpStatus, nameResolution, unreachable, timedOut, transport, file
+        }
+        private let base: Base
+        private init(_ base: Base) { self.base = base }
+
+        /// The server answered with a status code outside the accepted range; see ``NetworkError/statusCode``.
+        public static let httpStatus = Code(.httpStatus)
+        /// The host name could not be resolved to an address.
+        public static let nameResolution = Code(.nameResolution)
+        /// The host's address was found but no TCP connection could be made (refused, unreachable, timed out).
+        public static let unreachable = Code(.unreachable)
+        /// The job's deadline passed before the transfer completed.
+        public static let timedOut = Code(.timedOut)
+        /// The transfer failed for another reason (connection lost, bad response, …); see ``NetworkError/underlying``.
+        public static let transport = Code(.transport)
+        /// The downloaded file could not be written or moved into place.
+        public static let file = Code(.file)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What went wrong.
+    public let code: Code
+    /// The address involved, when there is one.
+    public let url: URL?
+    /// The HTTP status code, for ``Code/httpStatus``.
+    public let statusCode: Int?
+    /// The error underneath (a `URLError`, a file-system error), if any.
+    public let underlying: (any Error)?
+    /// One sentence that says what is wrong and what to do.
+    public let description: String
+
+    /// Creates an error. Prefer the static factories, which word the message consistently.
+    public init(code: Code, url: URL?, statusCode: Int? = nil, description: String, underlying: (any Error)? = nil) {
+        self.code = code
+        self.url = url
+        self.statusCode = statusCode
+        self.description = description
+        self.underlying = underlying
+    }
+
+    /// `HTTP 503 (service unavailable) from http://…`.
+    public static func httpStatus(_ statusCode: Int, url: URL?) -> NetworkError {
+        let reason = HTTPURLResponse.localizedString(forStatusCode: statusCode)
+        let text = reason.isEmpty ? "" : " (\(reason))"
+        return NetworkError(
+            code: .httpStatus, url: url, statusCode: statusCode,
+            description: "HTTP \(statusCode)\(text) from \(url?.absoluteString ?? "the server")"
+        )
+    }
+
+    /// The deadline of a transfer passed.
+    public static func timedOut(url: URL?, after seconds: Double) -> NetworkError {
+        NetworkError(
+            code: .timedOut, url: url,
+            description:
+                "no complete response from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)); "
+                + "the server may be stalled or the connection too slow. Try again later."
+        )
+    }
+
+    /// A transfer failed with `error` (usually a `URLError`).
+    public static func transport(url: URL?, error: any Error) -> NetworkError {
+        let reason = (error as? URLError).map(Self.describe) ?? String(describing: error)
+        return NetworkError(
+            code: .transport, url: url,
+            description: "the request to \(url?.absoluteString ?? "the server") failed: \(reason)", underlying: error
+        )
+    }
+
+    /// The downloaded data could not be stored at `path`.
+    public static func file(url: URL?, path: String, error: any Error) -> NetworkError {
+        NetworkError(
+            code: .file, url: url,
+            description: "could not save the download from \(url?.absoluteString ?? "the server") to \(path): "
+                + "\(error.localizedDescription). Check that the folder exists, is writable and the disk is not full.",
+            underlying: error
+        )
+    }
+
+    static func describe(_ error: URLError) -> String {
+        switch error.code {
+        case .cannotConnectToHost: "could not connect to the server (connection refused?)"
+        case .cannotFindHost, .dnsLookupFailed: "the host name could not be resolved"
+        case .networkConnectionLost: "the connection was lost before the response was complete"
+        case .timedOut: "the request timed out"
+        case .notConnectedToInternet: "not connected to the internet"
+        case .badServerResponse: "the server's response was not valid HTTP"
+        default: "\(error.localizedDescription) (URLError \(error.code.rawValue))"
+        }
+    }
+
+    static func format(seconds: Double) -> String {
+        seconds == seconds.rounded() ? "\(Int(seconds)) second\(seconds == 1 ? "" : "s")" : "\(seconds) seconds"
+    }
+}

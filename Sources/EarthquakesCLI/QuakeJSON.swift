@@ -1,0 +1,96 @@
+import EarthquakesKit
+import Foundation
+
+/// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns.
+struct QuakeJSON: Encodable {
+    var id: String
+    var time: String?
+    var updated: String?
+    var magnitude: Double?
+    var magnitudeType: String?
+    var place: String?
+    var title: String
+    var latitude: Double
+    var longitude: Double
+    var depthKm: Double
+    var distanceKm: Double?
+    var type: String?
+    var status: String?
+    var tsunami: Bool?
+    var alert: String?
+    var network: String?
+    var url: String?
+
+    init(_ quake: Earthquake, distanceKm: Double? = nil) {
+        id = quake.id
+        time = quake.time.map(Self.iso)
+        updated = quake.updated.map(Self.iso)
+        magnitude = quake.magnitude
+        magnitudeType = quake.magnitudeType
+        place = quake.place
+        title = quake.displayTitle
+        latitude = quake.latitude
+        longitude = quake.longitude
+        depthKm = quake.depth
+        self.distanceKm = distanceKm.map { ($0 * 10).rounded() / 10 }
+        type = quake.type
+        status = quake.status
+        tsunami = quake.tsunami
+        alert = quake.alert
+        network = quake.network
+        url = quake.url
+    }
+
+    // Encode nil as null rather than leaving keys out, so every object has the same keys.
+    func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: CodingKeys.self)
+        try c.encode(id, forKey: .id)
+        try c.encode(time, forKey: .time)
+        try c.encode(updated, forKey: .updated)
+        try c.encode(magnitude, forKey: .magnitude)
+        try c.encode(magnitudeType, forKey: .magnitudeType)
+        try c.encode(place, forKey: .place)
+        try c.encode(title, forKey: .title)
+        try c.encode(latitude, forKey: .latitude)
+        try c.encode(longitude, forKey: .longitude)
+        try c.encode(depthKm, forKey: .depthKm)
+        try c.encodeIfPresent(distanceKm, forKey: .distanceKm)
+        try c.encode(type, forKey: .type)
+        try c.encode(status, forKey: .status)
+        try c.encode(tsunami, forKey: .tsunami)
+        try c.encode(alert, forKey: .alert)
+        try c.encode(network, forKey: .network)
+        try c.encode(url, forKey: .url)
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, time, updated, magnitude, magnitudeType, place, title, latitude, longitude, depthKm, distanceKm
+        case type, status, tsunami, alert, network, url
+    }
+
+    static func iso(_ date: Date) -> String {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter.string(from: date)
+    }
+}
+
+/// The result of `refresh --json`.
+struct RefreshJSON: Encodable {
+    var source: String
+    var database: String
+    var inserted: Int
+    var updated: Int
+    var unchanged: Int
+    var total: Int
+    var warnings: [String]
+}
+
+enum JSONText {
+    /// Pretty, sorted-key JSON text.
+    static func encode(_ value: some Encodable) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return String(decoding: try encoder.encode(value), as: UTF8.self)
+    }
+}

@@ -1,0 +1,58 @@
+import EarthquakesKit
+import Foundation
+
+/// Formats earthquakes as a plain-text table for a terminal or a pager.
+///
+/// ```
+/// TIME (UTC)         MAG   DEPTH km  PLACE                              ID
+/// 2025-10-29 14:02   4.6       10.0  105 km WNW of Höfn, Iceland        us6000rka0
+/// ```
+///
+/// ## Thread safety
+/// Stateless.
+enum QuakeTable {
+    /// The table's lines, header first. `distances` (kilometres), when given, adds a DIST km column.
+    static func lines(_ quakes: [Earthquake], distances: [Double]? = nil) -> [String] {
+        var rows: [[String]] = [
+            ["TIME (UTC)", "MAG", "DEPTH km"] + (distances == nil ? [] : ["DIST km"]) + ["PLACE", "ID"]
+        ]
+        for (index, quake) in quakes.enumerated() {
+            var row = [
+                quake.time.map(Self.minute) ?? "-",
+                quake.magnitude.map { Self.fixed($0, 1) } ?? "?",
+                Self.fixed(quake.depth, 1),
+            ]
+            if let distances { row.append(Self.fixed(distances[index], 0)) }
+            row.append(Self.clip(quake.place ?? quake.displayTitle, 48))
+            row.append(quake.id)
+            rows.append(row)
+        }
+        let rightAligned: Set<Int> = distances == nil ? [1, 2] : [1, 2, 3]
+        let widths = (0..<rows[0].count).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                let pad = String(repeating: " ", count: widths[column] - cell.count)
+                if column == row.count - 1 { return cell }
+                return rightAligned.contains(column) ? pad + cell : cell + pad
+            }.joined(separator: "  ")
+        }
+    }
+
+    /// `2025-10-29 14:02` in UTC.
+    static func minute(_ date: Date) -> String {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = TimeZone(identifier: "UTC")
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        return formatter.string(from: date)
+    }
+
+    /// A number with a fixed count of decimals, independent of locale.
+    static func fixed(_ value: Double, _ decimals: Int) -> String {
+        String(format: "%.\(decimals)f", locale: Locale(identifier: "en_US_POSIX"), value)
+    }
+
+    private static func clip(_ text: String, _ width: Int) -> String {
+        text.count <= width ? text : String(text.prefix(width - 1)) + "…"
+    }
+}

@@ -1,0 +1,88 @@
+public import Baton
+
+/// A job that imports earthquakes into an ``EarthquakeStore`` with ``EarthquakeStore/importFeed(_:)-([Earthquake])``,
+/// in one all-or-nothing transaction.
+///
+/// ```swift
+/// let parse = ParseFeedJob(input: .file(feedFile))
+/// let save = ImportFeedJob(store: store, parse: parse)    // depends on `parse`
+/// queue.add(parse)
+/// ImportFeedJob.serialQueue.add(save)
+/// try await save.outcome.get()
+/// print(save.summary!)   // "40 earthquakes: 40 inserted, 0 updated, 0 unchanged"
+/// ```
+///
+/// Imports should run on ``serialQueue`` so that only one import runs at a time in the process (the
+/// database serialises writes anyway; the queue also keeps imports in the order they were requested
+/// and lets a caller wait its turn without holding a database connection).
+///
+/// The job fails with the ``StoreError`` of the store; the database is then exactly as it was.
+///
+/// ## Thread safety
+/// Every property may be read from any thread; the job's state is guarded by a lock, and the
+/// `willImport` closure is called without holding it.
+public final class ImportFeedJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `store` is immutable; the other stored properties are guarded by `lock`.
+
+    /// The process-wide serial queue for imports: one import at a time, first come first served.
+    ///
+    /// - Note: Temporary: once Baton's mutual exclusivity is merged, imports will instead join an
+    ///   exclusivity category and may then run on any queue.
+    public static let serialQueue = JobQueue(name: "earthquake imports", maxConcurrentJobs: 1)
+
+    /// The store that receives the earthquakes.
+    public let store: EarthquakeStore
+    private let lock = Lock()
+    private var source: (@Sendable () throws -> [Earthquake])?
+    private var willImport: (@Sendable (Int) -> Void)?
+    private var storedSummary: ImportSummary?
+
+    /// Creates a job that imports the earthquakes that `earthquakes` returns when the job runs.
+    ///
+    /// - Parameters:
+    ///   - earthquakes: Called once, when the job runs; throw to fail the job.
+    ///   - willImport: Called with the number of earthquakes just before the transaction starts.
+    public init(
+        name: String? = nil,
+        store: EarthquakeStore,
+        earthquakes: @escaping @Sendable () throws -> [Earthquake],
+        willImport: (@Sendable (Int) -> Void)? = nil
+    ) {
+        self.store = store
+        self.source = earthquakes
+        self.willImport = willImport
+        super.init(name: name ?? "import earthquakes")
+    }
+
+    /// Creates a job that imports the feed of `parse`, and makes it depend on `parse`. If `parse` did not
+    /// succeed, this job finishes as cancelled without touching the store.
+    public convenience init(
+        name: String? = nil, store: EarthquakeStore, parse: ParseFeedJob, willImport: (@Sendable (Int) -> Void)? = nil
+    ) {
+        self.init(
+            name: name, store: store,
+            earthquakes: {
+                guard let feed = parse.feed else { throw CancellationError() }
+                return feed.earthquakes
+            },
+            willImport: willImport
+        )
+        addDependency(parse)
+    }
+
+    /// What the import did, once the job succeeded.
+    public var summary: ImportSummary? { lock.withLock { storedSummary } }
+
+    public override func execute() throws {
+        let (source, willImport) = lock.withLock {
+            defer { (self.source, self.willImport) = (nil, nil) }
+            return (self.source, self.willImport)
+        }
+        guard let source, !isCancelled else { throw CancellationError() }
+        let quakes = try source()
+        willImport?(quakes.count)
+        if isCancelled { throw CancellationError() }
+        let summary = try store.importFeed(quakes)
+        lock.withLock { storedSummary = summary }
+    }
+}

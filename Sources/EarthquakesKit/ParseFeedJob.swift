@@ -1,0 +1,91 @@
+public import Baton
+public import Foundation
+
+/// A job that reads a USGS feed (bytes in memory or a file) and parses it with ``FeedParser``.
+///
+/// ```swift
+/// let parse = ParseFeedJob(input: .file(downloadedFile))
+/// queue.add(parse)
+/// try await parse.outcome.get()        // FeedError or FeedFileError on failure
+/// print(parse.feed!.earthquakes.count)
+/// ```
+///
+/// The job fails with the ``FeedError`` of the parser (which says where the feed broke), or with a
+/// ``FeedFileError`` when the file cannot be read. A job cancelled before it runs does not read anything.
+///
+/// ## Thread safety
+/// Every property may be read from any thread; the result is guarded by a lock.
+public final class ParseFeedJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `input` and `parser` are immutable; `storedFeed` is guarded by `lock`.
+
+    /// Where the feed comes from.
+    ///
+    /// ## Thread safety
+    /// A `Sendable` value.
+    public enum Input: Sendable {
+        /// The bytes of the feed.
+        case data(Data)
+        /// A file holding the feed, read when the job runs (so it may be written by a job this one depends on).
+        case file(URL)
+    }
+
+    /// Where the feed comes from.
+    public let input: Input
+    private let parser: FeedParser
+    private let lock = Lock()
+    private var storedFeed: Feed?
+
+    /// Creates a job that parses `input`.
+    public init(name: String? = nil, input: Input, parser: FeedParser = FeedParser()) {
+        self.input = input
+        self.parser = parser
+        super.init(name: name ?? "parse feed")
+    }
+
+    /// The parsed feed, once the job succeeded.
+    public var feed: Feed? { lock.withLock { storedFeed } }
+
+    public override func execute() throws {
+        let data: Data
+        switch input {
+        case .data(let bytes):
+            data = bytes
+        case .file(let url):
+            do {
+                data = try Data(contentsOf: url, options: .mappedIfSafe)
+            } catch {
+                throw FeedFileError(path: url.path, error: error)
+            }
+        }
+        if isCancelled { throw CancellationError() }
+        let feed = try parser.parse(data)
+        lock.withLock { storedFeed = feed }
+    }
+}
+
+/// A feed file that could not be read.
+///
+/// ## Thread safety
+/// A `Sendable` value.
+public struct FeedFileError: Error, Sendable, CustomStringConvertible {
+    /// The file.
+    public let path: String
+    /// What the file system said.
+    public let reason: String
+
+    /// Creates an error for `path` from the error of the failed read.
+    public init(path: String, error: any Error) {
+        self.path = path
+        let nsError = error as NSError
+        if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain
+        {
+            self.reason = String(cString: strerror(Int32(underlying.code)))
+        } else if nsError.domain == NSCocoaErrorDomain && nsError.code == NSFileReadNoSuchFileError {
+            self.reason = "no such file"
+        } else {
+            self.reason = nsError.localizedDescription
+        }
+    }
+
+    public var description: String { "could not read the feed file \(path): \(reason)" }
+}

@@ -1,0 +1,58 @@
+import Baton
+import BatonNetworking
+import Dispatch
+import Foundation
+import TestHTTPServer
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct ReachabilityConditionTests {
+    @Test func anOpenPortOnLoopbackIsSatisfied() async throws {
+        let server = try await TestHTTPServer.start { _ in .status(200) }
+        let condition = ReachabilityCondition(host: "127.0.0.1", port: server.port)
+        let result = await condition.evaluate(for: BlockJob {})
+        await server.shutdown()
+        guard case .satisfied = result else {
+            Issue.record("expected satisfied, got \(result)")
+            return
+        }
+    }
+
+    @Test func aClosedPortFailsFastWithAClearError() async throws {
+        let port = try await closedPort()
+        let condition = ReachabilityCondition(host: "127.0.0.1", port: port, timeout: .seconds(10))
+        let started = DispatchTime.now()
+        let error = try await #require(throws: NetworkError.self) { try await condition.check() }
+        let elapsed = Double(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+
+        #expect(error.code == .unreachable)
+        #expect(error.description.contains("cannot reach 127.0.0.1 port \(port)"))
+        #expect(error.description.contains("refused"))
+        #expect(elapsed < 5, "a refused connection is reported at once, not at the 10 s deadline")
+    }
+
+    @Test func anUnresolvableNameIsANameResolutionError() async throws {
+        let condition = ReachabilityCondition(host: "nonexistent.invalid", port: 80, timeout: .seconds(10))
+        let error = try await #require(throws: NetworkError.self) { try await condition.check() }
+        #expect(error.code == .nameResolution)
+        #expect(error.description.contains("\"nonexistent.invalid\""))
+
+        guard case .failed(let failure) = await condition.evaluate(for: BlockJob {}) else {
+            Issue.record("expected the condition to fail")
+            return
+        }
+        #expect((failure as? NetworkError)?.code == .nameResolution)
+    }
+
+    @Test func theHostAndPortComeFromTheURL() throws {
+        let plain = try #require(ReachabilityCondition(url: URL(string: "http://example.com/feed")!))
+        #expect((plain.host, plain.port) == ("example.com", 80))
+        let secure = try #require(ReachabilityCondition(url: URL(string: "https://example.com/feed")!))
+        #expect(secure.port == 443)
+        let explicit = try #require(ReachabilityCondition(url: URL(string: "http://127.0.0.1:8080/")!))
+        #expect((explicit.host, explicit.port) == ("127.0.0.1", 8080))
+        let ipv6 = try #require(ReachabilityCondition(url: URL(string: "http://[::1]:9000/")!))
+        #expect((ipv6.host, ipv6.port) == ("::1", 9000))
+        #expect(ReachabilityCondition(url: URL(fileURLWithPath: "/tmp/feed.json")) == nil)
+        #expect(plain.name == "reachability of example.com port 80")
+    }
+}

@@ -1,0 +1,124 @@
+import Baton
+import BatonNetworking
+import BatonTesting
+import Foundation
+import TestHTTPServer
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+@Suite(.timeLimit(.minutes(1))) struct URLSessionTaskJobTests {
+    @Test func aDataTaskDeliversTheBodyAndTheResponse() async throws {
+        let body = sampleBody(count: 100_000)
+        let server = try await TestHTTPServer.start { _ in .ok(body) }
+        let sizes = Recorder<Int64>()
+        let job = URLSessionTaskJob(
+            request: URLRequest(url: server.url("/data")), session: .forTests(),
+            progress: { received, _ in sizes.record(received) })
+        JobQueue().add(job)
+        let outcome = await job.outcome
+        await server.shutdown()
+
+        #expect(outcome.isSucceeded)
+        #expect(job.data == body)
+        #expect(job.statusCode == 200)
+        #expect(sizes.values.last == Int64(body.count))  // the final report is the whole body
+        #expect(server.requests.map(\.path) == ["/data"])
+    }
+
+    @Test(arguments: [404, 500, 503])
+    func aStatusOutsideTheAcceptedRangeFailsWithAClearMessage(status: Int) async throws {
+        let server = try await TestHTTPServer.start { _ in .status(status) }
+        let url = server.url("/feed.geojson")
+        let job = URLSessionTaskJob(request: URLRequest(url: url), session: .forTests())
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? NetworkError)
+        await server.shutdown()
+
+        #expect(error.code == .httpStatus)
+        #expect(error.statusCode == status)
+        #expect(error.description.hasPrefix("HTTP \(status) "))
+        #expect(error.description.hasSuffix("from \(url.absoluteString)"))
+        #expect(job.data == nil)
+    }
+
+    @Test func anyStatusIsAcceptedWhenTheRangeIsNil() async throws {
+        let server = try await TestHTTPServer.start { _ in .status(404) }
+        let job = URLSessionTaskJob(
+            request: URLRequest(url: server.url("/x")), session: .forTests(), acceptableStatusCodes: nil)
+        JobQueue().add(job)
+        #expect(await job.outcome.isSucceeded)
+        await server.shutdown()
+        #expect(job.statusCode == 404)
+    }
+
+    @Test func cancellingTheJobCancelsTheTask() async throws {
+        let arrived = Gate()
+        let server = try await TestHTTPServer.start { _ in
+            arrived.open()
+            return .stall
+        }
+        let job = URLSessionTaskJob(request: URLRequest(url: server.url("/slow")), session: .forTests())
+        JobQueue().add(job)
+        await arrived.waitAsync()  // the request is at the server, which will never answer
+        job.cancel()
+        let outcome = await job.outcome
+        await server.shutdown()
+
+        #expect(outcome.isCancelled)
+        #expect(outcome.error is CancellationError)
+        #expect(job.task?.state == .completed)  // the task itself was cancelled and completed
+        #expect(job.data == nil)
+    }
+
+    @Test func aStalledServerFailsAtTheDeadline() async throws {
+        let server = try await TestHTTPServer.start { _ in .stall }
+        let url = server.url("/stall")
+        let job = URLSessionTaskJob(request: URLRequest(url: url), session: .forTests(), timeout: .seconds(1))
+        JobQueue().add(job)
+        let outcome = await job.outcome
+        await server.shutdown()
+
+        let error = try #require(outcome.error as? NetworkError)
+        #expect(outcome.isFailed)
+        #expect(error.code == .timedOut)
+        #expect(error.description.contains("within 1 second"))
+        #expect(error.description.contains(url.absoluteString))
+    }
+
+    @Test func aRefusedConnectionIsATransportError() async throws {
+        let port = try await closedPort()
+        let job = URLSessionTaskJob(
+            request: URLRequest(url: URL(string: "http://127.0.0.1:\(port)/x")!), session: .forTests())
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? NetworkError)
+        #expect(error.code == .transport)
+        #expect(error.description.contains("127.0.0.1:\(port)"))
+    }
+
+    @Test func aDownloadTaskHandsOverAFileInTheChosenFolder() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let body = sampleBody(count: 5_000)
+        let server = try await TestHTTPServer.start { _ in .ok(body) }
+        let job = URLSessionTaskJob(
+            request: URLRequest(url: server.url("/file")), kind: .download(directory: folder.url), session: .forTests())
+        JobQueue().add(job)
+        #expect(await job.outcome.isSucceeded)
+        await server.shutdown()
+
+        let file = try #require(job.downloadedFile)
+        #expect(file.deletingLastPathComponent().standardizedFileURL == folder.url.standardizedFileURL)
+        #expect(try Data(contentsOf: file) == body)
+        #expect(job.data == nil)
+    }
+}
+
+/// A port on 127.0.0.1 where nothing listens: the port of a server that was shut down.
+func closedPort() async throws -> Int {
+    let server = try await TestHTTPServer.start { _ in .status(200) }
+    await server.shutdown()
+    return server.port
+}

@@ -1,0 +1,61 @@
+import Baton
+import BatonTesting
+import EarthquakesKit
+import Foundation
+import Testing
+
+@Suite(.timeLimit(.minutes(1))) struct ImportFeedJobTests {
+    @Test func importsTheFeedOfItsParseJob() async throws {
+        let store = try EarthquakeStore.inMemory()
+        let counts = Recorder<Int>()
+        let parse = ParseFeedJob(input: .data(SampleFeed.data))
+        let save = ImportFeedJob(store: store, parse: parse, willImport: { counts.record($0) })
+        #expect(save.dependencies.count == 1)
+        JobQueue().add(parse)
+        ImportFeedJob.serialQueue.add(save)
+        #expect(await save.outcome.isSucceeded)
+        #expect(save.summary == ImportSummary(inserted: 40))
+        #expect(counts.values == [40])
+        #expect(try store.count() == 40)
+    }
+
+    @Test func doesNothingWhenItsParseJobFailed() async throws {
+        let store = try EarthquakeStore.inMemory()
+        let parse = ParseFeedJob(input: .data(Data("not json".utf8)))
+        let save = ImportFeedJob(store: store, parse: parse)
+        JobQueue().add([parse, save])
+        #expect(await save.outcome.isCancelled)
+        #expect(save.summary == nil)
+        #expect(try store.count() == 0)
+    }
+
+    @Test func aRefusedRowFailsWithTheStoreErrorAndChangesNothing() async throws {
+        let store = try EarthquakeStore.inMemory()
+        try store.importFeed(Quakes.all)
+        let before = try store.list()
+        let save = ImportFeedJob(
+            store: store, earthquakes: { [Quakes.make("new"), Quakes.make("bad", latitude: 123)] })
+        ImportFeedJob.serialQueue.add(save)
+        let error = try #require(await save.outcome.error as? StoreError)
+        #expect(error.code == .write)
+        #expect(try store.list() == before)
+    }
+
+    @Test func theSerialQueueRunsOneImportAtATime() async throws {
+        #expect(ImportFeedJob.serialQueue.maxConcurrentJobs == 1)
+        let store = try EarthquakeStore.inMemory()
+        let inside = ConcurrencyGauge()
+        let jobs = (0..<4).map { index in
+            ImportFeedJob(
+                store: store, earthquakes: { [Quakes.make("q\(index)")] },
+                willImport: { _ in
+                    inside.enter()
+                    inside.leave()
+                })
+        }
+        ImportFeedJob.serialQueue.add(jobs)
+        for job in jobs { #expect(await job.outcome.isSucceeded) }
+        #expect(inside.highest == 1)
+        #expect(try store.count() == 4)
+    }
+}

@@ -1,0 +1,170 @@
+import EarthquakesCLI
+import EarthquakesKit
+import Foundation
+import TestHTTPServer
+import Testing
+
+/// The commands of the `earthquakes` tool, run in-process.
+@Suite(.timeLimit(.minutes(1))) struct EarthquakesCLITests {
+    /// A database filled with the sample feed (40 events), and a CLI writing to a recorded console.
+    private func sampleDatabase() async throws -> (Scratch, String) {
+        let scratch = try Scratch()
+        let path = scratch.path("quakes.sqlite")
+        try await EarthquakesCLI.forTests(CapturedConsole()).sample(database: path)
+        return (scratch, path)
+    }
+
+    @Test func withoutArgumentsItImportsTheSampleAndPrintsALabelledTable() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("nested/folder/quakes.sqlite")  // the folder is created
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).sample(database: path)
+
+        let lines = captured.lines
+        #expect(lines[0].hasPrefix("SAMPLE DATA"))
+        #expect(lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID") })
+        #expect(lines.contains { $0.contains("[SAMPLE]") && $0.hasSuffix("sample0001") })
+        #expect(captured.stdout.components(separatedBy: "SAMPLE DATA").count - 1 == 2)  // at the top and the bottom
+        #expect(captured.stderr.isEmpty)
+        #expect(try EarthquakeStore(path: path).count() == 40)
+    }
+
+    @Test func listFiltersByMagnitudeAndLimit() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let captured = CapturedConsole()
+        try EarthquakesCLI.forTests(captured).list(
+            ListOptions(minMagnitude: 4, limit: 3, sort: .magnitude), database: path, json: true)
+
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(captured.stdout.utf8)) as? [[String: Any]])
+        let magnitudes = rows.compactMap { $0["magnitude"] as? Double }
+        let all = try EarthquakeStore(path: path).list(minMagnitude: 4, sort: .magnitude)
+        #expect(rows.count == 3)
+        #expect(magnitudes == all.prefix(3).compactMap(\.magnitude))
+        #expect(magnitudes.allSatisfy { $0 >= 4 })
+        #expect(magnitudes == magnitudes.sorted(by: >))
+    }
+
+    @Test func listSinceARelativeAgeUsesTheClock() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let captured = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(captured, now: SampleFeed.referenceDate)
+        let since = try SinceParser.parse("24h", now: cli.now())
+        try cli.list(ListOptions(since: since, limit: 100), database: path, json: true)
+
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(captured.stdout.utf8)) as? [[String: Any]])
+        let expected = try EarthquakeStore(path: path).list(since: SampleFeed.referenceDate.addingTimeInterval(-86_400))
+        #expect(rows.count == expected.count)
+        #expect(rows.count > 0 && rows.count < 40)
+        #expect(rows.compactMap { $0["id"] as? String } == expected.map(\.id))
+    }
+
+    @Test func listNearSortsByDistanceAndShowsKilometres() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let tokyo = Coordinate(latitude: 35.68, longitude: 139.69)
+        let json = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(json)
+        try cli.list(ListOptions(limit: 5, near: tokyo), database: path, json: true, explicitSort: false)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+        let distances = rows.compactMap { $0["distanceKm"] as? Double }
+        #expect(distances.count == 5)
+        #expect(distances == distances.sorted())
+        #expect(
+            rows.first?["place"] as? String
+                == (try EarthquakeStore(path: path).near(latitude: 35.68, longitude: 139.69, limit: 1)).first?
+                .earthquake.place)
+
+        let text = CapturedConsole()
+        try EarthquakesCLI.forTests(text).list(
+            ListOptions(limit: 5, near: tokyo), database: path, json: false, explicitSort: false)
+        #expect(text.lines[0].contains("DIST km"))
+        #expect(text.lines.filter { !$0.isEmpty }.count == 6)  // header and five rows
+        #expect(text.lines[1].contains("Honshu, Japan"))
+    }
+
+    @Test func listOnAnEmptyDatabaseSaysWhatToDo() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let captured = CapturedConsole()
+        try EarthquakesCLI.forTests(captured).list(ListOptions(), database: scratch.path("empty.sqlite"), json: false)
+        #expect(captured.stdout.contains("No earthquakes stored"))
+        #expect(captured.stdout.contains("earthquakes refresh"))
+    }
+
+    @Test func showPrintsOneEarthquakeAndJSON() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let text = CapturedConsole()
+        try EarthquakesCLI.forTests(text).show(id: "sample0001", database: path, json: false)
+        #expect(text.lines[0].hasPrefix("id") && text.lines[0].hasSuffix("sample0001"))
+        #expect(text.stdout.contains("[SAMPLE]"))
+
+        let json = CapturedConsole()
+        try EarthquakesCLI.forTests(json).show(id: "sample0001", database: path, json: true)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        #expect(object["id"] as? String == "sample0001")
+        #expect(object["network"] as? String == "sample")
+    }
+
+    @Test func showAnUnknownIDIsAClearError() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let error = try #require(throws: CLIError.self) {
+            try EarthquakesCLI.forTests(CapturedConsole()).show(id: "nope", database: path, json: false)
+        }
+        #expect(error.message == "no earthquake with id \"nope\" in \(path); `earthquakes list` shows the ids")
+    }
+
+    @Test func refreshPrintsJSONForScriptsAndNoProgressWhenNotATerminal() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await TestHTTPServer.start { _ in .ok(SampleFeed.data) }
+        let captured = CapturedConsole(isErrorTerminal: false)
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feed: server.url("/feed").absoluteString, database: scratch.path("q.sqlite"), json: true)
+        await server.shutdown()
+
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(captured.stdout.utf8)) as? [String: Any])
+        #expect(object["inserted"] as? Int == 40)
+        #expect(object["total"] as? Int == 40)
+        #expect(object["source"] as? String == server.url("/feed").absoluteString)
+        #expect(captured.stderr.isEmpty)
+    }
+
+    @Test func refreshShowsProgressOnATerminal() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await TestHTTPServer.start { _ in .ok(SampleFeed.data) }
+        let captured = CapturedConsole(isErrorTerminal: true)
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feed: server.url("/feed").absoluteString, database: scratch.path("q.sqlite"), json: false)
+        await server.shutdown()
+
+        #expect(captured.stderr.contains("Importing 40 earthquakes…"))
+        #expect(captured.stderr.hasSuffix("\r\u{1B}[K"))  // the progress line is cleared at the end
+        #expect(captured.stdout.hasPrefix("Imported 40 earthquakes from \(server.url("/feed").absoluteString)"))
+    }
+
+    @Test func aRefreshErrorIsOneLineAndLeavesTheDatabaseAsItWas() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        let before = try EarthquakeStore(path: path).snapshot()
+        let server = try await TestHTTPServer.start { _ in .status(503) }
+        let url = server.url("/feed")
+        let error = await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: url.absoluteString, database: path, json: false)
+        }
+        await server.shutdown()
+
+        let message = EarthquakesCLI.message(for: try #require(error))
+        #expect(message.hasPrefix("HTTP 503 "))
+        #expect(message.contains("from \(url.absoluteString)."))
+        #expect(message.hasSuffix("The database was not changed."))
+        #expect(!message.contains("\n"))
+        #expect(try EarthquakeStore(path: path).snapshot() == before)
+    }
+}

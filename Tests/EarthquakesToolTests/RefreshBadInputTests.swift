@@ -1,0 +1,104 @@
+import EarthquakesCLI
+import EarthquakesKit
+import Foundation
+import TestHTTPServer
+import Testing
+
+/// `earthquakes refresh` on unusual and broken feeds, served over HTTP and read from files: each gives
+/// a clear one-line message, and a failure leaves the database exactly as it was.
+@Suite(.timeLimit(.minutes(1))) struct RefreshBadInputTests {
+    /// Refreshes a database holding the sample feed from `body` served over HTTP; returns the error
+    /// message (nil on success), the database rows before and after, and the output.
+    private func refresh(serving body: Data) async throws -> (
+        message: String?, before: [Earthquake], after: [Earthquake], stdout: String, stderr: String
+    ) {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        try await EarthquakesCLI.forTests(CapturedConsole()).sample(database: path)
+        let before = try EarthquakeStore(path: path).snapshot()
+        let server = try await TestHTTPServer.start { _ in .ok(body) }
+        let captured = CapturedConsole()
+        var message: String?
+        do {
+            try await EarthquakesCLI.forTests(captured).refresh(
+                feed: server.url("/feed").absoluteString, database: path, json: false)
+        } catch {
+            message = EarthquakesCLI.message(for: error)
+        }
+        await server.shutdown()
+        return (message, before, try EarthquakeStore(path: path).snapshot(), captured.stdout, captured.stderr)
+    }
+
+    @Test func malformedJSONSaysWhereItBroke() async throws {
+        let result = try await refresh(serving: Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8))
+        let message = try #require(result.message)
+        #expect(message.contains("is not usable: the feed is not valid JSON"))
+        #expect(message.contains("line 1, column"))
+        #expect(message.hasSuffix("The database was not changed."))
+        #expect(result.after == result.before)
+    }
+
+    @Test func aTruncatedDownloadIsRejected() async throws {
+        let full = SampleFeed.geoJSON(count: 20)
+        let result = try await refresh(serving: full.prefix(full.count / 2))
+        #expect(result.message?.contains("is not usable") == true)
+        #expect(result.after == result.before)
+    }
+
+    @Test func generatedGeoJSONPIsAcceptedWithAWarning() async throws {
+        var wrapped = Data("eqfeed_callback(".utf8)
+        wrapped.append(SampleFeed.geoJSON(count: 45))
+        wrapped.append(Data(");".utf8))
+        let result = try await refresh(serving: wrapped)
+        #expect(result.message == nil)
+        #expect(result.stderr.contains("warning: the input was GeoJSONP"))
+        #expect(result.after.count == 45)
+    }
+
+    @Test(.enabled(if: USGSData.isAvailable, USGSData.skipMessage))
+    func recordedFixtures() async throws {
+        let geojsonp = try await refresh(serving: try USGSData.fixture("all_day-2016-11.geojsonp"))
+        #expect(geojsonp.message == nil)
+        #expect(geojsonp.after.count == 40 + 192)
+
+        let seconds = try await refresh(serving: try USGSData.fixture("rewritten-seconds-2.5_week.geojson"))
+        #expect(seconds.message == nil)
+        #expect(seconds.stderr.contains("warning: event times look like seconds"))
+        #expect(seconds.after.count == 40 + 301)
+
+        let truncated = try await refresh(serving: try USGSData.fixture("truncated-count-mismatch.json"))
+        #expect(truncated.message?.contains("metadata.count = 9104 but contains 6 features") == true)
+        #expect(truncated.after == truncated.before)
+
+        let detail = try await refresh(serving: try USGSData.fixture("detail-feature.json"))
+        #expect(detail.message?.contains("single event's detail document") == true)
+        #expect(detail.after == detail.before)
+    }
+
+    @Test func aLocalFileAndAMissingFile() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let feed = scratch.path("feed.geojson")
+        try SampleFeed.geoJSON(count: 12).write(to: URL(fileURLWithPath: feed))
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(feed: feed, database: scratch.path("q.sqlite"), json: false)
+        #expect(captured.stdout.hasPrefix("Imported 12 earthquakes from \(feed)"))
+
+        let error = await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: scratch.path("missing.geojson"), database: scratch.path("q.sqlite"), json: false)
+        }
+        #expect(
+            error?.message.hasPrefix("could not read the feed file \(scratch.path("missing.geojson")): no such file")
+                == true)
+    }
+
+    @Test func anUnsupportedSchemeIsRefusedBeforeAnything() async throws {
+        let error = await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: "ftp://example.com/x", database: "/nonexistent/q", json: false)
+        }
+        #expect(error?.message == "--feed ftp://example.com/x: use an http(s) address or a file path")
+    }
+}

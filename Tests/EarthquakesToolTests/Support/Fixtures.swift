@@ -1,0 +1,60 @@
+import BatonTesting
+import EarthquakesCLI
+import EarthquakesKit
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// A fresh folder under the temporary directory. Call ``remove()`` at the end.
+struct Scratch {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("EarthquakesToolTests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+
+    /// Every name in the folder, hidden files included, sorted.
+    var contents: [String] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []).sorted()
+    }
+
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// A console that records what the tool writes.
+struct CapturedConsole {
+    let out = Recorder<String>()
+    let err = Recorder<String>()
+    let console: Console
+
+    init(isErrorTerminal: Bool = false) {
+        let (out, err) = (out, err)
+        console = Console(isErrorTerminal: isErrorTerminal, out: { out.record($0) }, err: { err.record($0) })
+    }
+
+    var stdout: String { out.values.joined() }
+    var stderr: String { err.values.joined() }
+    var lines: [String] { stdout.split(separator: "\n", omittingEmptySubsequences: false).map(String.init) }
+}
+
+extension EarthquakesCLI {
+    /// A CLI for tests: recorded output, an empty environment, a fixed clock and a cache-free session.
+    static func forTests(_ captured: CapturedConsole, now: Date = SampleFeed.referenceDate) -> EarthquakesCLI {
+        EarthquakesCLI(
+            console: captured.console, environment: ["HOME": "/nonexistent-home"], now: { now },
+            session: URLSession(configuration: .ephemeral))
+    }
+}
+
+extension EarthquakeStore {
+    /// Every row, in a stable order, to compare a database before and after.
+    func snapshot() throws -> [Earthquake] {
+        try list(sort: .time).sorted { $0.id < $1.id }
+    }
+}
