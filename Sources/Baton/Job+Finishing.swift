@@ -221,7 +221,7 @@ extension Job {
 
     /// Whether the job has conditions to evaluate.
     /// - Important: Call with the lock held.
-    var hasConditionsLocked: Bool { !conditionList.isEmpty }
+    var hasConditionsLocked: Bool { conditionList.contains { !($0 is any SatisfiedWithoutEvaluation) } }
 
     /// The job just became ready: if it needs exclusivity categories, records where it asks for them
     /// and returns that scope (the caller must then call ``claimExclusivity(in:)``).

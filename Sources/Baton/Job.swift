@@ -116,6 +116,12 @@ open class Job: @unchecked Sendable {
     ///
     /// Return normally to succeed or throw to fail. Check ``isCancelled`` in long loops and return
     /// early (or throw `CancellationError()`) when it becomes `true`.
+    ///
+    /// - Important: A synchronous body occupies a Dispatch thread until it returns. Do not block it
+    ///   waiting for other work (a semaphore, a network reply): Dispatch's pool is small (about one
+    ///   thread per core), and on Linux it adds a thread for blocked ones only about once a second, so
+    ///   everything else waits. Wait in an ``AsyncJob`` (`await`) or finish an ``AsynchronousJob`` from
+    ///   a callback instead.
     open func execute() throws {}
 
     /// Called once, outside any lock, when a cancel request reaches the job while its body is running.

@@ -37,6 +37,11 @@ extension JobCondition {
     public var exclusivityCategories: [ExclusivityCategory] { [] }
 }
 
+/// A condition that is always satisfied and only contributes categories or dependencies (like
+/// ``MutuallyExclusive``): the job skips the asynchronous evaluation step for it, so it claims its
+/// categories as soon as it is otherwise ready, in the order jobs became ready.
+protocol SatisfiedWithoutEvaluation {}
+
 extension Job {
     /// Adds a condition; see ``JobCondition``.
     ///
@@ -71,8 +76,9 @@ extension Job {
     /// Evaluates every condition concurrently, then moves on (lock not held).
     func evaluateConditions() {
         let conditions: [any JobCondition] = mutex.withLock {
-            conditionsEvaluating = conditionList.map(\.name)
-            return conditionList
+            let toEvaluate = conditionList.filter { !($0 is any SatisfiedWithoutEvaluation) }
+            conditionsEvaluating = toEvaluate.map(\.name)
+            return toEvaluate
         }
         let task = Task(priority: priority.taskPriority) {
             let results = await withTaskGroup(of: (Int, ConditionResult).self) { group in

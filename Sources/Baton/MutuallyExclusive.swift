@@ -9,7 +9,7 @@
 ///
 /// The category is claimed when the job is otherwise ready to run and released when it finishes; a
 /// job with several categories takes them all at once.
-public struct MutuallyExclusive<Category>: JobCondition {
+public struct MutuallyExclusive<Category>: JobCondition, SatisfiedWithoutEvaluation {
     public let category: ExclusivityCategory
 
     /// Exclusivity named after the type `Category`.

@@ -13,23 +13,20 @@ public import FoundationNetworking
 /// let summary = try await get.run()     // "1349 earthquakes: 1349 inserted, 0 updated, 0 unchanged"
 /// ```
 ///
-/// For an `http`/`https` source it runs, in order:
-/// 1. a reachability check of the server (``ReachabilityCondition``), which fails fast with
-///    "cannot reach HOST port PORT (…)" or "cannot resolve the host name …";
-/// 2. an ``HTTPDownloadJob`` with the deadline ``timeout`` ("no complete response … within N seconds"),
-///    that fails on an HTTP error status ("HTTP 503 (…) from http://…") and writes a temporary file
-///    atomically in ``workFolder``;
-/// 3. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke);
-/// 4. an ``ImportFeedJob`` on ``ImportFeedJob/serialQueue``, so only one import runs at a time in the
-///    process and a second refresh waits for the first one's import (a ``StoreError`` on failure).
+/// It is one ``GroupJob`` (``job``) whose children are, for an `http`/`https` source:
+/// 1. an ``HTTPDownloadJob`` guarded by a ``ReachabilityCondition`` (it fails fast with "cannot reach
+///    HOST port PORT (…)" or "cannot resolve the host name …" before any transfer), with the deadline
+///    ``timeout`` ("no complete response … within N seconds"), failing on an HTTP error status
+///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
+/// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke);
+/// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
+///    import runs at a time in its ``ExclusivityScope`` and a second refresh waits for the first one's
+///    import (a ``StoreError`` on failure).
 ///
-/// A file URL or in-memory data skips steps 1 and 2. When a step does not succeed, the later steps
-/// are cancelled before they start, so a failed or cancelled refresh never touches the store; and
-/// because the import is one transaction, the store is either fully updated or exactly as it was.
-/// The downloaded file is deleted when ``run()`` returns.
-///
-/// - Note: Temporary shape. Once Baton's conditions, exclusivity and timeouts are merged, this becomes a
-///   group job whose download has the reachability condition and whose import is mutually exclusive.
+/// A file URL or in-memory data skips the download. When a step does not succeed, the later steps are
+/// cancelled before they start, so a failed or cancelled refresh never touches the store; and because
+/// the import is one transaction, the store is either fully updated or exactly as it was. The
+/// downloaded file is deleted when ``run()`` returns.
 ///
 /// ## Thread safety
 /// ``run()`` may be called once, from any task; ``cancel()`` from any thread at any time.
@@ -79,12 +76,12 @@ public final class GetEarthquakes: Sendable {
     public let workFolder: URL
     private let ownsWorkFolder: Bool
 
-    private let reachability: AsyncJob?
     private let download: HTTPDownloadJob?
     private let parse: ParseFeedJob
     private let importer: ImportFeedJob
+    /// The refresh as one group job of the steps above.
+    public let job: GroupJob
     private let queue: JobQueue
-    private let importQueue: JobQueue
 
     /// The session used by default: ephemeral, so a refresh never answers from a cache.
     public static let defaultSession = URLSession(configuration: .ephemeral)
@@ -97,7 +94,7 @@ public final class GetEarthquakes: Sendable {
     ///   - timeout: The deadline of the download (and the longest the reachability check may take).
     ///   - session: The session that downloads.
     ///   - workFolder: Where the download is written; a new folder in the temporary directory by default.
-    ///   - importQueue: Where the import runs; ``ImportFeedJob/serialQueue`` by default.
+    ///   - exclusivityScope: Where imports take turns; process-wide by default.
     ///   - activity: Added to the network jobs, to count them while they run.
     ///   - progress: Told what happens; called from background threads, never under a lock.
     public init(
@@ -106,7 +103,7 @@ public final class GetEarthquakes: Sendable {
         timeout: Duration = .seconds(30),
         session: URLSession = GetEarthquakes.defaultSession,
         workFolder: URL? = nil,
-        importQueue: JobQueue = ImportFeedJob.serialQueue,
+        exclusivityScope: ExclusivityScope = .processWide,
         activity: NetworkActivityObserver? = nil,
         progress: (@Sendable (Progress) -> Void)? = nil
     ) {
@@ -118,20 +115,11 @@ public final class GetEarthquakes: Sendable {
             ?? FileManager.default.temporaryDirectory.appendingPathComponent(
                 "baton-earthquakes-\(UUID().uuidString)", isDirectory: true)
         self.ownsWorkFolder = workFolder == nil
-        self.queue = JobQueue(name: "get earthquakes", maxConcurrentJobs: 2)
-        self.importQueue = importQueue
+        self.queue = JobQueue(name: "get earthquakes", exclusivityScope: exclusivityScope)
 
         let input: ParseFeedJob.Input
         switch source {
         case .url(let url) where !url.isFileURL:
-            let condition = ReachabilityCondition(url: url, timeout: min(timeout, .seconds(10)))
-            let host = condition.map { "\($0.host) port \($0.port)" } ?? url.absoluteString
-            reachability = condition.map { condition in
-                AsyncJob(name: condition.name) { _ in
-                    progress?(.checkingHost(host))
-                    try await condition.check()
-                }
-            }
             let file = self.workFolder.appendingPathComponent("feed.geojson")
             var downloadProgress: URLSessionTaskJob.ProgressHandler?
             if let progress {
@@ -141,15 +129,15 @@ public final class GetEarthquakes: Sendable {
             }
             let download = HTTPDownloadJob(
                 url: url, to: file, session: session, timeout: timeout, progress: downloadProgress)
-            if let reachability { download.addDependency(reachability) }
+            if let reachability = ReachabilityCondition(url: url, timeout: min(timeout, .seconds(10))) {
+                download.addCondition(ReportingReachability(reachability: reachability, progress: progress))
+            }
             self.download = download
             input = .file(file)
         case .url(let url):
-            reachability = nil
             download = nil
             input = .file(url)
         case .data(let data, _):
-            reachability = nil
             download = nil
             input = .data(data)
         }
@@ -166,14 +154,12 @@ public final class GetEarthquakes: Sendable {
             }
         }
         self.importer = importer
-        if let activity {
-            reachability?.addObserver(activity)
-            download?.addObserver(activity)
-        }
+        if let activity { download?.addObserver(activity) }
 
         // A step that did not succeed cancels the next one before it starts (its dependents are released
         // only after its observers ran), which cancels the one after, and so on.
-        let steps = self.steps
+        let steps = [download].compactMap { $0 } + [parse, importer]
+        job = GroupJob(name: "get earthquakes from \(source)", children: steps)
         for (step, next) in zip(steps, steps.dropFirst()) {
             step.onFinish { outcome in
                 if !outcome.isSucceeded { next.cancel(reason: CancellationError()) }
@@ -182,11 +168,11 @@ public final class GetEarthquakes: Sendable {
     }
 
     private var steps: [Job] {
-        [reachability, download].compactMap { $0 } + [parse, importer]
+        [download].compactMap { $0 } + [parse, importer]
     }
 
-    /// The jobs of the refresh, in order (reachability check and download for http sources, then parse
-    /// and import), for example to observe them.
+    /// The steps of the refresh, in order (the download for http sources, then parse and import), for
+    /// example to observe them.
     public var jobs: [Job] { steps }
 
     /// The parsed feed (with its metadata and warnings), once parsing succeeded.
@@ -204,16 +190,13 @@ public final class GetEarthquakes: Sendable {
             try FileManager.default.createDirectory(at: workFolder, withIntermediateDirectories: true)
         }
         defer { removeDownload() }
-        queue.add(steps.dropLast())
-        importQueue.add(importer)
-        await withTaskCancellationHandler {
-            for step in steps { _ = await step.outcome }
-        } onCancel: {
-            self.cancel()
-        }
+        queue.add(job)
+        _ = await job.outcomeCancellingWithTask()
         for step in steps {
             switch step.finishedOutcome {
             case .succeeded?: continue
+            case .failed(let error as JobError)? where error.code == .conditionFailed && error.underlying != nil:
+                throw error.underlying!  // a failed reachability check: its own error says what is wrong
             case .failed(let error)?: throw error
             case .cancelled(let reason)?: throw reason
             case nil: throw CancellationError()
@@ -225,12 +208,25 @@ public final class GetEarthquakes: Sendable {
 
     /// Cancels the refresh: a running download stops, and no later step starts.
     public func cancel() {
-        for step in steps { step.cancel(reason: CancellationError()) }
+        job.cancel(reason: CancellationError())
     }
 
     private func removeDownload() {
         guard let download else { return }
         // The caller's folder is left in place; a folder of our own goes entirely.
         try? FileManager.default.removeItem(at: ownsWorkFolder ? workFolder : download.destination)
+    }
+}
+
+/// The reachability check, telling the progress display first.
+private struct ReportingReachability: JobCondition {
+    let reachability: ReachabilityCondition
+    let progress: (@Sendable (GetEarthquakes.Progress) -> Void)?
+
+    var name: String { reachability.name }
+
+    func evaluate(for job: Job) async -> ConditionResult {
+        progress?(.checkingHost("\(reachability.host) port \(reachability.port)"))
+        return await reachability.evaluate(for: job)
     }
 }

@@ -6,15 +6,15 @@ public import Baton
 /// ```swift
 /// let parse = ParseFeedJob(input: .file(feedFile))
 /// let save = ImportFeedJob(store: store, parse: parse)    // depends on `parse`
-/// queue.add(parse)
-/// ImportFeedJob.serialQueue.add(save)
+/// queue.add([parse, save])
 /// try await save.outcome.get()
 /// print(save.summary!)   // "40 earthquakes: 40 inserted, 0 updated, 0 unchanged"
 /// ```
 ///
-/// Imports should run on ``serialQueue`` so that only one import runs at a time in the process (the
-/// database serialises writes anyway; the queue also keeps imports in the order they were requested
-/// and lets a caller wait its turn without holding a database connection).
+/// Every import holds the ``EarthquakeImport`` exclusivity category while it runs, so only one import
+/// runs at a time across all queues of an ``ExclusivityScope`` (the database serialises writes anyway;
+/// the category also keeps imports in the order they became ready and lets a caller wait its turn
+/// without holding a database connection or a thread).
 ///
 /// The job fails with the ``StoreError`` of the store; the database is then exactly as it was.
 ///
@@ -24,11 +24,6 @@ public import Baton
 public final class ImportFeedJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `store` is immutable; the other stored properties are guarded by `lock`.
 
-    /// The process-wide serial queue for imports: one import at a time, first come first served.
-    ///
-    /// - Note: Temporary: once Baton's mutual exclusivity is merged, imports will instead join an
-    ///   exclusivity category and may then run on any queue.
-    public static let serialQueue = JobQueue(name: "earthquake imports", maxConcurrentJobs: 1)
 
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
@@ -52,6 +47,7 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
         self.source = earthquakes
         self.willImport = willImport
         super.init(name: name ?? "import earthquakes")
+        addCondition(MutuallyExclusive<EarthquakeImport>())
     }
 
     /// Creates a job that imports the feed of `parse`, and makes it depend on `parse`. If `parse` did not
@@ -86,3 +82,6 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
         lock.withLock { storedSummary = summary }
     }
 }
+
+/// The exclusivity category of earthquake imports: one at a time (see ``ImportFeedJob``).
+public enum EarthquakeImport {}

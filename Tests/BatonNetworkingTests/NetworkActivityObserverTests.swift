@@ -11,9 +11,9 @@ import Testing
         let release = Gate()
         let running = ConcurrencyGauge()
         let jobs = (0..<2).map { _ in
-            BlockJob {
+            AsyncJob { _ in
                 if running.enter() == 2 { bothRunning.open() }
-                release.wait()
+                await release.waitAsync()
             }
         }
         for job in jobs { job.addObserver(activity) }

@@ -34,9 +34,9 @@ import Testing
         let queue = JobQueue(name: "q", exclusivityScope: ExclusivityScope(name: "s"))
         let inside = Gate()
         let release = Gate()
-        let holder = BlockJob(name: "holder") {
+        let holder = AsyncJob(name: "holder") { _ in
             inside.open()
-            release.wait()
+            await release.waitAsync()
         }
         let waiter = BlockJob(name: "waiter") {}
         for job in [holder, waiter] { job.addCondition(MutuallyExclusive(category: "db")) }
@@ -63,9 +63,9 @@ import Testing
         let inside = Gate()
         let release = Gate()
         full.add(
-            BlockJob(name: "running") {
+            AsyncJob(name: "running") { _ in
                 inside.open()
-                release.wait()
+                await release.waitAsync()
             })
         await inside.waitAsync()
         full.add(BlockJob(name: "next") {})

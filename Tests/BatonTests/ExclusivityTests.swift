@@ -103,9 +103,9 @@ import Testing
         let queue = JobQueue(exclusivityScope: scope)
         let holding = Gate()
         let release = Gate()
-        let holder = BlockJob(name: "holder") {
+        let holder = AsyncJob(name: "holder") { _ in
             holding.open()
-            release.wait()
+            await release.waitAsync()
         }
         let waiter = BlockJob(name: "waiter") {}
         let third = BlockJob(name: "third") {}

@@ -9,7 +9,7 @@ import Testing
     @Test(arguments: [false, true])
     func aWaitingJobFinishesCancelledAtOnce(withObserver: Bool) async {
         let release = Gate()
-        let blocker = BlockJob { release.wait() }
+        let blocker = AsyncJob { _ in await release.waitAsync() }
         let waiting = BlockJob {}
         waiting.addDependency(blocker)
         let events = Recorder<String>()

@@ -44,9 +44,9 @@ import Testing
         let log = Log()
         let inside = Gate()
         let release = Gate()
-        let job = BlockJob(name: "j") {
+        let job = AsyncJob(name: "j") { _ in
             inside.open()
-            release.wait()
+            await release.waitAsync()
         }
         job.addObserver(log)
         JobQueue().add(job)

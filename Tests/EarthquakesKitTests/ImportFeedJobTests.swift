@@ -11,8 +11,7 @@ import Testing
         let parse = ParseFeedJob(input: .data(SampleFeed.data))
         let save = ImportFeedJob(store: store, parse: parse, willImport: { counts.record($0) })
         #expect(save.dependencies.count == 1)
-        JobQueue().add(parse)
-        ImportFeedJob.serialQueue.add(save)
+        JobQueue().add([parse, save])
         #expect(await save.outcome.isSucceeded)
         #expect(save.summary == ImportSummary(inserted: 40))
         #expect(counts.values == [40])
@@ -35,27 +34,29 @@ import Testing
         let before = try store.list()
         let save = ImportFeedJob(
             store: store, earthquakes: { [Quakes.make("new"), Quakes.make("bad", latitude: 123)] })
-        ImportFeedJob.serialQueue.add(save)
+        JobQueue().add(save)
         let error = try #require(await save.outcome.error as? StoreError)
         #expect(error.code == .write)
         #expect(try store.list() == before)
     }
 
-    @Test func theSerialQueueRunsOneImportAtATime() async throws {
-        #expect(ImportFeedJob.serialQueue.maxConcurrentJobs == 1)
+    @Test func importsRunOneAtATimeEvenOnAWideQueue() async throws {
         let store = try EarthquakeStore.inMemory()
         let inside = ConcurrencyGauge()
-        let jobs = (0..<4).map { index in
+        let jobs = (0..<8).map { index in
             ImportFeedJob(
                 store: store, earthquakes: { [Quakes.make("q\(index)")] },
                 willImport: { _ in
                     inside.enter()
+                    for _ in 0..<10_000 { _ = inside.value }  // linger, so overlaps would show
                     inside.leave()
                 })
         }
-        ImportFeedJob.serialQueue.add(jobs)
+        #expect(jobs[0].conditions.map(\.name) == ["MutuallyExclusive(\(String(reflecting: EarthquakeImport.self)))"])
+        let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: ExclusivityScope(name: "imports"))
+        queue.add(jobs)
         for job in jobs { #expect(await job.outcome.isSucceeded) }
         #expect(inside.highest == 1)
-        #expect(try store.count() == 4)
+        #expect(try store.count() == 8)
     }
 }
