@@ -1,0 +1,121 @@
+import Baton
+import Dispatch
+import Foundation
+
+// Memory per pending job: a child process (this program, hidden subcommand `memory-probe`) warms up
+// one peer, reads its resident set, adds n jobs with empty bodies to a suspended queue, and reads it
+// again. One process per measurement, so one peer's peak never hides in another's baseline.
+
+/// What one probe measured, in bytes for all n jobs.
+struct MemoryReading: Codable {
+    var peer: String
+    var count: Int
+    /// Growth of the resident set (`/proc/self/statm`) while the jobs were added and waiting.
+    var resident: Int
+    /// Growth of the peak resident set (`getrusage` `ru_maxrss`).
+    var peak: Int
+
+    var residentPerJob: Double { Double(resident) / Double(count) }
+    var peakPerJob: Double { Double(peak) / Double(count) }
+}
+
+enum MemoryProbe {
+    static let peers: [Peer] = [.baton, .foundation, .gcd]
+
+    static func residentBytes() -> Int {
+        guard let text = try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8) else { return 0 }
+        let fields = text.split(separator: " ")
+        guard fields.count > 1, let pages = Int(fields[1]) else { return 0 }
+        return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
+    }
+
+    static func peakResidentBytes() -> Int {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Int(usage.ru_maxrss) * 1024  // kilobytes on Linux
+    }
+
+    /// Runs in the child: measures `count` pending jobs of `peer`, prints one JSON object, and exits
+    /// without running them.
+    static func probe(peer: Peer, count: Int) -> MemoryReading {
+        // Warm up: threads, lock stripes, the first allocations of each kind.
+        let warmUp = 1_000
+        let counter = Counter()
+        let reading: MemoryReading
+        switch peer {
+        case .baton:
+            let queue = JobQueue(name: "warm-up")
+            for _ in 0..<warmUp { queue.add { counter.increment() } }
+            queue.waitUntilAllJobsAreFinished()
+            let pending = JobQueue(name: "memory")
+            pending.isSuspended = true
+            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            for _ in 0..<count { pending.add {} }
+            reading = MemoryReading(
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+            )
+            withExtendedLifetime(pending) {}
+        case .foundation:
+            let queue = OperationQueue()
+            for _ in 0..<warmUp { queue.addOperation { counter.increment() } }
+            queue.waitUntilAllOperationsAreFinished()
+            let pending = OperationQueue()
+            pending.isSuspended = true
+            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            for _ in 0..<count { pending.addOperation {} }
+            reading = MemoryReading(
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+            )
+            withExtendedLifetime(pending) {}
+        case .gcd:
+            let group = DispatchGroup()
+            for _ in 0..<warmUp { DispatchQueue.global().async(group: group) { counter.increment() } }
+            group.wait()
+            let pending = DispatchQueue(label: "bench.memory", attributes: .concurrent)
+            pending.suspend()
+            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            for _ in 0..<count { pending.async {} }
+            reading = MemoryReading(
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+            )
+            withExtendedLifetime(pending) {}
+        case .taskgroup:
+            preconditionFailure("no memory probe for task groups")
+        }
+        return reading
+    }
+
+    /// Runs in the parent: spawns `baton-bench memory-probe` and reads its answer. `nil` (with a
+    /// message) if the child failed or did not answer within `timeout` (it is then killed).
+    static func measure(peer: Peer, count: Int, timeout: Duration) -> MemoryReading? {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = ["memory-probe", "--peer", peer.rawValue, "--count", "\(count)"]
+        let output = Pipe()
+        process.standardOutput = output
+        let exited = DispatchSemaphore(value: 0)
+        process.terminationHandler = { _ in exited.signal() }
+        do {
+            try process.run()
+        } catch {
+            progress("memory probe \(peer.title) n=\(count): could not start: \(error)")
+            return nil
+        }
+        let seconds = Double(timeout.components.seconds)
+        if exited.wait(timeout: .now() + seconds) == .timedOut {
+            progress("memory probe \(peer.title) n=\(count): no answer within \(timeout); killed")
+            process.terminate()
+            process.waitUntilExit()
+            return nil
+        }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        guard process.terminationStatus == 0, let reading = try? JSONDecoder().decode(MemoryReading.self, from: data) else {
+            progress(
+                "memory probe \(peer.title) n=\(count): failed (status \(process.terminationStatus)): "
+                    + String(decoding: data, as: UTF8.self)
+            )
+            return nil
+        }
+        return reading
+    }
+}
