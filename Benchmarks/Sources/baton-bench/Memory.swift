@@ -12,7 +12,8 @@ struct MemoryReading: Codable {
     var count: Int
     /// Growth of the resident set (`/proc/self/statm`) while the jobs were added and waiting.
     var resident: Int
-    /// Growth of the peak resident set (`getrusage` `ru_maxrss`).
+    /// Peak resident set (`getrusage` `ru_maxrss`) after adding, minus the resident set before: the
+    /// high-water mark including transient buffers (a growing table's old and new storage at once).
     var peak: Int
 
     var residentPerJob: Double { Double(resident) / Double(count) }
@@ -35,7 +36,8 @@ enum MemoryProbe {
         return Int(usage.ru_maxrss) * 1024  // kilobytes on Linux
     }
 
-    /// Runs in the child: measures `count` pending jobs of `peer`, prints one JSON object, and exits
+    /// Runs in the child (one process per reading, so that the peak of one does not hide in the
+    /// baseline of another): measures `count` pending jobs of `peer`, prints one JSON object, and exits
     /// without running them.
     static func probe(peer: Peer, count: Int) -> MemoryReading {
         // Warm up: threads, lock stripes, the first allocations of each kind.
@@ -49,36 +51,36 @@ enum MemoryProbe {
             queue.waitUntilAllJobsAreFinished()
             let pending = JobQueue(name: "memory")
             pending.isSuspended = true
-            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            let resident = residentBytes()
             for _ in 0..<count { pending.add {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
             )
-            withExtendedLifetime(pending) {}
+            _ = Unmanaged.passRetained(pending)  // kept until exit
         case .foundation:
             let queue = OperationQueue()
             for _ in 0..<warmUp { queue.addOperation { counter.increment() } }
             queue.waitUntilAllOperationsAreFinished()
             let pending = OperationQueue()
             pending.isSuspended = true
-            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            let resident = residentBytes()
             for _ in 0..<count { pending.addOperation {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
             )
-            withExtendedLifetime(pending) {}
+            _ = Unmanaged.passRetained(pending)  // kept until exit
         case .gcd:
             let group = DispatchGroup()
             for _ in 0..<warmUp { DispatchQueue.global().async(group: group) { counter.increment() } }
             group.wait()
             let pending = DispatchQueue(label: "bench.memory", attributes: .concurrent)
             pending.suspend()
-            let (resident, peak) = (residentBytes(), peakResidentBytes())
+            let resident = residentBytes()
             for _ in 0..<count { pending.async {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: peakResidentBytes() - peak
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
             )
-            withExtendedLifetime(pending) {}
+            _ = Unmanaged.passRetained(pending)  // kept until exit: releasing a suspended DispatchQueue traps
         case .taskgroup:
             preconditionFailure("no memory probe for task groups")
         }
