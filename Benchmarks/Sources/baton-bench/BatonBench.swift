@@ -47,7 +47,7 @@ struct RunBenchmarks: ParsableCommand {
     @Option(help: "Seconds one peer may spend on one workload and size before its remaining runs are skipped (default 60; quick: 10).")
     var peerBudget: Double?
 
-    @Option(help: "Seconds after which a single run counts as hung: it is reported with stacks and abandoned, and the program exits 3 at the end (default 600; quick: 30).")
+    @Option(help: "Seconds after which a single run counts as hung: it is reported with stacks and abandoned, and the program exits 3 at the end (default 300; quick: 30; warm-ups: 15).")
     var timeout: Double?
 
     func validate() throws {
@@ -70,7 +70,7 @@ struct RunBenchmarks: ParsableCommand {
         limits.foundationGraph = foundationGraphLimit ?? (quick ? 2_000 : 20_000)
         limits.foundationFanIn = foundationFanInLimit ?? (quick ? 10_000 : 100_000)
         limits.peerBudget = .milliseconds(Int((peerBudget ?? (quick ? 10 : 60)) * 1000))
-        let watchdog = Watchdog(timeout: .milliseconds(Int((timeout ?? (quick ? 30 : 600)) * 1000)))
+        let watchdog = Watchdog(timeout: .milliseconds(Int((timeout ?? (quick ? 30 : 300)) * 1000)))
         let selected = try parseList(workloads) ?? Self.allWorkloads
 
         let all: [Workload] = [

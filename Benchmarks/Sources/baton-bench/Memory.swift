@@ -12,8 +12,8 @@ struct MemoryReading: Codable {
     var count: Int
     /// Growth of the resident set (`/proc/self/statm`) while the jobs were added and waiting.
     var resident: Int
-    /// Peak resident set (`getrusage` `ru_maxrss`) after adding, minus the resident set before: the
-    /// high-water mark including transient buffers (a growing table's old and new storage at once).
+    /// Peak resident set (`VmHWM`, reset just before the baseline) after adding, minus the resident set
+    /// before: the high-water mark including transient buffers (a table's old and new storage at once).
     var peak: Int
 
     var residentPerJob: Double { Double(resident) / Double(count) }
@@ -30,10 +30,27 @@ enum MemoryProbe {
         return pages * Int(sysconf(Int32(_SC_PAGESIZE)))
     }
 
+    /// The peak resident set since the last ``resetPeak()``: `VmHWM` of `/proc/self/status`, or
+    /// `getrusage`'s `ru_maxrss` where that is missing.
     static func peakResidentBytes() -> Int {
+        if let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
+            let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
+            let kilobytes = Int(line.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces).split(separator: " ")[0])
+        {
+            return kilobytes * 1024
+        }
         var usage = rusage()
         getrusage(RUSAGE_SELF.rawValue, &usage)
         return Int(usage.ru_maxrss) * 1024  // kilobytes on Linux
+    }
+
+    /// Resets the peak resident set to the current one (Linux: write 5 to `/proc/self/clear_refs`), so
+    /// that start-up and warm-up peaks do not count.
+    static func resetPeak() {
+        let fd = open("/proc/self/clear_refs", O_WRONLY)
+        guard fd >= 0 else { return }
+        _ = "5".withCString { write(fd, $0, 1) }
+        close(fd)
     }
 
     /// Runs in the child (one process per reading, so that the peak of one does not hide in the
@@ -51,6 +68,7 @@ enum MemoryProbe {
             queue.waitUntilAllJobsAreFinished()
             let pending = JobQueue(name: "memory")
             pending.isSuspended = true
+            resetPeak()
             let resident = residentBytes()
             for _ in 0..<count { pending.add {} }
             reading = MemoryReading(
@@ -63,6 +81,7 @@ enum MemoryProbe {
             queue.waitUntilAllOperationsAreFinished()
             let pending = OperationQueue()
             pending.isSuspended = true
+            resetPeak()
             let resident = residentBytes()
             for _ in 0..<count { pending.addOperation {} }
             reading = MemoryReading(
@@ -75,6 +94,7 @@ enum MemoryProbe {
             group.wait()
             let pending = DispatchQueue(label: "bench.memory", attributes: .concurrent)
             pending.suspend()
+            resetPeak()
             let resident = residentBytes()
             for _ in 0..<count { pending.async {} }
             reading = MemoryReading(

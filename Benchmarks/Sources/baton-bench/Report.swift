@@ -88,7 +88,7 @@ struct Report {
         guard !memory.isEmpty else { return }
         print("")
         print("Memory per pending job (empty bodies on a suspended queue; one child process per reading):")
-        print("bytes/job resident growth (/proc/self/statm), [peak growth (ru_maxrss)]")
+        print("bytes/job: resident growth (/proc/self/statm) [peak: VmHWM, reset before the baseline, minus the baseline]")
         var header = pad("pending jobs", 14)
         for peer in MemoryProbe.peers { header += pad(peer.title, 22, right: true) }
         print(header)

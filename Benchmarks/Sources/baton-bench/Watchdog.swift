@@ -16,8 +16,10 @@ final class Watchdog {
         self.timeout = timeout
     }
 
-    /// Runs `body` on a new thread; returns its result, or `nil` if it did not return in time.
-    func run<T>(_ label: String, _ body: @escaping () -> T) -> T? {
+    /// Runs `body` on a new thread; returns its result, or `nil` if it did not return within
+    /// `limit` (default: ``timeout``).
+    func run<T>(_ label: String, limit: Duration? = nil, _ body: @escaping () -> T) -> T? {
+        let limit = min(limit ?? timeout, timeout)
         let box = Box<T>(body)
         let done = DispatchSemaphore(value: 0)
         let thread = Thread {
@@ -27,12 +29,12 @@ final class Watchdog {
         thread.stackSize = Watchdog.stackSize
         thread.name = label
         thread.start()
-        let seconds = Double(timeout.components.seconds) + Double(timeout.components.attoseconds) / 1e18
+        let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
         if done.wait(timeout: .now() + seconds) == .success {
             return box.result
         }
         hangs.append(label)
-        progress("HANG: '\(label)' did not finish within \(timeout). Stacks of all threads follow (if gdb can attach).")
+        progress("HANG: '\(label)' did not finish within \(limit). Stacks of all threads follow (if gdb can attach).")
         Watchdog.dumpStacks()
         progress("HANG: '\(label)': abandoned; going on without it.")
         return nil
