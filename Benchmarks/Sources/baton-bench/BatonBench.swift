@@ -18,7 +18,9 @@ struct RunBenchmarks: ParsableCommand {
         abstract: "Runs the workloads and prints a table of medians, JSON lines and the targets."
     )
 
-    static let allWorkloads = ["independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated"]
+    static let allWorkloads = [
+        "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated",
+    ]
 
     @Flag(help: "Small sizes (1k, 10k), 3 runs, Foundation graphs up to 2k, memory at 10k: well under a minute.")
     var quick = false
@@ -35,19 +37,29 @@ struct RunBenchmarks: ParsableCommand {
     @Option(help: "Comma-separated peers to run (default all): baton, foundation, gcd, taskgroup.")
     var peers: String?
 
-    @Option(help: "Comma-separated pending-job counts for the memory probes (default 100k,1M; quick: 10k). 'none' skips them.")
+    @Option(
+        help:
+            "Comma-separated pending-job counts for the memory probes (default 100k,1M; quick: 10k). 'none' skips them."
+    )
     var memorySizes: String?
 
-    @Option(help: "Largest Foundation chain or DAG (default 20k; quick: 2k). Longer ones take minutes or crash on release.")
+    @Option(
+        help: "Largest Foundation chain or DAG (default 20k; quick: 2k). Longer ones take minutes or crash on release.")
     var foundationGraphLimit: Int?
 
     @Option(help: "Largest Foundation fan-in (default 100k; quick: 10k).")
     var foundationFanInLimit: Int?
 
-    @Option(help: "Seconds one peer may spend on one workload and size before its remaining runs are skipped (default 60; quick: 10).")
+    @Option(
+        help:
+            "Seconds one peer may spend on one workload and size before its remaining runs are skipped (default 60; quick: 10)."
+    )
     var peerBudget: Double?
 
-    @Option(help: "Seconds after which a single run counts as hung: it is reported with stacks and abandoned, and the program exits 3 at the end (default 300; quick: 30; warm-ups: 15).")
+    @Option(
+        help:
+            "Seconds after which a single run counts as hung: it is reported with stacks and abandoned, and the program exits 3 at the end (default 300; quick: 30; warm-ups: 15)."
+    )
     var timeout: Double?
 
     func validate() throws {
@@ -65,7 +77,8 @@ struct RunBenchmarks: ParsableCommand {
     func run() throws {
         let sizes = try parseSizes(sizes) ?? (quick ? [1_000, 10_000] : [10_000, 100_000, 1_000_000])
         let runs = runs ?? (quick ? 3 : 5)
-        let memorySizes = memorySizes == "none" ? [] : try parseSizes(memorySizes) ?? (quick ? [10_000] : [100_000, 1_000_000])
+        let memorySizes =
+            memorySizes == "none" ? [] : try parseSizes(memorySizes) ?? (quick ? [10_000] : [100_000, 1_000_000])
         var limits = Limits()
         limits.foundationGraph = foundationGraphLimit ?? (quick ? 2_000 : 20_000)
         limits.foundationFanIn = foundationFanInLimit ?? (quick ? 10_000 : 100_000)
@@ -84,7 +97,9 @@ struct RunBenchmarks: ParsableCommand {
         var report = Report()
         report.runs = runs
         report.environment = environmentLine()
-        progress("baton-bench: sizes \(sizes.map(grouped).joined(separator: ", ")), \(runs) runs, \(ProcessInfo.processInfo.activeProcessorCount) cores")
+        progress(
+            "baton-bench: sizes \(sizes.map(grouped).joined(separator: ", ")), \(runs) runs, \(ProcessInfo.processInfo.activeProcessorCount) cores"
+        )
         for workload in all where selected.contains(workload.name) {
             report.summaries.append((workload.name, workload.summary))
             for n in sizes {
@@ -104,7 +119,9 @@ struct RunBenchmarks: ParsableCommand {
         report.printJSON()
         report.printTargets()
         if !watchdog.hangs.isEmpty {
-            progress("baton-bench: \(watchdog.hangs.count) run(s) hung: \(watchdog.hangs.joined(separator: "; ")). Exit status 3.")
+            progress(
+                "baton-bench: \(watchdog.hangs.count) run(s) hung: \(watchdog.hangs.joined(separator: "; ")). Exit status 3."
+            )
             throw ExitCode(3)
         }
     }
@@ -116,9 +133,9 @@ struct RunBenchmarks: ParsableCommand {
             load = ", load average at start " + text.split(separator: " ").prefix(3).joined(separator: " ")
         }
         #if DEBUG
-        let build = "DEBUG build (numbers meaningless; use -c release)"
+            let build = "DEBUG build (numbers meaningless; use -c release)"
         #else
-        let build = "release build"
+            let build = "release build"
         #endif
         return "\(build), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB\(load)"
     }

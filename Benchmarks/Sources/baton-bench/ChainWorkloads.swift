@@ -26,7 +26,8 @@ enum ChainWorkloads {
 
     static func skipLongFoundationChains(_ peer: Peer, _ n: Int, _ limits: Limits) -> String? {
         guard peer == .foundation, n > limits.foundationGraph else { return nil }
-        return "Foundation chains > \(limits.foundationGraph): quadratic at default width, and releasing a finished chain of ~40k+ crashes (stack overflow)"
+        return
+            "Foundation chains > \(limits.foundationGraph): quadratic at default width, and releasing a finished chain of ~40k+ crashes (stack overflow)"
     }
 
     static func check(_ tickets: Tickets) -> String? {

@@ -21,7 +21,8 @@ enum GraphWorkloads {
     static var dag: Workload {
         Workload(
             name: "dag",
-            summary: "random DAG, job i depends on min(i, 4) distinct jobs among 0..<i (SplitMix64, fixed seed), default width",
+            summary:
+                "random DAG, job i depends on min(i, 4) distinct jobs among 0..<i (SplitMix64, fixed seed), default width",
             runners: [.baton: batonDAG, .foundation: foundationDAG, .gcd: gcdDAG],
             skipReason: { peer, n, limits in
                 guard peer == .foundation, n > limits.foundationGraph else { return nil }

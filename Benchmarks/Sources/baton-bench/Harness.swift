@@ -154,7 +154,9 @@ struct Harness {
         for peer in active {
             let size = min(n, Harness.warmUpSize)
             let runner = workload.runners[peer]!
-            if watchdog.run("\(workload.name) n=\(size) \(peer.title) warm-up", limit: Harness.warmUpLimit, { runner(size) }) == nil {
+            if watchdog.run(
+                "\(workload.name) n=\(size) \(peer.title) warm-up", limit: Harness.warmUpLimit, { runner(size) }) == nil
+            {
                 markHung(peer, of: workload, in: &result, during: "warm-up at n=\(size)")
             }
         }
@@ -164,9 +166,11 @@ struct Harness {
         for round in 0..<runs {
             // Alternate: each round starts with a different peer, so none always runs first or last.
             let order = active.indices.map { active[($0 + round) % active.count] }
-            for peer in order where spent[peer, default: .zero] < limits.peerBudget && !hung.contains("\(workload.name)/\(peer)") {
+            for peer in order
+            where spent[peer, default: .zero] < limits.peerBudget && !hung.contains("\(workload.name)/\(peer)") {
                 let runner = workload.runners[peer]!
-                guard let sample = watchdog.run("\(workload.name) n=\(n) \(peer.title) run \(round + 1)", { runner(n) }) else {
+                guard let sample = watchdog.run("\(workload.name) n=\(n) \(peer.title) run \(round + 1)", { runner(n) })
+                else {
                     markHung(peer, of: workload, in: &result, during: "run \(round + 1)")
                     continue
                 }
@@ -191,7 +195,8 @@ struct Harness {
         return result
     }
 
-    private mutating func markHung(_ peer: Peer, of workload: Workload, in result: inout WorkloadResult, during: String) {
+    private mutating func markHung(_ peer: Peer, of workload: Workload, in result: inout WorkloadResult, during: String)
+    {
         hung.insert("\(workload.name)/\(peer)")
         result.absent[peer] = "HANG"
         result.problems.append("\(peer.title) HUNG during \(during) (stacks on stderr)")

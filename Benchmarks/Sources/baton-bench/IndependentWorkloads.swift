@@ -10,14 +10,17 @@ enum IndependentWorkloads {
         Workload(
             name: "independent",
             summary: "n jobs, no dependencies, synchronous bodies (one atomic add), added one by one, default width",
-            runners: [.baton: baton(width: nil), .foundation: foundation(width: nil), .gcd: gcdGlobal, .taskgroup: taskGroup]
+            runners: [
+                .baton: baton(width: nil), .foundation: foundation(width: nil), .gcd: gcdGlobal, .taskgroup: taskGroup,
+            ]
         )
     }
 
     static var serial: Workload {
         Workload(
             name: "serial",
-            summary: "as independent, on a serial queue (maxConcurrentJobs 1 / maxConcurrentOperationCount 1 / serial DispatchQueue)",
+            summary:
+                "as independent, on a serial queue (maxConcurrentJobs 1 / maxConcurrentOperationCount 1 / serial DispatchQueue)",
             runners: [.baton: baton(width: 1), .foundation: foundation(width: 1), .gcd: gcdSerial]
         )
     }

@@ -35,7 +35,8 @@ enum MemoryProbe {
     static func peakResidentBytes() -> Int {
         if let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
             let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") }),
-            let kilobytes = Int(line.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces).split(separator: " ")[0])
+            let kilobytes = Int(
+                line.dropFirst("VmHWM:".count).trimmingCharacters(in: .whitespaces).split(separator: " ")[0])
         {
             return kilobytes * 1024
         }
@@ -72,7 +73,8 @@ enum MemoryProbe {
             let resident = residentBytes()
             for _ in 0..<count { pending.add {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident,
+                peak: max(0, peakResidentBytes() - resident)
             )
             _ = Unmanaged.passRetained(pending)  // kept until exit
         case .foundation:
@@ -85,7 +87,8 @@ enum MemoryProbe {
             let resident = residentBytes()
             for _ in 0..<count { pending.addOperation {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident,
+                peak: max(0, peakResidentBytes() - resident)
             )
             _ = Unmanaged.passRetained(pending)  // kept until exit
         case .gcd:
@@ -98,7 +101,8 @@ enum MemoryProbe {
             let resident = residentBytes()
             for _ in 0..<count { pending.async {} }
             reading = MemoryReading(
-                peer: peer.rawValue, count: count, resident: residentBytes() - resident, peak: max(0, peakResidentBytes() - resident)
+                peer: peer.rawValue, count: count, resident: residentBytes() - resident,
+                peak: max(0, peakResidentBytes() - resident)
             )
             _ = Unmanaged.passRetained(pending)  // kept until exit: releasing a suspended DispatchQueue traps
         case .taskgroup:
@@ -131,7 +135,8 @@ enum MemoryProbe {
             return nil
         }
         let data = output.fileHandleForReading.readDataToEndOfFile()
-        guard process.terminationStatus == 0, let reading = try? JSONDecoder().decode(MemoryReading.self, from: data) else {
+        guard process.terminationStatus == 0, let reading = try? JSONDecoder().decode(MemoryReading.self, from: data)
+        else {
             progress(
                 "memory probe \(peer.title) n=\(count): failed (status \(process.terminationStatus)): "
                     + String(decoding: data, as: UTF8.self)

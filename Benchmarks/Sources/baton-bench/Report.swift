@@ -23,7 +23,9 @@ struct Report {
 
     func printTable() {
         print("")
-        print("Baton benchmark: medians of up to \(runs) alternating runs per peer; seconds for build + run + wait + release.")
+        print(
+            "Baton benchmark: medians of up to \(runs) alternating runs per peer; seconds for build + run + wait + release."
+        )
         print("Ratios are Baton/peer from the same run (below 1: Baton is faster; 0.20 = 5× faster).")
         if !environment.isEmpty { print(environment) }
         print("")
@@ -76,7 +78,9 @@ struct Report {
         }
         print("")
         print("n/a: the peer cannot express the workload. skip: see below. *: fewer runs (per-peer time budget).")
-        print("HANG: a run did not finish within the time limit; it was abandoned (stacks on stderr), the exit status is 3.")
+        print(
+            "HANG: a run did not finish within the time limit; it was abandoned (stacks on stderr), the exit status is 3."
+        )
         for note in footnotes { print("skip: \(note)") }
         print("")
         print("Workloads:")
@@ -88,14 +92,17 @@ struct Report {
         guard !memory.isEmpty else { return }
         print("")
         print("Memory per pending job (empty bodies on a suspended queue; one child process per reading):")
-        print("bytes/job: resident growth (/proc/self/statm) [peak: VmHWM, reset before the baseline, minus the baseline]")
+        print(
+            "bytes/job: resident growth (/proc/self/statm) [peak: VmHWM, reset before the baseline, minus the baseline]"
+        )
         var header = pad("pending jobs", 14)
         for peer in MemoryProbe.peers { header += pad(peer.title, 22, right: true) }
         print(header)
         for (count, readings) in memory {
             var line = pad(grouped(count), 14)
             for peer in MemoryProbe.peers {
-                let cell = readings[peer].map { String(format: "%.0f [%.0f]", $0.residentPerJob, $0.peakPerJob) } ?? "failed"
+                let cell =
+                    readings[peer].map { String(format: "%.0f [%.0f]", $0.residentPerJob, $0.peakPerJob) } ?? "failed"
                 line += pad(cell, 22, right: true)
             }
             print(line)
@@ -112,11 +119,15 @@ struct Report {
                 fields.append("\"\(peer.rawValue)\":" + (result.median[peer].map(json) ?? "null"))
             }
             let hung = Peer.allCases.filter { result.absent[$0] == "HANG" }
-            if !hung.isEmpty { fields.append("\"hung\":[" + hung.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]") }
+            if !hung.isEmpty {
+                fields.append("\"hung\":[" + hung.map { "\"\($0.rawValue)\"" }.joined(separator: ",") + "]")
+            }
             print("{" + fields.joined(separator: ",") + "}")
         }
         for (count, readings) in memory {
-            var fields = ["\"workload\":\"memory-pending\"", "\"n\":\(count)", "\"runs\":1", "\"unit\":\"bytes per pending job\""]
+            var fields = [
+                "\"workload\":\"memory-pending\"", "\"n\":\(count)", "\"runs\":1", "\"unit\":\"bytes per pending job\"",
+            ]
             for peer in Peer.allCases {
                 fields.append("\"\(peer.rawValue)\":" + (readings[peer].map { json($0.residentPerJob) } ?? "null"))
             }
@@ -154,12 +165,16 @@ struct Report {
             for (small, large) in zip(sizes, sizes.dropFirst()) {
                 let perJobSmall = median(workload, small, .baton)! / Double(small)
                 let perJobLarge = median(workload, large, .baton)! / Double(large)
-                let exponent = log(median(workload, large, .baton)! / median(workload, small, .baton)!) / log(Double(large) / Double(small))
+                let exponent =
+                    log(median(workload, large, .baton)! / median(workload, small, .baton)!)
+                    / log(Double(large) / Double(small))
                 lines.append(
-                    "  " + verdict(
-                        "\(workload) linear \(grouped(small))→\(grouped(large)): per-job time grows ≤ 2×", perJobLarge / perJobSmall,
-                        atMost: 2.0, unit: String(format: "per-job growth (time ∝ n^%.2f)", exponent)
-                    )
+                    "  "
+                        + verdict(
+                            "\(workload) linear \(grouped(small))→\(grouped(large)): per-job time grows ≤ 2×",
+                            perJobLarge / perJobSmall,
+                            atMost: 2.0, unit: String(format: "per-job growth (time ∝ n^%.2f)", exponent)
+                        )
                 )
             }
         }
@@ -168,7 +183,9 @@ struct Report {
         }
         ratio("chain", 10_000, .foundation, atMost: 0.01, "chain 10k: ≥ 100× faster than Foundation")
         for result in results where result.workload == "chain-serial" && result.median[.foundation] != nil {
-            ratio("chain-serial", result.n, .foundation, atMost: 0.2, "chain-serial \(grouped(result.n)): ≤ 1/5 Foundation width 1")
+            ratio(
+                "chain-serial", result.n, .foundation, atMost: 0.2,
+                "chain-serial \(grouped(result.n)): ≤ 1/5 Foundation width 1")
         }
         ratio("cancel-all", 100_000, .foundation, atMost: 0.2, "cancel-all 100k: ≤ 1/5 Foundation")
         for result in results where result.workload == "async" {
@@ -176,7 +193,11 @@ struct Report {
         }
         for (count, readings) in memory {
             if let baton = readings[.baton] {
-                lines.append("  " + verdict("memory \(grouped(count)) pending: ≤ 256 B/job", baton.residentPerJob, atMost: 256, unit: "bytes/job"))
+                lines.append(
+                    "  "
+                        + verdict(
+                            "memory \(grouped(count)) pending: ≤ 256 B/job", baton.residentPerJob, atMost: 256,
+                            unit: "bytes/job"))
             }
         }
         if lines.isEmpty { lines.append("  (none of the targets' sizes were run)") }
@@ -186,9 +207,11 @@ struct Report {
     private func verdict(_ label: String, _ value: Double, atMost limit: Double, unit: String) -> String {
         let shown = value < 0.01 ? String(format: "%.5f", value) : String(format: "%.3f", value)
         if value <= limit {
-            return "MET     \(label): \(unit) = \(shown) (limit \(limit); margin \(String(format: "%.1f", limit / value))×)"
+            return
+                "MET     \(label): \(unit) = \(shown) (limit \(limit); margin \(String(format: "%.1f", limit / value))×)"
         }
-        return "MISSED  \(label): \(unit) = \(shown) (limit \(limit); over by \(String(format: "%.2f", value / limit))×)"
+        return
+            "MISSED  \(label): \(unit) = \(shown) (limit \(limit); over by \(String(format: "%.2f", value / limit))×)"
     }
 
     // MARK: Formatting

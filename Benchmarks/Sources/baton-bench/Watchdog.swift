@@ -68,7 +68,8 @@ final class Watchdog {
         try? file.close()
         let text = (try? String(contentsOf: path, encoding: .utf8)) ?? ""
         let noise = ["During symbol reading", "warning: Section .debug", "[New LWP", "[Thread debugging"]
-        for line in text.split(separator: "\n", omittingEmptySubsequences: false) where !noise.contains(where: { line.hasPrefix($0) }) {
+        for line in text.split(separator: "\n", omittingEmptySubsequences: false)
+        where !noise.contains(where: { line.hasPrefix($0) }) {
             progress(String(line))
         }
     }
