@@ -1,0 +1,98 @@
+import Baton
+import Dispatch
+import Foundation
+
+/// `chain`: n jobs, each depending on the one before, at default width. `chain-serial`: the same at
+/// width 1. All jobs are created and linked first, then added at once; each body stamps its finish
+/// ticket, and the run is checked to have run every job after its dependency.
+enum ChainWorkloads {
+    static var chain: Workload {
+        Workload(
+            name: "chain",
+            summary: "n jobs, job i depends on job i-1, built then added at once, default width",
+            runners: [.baton: baton(width: nil), .foundation: foundation(width: nil), .gcd: gcd(serial: false)],
+            skipReason: skipLongFoundationChains
+        )
+    }
+
+    static var chainSerial: Workload {
+        Workload(
+            name: "chain-serial",
+            summary: "as chain, on a width-1 queue (GCD: work-item notify chain on a serial queue)",
+            runners: [.baton: baton(width: 1), .foundation: foundation(width: 1), .gcd: gcd(serial: true)],
+            skipReason: skipLongFoundationChains
+        )
+    }
+
+    static func skipLongFoundationChains(_ peer: Peer, _ n: Int, _ limits: Limits) -> String? {
+        guard peer == .foundation, n > limits.foundationGraph else { return nil }
+        return
+            "Foundation chains > \(limits.foundationGraph): quadratic at default width, and releasing a finished chain of ~40k+ crashes (stack overflow)"
+    }
+
+    static func check(_ tickets: Tickets) -> String? {
+        tickets.check { $0 > 0 ? [$0 - 1] : [] }
+    }
+
+    static func baton(width: Int?) -> (Int) -> Sample {
+        { n in
+            let tickets = Tickets(count: n)
+            var sample = measure {
+                let queue = width.map { JobQueue(name: "chain", maxConcurrentJobs: $0) } ?? JobQueue(name: "chain")
+                var jobs: [Job] = []
+                jobs.reserveCapacity(n)
+                for index in 0..<n {
+                    let job = BlockJob { tickets.stamp(index) }
+                    if index > 0 { job.addDependency(jobs[index - 1]) }
+                    jobs.append(job)
+                }
+                queue.add(jobs)
+                queue.waitUntilAllJobsAreFinished()
+                return (queue, jobs)
+            }
+            sample.problem = check(tickets)
+            return sample
+        }
+    }
+
+    static func foundation(width: Int?) -> (Int) -> Sample {
+        { n in
+            let tickets = Tickets(count: n)
+            var sample = measure {
+                let queue = OperationQueue()
+                if let width { queue.maxConcurrentOperationCount = width }
+                var operations: [Operation] = []
+                operations.reserveCapacity(n)
+                for index in 0..<n {
+                    let operation = BlockOperation { tickets.stamp(index) }
+                    if index > 0 { operation.addDependency(operations[index - 1]) }
+                    operations.append(operation)
+                }
+                queue.addOperations(operations, waitUntilFinished: false)
+                queue.waitUntilAllOperationsAreFinished()
+                return (queue, operations)
+            }
+            sample.problem = check(tickets)
+            return sample
+        }
+    }
+
+    /// Raw GCD: one `DispatchWorkItem` per job; each item's `notify` submits the next.
+    static func gcd(serial: Bool) -> (Int) -> Sample {
+        { n in
+            let tickets = Tickets(count: n)
+            var sample = measure {
+                let queue = serial ? DispatchQueue(label: "bench.chain") : DispatchQueue.global()
+                let items = (0..<n).map { index in DispatchWorkItem { tickets.stamp(index) } }
+                for index in 0..<(n - 1) { items[index].notify(queue: queue, execute: items[index + 1]) }
+                let done = DispatchSemaphore(value: 0)
+                items[n - 1].notify(queue: queue) { done.signal() }
+                queue.async(execute: items[0])
+                done.wait()
+                return items
+            }
+            sample.problem = check(tickets)
+            return sample
+        }
+    }
+}
