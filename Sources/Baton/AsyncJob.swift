@@ -11,8 +11,8 @@
 /// Subclasses may override ``perform()`` instead of passing a closure.
 open class AsyncJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `body` and `task` are guarded by the job's lock.
-    private var body: (@Sendable (AsyncJob) async throws -> Void)?
-    private var task: Task<Void, Never>?
+    @exclusivity(unchecked) private var body: (@Sendable (AsyncJob) async throws -> Void)?
+    @exclusivity(unchecked) private var task: Task<Void, Never>?
 
     /// Creates a job that runs `body`.
     public init(

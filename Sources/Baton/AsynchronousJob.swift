@@ -36,7 +36,7 @@ open class AsynchronousJob: Job, @unchecked Sendable {
 /// Call `done` exactly once. The closure is dropped once the job finished.
 public final class CallbackJob: AsynchronousJob, @unchecked Sendable {
     // @unchecked Sendable: `body` is guarded by the job's lock.
-    private var body: (@Sendable (CallbackJob, Completion) -> Void)?
+    @exclusivity(unchecked) private var body: (@Sendable (CallbackJob, Completion) -> Void)?
 
     /// The handle passed to the closure; call it once when the work is done.
     public struct Completion: Sendable {

@@ -11,8 +11,8 @@ import Dispatch
 /// once the job finished.
 public final class BlockJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `first` and `more` are guarded by the job's lock.
-    private var first: (@Sendable () throws -> Void)?
-    private var more: [@Sendable () throws -> Void] = []
+    @exclusivity(unchecked) private var first: (@Sendable () throws -> Void)?
+    @exclusivity(unchecked) private var more: [@Sendable () throws -> Void] = []
 
     /// Creates a job that runs `block`.
     public init(name: String? = nil, priority: JobPriority = .normal, _ block: @escaping @Sendable () throws -> Void) {

@@ -1,15 +1,24 @@
 /// Finds dependency cycles among jobs waiting in queues.
 ///
 /// Only `pending` jobs that still wait for something can be in a cycle, and a new cycle must pass
-/// through a job that was just added to a queue or just given a dependency (the *roots*). Two
-/// depth-first searches start from the roots, one following dependencies and one following dependents,
-/// and advance one step each in turn. A search that runs out without meeting a cycle proves there is
-/// none through the roots, so the check costs about twice the *smaller* of the two reachable regions:
-/// adding a chain job by job visits one job each time (nothing depends on the new job yet), and adding
-/// a whole chain at once visits each job a bounded number of times.
+/// through a job that was just added to a queue or just given a dependency (the *roots*).
+///
+/// **Which added jobs are roots.** An `add` call registers all its jobs with their dependencies first.
+/// A job of the call is a root only if something other than a *later* job of the same call waits for
+/// it (a job enqueued before, a job of another call, or an earlier job of this call). Why that is
+/// enough: in any cycle, take its member with the highest index in the call that added it last; the
+/// job waiting for it is outside that call or earlier in it, so that member is a root, and the call's
+/// search starts after every edge of the cycle was registered. Graphs built in the usual order
+/// (dependencies before dependents) therefore have no roots at all: no search, no cost.
+///
+/// **The search.** Two depth-first searches start from the roots, one following dependencies and one
+/// following dependents, and advance one step each in turn. A search that runs out without meeting a
+/// cycle proves there is none through the roots, so the check costs about twice the *smaller* of the
+/// two reachable regions (adding a dependency to a waiting job that nothing depends on costs one step).
 ///
 /// Each job is read under its own lock, one at a time. A cycle that two threads close at the same
-/// moment is seen by at least one of them, because each registers its edge before it searches.
+/// moment is seen by the one whose search starts last, because each registers its edges before it
+/// looks for roots.
 enum CycleDetector {
     /// Fails every job of every cycle that passes through `roots`.
     static func failCycles(through roots: [Job]) {

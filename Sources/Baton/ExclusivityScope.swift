@@ -17,9 +17,9 @@ public final class ExclusivityScope: @unchecked Sendable {
     /// Names the scope in diagnostics.
     public let name: String
     private let lock = Lock()
-    private var machine = ExclusivityStateMachine()
+    @exclusivity(unchecked) private var machine = ExclusivityStateMachine()
     /// Jobs that wait for or hold categories here.
-    private var jobs: [UInt64: Job] = [:]
+    @exclusivity(unchecked) private var jobs: [UInt64: Job] = [:]
     /// For the scope of a group's children: where categories the group does not hold are arbitrated.
     private let parent: ExclusivityScope?
     /// For the scope of a group's children: the group's own categories, which its children share

@@ -23,12 +23,12 @@
 /// All methods may be called from any thread; the group's own state is guarded by its lock.
 open class GroupJob: AsynchronousJob, @unchecked Sendable {
     // @unchecked Sendable: every stored property below is guarded by the job's lock.
-    private var waitingChildren: [Job] = []
-    private var children: [Job] = []
-    private var unfinishedChildren = 0
-    private var failures: [GroupJobError.Failure] = []
-    private var childQueue: JobQueue?
-    private var started = false
+    @exclusivity(unchecked) private var waitingChildren: [Job] = []
+    @exclusivity(unchecked) private var children: [Job] = []
+    @exclusivity(unchecked) private var unfinishedChildren = 0
+    @exclusivity(unchecked) private var failures: [GroupJobError.Failure] = []
+    @exclusivity(unchecked) private var childQueue: JobQueue?
+    @exclusivity(unchecked) private var started = false
     private let maxChildren: Int
 
     /// Creates a group.
@@ -153,10 +153,10 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
         finish(errorAfterChildren(failures: failures))
     }
 
-    private var finishingGroup = false  // guarded by the job's lock
+    @exclusivity(unchecked) private var finishingGroup = false  // guarded by the job's lock
     /// Progress weights and last fractions of children, by child id (guarded by the job's lock).
-    private var weights: [UInt64: Double] = [:]
-    private var fractions: [UInt64: Double] = [:]
+    @exclusivity(unchecked) private var weights: [UInt64: Double] = [:]
+    @exclusivity(unchecked) private var fractions: [UInt64: Double] = [:]
 
     /// Adds a child whose progress counts `weight` times as much as a child of weight 1 in the group's
     /// ``Job/progress`` (the group reports the weighted mean of its children's progress).

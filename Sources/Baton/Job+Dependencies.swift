@@ -29,7 +29,7 @@ extension Job {
                 "Baton: cannot make job '\(name)' depend on '\(dependency.name)': it is already \(state). Add dependencies before the job starts."
             )
         case .recordAndRegister:
-            let unfinished = dependency.registerDependent(self)
+            let unfinished = dependency.registerDependent(self, batch: 0, index: 0)
             if unfinished { CycleDetector.failCycles(through: [self]) }
             if !unfinished { Job.release([self]) }
         }
@@ -40,19 +40,28 @@ extension Job {
         for dependency in dependencies { addDependency(dependency) }
     }
 
-    /// Records `dependent` to be released when this job finishes. Returns `false` if this job has
-    /// already finished (the dependent must not wait for it).
-    func registerDependent(_ dependent: Job) -> Bool {
+    /// Records `dependent` (member `index` of the `add` call `batch`) to be released when this job
+    /// finishes. Returns `false` if this job has already finished (the dependent must not wait for it).
+    func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Bool {
         mutex.withLock {
             guard machine.state != .finished else { return false }
             dependentList.append(dependent)
+            if !(batch != 0 && batchToken == batch && batchIndex < index) { mayCloseCycle = true }
             return true
+        }
+    }
+
+    /// Whether the job must be searched for cycles after its `add` call registered everything.
+    func takeMayCloseCycle() -> Bool {
+        mutex.withLock {
+            defer { mayCloseCycle = false }
+            return mayCloseCycle
         }
     }
 
     /// Moves the job to `pending` on `queue` and returns its dependencies.
     /// - Precondition: the job is in no queue and has not finished.
-    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory]) -> [Job] {
+    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory], batch: UInt64, index: Int) -> [Job] {
         var problem: JobStateMachine.EnqueueResult = .enqueued
         var previous: JobQueue?
         let dependencies: [Job] = mutex.withLock {
@@ -63,6 +72,9 @@ extension Job {
             }
             owningQueue = queue
             exclusivity = categories
+            batchToken = batch
+            batchIndex = index
+            mayCloseCycle = !dependentList.isEmpty  // jobs enqueued earlier already wait for it
             return dependencyList
         }
         switch problem {

@@ -29,11 +29,11 @@ public final class JobQueue: @unchecked Sendable {
     public let exclusivityScope: ExclusivityScope
     private let dispatchQueue: DispatchQueue
     private let lock = Lock()
-    private var scheduler: QueueScheduler<Job>
-    private var idleWaiters: [IdleWaiter] = []
+    @exclusivity(unchecked) private var scheduler: QueueScheduler<Job>
+    @exclusivity(unchecked) private var idleWaiters: [IdleWaiter] = []
     /// Consumers of ``events``, by id.
-    private var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
-    private var nextStreamID = 0
+    @exclusivity(unchecked) private var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
+    @exclusivity(unchecked) private var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
 
@@ -176,15 +176,16 @@ public final class JobQueue: @unchecked Sendable {
         // Register every job with its unfinished dependencies, then look for cycles, then let go of
         // the registration holds: a job can only move on once all of this is done.
         var alreadyFinished = [Int](repeating: 0, count: jobs.count)
-        var roots: [Job] = []
+        let batch = JobIdentifiers.next()
         for (index, job) in jobs.enumerated() {
-            let dependencies = job.enqueue(on: self, exclusivity: exclusivity[index])
+            let dependencies = job.enqueue(on: self, exclusivity: exclusivity[index], batch: batch, index: index)
             var finished = 0
-            for dependency in dependencies where !dependency.registerDependent(job) { finished += 1 }
+            for dependency in dependencies where !dependency.registerDependent(job, batch: batch, index: index) {
+                finished += 1
+            }
             alreadyFinished[index] = finished
-            if finished < dependencies.count { roots.append(job) }
         }
-        CycleDetector.failCycles(through: roots)
+        CycleDetector.failCycles(through: jobs.filter { $0.takeMayCloseCycle() })
         var ready: [ReadyJob] = []
         for (index, job) in jobs.enumerated() {
             switch job.dependenciesFinished(alreadyFinished[index] + 1) {

@@ -16,8 +16,8 @@
 /// The value is kept after the job finished (the body closure is dropped).
 public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
     // @unchecked Sendable: `result` and `body` are guarded by the job's lock.
-    private var result: Output?
-    private var body: (@Sendable (ValueJob<Output>) async throws -> Output)?
+    @exclusivity(unchecked) private var result: Output?
+    @exclusivity(unchecked) private var body: (@Sendable (ValueJob<Output>) async throws -> Output)?
 
     /// Creates a job that produces the value `body` returns.
     public init(

@@ -1,13 +1,14 @@
 import Baton
 
 /// `decorated` (Baton only): as `independent`, but every job carries what real jobs carry: an
-/// observer (`onFinish`) today, and a condition and an exclusivity category once those APIs exist
-/// (see ``Decorations/apply(to:index:)``). The report shows its cost against plain `independent`.
+/// observer (`onFinish`), a condition that is evaluated (asynchronously, like any real condition) and
+/// an exclusivity category shared with 1/16 of the jobs (see ``Decorations/apply(to:index:)``). The
+/// report shows its cost against plain `independent`.
 enum DecoratedWorkload {
     static var decorated: Workload {
         Workload(
             name: "decorated",
-            summary: "Baton only: as independent, each job with an onFinish observer (+ condition, exclusivity: hooks)",
+            summary: "Baton only: as independent, each job with an onFinish observer, a condition and 1 of 16 categories",
             runners: [.baton: baton]
         )
     }
@@ -37,17 +38,13 @@ enum Decorations {
     /// exclusivity exists: enough that most jobs can run, few enough that the categories are contended.
     static let exclusivityCategoryCount = 16
 
+    /// A condition that always passes but is evaluated like any other (a `Task` per job).
+    static let condition = ClosureCondition(name: "bench.always") { _ in true }
+    static let categories = (0..<exclusivityCategoryCount).map { MutuallyExclusive(category: "bench.\($0)") }
+
     @inline(__always)
     static func apply(to job: Job, index: Int) {
-        // ┌──────────────────────────────────────────────────────────────────────────────────────────┐
-        // │ HOOK(conditions): when `JobCondition` lands, give every job one condition that always   │
-        // │ passes, e.g.                                                                             │
-        // │     job.addCondition(BlockCondition { _ in .satisfied })                                 │
-        // │ HOOK(exclusivity): when exclusivity categories land, give every job one category,        │
-        // │     job.addExclusivityCategory("bench.\(index % exclusivityCategoryCount)")              │
-        // │ Then update the summary of `decorated` and README.md ("decorated").                       │
-        // └──────────────────────────────────────────────────────────────────────────────────────────┘
-        _ = job
-        _ = index
+        job.addCondition(condition)
+        job.addCondition(categories[index % exclusivityCategoryCount])
     }
 }
