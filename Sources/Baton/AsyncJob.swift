@@ -56,7 +56,7 @@ open class AsyncJob: Job, @unchecked Sendable {
         mutex.withLock { task }?.cancel()
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         mutex.withLock {
             body = nil
             task = nil

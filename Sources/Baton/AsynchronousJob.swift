@@ -69,7 +69,7 @@ public final class CallbackJob: AsynchronousJob, @unchecked Sendable {
         body?(self, Completion(job: self))
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         mutex.withLock { body = nil }
     }
 }

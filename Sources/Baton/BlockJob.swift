@@ -45,7 +45,14 @@ public final class BlockJob: Job, @unchecked Sendable {
     }
 
     public override func execute() throws {
-        let (first, more) = mutex.withLock { (self.first, self.more) }
+        // Take the blocks out: they run once, and the job must not keep them afterwards.
+        let (first, more) = mutex.withLock {
+            defer {
+                self.first = nil
+                self.more = []
+            }
+            return (self.first, self.more)
+        }
         guard let first else { return }
         if more.isEmpty { return try first() }
         let blocks = [first] + more
@@ -63,7 +70,8 @@ public final class BlockJob: Job, @unchecked Sendable {
         if let failure = failures.withLock({ firstFailure }) { throw failure.error }
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
+        guard !executed else { return }  // `execute()` took them already
         mutex.withLock {
             first = nil
             more = []

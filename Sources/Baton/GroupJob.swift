@@ -185,7 +185,7 @@ open class GroupJob: AsynchronousJob, @unchecked Sendable {
         queue?.cancelAll()
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         // Children that never reached the child queue (the group was cancelled before it ran) must
         // still finish, or whoever waits for them would wait for ever.
         let orphans: [Job] = mutex.withLock {

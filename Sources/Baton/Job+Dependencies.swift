@@ -46,7 +46,7 @@ extension Job {
         mutex.withLock {
             guard machine.state != .finished else { return false }
             dependentList.append(dependent)
-            if !(batch != 0 && batchToken == batch && batchIndex < index) { mayCloseCycle = true }
+            if !(batch != 0 && batchToken == batch && batchIndex < Int32(clamping: index)) { mayCloseCycle = true }
             return true
         }
     }
@@ -59,30 +59,40 @@ extension Job {
         }
     }
 
-    /// Moves the job to `pending` on `queue` and returns its dependencies.
+    /// What ``enqueue(on:exclusivity:batch:index:)`` found.
+    enum EnqueueOutcome {
+        /// The job waits for these dependencies (it must register with them, then drop its hold).
+        case waitsFor([Job])
+        /// The job has no dependencies: it moved on at once (to ready, conditions, or finishing).
+        case released(LockedRelease)
+    }
+
+    /// Moves the job to `pending` on `queue`; a job without dependencies moves on in the same step.
     /// - Precondition: the job is in no queue and has not finished.
-    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory], batch: UInt64, index: Int) -> [Job] {
+    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory], batch: UInt64, index: Int)
+        -> EnqueueOutcome
+    {
         var problem: JobStateMachine.EnqueueResult = .enqueued
         var previous: JobQueue?
-        let dependencies: [Job] = mutex.withLock {
+        let outcome: EnqueueOutcome? = mutex.withLock {
             problem = machine.enqueue(dependencies: dependencyList.count, hasConditions: hasConditionsLocked)
             guard problem == .enqueued else {
                 previous = owningQueue
-                return []
+                return nil
             }
             owningQueue = queue
             exclusivity = categories
+            if dependencyList.isEmpty { return .released(releaseLocked(1)) }
             batchToken = batch
-            batchIndex = index
+            batchIndex = Int32(clamping: index)
             mayCloseCycle = !dependentList.isEmpty  // jobs enqueued earlier already wait for it
-            return dependencyList
+            return .waitsFor(dependencyList)
         }
         switch problem {
         case .enqueued:
-            return dependencies
+            return outcome!
         case .alreadyFinished:
-            preconditionFailure(
-                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
+            preconditionFailure("Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
         case .alreadyEnqueued(let state):
             let place = previous.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
             preconditionFailure(

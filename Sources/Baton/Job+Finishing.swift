@@ -103,7 +103,7 @@ extension Job {
     }
 
     private func complete(_ completion: FinishStep.Completion) -> [Job] {
-        dropClosures()
+        dropClosures(executed: completion.heldSlot)
         completion.conditionTask?.cancel()
         completion.exclusivityScope?.release(self)
         completion.queue?.jobDidFinish(self, heldSlot: completion.heldSlot, onWorker: completion.onWorker)
@@ -186,31 +186,46 @@ extension Job {
 
     /// `count` of this job's dependencies (or its registration hold) finished.
     func dependenciesFinished(_ count: Int) -> DependencyRelease {
-        var queue: JobQueue?
-        var step = FinishStep.nothing
-        var claim: ExclusivityScope?
-        let action: JobStateMachine.ReleaseAction = mutex.withLock {
-            let action = machine.dependenciesFinished(count)
-            queue = owningQueue
-            if action == .finish { step = finishStepLocked() }
-            if action == .becomeReady { claim = startClaimLocked() }
-            return action
-        }
-        switch action {
+        completeRelease(mutex.withLock { releaseLocked(count) })
+    }
+
+    /// What a release decided under the lock, to be carried out after unlocking.
+    struct LockedRelease {
+        let action: JobStateMachine.ReleaseAction
+        let queue: JobQueue?
+        let step: FinishStep
+        let claim: ExclusivityScope?
+        let priority: JobPriority
+    }
+
+    /// - Important: Call with the lock held.
+    func releaseLocked(_ count: Int) -> LockedRelease {
+        let action = machine.dependenciesFinished(count)
+        return LockedRelease(
+            action: action, queue: owningQueue,
+            step: action == .finish ? finishStepLocked() : .nothing,
+            claim: action == .becomeReady ? startClaimLocked() : nil,
+            priority: storedPriority
+        )
+    }
+
+    /// Carries out a release (lock not held).
+    func completeRelease(_ release: LockedRelease) -> DependencyRelease {
+        switch release.action {
         case .none:
             return .nothing
         case .becomeReady:
-            guard let queue else { preconditionFailure("Baton internal error: a ready job without a queue") }
-            if let claim {
+            guard let queue = release.queue else { preconditionFailure("Baton internal error: a ready job without a queue") }
+            if let claim = release.claim {
                 claimExclusivity(in: claim)
                 return .nothing
             }
-            return .ready(queue, readyEntry())
+            return .ready(queue, JobQueue.ReadyJob(id: id, priority: release.priority))
         case .evaluateConditions:
             evaluateConditions()
             return .nothing
         case .finish:
-            return .more(perform(step))
+            return .more(perform(release.step))
         }
     }
 

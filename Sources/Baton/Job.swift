@@ -31,32 +31,26 @@ open class Job: @unchecked Sendable {
     public let id: UInt64
     let mutex: StripedMutex
 
-    // MARK: Guarded by `mutex`
+    // MARK: Guarded by `mutex` (laid out so that small fields share words: memory per waiting job counts)
     @exclusivity(unchecked) var machine = JobStateMachine()
     @exclusivity(unchecked) var storedName: String?
-    @exclusivity(unchecked) var storedPriority: JobPriority
     @exclusivity(unchecked) var dependencyList: [Job] = []
     @exclusivity(unchecked) var dependentList: [Job] = []
     @exclusivity(unchecked) var observerList: [any JobObserver] = []
     @exclusivity(unchecked) var pendingEvents: [ObserverEvent] = []
-    @exclusivity(unchecked) var isDelivering = false
     @exclusivity(unchecked) var waiters: [JobWaiter] = []
     @exclusivity(unchecked) var owningQueue: JobQueue?
+    /// State that most jobs never need (conditions, exclusivity, progress), allocated on first use.
+    @exclusivity(unchecked) var extras: JobExtras?
+    /// The `add` call that enqueued the job (a unique token, 0 for a single job) and the job's index in
+    /// it, and whether a job that is not a later member of that same call waits for this one (see
+    /// ``CycleDetector``).
+    @exclusivity(unchecked) var batchToken: UInt64 = 0
+    @exclusivity(unchecked) var batchIndex: Int32 = 0
+    @exclusivity(unchecked) var storedPriority: JobPriority
+    @exclusivity(unchecked) var isDelivering = false
     /// Set when the body finished the job before returning, on the thread of a queue worker.
     @exclusivity(unchecked) var finishingOnWorker = false
-    @exclusivity(unchecked) var fractionCompleted = 0.0
-    @exclusivity(unchecked) var conditionList: [any JobCondition] = []
-    /// Names of conditions still being evaluated (for diagnostics).
-    @exclusivity(unchecked) var conditionsEvaluating: [String] = []
-    @exclusivity(unchecked) var conditionTask: Task<Void, Never>?
-    /// The categories to claim before executing, fixed when the job is added to a queue.
-    @exclusivity(unchecked) var exclusivity: [ExclusivityCategory] = []
-    /// Where the categories were requested, once they were (they must then be released).
-    @exclusivity(unchecked) var exclusivityRequestedIn: ExclusivityScope?
-    /// The `add` call that enqueued the job (a unique token) and the job's index in it, and whether a
-    /// job that is not a later member of that same call waits for this one (see ``CycleDetector``).
-    @exclusivity(unchecked) var batchToken: UInt64 = 0
-    @exclusivity(unchecked) var batchIndex = 0
     @exclusivity(unchecked) var mayCloseCycle = false
 
     /// Creates a job.
@@ -138,8 +132,9 @@ open class Job: @unchecked Sendable {
     /// Whether the job finishes when ``execute()`` returns. ``AsynchronousJob`` says no.
     var finishesWhenExecuteReturns: Bool { true }
 
-    /// Drops the closures a subclass holds, once the job finished. Called outside the lock.
-    func dropClosures() {}
+    /// Drops the closures a subclass holds, once the job finished (`executed`: its body ran). Called
+    /// outside the lock.
+    func dropClosures(executed: Bool) {}
 
     /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task). Called outside the lock.
     func interruptBody() {}
@@ -220,7 +215,7 @@ open class Job: @unchecked Sendable {
             case nil:
                 continue
             case .run?:
-                runBody()
+                runBody(tellObservers: mutex.withLock { observerList.isEmpty ? false : appendEventLocked(.start) })
             case .finish?:
                 Job.release(finishNow())
             case .notStartable?:
@@ -233,14 +228,16 @@ open class Job: @unchecked Sendable {
 
     /// Called by a worker of the job's queue. Returns `false` if the job was cancelled meanwhile.
     func runFromQueue() -> Bool {
-        let run = mutex.withLock { machine.startFromQueue() }
+        let (run, tellObservers) = mutex.withLock {
+            let run = machine.startFromQueue()
+            return (run, run == .run && !observerList.isEmpty ? appendEventLocked(.start) : false)
+        }
         guard run == .run else { return false }
-        runBody()
+        runBody(tellObservers: tellObservers)
         return true
     }
 
-    private func runBody() {
-        let tellObservers = mutex.withLock { observerList.isEmpty ? false : appendEventLocked(.start) }
+    private func runBody(tellObservers: Bool) {
         if tellObservers { Job.release(drainEvents()) }
         do {
             try execute()
@@ -294,6 +291,58 @@ open class Job: @unchecked Sendable {
         }
         queue.add(job)
         if drain { Job.release(drainEvents()) }
+    }
+}
+
+/// The rarely used part of a job's state, allocated on first use. Guarded by the job's lock, like
+/// every other field of the job.
+final class JobExtras {
+    var conditionList: [any JobCondition] = []
+    /// Names of conditions still being evaluated (for diagnostics).
+    var conditionsEvaluating: [String] = []
+    var conditionTask: Task<Void, Never>?
+    /// The categories to claim before executing, fixed when the job is added to a queue.
+    var exclusivity: [ExclusivityCategory] = []
+    /// Where the categories were requested, once they were (they must then be released).
+    var exclusivityRequestedIn: ExclusivityScope?
+    var fractionCompleted = 0.0
+}
+
+extension Job {
+    // Accessors for the fields in `extras`: reading never allocates, writing a default value to a job
+    // without extras does nothing. - Important: Use with the lock held.
+
+    var conditionList: [any JobCondition] {
+        get { extras?.conditionList ?? [] }
+        set { if let extras = extrasForWriting(newValue.isEmpty) { extras.conditionList = newValue } }
+    }
+    var conditionsEvaluating: [String] {
+        get { extras?.conditionsEvaluating ?? [] }
+        set { if let extras = extrasForWriting(newValue.isEmpty) { extras.conditionsEvaluating = newValue } }
+    }
+    var conditionTask: Task<Void, Never>? {
+        get { extras?.conditionTask }
+        set { if let extras = extrasForWriting(newValue == nil) { extras.conditionTask = newValue } }
+    }
+    var exclusivity: [ExclusivityCategory] {
+        get { extras?.exclusivity ?? [] }
+        set { if let extras = extrasForWriting(newValue.isEmpty) { extras.exclusivity = newValue } }
+    }
+    var exclusivityRequestedIn: ExclusivityScope? {
+        get { extras?.exclusivityRequestedIn }
+        set { if let extras = extrasForWriting(newValue == nil) { extras.exclusivityRequestedIn = newValue } }
+    }
+    var fractionCompleted: Double {
+        get { extras?.fractionCompleted ?? 0 }
+        set { if let extras = extrasForWriting(newValue == 0) { extras.fractionCompleted = newValue } }
+    }
+
+    private func extrasForWriting(_ isDefault: Bool) -> JobExtras? {
+        if let extras { return extras }
+        if isDefault { return nil }
+        let created = JobExtras()
+        extras = created
+        return created
     }
 }
 

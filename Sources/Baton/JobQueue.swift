@@ -175,26 +175,39 @@ public final class JobQueue: @unchecked Sendable {
         }
         // Register every job with its unfinished dependencies, then look for cycles, then let go of
         // the registration holds: a job can only move on once all of this is done.
-        var alreadyFinished = [Int](repeating: 0, count: jobs.count)
-        let batch = JobIdentifiers.next()
-        for (index, job) in jobs.enumerated() {
-            let dependencies = job.enqueue(on: self, exclusivity: exclusivity[index], batch: batch, index: index)
-            var finished = 0
-            for dependency in dependencies where !dependency.registerDependent(job, batch: batch, index: index) {
-                finished += 1
-            }
-            alreadyFinished[index] = finished
-        }
-        CycleDetector.failCycles(through: jobs.filter { $0.takeMayCloseCycle() })
+        // Register every waiting job with its unfinished dependencies, then look for cycles, then let
+        // go of the registration holds: a job can only move on once all of this is done. Jobs without
+        // dependencies move on at once (they cannot be part of a cycle).
+        let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
         var ready: [ReadyJob] = []
+        var waiting: [(job: Job, alreadyFinished: Int)] = []
         for (index, job) in jobs.enumerated() {
-            switch job.dependenciesFinished(alreadyFinished[index] + 1) {
-            case .ready(_, let entry): ready.append(entry)
-            case .more(let dependents): Job.release(dependents)
-            case .nothing: break
+            switch job.enqueue(on: self, exclusivity: exclusivity[index], batch: batch, index: index) {
+            case .released(let release):
+                collect(job.completeRelease(release), into: &ready)
+            case .waitsFor(let dependencies):
+                var finished = 0
+                for dependency in dependencies where !dependency.registerDependent(job, batch: batch, index: index) {
+                    finished += 1
+                }
+                waiting.append((job, finished))
+            }
+        }
+        if !waiting.isEmpty {
+            CycleDetector.failCycles(through: waiting.map(\.job).filter { $0.takeMayCloseCycle() })
+            for (job, finished) in waiting {
+                collect(job.dependenciesFinished(finished + 1), into: &ready)
             }
         }
         jobsBecameReady(ready)
+    }
+
+    private func collect(_ release: Job.DependencyRelease, into ready: inout [ReadyJob]) {
+        switch release {
+        case .ready(_, let entry): ready.append(entry)
+        case .more(let dependents): Job.release(dependents)
+        case .nothing: break
+        }
     }
 
     /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch,

@@ -5,8 +5,7 @@
 ///
 /// Every state change goes through ``JobState/allowedTransitions``.
 struct JobStateMachine: Sendable {
-    /// The current state.
-    private(set) var state: JobState = .initialized
+    // Declared largest first so the value packs tightly (it lives in every job).
     /// While pending: dependencies not yet finished, plus one "hold" taken while the job is being
     /// added to its queue, so that it cannot move on before it is fully registered.
     private(set) var waitingFor = 0
@@ -14,6 +13,8 @@ struct JobStateMachine: Sendable {
     private(set) var cancellation: (any Error)?
     /// Set once, on entering `finishing`.
     private(set) var outcome: JobOutcome?
+    /// The current state.
+    private(set) var state: JobState = .initialized
     /// Whether the body started (and therefore held a slot of its queue).
     private(set) var didExecute = false
     /// Whether the job has conditions to evaluate before it is ready.

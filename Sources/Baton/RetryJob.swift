@@ -99,9 +99,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         return Failure(job: name, attempts: attempts, lastError: error)
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         mutex.withLock { lastAttempt = nil }
-        super.dropClosures()
+        super.dropClosures(executed: executed)
     }
 }
 
@@ -157,8 +157,8 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
         addChild(following)
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         mutex.withLock { latest = nil }
-        super.dropClosures()
+        super.dropClosures(executed: executed)
     }
 }

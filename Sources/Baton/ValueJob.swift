@@ -45,9 +45,9 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
         mutex.withLock { result = value }
     }
 
-    override func dropClosures() {
+    override func dropClosures(executed: Bool) {
         mutex.withLock { body = nil }
-        super.dropClosures()
+        super.dropClosures(executed: executed)
     }
 
     /// The value, once the job succeeded; `nil` before, or if it failed or was cancelled.
