@@ -12,7 +12,8 @@
 /// All methods may be called from any thread. The state is guarded by one lock, never held while
 /// Baton takes another lock or calls user code.
 public final class ExclusivityScope: @unchecked Sendable {
-    // @unchecked Sendable: `machine` and `jobs` are only touched while holding `lock`; `name` is immutable.
+    // @unchecked Sendable: `machine`, `jobs`, `forwarded` and `releasedEarly` are only touched while holding `lock`; the
+    // other properties are immutable.
 
     /// Names the scope in diagnostics.
     public let name: String
@@ -25,6 +26,10 @@ public final class ExclusivityScope: @unchecked Sendable {
     /// For the scope of a group's children: the group's own categories, which its children share
     /// without arbitration (the group holds them while its children run).
     private let inherited: Set<String>
+    /// For the scope of a group's children: the children that asked `parent` for categories.
+    @exclusivity(unchecked) private var forwarded: Set<UInt64> = []
+    /// For the scope of a group's children: children released before they asked.
+    @exclusivity(unchecked) private var releasedEarly: Set<UInt64> = []
 
     /// The scope shared by queues that are not given one.
     public static let processWide = ExclusivityScope(name: "process-wide")
@@ -48,6 +53,12 @@ public final class ExclusivityScope: @unchecked Sendable {
     func request(_ job: Job, _ categories: [ExclusivityCategory]) -> Bool {
         if let parent {
             let remaining = categories.filter { !inherited.contains($0.key) }
+            let refused: Bool = lock.withLock {
+                if releasedEarly.remove(job.id) != nil { return true }  // it finished before asking
+                if !remaining.isEmpty { forwarded.insert(job.id) }
+                return false
+            }
+            if refused { return false }
             return remaining.isEmpty ? true : parent.request(job, remaining)
         }
         return lock.withLock {
@@ -67,7 +78,15 @@ public final class ExclusivityScope: @unchecked Sendable {
     /// `job` finished: releases what it held or stops it waiting, and lets the next jobs in.
     func release(_ job: Job) {
         if let parent {
-            parent.release(job)
+            // Only jobs that asked the parent for something have anything to release there. A release
+            // of a job that has not asked yet (it finished first) refuses its request when it comes;
+            // these marks live as long as the group's child queue.
+            let forward: Bool = lock.withLock {
+                if forwarded.remove(job.id) != nil { return true }
+                releasedEarly.insert(job.id)
+                return false
+            }
+            if forward { parent.release(job) }
             return
         }
         let granted: [Job] = lock.withLock {

@@ -59,6 +59,21 @@ extension Job {
         }
     }
 
+    /// The fast way in: a job with no dependencies and no conditions, not cancelled, moves from
+    /// `initialized` straight to `ready` on `queue` in one step. Returns its ready entry, or `nil` if it
+    /// does not qualify (it then takes the general way, which also reports misuse).
+    func enqueueReadyAtOnce(on queue: JobQueue) -> JobQueue.ReadyJob? {
+        mutex.withLock {
+            guard machine.state == .initialized, dependencyList.isEmpty, extras == nil, !machine.isCancelled else {
+                return nil
+            }
+            _ = machine.enqueue(dependencies: 0, hasConditions: false)
+            _ = machine.dependenciesFinished(1)
+            owningQueue = queue
+            return JobQueue.ReadyJob(id: id, priority: storedPriority)
+        }
+    }
+
     /// What ``enqueue(on:exclusivity:batch:index:)`` found.
     enum EnqueueOutcome {
         /// The job waits for these dependencies (it must register with them, then drop its hold).
@@ -69,7 +84,9 @@ extension Job {
 
     /// Moves the job to `pending` on `queue`; a job without dependencies moves on in the same step.
     /// - Precondition: the job is in no queue and has not finished.
-    func enqueue(on queue: JobQueue, exclusivity categories: [ExclusivityCategory], batch: UInt64, index: Int)
+    func enqueue(
+        on queue: JobQueue, exclusivity categories: [ExclusivityCategory], batch: UInt64, index: Int
+    )
         -> EnqueueOutcome
     {
         var problem: JobStateMachine.EnqueueResult = .enqueued
@@ -92,7 +109,8 @@ extension Job {
         case .enqueued:
             return outcome!
         case .alreadyFinished:
-            preconditionFailure("Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
+            preconditionFailure(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. Create a new job.")
         case .alreadyEnqueued(let state):
             let place = previous.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
             preconditionFailure(

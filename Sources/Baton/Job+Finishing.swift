@@ -215,7 +215,9 @@ extension Job {
         case .none:
             return .nothing
         case .becomeReady:
-            guard let queue = release.queue else { preconditionFailure("Baton internal error: a ready job without a queue") }
+            guard let queue = release.queue else {
+                preconditionFailure("Baton internal error: a ready job without a queue")
+            }
             if let claim = release.claim {
                 claimExclusivity(in: claim)
                 return .nothing

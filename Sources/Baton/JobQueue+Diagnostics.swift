@@ -15,9 +15,9 @@ extension JobQueue {
     /// The report is a snapshot: jobs may move on while it is being taken.
     public func diagnose() -> QueueDiagnosis {
         let (members, suspended, running, limit) = lockedSnapshot()
-        let jobs = members.sorted { $0.id < $1.id }.map {
-            $0.diagnosis(queueSuspended: suspended, running: running, limit: limit)
-        }
+        let jobs = members.sorted { $0.id < $1.id }
+            .map { $0.diagnosis(queueSuspended: suspended, running: running, limit: limit) }
+            .filter { $0.state != .finished }  // finished a moment ago, not yet counted out
         return QueueDiagnosis(
             queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit, jobs: jobs)
     }

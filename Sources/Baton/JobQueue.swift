@@ -1,5 +1,13 @@
 public import Dispatch
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Runs jobs: when their dependencies finished, by priority, at most ``maxConcurrentJobs`` at a time.
 ///
 /// ```swift
@@ -28,7 +36,7 @@ public final class JobQueue: @unchecked Sendable {
     /// Where the exclusivity categories of this queue's jobs are arbitrated.
     public let exclusivityScope: ExclusivityScope
     private let dispatchQueue: DispatchQueue
-    private let lock = Lock()
+    private let lock = Lock(adaptive: true)
     @exclusivity(unchecked) private var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) private var idleWaiters: [IdleWaiter] = []
     /// Consumers of ``events``, by id.
@@ -118,12 +126,13 @@ public final class JobQueue: @unchecked Sendable {
         }
     }
 
-    /// The number of unfinished jobs in the queue.
+    /// The number of unfinished jobs in the queue. A job that is finishing at this moment may still be
+    /// counted; `waitUntilAllJobsAreFinished()` waits until none is.
     public var jobCount: Int { lock.withLock { scheduler.members.count } }
 
     /// The unfinished jobs, in the order they were created.
     public var jobs: [Job] {
-        lock.withLock { Array(scheduler.members.values) }.sorted { $0.id < $1.id }
+        lock.withLock { Array(scheduler.members.values) }.filter { !$0.isFinished }.sorted { $0.id < $1.id }
     }
 
     // MARK: Adding jobs
@@ -154,17 +163,7 @@ public final class JobQueue: @unchecked Sendable {
     public func add(_ jobs: [Job]) {
         guard !jobs.isEmpty else { return }
         let (jobs, exclusivity) = Self.expandConditions(of: jobs)
-        var duplicate: Job?
-        lock.withLock {
-            for job in jobs where !scheduler.insert(job.id, job) {
-                duplicate = job
-                break
-            }
-        }
-        if let duplicate {
-            preconditionFailure(
-                "Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
-        }
+        // Observers that must see every event go on before any job can move.
         adoption?(jobs)
         let streams = lock.withLock { Array(eventStreams.values) }
         if !streams.isEmpty {
@@ -173,15 +172,40 @@ public final class JobQueue: @unchecked Sendable {
             }
             for job in jobs { job.addObserver(forwarder) }
         }
-        // Register every job with its unfinished dependencies, then look for cycles, then let go of
-        // the registration holds: a job can only move on once all of this is done.
+        // The fast way in: jobs with no dependencies, conditions or categories go to ready at once and
+        // join ready. The others join first and then move on as far as they can.
+        var fast: [(job: Job, entry: ReadyJob)] = []
+        var others: [Int] = []
+        for (index, job) in jobs.enumerated() {
+            if exclusivity[index].isEmpty, let entry = job.enqueueReadyAtOnce(on: self) {
+                fast.append((job, entry))
+            } else {
+                others.append(index)
+            }
+        }
+        var duplicate: Job?
+        startWorkers(
+            lock.withLock {
+                for (job, entry) in fast { _ = scheduler.insertReady(entry.id, job, priority: entry.priority) }
+                for index in others where !scheduler.insert(jobs[index].id, jobs[index]) {
+                    duplicate = jobs[index]
+                    break
+                }
+                return fast.isEmpty ? 0 : scheduler.workersToStart()
+            })
+        if let duplicate {
+            preconditionFailure(
+                "Baton: job '\(duplicate.name)' was added to queue '\(name)' twice. A job runs once; add it once.")
+        }
+        guard !others.isEmpty else { return }
         // Register every waiting job with its unfinished dependencies, then look for cycles, then let
         // go of the registration holds: a job can only move on once all of this is done. Jobs without
         // dependencies move on at once (they cannot be part of a cycle).
         let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
         var ready: [ReadyJob] = []
         var waiting: [(job: Job, alreadyFinished: Int)] = []
-        for (index, job) in jobs.enumerated() {
+        for index in others {
+            let job = jobs[index]
             switch job.enqueue(on: self, exclusivity: exclusivity[index], batch: batch, index: index) {
             case .released(let release):
                 collect(job.completeRelease(release), into: &ready)
@@ -326,6 +350,12 @@ public final class JobQueue: @unchecked Sendable {
     /// A job of this queue finished. `onWorker`: it finished inside its body on one of this queue's
     /// worker loops, which will look for the next job itself.
     func jobDidFinish(_ job: Job, heldSlot: Bool, onWorker: Bool) {
+        // A job that finished inside its body on one of our worker loops: that loop records it with
+        // its next look for work, one queue lock instead of two per job.
+        if onWorker, let context = WorkerContext.current, context.queue === self {
+            context.finished.append((job.id, heldSlot))
+            return
+        }
         var waiters: [IdleWaiter] = []
         let start: Int = lock.withLock {
             if scheduler.finished(job.id, heldSlot: heldSlot) {
@@ -338,6 +368,18 @@ public final class JobQueue: @unchecked Sendable {
         for waiter in waiters { waiter.resume() }
     }
 
+    /// Records the finishes a worker loop collected; returns the waiters to resume if the queue is now
+    /// empty. - Important: Call with the lock held.
+    private func recordFinishesLocked(_ context: WorkerContext) -> [IdleWaiter] {
+        guard !context.finished.isEmpty else { return [] }
+        var empty = false
+        for (id, heldSlot) in context.finished { empty = scheduler.finished(id, heldSlot: heldSlot) }
+        context.finished.removeAll(keepingCapacity: true)
+        guard empty else { return [] }
+        defer { idleWaiters = [] }
+        return idleWaiters
+    }
+
     private func startWorkers(_ count: Int) {
         for _ in 0..<count {
             dispatchQueue.async { self.runWorker() }
@@ -345,13 +387,53 @@ public final class JobQueue: @unchecked Sendable {
     }
 
     private func runWorker() {
+        let context = WorkerContext(queue: self)
+        let previous = WorkerContext.current
+        WorkerContext.current = context
+        defer { WorkerContext.current = previous }
         var report = QueueScheduler<Job>.WorkerReport.starting
         for _ in 0..<JobQueue.jobsPerWorkerTurn {
-            guard let job = lock.withLock({ scheduler.nextJob(after: report) }) else { return }
+            var waiters: [IdleWaiter] = []
+            let job: Job? = lock.withLock {
+                waiters = recordFinishesLocked(context)
+                return scheduler.nextJob(after: report)
+            }
+            for waiter in waiters { waiter.resume() }
+            guard let job else { return }
             report = job.runFromQueue() ? .ran : .skipped
         }
-        lock.withLock { scheduler.handOver(after: report) }
+        let waiters: [IdleWaiter] = lock.withLock {
+            scheduler.handOver(after: report)
+            return recordFinishesLocked(context)
+        }
+        for waiter in waiters { waiter.resume() }
         dispatchQueue.async { self.runWorker() }
+    }
+}
+
+/// The worker loop running on the current thread, so that a job finishing inside its body can leave
+/// its finish with the loop instead of taking the queue's lock (see ``JobQueue/jobDidFinish(_:heldSlot:onWorker:)``).
+/// Only its own thread touches it.
+final class WorkerContext {
+    let queue: JobQueue
+    var finished: [(id: UInt64, heldSlot: Bool)] = []
+
+    init(queue: JobQueue) {
+        self.queue = queue
+        finished.reserveCapacity(4)
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key, nil)
+        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
+        return key
+    }()
+
+    /// The context of the worker loop on this thread (not retained: the loop keeps it alive).
+    static var current: WorkerContext? {
+        get { pthread_getspecific(key).map { Unmanaged<WorkerContext>.fromOpaque($0).takeUnretainedValue() } }
+        set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
     }
 }
 

@@ -12,6 +12,8 @@ import DequeModule
 struct QueueScheduler<Member> {
     /// Unfinished jobs of the queue, by identifier.
     private(set) var members: [UInt64: Member] = [:]
+    /// Jobs that finished before they joined (see `insertReady`); each is removed when it joins.
+    private var finishedBeforeJoining: Set<UInt64> = []
     private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
     /// Identifiers in the ready lists, including stale ones.
     private(set) var readyCount = 0
@@ -43,6 +45,17 @@ struct QueueScheduler<Member> {
     mutating func markReady(_ id: UInt64, priority: JobPriority) {
         ready[priority.rawValue].append(id)
         readyCount += 1
+    }
+
+    /// Adds a member that is ready already (the fast way in for jobs without dependencies or
+    /// conditions, which move to ready before they join). Returns `false` if it finished meanwhile (it
+    /// was cancelled between the two steps): then it does not join.
+    mutating func insertReady(_ id: UInt64, _ member: Member, priority: JobPriority) -> Bool {
+        if finishedBeforeJoining.remove(id) != nil { return false }
+        progress &+= 1
+        members[id] = member
+        markReady(id, priority: priority)
+        return true
     }
 
     /// How many worker loops to start now; counts them as started.
@@ -109,7 +122,11 @@ struct QueueScheduler<Member> {
 
     /// A member finished. Returns whether the queue is now empty.
     mutating func finished(_ id: UInt64, heldSlot: Bool) -> Bool {
-        members.removeValue(forKey: id)
+        if members.removeValue(forKey: id) == nil {
+            // A job that finished between moving to ready and joining (see `insertReady`).
+            finishedBeforeJoining.insert(id)
+            return false
+        }
         if heldSlot { running -= 1 }
         progress &+= 1
         if members.isEmpty {

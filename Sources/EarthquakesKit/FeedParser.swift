@@ -107,7 +107,9 @@ public struct FeedParser: Sendable {
     }
 
     /// Validates the decoded document and builds the model values.
-    private func earthquakes(from document: WireDocument, warnings: inout [FeedWarning]) throws(FeedError)
+    private func earthquakes(
+        from document: WireDocument, warnings: inout [FeedWarning]
+    ) throws(FeedError)
         -> [Earthquake]
     {
         if document.type == "Feature" { throw FeedError.detailDocument(id: document.id) }

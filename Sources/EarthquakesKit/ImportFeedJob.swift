@@ -24,7 +24,6 @@ public import Baton
 public final class ImportFeedJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `store` is immutable; the other stored properties are guarded by `lock`.
 
-
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
     private let lock = Lock()

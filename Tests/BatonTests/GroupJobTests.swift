@@ -119,6 +119,31 @@ import Testing
         #expect(scope.holders(of: "import").isEmpty)
     }
 
+    @Test func aChildsOwnCategoriesAreArbitratedOutsideTheGroup() async {
+        let scope = ExclusivityScope(name: "outer")
+        let queue = JobQueue(exclusivityScope: scope)
+        let inside = Gate()
+        let release = Gate()
+        let child = AsyncJob(name: "child") { _ in
+            inside.open()
+            await release.waitAsync()
+        }
+        child.addCondition(MutuallyExclusive(category: "import"))  // the group's: shared
+        child.addCondition(MutuallyExclusive(category: "network"))  // its own: claimed outside
+        let plain = BlockJob(name: "plain child") {}
+        plain.addCondition(MutuallyExclusive(category: "import"))
+        let group = GroupJob(name: "group", children: [child, plain])
+        group.addCondition(MutuallyExclusive(category: "import"))
+        queue.add(group)
+        await inside.waitAsync()
+        #expect(scope.holders(of: "network").map(\.name) == ["child"])
+        #expect(scope.holders(of: "import").map(\.name) == ["group"])
+        release.open()
+        #expect(await group.outcome.isSucceeded)
+        #expect(scope.holders(of: "network").isEmpty)
+        #expect(scope.holders(of: "import").isEmpty)
+    }
+
     @Test func progressIsTheWeightedMeanOfTheChildren() async {
         let gate = Gate()
         let light = BlockJob(name: "light") {}

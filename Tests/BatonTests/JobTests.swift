@@ -111,14 +111,14 @@ final class FailingJob: Job, @unchecked Sendable {
 
 func currentThreadID() -> UInt {
     #if canImport(Glibc)
-        return UInt(pthread_self())
+    return UInt(pthread_self())
     #else
-        return UInt(bitPattern: pthread_self())
+    return UInt(bitPattern: pthread_self())
     #endif
 }
 
 #if canImport(Glibc)
-    import Glibc
+import Glibc
 #elseif canImport(Darwin)
-    import Darwin
+import Darwin
 #endif

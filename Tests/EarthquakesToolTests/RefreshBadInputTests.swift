@@ -9,7 +9,9 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct RefreshBadInputTests {
     /// Refreshes a database holding the sample feed from `body` served over HTTP; returns the error
     /// message (nil on success), the database rows before and after, and the output.
-    private func refresh(serving body: Data) async throws -> (
+    private func refresh(
+        serving body: Data
+    ) async throws -> (
         message: String?, before: [Earthquake], after: [Earthquake], stdout: String, stderr: String
     ) {
         let scratch = try Scratch()

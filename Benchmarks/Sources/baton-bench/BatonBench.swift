@@ -133,9 +133,9 @@ struct RunBenchmarks: ParsableCommand {
             load = ", load average at start " + text.split(separator: " ").prefix(3).joined(separator: " ")
         }
         #if DEBUG
-            let build = "DEBUG build (numbers meaningless; use -c release)"
+        let build = "DEBUG build (numbers meaningless; use -c release)"
         #else
-            let build = "release build"
+        let build = "release build"
         #endif
         return "\(build), \(info.activeProcessorCount) cores, \(info.physicalMemory >> 30) GiB\(load)"
     }

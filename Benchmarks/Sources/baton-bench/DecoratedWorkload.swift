@@ -8,7 +8,8 @@ enum DecoratedWorkload {
     static var decorated: Workload {
         Workload(
             name: "decorated",
-            summary: "Baton only: as independent, each job with an onFinish observer, a condition and 1 of 16 categories",
+            summary:
+                "Baton only: as independent, each job with an onFinish observer, a condition and 1 of 16 categories",
             runners: [.baton: baton]
         )
     }
