@@ -80,13 +80,7 @@ struct QueueScheduler<Member> {
 
     /// A worker loop asks for its next job. `nil` means the loop must end (it is no longer counted).
     mutating func nextJob(after report: WorkerReport) -> Member? {
-        switch report {
-        case .starting: break
-        case .ran: busyWorkers -= 1
-        case .skipped:
-            busyWorkers -= 1
-            running -= 1
-        }
+        account(report)
         if !isSuspended && running < maxConcurrent {
             while let id = popReady() {
                 guard let member = members[id] else { continue }  // stale: finished without running
@@ -102,6 +96,11 @@ struct QueueScheduler<Member> {
 
     /// A worker loop hands over to a fresh one (to let other work on its thread run); it stays counted.
     mutating func handOver(after report: WorkerReport) {
+        account(report)
+    }
+
+    /// What a worker loop's last job means for the counts.
+    private mutating func account(_ report: WorkerReport) {
         switch report {
         case .starting: break
         case .ran: busyWorkers -= 1

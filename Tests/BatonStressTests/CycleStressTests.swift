@@ -9,7 +9,7 @@ import Testing
 @Suite struct CycleStressTests {
     @Test(arguments: [21, 22, 23, 24])
     func everyCycleIsFoundWhateverTheOrderOfAdding(seed: UInt64) async throws {
-        var rng = StressRandom(seed: seed)
+        var rng = SeededRandom(seed: seed)
         let count = 600 * RandomGraphStressTests.scale
         let jobs = (0..<count).map { BlockJob(name: "j\($0)") {} }
         var edges: [(Int, Int)] = []

@@ -8,7 +8,7 @@ import Testing
 @Suite struct ExclusivityStressTests {
     @Test(arguments: [11, 12, 13])
     func categoriesNeverExceedTheirLimits(seed: UInt64) async throws {
-        var rng = StressRandom(seed: seed)
+        var rng = SeededRandom(seed: seed)
         let scope = ExclusivityScope(name: "stress")
         let queues = [1, 3, 8].enumerated().map {
             JobQueue(name: "q\($0.offset)", maxConcurrentJobs: $0.element, exclusivityScope: scope)

@@ -18,7 +18,7 @@ import Testing
 
     @Test(arguments: [1, 2, 3])
     func randomGraphsDrainWithEveryInvariantKept(seed: UInt64) async throws {
-        var rng = StressRandom(seed: seed)
+        var rng = SeededRandom(seed: seed)
         let jobCount = 3_000 * Self.scale
         let limits = [1, 2, 3, 8]
         let queues = limits.enumerated().map { JobQueue(name: "q\($0.offset)", maxConcurrentJobs: $0.element) }
@@ -133,18 +133,6 @@ final class StressBox: @unchecked Sendable {
     // @unchecked Sendable: written before the job is added to a queue, then only read.
     var job: Job?
     var dependencies: [Job] = []
-}
-
-struct StressRandom: RandomNumberGenerator {
-    private var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
 }
 
 struct DeadlineExceeded: Error, CustomStringConvertible {
