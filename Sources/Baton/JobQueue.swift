@@ -21,7 +21,8 @@ public import Dispatch
 /// while Baton takes another lock or calls your code.
 public final class JobQueue: @unchecked Sendable {
     // @unchecked Sendable: `name`, `lock`, `dispatchQueue` are immutable; `scheduler`, `idleWaiters`,
-    // `eventStreams` and `nextStreamID` are only touched while holding `lock` (here and in
+    // `eventStreams` and `nextStreamID` are only touched while holding `streamsLock` (a lock of their
+    // own, so that adding jobs does not contend with the workers for it) (here and in
     // JobQueue+Workers.swift).
 
     /// The queue's name, for diagnostics.
@@ -33,6 +34,7 @@ public final class JobQueue: @unchecked Sendable {
     @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
     /// Consumers of ``events``, by id.
+    private let streamsLock = Lock()
     @exclusivity(unchecked) private var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
     @exclusivity(unchecked) private var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
@@ -132,7 +134,20 @@ public final class JobQueue: @unchecked Sendable {
 
     /// Adds a job; see ``add(_:)-([Job])``.
     public func add(_ job: Job) {
-        add([job])
+        // The common case in one queue lock and one job lock: a job without dependencies or conditions,
+        // on a queue that is no group's and has no event streams. Everything else takes the general way
+        // (`enqueueReadyAtOnce` changes nothing when it returns nil).
+        guard adoption == nil, !streamsLock.withLock({ !eventStreams.isEmpty }),
+            let entry = job.enqueueReadyAtOnce(on: self)
+        else {
+            add([job])
+            return
+        }
+        startWorkers(
+            lock.withLock {
+                _ = scheduler.insertReady(entry.id, job, priority: entry.priority)
+                return scheduler.workersToStart()
+            })
     }
 
     /// Adds a closure as a ``BlockJob`` and returns the job.
@@ -158,7 +173,7 @@ public final class JobQueue: @unchecked Sendable {
         let (jobs, exclusivity) = Self.expandConditions(of: jobs)
         // Observers that must see every event go on before any job can move.
         adoption?(jobs)
-        let streams = lock.withLock { Array(eventStreams.values) }
+        let streams = streamsLock.withLock { Array(eventStreams.values) }
         if !streams.isEmpty {
             let forwarder = EventForwarder { job, event in
                 for stream in streams { stream.yield((job, event)) }
@@ -299,14 +314,14 @@ public final class JobQueue: @unchecked Sendable {
     /// does not end by itself; stop iterating when you have seen enough.
     public var events: AsyncStream<(Job, JobLifecycleEvent)> {
         let (stream, continuation) = AsyncStream<(Job, JobLifecycleEvent)>.makeStream()
-        let id = lock.withLock {
+        let id = streamsLock.withLock {
             nextStreamID += 1
             eventStreams[nextStreamID] = continuation
             return nextStreamID
         }
         continuation.onTermination = { [weak self] _ in
             guard let self else { return }
-            _ = self.lock.withLock { self.eventStreams.removeValue(forKey: id) }
+            _ = self.streamsLock.withLock { self.eventStreams.removeValue(forKey: id) }
         }
         return stream
     }
