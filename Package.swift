@@ -56,9 +56,11 @@ let package = Package(
         .testTarget(name: "BatonStressTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
         .testTarget(
             name: "EarthquakesKitTests",
-            dependencies: ["EarthquakesKit", "Baton", "BatonTesting"],
+            dependencies: ["EarthquakesKit", "Baton", "BatonTesting", "EarthquakesTestData"],
             swiftSettings: strict
         ),
+        // Where the recorded USGS feeds are (../shared/data, absent in a user's clone). Tests only.
+        .target(name: "EarthquakesTestData", path: "Tests/EarthquakesTestData", swiftSettings: strict),
         // An HTTP/1.1 server on 127.0.0.1 for tests, with scripted stalls and partial bodies. Not a product.
         .target(
             name: "TestHTTPServer",
@@ -78,7 +80,10 @@ let package = Package(
         ),
         .testTarget(
             name: "EarthquakesToolTests",
-            dependencies: ["EarthquakesCLI", "EarthquakesKit", "BatonNetworking", "BatonTesting", "TestHTTPServer"],
+            dependencies: [
+                "EarthquakesCLI", "EarthquakesKit", "BatonNetworking", "BatonTesting", "TestHTTPServer",
+                "EarthquakesTestData",
+            ],
             swiftSettings: strict
         ),
     ],

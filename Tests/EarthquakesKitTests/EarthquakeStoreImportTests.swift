@@ -1,4 +1,5 @@
 import EarthquakesKit
+import EarthquakesTestData
 import Foundation
 import Testing
 

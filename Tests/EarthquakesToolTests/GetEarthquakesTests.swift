@@ -2,6 +2,7 @@ import Baton
 import BatonNetworking
 import BatonTesting
 import EarthquakesKit
+import EarthquakesTestData
 import Foundation
 import TestHTTPServer
 import Testing

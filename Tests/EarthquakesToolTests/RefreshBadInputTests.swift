@@ -1,5 +1,6 @@
 import EarthquakesCLI
 import EarthquakesKit
+import EarthquakesTestData
 import Foundation
 import TestHTTPServer
 import Testing

@@ -1,5 +1,5 @@
-import Foundation
-import Testing
+public import Foundation
+public import Testing
 
 /// The recorded USGS feeds in `../shared/data/usgs` next to the package root.
 ///
@@ -7,12 +7,11 @@ import Testing
 /// be committed): present on developer machines and in CI, absent in a fresh clone. Tests that
 /// read them use ``isAvailable`` in an `.enabled(if:)` trait so they are reported as skipped,
 /// with ``skipMessage``, when the folder is missing.
-enum USGSData {
-    /// …/Tests/EarthquakesKitTests/Support/USGSData.swift → package root → ../shared/data/usgs
-    static let folder: URL = {
+public enum USGSData {
+    /// …/Tests/EarthquakesTestData/USGSData.swift → package root → ../shared/data/usgs
+    public static let folder: URL = {
         let packageRoot = URL(fileURLWithPath: #filePath)
-            .deletingLastPathComponent()  // Support
-            .deletingLastPathComponent()  // EarthquakesKitTests
+            .deletingLastPathComponent()  // EarthquakesTestData
             .deletingLastPathComponent()  // Tests
             .deletingLastPathComponent()  // package root
         return packageRoot.deletingLastPathComponent()
@@ -20,33 +19,33 @@ enum USGSData {
             .standardizedFileURL
     }()
 
-    static let fixtures = folder.appendingPathComponent("fixtures", isDirectory: true)
+    public static let fixtures = folder.appendingPathComponent("fixtures", isDirectory: true)
 
-    static var isAvailable: Bool {
+    public static var isAvailable: Bool {
         FileManager.default.fileExists(atPath: folder.appendingPathComponent("2.5_month-2025-10.geojson").path)
     }
 
-    static let skipMessage: Comment =
+    public static let skipMessage: Comment =
         "USGS recordings not found at ../shared/data/usgs (they live outside the repository); skipping"
 
     /// The recorded feeds and their feature counts (metadata.count) from the folder's README.
-    static let realFeeds: [(file: String, count: Int)] = [
+    public static let realFeeds: [(file: String, count: Int)] = [
         ("2.5_month-2025-10.geojson", 1349),
         ("all_day-2016-11.geojson", 151),
         ("all_day-2014-04.geojson", 146),
         ("all_week-2013-08.geojson", 1718),
     ]
 
-    static func data(_ file: String) throws -> Data {
+    public static func data(_ file: String) throws -> Data {
         try Data(contentsOf: folder.appendingPathComponent(file))
     }
 
-    static func fixture(_ file: String) throws -> Data {
+    public static func fixture(_ file: String) throws -> Data {
         try Data(contentsOf: fixtures.appendingPathComponent(file))
     }
 
     /// Every regular file in a folder except README.md, sorted.
-    static func files(in url: URL) -> [String] {
+    public static func files(in url: URL) -> [String] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: url.path)) ?? []
         return names.filter { !$0.hasSuffix(".md") && !$0.hasPrefix(".") && $0 != "fixtures" }.sorted()
     }
