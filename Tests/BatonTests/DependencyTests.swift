@@ -84,14 +84,17 @@ import Testing
     }
 
     @Test func aNeverRunChainIsReleasedWithoutOverflowingTheStack() {
+        weak var first: Job?
         var previous: Job?
-        for _ in 0..<100_000 {
+        for index in 0..<100_000 {
             let job = BlockJob {}
+            if index == 0 { first = job }
             if let previous { job.addDependency(previous) }
             previous = job
         }
-        previous = nil  // deinit must release iteratively
-        #expect(previous == nil)
+        #expect(first != nil)  // the last job keeps the whole chain alive…
+        previous = nil  // …until it goes: deinit must release the chain iteratively, and all of it
+        #expect(first == nil)
     }
 }
 
