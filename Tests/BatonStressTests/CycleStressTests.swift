@@ -43,7 +43,7 @@ import Testing
         let dependsOn = Dictionary(grouping: edges, by: \.0).mapValues { Set($0.map(\.1)) }
         var cycleFailures = 0
         for job in jobs {
-            guard case .failed(let error)? = job.finishedOutcome else { continue }
+            guard case .failed(let error)? = job.outcomeIfDecided else { continue }
             let jobError = try #require(error as? JobError)
             #expect(jobError.code == .dependencyCycle)
             // The named cycle is real: each job waits for the next.

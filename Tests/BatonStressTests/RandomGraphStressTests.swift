@@ -96,7 +96,7 @@ import Testing
         #expect(Set(bodies.values).count == bodies.count)
         for (job, deps) in zip(jobs, dependenciesOf) {
             #expect(job.isFinished)
-            if job.finishedOutcome?.isSucceeded == true {
+            if job.outcomeIfDecided?.isSucceeded == true {
                 #expect(deps.allSatisfy { $0.isFinished })
             }
         }

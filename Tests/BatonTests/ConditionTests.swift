@@ -17,7 +17,7 @@ import Testing
             session.isSignedIn ? [] : [BlockJob(name: "sign in") { session.signIn() }]
         }
         func evaluate(for job: Job) async -> ConditionResult {
-            session.isSignedIn ? .satisfied : .failed(ConditionNotMet(message: "not signed in"))
+            session.isSignedIn ? .satisfied : .failed(ConditionNotMet(condition: "signed in", reason: "not signed in"))
         }
     }
 
@@ -62,7 +62,7 @@ import Testing
         #expect(error.code == .conditionFailed)
         #expect(
             error.message
-                == "job 'guarded' did not run: condition 'disk has space' failed: 'disk has space' returned false")
+                == "job 'guarded' did not run: condition 'disk has space' failed: it returned false")
         #expect(ran.count == 0)
     }
 

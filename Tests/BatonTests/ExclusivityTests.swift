@@ -24,7 +24,7 @@ import Testing
         }
         for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         #expect(gauge.highest == 1)
-        #expect(jobs.allSatisfy { $0.finishedOutcome?.isSucceeded == true })
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
     }
 
     @Test func aCountedCategoryAllowsUpToItsLimit() async {

@@ -1,0 +1,71 @@
+extension Job {
+    /// How much of the job is done, from 0 to 1: what its body last reported, and 1 once it succeeded.
+    public var progress: Double {
+        withCore { core in core.lifecycle.outcome?.isSucceeded == true ? 1 : core.extras?.fractionCompleted ?? 0 }
+    }
+
+    /// Reports how much of the work is done (clamped to 0…1); observers hear of it in order with the
+    /// job's other events, and a group it belongs to updates its own progress. Reports made while the
+    /// job is not executing are ignored.
+    public func reportProgress(_ fraction: Double) {
+        let fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
+        let (mustDeliver, parent): (Bool, GroupJob?) = withCore { core in
+            guard case .executing = core.lifecycle.state else { return (false, nil) }
+            let extras = core.extrasForWriting()
+            extras.fractionCompleted = fraction
+            let deliver = core.observers.isEmpty ? false : core.lifecycle.record(.progress(fraction))
+            return (deliver, extras.parent)
+        }
+        if mustDeliver { Propagation.run { deliver(&$0) } }
+        parent?.childProgressed(self, fraction)
+    }
+}
+
+/// What happened to a job, as delivered by ``Job/events`` and ``JobQueue/events``.
+public enum JobLifecycleEvent: Sendable, CustomStringConvertible {
+    case started
+    case cancelled(any Error)
+    case produced(Job)
+    case progressed(Double)
+    case finished(JobOutcome)
+
+    public var description: String {
+        switch self {
+        case .started: "started"
+        case .cancelled(let reason): "cancelled(\(reason))"
+        case .produced(let job): "produced(\(job.name))"
+        case .progressed(let fraction): "progressed(\(fraction))"
+        case .finished(let outcome): "finished(\(outcome))"
+        }
+    }
+}
+
+/// Forwards a job's events to a closure (for the async sequences).
+struct EventForwarder: JobObserver {
+    let forward: @Sendable (Job, JobLifecycleEvent) -> Void
+    func jobDidStart(_ job: Job) { forward(job, .started) }
+    func jobDidCancel(_ job: Job, reason: any Error) { forward(job, .cancelled(reason)) }
+    func job(_ job: Job, didProduce newJob: Job) { forward(job, .produced(newJob)) }
+    func job(_ job: Job, didReportProgress fraction: Double) { forward(job, .progressed(fraction)) }
+    func jobDidFinish(_ job: Job, outcome: JobOutcome) { forward(job, .finished(outcome)) }
+}
+
+extension Job {
+    /// The job's lifecycle events from now on, ending after `finished`.
+    ///
+    /// ```swift
+    /// for await event in job.events { print(event) }
+    /// ```
+    ///
+    /// Create the sequence before adding the job to a queue to see every event. On a finished job it
+    /// yields `finished` and ends.
+    public var events: AsyncStream<JobLifecycleEvent> {
+        let (stream, continuation) = AsyncStream<JobLifecycleEvent>.makeStream()
+        addObserver(
+            EventForwarder { _, event in
+                continuation.yield(event)
+                if case .finished = event { continuation.finish() }
+            })
+        return stream
+    }
+}
