@@ -149,3 +149,62 @@ final class JobBox: @unchecked Sendable {
     // @unchecked Sendable: written once before the job is added, read only by its body afterwards.
     var job: Job?
 }
+
+/// Issue 9: cancellation as the peers (Foundation, ProcedureKit) expect it.
+@Suite(.timeLimit(.minutes(1))) struct CancellationSemanticsTests {
+    /// Item 1: a job cancelled before it was added reports the cancel (then the finish) once added.
+    @Test(arguments: [false, true])
+    func aJobCancelledBeforeItWasAddedTellsItsObserversOnceAdded(startedByHand: Bool) async throws {
+        let events = Recorder<String>()
+        let job = BlockJob(name: "early") { events.record("body") }
+        job.addObserver(
+            BlockObserver(
+                onStart: { _ in events.record("start") },
+                onCancel: { _, _ in events.record("cancel") },
+                onFinish: { _, outcome in events.record("finish \(outcome.isCancelled ? "cancelled" : "?")") }))
+        job.cancel()
+        #expect(events.values.isEmpty)  // nothing to tell yet: it is in no queue
+        if startedByHand { try job.start() } else { JobQueue().add(job) }
+        #expect(await job.outcome.isCancelled)
+        #expect(events.values == ["cancel", "finish cancelled"])
+    }
+
+    /// Item 21: a body that completed reports its result, even if a cancel request came while it ran;
+    /// so `queue.run { commit() }` never throws after the commit happened.
+    @Test func aBodyThatCompletedAfterACancelRequestReportsItsResult() async throws {
+        let inside = Gate()
+        let proceed = Gate()
+        let job = ValueJob<Int>(name: "commit") { _ in
+            inside.open()
+            await proceed.waitAsync()  // ignores the cancel: the work is committed anyway
+            return 42
+        }
+        JobQueue().add(job)
+        await inside.waitAsync()
+        job.cancel()
+        proceed.open()
+        #expect(await job.outcome.isSucceeded)
+        #expect(job.isCancelled)  // it was asked
+        #expect(try await job.value == 42)
+    }
+
+    @Test func queueRunReturnsTheValueOfABodyThatCompletedDespiteTheCancel() async throws {
+        let queue = JobQueue(name: "run")
+        let inside = Gate()
+        let proceed = Gate()
+        let committed = Recorder<Int>()
+        let caller = Task {
+            try await queue.run(name: "commit") { () async -> Int in
+                inside.open()
+                await proceed.waitAsync()
+                committed.record(7)
+                return 7
+            }
+        }
+        await inside.waitAsync()
+        caller.cancel()  // cancels the job; its body does not stop
+        proceed.open()
+        #expect(try await caller.value == 7)
+        #expect(committed.values == [7])
+    }
+}

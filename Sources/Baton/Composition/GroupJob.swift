@@ -199,9 +199,9 @@ open class GroupJob: Job, @unchecked Sendable {
         finishIfDone(&work)
     }
 
-    /// A child reported progress.
-    func childProgressed(_ child: Job, _ fraction: Double) {
-        if let combined = withGroup({ $0.progress.update(child.id, to: fraction) }) { reportProgress(combined) }
+    /// A child reported progress; returns the group's new progress, for the caller to report.
+    func childProgressed(_ child: Job, _ fraction: Double) -> Double? {
+        withGroup { $0.progress.update(child.id, to: fraction) }
     }
 
     private func finishIfDone(_ work: inout Propagation) {

@@ -8,16 +8,30 @@ extension Job {
     /// job's other events, and a group it belongs to updates its own progress. Reports made while the
     /// job is not executing are ignored.
     public func reportProgress(_ fraction: Double) {
-        let fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
-        let (mustDeliver, parent): (Bool, GroupJob?) = withCore { core in
-            guard case .executing = core.lifecycle.state else { return (false, nil) }
+        // Up through the groups the job is in, by a loop (groups nest deeply), and only as far as a
+        // group's own progress changes.
+        var job = self
+        var fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
+        while true {
+            guard let (parent, mustDeliver) = job.recordProgress(fraction) else { return }
+            if mustDeliver { Propagation.run { job.deliver(&$0) } }
+            guard let parent, let combined = parent.childProgressed(job, fraction) else { return }
+            job = parent
+            fraction = combined
+        }
+    }
+
+    /// Records `fraction` as the job's progress; `nil` if it is not executing or its progress did not
+    /// change. Otherwise, the group it is in and whether this thread must deliver the event.
+    private func recordProgress(_ fraction: Double) -> (parent: GroupJob?, mustDeliver: Bool)? {
+        withCore { core in
+            guard case .executing = core.lifecycle.state else { return nil }
             let extras = core.extrasForWriting()
+            guard extras.fractionCompleted != fraction || fraction == 0 else { return nil }
             extras.fractionCompleted = fraction
             let deliver = core.observers.isEmpty ? false : core.lifecycle.record(.progress(fraction))
-            return (deliver, extras.parent)
+            return (extras.parent, deliver)
         }
-        if mustDeliver { Propagation.run { deliver(&$0) } }
-        parent?.childProgressed(self, fraction)
     }
 }
 
