@@ -41,7 +41,8 @@ public func withDeadline(
         work.cancel()
         let details = report()
         throw DeadlineExceeded(
-            description: "deadline of \(limit) exceeded: \(what) did not finish." + (details.isEmpty ? "" : "\n\(details)"))
+            description: "deadline of \(limit) exceeded: \(what) did not finish."
+                + (details.isEmpty ? "" : "\n\(details)"))
     }
     try result.get()
 }

@@ -142,7 +142,9 @@ import Testing
         queue.add(outsider)
         #expect(scope.holders(of: "network").map(\.name) == ["group"])
         #expect(scope.holders(of: "import").map(\.name) == ["group"])
-        #expect(queue.diagnose().jobs.first { $0.jobName == "outsider" }?.blockers.first?.description.contains("held by 'group'") == true)
+        #expect(
+            queue.diagnose().jobs.first { $0.jobName == "outsider" }?.blockers.first?.description.contains(
+                "held by 'group'") == true)
         release.open()
         #expect(await group.outcome.isSucceeded)
         #expect(await outsider.outcome.isSucceeded)

@@ -180,7 +180,9 @@ import Testing
         let syncGroup = GroupJob(name: "sync", children: [syncChild])
         syncGroup.addCondition(MutuallyExclusive(category: "network"))
         queue.add([importGroup, syncGroup])
-        try await withDeadline(.seconds(10), "two groups needing each other's categories", report: { queue.diagnose().description }) {
+        try await withDeadline(
+            .seconds(10), "two groups needing each other's categories", report: { queue.diagnose().description }
+        ) {
             #expect(await importGroup.outcome.isSucceeded)
             #expect(await syncGroup.outcome.isSucceeded)
         }
@@ -210,7 +212,9 @@ import Testing
         _ = await eventually { group.state == .executing }
         queue.add(outsider)
         outsiderQueued.open()
-        try await withDeadline(.seconds(10), "a group, its late child and an outsider", report: { queue.diagnose().description }) {
+        try await withDeadline(
+            .seconds(10), "a group, its late child and an outsider", report: { queue.diagnose().description }
+        ) {
             let error = try #require(await late.outcome.error as? JobError)
             #expect(error.code == .categoryNotHeldByGroup)
             #expect(error.message.contains("'B'") && error.message.contains("group 'group'"))
@@ -228,7 +232,9 @@ import Testing
         waiter.addDependency(blocker)
         let group = GroupJob(name: "import", children: [blocker, waiter])
         queue.add(group)
-        let shown = await eventually { queue.diagnose().description.contains("'waiter' (pending) waits for dependencies 'blocker'") }
+        let shown = await eventually {
+            queue.diagnose().description.contains("'waiter' (pending) waits for dependencies 'blocker'")
+        }
         let report = queue.diagnose().description
         #expect(shown, "\(report)")
         #expect(report.contains("'import' (executing) waits for its children:"))

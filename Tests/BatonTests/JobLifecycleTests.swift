@@ -72,7 +72,11 @@ import Testing
         #expect(m.waitingFor == 3)
         #expect(name(m.dependenciesFinished(1)) == "none")
         #expect(name(m.dependenciesFinished(1)) == "none")
-        if case .register(let withdraw) = m.addDependency() { #expect(!withdraw) } else { Issue.record("not registered") }
+        if case .register(let withdraw) = m.addDependency() {
+            #expect(!withdraw)
+        } else {
+            Issue.record("not registered")
+        }
         #expect(m.waitingFor == 2)
         #expect(name(m.dependenciesFinished(1)) == "none")
         #expect(name(m.dependenciesFinished(1)) == "enqueueReady")
@@ -202,7 +206,11 @@ import Testing
         var m = JobLifecycle()
         _ = enqueued(&m)
         _ = m.startFromQueue(observed: false)
-        if case .tooLate(let state) = m.addDependency() { #expect(state == .executing) } else { Issue.record("accepted") }
+        if case .tooLate(let state) = m.addDependency() {
+            #expect(state == .executing)
+        } else {
+            Issue.record("accepted")
+        }
     }
 
     @Test func eventsAreDeliveredByOneThreadInOrder() {
@@ -240,7 +248,11 @@ import Testing
 
     @Test func startingByHand() {
         var m = JobLifecycle()
-        if case .run(let deliver) = m.startManually(observed: false) { #expect(!deliver) } else { Issue.record("not run") }
+        if case .run(let deliver) = m.startManually(observed: false) {
+            #expect(!deliver)
+        } else {
+            Issue.record("not run")
+        }
         if case .notStartable(let state) = m.startManually(observed: false) {
             #expect(state == .executing)
         } else {

@@ -49,7 +49,9 @@ import Testing
             return job
         }
         queue.add(jobs)
-        try await withDeadline(.seconds(60), "2,000 jobs with timeouts on a serial queue", report: { queue.diagnose().description }) {
+        try await withDeadline(
+            .seconds(60), "2,000 jobs with timeouts on a serial queue", report: { queue.diagnose().description }
+        ) {
             await queue.waitUntilAllJobsAreFinished()
         }
         #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })

@@ -108,7 +108,8 @@ public struct AnyOfConditions: JobCondition {
         let reasons = zip(conditions, results).map { condition, result in
             if case .failed(let error) = result { "'\(condition.name)': \(error)" } else { "'\(condition.name)'" }
         }
-        return .failed(ConditionNotMet(condition: name, reason: "none was satisfied: \(reasons.joined(separator: "; "))"))
+        return .failed(
+            ConditionNotMet(condition: name, reason: "none was satisfied: \(reasons.joined(separator: "; "))"))
     }
 }
 

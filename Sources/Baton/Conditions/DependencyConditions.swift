@@ -7,7 +7,8 @@ public struct NoFailedDependencies: JobCondition {
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
         for dependency in job.dependencies {
             if case .failed? = dependency.outcomeIfDecided {
-                return .failed(DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
+                return .failed(
+                    DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
             }
         }
         return .satisfied
@@ -22,7 +23,8 @@ public struct NoCancelledDependencies: JobCondition {
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
         for dependency in job.dependencies {
             if case .cancelled? = dependency.outcomeIfDecided {
-                return .failed(DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
+                return .failed(
+                    DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
             }
         }
         return .satisfied

@@ -74,7 +74,10 @@ public final class QueueWatchdog: @unchecked Sendable {
     ) {
         let (seconds, attoseconds) = interval.components
         let interval = DispatchTimeInterval.nanoseconds(
-            Int(clamping: max(1, seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds / 1_000_000_000)))
+            Int(
+                clamping: max(
+                    1, seconds.multipliedReportingOverflow(by: 1_000_000_000).partialValue + attoseconds / 1_000_000_000
+                )))
         self.queue = queue
         self.logger = logger
         self.onStall = onStall

@@ -15,7 +15,7 @@ public struct ExclusivityCategory: Hashable, Sendable, CustomStringConvertible, 
 
     /// - Precondition: `limit >= 1`.
     public init(_ key: String, limit: Int = 1) {
-        precondition(limit >= 1, "Baton: exclusivity category '\(key)' needs a limit of at least 1, not \(limit).")
+        if limit < 1 { fatalError("Baton: exclusivity category '\(key)' needs a limit of at least 1, not \(limit).") }
         self.key = key
         self.limit = limit
     }

@@ -45,7 +45,8 @@ public final class ExclusivityScope: @unchecked Sendable {
     init(lending categories: [ExclusivityCategory], of group: String, parent: ExclusivityScope) {
         name = "\(parent.name)/\(group)"
         // The group holds one unit of each category, so its children share that one unit.
-        lent = Dictionary(categories.map { ($0.key, ExclusivityCategory($0.key, limit: 1)) }, uniquingKeysWith: { a, _ in a })
+        lent = Dictionary(
+            categories.map { ($0.key, ExclusivityCategory($0.key, limit: 1)) }, uniquingKeysWith: { a, _ in a })
         self.group = group
         self.parent = parent
     }

@@ -150,7 +150,9 @@ extension Job {
                     results[index] = result
                     let name = conditions[index].name
                     self.withCore { core in
-                        if let at = core.extras?.evaluating.firstIndex(of: name) { core.extras?.evaluating.remove(at: at) }
+                        if let at = core.extras?.evaluating.firstIndex(of: name) {
+                            core.extras?.evaluating.remove(at: at)
+                        }
                     }
                 }
             }
@@ -268,7 +270,9 @@ extension Job {
         case .claim:
             claim(&work)
         case .enqueueReady:
-            if let queue = step.queue { work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue) }
+            if let queue = step.queue {
+                work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
+            }
         case .interrupt(let reason, let deliverFirst):
             if deliverFirst { deliver(&work) }
             interruptBody()
@@ -327,7 +331,8 @@ extension Job {
     /// the work list.
     private func complete(_ completion: JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
-        let orphans = didComplete(outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
+        let orphans = didComplete(
+            outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
         completion.released.extras?.conditionTask?.cancel()
         if ending.claimed, let scope = completion.queue?.exclusivityScope {
             for granted in scope.release(self) { granted.claimGranted(&work) }
@@ -372,76 +377,4 @@ extension Job {
 extension JobCondition {
     /// Whether the job must evaluate it (``MutuallyExclusive`` only contributes categories).
     var needsEvaluation: Bool { !(self is any SatisfiedWithoutEvaluation) }
-}
-
-/// The work list that finishing jobs feeds instead of recursing: dependents whose dependency finished,
-/// groups whose child finished, children whose group finished first, and jobs that became ready
-/// (batched per queue, so a fan-out takes each queue's lock once).
-///
-/// Every entry point that can finish jobs makes one, passes it along, and runs it at the end.
-struct Propagation {
-    private var dependents: [Job] = []
-    private var next = 0
-    private var children: [(group: GroupJob, child: Job, outcome: JobOutcome)] = []
-    private var orphans: [(job: Job, outcome: JobOutcome)] = []
-    private var ready: [JobQueue.ReadyJob] = []
-    private var readyQueue: JobQueue?
-
-    /// Makes a work list, lets `body` fill it, and runs it.
-    static func run(_ body: (inout Propagation) -> Void) {
-        var work = Propagation()
-        body(&work)
-        work.run()
-    }
-
-    /// Each of `jobs` has one dependency fewer to wait for.
-    mutating func release(_ jobs: [Job]) {
-        dependents.append(contentsOf: jobs)
-    }
-
-    /// `group` must hear that `child` finished.
-    mutating func tell(_ group: GroupJob, child: Job, finished outcome: JobOutcome) {
-        children.append((group, child, outcome))
-    }
-
-    /// `job` will never run: finish it without a queue.
-    mutating func abandon(_ job: Job, outcome: JobOutcome) {
-        orphans.append((job, outcome))
-    }
-
-    mutating func enqueueReady(_ entry: JobQueue.ReadyJob, on queue: JobQueue) {
-        if queue !== readyQueue {
-            flushReady()
-            readyQueue = queue
-        }
-        ready.append(entry)
-    }
-
-    private mutating func flushReady() {
-        guard let queue = readyQueue, !ready.isEmpty else { return }
-        queue.jobsBecameReady(ready)
-        ready.removeAll(keepingCapacity: true)
-    }
-
-    /// Works through the list until it is empty.
-    mutating func run() {
-        while true {
-            if next < dependents.count {
-                let job = dependents[next]
-                next += 1
-                if next >= 4096 {  // drop what was handled so a long release does not hold it all
-                    dependents.removeFirst(next)
-                    next = 0
-                }
-                job.dependenciesFinished(1, &self)
-            } else if let (group, child, outcome) = children.popLast() {
-                group.childFinished(child, outcome: outcome, &self)
-            } else if let (job, outcome) = orphans.popLast() {
-                job.abandon(&self, outcome: outcome)
-            } else {
-                break
-            }
-        }
-        flushReady()
-    }
 }

@@ -155,7 +155,9 @@ extension JobLifecycle {
     ///
     /// A job with no dependencies moves on in the same step. A job cancelled before tells its
     /// observers of the cancel, then finishes.
-    mutating func enqueue(dependencies: Int, conditions: Bool, categories: Bool, observed: Bool) -> Result<
+    mutating func enqueue(
+        dependencies: Int, conditions: Bool, categories: Bool, observed: Bool
+    ) -> Result<
         Action, EnqueueRefusal
     > {
         switch state {

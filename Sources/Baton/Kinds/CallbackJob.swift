@@ -81,5 +81,7 @@ open class CallbackJob: Job, @unchecked Sendable {
     }
 }
 
-@available(*, unavailable, renamed: "CallbackJob", message: "AsynchronousJob and CallbackJob are one type now: CallbackJob")
+@available(
+    *, unavailable, renamed: "CallbackJob", message: "AsynchronousJob and CallbackJob are one type now: CallbackJob"
+)
 public typealias AsynchronousJob = CallbackJob

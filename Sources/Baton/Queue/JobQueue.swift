@@ -1,5 +1,13 @@
 public import Dispatch
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// Runs jobs: when their dependencies finished, by priority, at most ``maxConcurrentJobs`` at a time.
 ///
 /// ```swift
@@ -34,9 +42,9 @@ public final class JobQueue: @unchecked Sendable {
     @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
     /// Consumers of ``events``, by id.
-    private let streamsLock = Lock()
-    @exclusivity(unchecked) private var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
-    @exclusivity(unchecked) private var nextStreamID = 0
+    let streamsLock = Lock()
+    @exclusivity(unchecked) var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
+    @exclusivity(unchecked) var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
 
@@ -72,9 +80,9 @@ public final class JobQueue: @unchecked Sendable {
         adoption: (@Sendable ([Job]) -> Void)?
     ) {
         self.adoption = adoption
-        precondition(
-            maxConcurrentJobs >= 1,
-            "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
+        if maxConcurrentJobs < 1 {
+            fatalError("Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
+        }
         self.name = name
         self.exclusivityScope = exclusivityScope
         self.dispatchQueue = dispatchQueue ?? .global()
@@ -89,46 +97,6 @@ public final class JobQueue: @unchecked Sendable {
     /// the main queue while `main` awaits) or call `dispatchMain()` at the end of top-level code.
     /// Never block the main thread waiting for a job of this queue.
     public static let main = JobQueue(name: "main", maxConcurrentJobs: 1, dispatchQueue: .main)
-
-    // MARK: Settings
-
-    /// At most this many jobs execute at once. Raising it starts waiting jobs at once.
-    ///
-    /// - Precondition: At least 1.
-    public var maxConcurrentJobs: Int {
-        get { lock.withLock { scheduler.maxConcurrent } }
-        set {
-            precondition(
-                newValue >= 1, "Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(newValue).")
-            startWorkers(
-                lock.withLock {
-                    scheduler.maxConcurrent = newValue
-                    return scheduler.workersToStart()
-                })
-        }
-    }
-
-    /// While `true`, no job starts; jobs already executing go on. Jobs still become ready, get
-    /// cancelled and finish as usual.
-    public var isSuspended: Bool {
-        get { lock.withLock { scheduler.isSuspended } }
-        set {
-            startWorkers(
-                lock.withLock {
-                    scheduler.isSuspended = newValue
-                    return scheduler.workersToStart()
-                })
-        }
-    }
-
-    /// The number of unfinished jobs in the queue. A job that is finishing at this moment may still be
-    /// counted; `waitUntilAllJobsAreFinished()` waits until none is.
-    public var jobCount: Int { lock.withLock { scheduler.members.count } }
-
-    /// The unfinished jobs, in the order they were created.
-    public var jobs: [Job] {
-        lock.withLock { Array(scheduler.members.values) }.filter { !$0.isFinished }.sorted { $0.id < $1.id }
-    }
 
     // MARK: Adding jobs
 
@@ -146,14 +114,6 @@ public final class JobQueue: @unchecked Sendable {
                 scheduler.insert(entry.id, job, readyWith: entry.priority)
                 return scheduler.workersToStart()
             })
-    }
-
-    /// Adds a closure as a ``BlockJob`` and returns the job.
-    @discardableResult
-    public func add(name: String? = nil, _ block: @escaping @Sendable () throws -> Void) -> BlockJob {
-        let job = BlockJob(name: name, block)
-        add([job])
-        return job
     }
 
     /// Adds jobs. Each starts once its dependencies finished, its conditions were satisfied, its
@@ -203,7 +163,9 @@ public final class JobQueue: @unchecked Sendable {
         // 4. Register waiting jobs with their unfinished dependencies, look for cycles, then drop the
         //    registration holds: a job can only move on once all of this is done.
         Propagation.run { work in
-            for (job, action) in moved { job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work) }
+            for (job, action) in moved {
+                job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
+            }
             var holds: [(job: Job, finished: Int)] = []
             for (job, dependencies, index) in waiting {
                 var finished = 0
@@ -259,79 +221,117 @@ public final class JobQueue: @unchecked Sendable {
         return (batch, categories)
     }
 
-    // MARK: Cancelling and waiting
+    // MARK: Running jobs (worker loops)
 
-    /// Cancels every unfinished job of the queue; see ``Job/cancel(reason:)``.
-    public func cancelAll(reason: (any Error)? = nil) {
-        for job in lock.withLock({ Array(scheduler.members.values) }) {
-            job.cancel(reason: reason)
-        }
+    /// A job of this queue is ready to run.
+    struct ReadyJob {
+        let id: UInt64
+        let priority: JobPriority
     }
 
-    /// Blocks the calling thread until the queue has no unfinished job.
-    ///
-    /// - Important: Never call it from a thread the queue needs (the main thread for ``main``).
-    @available(*, noasync, message: "Use 'await queue.waitUntilAllJobsAreFinished()' instead")
-    public func waitUntilAllJobsAreFinished() {
-        let semaphore = DispatchSemaphore(value: 0)
-        let empty = lock.withLock {
-            if scheduler.members.isEmpty { return true }
-            idleWaiters.append(.semaphore(semaphore))
-            return false
-        }
-        if !empty { semaphore.wait() }
+    func jobsBecameReady(_ ready: [ReadyJob]) {
+        guard !ready.isEmpty else { return }
+        startWorkers(
+            lock.withLock {
+                for job in ready { scheduler.markReady(job.id, priority: job.priority) }
+                return scheduler.workersToStart()
+            })
     }
 
-    /// Waits, without blocking a thread, until the queue has no unfinished job.
+    /// A job of this queue finished (`heldSlot`: its body ran, so it held a slot).
     ///
-    /// Cancelling the awaiting task does not cancel the queue's jobs (use ``cancelAll(reason:)``).
-    public func waitUntilAllJobsAreFinished() async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let empty = lock.withLock {
-                if scheduler.members.isEmpty { return true }
-                idleWaiters.append(.continuation(continuation))
-                return false
+    /// When the job finished inside its own body, on the worker loop that runs it (a synchronous body
+    /// returning), that loop records the finish with its next look for work: one queue lock instead of
+    /// two per job. Any other thread (an asynchronous body, a cancel, an observer that delivered the
+    /// finish) records it here and starts workers if the freed slot lets a ready job run.
+    func jobDidFinish(_ job: Job, heldSlot: Bool) {
+        if let context = WorkerContext.current, context.queue === self, context.running === job {
+            context.finished.append((job.id, heldSlot))
+            return
+        }
+        var waiters: [IdleWaiter] = []
+        let (start, departed): (Int, [Job]) = lock.withLock {
+            if scheduler.finished(job.id, heldSlot: heldSlot) {
+                waiters = idleWaiters
+                idleWaiters = []
             }
-            if empty { continuation.resume() }
+            return (scheduler.workersToStart(), scheduler.takeDeparted())
+        }
+        _ = departed  // dropped here, outside the lock
+        startWorkers(start)
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Records the finishes a worker loop collected; returns the waiters to resume if the queue is now
+    /// empty. - Important: Call with the lock held.
+    func recordFinishesLocked(_ context: WorkerContext) -> [IdleWaiter] {
+        guard !context.finished.isEmpty else { return [] }
+        var empty = false
+        for (id, heldSlot) in context.finished { empty = scheduler.finished(id, heldSlot: heldSlot) }
+        context.finished.removeAll(keepingCapacity: true)
+        guard empty else { return [] }
+        defer { idleWaiters = [] }
+        return idleWaiters
+    }
+
+    func startWorkers(_ count: Int) {
+        for _ in 0..<count {
+            dispatchQueue.async { self.runWorker() }
         }
     }
 
-    /// The lifecycle events of every job added to the queue from now on, with the job. The sequence
-    /// does not end by itself; stop iterating when you have seen enough.
-    public var events: AsyncStream<(Job, JobLifecycleEvent)> {
-        let (stream, continuation) = AsyncStream<(Job, JobLifecycleEvent)>.makeStream()
-        let id = streamsLock.withLock {
-            nextStreamID += 1
-            eventStreams[nextStreamID] = continuation
-            return nextStreamID
+    func runWorker() {
+        let context = WorkerContext(queue: self)
+        let previous = WorkerContext.current
+        WorkerContext.current = context
+        defer { WorkerContext.current = previous }
+        var report = QueueScheduler<Job>.WorkerReport.starting
+        for _ in 0..<JobQueue.jobsPerWorkerTurn {
+            let (job, waiters, departed): (Job?, [IdleWaiter], [Job]) = lock.withLock {
+                let waiters = recordFinishesLocked(context)
+                return (scheduler.nextJob(after: report), waiters, scheduler.takeDeparted())
+            }
+            _ = departed  // the finished jobs are let go of here, outside the lock
+            for waiter in waiters { waiter.resume() }
+            guard let job else { return }
+            context.running = job
+            report = job.runFromQueue() ? .ran : .skipped
+            context.running = nil
         }
-        continuation.onTermination = { [weak self] _ in
-            guard let self else { return }
-            let removed = self.streamsLock.withLock { self.eventStreams.removeValue(forKey: id) }
-            _ = removed  // dropped outside the lock
+        let (waiters, departed): ([IdleWaiter], [Job]) = lock.withLock {
+            scheduler.handOver(after: report)
+            return (recordFinishesLocked(context), scheduler.takeDeparted())
         }
-        return stream
+        _ = departed  // dropped outside the lock
+        for waiter in waiters { waiter.resume() }
+        dispatchQueue.async { self.runWorker() }
     }
-
-    // MARK: Diagnostics support
-
-    func lockedSnapshot() -> (members: [Job], suspended: Bool, running: Int, limit: Int) {
-        lock.withLock {
-            (Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent)
-        }
-    }
-
 }
 
-/// Someone waiting for a queue to become empty.
-enum IdleWaiter {
-    case continuation(CheckedContinuation<Void, Never>)
-    case semaphore(DispatchSemaphore)
+/// The worker loop running on the current thread, so that a job finishing inside its body can leave
+/// its finish with the loop instead of taking the queue's lock (see ``JobQueue/jobDidFinish(_:heldSlot:)``).
+/// Only its own thread touches it.
+final class WorkerContext {
+    let queue: JobQueue
+    /// The job whose body this loop is running, if any.
+    var running: Job?
+    var finished: [(id: UInt64, heldSlot: Bool)] = []
 
-    func resume() {
-        switch self {
-        case .continuation(let continuation): continuation.resume()
-        case .semaphore(let semaphore): semaphore.signal()
-        }
+    init(queue: JobQueue) {
+        self.queue = queue
+        finished.reserveCapacity(4)
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key, nil)
+        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
+        return key
+    }()
+
+    /// The context of the worker loop on this thread (not retained: the loop keeps it alive).
+    static var current: WorkerContext? {
+        get { pthread_getspecific(key).map { Unmanaged<WorkerContext>.fromOpaque($0).takeUnretainedValue() } }
+        set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
     }
 }
