@@ -117,10 +117,10 @@ extension Job {
     /// What this job waits for (reads this job, then its dependencies, scope and children, one lock at
     /// a time).
     func diagnosis(queueSuspended: Bool, running: Int, limit: Int) -> JobDiagnosis {
-        let (state, cancelled, dependencies, generated, evaluating, queue, storedName) = withCore { core in
+        let (state, cancelled, dependencies, generated, evaluating, queue, storedName, ticket) = withCore { core in
             (
                 core.lifecycle.publicState, core.lifecycle.isCancelled, core.dependencies, core.extras?.generated ?? [],
-                core.extras?.evaluating ?? [], core.queue, core.name
+                core.extras?.evaluating ?? [], core.queue, core.name, core.extras?.claim
             )
         }
         var blockers: [JobDiagnosis.Blocker] = []
@@ -134,7 +134,7 @@ extension Job {
         case .evaluatingConditions:
             blockers.append(.conditions(evaluating))
         case .ready:
-            if let scope = queue?.exclusivityScope, let waits = scope.blockers(of: self) {
+            if let scope = queue?.exclusivityScope, let ticket, let waits = scope.blockers(of: ticket) {
                 for wait in waits {
                     blockers.append(
                         .exclusivity(category: wait.category, limit: wait.limit, heldBy: wait.holders.map(\.name)))

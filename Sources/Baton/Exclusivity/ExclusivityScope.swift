@@ -16,15 +16,13 @@
 /// All methods may be called from any thread. The state is guarded by one lock, never held while
 /// Baton takes another lock or calls user code.
 public final class ExclusivityScope: @unchecked Sendable {
-    // @unchecked Sendable: `machine` and `jobs` are only touched while holding `lock`; the other
-    // properties are immutable.
+    // @unchecked Sendable: `machine` (and the stage of every ticket submitted here) is only touched while
+    // holding `lock`; the other properties are immutable.
 
     /// Names the scope in diagnostics.
     public let name: String
     private let lock = Lock()
     @exclusivity(unchecked) private var machine = ExclusivityStateMachine()
-    /// Jobs that wait for or hold categories here, by id.
-    @exclusivity(unchecked) private var jobs: [UInt64: Job] = [:]
     /// For a group's scope: the group's categories (each lent to one child at a time), by key.
     private let lent: [String: ExclusivityCategory]?
     /// For a group's scope: the group and the scope its claim was made in (for diagnostics).
@@ -51,62 +49,42 @@ public final class ExclusivityScope: @unchecked Sendable {
         self.parent = parent
     }
 
-    /// What a request got.
-    enum Grant {
-        case granted
-        /// ``Job/claimGranted(_:)`` is called when it is.
-        case waiting
-        /// It can never be granted here.
-        case refused(JobError)
+    /// The categories a claim for `categories` by `job` takes here: the same, or — in a scope that
+    /// lends a group's categories — the group's one unit of each; refused if the group holds one of
+    /// them not. Reads nothing that changes, so it takes no lock.
+    func claimable(_ categories: [ExclusivityCategory], by job: String) -> Result<[ExclusivityCategory], JobError> {
+        guard let lent, let group else { return .success(categories) }
+        let outside = categories.filter { lent[$0.key] == nil }
+        if !outside.isEmpty {
+            return .failure(.categoryNotHeldByGroup(job: job, categories: outside.map(\.key), group: group))
+        }
+        return .success(categories.map { lent[$0.key]! })
     }
 
-    /// Asks for `categories` on behalf of `job`.
-    func request(_ job: Job, _ categories: [ExclusivityCategory]) -> Grant {
-        var requested = categories
-        if let lent, let group {
-            let outside = categories.filter { lent[$0.key] == nil }
-            if !outside.isEmpty {
-                return .refused(.categoryNotHeldByGroup(job: job.name, categories: outside.map(\.key), group: group))
-            }
-            requested = categories.map { lent[$0.key]! }
-        }
-        return lock.withLock {
-            switch machine.request(job.id, requested) {
-            case .granted:
-                jobs[job.id] = job
-                return .granted
-            case .waiting:
-                jobs[job.id] = job
-                return .waiting
-            case .refused:
-                return .waiting  // it finished before asking; its finish already released nothing
-            }
-        }
+    /// Submits a claim (made with categories from ``claimable(_:by:)``). Returns whether it was granted
+    /// at once; otherwise ``Job/claimGranted(_:)`` is called when it is. A ticket given up before it
+    /// was submitted (its job finished first) is refused and holds nothing.
+    func request(_ ticket: ClaimTicket) -> Bool {
+        lock.withLock { machine.request(ticket) == .granted }
     }
 
-    /// `job` finished or gave up its claim: releases what it held or stops it waiting. Returns the jobs
-    /// granted as a result (the caller tells them, outside the lock).
-    func release(_ job: Job) -> [Job] {
-        let (granted, released): ([Job], Job?) = lock.withLock {
-            let released = jobs.removeValue(forKey: job.id)
-            return (machine.release(job.id).compactMap { jobs[$0] }, released)
-        }
-        _ = released  // dropped here, outside the lock
-        return granted
+    /// A job finished or gave its claim up: releases what it held or stops it waiting. Returns the
+    /// tickets granted as a result (the caller tells their jobs, outside the lock).
+    func release(_ ticket: ClaimTicket) -> [ClaimTicket] {
+        lock.withLock { machine.release(ticket) }
     }
 
     /// The jobs that hold `category` now.
     public func holders(of category: ExclusivityCategory) -> [Job] {
-        lock.withLock { machine.holders(of: category.key).compactMap { jobs[$0] } }
+        lock.withLock { machine.holders(of: category.key).compactMap(\.job) }
     }
 
-    /// For diagnostics: the categories `job` waits for, each with the jobs that hold it.
-    func blockers(of job: Job) -> [(category: String, limit: Int, holders: [Job])]? {
+    /// For diagnostics: the categories a ticket waits for, each with the jobs that hold it.
+    func blockers(of ticket: ClaimTicket) -> [(category: String, limit: Int, holders: [Job])]? {
         lock.withLock {
-            let keys = machine.keys(of: job.id)
-            guard !keys.isEmpty, !machine.isGranted(job.id) else { return nil }
-            return keys.map { key in
-                (key, machine.limit(of: key) ?? 1, machine.holders(of: key).compactMap { jobs[$0] })
+            guard ticket.stage == .waiting else { return nil }
+            return ticket.categories.map { category in
+                (category.key, machine.limit(of: category.key) ?? 1, machine.holders(of: category.key).compactMap(\.job))
             }
         }
     }

@@ -26,7 +26,7 @@ extension Job {
     ///   these is a bug in the calling code, so it stops the program with a message that names both jobs.
     public func addDependency(_ dependency: Job) {
         if dependency === self { fatalError("Baton: job '\(name)' cannot depend on itself.") }
-        var scope: ExclusivityScope?
+        var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
         var abandonedEvaluation: Task<Void, Never>?
         let action: JobLifecycle.AddDependencyAction = withCore { core in
             let action = core.lifecycle.addDependency()
@@ -35,7 +35,10 @@ extension Job {
                 core.dependencies.append(dependency)
             case .register(let withdrawClaim):
                 core.dependencies.append(dependency)
-                if withdrawClaim { scope = core.queue?.exclusivityScope }
+                if withdrawClaim, let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
+                    withdrawn = (scope, ticket)
+                    core.extras?.claim = nil
+                }
                 abandonedEvaluation = core.extras?.conditionTask
                 core.extras?.conditionTask = nil
                 core.extras?.evaluating = []
@@ -55,8 +58,8 @@ extension Job {
             abandonedEvaluation?.cancel()
             let waits = dependency.registerDependent(self, batch: 0, index: 0)
             Propagation.run { work in
-                if let scope {
-                    for granted in scope.release(self) { granted.claimGranted(&work) }
+                if let (scope, ticket) = withdrawn {
+                    for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
                 }
                 if waits {
                     CycleDetector.failCycles(through: [self])

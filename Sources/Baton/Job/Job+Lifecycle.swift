@@ -193,21 +193,27 @@ extension Job {
     // MARK: 4. Exclusivity
 
     /// Asks the job's queue's scope for its categories; the job goes to the ready list once they are
-    /// granted (now, or when ``claimGranted(_:)`` is called).
+    /// granted (now, or when ``claimGranted(_:_:)`` is called).
     func claim(_ work: inout Propagation) {
         let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
         guard let scope else { return }  // finished meanwhile
-        let categories = categoriesToClaim(own: own)
-        switch scope.request(self, categories) {
-        case .granted: claimGranted(&work)
-        case .waiting: break
-        case .refused(let error): perform(step { $0.lifecycle.claimRefused(error) }, &work)
+        switch scope.claimable(categoriesToClaim(own: own), by: name) {
+        case .failure(let refusal):
+            perform(step { $0.lifecycle.claimRefused(refusal) }, &work)
+        case .success(let categories):
+            let ticket = ClaimTicket(job: self, categories: categories)
+            let current: Bool = withCore { core in
+                guard case .ready(.waiting) = core.lifecycle.state else { return false }  // finished or sent back
+                core.extrasForWriting().claim = ticket
+                return true
+            }
+            if current && scope.request(ticket) { claimGranted(ticket, &work) }
         }
     }
 
-    /// The scope granted the job's categories.
-    func claimGranted(_ work: inout Propagation) {
-        perform(step { $0.lifecycle.claimGranted() }, &work)
+    /// The scope granted `ticket`. A grant of a ticket the job gave up since is ignored.
+    func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
+        perform(step { $0.extras?.claim === ticket ? $0.lifecycle.claimGranted() : .none }, &work)
     }
 
     // MARK: 5. Running
@@ -334,8 +340,10 @@ extension Job {
         let orphans = didComplete(
             outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
         completion.released.extras?.conditionTask?.cancel()
-        if ending.claimed, let scope = completion.queue?.exclusivityScope {
-            for granted in scope.release(self) { granted.claimGranted(&work) }
+        if ending.claimed, let scope = completion.queue?.exclusivityScope,
+            let ticket = completion.released.extras?.claim
+        {
+            for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
         }
         completion.queue?.jobDidFinish(self, heldSlot: ending.executed)
         for waiter in completion.waiters { waiter.resume(ending.outcome) }

@@ -102,6 +102,8 @@ final class JobExtras {
     var conditionTask: Task<Void, Never>?
     /// The categories to claim before executing, fixed when the job joins a queue.
     var categories: [ExclusivityCategory] = []
+    /// The claim made for them, once the job was otherwise ready.
+    var claim: ClaimTicket?
     var fractionCompleted = 0.0
     /// The group the job is a child of (weak: a group that never ran must not be kept alive by the
     /// children it keeps).
