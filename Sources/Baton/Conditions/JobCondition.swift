@@ -59,8 +59,18 @@ extension Job {
     /// - Precondition: The job has not been added to a queue or started. Adding a condition later is a
     ///   bug in the calling code and stops the program with a message naming the job.
     public func addCondition(_ condition: some JobCondition) {
+        // Read once, outside the lock (user code): what the condition needs from the job's lifecycle.
+        let categories = condition.exclusivityCategories
+        let evaluated = condition.needsEvaluation
         let state: JobState = withCore { core in
-            if case .initialized = core.lifecycle.state { core.extrasForWriting().conditions.append(condition) }
+            if case .initialized = core.lifecycle.state {
+                let extras = core.extrasForWriting()
+                extras.conditions.append(condition)
+                if evaluated { extras.toEvaluate.append(condition) }
+                for category in categories where !extras.categories.contains(where: { $0.key == category.key }) {
+                    extras.categories.append(category)
+                }
+            }
             return core.lifecycle.publicState
         }
         if state != .initialized {
@@ -73,15 +83,6 @@ extension Job {
     /// The job's conditions (empty once it finished).
     public var conditions: [any JobCondition] { withCore { $0.extras?.conditions ?? [] } }
 
-    /// The categories the job's conditions ask for (user code: call with no lock held).
-    var categoriesOfConditions: [ExclusivityCategory] {
-        var seen = Set<String>()
-        var categories: [ExclusivityCategory] = []
-        for condition in conditions {
-            for category in condition.exclusivityCategories where seen.insert(category.key).inserted {
-                categories.append(category)
-            }
-        }
-        return categories
-    }
+    /// The categories the job's conditions ask for (each key once), as they said when they were added.
+    var categoriesOfConditions: [ExclusivityCategory] { withCore { $0.extras?.categories ?? [] } }
 }

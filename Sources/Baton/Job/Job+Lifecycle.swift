@@ -28,24 +28,22 @@ extension Job {
         case moved(JobLifecycle.Action)
     }
 
-    /// The job joins `queue`, which will claim `categories` for it before it runs.
+    /// The job joins `queue` (member `index` of the `add` call `batch`).
     ///
     /// - Precondition: The job is in no queue, was not started by hand and has not finished.
-    func join(_ queue: JobQueue, categories: [ExclusivityCategory], batch: UInt64, index: Int) -> Joined {
+    func join(_ queue: JobQueue, batch: UInt64, index: Int) -> Joined {
         var refusal: (JobLifecycle.EnqueueRefusal, JobQueue?)?
         let joined: Joined? = withCore { core in
             let dependencies = core.allDependencies
-            let conditions = core.extras?.conditions.contains { $0.needsEvaluation } ?? false
             let result = core.lifecycle.enqueue(
-                dependencies: dependencies.count, conditions: conditions, categories: !categories.isEmpty,
-                observed: !core.observers.isEmpty)
+                dependencies: dependencies.count, conditions: core.extras?.toEvaluate.isEmpty == false,
+                categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
             switch result {
             case .failure(let why):
                 refusal = (why, core.queue)
                 return nil
             case .success(let action):
                 core.queue = queue
-                if !categories.isEmpty { core.extrasForWriting().categories = categories }
                 switch action {
                 case .enqueueReady:
                     return .ready(JobQueue.ReadyJob(id: id, priority: core.priority))
@@ -122,7 +120,7 @@ extension Job {
     /// Evaluates the conditions of round `round`: those that can answer at once on this thread, the
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
-        let conditions = withCore { $0.extras?.conditions ?? [] }.filter(\.needsEvaluation)
+        let conditions = withCore { $0.extras?.toEvaluate ?? [] }
         var results = [ConditionResult?](repeating: nil, count: conditions.count)
         var later: [Int] = []
         for (index, condition) in conditions.enumerated() {

@@ -94,13 +94,16 @@ struct JobCompletion {
 /// the job's lock like the rest of ``JobCore``.
 final class JobExtras {
     var conditions: [any JobCondition] = []
+    /// The conditions that must be evaluated, in the order they were added (the others only add
+    /// categories or dependencies).
+    var toEvaluate: [any JobCondition] = []
     /// Dependencies the conditions generated (see ``JobCondition/dependencies(for:)``): the job waits for
     /// them too, but ``Job/dependencies`` lists only the ones the caller added.
     var generated: [Job] = []
     /// Names of conditions still being evaluated (for diagnostics).
     var evaluating: [String] = []
     var conditionTask: Task<Void, Never>?
-    /// The categories to claim before executing, fixed when the job joins a queue.
+    /// The categories its conditions ask for (each key once), claimed before the job executes.
     var categories: [ExclusivityCategory] = []
     /// The claim made for them, once the job was otherwise ready.
     var claim: ClaimTicket?

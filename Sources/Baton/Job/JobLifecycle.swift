@@ -382,9 +382,10 @@ extension JobLifecycle {
         case .finishing, .finished:
             preconditionFailure("Baton internal inconsistency: a job finished twice")
         }
+        // The finish is not queued as an event: it is implied by `finishing` and comes after every
+        // queued event (so a job nobody observes allocates no event list).
         state = .finishing(
             Ending(outcome: outcome, cancelRequested: cancelRequested, executed: executed, claimed: claimed))
-        events.append(.finish(outcome))
         return claimDelivery() ? .deliver : .none
     }
 
@@ -403,13 +404,13 @@ extension JobLifecycle {
         return true
     }
 
-    /// The deliverer takes the next event; `nil` means there is none and it stops delivering.
+    /// The deliverer takes the next event: the queued ones in order, then the finish once the job is
+    /// finishing. `nil` means there is none and it stops delivering.
     mutating func nextEvent() -> ObserverEvent? {
-        if events.isEmpty {
-            delivering = false
-            return nil
-        }
-        return events.removeFirst()
+        if !events.isEmpty { return events.removeFirst() }
+        if case .finishing(let ending) = state { return .finish(ending.outcome) }
+        delivering = false
+        return nil
     }
 
     /// The finish was delivered to every observer: the job is finished. (The finish is the last event.)
@@ -422,11 +423,10 @@ extension JobLifecycle {
         return ending
     }
 
-    /// The caller was just made the deliverer of a finish that nobody observes (no event but the
-    /// finish is waiting): the job is finished at once.
+    /// The caller was just made the deliverer of a finish that nobody observes (no event is queued):
+    /// the job is finished at once.
     mutating func finishUnobserved() -> Ending? {
-        guard case .finishing = state, events.count == 1, case .finish = events[0] else { return nil }
-        events.removeAll()
+        guard case .finishing = state, events.isEmpty else { return nil }
         return finishDelivered()
     }
 }

@@ -131,7 +131,7 @@ public final class JobQueue: @unchecked Sendable {
         guard !jobs.isEmpty else { return }
         // 1. Conditions may generate dependencies (added with the jobs) and ask for categories. User
         //    code: no lock is held.
-        let (jobs, categories) = Self.expandConditions(of: jobs)
+        let jobs = Self.expandConditions(of: jobs)
         // 2. Observers that must see every event go on before any job can move.
         adoption?(jobs)
         if hasEventStreams {
@@ -147,7 +147,7 @@ public final class JobQueue: @unchecked Sendable {
         var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
         var moved: [(job: Job, action: JobLifecycle.Action)] = []
         for (index, job) in jobs.enumerated() {
-            switch job.join(self, categories: categories[index], batch: batch, index: index) {
+            switch job.join(self, batch: batch, index: index) {
             case .ready(let entry): ready.append((job, entry))
             case .waits(let dependencies): waiting.append((job, dependencies, index))
             case .moved(let action): moved.append((job, action))
@@ -183,42 +183,37 @@ public final class JobQueue: @unchecked Sendable {
 
     private var hasEventStreams: Bool { streamsLock.withLock { !eventStreams.isEmpty } }
 
-    /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch,
-    /// and collects each job's exclusivity categories. Calls user code, so no lock is held.
+    /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch.
+    /// Calls user code, so no lock is held.
     ///
     /// A generated dependency waits for the guarded job's own dependencies (a "sign in" job runs after
     /// them, not alongside), and is listed in ``Job/generatedDependencies``, not ``Job/dependencies``.
-    private static func expandConditions(of jobs: [Job]) -> ([Job], [[ExclusivityCategory]]) {
+    private static func expandConditions(of jobs: [Job]) -> [Job] {
         var batch = jobs
-        var categories: [[ExclusivityCategory]] = []
-        categories.reserveCapacity(jobs.count)
-        var members = Set<ObjectIdentifier>()
+        var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
         var index = 0
         while index < batch.count {
             let job = batch[index]
             index += 1
             let conditions = job.conditions
-            guard !conditions.isEmpty else {
-                categories.append([])
-                continue
-            }
-            if members.isEmpty { members = Set(batch.map(ObjectIdentifier.init)) }
-            let ownDependencies = job.dependencies
+            guard !conditions.isEmpty else { continue }
+            var ownDependencies: [Job]?
             for condition in conditions {
                 for generated in condition.dependencies(for: job) where generated !== job {
+                    if members == nil { members = Set(batch.map(ObjectIdentifier.init)) }
                     // A job the condition made goes with the guarded one; an existing one stays where it is.
                     if generated.state == .initialized && generated.queue == nil
-                        && members.insert(ObjectIdentifier(generated)).inserted
+                        && members!.insert(ObjectIdentifier(generated)).inserted
                     {
-                        generated.addDependencies(ownDependencies.filter { $0 !== generated })
+                        if ownDependencies == nil { ownDependencies = job.dependencies }
+                        generated.addDependencies(ownDependencies!.filter { $0 !== generated })
                         batch.append(generated)
                     }
                     job.addGeneratedDependency(generated)
                 }
             }
-            categories.append(job.categoriesOfConditions)
         }
-        return (batch, categories)
+        return batch
     }
 
     // MARK: Running jobs (worker loops)
@@ -250,14 +245,15 @@ public final class JobQueue: @unchecked Sendable {
             return
         }
         var waiters: [IdleWaiter] = []
-        let (start, departed): (Int, [Job]) = lock.withLock {
-            if scheduler.finished(job.id, heldSlot: heldSlot) {
+        var departed: [Job] = []
+        let start: Int = lock.withLock {
+            if scheduler.finished(job.id, heldSlot: heldSlot, departed: &departed) {
                 waiters = idleWaiters
                 idleWaiters = []
             }
-            return (scheduler.workersToStart(), scheduler.takeDeparted())
+            return scheduler.workersToStart()
         }
-        _ = departed  // dropped here, outside the lock
+        departed.removeAll()  // let go of outside the lock
         startWorkers(start)
         for waiter in waiters { waiter.resume() }
     }
@@ -267,7 +263,9 @@ public final class JobQueue: @unchecked Sendable {
     func recordFinishesLocked(_ context: WorkerContext) -> [IdleWaiter] {
         guard !context.finished.isEmpty else { return [] }
         var empty = false
-        for (id, heldSlot) in context.finished { empty = scheduler.finished(id, heldSlot: heldSlot) }
+        for (id, heldSlot) in context.finished {
+            empty = scheduler.finished(id, heldSlot: heldSlot, departed: &context.departed)
+        }
         context.finished.removeAll(keepingCapacity: true)
         guard empty else { return [] }
         defer { idleWaiters = [] }
@@ -287,22 +285,22 @@ public final class JobQueue: @unchecked Sendable {
         defer { WorkerContext.current = previous }
         var report = QueueScheduler<Job>.WorkerReport.starting
         for _ in 0..<JobQueue.jobsPerWorkerTurn {
-            let (job, waiters, departed): (Job?, [IdleWaiter], [Job]) = lock.withLock {
+            let (job, waiters): (Job?, [IdleWaiter]) = lock.withLock {
                 let waiters = recordFinishesLocked(context)
-                return (scheduler.nextJob(after: report), waiters, scheduler.takeDeparted())
+                return (scheduler.nextJob(after: report), waiters)
             }
-            _ = departed  // the finished jobs are let go of here, outside the lock
+            context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
             for waiter in waiters { waiter.resume() }
             guard let job else { return }
             context.running = job
             report = job.runFromQueue() ? .ran : .skipped
             context.running = nil
         }
-        let (waiters, departed): ([IdleWaiter], [Job]) = lock.withLock {
+        let waiters: [IdleWaiter] = lock.withLock {
             scheduler.handOver(after: report)
-            return (recordFinishesLocked(context), scheduler.takeDeparted())
+            return recordFinishesLocked(context)
         }
-        _ = departed  // dropped outside the lock
+        context.departed.removeAll(keepingCapacity: true)  // outside the lock
         for waiter in waiters { waiter.resume() }
         dispatchQueue.async { self.runWorker() }
     }
@@ -316,10 +314,13 @@ final class WorkerContext {
     /// The job whose body this loop is running, if any.
     var running: Job?
     var finished: [(id: UInt64, heldSlot: Bool)] = []
+    /// Finished jobs the queue let go of, released by the loop after it unlocks.
+    var departed: [Job] = []
 
     init(queue: JobQueue) {
         self.queue = queue
         finished.reserveCapacity(4)
+        departed.reserveCapacity(4)
     }
 
     private static let key: pthread_key_t = {

@@ -12,9 +12,6 @@ import DequeModule
 struct QueueScheduler<Member> {
     /// Unfinished jobs of the queue, by identifier.
     private(set) var members: [UInt64: Member] = [:]
-    /// Members that finished, kept until the owner takes them (``takeDeparted()``) so that it lets go of
-    /// them after unlocking: releasing a job can run its `deinit`, which must not happen under a lock.
-    private var departed: [Member] = []
     /// Jobs that finished before they joined (see `insertReady`); each is removed when it joins.
     private var finishedBeforeJoining: Set<UInt64> = []
     private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
@@ -115,8 +112,10 @@ struct QueueScheduler<Member> {
         return nil
     }
 
-    /// A member finished. Returns whether the queue is now empty.
-    mutating func finished(_ id: UInt64, heldSlot: Bool) -> Bool {
+    /// A member finished. Returns whether the queue is now empty. The member is handed to `departed`:
+    /// the owner lets go of it after unlocking (releasing a job can run its `deinit`, which must not
+    /// happen under a lock).
+    mutating func finished(_ id: UInt64, heldSlot: Bool, departed: inout [Member]) -> Bool {
         guard let member = members.removeValue(forKey: id) else {
             // A job that finished between moving to ready and joining (see `insertReady`).
             finishedBeforeJoining.insert(id)
@@ -133,10 +132,4 @@ struct QueueScheduler<Member> {
         return members.isEmpty
     }
 
-    /// The members that finished since the last call, for the owner to drop after unlocking.
-    mutating func takeDeparted() -> [Member] {
-        guard !departed.isEmpty else { return [] }
-        defer { departed = [] }
-        return departed
-    }
 }
