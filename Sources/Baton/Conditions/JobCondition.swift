@@ -31,6 +31,10 @@ public protocol JobCondition: Sendable {
     func dependencies(for job: Job) -> [Job]
     /// Exclusivity categories the guarded job must hold while it executes (default: none).
     var exclusivityCategories: [ExclusivityCategory] { get }
+    /// Whether the job must evaluate the condition before it may run. `false` for a condition that only
+    /// contributes categories or dependencies (like ``MutuallyExclusive``): the job then claims its
+    /// categories as soon as it is otherwise ready, in the order jobs became ready. Default: `true`.
+    var requiresEvaluation: Bool { get }
     /// Decides at once, if the condition can, whether the guarded job may run; `nil` means "ask
     /// ``evaluate(for:)``". Called outside every lock, on the thread that released the job: keep it
     /// quick and never block. The default returns `nil`.
@@ -44,14 +48,10 @@ extension JobCondition {
     public var name: String { "\(type(of: self))" }
     public func dependencies(for job: Job) -> [Job] { [] }
     public var exclusivityCategories: [ExclusivityCategory] { [] }
+    public var requiresEvaluation: Bool { true }
     public func evaluateImmediately(for job: Job) -> ConditionResult? { nil }
     public func evaluate(for job: Job) async -> ConditionResult { evaluateImmediately(for: job) ?? .satisfied }
 }
-
-/// A condition that is always satisfied and only contributes categories or dependencies (like
-/// ``MutuallyExclusive``): the job skips the evaluation step for it, so it claims its categories as
-/// soon as it is otherwise ready, in the order jobs became ready.
-protocol SatisfiedWithoutEvaluation {}
 
 extension Job {
     /// Adds a condition; see ``JobCondition``.
@@ -61,12 +61,13 @@ extension Job {
     public func addCondition(_ condition: some JobCondition) {
         // Read once, outside the lock (user code): what the condition needs from the job's lifecycle.
         let categories = condition.exclusivityCategories
-        let evaluated = condition.needsEvaluation
+        let evaluated = condition.requiresEvaluation
         let state: JobState = withCore { core in
             if case .initialized = core.lifecycle.state {
                 let extras = core.extrasForWriting()
+                if extras.conditions.isEmpty { extras.conditions.reserveCapacity(2) }
                 extras.conditions.append(condition)
-                if evaluated { extras.toEvaluate.append(condition) }
+                if evaluated { extras.evaluatedConditions += 1 }
                 for category in categories where !extras.categories.contains(where: { $0.key == category.key }) {
                     extras.categories.append(category)
                 }

@@ -21,10 +21,12 @@ final class ClaimTicket {
     /// The claiming job; `nil` once the ticket is done, so that a dead entry left in a line does not
     /// keep a finished job alive. (The job that gives a ticket up still holds itself then: letting go of
     /// it here never frees it under the scope's lock.)
-    private(set) var job: Job?
+    @exclusivity(unchecked) private(set) var job: Job?
     let categories: [ExclusivityCategory]
+    /// The lines of its categories, found once when it is submitted (guarded by the scope's lock).
+    @exclusivity(unchecked) fileprivate var lines: [ExclusivityLine] = []
     /// Guarded by the scope's lock, like `job`.
-    var stage = Stage.new {
+    @exclusivity(unchecked) var stage = Stage.new {
         didSet { if stage == .done { job = nil } }
     }
 
@@ -32,6 +34,43 @@ final class ClaimTicket {
         self.job = job
         self.categories = categories
     }
+}
+
+/// One category's holders and waiting line. A reference, so that tickets find their lines without a
+/// lookup and every change is made in place; guarded by the scope's lock.
+final class ExclusivityLine {
+    // Guarded by the scope's lock, like tickets: no run-time exclusivity checks needed.
+    let key: String
+    @exclusivity(unchecked) var limit: Int
+    @exclusivity(unchecked) var holders: [ClaimTicket] = []
+    @exclusivity(unchecked) var waiting: Deque<ClaimTicket> = []
+    var capacity: Int { limit - holders.count }
+
+    init(key: String, limit: Int) {
+        self.key = key
+        self.limit = limit
+    }
+
+    /// Drops dead entries from the front.
+    func dropDeadFront() {
+        while let first = waiting.first, first.stage != .waiting { waiting.removeFirst() }
+    }
+
+    /// Whether `ticket` is within the free capacity from the front (its share of the line is free).
+    func admits(_ ticket: ClaimTicket) -> Bool {
+        let free = capacity
+        guard free > 0 else { return false }
+        var ahead = 0
+        for candidate in waiting where candidate.stage == .waiting {
+            if candidate === ticket { return true }
+            ahead += 1
+            if ahead == free { return false }
+        }
+        return false
+    }
+
+    /// Nobody holds or waits (dead entries are dropped from the front first).
+    var isIdle: Bool { holders.isEmpty && waiting.isEmpty }
 }
 
 /// Who holds and who waits for each exclusivity category, as a plain value (``ExclusivityScope``
@@ -46,54 +85,9 @@ final class ClaimTicket {
 /// A ticket given up while waiting stays in its lines as a dead entry until it reaches the front
 /// (removing it at once would cost the length of the line: a `cancelAll` of a million waiting jobs
 /// would be quadratic). Every step costs the capacity of the lines it touches, plus the dead entries
-/// it skips once.
+/// it skips once; only submitting a ticket looks its categories up by name.
 struct ExclusivityStateMachine {
-    private struct Line {
-        var limit: Int
-        var holders: [ClaimTicket] = []
-        var waiting: Deque<ClaimTicket> = []
-        var capacity: Int { limit - holders.count }
-
-        mutating func join(_ ticket: ClaimTicket, limit: Int) {
-            self.limit = min(self.limit, limit)
-            dropDeadFront()
-            waiting.append(ticket)
-        }
-
-        /// Drops dead entries from the front.
-        mutating func dropDeadFront() {
-            while let first = waiting.first, first.stage != .waiting { waiting.removeFirst() }
-        }
-
-        /// The live waiting tickets within the free capacity from the front.
-        func grantable() -> [ClaimTicket] {
-            var found: [ClaimTicket] = []
-            guard capacity > 0 else { return found }
-            for ticket in waiting where ticket.stage == .waiting {
-                found.append(ticket)
-                if found.count == capacity { break }
-            }
-            return found
-        }
-
-        /// Whether `ticket` is within the free capacity from the front (its share of the line is free).
-        func admits(_ ticket: ClaimTicket) -> Bool {
-            let free = capacity
-            guard free > 0 else { return false }
-            var ahead = 0
-            for candidate in waiting where candidate.stage == .waiting {
-                if candidate === ticket { return true }
-                ahead += 1
-                if ahead == free { return false }
-            }
-            return false
-        }
-
-        /// Nobody holds or waits (dead entries are dropped from the front first).
-        var isIdle: Bool { holders.isEmpty && waiting.isEmpty }
-    }
-
-    private var lines: [String: Line] = [:]
+    private var lines: [String: ExclusivityLine] = [:]
 
     enum RequestResult: Equatable {
         case granted
@@ -108,8 +102,18 @@ struct ExclusivityStateMachine {
             return .refused
         }
         ticket.stage = .waiting
-        for category in ticket.categories {
-            lines[category.key, default: Line(limit: category.limit)].join(ticket, limit: category.limit)
+        ticket.lines = ticket.categories.map { category in
+            let line: ExclusivityLine
+            if let existing = lines[category.key] {
+                line = existing
+                line.limit = min(line.limit, category.limit)  // the smallest limit asked for applies
+            } else {
+                line = ExclusivityLine(key: category.key, limit: category.limit)
+                lines[category.key] = line
+            }
+            line.dropDeadFront()
+            line.waiting.append(ticket)
+            return line
         }
         if isGrantable(ticket) {
             grant(ticket)
@@ -127,38 +131,47 @@ struct ExclusivityStateMachine {
         case .releasedEarly, .done:
             return []
         case .granted:
-            for category in ticket.categories {
-                lines[category.key]!.holders.removeAll { $0 === ticket }
-            }
+            for line in ticket.lines { line.holders.removeAll { $0 === ticket } }
         case .waiting:
             break  // it stays in its lines as a dead entry
         }
         ticket.stage = .done
+        let touched = ticket.lines
+        ticket.lines = []
         // Only the fronts of the touched lines can have become grantable; granting one ticket never makes
         // another grantable or ungrantable elsewhere (it leaves its lines and takes one unit of each).
         var newlyGranted: [ClaimTicket] = []
-        for category in ticket.categories {
-            guard lines[category.key] != nil else { continue }
-            lines[category.key]!.dropDeadFront()
-            for candidate in lines[category.key]!.grantable() where candidate.stage == .waiting && isGrantable(candidate) {
-                grant(candidate)
-                newlyGranted.append(candidate)
+        for line in touched {
+            line.dropDeadFront()
+            var index = line.waiting.startIndex
+            var looked = 0
+            while looked < line.capacity, index < line.waiting.endIndex {
+                let candidate = line.waiting[index]
+                index += 1
+                guard candidate.stage == .waiting else { continue }
+                looked += 1
+                if isGrantable(candidate) {
+                    grant(candidate)
+                    newlyGranted.append(candidate)
+                    index = line.waiting.startIndex  // the line changed: look again from the front
+                    looked = 0
+                }
             }
-            if lines[category.key]!.isIdle { lines[category.key] = nil }
+            if line.isIdle, lines[line.key] === line { lines[line.key] = nil }
         }
         return newlyGranted
     }
 
     private func isGrantable(_ ticket: ClaimTicket) -> Bool {
-        ticket.categories.allSatisfy { lines[$0.key]!.admits(ticket) }
+        ticket.lines.allSatisfy { $0.admits(ticket) }
     }
 
     private mutating func grant(_ ticket: ClaimTicket) {
-        for category in ticket.categories {
-            let at = lines[category.key]!.waiting.firstIndex { $0 === ticket }!  // within the capacity from the front
-            lines[category.key]!.waiting.remove(at: at)
-            lines[category.key]!.holders.append(ticket)
-            lines[category.key]!.dropDeadFront()
+        for line in ticket.lines {
+            let at = line.waiting.firstIndex { $0 === ticket }!  // within the capacity from the front
+            line.waiting.remove(at: at)
+            line.holders.append(ticket)
+            line.dropDeadFront()
         }
         ticket.stage = .granted
     }

@@ -9,7 +9,7 @@
 ///
 /// The category is claimed when the job is otherwise ready to run and released when it finishes; a
 /// job with several categories takes them all at once.
-public struct MutuallyExclusive<Category>: JobCondition, SatisfiedWithoutEvaluation {
+public struct MutuallyExclusive<Category>: JobCondition {
     public let category: ExclusivityCategory
 
     /// Exclusivity named after the type `Category`.
@@ -19,6 +19,8 @@ public struct MutuallyExclusive<Category>: JobCondition, SatisfiedWithoutEvaluat
 
     public var name: String { "MutuallyExclusive(\(category))" }
     public var exclusivityCategories: [ExclusivityCategory] { [category] }
+    /// It only asks for its category: nothing to evaluate.
+    public var requiresEvaluation: Bool { false }
     public func evaluate(for job: Job) async -> ConditionResult { .satisfied }
 }
 

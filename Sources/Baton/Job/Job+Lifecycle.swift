@@ -36,7 +36,7 @@ extension Job {
         let joined: Joined? = withCore { core in
             let dependencies = core.allDependencies
             let result = core.lifecycle.enqueue(
-                dependencies: dependencies.count, conditions: core.extras?.toEvaluate.isEmpty == false,
+                dependencies: dependencies.count, conditions: (core.extras?.evaluatedConditions ?? 0) > 0,
                 categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
             switch result {
             case .failure(let why):
@@ -120,26 +120,27 @@ extension Job {
     /// Evaluates the conditions of round `round`: those that can answer at once on this thread, the
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
-        let conditions = withCore { $0.extras?.toEvaluate ?? [] }
-        var results = [ConditionResult?](repeating: nil, count: conditions.count)
+        let conditions = withCore { $0.extras?.conditions ?? [] }  // in the order they were added
         var later: [Int] = []
-        for (index, condition) in conditions.enumerated() {
-            if let answer = condition.evaluateImmediately(for: self) {
-                results[index] = answer
-                // A failure ends the job whatever the others say; don't start the asynchronous ones.
-                if case .failed = answer { break }
-            } else {
+        for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
+            switch condition.evaluateImmediately(for: self) {
+            case nil:
                 later.append(index)
+            case .satisfied?:
+                continue
+            case .failed(let error)?:
+                // A failure ends the job whatever the others say: don't start the asynchronous ones.
+                conditionsEvaluated(round: round, failure: conditionFailure(condition, error), &work)
+                return
             }
         }
-        if later.isEmpty || results.contains(where: { if case .failed? = $0 { true } else { false } }) {
-            conditionsEvaluated(round: round, failure: firstFailure(conditions, results), &work)
+        if later.isEmpty {
+            conditionsEvaluated(round: round, failure: nil, &work)
             return
         }
         let names = later.map { conditions[$0].name }
-        let immediate = results
         let task = Task(priority: priority.taskPriority) {
-            var results = immediate
+            var results = [ConditionResult?](repeating: nil, count: conditions.count)
             await withTaskGroup(of: (Int, ConditionResult).self) { group in
                 for index in later {
                     group.addTask { (index, await conditions[index].evaluate(for: self)) }
@@ -148,14 +149,20 @@ extension Job {
                     results[index] = result
                     let name = conditions[index].name
                     self.withCore { core in
-                        if let at = core.extras?.evaluating.firstIndex(of: name) {
-                            core.extras?.evaluating.remove(at: at)
-                        }
+                        if let at = core.extras?.evaluating.firstIndex(of: name) { core.extras?.evaluating.remove(at: at) }
                     }
                 }
             }
+            // The first failure in the order the conditions were added, so the error is deterministic.
+            var failure: (any Error)?
+            for (condition, result) in zip(conditions, results) {
+                if case .failed(let error)? = result {
+                    failure = self.conditionFailure(condition, error)
+                    break
+                }
+            }
             var work = Propagation()
-            self.conditionsEvaluated(round: round, failure: self.firstFailure(conditions, results), &work)
+            self.conditionsEvaluated(round: round, failure: failure, &work)
             work.run()
         }
         let stale = withCore { core in
@@ -167,17 +174,12 @@ extension Job {
         if stale { task.cancel() }
     }
 
-    /// The error of the first failed condition, in the order they were added (so it is deterministic).
-    private func firstFailure(_ conditions: [any JobCondition], _ results: [ConditionResult?]) -> (any Error)? {
-        for (condition, result) in zip(conditions, results) {
-            if case .failed(let error)? = result {
-                return JobError(
-                    code: .conditionFailed, jobs: [name],
-                    message: "job '\(name)' did not run: condition '\(condition.name)' failed: \(error)",
-                    underlying: error)
-            }
-        }
-        return nil
+    /// The job's error when `condition` failed with `error`.
+    private func conditionFailure(_ condition: any JobCondition, _ error: any Error) -> JobError {
+        JobError(
+            code: .conditionFailed, jobs: [name],
+            message: "job '\(name)' did not run: condition '\(condition.name)' failed: \(error)",
+            underlying: error)
     }
 
     private func conditionsEvaluated(round: UInt32, failure: (any Error)?, _ work: inout Propagation) {
@@ -261,8 +263,8 @@ extension Job {
     }
 
     /// Performs what an event decided (lock not held).
-    func perform(_ step: Step, _ work: inout Propagation) {
-        if let completion = step.completion {
+    func perform(_ step: consuming Step, _ work: inout Propagation) {
+        if let completion = step.completion.take() {
             complete(completion, &work)
             return
         }
@@ -333,7 +335,7 @@ extension Job {
 
     /// The job is finished: hands over everything (lock not held). Its dependents and its group go to
     /// the work list.
-    private func complete(_ completion: JobCompletion, _ work: inout Propagation) {
+    private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
         let orphans = didComplete(
             outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
@@ -345,7 +347,7 @@ extension Job {
         }
         completion.queue?.jobDidFinish(self, heldSlot: ending.executed)
         for waiter in completion.waiters { waiter.resume(ending.outcome) }
-        work.release(completion.dependents)
+        if !completion.dependents.isEmpty { work.release(completion.dependents) }
         if let parent = completion.released.extras?.parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
     }
@@ -378,9 +380,4 @@ extension Job {
             return Step(action: action, queue: core.queue, priority: core.priority, completion: completion)
         }
     }
-}
-
-extension JobCondition {
-    /// Whether the job must evaluate it (``MutuallyExclusive`` only contributes categories).
-    var needsEvaluation: Bool { !(self is any SatisfiedWithoutEvaluation) }
 }

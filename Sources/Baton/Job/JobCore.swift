@@ -93,26 +93,27 @@ struct JobCompletion {
 /// The rarely used part of a job's state. A reference, so that jobs without it pay one word; guarded by
 /// the job's lock like the rest of ``JobCore``.
 final class JobExtras {
-    var conditions: [any JobCondition] = []
-    /// The conditions that must be evaluated, in the order they were added (the others only add
-    /// categories or dependencies).
-    var toEvaluate: [any JobCondition] = []
+    // Every field is guarded by the job's lock (ThreadSanitizer would report an unlocked access), so
+    // the run-time exclusivity checks are redundant.
+    @exclusivity(unchecked) var conditions: [any JobCondition] = []
+    /// How many of the conditions must be evaluated (the others only add categories or dependencies).
+    @exclusivity(unchecked) var evaluatedConditions = 0
     /// Dependencies the conditions generated (see ``JobCondition/dependencies(for:)``): the job waits for
     /// them too, but ``Job/dependencies`` lists only the ones the caller added.
-    var generated: [Job] = []
+    @exclusivity(unchecked) var generated: [Job] = []
     /// Names of conditions still being evaluated (for diagnostics).
-    var evaluating: [String] = []
-    var conditionTask: Task<Void, Never>?
+    @exclusivity(unchecked) var evaluating: [String] = []
+    @exclusivity(unchecked) var conditionTask: Task<Void, Never>?
     /// The categories its conditions ask for (each key once), claimed before the job executes.
-    var categories: [ExclusivityCategory] = []
+    @exclusivity(unchecked) var categories: [ExclusivityCategory] = []
     /// The claim made for them, once the job was otherwise ready.
-    var claim: ClaimTicket?
-    var fractionCompleted = 0.0
+    @exclusivity(unchecked) var claim: ClaimTicket?
+    @exclusivity(unchecked) var fractionCompleted = 0.0
     /// The group the job is a child of (weak: a group that never ran must not be kept alive by the
     /// children it keeps).
-    weak var parent: GroupJob?
+    @exclusivity(unchecked) weak var parent: GroupJob?
     /// For a ``GroupJob``: its children and their accounting.
-    var group: GroupState?
+    @exclusivity(unchecked) var group: GroupState?
 }
 
 /// Someone waiting for a job to finish.

@@ -8,7 +8,9 @@ struct Propagation {
     private var next = 0
     private var children: [(group: GroupJob, child: Job, outcome: JobOutcome)] = []
     private var orphans: [(job: Job, outcome: JobOutcome)] = []
-    private var ready: [JobQueue.ReadyJob] = []
+    /// Ready jobs of `readyQueue`, the first one inline (the common case is one: no array).
+    private var firstReady: JobQueue.ReadyJob?
+    private var moreReady: [JobQueue.ReadyJob] = []
     private var readyQueue: JobQueue?
 
     /// Makes a work list, lets `body` fill it, and runs it.
@@ -38,13 +40,14 @@ struct Propagation {
             flushReady()
             readyQueue = queue
         }
-        ready.append(entry)
+        if firstReady == nil { firstReady = entry } else { moreReady.append(entry) }
     }
 
     private mutating func flushReady() {
-        guard let queue = readyQueue, !ready.isEmpty else { return }
-        queue.jobsBecameReady(ready)
-        ready.removeAll(keepingCapacity: true)
+        guard let queue = readyQueue, let first = firstReady else { return }
+        queue.jobsBecameReady(first, moreReady)
+        firstReady = nil
+        moreReady.removeAll(keepingCapacity: true)
     }
 
     /// Works through the list until it is empty.

@@ -47,7 +47,7 @@ extension JobQueue {
     @discardableResult
     public func add(name: String? = nil, _ block: @escaping @Sendable () throws -> Void) -> BlockJob {
         let job = BlockJob(name: name, block)
-        add([job])
+        add(job)
         return job
     }
 

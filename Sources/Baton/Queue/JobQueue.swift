@@ -224,11 +224,11 @@ public final class JobQueue: @unchecked Sendable {
         let priority: JobPriority
     }
 
-    func jobsBecameReady(_ ready: [ReadyJob]) {
-        guard !ready.isEmpty else { return }
+    func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob]) {
         startWorkers(
             lock.withLock {
-                for job in ready { scheduler.markReady(job.id, priority: job.priority) }
+                scheduler.markReady(first.id, priority: first.priority)
+                for job in more { scheduler.markReady(job.id, priority: job.priority) }
                 return scheduler.workersToStart()
             })
     }
@@ -310,12 +310,13 @@ public final class JobQueue: @unchecked Sendable {
 /// its finish with the loop instead of taking the queue's lock (see ``JobQueue/jobDidFinish(_:heldSlot:)``).
 /// Only its own thread touches it.
 final class WorkerContext {
+    // Only its own thread touches a context, so the run-time exclusivity checks are redundant.
     let queue: JobQueue
     /// The job whose body this loop is running, if any.
-    var running: Job?
-    var finished: [(id: UInt64, heldSlot: Bool)] = []
+    @exclusivity(unchecked) var running: Job?
+    @exclusivity(unchecked) var finished: [(id: UInt64, heldSlot: Bool)] = []
     /// Finished jobs the queue let go of, released by the loop after it unlocks.
-    var departed: [Job] = []
+    @exclusivity(unchecked) var departed: [Job] = []
 
     init(queue: JobQueue) {
         self.queue = queue
