@@ -84,7 +84,10 @@ public final class ExclusivityScope: @unchecked Sendable {
         lock.withLock {
             guard ticket.stage == .waiting else { return nil }
             return ticket.categories.map { category in
-                (category.key, machine.limit(of: category.key) ?? 1, machine.holders(of: category.key).compactMap(\.job))
+                (
+                    category.key, machine.limit(of: category.key) ?? 1,
+                    machine.holders(of: category.key).compactMap(\.job)
+                )
             }
         }
     }

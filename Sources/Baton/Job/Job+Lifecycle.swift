@@ -149,7 +149,9 @@ extension Job {
                     results[index] = result
                     let name = conditions[index].name
                     self.withCore { core in
-                        if let at = core.extras?.evaluating.firstIndex(of: name) { core.extras?.evaluating.remove(at: at) }
+                        if let at = core.extras?.evaluating.firstIndex(of: name) {
+                            core.extras?.evaluating.remove(at: at)
+                        }
                     }
                 }
             }

@@ -8,30 +8,38 @@ extension Job {
     /// job's other events, and a group it belongs to updates its own progress. Reports made while the
     /// job is not executing are ignored.
     public func reportProgress(_ fraction: Double) {
-        // Up through the groups the job is in, by a loop (groups nest deeply), and only as far as a
-        // group's own progress changes.
-        var job = self
-        var fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
-        while true {
-            guard let (parent, mustDeliver) = job.recordProgress(fraction) else { return }
+        let fraction = min(max(fraction.isNaN ? 0 : fraction, 0), 1)
+        Job.propagate(withCore { $0.recordProgress(fraction) }, from: self, fraction)
+    }
+
+    /// Carries a progress report that `job` recorded (`recorded`) to its observers and up through the
+    /// groups it is in — by a loop, since groups nest deeply — as far as a group's progress changes.
+    static func propagate(
+        _ recorded: (parent: GroupJob?, mustDeliver: Bool)?, from job: Job, _ fraction: Double
+    ) {
+        var recorded = recorded
+        var job = job
+        var fraction = fraction
+        while let (parent, mustDeliver) = recorded {
             if mustDeliver { Propagation.run { job.deliver(&$0) } }
             guard let parent, let combined = parent.childProgressed(job, fraction) else { return }
+            recorded = parent.withCore { $0.recordProgress(combined) }
             job = parent
             fraction = combined
         }
     }
+}
 
+extension JobCore {
     /// Records `fraction` as the job's progress; `nil` if it is not executing or its progress did not
-    /// change. Otherwise, the group it is in and whether this thread must deliver the event.
-    private func recordProgress(_ fraction: Double) -> (parent: GroupJob?, mustDeliver: Bool)? {
-        withCore { core in
-            guard case .executing = core.lifecycle.state else { return nil }
-            let extras = core.extrasForWriting()
-            guard extras.fractionCompleted != fraction || fraction == 0 else { return nil }
-            extras.fractionCompleted = fraction
-            let deliver = core.observers.isEmpty ? false : core.lifecycle.record(.progress(fraction))
-            return (extras.parent, deliver)
-        }
+    /// change. Otherwise, the group it is in and whether the caller must deliver the event.
+    mutating func recordProgress(_ fraction: Double) -> (parent: GroupJob?, mustDeliver: Bool)? {
+        guard case .executing = lifecycle.state else { return nil }
+        let extras = extrasForWriting()
+        guard extras.fractionCompleted != fraction || fraction == 0 else { return nil }
+        extras.fractionCompleted = fraction
+        let deliver = observers.isEmpty ? false : lifecycle.record(.progress(fraction))
+        return (extras.parent, deliver)
     }
 }
 
