@@ -31,7 +31,7 @@ public import FoundationNetworking
 /// ## Thread safety
 /// Every property and method may be called from any thread. The job's own state is guarded by a lock;
 /// the progress handler and the task's completion handler are never called while it is held.
-public class URLSessionTaskJob: AsynchronousJob, @unchecked Sendable {
+public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     // @unchecked Sendable: the `let` properties are immutable; every `var` below is guarded by `lock`.
 
     /// What kind of task to run.

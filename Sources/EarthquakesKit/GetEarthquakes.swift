@@ -193,7 +193,7 @@ public final class GetEarthquakes: Sendable {
         queue.add(job)
         _ = await job.outcomeCancellingWithTask()
         for step in steps {
-            switch step.finishedOutcome {
+            switch step.outcomeIfDecided {
             case .succeeded?: continue
             case .failed(let error as JobError)? where error.code == .conditionFailed && error.underlying != nil:
                 throw error.underlying!  // a failed reachability check: its own error says what is wrong

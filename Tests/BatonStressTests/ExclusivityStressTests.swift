@@ -48,7 +48,10 @@ import Testing
             for job in toCancel { job.cancel() }
         }
         for (job, q) in zip(all, assignment) { queues[q].add(job) }
-        try await withDeadline(seconds: 120, "exclusivity stress did not drain") {
+        try await withDeadline(
+            .seconds(60), "the exclusivity stress graph draining",
+            report: { queues.map { $0.diagnose().description }.joined(separator: "\n") }
+        ) {
             for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         }
         for (category, gauge) in zip(categories, gauges) {

@@ -34,6 +34,7 @@ import Testing
                 inside.open()
                 cancelled.wait()
                 saw.record(isCancelled)
+                if isCancelled { throw CancellationError() }  // stopped early: reports cancelled
             }
             override func didCancel(reason: any Error) { cancelled.open() }
         }
@@ -49,7 +50,7 @@ import Testing
         let job = BlockJob {}
         try job.start()
         job.cancel()
-        #expect(job.finishedOutcome?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.isSucceeded == true)
         #expect(job.isCancelled == false)
     }
 
@@ -59,6 +60,7 @@ import Testing
         let job = AsyncJob { _ in
             started.open()
             await Gate().waitAsyncUnlessCancelled()
+            try Task.checkCancellation()
         }
         queue.add(job)
         await started.waitAsync()
@@ -119,7 +121,7 @@ import Testing
         #expect(bodies.values.count == ranBody.count)  // no body ran twice
         var succeeded = 0
         for (job, when) in zip(jobs, cancelAt) {
-            guard let outcome = job.finishedOutcome else {
+            guard let outcome = job.outcomeIfDecided else {
                 Issue.record("\(job.name) has no outcome")
                 continue
             }
@@ -129,11 +131,10 @@ import Testing
                 #expect(!ranBody.contains(job.id))
             }
             if outcome.isSucceeded {
-                // The cancel lost the race against the finish: the body ran, and a finished job
-                // never becomes cancelled afterwards.
+                // The cancel lost the race against the finish, or came while the body ran and the body
+                // completed anyway (its work is done): either way the body ran.
                 succeeded += 1
                 #expect(ranBody.contains(job.id))
-                #expect(!job.isCancelled)
             } else {
                 #expect(outcome.isCancelled)
                 #expect(job.isCancelled)
@@ -147,4 +148,63 @@ import Testing
 final class JobBox: @unchecked Sendable {
     // @unchecked Sendable: written once before the job is added, read only by its body afterwards.
     var job: Job?
+}
+
+/// Issue 9: cancellation as the peers (Foundation, ProcedureKit) expect it.
+@Suite(.timeLimit(.minutes(1))) struct CancellationSemanticsTests {
+    /// Item 1: a job cancelled before it was added reports the cancel (then the finish) once added.
+    @Test(arguments: [false, true])
+    func aJobCancelledBeforeItWasAddedTellsItsObserversOnceAdded(startedByHand: Bool) async throws {
+        let events = Recorder<String>()
+        let job = BlockJob(name: "early") { events.record("body") }
+        job.addObserver(
+            BlockObserver(
+                onStart: { _ in events.record("start") },
+                onCancel: { _, _ in events.record("cancel") },
+                onFinish: { _, outcome in events.record("finish \(outcome.isCancelled ? "cancelled" : "?")") }))
+        job.cancel()
+        #expect(events.values.isEmpty)  // nothing to tell yet: it is in no queue
+        if startedByHand { try job.start() } else { JobQueue().add(job) }
+        #expect(await job.outcome.isCancelled)
+        #expect(events.values == ["cancel", "finish cancelled"])
+    }
+
+    /// Item 21: a body that completed reports its result, even if a cancel request came while it ran;
+    /// so `queue.run { commit() }` never throws after the commit happened.
+    @Test func aBodyThatCompletedAfterACancelRequestReportsItsResult() async throws {
+        let inside = Gate()
+        let proceed = Gate()
+        let job = ValueJob<Int>(name: "commit") { _ in
+            inside.open()
+            await proceed.waitAsync()  // ignores the cancel: the work is committed anyway
+            return 42
+        }
+        JobQueue().add(job)
+        await inside.waitAsync()
+        job.cancel()
+        proceed.open()
+        #expect(await job.outcome.isSucceeded)
+        #expect(job.isCancelled)  // it was asked
+        #expect(try await job.value == 42)
+    }
+
+    @Test func queueRunReturnsTheValueOfABodyThatCompletedDespiteTheCancel() async throws {
+        let queue = JobQueue(name: "run")
+        let inside = Gate()
+        let proceed = Gate()
+        let committed = Recorder<Int>()
+        let caller = Task {
+            try await queue.run(name: "commit") { () async -> Int in
+                inside.open()
+                await proceed.waitAsync()
+                committed.record(7)
+                return 7
+            }
+        }
+        await inside.waitAsync()
+        caller.cancel()  // cancels the job; its body does not stop
+        proceed.open()
+        #expect(try await caller.value == 7)
+        #expect(committed.values == [7])
+    }
 }

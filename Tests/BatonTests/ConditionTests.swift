@@ -17,7 +17,7 @@ import Testing
             session.isSignedIn ? [] : [BlockJob(name: "sign in") { session.signIn() }]
         }
         func evaluate(for job: Job) async -> ConditionResult {
-            session.isSignedIn ? .satisfied : .failed(ConditionNotMet(message: "not signed in"))
+            session.isSignedIn ? .satisfied : .failed(ConditionNotMet(condition: "signed in", reason: "not signed in"))
         }
     }
 
@@ -62,7 +62,7 @@ import Testing
         #expect(error.code == .conditionFailed)
         #expect(
             error.message
-                == "job 'guarded' did not run: condition 'disk has space' failed: 'disk has space' returned false")
+                == "job 'guarded' did not run: condition 'disk has space' failed: it returned false")
         #expect(ran.count == 0)
     }
 
@@ -192,4 +192,84 @@ func waitUntil(_ predicate: @Sendable () -> Bool, sourceLocation: SourceLocation
         await Task.yield()
     }
     Issue.record("condition never became true", sourceLocation: sourceLocation)
+}
+
+/// Issue 9: conditions as the WWDC sample and ProcedureKit define them.
+@Suite(.timeLimit(.minutes(1))) struct ConditionSemanticsTests {
+    /// A condition that generates a "sign in" job.
+    struct SignedIn: JobCondition {
+        let signIn: Job
+        var name: String { "signed in" }
+        func dependencies(for job: Job) -> [Job] { [signIn] }
+        func evaluateImmediately(for job: Job) -> ConditionResult? { .satisfied }
+    }
+
+    /// Item 5: a dependency a condition generates runs after the job's own dependencies, and is listed
+    /// apart from them.
+    @Test func aGeneratedDependencyWaitsForTheJobsOwnDependencies() async throws {
+        let order = Recorder<String>()
+        let directInside = Gate()
+        let release = Gate()
+        let direct = AsyncJob(name: "direct") { _ in
+            directInside.open()
+            await release.waitAsync()
+            order.record("direct")
+        }
+        let signIn = BlockJob(name: "sign in") { order.record("sign in") }
+        let save = BlockJob(name: "save") { order.record("save") }
+        save.addDependency(direct)
+        save.addCondition(SignedIn(signIn: signIn))
+        let queue = JobQueue(name: "favourites")
+        queue.add([direct, save])
+        await directInside.waitAsync()
+        #expect(signIn.state == .pending)  // it waits for 'direct' too
+        #expect(save.dependencies.map(\.name) == ["direct"])
+        #expect(save.generatedDependencies.map(\.name) == ["sign in"])
+        #expect(queue.diagnose().description.contains("'save' (pending) waits for dependencies 'direct'"))
+        release.open()
+        #expect(await save.outcome.isSucceeded)
+        #expect(order.values == ["direct", "sign in", "save"])
+    }
+
+    /// A condition whose name reads another job's name (it takes that job's lock).
+    struct NamedAfter: JobCondition {
+        let other: Job
+        var name: String { "after \(other.name)" }
+        func evaluate(for job: Job) async -> ConditionResult { .satisfied }
+    }
+
+    /// Item 12: Baton reads a condition's `name` (user code) outside every lock. Before, it was read
+    /// under the guarded job's lock, and a name reading a job that shares that lock froze the process.
+    @Test func aConditionsNameMayReadAnyJob() async throws {
+        let other = BlockJob(name: "other") {}
+        var guarded = BlockJob(name: "guarded") {}
+        while guarded.id % 256 != other.id % 256 { guarded = BlockJob(name: "guarded") {} }  // same lock stripe
+        guarded.addCondition(NamedAfter(other: other))
+        guarded.addCondition(ClosureCondition(name: "fails") { _ in false })
+        JobQueue().add(guarded)
+        let job = guarded
+        try await withDeadline(.seconds(10), "a job whose condition's name reads another job") {
+            let error = try #require(await job.outcome.error as? JobError)
+            #expect(error.message.contains("condition 'fails' failed"))
+        }
+    }
+
+    /// A synchronous condition answers on the thread that released the job — here the one that added
+    /// it, before `add` returns: no `Task`.
+    @Test func conditionsThatCanAnswerAtOnceNeedNoTask() async {
+        let evaluated = Recorder<String>()
+        let job = BlockJob(name: "job") {}
+        job.addCondition(
+            ClosureCondition(name: "at once") { _ in
+                evaluated.record("at once")
+                return true
+            })
+        let queue = JobQueue(name: "q")
+        queue.isSuspended = true
+        queue.add(job)
+        #expect(evaluated.values == ["at once"])  // already, synchronously
+        #expect(job.state == .ready)
+        queue.isSuspended = false
+        #expect(await job.outcome.isSucceeded)
+    }
 }

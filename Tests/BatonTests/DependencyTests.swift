@@ -118,7 +118,7 @@ import Testing
         }
         // Jobs that merely depend on the cycle still run once it is broken up.
         #expect(await outside.outcome.isSucceeded)
-        let error = try #require(a.finishedOutcome?.error as? JobError)
+        let error = try #require(a.outcomeIfDecided?.error as? JobError)
         // Each job in the message waits for the next.
         let names = error.jobs
         let i = try #require(names.firstIndex(of: "a"))
@@ -165,5 +165,51 @@ import Testing
         JobQueue(name: "big-cycle").add(jobs)
         let error = try #require(await jobs[0].outcome.error as? JobError)
         #expect(error.jobs.count == count)
+    }
+}
+
+/// Issue 9, item 19: a dependency can be added to a queued job until its body starts.
+@Suite(.timeLimit(.minutes(1))) struct LateDependencyTests {
+    @Test func aDependencyAddedToAReadyJobIsHonoured() async throws {
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        let order = Recorder<String>()
+        let release = Gate()
+        let blocker = AsyncJob(name: "blocker") { _ in
+            await release.waitAsync()
+            order.record("blocker")
+        }
+        let ready = BlockJob(name: "ready") { order.record("ready") }
+        queue.add([blocker, ready])
+        #expect(ready.state == .ready)  // waiting only for the slot
+        let late = BlockJob(name: "late") { order.record("late") }
+        ready.addDependency(late)  // no trap: it has not started
+        #expect(ready.state == .pending)
+        release.open()
+        _ = await blocker.outcome
+        #expect(ready.state == .pending)  // the slot is free, but it waits for `late` now
+        queue.add(late)
+        #expect(await ready.outcome.isSucceeded)
+        #expect(order.values == ["blocker", "late", "ready"])
+    }
+
+    @Test func aDependencyAddedWhileAJobWaitsForItsCategoryGivesTheClaimUp() async throws {
+        let scope = ExclusivityScope(name: "late")
+        let queue = JobQueue(name: "q", exclusivityScope: scope)
+        let release = Gate()
+        let holder = AsyncJob(name: "holder") { _ in await release.waitAsync() }
+        holder.addCondition(MutuallyExclusive(category: "db"))
+        let waiter = BlockJob(name: "waiter") {}
+        waiter.addCondition(MutuallyExclusive(category: "db"))
+        let other = BlockJob(name: "other") {}
+        other.addCondition(MutuallyExclusive(category: "db"))
+        queue.add([holder, waiter, other])
+        let late = BlockJob(name: "late") {}
+        waiter.addDependency(late)  // it leaves the line for 'db'
+        release.open()
+        #expect(await other.outcome.isSucceeded)  // not stuck behind the waiter
+        #expect(waiter.state == .pending)
+        queue.add(late)
+        #expect(await waiter.outcome.isSucceeded)
+        #expect(scope.holders(of: "db").isEmpty)
     }
 }

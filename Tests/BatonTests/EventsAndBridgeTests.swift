@@ -49,7 +49,7 @@ import Testing
         let foundation = OperationQueue()
         foundation.addOperations([operation, after], waitUntilFinished: true)
         #expect(ran.values == ["job", "after"])
-        #expect(job.finishedOutcome?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.isSucceeded == true)
         #expect(operation.startError == nil)
     }
 

@@ -24,7 +24,7 @@ import Testing
         }
         for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         #expect(gauge.highest == 1)
-        #expect(jobs.allSatisfy { $0.finishedOutcome?.isSucceeded == true })
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
     }
 
     @Test func aCountedCategoryAllowsUpToItsLimit() async {
@@ -149,54 +149,90 @@ import Testing
 
 /// The arbiter, driven without threads.
 @Suite struct ExclusivityStateMachineTests {
+    /// Tickets by number, each for a job of that name.
+    final class Tickets {
+        var made: [Int: ClaimTicket] = [:]
+        var jobs: [Job] = []
+        func callAsFunction(_ n: Int, _ categories: [ExclusivityCategory]) -> ClaimTicket {
+            let job = BlockJob(name: "\(n)") {}
+            jobs.append(job)
+            let ticket = ClaimTicket(job: job, categories: categories)
+            made[n] = ticket
+            return ticket
+        }
+        subscript(_ n: Int) -> ClaimTicket { made[n]! }
+    }
+
+    func names(_ tickets: [ClaimTicket]) -> [String] { tickets.compactMap { $0.job?.name } }
+
     @Test func grantsInOrderAndReleasesToTheNext() {
         var m = ExclusivityStateMachine()
-        do { let r = m.request(1, ["x"]); #expect(r == .granted) }
-        do { let r = m.request(2, ["x"]); #expect(r == .waiting) }
-        do { let r = m.request(3, ["x"]); #expect(r == .waiting) }
-        do { let r = m.release(1); #expect(r == [2]) }
-        do { let r = m.release(2); #expect(r == [3]) }
-        do { let r = m.release(3); #expect(r == []) }
+        let t = Tickets()
+        do { let r = m.request(t(1, ["x"])); #expect(r == .granted) }
+        do { let r = m.request(t(2, ["x"])); #expect(r == .waiting) }
+        do { let r = m.request(t(3, ["x"])); #expect(r == .waiting) }
+        #expect(names(m.release(t[1])) == ["2"])
+        #expect(names(m.release(t[2])) == ["3"])
+        #expect(names(m.release(t[3])) == [])
         #expect(m.holders(of: "x").isEmpty)
     }
 
     @Test func allCategoriesAtOnceAndTheOldestWaiterIsNeverStarved() {
         var m = ExclusivityStateMachine()
-        _ = m.request(1, ["x"])
-        do { let r = m.request(2, ["x", "y"]); #expect(r == .waiting) }
+        let t = Tickets()
+        _ = m.request(t(1, ["x"]))
+        do { let r = m.request(t(2, ["x", "y"])); #expect(r == .waiting) }
         // 3 only wants y, which is free, but 2 is ahead of it in y's line: first come, first served.
-        do { let r = m.request(3, ["y"]); #expect(r == .waiting) }
-        do { let r = m.release(1); #expect(r == [2]) }
-        #expect(m.holders(of: "y") == [2])
-        do { let r = m.release(2); #expect(r == [3]) }
+        do { let r = m.request(t(3, ["y"])); #expect(r == .waiting) }
+        #expect(names(m.release(t[1])) == ["2"])
+        #expect(names(m.holders(of: "y")) == ["2"])
+        #expect(names(m.release(t[2])) == ["3"])
     }
 
     @Test func countedCategories() {
         var m = ExclusivityStateMachine()
+        let t = Tickets()
         let two = ExclusivityCategory("d", limit: 2)
-        do { let r = m.request(1, [two]); #expect(r == .granted) }
-        do { let r = m.request(2, [two]); #expect(r == .granted) }
-        do { let r = m.request(3, [two]); #expect(r == .waiting) }
+        do { let r = m.request(t(1, [two])); #expect(r == .granted) }
+        do { let r = m.request(t(2, [two])); #expect(r == .granted) }
+        do { let r = m.request(t(3, [two])); #expect(r == .waiting) }
         // A smaller limit asked for later applies.
-        do { let r = m.request(4, [ExclusivityCategory("d", limit: 1)]); #expect(r == .waiting) }
+        do { let r = m.request(t(4, [ExclusivityCategory("d", limit: 1)])); #expect(r == .waiting) }
         #expect(m.limit(of: "d") == 1)
-        do { let r = m.release(1); #expect(r == []) }  // 2 still holds; the limit is now 1
-        do { let r = m.release(2); #expect(r == [3]) }
+        #expect(names(m.release(t[1])) == [])  // 2 still holds; the limit is now 1
+        #expect(names(m.release(t[2])) == ["3"])
     }
 
     @Test func aReleaseBeforeTheRequestRefusesTheRequest() {
         var m = ExclusivityStateMachine()
-        do { let r = m.release(9); #expect(r == []) }
-        do { let r = m.request(9, ["x"]); #expect(r == .refused) }
-        do { let r = m.request(10, ["x"]); #expect(r == .granted) }
+        let t = Tickets()
+        let early = t(9, ["x"])
+        #expect(names(m.release(early)) == [])
+        do { let r = m.request(early); #expect(r == .refused) }
+        do { let r = m.request(t(10, ["x"])); #expect(r == .granted) }
+        #expect(early.job == nil)  // a done ticket keeps no job alive
     }
 
     @Test func aWaiterThatGivesUpLeavesTheLine() {
         var m = ExclusivityStateMachine()
-        _ = m.request(1, ["x"])
-        _ = m.request(2, ["x"])
-        _ = m.request(3, ["x"])
-        do { let r = m.release(2); #expect(r == []) }
-        do { let r = m.release(1); #expect(r == [3]) }
+        let t = Tickets()
+        _ = m.request(t(1, ["x"]))
+        _ = m.request(t(2, ["x"]))
+        _ = m.request(t(3, ["x"]))
+        #expect(names(m.release(t[2])) == [])
+        #expect(names(m.release(t[1])) == ["3"])
+    }
+
+    /// Giving up a waiting ticket costs nothing per waiter behind it: a thousand cancelled waiters
+    /// leave as dead entries, dropped as they reach the front.
+    @Test func manyWaitersGivingUpLeaveNoOneStuck() {
+        var m = ExclusivityStateMachine()
+        let t = Tickets()
+        _ = m.request(t(0, ["x"]))
+        for n in 1...1_000 { _ = m.request(t(n, ["x", "y"])) }
+        for n in 1..<1_000 { #expect(names(m.release(t[n])) == []) }
+        #expect(names(m.release(t[0])) == ["1000"])
+        #expect(names(m.release(t[1_000])) == [])
+        #expect(m.holders(of: "x").isEmpty && m.holders(of: "y").isEmpty)
     }
 }

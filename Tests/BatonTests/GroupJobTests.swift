@@ -119,7 +119,8 @@ import Testing
         #expect(scope.holders(of: "import").isEmpty)
     }
 
-    @Test func aChildsOwnCategoriesAreArbitratedOutsideTheGroup() async {
+    /// A group with categories claims its children's up front, all at once, and lends them.
+    @Test func aGroupClaimsItsChildrensCategoriesUpFront() async {
         let scope = ExclusivityScope(name: "outer")
         let queue = JobQueue(exclusivityScope: scope)
         let inside = Gate()
@@ -128,18 +129,25 @@ import Testing
             inside.open()
             await release.waitAsync()
         }
-        child.addCondition(MutuallyExclusive(category: "import"))  // the group's: shared
-        child.addCondition(MutuallyExclusive(category: "network"))  // its own: claimed outside
+        child.addCondition(MutuallyExclusive(category: "import"))  // the group's: lent
+        child.addCondition(MutuallyExclusive(category: "network"))  // claimed by the group for it
         let plain = BlockJob(name: "plain child") {}
         plain.addCondition(MutuallyExclusive(category: "import"))
         let group = GroupJob(name: "group", children: [child, plain])
         group.addCondition(MutuallyExclusive(category: "import"))
+        let outsider = BlockJob(name: "outsider") {}
+        outsider.addCondition(MutuallyExclusive(category: "network"))
         queue.add(group)
         await inside.waitAsync()
-        #expect(scope.holders(of: "network").map(\.name) == ["child"])
+        queue.add(outsider)
+        #expect(scope.holders(of: "network").map(\.name) == ["group"])
         #expect(scope.holders(of: "import").map(\.name) == ["group"])
+        #expect(
+            queue.diagnose().jobs.first { $0.jobName == "outsider" }?.blockers.first?.description.contains(
+                "held by 'group'") == true)
         release.open()
         #expect(await group.outcome.isSucceeded)
+        #expect(await outsider.outcome.isSucceeded)
         #expect(scope.holders(of: "network").isEmpty)
         #expect(scope.holders(of: "import").isEmpty)
     }

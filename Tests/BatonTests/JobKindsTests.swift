@@ -110,9 +110,9 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct AsynchronousJobTests {
+@Suite(.timeLimit(.minutes(1))) struct CallbackJobTests {
     /// A classic asynchronous subclass: finishes from a callback on another thread.
-    final class Later: AsynchronousJob, @unchecked Sendable {
+    final class Later: CallbackJob, @unchecked Sendable {
         override func execute() {
             DispatchQueue.global().async { self.finish() }
         }

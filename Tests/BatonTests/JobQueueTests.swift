@@ -67,7 +67,7 @@ import Testing
         queue.cancelAll()
         await queue.waitUntilAllJobsAreFinished()
         #expect(ran.count == 0)
-        #expect(jobs.allSatisfy { $0.finishedOutcome?.isCancelled == true })
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isCancelled == true })
         queue.isSuspended = false
     }
 

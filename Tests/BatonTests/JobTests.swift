@@ -32,7 +32,7 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(runs.values == ["count"])
         #expect(job.state == .finished)
         #expect(job.isFinished)
-        #expect(job.finishedOutcome?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.isSucceeded == true)
     }
 
     @Test func aThrowingBodyFailsWithItsError() async throws {
@@ -63,7 +63,7 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(error?.message.contains("'first'") == true)
         try first.start()
         try second.start()
-        #expect(second.finishedOutcome?.isSucceeded == true)
+        #expect(second.outcomeIfDecided?.isSucceeded == true)
     }
 
     @Test func startByHandRefusesQueuedStartedOrFinishedJobs() throws {
@@ -86,7 +86,7 @@ final class FailingJob: Job, @unchecked Sendable {
         let job = BlockJob { ran.record(true) }
         job.cancel()
         try job.start()
-        #expect(job.finishedOutcome?.isCancelled == true)
+        #expect(job.outcomeIfDecided?.isCancelled == true)
         #expect(ran.count == 0)
     }
 

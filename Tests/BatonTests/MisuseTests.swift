@@ -74,6 +74,42 @@ import Testing
         expect(result, toSay: "job 'producer' produced")
     }
 
+    /// Issue 9, item 20: a finished job added again is reported as finished, not as added twice.
+    @Test func reAddingAJobRightAfterItFinishedSaysItFinished() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "q")
+            let job = BlockJob(name: "done") {}
+            queue.add(job)
+            _ = await job.outcome  // returns once the job reports finished; the queue may record it later
+            queue.add(job)
+        }
+        expect(result, toSay: "cannot add job 'done' to queue 'q': it has already finished")
+    }
+
+    /// Issue 9, item 6: a zero or negative timeout is a bug in the calling code.
+    @Test func aZeroTimeoutStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            BlockJob(name: "timed") {}.addTimeout(.zero)
+        }
+        expect(result, toSay: "the timeout of job 'timed' must be positive, not 0.0 seconds")
+    }
+
+    @Test func aNegativeTimeoutStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            BlockJob(name: "timed") {}.addTimeout(.seconds(-5))
+        }
+        expect(result, toSay: "the timeout of job 'timed' must be positive, not -5.0 seconds")
+    }
+
+    @Test func addingADependencyOnceTheBodyStartedStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = CallbackJob(name: "running") { _, _ in }  // never finishes: it stays executing
+            try? job.start()
+            job.addDependency(BlockJob(name: "late") {})
+        }
+        expect(result, toSay: "cannot make job 'running' depend on 'late': it is already executing")
+    }
+
     @Test func aZeroLimitStops() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = JobQueue(name: "zero", maxConcurrentJobs: 0)

@@ -7,10 +7,10 @@ import Testing
     typealias Scheduler = QueueScheduler<String>
 
     @Test func startsNoMoreWorkersThanJobsThatCanRun() {
+        var gone: [String] = []
         var s = Scheduler(maxConcurrent: 2, workerLimit: 8)
         for id in 1...5 as ClosedRange<UInt64> {
-            _ = s.insert(id, "job\(id)")
-            s.markReady(id, priority: .normal)
+            s.insert(id, "job\(id)", readyWith: .normal)
         }
         do { let r = s.workersToStart(); #expect(r == 2) }
         do { let r = s.workersToStart(); #expect(r == 0) }  // those two are looking already
@@ -19,23 +19,23 @@ import Testing
         #expect(s.running == 2)
         do { let r = s.workersToStart(); #expect(r == 0) }  // no free slot
         // job1 finishes inside its body: its worker picks the next one itself.
-        do { let r = s.finished(1, heldSlot: true); #expect(r == false) }
+        do { let r = s.finished(1, heldSlot: true, departed: &gone); #expect(r == false) }
         do { let r = s.nextJob(after: .ran); #expect(r == "job3") }
     }
 
     @Test func higherPriorityFirstThenFIFO() {
+        var gone: [String] = []
         var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
         let plan: [(UInt64, JobPriority)] = [(1, .low), (2, .normal), (3, .veryHigh), (4, .normal), (5, .low)]
         for (id, priority) in plan {
-            _ = s.insert(id, "\(id)")
-            s.markReady(id, priority: priority)
+            s.insert(id, "\(id)", readyWith: priority)
         }
         do { let r = s.workersToStart(); #expect(r == 1) }
         var order: [String] = []
         var report = Scheduler.WorkerReport.starting
         while let next = s.nextJob(after: report) {
             order.append(next)
-            _ = s.finished(UInt64(next)!, heldSlot: true)
+            _ = s.finished(UInt64(next)!, heldSlot: true, departed: &gone)
             report = .ran
         }
         #expect(order == ["3", "2", "4", "1", "5"])
@@ -43,13 +43,14 @@ import Testing
     }
 
     @Test func staleEntriesAreSkippedAndTheQueueHoldsNoFinishedMember() {
+        var gone: [String] = []
         var s = Scheduler(maxConcurrent: 4, workerLimit: 4)
         for id in 1...3 as ClosedRange<UInt64> {
-            _ = s.insert(id, "\(id)")
-            s.markReady(id, priority: .normal)
+            s.insert(id, "\(id)", readyWith: .normal)
         }
-        do { let r = s.finished(2, heldSlot: false); #expect(r == false) }  // cancelled while ready
+        do { let r = s.finished(2, heldSlot: false, departed: &gone); #expect(r == false) }  // cancelled while ready
         #expect(s.members[2] == nil)
+        #expect(gone == ["2"])  // handed to the owner, to let go of after unlocking
         _ = s.workersToStart()
         do { let r = s.nextJob(after: .starting); #expect(r == "1") }
         do { let r = s.nextJob(after: .starting); #expect(r == "3") }
@@ -59,8 +60,7 @@ import Testing
     @Test func suspendedQueuesStartNothing() {
         var s = Scheduler(maxConcurrent: 4, workerLimit: 4)
         s.isSuspended = true
-        _ = s.insert(1, "1")
-        s.markReady(1, priority: .normal)
+        s.insert(1, "1", readyWith: .normal)
         do { let r = s.workersToStart(); #expect(r == 0) }
         s.isSuspended = false
         do { let r = s.workersToStart(); #expect(r == 1) }
@@ -69,8 +69,7 @@ import Testing
     @Test func aSkippedJobGivesItsSlotBack() {
         var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
         for id in 1...2 as ClosedRange<UInt64> {
-            _ = s.insert(id, "\(id)")
-            s.markReady(id, priority: .normal)
+            s.insert(id, "\(id)", readyWith: .normal)
         }
         _ = s.workersToStart()
         do { let r = s.nextJob(after: .starting); #expect(r == "1") }
@@ -79,9 +78,16 @@ import Testing
         #expect(s.running == 1)
     }
 
-    @Test func duplicatesAreRefused() {
+    /// A job joins its queue (under its own lock) before it becomes a member (under the queue's); a job
+    /// cancelled in between finishes first, and must not become a member afterwards.
+    @Test func aJobThatFinishedBeforeJoiningDoesNotBecomeAMember() {
+        var gone: [String] = []
         var s = Scheduler(maxConcurrent: 1, workerLimit: 1)
-        do { let r = s.insert(7, "a"); #expect(r) }
-        do { let r = s.insert(7, "a"); #expect(!r) }
+        do { let r = s.finished(7, heldSlot: false, departed: &gone); #expect(r == false) }
+        s.insert(7, "a", readyWith: .normal)
+        #expect(s.members.isEmpty)
+        do { let r = s.workersToStart(); #expect(r == 0) }
+        s.insert(8, "b", readyWith: nil)  // the mark was used up: later jobs join normally
+        #expect(s.members.count == 1)
     }
 }

@@ -19,7 +19,7 @@ import Testing
         print(outcome)  // "succeeded"
         // README example ends
         #expect(outcome.isSucceeded)
-        #expect(download.finishedOutcome?.isSucceeded == true)
+        #expect(download.outcomeIfDecided?.isSucceeded == true)
     }
 
     @Test func theReadmeShowsTheCodeThatThisTestRuns() throws {

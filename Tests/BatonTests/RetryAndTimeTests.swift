@@ -122,3 +122,82 @@ import Testing
         #expect(await after.outcome.isSucceeded)
     }
 }
+
+/// Issue 9: retries, backoff and timeouts as users expect them.
+@Suite(.timeLimit(.minutes(1))) struct RetryAndTimeSemanticsTests {
+    /// Item 2: a cancelled retry job finishes cancelled, like every other job.
+    @Test func aCancelledRetryJobFinishesCancelled() async {
+        let inside = Gate()
+        let retry = RetryJob(name: "retry", maxAttempts: 3) { attempt in
+            AsyncJob(name: "attempt \(attempt)") { _ in
+                inside.open()
+                await Gate().waitAsyncUnlessCancelled()
+                try Task.checkCancellation()
+            }
+        }
+        JobQueue().add(retry)
+        await inside.waitAsync()
+        retry.cancel()
+        let outcome = await retry.outcome
+        #expect(outcome.isCancelled, "\(outcome)")
+        #expect(outcome.error is CancellationError)
+        #expect(retry.attempts == 1)  // cancelling stops retrying
+    }
+
+    @Test func aRetryJobCancelledBeforeItRanFinishesCancelled() async {
+        let retry = RetryJob(name: "retry", maxAttempts: 3) { _ in BlockJob {} }
+        retry.cancel()
+        JobQueue().add(retry)
+        #expect(await retry.outcome.isCancelled)
+    }
+
+    /// An attempt cancelled on its own (its timeout fired) is a failure worth another attempt.
+    @Test func anAttemptThatTimedOutIsRetried() async throws {
+        let clock = ManualClock()
+        let retry = RetryJob(name: "retry", maxAttempts: 2, clock: clock) { attempt in
+            let job = AsyncJob(name: "attempt \(attempt)") { _ in
+                if attempt == 1 {
+                    await Gate().waitAsyncUnlessCancelled()
+                    try Task.checkCancellation()
+                }
+            }
+            job.addTimeout(.seconds(5), clock: clock)
+            return job
+        }
+        JobQueue().add(retry)
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(5))
+        #expect(await retry.outcome.isSucceeded)
+        #expect(retry.attempts == 2)
+    }
+
+    /// Item 8: the exponential backoff clamps before it multiplies, so no attempt number traps.
+    @Test func exponentialBackoffNeverOverflows() {
+        let backoff = Backoff.exponential(initial: .milliseconds(100), maximum: .seconds(60))
+        #expect(backoff.delay(beforeAttempt: 2) == .milliseconds(100))
+        #expect(backoff.delay(beforeAttempt: 3) == .milliseconds(200))
+        #expect(backoff.delay(beforeAttempt: 70) == .seconds(60))
+        #expect(backoff.delay(beforeAttempt: 1_000) == .seconds(60))
+        #expect(backoff.delay(beforeAttempt: .max) == .seconds(60))
+        let jittered = Backoff.exponential(initial: .seconds(1), multiplier: 10, maximum: .seconds(30), jitter: 0.5)
+        for attempt in [1_000, Int.max] {
+            let delay = jittered.delay(beforeAttempt: attempt)
+            #expect(delay <= .seconds(30) && delay >= .seconds(15))
+        }
+    }
+
+    /// Item 8 as a user meets it: a poll that backs off exponentially, hundreds of times.
+    @Test func aRepeatJobPollingHundredsOfTimesWithBackoffDoesNotTrap() async {
+        let polls = Recorder<Int>()
+        let backoff = Backoff.exponential(initial: .nanoseconds(1), multiplier: 1_000, maximum: .nanoseconds(50))
+        @Sendable func poll(_ n: Int) -> Job { BlockJob(name: "poll \(n)") { polls.record(n) } }
+        let repeating = RepeatJob(name: "poll", backoff: backoff, first: poll(1)) { previous, _ in
+            let n = Int(previous.name.split(separator: " ").last!)!
+            return n < 300 ? poll(n + 1) : nil
+        }
+        JobQueue().add(repeating)
+        #expect(await repeating.outcome.isSucceeded)
+        #expect(polls.count == 300)
+        #expect(repeating.iterations == 300)
+    }
+}

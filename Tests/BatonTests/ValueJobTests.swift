@@ -39,7 +39,7 @@ import Testing
         let parse = ValueJob<Int>(name: "parse", input: download) { value, _ in value }
         JobQueue().add([download, parse])
         let error = try #require(await parse.outcome.error as? InputUnavailable)
-        #expect(error.reason.contains("cancelled"))
+        #expect(error.inputOutcome?.isCancelled == true)
     }
 
     @Test func noRetainCycleBetweenProducerAndConsumer() async {

@@ -104,7 +104,7 @@ import Testing
         #expect(throws: CancellationError.self) { try result.get() }
         #expect(work.contents.isEmpty, "no partial or temporary file is left behind")
         #expect(try store.snapshot() == before)
-        #expect(get.jobs.allSatisfy { $0.finishedOutcome?.isCancelled == true })
+        #expect(get.jobs.allSatisfy { $0.outcomeIfDecided?.isCancelled == true })
     }
 
     @Test func cancellingTheCallingTaskCancelsTheRefresh() async throws {
@@ -133,7 +133,7 @@ import Testing
 
         #expect(error.code == .unreachable)
         #expect(error.description.contains("cannot reach 127.0.0.1 port \(server.port)"))
-        #expect(get.jobs.dropFirst().allSatisfy { $0.finishedOutcome?.isCancelled == true })  // nothing else ran
+        #expect(get.jobs.dropFirst().allSatisfy { $0.outcomeIfDecided?.isCancelled == true })  // nothing else ran
     }
 
     @Test func aSecondRefreshWaitsForTheFirstImportAndNeitherLosesData() async throws {

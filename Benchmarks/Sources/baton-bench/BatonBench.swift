@@ -19,7 +19,7 @@ struct RunBenchmarks: ParsableCommand {
     )
 
     static let allWorkloads = [
-        "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated",
+        "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated", "group",
     ]
 
     @Flag(help: "Small sizes (1k, 10k), 3 runs, Foundation graphs up to 2k, memory at 10k: well under a minute.")
@@ -90,7 +90,7 @@ struct RunBenchmarks: ParsableCommand {
             IndependentWorkloads.independent, IndependentWorkloads.serial,
             ChainWorkloads.chain, ChainWorkloads.chainSerial,
             GraphWorkloads.fanIn, GraphWorkloads.dag,
-            CancelWorkload.cancelAll, AsyncWorkload.async, DecoratedWorkload.decorated,
+            CancelWorkload.cancelAll, AsyncWorkload.async, DecoratedWorkload.decorated, GroupWorkload.group,
         ]
         let peers = try parseList(peers)?.compactMap(Peer.init(rawValue:)) ?? Peer.allCases
         var harness = Harness(sizes: sizes, runs: runs, limits: limits, peers: peers, watchdog: watchdog)

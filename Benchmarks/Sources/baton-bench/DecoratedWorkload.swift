@@ -1,7 +1,7 @@
 import Baton
 
 /// `decorated` (Baton only): as `independent`, but every job carries what real jobs carry: an
-/// observer (`onFinish`), a condition that is evaluated (asynchronously, like any real condition) and
+/// observer (`onFinish`), a condition that is evaluated (synchronously, as a condition that can answer at once is) and
 /// an exclusivity category shared with 1/16 of the jobs (see ``Decorations/apply(to:index:)``). The
 /// report shows its cost against plain `independent`.
 enum DecoratedWorkload {
@@ -39,7 +39,7 @@ enum Decorations {
     /// exclusivity exists: enough that most jobs can run, few enough that the categories are contended.
     static let exclusivityCategoryCount = 16
 
-    /// A condition that always passes but is evaluated like any other (a `Task` per job).
+    /// A condition that always passes and answers at once (no `Task`), like `NoFailedDependencies`.
     static let condition = ClosureCondition(name: "bench.always") { _ in true }
     static let categories = (0..<exclusivityCategoryCount).map { MutuallyExclusive(category: "bench.\($0)") }
 

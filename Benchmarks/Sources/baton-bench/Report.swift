@@ -69,7 +69,9 @@ struct Report {
                     if !footnotes.contains(note) { footnotes.append(note) }
                 }
             }
-            if result.workload == "decorated", let plain = median("independent", result.n, .baton), let baton {
+            if ["decorated", "group"].contains(result.workload), let plain = median("independent", result.n, .baton),
+                let baton
+            {
                 notes.append(String(format: "%.2f× plain independent", baton / plain))
             }
             notes.append(contentsOf: result.problems.map { "PROBLEM: \($0)" })

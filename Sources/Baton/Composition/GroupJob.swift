@@ -1,0 +1,354 @@
+/// A job made of child jobs: it finishes after every child finished, including children added while it
+/// runs.
+///
+/// ```swift
+/// let getEarthquakes = GroupJob(name: "get earthquakes", children: [download, parse, store])
+/// queue.add(getEarthquakes)
+/// ```
+///
+/// - Children run on the group's own queue (``maxConcurrentChildren`` at once) once the group
+///   executes; until then they wait. They may depend on each other and on jobs outside the group (a
+///   child that depends on its own group, or a group on its own child, is a dependency cycle: both
+///   finish failed, naming it).
+/// - ``addChild(_:)`` works while the group runs — a child can decide the next step (a paged fetch
+///   adds a request per page until the server says it is done) — and so does a child's
+///   ``Job/produce(_:)``, which lands in the group. The group's observers hear of children added while
+///   it runs as produced jobs. A child added once the group has decided to finish (a race with its
+///   last child) does not run: it finishes cancelled with ``JobError/Code/groupFinished``.
+/// - The group finishes after its last child *finished*: when its observers or awaiting callers hear
+///   of it, every child reports ``Job/isFinished``.
+/// - Override ``childDidFinish(_:outcome:)`` to react to each child; children added there keep the
+///   group running.
+/// - The group fails with ``GroupJobError`` (every failed child) if any child failed; it is cancelled
+///   if it was asked to cancel and a child ended cancelled. Cancelling it cancels its children; the
+///   children of a group that finished without running finish cancelled.
+///
+/// ## Exclusivity
+/// A group that asks for exclusivity categories claims, at once and before it runs, its own categories
+/// and those of every child (and grandchild) it has by then. It then *lends* them to its children one
+/// at a time: two children that ask for a category the group holds exclude each other, outsiders wait
+/// for the whole group, and no claim ever waits while holding another, so groups cannot deadlock
+/// each other or their children. A child added later that asks for a category its group does not hold
+/// fails with ``JobError/Code/categoryNotHeldByGroup`` instead of waiting for it while the group holds
+/// others (which could deadlock). A group with no categories of its own claims nothing: its children
+/// claim theirs as any job does.
+///
+/// ## Thread safety
+/// All methods may be called from any thread; the group's own state is part of the job's guarded state.
+open class GroupJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `maxChildren` is immutable; the group's state lives in the job's core.
+    private let maxChildren: Int
+
+    /// Creates a group.
+    ///
+    /// - Parameters:
+    ///   - children: The first children; more can be added with ``addChild(_:)``.
+    ///   - maxConcurrentChildren: How many children execute at once.
+    public init(
+        name: String? = nil, priority: JobPriority = .normal, children: [Job] = [],
+        maxConcurrentChildren: Int = JobQueue.defaultMaxConcurrentJobs
+    ) {
+        maxChildren = maxConcurrentChildren
+        super.init(name: name, priority: priority)
+        withGroup { _ in }  // a group always has its state
+        if !children.isEmpty { addChildren(children) }
+    }
+
+    deinit {
+        // Children that never ran, released without recursion (groups may nest deeply).
+        Job.releaseIteratively(takeOwnedChildren())
+    }
+
+    /// The group's state, under the job's lock.
+    @inline(__always)
+    final func withGroup<T>(_ body: (inout GroupState) -> T) -> T {
+        withCore { core in
+            let extras = core.extrasForWriting()
+            if extras.group == nil { extras.group = GroupState() }
+            return body(&extras.group!)
+        }
+    }
+
+    /// Every child added so far (empty once the group finished).
+    public var childJobs: [Job] { withGroup { $0.children + $0.waiting } }
+
+    /// Adds a child. Before the group executes it waits; while it executes it is added at once.
+    public func addChild(_ child: Job) {
+        addChildren([child])
+    }
+
+    /// Adds a child whose progress counts `weight` times as much as a child of weight 1 in the group's
+    /// ``Job/progress`` (the group reports the weighted mean of its children's progress).
+    public func addChild(_ child: Job, weight: Double) {
+        withGroup { $0.progress.setWeight(max(0, weight), of: child.id) }
+        addChild(child)
+    }
+
+    /// Adds several children; see ``addChild(_:)``.
+    public func addChildren(_ newChildren: [Job]) {
+        guard !newChildren.isEmpty else { return }
+        for child in newChildren {
+            child.withCore { $0.extrasForWriting().parent = self }
+        }
+        enum Decision {
+            case wait
+            case add(JobQueue, cancelled: Bool)
+            case tooLate(JobState)
+        }
+        let decision: Decision = withCore { core in
+            let state = core.lifecycle.publicState
+            let group = core.extrasForWriting()
+            if group.group == nil { group.group = GroupState() }
+            if !group.group!.started && state < .finishing {
+                group.group!.waiting += newChildren
+                return .wait
+            }
+            if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
+                group.group!.adding += 1  // keeps the group from finishing until they are counted
+                return .add(queue, cancelled: core.lifecycle.isCancelled)
+            }
+            return .tooLate(state)
+        }
+        switch decision {
+        case .wait:
+            return
+        case .tooLate(let state):
+            let error = JobError.groupFinished(children: newChildren.map(\.name), group: name, state: state)
+            Propagation.run { work in
+                for child in newChildren { work.abandon(child, outcome: .cancelled(error)) }
+            }
+        case .add(let queue, let cancelled):
+            if cancelled { newChildren.forEach { $0.cancel() } }  // a cancelled group runs no new work
+            queue.add(newChildren)
+            for child in newChildren { announce(child) }
+            withGroup { $0.adding -= 1 }
+            Propagation.run { finishIfDone(&$0) }
+        }
+    }
+
+    /// The group finishes when its last child did, not when ``execute()`` returns.
+    override var finishesWhenExecuteReturns: Bool { false }
+
+    /// Called once per child, after it finished and before the group decides whether it is done.
+    /// Override it to react (and, for example, add the next child). The default does nothing.
+    open func childDidFinish(_ child: Job, outcome: JobOutcome) {}
+
+    /// The group's error once all children finished: the default fails with every failed child.
+    /// Override it to decide differently (``RetryJob`` keeps only the last attempt's error).
+    open func errorAfterChildren(failures: [GroupJobError.Failure]) -> (any Error)? {
+        failures.isEmpty ? nil : GroupJobError(group: name, failures: failures)
+    }
+
+    public final override func execute() {
+        let outer = queue?.exclusivityScope ?? .processWide
+        let claimed = withGroup { $0.claimed }
+        let scope = claimed.isEmpty ? outer : ExclusivityScope(lending: claimed, of: name, parent: outer)
+        let childQueue = JobQueue(
+            name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
+            adoption: { [unowned self] jobs in self.adopt(jobs) })
+        let (initial, cancelled): ([Job], Bool) = withCore { core in
+            let group = core.extrasForWriting()
+            group.group!.childQueue = childQueue
+            group.group!.started = true
+            group.group!.adding += 1
+            defer { group.group!.waiting = [] }
+            return (group.group!.waiting, core.lifecycle.isCancelled)
+        }
+        if cancelled { initial.forEach { $0.cancel() } }
+        childQueue.add(initial)
+        withGroup { $0.adding -= 1 }
+        Propagation.run { finishIfDone(&$0) }
+    }
+
+    /// Counts the jobs joining the child queue (added by ``addChild(_:)``, by a child's `produce`, or
+    /// generated by a child's condition) as children.
+    private func adopt(_ jobs: [Job]) {
+        for job in jobs {
+            // Children given with addChild know their group already; produced and generated jobs learn it.
+            job.withCore { core in
+                if core.extras?.parent !== self { core.extrasForWriting().parent = self }
+            }
+        }
+        withGroup { group in
+            group.unfinished += jobs.count
+            group.children += jobs
+            for job in jobs { group.progress.add(job.id) }
+        }
+    }
+
+    /// Tells the group's observers of `child` as a produced job.
+    func announce(_ child: Job) {
+        let mustDeliver = withCore { core in
+            core.lifecycle.publicState == .executing && !core.observers.isEmpty
+                ? core.lifecycle.record(.produce(child)) : false
+        }
+        if mustDeliver { Propagation.run { deliver(&$0) } }
+    }
+
+    /// A child finished (it reports `isFinished`). Called from the work list.
+    func childFinished(_ child: Job, outcome: JobOutcome, _ work: inout Propagation) {
+        childDidFinish(child, outcome: outcome)
+        let failure =
+            outcome.isFailed ? GroupJobError.Failure(child: child.name, childID: child.id, error: outcome.error!) : nil
+        // One locked step: count the child, update the group's progress, decide whether it is done.
+        var progress: (recorded: (parent: GroupJob?, mustDeliver: Bool)?, fraction: Double)?
+        let decided: (failures: [GroupJobError.Failure], cancelled: Bool)? = withCore { core in
+            guard let extras = core.extras, extras.group != nil else { return nil }
+            if let failure { extras.group!.failures.append(failure) }
+            if outcome.isCancelled { extras.group!.anyChildCancelled = true }
+            extras.group!.unfinished -= 1
+            if let fraction = extras.group!.progress.finished(child.id) {
+                progress = (core.recordProgress(fraction), fraction)
+            }
+            return core.decideToFinish()
+        }
+        if let progress { Job.propagate(progress.recorded, from: self, progress.fraction) }
+        finish(decided, &work)
+    }
+
+    /// A child reported progress; returns the group's new progress, for the caller to report.
+    func childProgressed(_ child: Job, _ fraction: Double) -> Double? {
+        withGroup { $0.progress.update(child.id, to: fraction) }
+    }
+
+    private func finishIfDone(_ work: inout Propagation) {
+        finish(withCore { $0.decideToFinish() }, &work)
+    }
+
+    /// Finishes the group once it decided to (all children finished, no `addChildren` in progress).
+    private func finish(_ decided: (failures: [GroupJobError.Failure], cancelled: Bool)?, _ work: inout Propagation) {
+        guard let decided else { return }
+        let error = errorAfterChildren(failures: decided.failures) ?? (decided.cancelled ? CancellationError() : nil)
+        bodyCompleted(error: error, &work)
+    }
+
+    override func interruptBody() {
+        withGroup { $0.childQueue }?.cancelAll()
+    }
+
+    override func categoriesToClaim(own: [ExclusivityCategory]) -> [ExclusivityCategory] {
+        // Its own categories and those of every child and grandchild it has now, claimed at once.
+        var keys = Set(own.map(\.key))
+        var claim = own
+        var work = withGroup { $0.waiting }
+        while let job = work.popLast() {
+            for category in job.categoriesOfConditions where keys.insert(category.key).inserted {
+                claim.append(category)
+            }
+            if let group = job as? GroupJob { work += group.withGroup { $0.waiting } }
+        }
+        withGroup { $0.claimed = claim }
+        return claim
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        // The job's extras were moved out of its core when it finished: nobody else can reach them.
+        guard let state = extras?.takeGroup() else { return [] }
+        // Children that never reached the child queue (the group finished without running) must still
+        // finish, or whoever waits for them would wait for ever.
+        let orphans = state.started ? [] : state.waiting
+        guard !orphans.isEmpty else { return [] }
+        let error = JobError.groupFinished(children: orphans.map(\.name), group: name, outcome: outcome)
+        return orphans.map { ($0, .cancelled(error)) }
+    }
+
+    override func takeOwnedChildren() -> [Job] {
+        guard let state = withCore({ $0.extras?.takeGroup() }) else { return [] }
+        return state.waiting + state.children
+    }
+}
+
+/// A group's state, kept in the job's core (so it is guarded by the job's lock).
+struct GroupState {
+    /// Children added before the group runs.
+    var waiting: [Job] = []
+    /// Children that joined the child queue.
+    var children: [Job] = []
+    /// Children that joined and have not finished.
+    var unfinished = 0
+    /// `addChildren` calls between their check and their children joining: the group must not finish.
+    var adding = 0
+    var failures: [GroupJobError.Failure] = []
+    var anyChildCancelled = false
+    var childQueue: JobQueue?
+    var started = false
+    /// The group decided to finish: children added from now on are too late.
+    var decided = false
+    /// The categories the group claimed for itself and its children.
+    var claimed: [ExclusivityCategory] = []
+    var progress = GroupProgress()
+}
+
+extension JobCore {
+    /// Whether the group can finish now (it runs, every child finished, no `addChildren` is between its
+    /// check and its children joining); if so it decides to, once: the failures to report, and whether
+    /// it ends cancelled.
+    mutating func decideToFinish() -> (failures: [GroupJobError.Failure], cancelled: Bool)? {
+        guard case .executing = lifecycle.state, let extras, let group = extras.group,
+            group.started, group.unfinished == 0, group.adding == 0, !group.decided
+        else { return nil }
+        extras.group!.decided = true
+        return (group.failures, group.anyChildCancelled && lifecycle.isCancelled)
+    }
+}
+
+extension JobExtras {
+    /// Moves the group's state out (to be dropped after unlocking).
+    func takeGroup() -> GroupState? {
+        defer { group = nil }
+        return group
+    }
+}
+
+/// The weighted mean of the children's progress, kept up to date in constant time per report. Only
+/// children with a weight or an unfinished report have an entry, so a group of many plain children
+/// keeps two empty tables.
+struct GroupProgress {
+    private var weights: [UInt64: Double] = [:]
+    /// The last fraction of children that reported one and have not finished.
+    private var fractions: [UInt64: Double] = [:]
+    private var totalWeight = 0.0
+    private var done = 0.0
+
+    mutating func setWeight(_ weight: Double, of child: UInt64) { weights[child] = weight }
+
+    /// A child joined.
+    mutating func add(_ child: UInt64) { totalWeight += weights[child] ?? 1 }
+
+    /// A child reported `fraction`; returns the group's new progress.
+    mutating func update(_ child: UInt64, to fraction: Double) -> Double? {
+        let weight = weights[child] ?? 1
+        let previous = fractions.updateValue(fraction, forKey: child) ?? 0
+        done += weight * (fraction - previous)
+        return current
+    }
+
+    /// A child finished: it counts as done; its entries go.
+    mutating func finished(_ child: UInt64) -> Double? {
+        let weight = weights.isEmpty ? 1 : weights.removeValue(forKey: child) ?? 1
+        let previous = fractions.isEmpty ? 0 : fractions.removeValue(forKey: child) ?? 0
+        done += weight * (1 - previous)
+        return current
+    }
+
+    private var current: Double? { totalWeight > 0 ? min(max(done / totalWeight, 0), 1) : nil }
+}
+
+/// Why a ``GroupJob`` failed: each failed child with its error.
+public struct GroupJobError: Error, Sendable, CustomStringConvertible {
+    public struct Failure: Sendable {
+        /// The child's name.
+        public let child: String
+        /// The child's ``Job/id``.
+        public let childID: UInt64
+        public let error: any Error
+    }
+
+    /// The group's name.
+    public let group: String
+    public let failures: [Failure]
+
+    public var description: String {
+        "group '\(group)' failed: " + failures.map { "'\($0.child)' failed: \($0.error)" }.joined(separator: "; ")
+    }
+}

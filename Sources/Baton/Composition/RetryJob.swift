@@ -1,0 +1,177 @@
+/// Runs a job made by a factory, and again — up to `maxAttempts` times in all — while it fails with an
+/// error worth retrying, waiting by a ``Backoff`` between attempts.
+///
+/// ```swift
+/// let fetch = RetryJob(name: "fetch", maxAttempts: 3, backoff: .exponential(initial: .seconds(1))) { attempt in
+///     ValueJob<Data>(name: "fetch #\(attempt)") { _ in try await download() }
+/// }
+/// ```
+///
+/// Each attempt is a child, reported to the retry job's observers as a produced job (the first one
+/// included). An attempt that fails, or is cancelled on its own (its timeout, say), is retried while
+/// attempts are left and `retryIf` agrees. The retry job succeeds when an attempt succeeds, and
+/// otherwise fails with ``RetryJob/Failure``, which carries the last attempt's error. Cancelling the
+/// retry job cancels the running attempt and stops retrying: it then finishes cancelled, like any
+/// other job. The clock is injectable so tests never sleep.
+public final class RetryJob: GroupJob, @unchecked Sendable {
+    // @unchecked Sendable: `attemptCount`, `lastAttempt` and `lastOutcome` are guarded by the job's lock.
+    public let maxAttempts: Int
+    private let backoff: Backoff
+    private let sleep: @Sendable (Duration) async throws -> Void
+    private let shouldRetry: @Sendable (any Error) -> Bool
+    private let makeAttempt: @Sendable (Int) -> Job
+    @exclusivity(unchecked) private var attemptCount = 0
+    @exclusivity(unchecked) private var lastAttempt: Job?
+    @exclusivity(unchecked) private var lastOutcome: JobOutcome?
+
+    /// Why a retry job failed.
+    public struct Failure: Error, Sendable, CustomStringConvertible {
+        public let job: String
+        public let attempts: Int
+        /// The last attempt's error.
+        public let lastError: any Error
+        public var description: String {
+            "job '\(job)' failed after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(lastError)"
+        }
+    }
+
+    /// - Parameters:
+    ///   - maxAttempts: Attempts in all, the first included (at least 1).
+    ///   - retryIf: Whether an attempt's error is worth another attempt (default: always).
+    ///   - makeAttempt: Makes attempt number `n` (from 1).
+    public init<C: Clock>(
+        name: String? = nil, maxAttempts: Int, backoff: Backoff = .immediate, clock: C,
+        retryIf shouldRetry: @escaping @Sendable (any Error) -> Bool = { _ in true },
+        makeAttempt: @escaping @Sendable (_ attempt: Int) -> Job
+    ) where C.Duration == Duration, C: Sendable {
+        if maxAttempts < 1 { fatalError("Baton: a retry job needs at least 1 attempt, not \(maxAttempts).") }
+        self.maxAttempts = maxAttempts
+        self.backoff = backoff
+        sleep = { try await clock.sleep(for: $0) }
+        self.shouldRetry = shouldRetry
+        self.makeAttempt = makeAttempt
+        super.init(name: name, maxConcurrentChildren: 1)
+        let first = makeAttempt(1)
+        attemptCount = 1
+        lastAttempt = first
+        addChild(first)
+        onStart { job in (job as? RetryJob)?.announceFirst() }
+    }
+
+    /// Retries on the continuous clock.
+    public convenience init(
+        name: String? = nil, maxAttempts: Int, backoff: Backoff = .immediate,
+        retryIf shouldRetry: @escaping @Sendable (any Error) -> Bool = { _ in true },
+        makeAttempt: @escaping @Sendable (_ attempt: Int) -> Job
+    ) {
+        self.init(
+            name: name, maxAttempts: maxAttempts, backoff: backoff, clock: ContinuousClock(), retryIf: shouldRetry,
+            makeAttempt: makeAttempt)
+    }
+
+    /// How many attempts were made so far.
+    public var attempts: Int { mutex.withLock { attemptCount } }
+
+    private func announceFirst() {
+        if let first = mutex.withLock({ lastAttempt }) { announce(first) }
+    }
+
+    public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
+        let (isLast, attempt, cancelled) = withCore { core -> (Bool, Int, Bool) in
+            guard child === lastAttempt else { return (false, 0, false) }
+            lastOutcome = outcome
+            return (true, attemptCount, core.lifecycle.isCancelled)
+        }
+        // User code (the predicate and the factory) runs outside the lock.
+        guard isLast, !cancelled, let error = outcome.error, attempt < maxAttempts, shouldRetry(error) else { return }
+        let next = makeAttempt(attempt + 1)
+        let previous: Job? = mutex.withLock {
+            attemptCount = attempt + 1
+            defer { lastAttempt = next }
+            return lastAttempt
+        }
+        _ = previous  // dropped outside the lock
+        next.addBackoff(backoff.delay(beforeAttempt: attempt + 1), sleep: sleep)
+        addChild(next)
+    }
+
+    public override func errorAfterChildren(failures: [GroupJobError.Failure]) -> (any Error)? {
+        let (last, attempts, cancelled) = withCore { core in (lastOutcome, attemptCount, core.lifecycle.isCancelled) }
+        switch last {
+        case nil, .succeeded?:
+            return nil
+        case .failed(let error)?:
+            return Failure(job: name, attempts: attempts, lastError: error)
+        case .cancelled(let reason)?:
+            // Cancelled with the retry job: the retry job is cancelled. On its own, with no attempt left:
+            // a failure like any other.
+            return cancelled ? CancellationError() : Failure(job: name, attempts: attempts, lastError: reason)
+        }
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let last = mutex.withLock { lastAttempt.take() }
+        _ = last  // dropped outside the lock
+        return super.didComplete(outcome: outcome, executed: executed, extras: extras)
+    }
+}
+
+/// Runs a job, then — while `next` returns one — the next, waiting by a ``Backoff`` in between: paging
+/// ("fetch the next page while there is one") and polling.
+///
+/// ```swift
+/// let pages = RepeatJob(name: "pages", first: fetchPage(1)) { previous, outcome in
+///     guard outcome.isSucceeded, let next = (previous as? PageJob)?.nextPage else { return nil }
+///     return fetchPage(next)
+/// }
+/// ```
+///
+/// Each iteration is a child (see ``GroupJob``); the repeat job fails if any iteration failed.
+public final class RepeatJob: GroupJob, @unchecked Sendable {
+    // @unchecked Sendable: `latest` and `iterations` are guarded by the job's lock.
+    private let backoff: Backoff
+    private let sleep: @Sendable (Duration) async throws -> Void
+    private let next: @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
+    @exclusivity(unchecked) private var latest: Job?  // guarded by the job's lock
+    @exclusivity(unchecked) private var iterationCount = 1
+
+    public init<C: Clock>(
+        name: String? = nil, backoff: Backoff = .immediate, clock: C, first: Job,
+        next: @escaping @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
+    ) where C.Duration == Duration, C: Sendable {
+        self.backoff = backoff
+        sleep = { try await clock.sleep(for: $0) }
+        self.next = next
+        super.init(name: name, children: [first], maxConcurrentChildren: 1)
+        latest = first
+    }
+
+    public convenience init(
+        name: String? = nil, backoff: Backoff = .immediate, first: Job,
+        next: @escaping @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
+    ) {
+        self.init(name: name, backoff: backoff, clock: ContinuousClock(), first: first, next: next)
+    }
+
+    /// How many iterations were started so far.
+    public var iterations: Int { mutex.withLock { iterationCount } }
+
+    public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
+        let (isLatest, cancelled) = withCore { core in (child === latest, core.lifecycle.isCancelled) }
+        guard isLatest, !cancelled, let following = next(child, outcome) else { return }
+        let (number, previous): (Int, Job?) = mutex.withLock {
+            iterationCount += 1
+            defer { latest = following }
+            return (iterationCount, latest)
+        }
+        _ = previous  // dropped outside the lock
+        following.addBackoff(backoff.delay(beforeAttempt: number), sleep: sleep)
+        addChild(following)
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let last = mutex.withLock { latest.take() }
+        _ = last  // dropped outside the lock
+        return super.didComplete(outcome: outcome, executed: executed, extras: extras)
+    }
+}

@@ -1,0 +1,37 @@
+/// Lets at most one job (or ``ExclusivityCategory/limit`` jobs) of a category execute at once, across
+/// every queue of an ``ExclusivityScope``.
+///
+/// ```swift
+/// enum Alert {}
+/// showAlert.addCondition(MutuallyExclusive<Alert>())          // one alert at a time
+/// download.addCondition(MutuallyExclusive(category: "downloads", limit: 2))
+/// ```
+///
+/// The category is claimed when the job is otherwise ready to run and released when it finishes; a
+/// job with several categories takes them all at once.
+public struct MutuallyExclusive<Category>: JobCondition {
+    public let category: ExclusivityCategory
+
+    /// Exclusivity named after the type `Category`.
+    public init(limit: Int = 1) {
+        category = .type(Category.self, limit: limit)
+    }
+
+    public var name: String { "MutuallyExclusive(\(category))" }
+    public var exclusivityCategories: [ExclusivityCategory] { [category] }
+    /// It only asks for its category: nothing to evaluate.
+    public var requiresEvaluation: Bool { false }
+    public func evaluate(for job: Job) async -> ConditionResult { .satisfied }
+}
+
+extension MutuallyExclusive where Category == ExclusivityCategory {
+    /// Exclusivity named by a string key, with an optional count: at most `limit` holders at once.
+    public init(category key: String, limit: Int = 1) {
+        category = ExclusivityCategory(key, limit: limit)
+    }
+
+    /// Exclusivity for a category value.
+    public init(_ category: ExclusivityCategory) {
+        self.category = category
+    }
+}

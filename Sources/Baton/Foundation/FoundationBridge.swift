@@ -1,0 +1,105 @@
+public import Foundation
+
+/// A Foundation `Operation` as a Baton job: the job finishes when the operation finishes.
+///
+/// - ``init(running:)``: executing the job runs the operation (on a private `OperationQueue`);
+///   cancelling the job cancels the operation.
+/// - ``watching(_:name:)``: a job that only waits for an operation that something else runs (for
+///   example your own `OperationQueue`); it needs no Baton queue.
+///
+/// Completion is detected with a Foundation dependency (a tiny operation that depends on the wrapped
+/// one), never with KVO, so it works on Linux, where Foundation has none. The job succeeds, or reports
+/// cancelled if the operation was cancelled.
+public final class OperationJob: CallbackJob, @unchecked Sendable {
+    // @unchecked Sendable: `operation` is Foundation's thread-safe Operation; nothing else is stored.
+    public let operation: Operation
+    private let runsOperation: Bool
+
+    /// A job that runs `operation` when it executes.
+    public init(name: String? = nil, running operation: Operation) {
+        self.operation = operation
+        runsOperation = true
+        super.init(name: name ?? operation.name ?? "Operation")
+    }
+
+    private init(name: String?, observing operation: Operation) {
+        self.operation = operation
+        runsOperation = false
+        super.init(name: name ?? operation.name ?? "Operation")
+    }
+
+    /// Starts watching `operation`, which something else runs, and returns a job that finishes when it
+    /// does. The job is running already (it is not meant to be added to a queue); make Baton jobs
+    /// depend on it (see ``Job/addDependency(_:)-(Operation)``).
+    public static func watching(_ operation: Operation, name: String? = nil) -> OperationJob {
+        let job = OperationJob(name: name, observing: operation)
+        try? job.start()  // a new job with no dependencies always starts
+        return job
+    }
+
+    public override func execute() {
+        let finisher = BlockOperation { [self] in
+            finish(operation.isCancelled ? CancellationError() : nil)
+        }
+        finisher.addDependency(operation)
+        let queue = OperationQueue()
+        queue.name = "Baton.OperationJob"
+        queue.addOperations(runsOperation ? [operation, finisher] : [finisher], waitUntilFinished: false)
+    }
+
+    public override func didCancel(reason: any Error) {
+        if runsOperation { operation.cancel() }
+    }
+}
+
+extension Job {
+    /// Makes this job wait until a Foundation `Operation` finished, whatever runs it.
+    public func addDependency(_ operation: Operation) {
+        addDependency(OperationJob.watching(operation))
+    }
+
+    /// This job as a Foundation `Operation`, for APIs that want one: running the operation runs the
+    /// job on the operation's thread and waits for it to finish.
+    ///
+    /// - Important: The job must not be in a Baton queue, and its Baton dependencies must have finished
+    ///   when the operation runs (use Foundation dependencies on the operation instead). A job that
+    ///   cannot start finishes the operation at once; ``JobOperation/startError`` says why.
+    public func asOperation() -> JobRunnerOperation {
+        JobRunnerOperation(job: self)
+    }
+}
+
+/// A Foundation `Operation` that runs a Baton job (see ``Job/asOperation()``).
+public final class JobRunnerOperation: Operation, @unchecked Sendable {
+    // @unchecked Sendable: `job` is immutable and Sendable; `error` is guarded by `lock`.
+    public let job: Job
+    private let lock = Lock()
+    private var error: JobError?
+
+    init(job: Job) {
+        self.job = job
+        super.init()
+        name = job.name
+    }
+
+    /// Why the job could not start, if it could not.
+    public var startError: JobError? { lock.withLock { error } }
+
+    public override func main() {
+        if isCancelled { job.cancel() }
+        do {
+            try job.start()
+            job.waitUntilFinished()
+        } catch {
+            lock.withLock { self.error = error }
+        }
+    }
+
+    public override func cancel() {
+        super.cancel()
+        job.cancel()
+    }
+}
+
+@available(*, unavailable, renamed: "JobRunnerOperation")
+public typealias JobOperation = JobRunnerOperation

@@ -1,0 +1,385 @@
+/// The path of a job from its queue to finished, carried out step by step: each step runs one
+/// ``JobLifecycle`` event under the job's lock, then performs the action it returned with no lock held.
+///
+/// The steps, in order (``JobQueue/add(_:)-([Job])`` starts it, `JobLifecycle.swift` decides each move):
+/// 1. ``join(_:categories:batch:index:)``: the job joins a queue; without dependencies it moves on at once.
+/// 2. ``registerDependent(_:batch:index:)`` with each unfinished dependency, then the registration
+///    hold is dropped (``dependenciesFinished(_:_:)``).
+/// 3. ``evaluateConditions(round:_:)``: synchronously where every condition can answer at once,
+///    otherwise in one `Task`.
+/// 4. ``claim(_:)``: its exclusivity categories, then the queue's ready list.
+/// 5. ``runFromQueue()``: a worker of the queue runs the body.
+/// 6. ``bodyCompleted(error:)``: the outcome is decided; ``deliver(_:)`` tells the observers in order,
+///    then ``complete(_:_:)`` hands over: categories, the queue's slot, waiters, dependents, the group.
+///
+/// Anything that finishes jobs passes a ``Propagation`` along: finishing one job never calls into the
+/// next, it adds it to the work list, so chains and nested groups of any length finish in constant
+/// stack space.
+extension Job {
+    // MARK: 1. Joining a queue
+
+    /// How a job joined its queue.
+    enum Joined {
+        /// It went straight to the ready list (no dependencies, conditions or categories).
+        case ready(JobQueue.ReadyJob)
+        /// It waits for these jobs: register with each, then drop the registration hold.
+        case waits(for: [Job])
+        /// It moved on at once (to its conditions or its claim, or it finished, cancelled before).
+        case moved(JobLifecycle.Action)
+    }
+
+    /// The job joins `queue` (member `index` of the `add` call `batch`).
+    ///
+    /// - Precondition: The job is in no queue, was not started by hand and has not finished.
+    func join(_ queue: JobQueue, batch: UInt64, index: Int) -> Joined {
+        var refusal: (JobLifecycle.EnqueueRefusal, JobQueue?)?
+        let joined: Joined? = withCore { core in
+            let dependencies = core.allDependencies
+            let result = core.lifecycle.enqueue(
+                dependencies: dependencies.count, conditions: (core.extras?.evaluatedConditions ?? 0) > 0,
+                categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
+            switch result {
+            case .failure(let why):
+                refusal = (why, core.queue)
+                return nil
+            case .success(let action):
+                core.queue = queue
+                switch action {
+                case .enqueueReady:
+                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority))
+                case .register:
+                    core.cycleMark = CycleMark(
+                        batch: batch, index: Int32(clamping: index),
+                        // Jobs enqueued earlier, its group, or its own waiting children already wait for it.
+                        mayCloseCycle: !core.dependents.isEmpty || core.extras?.parent != nil
+                            || core.extras?.group?.waiting.isEmpty == false)
+                    return .waits(for: dependencies)
+                default:
+                    return .moved(action)
+                }
+            }
+        }
+        if let joined { return joined }
+        let place = refusal?.1.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
+        switch refusal?.0 {
+        case .alreadyIn where refusal?.1 === queue:
+            fatalError("Baton: job '\(name)' was added to queue '\(queue.name)' twice. A job runs once; add it once.")
+        case .alreadyIn(let state):
+            fatalError(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it is already \(state) in \(place). A job runs once; add it to one queue, once."
+            )
+        case .alreadyFinished, nil:
+            fatalError(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it has already finished. A job runs once; create a new one."
+            )
+        }
+    }
+
+    /// The fast way in: a job with no dependencies, conditions or categories, not cancelled, joins
+    /// `queue` straight to ready in one locked step. Returns `nil` (and changes nothing) otherwise.
+    func joinAtOnce(_ queue: JobQueue) -> JobQueue.ReadyJob? {
+        withCore { core in
+            guard core.dependencies.isEmpty, core.extras == nil, case .initialized(nil) = core.lifecycle.state,
+                case .success(.enqueueReady) = core.lifecycle.enqueue(
+                    dependencies: 0, conditions: false, categories: false, observed: !core.observers.isEmpty)
+            else { return nil }
+            core.queue = queue
+            return JobQueue.ReadyJob(id: id, priority: core.priority)
+        }
+    }
+
+    // MARK: 2. Dependencies
+
+    /// Records `dependent` (member `index` of the `add` call `batch`) to be released when this job
+    /// finishes. Returns `false` if this job has already finished (the dependent must not wait for it).
+    func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Bool {
+        withCore { core in
+            guard !core.lifecycle.isFinished else { return false }
+            core.dependents.append(dependent)
+            let mark = core.cycleMark
+            if !(batch != 0 && mark.batch == batch && Int(mark.index) < index) { core.cycleMark.mayCloseCycle = true }
+            return true
+        }
+    }
+
+    /// Whether the job must be searched for cycles after its `add` call registered everything.
+    func takeMayCloseCycle() -> Bool {
+        withCore { core in
+            defer { core.cycleMark.mayCloseCycle = false }
+            return core.cycleMark.mayCloseCycle
+        }
+    }
+
+    /// `count` of this job's dependencies (or its registration hold) finished.
+    func dependenciesFinished(_ count: Int, _ work: inout Propagation) {
+        perform(step { $0.lifecycle.dependenciesFinished(count) }, &work)
+    }
+
+    // MARK: 3. Conditions
+
+    /// Evaluates the conditions of round `round`: those that can answer at once on this thread, the
+    /// others concurrently in one `Task`. Their answers move the job on.
+    func evaluateConditions(round: UInt32, _ work: inout Propagation) {
+        let conditions = withCore { $0.extras?.conditions ?? [] }  // in the order they were added
+        var later: [Int] = []
+        for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
+            switch condition.evaluateImmediately(for: self) {
+            case nil:
+                later.append(index)
+            case .satisfied?:
+                continue
+            case .failed(let error)?:
+                // A failure ends the job whatever the others say: don't start the asynchronous ones.
+                conditionsEvaluated(round: round, failure: conditionFailure(condition, error), &work)
+                return
+            }
+        }
+        if later.isEmpty {
+            conditionsEvaluated(round: round, failure: nil, &work)
+            return
+        }
+        let names = later.map { conditions[$0].name }
+        let task = Task(priority: priority.taskPriority) {
+            var results = [ConditionResult?](repeating: nil, count: conditions.count)
+            await withTaskGroup(of: (Int, ConditionResult).self) { group in
+                for index in later {
+                    group.addTask { (index, await conditions[index].evaluate(for: self)) }
+                }
+                for await (index, result) in group {
+                    results[index] = result
+                    let name = conditions[index].name
+                    self.withCore { core in
+                        if let at = core.extras?.evaluating.firstIndex(of: name) {
+                            core.extras?.evaluating.remove(at: at)
+                        }
+                    }
+                }
+            }
+            // The first failure in the order the conditions were added, so the error is deterministic.
+            var failure: (any Error)?
+            for (condition, result) in zip(conditions, results) {
+                if case .failed(let error)? = result {
+                    failure = self.conditionFailure(condition, error)
+                    break
+                }
+            }
+            var work = Propagation()
+            self.conditionsEvaluated(round: round, failure: failure, &work)
+            work.run()
+        }
+        let stale = withCore { core in
+            guard case .evaluatingConditions(round) = core.lifecycle.state else { return true }
+            core.extras?.evaluating = names
+            core.extras?.conditionTask = task
+            return false
+        }
+        if stale { task.cancel() }
+    }
+
+    /// The job's error when `condition` failed with `error`.
+    private func conditionFailure(_ condition: any JobCondition, _ error: any Error) -> JobError {
+        JobError(
+            code: .conditionFailed, jobs: [name],
+            message: "job '\(name)' did not run: condition '\(condition.name)' failed: \(error)",
+            underlying: error)
+    }
+
+    private func conditionsEvaluated(round: UInt32, failure: (any Error)?, _ work: inout Propagation) {
+        perform(
+            step { core in
+                core.extras?.evaluating = []
+                return core.lifecycle.conditionsEvaluated(round: round, failure: failure)
+            }, &work)
+    }
+
+    // MARK: 4. Exclusivity
+
+    /// Asks the job's queue's scope for its categories; the job goes to the ready list once they are
+    /// granted (now, or when ``claimGranted(_:_:)`` is called).
+    func claim(_ work: inout Propagation) {
+        let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
+        guard let scope else { return }  // finished meanwhile
+        switch scope.claimable(categoriesToClaim(own: own), by: name) {
+        case .failure(let refusal):
+            perform(step { $0.lifecycle.claimRefused(refusal) }, &work)
+        case .success(let categories):
+            let ticket = ClaimTicket(job: self, categories: categories)
+            let current: Bool = withCore { core in
+                guard case .ready(.waiting) = core.lifecycle.state else { return false }  // finished or sent back
+                core.extrasForWriting().claim = ticket
+                return true
+            }
+            if current && scope.request(ticket) { claimGranted(ticket, &work) }
+        }
+    }
+
+    /// The scope granted `ticket`. A grant of a ticket the job gave up since is ignored.
+    func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
+        perform(step { $0.extras?.claim === ticket ? $0.lifecycle.claimGranted() : .none }, &work)
+    }
+
+    // MARK: 5. Running
+
+    /// Called by a worker of the job's queue. Returns `false` if the job was cancelled (or sent back to
+    /// waiting) since it was put on the ready list.
+    func runFromQueue() -> Bool {
+        let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
+        guard case .run(let deliver) = action else { return false }
+        runBody(deliverFirst: deliver)
+        return true
+    }
+
+    func runBody(deliverFirst: Bool) {
+        if deliverFirst { Propagation.run { deliver(&$0) } }
+        do {
+            try execute()
+            if finishesWhenExecuteReturns { bodyCompleted(error: nil) }
+        } catch {
+            bodyCompleted(error: error)
+        }
+    }
+
+    // MARK: 6. Finishing
+
+    /// The body completed, with `error` if it threw. Completing twice, or before starting, stops the
+    /// program with a message naming the job.
+    func bodyCompleted(error: (any Error)?) {
+        Propagation.run { bodyCompleted(error: error, &$0) }
+    }
+
+    func bodyCompleted(error: (any Error)?, _ work: inout Propagation) {
+        var refusal: JobLifecycle.CompletionRefusal?
+        let step = step { core -> JobLifecycle.Action in
+            switch core.lifecycle.bodyCompleted(error: error) {
+            case .success(let action): return action
+            case .failure(let why):
+                refusal = why
+                return .none
+            }
+        }
+        if case .notExecuting(let state)? = refusal {
+            let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
+            fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
+        }
+        perform(step, &work)
+    }
+
+    /// Performs what an event decided (lock not held).
+    func perform(_ step: consuming Step, _ work: inout Propagation) {
+        if let completion = step.completion.take() {
+            complete(completion, &work)
+            return
+        }
+        switch step.action {
+        case .none, .register, .run:
+            break
+        case .evaluateConditions(let round):
+            evaluateConditions(round: round, &work)
+        case .claim:
+            claim(&work)
+        case .enqueueReady:
+            if let queue = step.queue {
+                work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
+            }
+        case .interrupt(let reason, let deliverFirst):
+            if deliverFirst { deliver(&work) }
+            interruptBody()
+            didCancel(reason: reason)
+        case .deliver:
+            deliver(&work)
+        }
+    }
+
+    /// Delivers the job's recorded events to its observers, one at a time, in order, outside the lock.
+    /// Exactly one thread delivers at a time (the one the machine chose). After the finish, completes.
+    func deliver(_ work: inout Propagation) {
+        while true {
+            var completion: JobCompletion?
+            let next: (ObserverEvent, [any JobObserver])? = withCore { core in
+                if core.observers.isEmpty, let ending = core.lifecycle.finishUnobserved() {
+                    completion = core.takeCompletion(ending)
+                    return nil
+                }
+                guard let event = core.lifecycle.nextEvent() else { return nil }
+                return (event, core.observers)
+            }
+            if let completion { return complete(completion, &work) }
+            guard let (event, observers) = next else { return }
+            switch event {
+            case .start:
+                for observer in observers { observer.jobDidStart(self) }
+            case .cancel(let reason):
+                for observer in observers { observer.jobDidCancel(self, reason: reason) }
+            case .produce(let job):
+                for observer in observers { observer.job(self, didProduce: job) }
+            case .progress(let fraction):
+                for observer in observers { observer.job(self, didReportProgress: fraction) }
+            case .finish(let outcome):
+                for observer in observers { observer.jobDidFinish(self, outcome: outcome) }
+                // Observers added while the finish was being delivered hear of it too.
+                var told = observers.count
+                while true {
+                    var late: [any JobObserver] = []
+                    let completion: JobCompletion? = withCore { core in
+                        if core.observers.count > told {
+                            late = Array(core.observers[told...])
+                            return nil
+                        }
+                        return core.takeCompletion(core.lifecycle.finishDelivered())
+                    }
+                    if let completion { return complete(completion, &work) }
+                    told += late.count
+                    for observer in late { observer.jobDidFinish(self, outcome: outcome) }
+                }
+            }
+        }
+    }
+
+    /// The job is finished: hands over everything (lock not held). Its dependents and its group go to
+    /// the work list.
+    private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
+        let ending = completion.ending
+        let orphans = didComplete(
+            outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
+        completion.released.extras?.conditionTask?.cancel()
+        if ending.claimed, let scope = completion.queue?.exclusivityScope,
+            let ticket = completion.released.extras?.claim
+        {
+            for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
+        }
+        completion.queue?.jobDidFinish(self, heldSlot: ending.executed)
+        for waiter in completion.waiters { waiter.resume(ending.outcome) }
+        if !completion.dependents.isEmpty { work.release(completion.dependents) }
+        if let parent = completion.released.extras?.parent { work.tell(parent, child: self, finished: ending.outcome) }
+        for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
+    }
+
+    /// Finishes a job that will never run (its group finished first) without a queue.
+    func abandon(_ work: inout Propagation, outcome: JobOutcome) {
+        perform(step { $0.lifecycle.abandon(outcome, observed: !$0.observers.isEmpty) }, &work)
+    }
+
+    // MARK: Steps
+
+    /// An event's action with what performing it needs from the job, read in the same locked region.
+    struct Step {
+        var action: JobLifecycle.Action
+        var queue: JobQueue?
+        var priority: JobPriority
+        /// Set when the job finished in the step itself (nobody to tell): hand it over.
+        var completion: JobCompletion?
+    }
+
+    /// Runs one lifecycle event under the lock. A job that finished with no observer to tell is
+    /// completed in the same locked region (one lock instead of two per finish).
+    func step(_ event: (inout JobCore) -> JobLifecycle.Action) -> Step {
+        withCore { core in
+            let action = event(&core)
+            var completion: JobCompletion?
+            if case .deliver = action, core.observers.isEmpty, let ending = core.lifecycle.finishUnobserved() {
+                completion = core.takeCompletion(ending)
+            }
+            return Step(action: action, queue: core.queue, priority: core.priority, completion: completion)
+        }
+    }
+}

@@ -1,0 +1,246 @@
+/// A unit of work with a lifecycle, dependencies, observers and cooperative cancellation.
+///
+/// Subclass `Job` and override ``execute()`` for synchronous work; the job finishes when it returns
+/// (or throws). For work that completes later through a callback, use ``CallbackJob``; for `async`
+/// code use ``AsyncJob``; for closures use ``BlockJob``, ``AsyncJob`` or ``CallbackJob``.
+///
+/// ```swift
+/// let queue = JobQueue(name: "import", maxConcurrentJobs: 4)
+/// let download = BlockJob { /* synchronous work */ }
+/// let parse = AsyncJob { job in try await parseFeed() }
+/// parse.addDependency(download)
+/// parse.onFinish { outcome in print(outcome) }
+/// queue.add([download, parse])
+/// ```
+///
+/// A job runs at most once and finishes exactly once with a ``JobOutcome``. Once finished it drops
+/// its dependencies, observers and closures, so nothing it captured is kept alive by Baton.
+///
+/// ## Subclassing
+/// Swift makes a subclass restate `@unchecked Sendable`. Keep the subclass's own state in `let`
+/// properties of `Sendable` types — ``Protected`` for anything that changes — and the restatement is
+/// true without a lock of your own.
+///
+/// ## Thread safety
+/// Every method may be called from any thread. A job's state lives in one value (``JobCore``) that
+/// only its lock gives access to, and Baton never calls your code (bodies, observers, conditions,
+/// continuations) or releases an object while holding a lock.
+open class Job: @unchecked Sendable {
+    // @unchecked Sendable: `id` and `mutex` are immutable; `core` is only read or written inside
+    // `withCore`, which holds `mutex`. The lock serialises every access, so the runtime's dynamic
+    // exclusivity check on `core` is redundant: `@exclusivity(unchecked)` removes it (about a fifth of
+    // the instructions of a trivial job, measured with callgrind). If a path ever touched `core` without
+    // the lock, ThreadSanitizer (CI runs the whole suite under it) reports the race.
+
+    /// A process-unique number, in creation order.
+    public let id: UInt64
+    let mutex: StripedMutex
+    /// Everything about the job that changes. Private to this file: the rest of Baton reaches it only
+    /// through ``withCore(_:)``, so reading it unlocked does not compile.
+    @exclusivity(unchecked) private var core: JobCore
+
+    /// Creates a job. It does nothing until it is added to a queue (or started by hand).
+    ///
+    /// - Parameters:
+    ///   - name: Used in diagnostics and errors. Defaults to the type name and ``id``, as in `BlockJob#12`.
+    ///   - priority: The order among ready jobs of the same queue.
+    public init(name: String? = nil, priority: JobPriority = .normal) {
+        id = JobIdentifiers.next()
+        mutex = LockStripes.mutex(for: id)
+        core = JobCore(name: name, priority: priority)
+    }
+
+    deinit {
+        LockDiscipline.checkNoLockHeld("job #\(id) was released")
+        // Release long chains iteratively: a recursive release of a million never-run jobs that depend
+        // on each other (or of groups nested ten thousand deep) would overflow the stack.
+        Job.releaseIteratively(core.takeOwnedJobs())
+    }
+
+    /// Runs `body` with the job's lock held and exclusive access to its ``JobCore``.
+    ///
+    /// - Important: `body` must not call user code, take another lock, or let go of a reference
+    ///   (move it out and drop it after unlocking): see ``LockDiscipline``.
+    @inline(__always)
+    final func withCore<T>(_ body: (inout JobCore) throws -> T) rethrows -> T {
+        try mutex.withLock { try body(&core) }
+    }
+
+    // MARK: Properties
+
+    /// The job's name, for diagnostics and errors.
+    public var name: String {
+        get { withCore { $0.name } ?? defaultName }
+        set { withCore { $0.name = newValue } }
+    }
+
+    var defaultName: String { "\(type(of: self))#\(id)" }
+
+    /// The order among ready jobs of the same queue. Changes after the job became ready have no effect.
+    public var priority: JobPriority {
+        get { withCore { $0.priority } }
+        set { withCore { $0.priority = newValue } }
+    }
+
+    /// Where the job is in its lifecycle. The value may be stale as soon as it is returned.
+    public var state: JobState { withCore { $0.lifecycle.publicState } }
+
+    /// Whether someone asked the job to cancel. Bodies should check it and stop early, throwing
+    /// `CancellationError()` to report that they did.
+    public var isCancelled: Bool { withCore { $0.lifecycle.isCancelled } }
+
+    /// Whether the job finished (its observers were told, its dependents released).
+    public var isFinished: Bool { withCore { $0.lifecycle.isFinished } }
+
+    /// The outcome once it is decided (the job is finishing or finished), without waiting; `nil` before.
+    /// To wait for it, use `await job.outcome` or ``waitUntilFinished()``.
+    public var outcomeIfDecided: JobOutcome? { withCore { $0.lifecycle.outcome } }
+
+    /// The queue the job was added to, until it finishes.
+    public var queue: JobQueue? { withCore { $0.queue } }
+
+    // MARK: Overridable
+
+    /// The job's work. Override it in a subclass; the default does nothing.
+    ///
+    /// Return normally to succeed, throw to fail. Check ``isCancelled`` in long loops and throw
+    /// `CancellationError()` when it becomes `true`: the job then finishes cancelled. (A body that
+    /// returns normally succeeded, even if a cancel request came while it ran: its work is done.)
+    ///
+    /// - Important: A synchronous body occupies a Dispatch thread until it returns. Do not block it
+    ///   waiting for other work (a semaphore, a network reply): Dispatch's pool is small (about one
+    ///   thread per core), and on Linux it adds a thread for blocked ones only about once a second, so
+    ///   everything else waits. Wait in an ``AsyncJob`` (`await`) or finish a ``CallbackJob`` from a
+    ///   callback instead.
+    open func execute() throws {}
+
+    /// Called once, outside any lock, when a cancel request reaches the job while its body is running.
+    /// Override it to interrupt the work (for example, cancel a network request). The default does nothing.
+    open func didCancel(reason: any Error) {}
+
+    /// Whether the job finishes when ``execute()`` returns. ``CallbackJob`` and ``AsyncJob`` say no.
+    var finishesWhenExecuteReturns: Bool { true }
+
+    /// Drops the closures a subclass holds once the job finished with `outcome` (`executed`: its body
+    /// ran), and returns jobs that must now finish without running, with their outcomes (a group's
+    /// children that never started). `extras` were moved out of the job's core as it finished. Called
+    /// outside the lock.
+    func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] { [] }
+
+    /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task). Called outside the lock.
+    func interruptBody() {}
+
+    /// The exclusivity categories to claim before running: the job's own (a group adds its children's).
+    /// Called outside the lock.
+    func categoriesToClaim(own: [ExclusivityCategory]) -> [ExclusivityCategory] { own }
+
+    /// The jobs this job keeps alive besides its dependencies (a group's children), taken out so that
+    /// ``releaseIteratively(_:)`` can release them without recursion. Called when nothing else
+    /// references the job.
+    func takeOwnedChildren() -> [Job] { [] }
+}
+
+/// Hands out ``Job/id``s.
+enum JobIdentifiers {
+    private static let lock = Lock()
+    nonisolated(unsafe) private static var last: UInt64 = 0  // guarded by `lock`
+
+    static func next() -> UInt64 {
+        lock.withLock {
+            last &+= 1
+            return last
+        }
+    }
+}
+
+extension Job {
+    // MARK: Cancelling, starting by hand, producing
+
+    /// Asks the job to cancel.
+    ///
+    /// - A job that has not started yet finishes as ``JobOutcome/cancelled(_:)`` without running its
+    ///   body — at once if it is in a queue (it does not wait for its dependencies), or when it is
+    ///   added to a queue or started. Its observers hear of the cancel, then of the finish.
+    /// - A job whose body is running is told (``isCancelled``, ``didCancel(reason:)``, and `Task`
+    ///   cancellation inside ``AsyncJob``) and finishes when its body returns: cancelled if the body
+    ///   throws `CancellationError`, succeeded if it completed its work anyway.
+    /// - A job that is finishing or finished is not affected: its outcome never changes.
+    ///
+    /// Only the first request counts. Dependents of a cancelled job still run once it finished;
+    /// use a condition (``NoCancelledDependencies``) if they should not.
+    ///
+    /// - Parameter reason: Reported in the outcome. Defaults to `CancellationError()`.
+    public func cancel(reason: (any Error)? = nil) {
+        let reason = reason ?? CancellationError()
+        let step = step { $0.lifecycle.cancel(reason: reason, observed: !$0.observers.isEmpty) }
+        Propagation.run { perform(step, &$0) }
+    }
+
+    /// Runs the job on the calling thread, without a queue, like `Foundation.Operation.start()`.
+    ///
+    /// A synchronous job has finished when `start()` returns; an asynchronous one has started. A job
+    /// that was cancelled before finishes as cancelled without running its body.
+    ///
+    /// - Throws: ``JobError`` with code ``JobError/Code/unfinishedDependencies`` if a dependency has
+    ///   not finished, or ``JobError/Code/notStartable`` if the job is in a queue, already started or
+    ///   finished. These are thrown rather than trapped because whether a dependency has finished can
+    ///   depend on timing.
+    public func start() throws(JobError) {
+        while true {
+            let dependencies = withCore { $0.allDependencies }
+            let unfinished = dependencies.filter { !$0.isFinished }
+            if !unfinished.isEmpty {
+                let names = unfinished.map(\.name)
+                throw JobError(
+                    code: .unfinishedDependencies, jobs: names,
+                    message:
+                        "cannot start job '\(name)': its dependencies \(names.map { "'\($0)'" }.joined(separator: ", ")) have not finished. Add it to a queue to wait for them."
+                )
+            }
+            var outcome: JobLifecycle.ManualStart?
+            var queued = false
+            let step = step { core -> JobLifecycle.Action in
+                guard core.allDependencies.count == dependencies.count else { return .none }  // one was added
+                if core.queue != nil {
+                    queued = true
+                    outcome = .notStartable(core.lifecycle.publicState)
+                    return .none
+                }
+                let start = core.lifecycle.startManually(observed: !core.observers.isEmpty)
+                outcome = start
+                if case .finished(let action) = start { return action }
+                return .none
+            }
+            switch outcome {
+            case nil:
+                continue
+            case .run(let deliver):
+                runBody(deliverFirst: deliver)
+            case .finished:
+                Propagation.run { perform(step, &$0) }
+            case .notStartable(let state):
+                let why = queued ? "it was added to a queue, which starts it" : "it is already \(state)"
+                throw JobError(code: .notStartable, jobs: [name], message: "cannot start job '\(name)': \(why).")
+            }
+            return
+        }
+    }
+
+    /// Adds `job` to this job's queue and tells this job's observers.
+    ///
+    /// - Precondition: This job is executing and was started by a queue.
+    public func produce(_ job: Job) {
+        let (queue, state, mustDeliver): (JobQueue?, JobState, Bool) = withCore { core in
+            let state = core.lifecycle.publicState
+            let deliver = state == .executing && !core.observers.isEmpty ? core.lifecycle.record(.produce(job)) : false
+            return (core.queue, state, deliver)
+        }
+        guard state == .executing, let queue else {
+            fatalError(
+                "Baton: job '\(name)' produced '\(job.name)' while \(state)\(queue == nil ? " and in no queue" : ""). Produce jobs from the body of a job that a queue runs."
+            )
+        }
+        queue.add(job)
+        if mustDeliver { Propagation.run { deliver(&$0) } }
+    }
+}

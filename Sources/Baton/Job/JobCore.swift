@@ -1,0 +1,157 @@
+import Dispatch
+
+/// Everything about a job that changes, in one value that only the job's lock gives access to (see
+/// ``Job/withCore(_:)``): the lifecycle machine and the references the job holds.
+///
+/// Methods here run under the lock, so they never call out. Whatever a step gives up (dependents to
+/// release, observers, closures) is *moved out* and returned, and dropped by the caller after unlocking.
+struct JobCore {
+    var lifecycle = JobLifecycle()
+    var name: String?
+    var priority: JobPriority
+    /// The jobs this job waits for, as the caller added them.
+    var dependencies: [Job] = []
+    /// The jobs waiting for this one.
+    var dependents: [Job] = []
+    var observers: [any JobObserver] = []
+    var waiters: [JobWaiter] = []
+    /// The queue the job was added to, until it finishes.
+    var queue: JobQueue?
+    /// For cycle detection (see ``CycleDetector``): the `add` call that enqueued the job and its index
+    /// in it, and whether it must be searched once that call registered everything.
+    var cycleMark = CycleMark()
+    /// What most jobs never need, allocated on first use.
+    var extras: JobExtras?
+
+    init(name: String?, priority: JobPriority) {
+        self.name = name
+        self.priority = priority
+    }
+
+    var displayName: String? { name }
+
+    /// The extras, created if needed.
+    mutating func extrasForWriting() -> JobExtras {
+        if let extras { return extras }
+        let created = JobExtras()
+        extras = created
+        return created
+    }
+
+    /// Everything the job waits for: its own dependencies, then those its conditions generated.
+    var allDependencies: [Job] {
+        guard let generated = extras?.generated, !generated.isEmpty else { return dependencies }
+        return dependencies + generated
+    }
+
+    /// The jobs a job that nothing references any more keeps alive: taken out so that they can be
+    /// released iteratively.
+    mutating func takeOwnedJobs() -> [Job] {
+        var owned = dependencies
+        dependencies = []
+        if let extras {
+            owned += extras.generated
+            extras.generated = []
+        }
+        return owned
+    }
+
+    /// The job just finished (its finish was delivered): takes what it must hand over and everything it
+    /// lets go of.
+    mutating func takeCompletion(_ ending: JobLifecycle.Ending) -> JobCompletion {
+        defer {
+            dependents = []
+            waiters = []
+            queue = nil
+            dependencies = []
+            observers = []
+            extras = nil
+        }
+        return JobCompletion(
+            ending: ending, dependents: dependents, waiters: waiters, queue: queue,
+            released: Released(dependencies: dependencies, observers: observers, extras: extras))
+    }
+
+    /// What a job gave up when it finished; dropped once the lock is released.
+    struct Released {
+        let dependencies: [Job]
+        let observers: [any JobObserver]
+        let extras: JobExtras?
+    }
+}
+
+/// What a finished job hands over, to be carried out outside its lock.
+struct JobCompletion {
+    let ending: JobLifecycle.Ending
+    let dependents: [Job]
+    let waiters: [JobWaiter]
+    let queue: JobQueue?
+    /// Dropped when the completion is (outside the lock).
+    let released: JobCore.Released
+}
+
+/// The rarely used part of a job's state. A reference, so that jobs without it pay one word; guarded by
+/// the job's lock like the rest of ``JobCore``.
+final class JobExtras {
+    // Every field is guarded by the job's lock (ThreadSanitizer would report an unlocked access), so
+    // the run-time exclusivity checks are redundant.
+    @exclusivity(unchecked) var conditions: [any JobCondition] = []
+    /// How many of the conditions must be evaluated (the others only add categories or dependencies).
+    @exclusivity(unchecked) var evaluatedConditions = 0
+    /// Dependencies the conditions generated (see ``JobCondition/dependencies(for:)``): the job waits for
+    /// them too, but ``Job/dependencies`` lists only the ones the caller added.
+    @exclusivity(unchecked) var generated: [Job] = []
+    /// Names of conditions still being evaluated (for diagnostics).
+    @exclusivity(unchecked) var evaluating: [String] = []
+    @exclusivity(unchecked) var conditionTask: Task<Void, Never>?
+    /// The categories its conditions ask for (each key once), claimed before the job executes.
+    @exclusivity(unchecked) var categories: [ExclusivityCategory] = []
+    /// The claim made for them, once the job was otherwise ready.
+    @exclusivity(unchecked) var claim: ClaimTicket?
+    @exclusivity(unchecked) var fractionCompleted = 0.0
+    /// The group the job is a child of (weak: a group that never ran must not be kept alive by the
+    /// children it keeps).
+    @exclusivity(unchecked) weak var parent: GroupJob?
+    /// For a ``GroupJob``: its children and their accounting.
+    @exclusivity(unchecked) var group: GroupState?
+}
+
+/// Someone waiting for a job to finish.
+enum JobWaiter {
+    case continuation(CheckedContinuation<JobOutcome, Never>)
+    case semaphore(DispatchSemaphore)
+
+    func resume(_ outcome: JobOutcome) {
+        switch self {
+        case .continuation(let continuation): continuation.resume(returning: outcome)
+        case .semaphore(let semaphore): semaphore.signal()
+        }
+    }
+}
+
+/// What cycle detection needs to know about a job (see ``CycleDetector``).
+struct CycleMark {
+    /// The `add` call that enqueued the job (0 for a single job) and the job's index in it.
+    var batch: UInt64 = 0
+    var index: Int32 = 0
+    /// Whether something other than a later job of the same `add` call waits for this job.
+    var mayCloseCycle = false
+}
+
+extension Job {
+    /// Releases jobs (and what they own) with a work list instead of recursion: for each job that
+    /// nothing else references, takes what it owns before letting it go.
+    ///
+    /// `jobs` is taken over (`consuming`): a copy left with the caller would keep each job referenced
+    /// once more, so none would look unreferenced here, and the caller's copy would then release them
+    /// recursively after all.
+    static func releaseIteratively(_ jobs: consuming [Job]) {
+        var work = consume jobs
+        while var next = work.popLast() {
+            if isKnownUniquelyReferenced(&next) {
+                work.append(contentsOf: next.withCore { $0.takeOwnedJobs() })
+                work.append(contentsOf: next.takeOwnedChildren())
+            }
+        }
+    }
+}

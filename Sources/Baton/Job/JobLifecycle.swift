@@ -1,0 +1,441 @@
+/// The life of one job as a plain value: one `enum State` whose cases carry their data, and one
+/// `mutating` method per event, each returning the ``Action`` its owner must carry out.
+///
+/// The machine never locks, never calls out and never touches another job, so it is tested event by
+/// event without threads (`JobLifecycleTests`). ``Job`` keeps it behind the job's lock, inside
+/// ``JobCore``, and performs the actions after unlocking (`Job+Lifecycle.swift`).
+///
+/// ```
+/// initialized ─▶ pending ─▶ evaluatingConditions ─▶ ready ─▶ executing ─▶ finishing ─▶ finished
+///      │            │  ▲              │       │        │  │                  ▲
+///      │            │  └──────────────┴───────┴────────┘  │ (a dependency    │
+///      │            │      added before the job started)  │  added late)     │
+///      └────────────┴─────────────────┴───────────────────┴──────────────────┘
+///        (cancelled, a failed condition, part of a cycle, abandoned by its group)
+/// ```
+///
+/// Observer events travel with the state: each transition that observers must hear of appends an
+/// event, and exactly one thread at a time (the one the machine answers ``Action/deliver`` to)
+/// delivers them, in order, outside the lock.
+struct JobLifecycle {
+    /// Where the job is.
+    enum State {
+        /// Not in a queue yet. `cancelled`: the reason of a cancel request made already; the job
+        /// finishes cancelled (telling its observers) as soon as it is added or started.
+        case initialized(cancelled: (any Error)?)
+        /// In a queue, waiting for `waitingFor` things: its unfinished dependencies, plus one hold
+        /// while it is being registered with them.
+        case pending(waitingFor: Int)
+        /// Its dependencies finished; its conditions are being evaluated (round `round`).
+        case evaluatingConditions(round: UInt32)
+        /// Waiting for a slot in its queue, after its exclusivity claim (if it needs one).
+        case ready(Claim)
+        /// Its body runs. `cancelled`: the reason of a cancel request made meanwhile.
+        case executing(cancelled: (any Error)?, claimed: Bool)
+        /// The outcome is decided; observers are being told.
+        case finishing(Ending)
+        /// Done: observers were told, dependents released, closures dropped.
+        case finished(Ending)
+    }
+
+    /// Where a ready job stands with its exclusivity categories.
+    enum Claim {
+        /// It needs none.
+        case none
+        /// It asked for them and waits.
+        case waiting
+        /// It holds them.
+        case granted
+    }
+
+    /// How a job ended.
+    struct Ending {
+        let outcome: JobOutcome
+        /// Someone asked the job to cancel (even if its body then completed).
+        let cancelRequested: Bool
+        /// Its body ran (so it held a slot of its queue).
+        let executed: Bool
+        /// It asked for exclusivity categories, which must be released.
+        let claimed: Bool
+    }
+
+    /// What the owner must do after an event, outside the lock.
+    enum Action {
+        /// Nothing.
+        case none
+        /// Register with the dependencies (then drop the registration hold).
+        case register
+        /// Evaluate the conditions of round `round`.
+        case evaluateConditions(round: UInt32)
+        /// Ask for the job's exclusivity categories.
+        case claim
+        /// Put the job on its queue's ready list.
+        case enqueueReady
+        /// Run the body now, on this thread, after delivering observer events if `deliver` (the start).
+        case run(deliver: Bool)
+        /// The body runs and was asked to cancel: deliver observer events first if `deliver` (this
+        /// thread is then the deliverer), then tell the body.
+        case interrupt(any Error, deliver: Bool)
+        /// Deliver observer events (this thread is now the deliverer; the last event may be the finish).
+        case deliver
+    }
+
+    private(set) var state: State = .initialized(cancelled: nil) {
+        didSet {
+            assert(
+                oldValue.publicState == state.publicState || oldValue.publicState.canTransition(to: state.publicState),
+                "Baton internal inconsistency: invalid job transition \(oldValue.publicState) → \(state.publicState)")
+        }
+    }
+    /// Events not yet delivered to observers, oldest first.
+    private var events: [ObserverEvent] = []
+    /// Whether a thread is delivering events (then nobody else may).
+    private var delivering = false
+    /// The current round of condition evaluation; an answer of an earlier round is ignored.
+    private var round: UInt32 = 0
+    /// Fixed when the job joins a queue.
+    private var hasConditions = false
+    private var hasCategories = false
+
+    // MARK: Queries
+
+    var publicState: JobState { state.publicState }
+}
+
+extension JobLifecycle.State {
+    var publicState: JobState {
+        switch self {
+        case .initialized: .initialized
+        case .pending: .pending
+        case .evaluatingConditions: .evaluatingConditions
+        case .ready: .ready
+        case .executing: .executing
+        case .finishing: .finishing
+        case .finished: .finished
+        }
+    }
+}
+
+extension JobLifecycle {
+    /// Whether someone asked the job to cancel.
+    var isCancelled: Bool {
+        switch state {
+        case .initialized(let reason), .executing(let reason, _): reason != nil
+        case .pending, .evaluatingConditions, .ready: false  // a cancel there finishes the job at once
+        case .finishing(let ending), .finished(let ending): ending.cancelRequested
+        }
+    }
+
+    /// The outcome, once decided (finishing or finished).
+    var outcome: JobOutcome? {
+        switch state {
+        case .finishing(let ending), .finished(let ending): ending.outcome
+        default: nil
+        }
+    }
+
+    var isFinished: Bool {
+        if case .finished = state { true } else { false }
+    }
+
+    /// The number of things a pending job waits for, or `nil` when it is not pending.
+    var waitingFor: Int? {
+        if case .pending(let count) = state { count } else { nil }
+    }
+
+    // MARK: Joining a queue
+
+    /// Why a job cannot join a queue.
+    enum EnqueueRefusal: Error {
+        case alreadyFinished
+        case alreadyIn(JobState)
+    }
+
+    /// The job joins a queue; `dependencies` of them may be unfinished.
+    ///
+    /// A job with no dependencies moves on in the same step. A job cancelled before tells its
+    /// observers of the cancel, then finishes.
+    mutating func enqueue(
+        dependencies: Int, conditions: Bool, categories: Bool, observed: Bool
+    ) -> Result<
+        Action, EnqueueRefusal
+    > {
+        switch state {
+        case .initialized(let reason?):
+            if observed { events.append(.cancel(reason)) }
+            return .success(enterFinishing(.cancelled(reason), cancelRequested: true))
+        case .initialized(nil):
+            hasConditions = conditions
+            hasCategories = categories
+            if dependencies == 0 { return .success(release()) }
+            state = .pending(waitingFor: dependencies + 1)
+            return .success(.register)
+        case .finishing, .finished:
+            return .failure(.alreadyFinished)
+        default:
+            return .failure(.alreadyIn(publicState))
+        }
+    }
+
+    /// `count` dependencies (or the registration hold) finished.
+    mutating func dependenciesFinished(_ count: Int = 1) -> Action {
+        guard case .pending(let waiting) = state else { return .none }  // it finished meanwhile
+        let left = waiting - count
+        guard left >= 0 else { preconditionFailure("Baton internal inconsistency: dependency count below zero") }
+        if left > 0 {
+            state = .pending(waitingFor: left)
+            return .none
+        }
+        return release()
+    }
+
+    /// Nothing holds the job back any more: on to conditions, the claim, or the ready list.
+    private mutating func release() -> Action {
+        if hasConditions {
+            round &+= 1
+            state = .evaluatingConditions(round: round)
+            return .evaluateConditions(round: round)
+        }
+        return becomeReady()
+    }
+
+    private mutating func becomeReady() -> Action {
+        if hasCategories {
+            state = .ready(.waiting)
+            return .claim
+        }
+        state = .ready(.none)
+        return .enqueueReady
+    }
+
+    /// The conditions of round `round` were evaluated; `failure` is the error of the first that failed.
+    mutating func conditionsEvaluated(round answered: UInt32, failure: (any Error)?) -> Action {
+        guard case .evaluatingConditions(let current) = state, current == answered else { return .none }
+        if let failure { return enterFinishing(.failed(failure), cancelRequested: false) }
+        return becomeReady()
+    }
+
+    /// The exclusivity categories the job asked for were granted.
+    mutating func claimGranted() -> Action {
+        guard case .ready(.waiting) = state else { return .none }  // finished (or sent back) meanwhile
+        state = .ready(.granted)
+        return .enqueueReady
+    }
+
+    /// The exclusivity categories cannot be granted (a group's child asked for one its group does not
+    /// hold): the job fails without running.
+    mutating func claimRefused(_ error: any Error) -> Action {
+        guard case .ready(.waiting) = state else { return .none }
+        state = .ready(.none)  // it holds nothing and waits for nothing
+        return enterFinishing(.failed(error), cancelRequested: false)
+    }
+
+    // MARK: Dependencies added later
+
+    enum AddDependencyAction {
+        /// Not in a queue yet: just remember it.
+        case record
+        /// Waiting in a queue (and sent back to `pending` if it had moved on): register with the
+        /// dependency. `withdrawClaim`: give up the exclusivity claim made meanwhile.
+        case register(withdrawClaim: Bool)
+        /// Too late: the job started or finished.
+        case tooLate(JobState)
+    }
+
+    /// A dependency is added. Until the body starts that is always possible: a job that had moved on
+    /// to its conditions or the ready list goes back to waiting.
+    mutating func addDependency() -> AddDependencyAction {
+        switch state {
+        case .initialized:
+            return .record
+        case .pending(let waiting):
+            state = .pending(waitingFor: waiting + 1)
+            return .register(withdrawClaim: false)
+        case .evaluatingConditions:
+            state = .pending(waitingFor: 1)  // the answer of the round in progress will be ignored
+            return .register(withdrawClaim: false)
+        case .ready(let claim):
+            state = .pending(waitingFor: 1)  // an entry on the ready list is skipped when it comes up
+            return .register(withdrawClaim: claim != .none)
+        case .executing, .finishing, .finished:
+            return .tooLate(publicState)
+        }
+    }
+
+    // MARK: Starting
+
+    /// A worker of the job's queue picked it. `.none` means skip: it finished (or went back to
+    /// waiting) since it was put on the ready list.
+    mutating func startFromQueue(observed: Bool) -> Action {
+        let claimed: Bool
+        switch state {
+        case .ready(.none): claimed = false
+        case .ready(.granted): claimed = true
+        default: return .none
+        }
+        state = .executing(cancelled: nil, claimed: claimed)
+        guard observed else { return .run(deliver: false) }
+        events.append(.start)
+        return .run(deliver: claimDelivery())
+    }
+
+    enum ManualStart {
+        /// Run the body now (after delivering `deliver` events).
+        case run(deliver: Bool)
+        /// Cancelled before: it finished as cancelled; carry out `action`.
+        case finished(Action)
+        case notStartable(JobState)
+    }
+
+    /// ``Job/start()`` on a job that is in no queue.
+    mutating func startManually(observed: Bool) -> ManualStart {
+        switch state {
+        case .initialized(let reason?):
+            if observed { events.append(.cancel(reason)) }
+            return .finished(enterFinishing(.cancelled(reason), cancelRequested: true))
+        case .initialized(nil):
+            state = .executing(cancelled: nil, claimed: false)
+            guard observed else { return .run(deliver: false) }
+            events.append(.start)
+            return .run(deliver: claimDelivery())
+        default:
+            return .notStartable(publicState)
+        }
+    }
+
+    // MARK: Cancelling
+
+    /// Someone asks the job to cancel. Only the first request counts; a finishing or finished job is
+    /// not affected.
+    mutating func cancel(reason: any Error, observed: Bool) -> Action {
+        switch state {
+        case .initialized(nil):
+            state = .initialized(cancelled: reason)  // observers hear of it when the job is added
+            return .none
+        case .pending, .evaluatingConditions, .ready:
+            // A waiting job finishes at once: it never waits for its dependencies once cancelled.
+            if observed { events.append(.cancel(reason)) }
+            return enterFinishing(.cancelled(reason), cancelRequested: true)
+        case .executing(nil, let claimed):
+            state = .executing(cancelled: reason, claimed: claimed)
+            guard observed else { return .interrupt(reason, deliver: false) }
+            events.append(.cancel(reason))
+            return .interrupt(reason, deliver: claimDelivery())
+        case .initialized, .executing, .finishing, .finished:
+            return .none
+        }
+    }
+
+    // MARK: Finishing
+
+    /// Why the body could not complete.
+    enum CompletionRefusal: Error {
+        case notExecuting(JobState)
+    }
+
+    /// The body completed, with `error` if it threw. The outcome is what the body did: a body that
+    /// returned succeeded, even if a cancel request came while it ran (its work is done); a body that
+    /// threw `CancellationError` was cancelled (with the request's reason, if any); any other error is
+    /// a failure.
+    mutating func bodyCompleted(error: (any Error)?) -> Result<Action, CompletionRefusal> {
+        guard case .executing(let reason, _) = state else { return .failure(.notExecuting(publicState)) }
+        let outcome: JobOutcome
+        switch error {
+        case nil: outcome = .succeeded
+        case let error? where error is CancellationError: outcome = .cancelled(reason ?? error)
+        case let error?: outcome = .failed(error)
+        }
+        return .success(enterFinishing(outcome, cancelRequested: reason != nil))
+    }
+
+    /// The job is part of a dependency cycle: a pending job fails without running.
+    mutating func failPending(_ error: any Error) -> Action {
+        guard case .pending = state else { return .none }
+        return enterFinishing(.failed(error), cancelRequested: false)
+    }
+
+    /// The job will never be added to a queue (its group finished first): it finishes without running,
+    /// as cancelled if it was asked to cancel, otherwise with `outcome`.
+    mutating func abandon(_ outcome: JobOutcome, observed: Bool) -> Action {
+        switch state {
+        case .initialized(let reason?):
+            if observed { events.append(.cancel(reason)) }
+            return enterFinishing(.cancelled(reason), cancelRequested: true)
+        case .initialized(nil):
+            if observed, case .cancelled(let reason) = outcome { events.append(.cancel(reason)) }
+            return enterFinishing(outcome, cancelRequested: outcome.isCancelled)
+        default:
+            return .none
+        }
+    }
+
+    private mutating func enterFinishing(_ outcome: JobOutcome, cancelRequested: Bool) -> Action {
+        let executed: Bool
+        let claimed: Bool
+        switch state {
+        case .initialized, .pending, .evaluatingConditions:
+            (executed, claimed) = (false, false)
+        case .ready(let claim):
+            (executed, claimed) = (false, claim != .none)
+        case .executing(_, let held):
+            (executed, claimed) = (true, held)
+        case .finishing, .finished:
+            preconditionFailure("Baton internal inconsistency: a job finished twice")
+        }
+        // The finish is not queued as an event: it is implied by `finishing` and comes after every
+        // queued event (so a job nobody observes allocates no event list).
+        state = .finishing(
+            Ending(outcome: outcome, cancelRequested: cancelRequested, executed: executed, claimed: claimed))
+        return claimDelivery() ? .deliver : .none
+    }
+
+    // MARK: Observer events
+
+    /// Records an event for observers (the job has some). Returns whether the caller must deliver.
+    mutating func record(_ event: ObserverEvent) -> Bool {
+        events.append(event)
+        return claimDelivery()
+    }
+
+    /// Whether the caller becomes the deliverer of the events recorded (nobody else is delivering).
+    private mutating func claimDelivery() -> Bool {
+        if delivering { return false }
+        delivering = true
+        return true
+    }
+
+    /// The deliverer takes the next event: the queued ones in order, then the finish once the job is
+    /// finishing. `nil` means there is none and it stops delivering.
+    mutating func nextEvent() -> ObserverEvent? {
+        if !events.isEmpty { return events.removeFirst() }
+        if case .finishing(let ending) = state { return .finish(ending.outcome) }
+        delivering = false
+        return nil
+    }
+
+    /// The finish was delivered to every observer: the job is finished. (The finish is the last event.)
+    mutating func finishDelivered() -> Ending {
+        guard case .finishing(let ending) = state, events.isEmpty else {
+            preconditionFailure("Baton internal inconsistency: a finish delivered while not finishing")
+        }
+        state = .finished(ending)
+        delivering = false
+        return ending
+    }
+
+    /// The caller was just made the deliverer of a finish that nobody observes (no event is queued):
+    /// the job is finished at once.
+    mutating func finishUnobserved() -> Ending? {
+        guard case .finishing = state, events.isEmpty else { return nil }
+        return finishDelivered()
+    }
+}
+
+/// Something observers must be told, in lifecycle order.
+enum ObserverEvent {
+    case start
+    case cancel(any Error)
+    case produce(Job)
+    case progress(Double)
+    case finish(JobOutcome)
+}

@@ -1,0 +1,74 @@
+/// The work list that finishing jobs feeds instead of recursing: dependents whose dependency finished,
+/// groups whose child finished, children whose group finished first, and jobs that became ready
+/// (batched per queue, so a fan-out takes each queue's lock once).
+///
+/// Every entry point that can finish jobs makes one, passes it along, and runs it at the end.
+struct Propagation {
+    private var dependents: [Job] = []
+    private var next = 0
+    private var children: [(group: GroupJob, child: Job, outcome: JobOutcome)] = []
+    private var orphans: [(job: Job, outcome: JobOutcome)] = []
+    /// Ready jobs of `readyQueue`, the first one inline (the common case is one: no array).
+    private var firstReady: JobQueue.ReadyJob?
+    private var moreReady: [JobQueue.ReadyJob] = []
+    private var readyQueue: JobQueue?
+
+    /// Makes a work list, lets `body` fill it, and runs it.
+    static func run(_ body: (inout Propagation) -> Void) {
+        var work = Propagation()
+        body(&work)
+        work.run()
+    }
+
+    /// Each of `jobs` has one dependency fewer to wait for.
+    mutating func release(_ jobs: [Job]) {
+        dependents.append(contentsOf: jobs)
+    }
+
+    /// `group` must hear that `child` finished.
+    mutating func tell(_ group: GroupJob, child: Job, finished outcome: JobOutcome) {
+        children.append((group, child, outcome))
+    }
+
+    /// `job` will never run: finish it without a queue.
+    mutating func abandon(_ job: Job, outcome: JobOutcome) {
+        orphans.append((job, outcome))
+    }
+
+    mutating func enqueueReady(_ entry: JobQueue.ReadyJob, on queue: JobQueue) {
+        if queue !== readyQueue {
+            flushReady()
+            readyQueue = queue
+        }
+        if firstReady == nil { firstReady = entry } else { moreReady.append(entry) }
+    }
+
+    private mutating func flushReady() {
+        guard let queue = readyQueue, let first = firstReady else { return }
+        queue.jobsBecameReady(first, moreReady)
+        firstReady = nil
+        moreReady.removeAll(keepingCapacity: true)
+    }
+
+    /// Works through the list until it is empty.
+    mutating func run() {
+        while true {
+            if next < dependents.count {
+                let job = dependents[next]
+                next += 1
+                if next >= 4096 {  // drop what was handled so a long release does not hold it all
+                    dependents.removeFirst(next)
+                    next = 0
+                }
+                job.dependenciesFinished(1, &self)
+            } else if let (group, child, outcome) = children.popLast() {
+                group.childFinished(child, outcome: outcome, &self)
+            } else if let (job, outcome) = orphans.popLast() {
+                job.abandon(&self, outcome: outcome)
+            } else {
+                break
+            }
+        }
+        flushReady()
+    }
+}

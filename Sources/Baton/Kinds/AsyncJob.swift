@@ -1,0 +1,65 @@
+/// A job whose body is `async`.
+///
+/// ```swift
+/// let parse = AsyncJob { job in try await parseFeed() }
+/// ```
+///
+/// The body runs in a new `Task` with a priority that matches the job's. Cancelling the job cancels
+/// that task, so `Task.isCancelled`, `Task.checkCancellation()` and cancellation-aware awaits inside
+/// the body see it. The job holds its queue slot until the body returns.
+///
+/// Subclasses may override ``perform()`` instead of passing a closure.
+open class AsyncJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `body` and `task` are guarded by the job's lock.
+    @exclusivity(unchecked) private var body: (@Sendable (AsyncJob) async throws -> Void)?
+    @exclusivity(unchecked) private var task: Task<Void, Never>?
+
+    /// Creates a job that runs `body`.
+    public init(
+        name: String? = nil, priority: JobPriority = .normal,
+        _ body: @escaping @Sendable (AsyncJob) async throws -> Void
+    ) {
+        self.body = body
+        super.init(name: name, priority: priority)
+    }
+
+    /// Creates a job for a subclass that overrides ``perform()``.
+    public override init(name: String? = nil, priority: JobPriority = .normal) {
+        super.init(name: name, priority: priority)
+    }
+
+    /// The job's work. The default runs the closure given to the initializer.
+    open func perform() async throws {
+        let body = mutex.withLock { self.body }
+        try await body?(self)
+    }
+
+    override var finishesWhenExecuteReturns: Bool { false }
+
+    public final override func execute() throws {
+        let task = Task(priority: priority.taskPriority) {
+            do {
+                try await self.perform()
+                self.bodyCompleted(error: nil)
+            } catch {
+                self.bodyCompleted(error: error)
+            }
+        }
+        // A cancel that came before the task was stored did not reach it: pass it on now.
+        let cancelled = withCore { core in
+            self.task = task  // guarded by the same lock
+            return core.lifecycle.isCancelled
+        }
+        if cancelled { task.cancel() }
+    }
+
+    override func interruptBody() {
+        mutex.withLock { task }?.cancel()
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let (body, task) = mutex.withLock { (self.body.take(), self.task.take()) }
+        _ = (body, task)  // dropped outside the lock
+        return []
+    }
+}

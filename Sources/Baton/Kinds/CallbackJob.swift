@@ -1,0 +1,87 @@
+/// A job that finishes when you say so, not when ``Job/execute()`` returns: the classic "asynchronous
+/// operation", for work that completes in a callback.
+///
+/// Give it a closure that receives a completion handle:
+///
+/// ```swift
+/// let job = CallbackJob { job, done in
+///     legacyClient.download(url) { error in done(error) }
+/// }
+/// ```
+///
+/// or subclass it and call ``finish(_:)``:
+///
+/// ```swift
+/// final class Fetch: CallbackJob, @unchecked Sendable {
+///     override func execute() {
+///         client.fetch { result in self.finish(result.error) }
+///     }
+/// }
+/// ```
+///
+/// Finish exactly once. If ``Job/execute()`` throws, the job fails at once and must not be finished
+/// again. The closure is dropped once the job finished.
+open class CallbackJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `body` is guarded by the job's lock.
+    @exclusivity(unchecked) private var body: (@Sendable (CallbackJob, Completion) -> Void)?
+
+    /// The handle passed to the closure; call it once when the work is done.
+    public struct Completion: Sendable {
+        let job: CallbackJob
+
+        /// Finishes the job: succeeded with `nil`, failed with an error (cancelled with a `CancellationError`).
+        public func callAsFunction(_ error: (any Error)? = nil) {
+            job.finish(error)
+        }
+
+        /// Finishes the job from a `Result`, ignoring a success value.
+        public func callAsFunction<Success>(_ result: Result<Success, any Error>) {
+            switch result {
+            case .success: job.finish(nil)
+            case .failure(let error): job.finish(error)
+            }
+        }
+    }
+
+    /// Creates a job that runs `body`, which finishes it through the handle.
+    public init(
+        name: String? = nil, priority: JobPriority = .normal,
+        _ body: @escaping @Sendable (CallbackJob, Completion) -> Void
+    ) {
+        self.body = body
+        super.init(name: name, priority: priority)
+    }
+
+    /// Creates a job for a subclass that overrides ``Job/execute()`` and calls ``finish(_:)``.
+    public override init(name: String? = nil, priority: JobPriority = .normal) {
+        super.init(name: name, priority: priority)
+    }
+
+    override var finishesWhenExecuteReturns: Bool { false }
+
+    /// Runs the closure given to the initializer. Subclasses override it to start their work.
+    open override func execute() throws {
+        let body = mutex.withLock { self.body }
+        body?(self, Completion(job: self))
+    }
+
+    /// Finishes the job: succeeded with `nil`, failed with an error, cancelled with a
+    /// `CancellationError` (see ``Job/cancel(reason:)`` for what a cancel request changes).
+    ///
+    /// - Precondition: The job is executing, and this is the first call. Finishing twice is a bug in
+    ///   the calling code, like resuming a continuation twice, and stops the program.
+    public final func finish(_ error: (any Error)? = nil) {
+        bodyCompleted(error: error)
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let body = mutex.withLock { self.body.take() }
+        _ = body  // dropped outside the lock
+        return []
+    }
+}
+
+@available(
+    *, unavailable, renamed: "CallbackJob", message: "AsynchronousJob and CallbackJob are one type now: CallbackJob"
+)
+public typealias AsynchronousJob = CallbackJob

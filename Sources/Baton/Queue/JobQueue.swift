@@ -1,0 +1,339 @@
+public import Dispatch
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Runs jobs: when their dependencies finished, by priority, at most ``maxConcurrentJobs`` at a time.
+///
+/// ```swift
+/// let queue = JobQueue(name: "import", maxConcurrentJobs: 4)
+/// queue.add([download, parse])
+/// await queue.waitUntilAllJobsAreFinished()
+/// ```
+///
+/// Synchronous bodies run on the threads of a Dispatch queue (a global concurrent queue unless you
+/// pass one); ``AsyncJob`` bodies run in Swift concurrency's pool and hold their slot until they
+/// finish. Ready jobs start highest priority first and first-in first-out within a priority, so a
+/// queue with `maxConcurrentJobs == 1` is a serial FIFO queue.
+///
+/// A queue holds its jobs until they finish and none after. Dropping your last reference to a queue
+/// with unfinished jobs is fine: they keep it alive until they finish.
+///
+/// ## Thread safety
+/// Every method may be called from any thread. The queue's state is guarded by one lock, never held
+/// while Baton takes another lock or calls your code.
+public final class JobQueue: @unchecked Sendable {
+    // @unchecked Sendable: `name`, `lock`, `dispatchQueue` are immutable; `scheduler`, `idleWaiters`,
+    // `eventStreams` and `nextStreamID` are only touched while holding `streamsLock` (a lock of their
+    // own, so that adding jobs does not contend with the workers for it) (here and in
+    // JobQueue+Workers.swift).
+
+    /// The queue's name, for diagnostics.
+    public let name: String
+    /// Where the exclusivity categories of this queue's jobs are arbitrated.
+    public let exclusivityScope: ExclusivityScope
+    let dispatchQueue: DispatchQueue
+    let lock = Lock(adaptive: true)
+    @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
+    @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
+    /// Consumers of ``events``, by id.
+    let streamsLock = Lock()
+    @exclusivity(unchecked) var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
+    @exclusivity(unchecked) var nextStreamID = 0
+    /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
+    private let adoption: (@Sendable ([Job]) -> Void)?
+
+    /// The default ``maxConcurrentJobs``.
+    public static let defaultMaxConcurrentJobs = 64
+
+    /// A worker loop runs this many jobs, then hands over to a fresh loop so that other work queued on
+    /// the same Dispatch queue (the main queue, say) gets a turn.
+    static let jobsPerWorkerTurn = 256
+
+    /// Creates a queue.
+    ///
+    /// - Parameters:
+    ///   - name: Used in diagnostics.
+    ///   - maxConcurrentJobs: At most this many jobs execute at once; 1 makes a serial queue.
+    ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue.
+    /// - Precondition: `maxConcurrentJobs >= 1`.
+    ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
+    ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
+    public convenience init(
+        name: String = "JobQueue",
+        maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
+        dispatchQueue: DispatchQueue? = nil,
+        exclusivityScope: ExclusivityScope = .processWide
+    ) {
+        self.init(
+            name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue,
+            exclusivityScope: exclusivityScope, adoption: nil)
+    }
+
+    init(
+        name: String, maxConcurrentJobs: Int, dispatchQueue: DispatchQueue?, exclusivityScope: ExclusivityScope,
+        adoption: (@Sendable ([Job]) -> Void)?
+    ) {
+        self.adoption = adoption
+        if maxConcurrentJobs < 1 {
+            fatalError("Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
+        }
+        self.name = name
+        self.exclusivityScope = exclusivityScope
+        self.dispatchQueue = dispatchQueue ?? .global()
+        self.scheduler = QueueScheduler(
+            maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
+    }
+
+    /// A serial queue whose jobs run on the main thread.
+    ///
+    /// Its synchronous bodies run on Dispatch's main queue, so the main thread must be serving it: an
+    /// app's run loop does; a command-line program must either have an `async` `main` (Swift drives
+    /// the main queue while `main` awaits) or call `dispatchMain()` at the end of top-level code.
+    /// Never block the main thread waiting for a job of this queue.
+    public static let main = JobQueue(name: "main", maxConcurrentJobs: 1, dispatchQueue: .main)
+
+    // MARK: Adding jobs
+
+    /// Adds a job; see ``add(_:)-([Job])``.
+    public func add(_ job: Job) {
+        // The common case in one job lock and one queue lock: a job without dependencies, conditions or
+        // categories, on a queue that is no group's and has no event streams. Everything else takes the
+        // general way.
+        guard adoption == nil, !hasEventStreams, let entry = job.joinAtOnce(self) else {
+            add([job])
+            return
+        }
+        startWorkers(
+            lock.withLock {
+                scheduler.insert(entry.id, job, readyWith: entry.priority)
+                return scheduler.workersToStart()
+            })
+    }
+
+    /// Adds jobs. Each starts once its dependencies finished, its conditions were satisfied, its
+    /// exclusivity categories were granted and a slot is free.
+    ///
+    /// Jobs that form a dependency cycle (with each other or with jobs already waiting) finish failed
+    /// with a ``JobError`` of code ``JobError/Code/dependencyCycle`` that names the cycle.
+    ///
+    /// - Complexity: Linear in the number of jobs and dependencies added, for graphs built in the
+    ///   usual order (see ``CycleDetector``).
+    /// - Precondition: Each job is in no queue, was not started by hand and has not finished, and
+    ///   appears once. Breaking this is a bug in the calling code (a job runs once), so it stops the
+    ///   program with a message that names the job and where it already is.
+    public func add(_ jobs: [Job]) {
+        guard !jobs.isEmpty else { return }
+        // 1. Conditions may generate dependencies (added with the jobs) and ask for categories. User
+        //    code: no lock is held.
+        let jobs = Self.expandConditions(of: jobs)
+        // 2. Observers that must see every event go on before any job can move.
+        adoption?(jobs)
+        if hasEventStreams {
+            let streams = streamsLock.withLock { Array(eventStreams.values) }
+            let forwarder = EventForwarder { job, event in
+                for stream in streams { stream.yield((job, event)) }
+            }
+            for job in jobs { job.addObserver(forwarder) }
+        }
+        // 3. Each job joins (its own lock); then they all become members (the queue's lock, once).
+        let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
+        var ready: [(job: Job, entry: ReadyJob)] = []
+        var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
+        var moved: [(job: Job, action: JobLifecycle.Action)] = []
+        for (index, job) in jobs.enumerated() {
+            switch job.join(self, batch: batch, index: index) {
+            case .ready(let entry): ready.append((job, entry))
+            case .waits(let dependencies): waiting.append((job, dependencies, index))
+            case .moved(let action): moved.append((job, action))
+            }
+        }
+        startWorkers(
+            lock.withLock {
+                for (job, entry) in ready { scheduler.insert(entry.id, job, readyWith: entry.priority) }
+                for (job, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
+                for (job, _) in moved { scheduler.insert(job.id, job, readyWith: nil) }
+                return ready.isEmpty ? 0 : scheduler.workersToStart()
+            })
+        // 4. Register waiting jobs with their unfinished dependencies, look for cycles, then drop the
+        //    registration holds: a job can only move on once all of this is done.
+        Propagation.run { work in
+            for (job, action) in moved {
+                job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
+            }
+            var holds: [(job: Job, finished: Int)] = []
+            for (job, dependencies, index) in waiting {
+                var finished = 0
+                for dependency in dependencies where !dependency.registerDependent(job, batch: batch, index: index) {
+                    finished += 1
+                }
+                holds.append((job, finished))
+            }
+            if !holds.isEmpty {
+                CycleDetector.failCycles(through: holds.map(\.job).filter { $0.takeMayCloseCycle() })
+            }
+            for (job, finished) in holds { job.dependenciesFinished(finished + 1, &work) }
+        }
+    }
+
+    private var hasEventStreams: Bool { streamsLock.withLock { !eventStreams.isEmpty } }
+
+    /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch.
+    /// Calls user code, so no lock is held.
+    ///
+    /// A generated dependency waits for the guarded job's own dependencies (a "sign in" job runs after
+    /// them, not alongside), and is listed in ``Job/generatedDependencies``, not ``Job/dependencies``.
+    private static func expandConditions(of jobs: [Job]) -> [Job] {
+        var batch = jobs
+        var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
+        var index = 0
+        while index < batch.count {
+            let job = batch[index]
+            index += 1
+            let conditions = job.conditions
+            guard !conditions.isEmpty else { continue }
+            var ownDependencies: [Job]?
+            for condition in conditions {
+                for generated in condition.dependencies(for: job) where generated !== job {
+                    if members == nil { members = Set(batch.map(ObjectIdentifier.init)) }
+                    // A job the condition made goes with the guarded one; an existing one stays where it is.
+                    if generated.state == .initialized && generated.queue == nil
+                        && members!.insert(ObjectIdentifier(generated)).inserted
+                    {
+                        if ownDependencies == nil { ownDependencies = job.dependencies }
+                        generated.addDependencies(ownDependencies!.filter { $0 !== generated })
+                        batch.append(generated)
+                    }
+                    job.addGeneratedDependency(generated)
+                }
+            }
+        }
+        return batch
+    }
+
+    // MARK: Running jobs (worker loops)
+
+    /// A job of this queue is ready to run.
+    struct ReadyJob {
+        let id: UInt64
+        let priority: JobPriority
+    }
+
+    func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob]) {
+        startWorkers(
+            lock.withLock {
+                scheduler.markReady(first.id, priority: first.priority)
+                for job in more { scheduler.markReady(job.id, priority: job.priority) }
+                return scheduler.workersToStart()
+            })
+    }
+
+    /// A job of this queue finished (`heldSlot`: its body ran, so it held a slot).
+    ///
+    /// When the job finished inside its own body, on the worker loop that runs it (a synchronous body
+    /// returning), that loop records the finish with its next look for work: one queue lock instead of
+    /// two per job. Any other thread (an asynchronous body, a cancel, an observer that delivered the
+    /// finish) records it here and starts workers if the freed slot lets a ready job run.
+    func jobDidFinish(_ job: Job, heldSlot: Bool) {
+        if let context = WorkerContext.current, context.queue === self, context.running === job {
+            context.finished.append((job.id, heldSlot))
+            return
+        }
+        var waiters: [IdleWaiter] = []
+        var departed: [Job] = []
+        let start: Int = lock.withLock {
+            if scheduler.finished(job.id, heldSlot: heldSlot, departed: &departed) {
+                waiters = idleWaiters
+                idleWaiters = []
+            }
+            return scheduler.workersToStart()
+        }
+        departed.removeAll()  // let go of outside the lock
+        startWorkers(start)
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Records the finishes a worker loop collected; returns the waiters to resume if the queue is now
+    /// empty. - Important: Call with the lock held.
+    func recordFinishesLocked(_ context: WorkerContext) -> [IdleWaiter] {
+        guard !context.finished.isEmpty else { return [] }
+        var empty = false
+        for (id, heldSlot) in context.finished {
+            empty = scheduler.finished(id, heldSlot: heldSlot, departed: &context.departed)
+        }
+        context.finished.removeAll(keepingCapacity: true)
+        guard empty else { return [] }
+        defer { idleWaiters = [] }
+        return idleWaiters
+    }
+
+    func startWorkers(_ count: Int) {
+        for _ in 0..<count {
+            dispatchQueue.async { self.runWorker() }
+        }
+    }
+
+    func runWorker() {
+        let context = WorkerContext(queue: self)
+        let previous = WorkerContext.current
+        WorkerContext.current = context
+        defer { WorkerContext.current = previous }
+        var report = QueueScheduler<Job>.WorkerReport.starting
+        for _ in 0..<JobQueue.jobsPerWorkerTurn {
+            let (job, waiters): (Job?, [IdleWaiter]) = lock.withLock {
+                let waiters = recordFinishesLocked(context)
+                return (scheduler.nextJob(after: report), waiters)
+            }
+            context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
+            for waiter in waiters { waiter.resume() }
+            guard let job else { return }
+            context.running = job
+            report = job.runFromQueue() ? .ran : .skipped
+            context.running = nil
+        }
+        let waiters: [IdleWaiter] = lock.withLock {
+            scheduler.handOver(after: report)
+            return recordFinishesLocked(context)
+        }
+        context.departed.removeAll(keepingCapacity: true)  // outside the lock
+        for waiter in waiters { waiter.resume() }
+        dispatchQueue.async { self.runWorker() }
+    }
+}
+
+/// The worker loop running on the current thread, so that a job finishing inside its body can leave
+/// its finish with the loop instead of taking the queue's lock (see ``JobQueue/jobDidFinish(_:heldSlot:)``).
+/// Only its own thread touches it.
+final class WorkerContext {
+    // Only its own thread touches a context, so the run-time exclusivity checks are redundant.
+    let queue: JobQueue
+    /// The job whose body this loop is running, if any.
+    @exclusivity(unchecked) var running: Job?
+    @exclusivity(unchecked) var finished: [(id: UInt64, heldSlot: Bool)] = []
+    /// Finished jobs the queue let go of, released by the loop after it unlocks.
+    @exclusivity(unchecked) var departed: [Job] = []
+
+    init(queue: JobQueue) {
+        self.queue = queue
+        finished.reserveCapacity(4)
+        departed.reserveCapacity(4)
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key, nil)
+        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
+        return key
+    }()
+
+    /// The context of the worker loop on this thread (not retained: the loop keeps it alive).
+    static var current: WorkerContext? {
+        get { pthread_getspecific(key).map { Unmanaged<WorkerContext>.fromOpaque($0).takeUnretainedValue() } }
+        set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
+    }
+}

@@ -1,0 +1,135 @@
+import DequeModule
+
+/// The scheduling state of one ``JobQueue`` as a plain value, generic over what it schedules so it
+/// can be tested without jobs or threads. ``JobQueue`` keeps it behind the queue's lock.
+///
+/// Ready jobs wait in one FIFO per priority, as identifiers; the members table maps identifiers to
+/// jobs. A job that finished without running (cancelled while ready) leaves a stale identifier
+/// behind, which is skipped when it reaches the front. The queue therefore holds no finished job.
+///
+/// Workers are loops that take ready jobs one after another; the scheduler decides how many loops
+/// should exist: no more than the jobs that could start now, minus the loops already looking.
+struct QueueScheduler<Member> {
+    /// Unfinished jobs of the queue, by identifier.
+    private(set) var members: [UInt64: Member] = [:]
+    /// Jobs that finished before they joined (see `insertReady`); each is removed when it joins.
+    private var finishedBeforeJoining: Set<UInt64> = []
+    private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
+    /// Identifiers in the ready lists, including stale ones.
+    private(set) var readyCount = 0
+    /// At most this many jobs execute at once.
+    var maxConcurrent: Int
+    /// Jobs executing (holding a slot).
+    private(set) var running = 0
+    /// Worker loops alive.
+    private(set) var workers = 0
+    /// Worker loops inside a job's body.
+    private(set) var busyWorkers = 0
+    var isSuspended = false
+    /// Counts additions, starts and finishes, so a watchdog can tell whether anything happened.
+    private(set) var progress: UInt64 = 0
+    /// The most worker loops at once (a synchronous body occupies a thread).
+    let workerLimit: Int
+
+    init(maxConcurrent: Int, workerLimit: Int) {
+        self.maxConcurrent = maxConcurrent
+        self.workerLimit = workerLimit
+    }
+
+    /// Adds a member, on the ready list too if `priority` is given. A job joins its queue (under its
+    /// own lock) before it becomes a member (under the queue's): one that finished in between (it was
+    /// cancelled) does not become a member.
+    mutating func insert(_ id: UInt64, _ member: Member, readyWith priority: JobPriority?) {
+        if finishedBeforeJoining.remove(id) != nil { return }
+        progress &+= 1
+        members[id] = member
+        if let priority { markReady(id, priority: priority) }
+    }
+
+    mutating func markReady(_ id: UInt64, priority: JobPriority) {
+        ready[priority.rawValue].append(id)
+        readyCount += 1
+    }
+
+    /// How many worker loops to start now; counts them as started.
+    mutating func workersToStart() -> Int {
+        guard !isSuspended, readyCount > 0 else { return 0 }
+        let startable = min(readyCount, maxConcurrent - running)
+        let looking = workers - busyWorkers
+        let needed = min(startable - looking, workerLimit - workers)
+        guard needed > 0 else { return 0 }
+        workers += needed
+        return needed
+    }
+
+    enum WorkerReport {
+        /// The loop just started.
+        case starting
+        /// The body of the job it took returned (the job may still be executing, if asynchronous).
+        case ran
+        /// The job it took had been cancelled meanwhile; its slot is free again.
+        case skipped
+    }
+
+    /// A worker loop asks for its next job. `nil` means the loop must end (it is no longer counted).
+    mutating func nextJob(after report: WorkerReport) -> Member? {
+        account(report)
+        if !isSuspended && running < maxConcurrent {
+            while let id = popReady() {
+                guard let member = members[id] else { continue }  // stale: finished without running
+                running += 1
+                busyWorkers += 1
+                progress &+= 1
+                return member
+            }
+        }
+        workers -= 1
+        return nil
+    }
+
+    /// A worker loop hands over to a fresh one (to let other work on its thread run); it stays counted.
+    mutating func handOver(after report: WorkerReport) {
+        account(report)
+    }
+
+    /// What a worker loop's last job means for the counts.
+    private mutating func account(_ report: WorkerReport) {
+        switch report {
+        case .starting: break
+        case .ran: busyWorkers -= 1
+        case .skipped:
+            busyWorkers -= 1
+            running -= 1
+        }
+    }
+
+    private mutating func popReady() -> UInt64? {
+        guard readyCount > 0 else { return nil }
+        for priority in ready.indices.reversed() where !ready[priority].isEmpty {
+            readyCount -= 1
+            return ready[priority].removeFirst()
+        }
+        return nil
+    }
+
+    /// A member finished. Returns whether the queue is now empty. The member is handed to `departed`:
+    /// the owner lets go of it after unlocking (releasing a job can run its `deinit`, which must not
+    /// happen under a lock).
+    mutating func finished(_ id: UInt64, heldSlot: Bool, departed: inout [Member]) -> Bool {
+        guard let member = members.removeValue(forKey: id) else {
+            // A job that finished between moving to ready and joining (see `insertReady`).
+            finishedBeforeJoining.insert(id)
+            return false
+        }
+        departed.append(member)
+        if heldSlot { running -= 1 }
+        progress &+= 1
+        if members.isEmpty {
+            // Only stale identifiers can be left: drop them.
+            for index in ready.indices { ready[index].removeAll() }
+            readyCount = 0
+        }
+        return members.isEmpty
+    }
+
+}

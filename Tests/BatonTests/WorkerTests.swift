@@ -1,0 +1,79 @@
+import BatonTesting
+import Dispatch
+import Testing
+
+@testable import Baton
+
+/// The queue's worker loops (`JobQueue+Workers.swift`), including the shortcut that lets a loop record
+/// the finish of the job whose body it runs: the finish must reach the queue whichever thread
+/// delivers it.
+@Suite(.timeLimit(.minutes(1))) struct WorkerTests {
+    func workers(of queue: JobQueue) -> Int { queue.lock.withLock { queue.scheduler.workers } }
+
+    /// Issue 9, item 10: a serial queue's job whose finish is delivered by another thread (an observer
+    /// of its cancel was still running when the body returned) frees the slot and starts the next job.
+    @Test func aFinishDeliveredByAnotherThreadStartsTheNextJob() async throws {
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        let bodyInside = Gate()
+        let observerInside = Gate()
+        let releaseObserver = Gate()
+        let first = BlockJob(name: "first") {
+            bodyInside.open()
+            observerInside.wait()  // returns while the cancel observer still runs on another thread
+        }
+        first.onCancel { _, _ in
+            observerInside.open()
+            releaseObserver.wait()
+        }
+        let second = BlockJob(name: "second") {}
+        queue.add([first, second])
+        await bodyInside.waitAsync()
+        DispatchQueue.global().async { first.cancel() }  // this thread delivers the cancel, then the finish
+        await observerInside.waitAsync()
+        // The body has returned and its worker has nothing to run (the slot still looks taken): it ends.
+        let workerEnded = await eventually { first.state == .finishing && workers(of: queue) == 0 }
+        #expect(workerEnded)
+        releaseObserver.open()
+        try await withDeadline(.seconds(10), "the serial queue's next job", report: { queue.diagnose().description }) {
+            #expect(await second.outcome.isSucceeded)
+        }
+    }
+
+    /// The same under load: timeouts (whose observers cancel from a timer thread) on a serial queue.
+    @Test func aSerialQueueOfJobsWithTimeoutsNeverStalls() async throws {
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        let jobs = (0..<2_000).map { index in
+            let job = BlockJob(name: "job \(index)") {}
+            job.addTimeout(.seconds(60))
+            job.onCancel { _, _ in }
+            return job
+        }
+        queue.add(jobs)
+        try await withDeadline(
+            .seconds(60), "2,000 jobs with timeouts on a serial queue", report: { queue.diagnose().description }
+        ) {
+            await queue.waitUntilAllJobsAreFinished()
+        }
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
+    }
+
+    /// A finished job is let go of by the queue after it unlocks (the job's `deinit` locks it).
+    @Test func theQueueHoldsNoFinishedJob() async {
+        let queue = JobQueue(name: "release")
+        let weakJob = WeakJob()
+        do {
+            let job = BlockJob(name: "short-lived") {}
+            weakJob.job = job
+            queue.add(job)
+            _ = await job.outcome
+        }
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(await eventually { weakJob.job == nil })
+    }
+}
+
+/// A weak reference that a `@Sendable` closure may read.
+final class WeakJob: @unchecked Sendable {
+    // @unchecked Sendable: written before the closure that reads it is created; weak loads are atomic.
+    weak var job: Job?
+}
