@@ -184,14 +184,16 @@ import Testing
     }
 }
 
-/// Polls `predicate` from a task, yielding between looks (for state reached asynchronously with no
-/// event to await). Bounded: fails the test instead of hanging.
-func waitUntil(_ predicate: @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation) async {
-    for _ in 0..<1_000_000 {
-        if predicate() { return }
-        await Task.yield()
+/// Waits for state reached asynchronously with no event to await (see `eventually`): at most ten
+/// seconds, then the test fails naming the place — it never hangs, and never spins.
+func waitUntil(
+    _ predicate: @escaping @Sendable () -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+)
+    async
+{
+    if !(await eventually(within: .seconds(10), predicate)) {
+        Issue.record("condition never became true within 10 seconds", sourceLocation: sourceLocation)
     }
-    Issue.record("condition never became true", sourceLocation: sourceLocation)
 }
 
 /// Issue 9: conditions as the WWDC sample and ProcedureKit define them.

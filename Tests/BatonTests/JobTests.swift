@@ -99,14 +99,6 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(other.id > job.id)
     }
 
-    @Test func waitUntilFinishedBlocksUntilTheOutcome() {
-        let gate = Gate()
-        let job = BlockJob { gate.wait() }
-        JobQueue().add(job)
-        gate.open()
-        #expect(job.waitUntilFinished().isSucceeded)
-        #expect(job.waitUntilFinished().isSucceeded)  // again, after finishing
-    }
 }
 
 func currentThreadID() -> UInt {

@@ -1,0 +1,53 @@
+import BatonTesting
+import Dispatch
+import Testing
+
+@testable import Baton
+
+/// Synchronous waits (`Job.waitUntilFinished()`, `JobQueue.waitUntilAllJobsAreFinished()`) block the
+/// calling thread until what they wait for is done. Each test shows the waiter blocked — registered
+/// with the job or queue while the work could not finish — before it lets the work finish.
+@Suite(.timeLimit(.minutes(1))) struct WaitTests {
+    @Test func waitUntilFinishedBlocksUntilTheJobFinished() async throws {
+        let release = Gate()
+        let job = AsyncJob(name: "held") { _ in await release.waitAsync() }
+        JobQueue().add(job)
+        let returned = Recorder<(finished: Bool, outcome: Bool)>()
+        let waiter = Gate()
+        DispatchQueue.global().async {
+            let outcome = job.waitUntilFinished()
+            returned.record((job.isFinished, outcome.isSucceeded))
+            waiter.open()
+        }
+        // The waiter is blocked inside the job: registered, and not returned, while the job cannot finish.
+        #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+        #expect(returned.count == 0)
+        release.open()
+        try await withDeadline(.seconds(10), "the blocked waiter returning") { await waiter.waitAsync() }
+        #expect(returned.values.map(\.finished) == [true])
+        #expect(returned.values.map(\.outcome) == [true])
+        #expect(waitAgain(job).isSucceeded)  // again, after finishing: at once
+    }
+
+    @Test func waitUntilAllJobsAreFinishedBlocksUntilTheQueueDrains() async throws {
+        let queue = JobQueue(name: "drain")
+        let release = Gate()
+        let job = AsyncJob(name: "held") { _ in await release.waitAsync() }
+        queue.add(job)
+        let returned = Recorder<Bool>()
+        let waiter = Gate()
+        DispatchQueue.global().async {
+            queue.waitUntilAllJobsAreFinished()
+            returned.record(job.isFinished)
+            waiter.open()
+        }
+        #expect(await eventually { queue.lock.withLock { queue.idleWaiters.count } == 1 })
+        #expect(returned.count == 0)
+        release.open()
+        try await withDeadline(.seconds(10), "the blocked queue waiter returning") { await waiter.waitAsync() }
+        #expect(returned.values == [true])
+    }
+}
+
+/// `waitUntilFinished()` from a synchronous context, as its callers use it.
+func waitAgain(_ job: Job) -> JobOutcome { job.waitUntilFinished() }
