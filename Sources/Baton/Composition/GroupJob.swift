@@ -140,11 +140,13 @@ open class GroupJob: Job, @unchecked Sendable {
     }
 
     public final override func execute() {
-        let outer = queue?.exclusivityScope ?? .processWide
+        let parentQueue = queue
+        let outer = parentQueue?.exclusivityScope ?? .processWide
         let claimed = withGroup { $0.claimed }
         let scope = claimed.isEmpty ? outer : ExclusivityScope(lending: claimed, of: name, parent: outer)
         let childQueue = JobQueue(
             name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
+            instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
             adoption: { [unowned self] jobs in self.adopt(jobs) })
         let (initial, cancelled): ([Job], Bool) = withCore { core in
             let group = core.extrasForWriting()

@@ -222,10 +222,15 @@ extension Job {
 
     /// Called by a worker of the job's queue. Returns `false` if the job was cancelled (or sent back to
     /// waiting) since it was put on the ready list.
-    func runFromQueue() -> Bool {
+    func runFromQueue(_ queue: JobQueue) -> Bool {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
         guard case .run(let deliver) = action else { return false }
-        runBody(deliverFirst: deliver)
+        if queue.instruments.isEmpty {
+            runBody(deliverFirst: deliver)
+        } else {
+            for instrument in queue.instruments { instrument.jobWillStart(self, in: queue) }
+            queue.withInstruments(starting: self) { runBody(deliverFirst: deliver) }
+        }
         return true
     }
 
@@ -278,9 +283,9 @@ extension Job {
         case .claim:
             claim(&work)
         case .enqueueReady:
-            if let queue = step.queue {
-                work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
-            }
+            guard let queue = step.queue else { break }
+            for instrument in queue.instruments { instrument.jobBecameReady(self, in: queue) }
+            work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
         case .interrupt(let reason, let deliverFirst):
             if deliverFirst { deliver(&work) }
             interruptBody()
@@ -347,7 +352,10 @@ extension Job {
         {
             for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
         }
-        completion.queue?.jobDidFinish(self, heldSlot: ending.executed)
+        if let queue = completion.queue {
+            for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
+            queue.jobDidFinish(self, heldSlot: ending.executed)
+        }
         for waiter in completion.waiters { waiter.resume(ending.outcome) }
         if !completion.dependents.isEmpty { work.release(completion.dependents) }
         if let parent = completion.released.extras?.parent { work.tell(parent, child: self, finished: ending.outcome) }

@@ -47,6 +47,8 @@ public final class JobQueue: @unchecked Sendable {
     @exclusivity(unchecked) var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
+    /// What watches the queue's jobs (see ``JobInstrument``); fixed at init.
+    public let instruments: [any JobInstrument]
 
     /// The default ``maxConcurrentJobs``.
     public static let defaultMaxConcurrentJobs = 64
@@ -64,22 +66,27 @@ public final class JobQueue: @unchecked Sendable {
     /// - Precondition: `maxConcurrentJobs >= 1`.
     ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
     ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
+    ///   - instruments: What watches the queue's jobs (metrics, traces, a timeline); see
+    ///     ``JobInstrument``. Defaults to ``defaultInstruments``.
     public convenience init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
         dispatchQueue: DispatchQueue? = nil,
-        exclusivityScope: ExclusivityScope = .processWide
+        exclusivityScope: ExclusivityScope = .processWide,
+        instruments: [any JobInstrument]? = nil
     ) {
         self.init(
             name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue,
-            exclusivityScope: exclusivityScope, adoption: nil)
+            exclusivityScope: exclusivityScope, instruments: instruments ?? JobQueue.defaultInstruments,
+            adoption: nil)
     }
 
     init(
         name: String, maxConcurrentJobs: Int, dispatchQueue: DispatchQueue?, exclusivityScope: ExclusivityScope,
-        adoption: (@Sendable ([Job]) -> Void)?
+        instruments: [any JobInstrument], adoption: (@Sendable ([Job]) -> Void)?
     ) {
         self.adoption = adoption
+        self.instruments = instruments
         if maxConcurrentJobs < 1 {
             fatalError("Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         }
@@ -105,7 +112,7 @@ public final class JobQueue: @unchecked Sendable {
         // The common case in one job lock and one queue lock: a job without dependencies, conditions or
         // categories, on a queue that is no group's and has no event streams. Everything else takes the
         // general way.
-        guard adoption == nil, !hasEventStreams, let entry = job.joinAtOnce(self) else {
+        guard adoption == nil, instruments.isEmpty, !hasEventStreams, let entry = job.joinAtOnce(self) else {
             add([job])
             return
         }
@@ -147,8 +154,12 @@ public final class JobQueue: @unchecked Sendable {
         var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
         var moved: [(job: Job, action: JobLifecycle.Action)] = []
         for (index, job) in jobs.enumerated() {
-            switch job.join(self, batch: batch, index: index) {
-            case .ready(let entry): ready.append((job, entry))
+            let joined = job.join(self, batch: batch, index: index)
+            for instrument in instruments { instrument.jobWasAdded(job, to: self) }
+            switch joined {
+            case .ready(let entry):
+                for instrument in instruments { instrument.jobBecameReady(job, in: self) }
+                ready.append((job, entry))
             case .waits(let dependencies): waiting.append((job, dependencies, index))
             case .moved(let action): moved.append((job, action))
             }
@@ -293,7 +304,7 @@ public final class JobQueue: @unchecked Sendable {
             for waiter in waiters { waiter.resume() }
             guard let job else { return }
             context.running = job
-            report = job.runFromQueue() ? .ran : .skipped
+            report = job.runFromQueue(self) ? .ran : .skipped
             context.running = nil
         }
         let waiters: [IdleWaiter] = lock.withLock {
