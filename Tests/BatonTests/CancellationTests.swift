@@ -208,3 +208,29 @@ final class JobBox: @unchecked Sendable {
         #expect(committed.values == [7])
     }
 }
+
+/// The single-job fast way in (`add(_ job:)`: the job joins straight to ready under its own lock, then
+/// becomes a member under the queue's) raced by cancels from another thread: a job finished between
+/// the two steps must not become a member, or the queue would wait for it for ever.
+@Suite(.timeLimit(.minutes(1))) struct FastPathRaceTests {
+    @Test(arguments: 0..<3) func singleAddsRacingCancelsAllFinishAndTheQueueDrains(seed: Int) async throws {
+        let queue = JobQueue(name: "fast", maxConcurrentJobs: 2)
+        let finishes = Recorder<UInt64>()
+        let jobs = (0..<2_000).map { index in
+            let job = BlockJob(name: "job \(index)") {}
+            job.onFinish { [id = job.id] _ in finishes.record(id) }
+            return job
+        }
+        let all = jobs
+        let canceller = Task.detached {
+            for (index, job) in all.enumerated() where (index + seed) % 3 == 0 { job.cancel() }
+        }
+        for job in jobs { queue.add(job) }
+        await canceller.value
+        try await withDeadline(.seconds(30), "the queue draining", report: { queue.diagnose().description }) {
+            await queue.waitUntilAllJobsAreFinished()
+        }
+        #expect(Set(finishes.values).count == jobs.count)
+        #expect(queue.jobCount == 0)
+    }
+}
