@@ -1,7 +1,7 @@
 /// Arbitrates exclusivity categories among the jobs of every queue that shares this scope.
 ///
 /// By default all queues share ``processWide``, so `MutuallyExclusive<Alert>()` means one alert at a
-/// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:)``)
+/// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:instruments:)``)
 /// to isolate tests, or a library that embeds Baton, from everyone else's categories.
 ///
 /// A job claims all its categories at once, when it is otherwise ready to run (its dependencies
@@ -62,7 +62,7 @@ public final class ExclusivityScope: @unchecked Sendable {
     }
 
     /// Submits a claim (made with categories from ``claimable(_:by:)``). Returns whether it was granted
-    /// at once; otherwise ``Job/claimGranted(_:)`` is called when it is. A ticket given up before it
+    /// at once; otherwise ``Job/claimGranted(_:_:)`` is called when it is. A ticket given up before it
     /// was submitted (its job finished first) is refused and holds nothing.
     func request(_ ticket: ClaimTicket) -> Bool {
         lock.withLock { machine.request(ticket) == .granted }

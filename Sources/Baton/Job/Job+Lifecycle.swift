@@ -2,13 +2,13 @@
 /// ``JobLifecycle`` event under the job's lock, then performs the action it returned with no lock held.
 ///
 /// The steps, in order (``JobQueue/add(_:)-([Job])`` starts it, `JobLifecycle.swift` decides each move):
-/// 1. ``join(_:categories:batch:index:)``: the job joins a queue; without dependencies it moves on at once.
+/// 1. ``join(_:batch:index:)``: the job joins a queue; without dependencies it moves on at once.
 /// 2. ``registerDependent(_:batch:index:)`` with each unfinished dependency, then the registration
 ///    hold is dropped (``dependenciesFinished(_:_:)``).
 /// 3. ``evaluateConditions(round:_:)``: synchronously where every condition can answer at once,
 ///    otherwise in one `Task`.
 /// 4. ``claim(_:)``: its exclusivity categories, then the queue's ready list.
-/// 5. ``runFromQueue()``: a worker of the queue runs the body.
+/// 5. ``runFromQueue(_:)``: a worker of the queue runs the body.
 /// 6. ``bodyCompleted(error:)``: the outcome is decided; ``deliver(_:)`` tells the observers in order,
 ///    then ``complete(_:_:)`` hands over: categories, the queue's slot, waiters, dependents, the group.
 ///
