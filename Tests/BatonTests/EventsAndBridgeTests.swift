@@ -6,7 +6,7 @@ import Testing
 @Suite(.timeLimit(.minutes(1))) struct EventStreamTests {
     @Test func aJobsEventsArriveInOrderAndEnd() async {
         let job = AsyncJob(name: "j") { job in job.reportProgress(0.5) }
-        let events = job.events
+        let events = job.events()
         JobQueue().add(job)
         var seen: [String] = []
         for await event in events { seen.append(event.description) }
@@ -16,7 +16,7 @@ import Testing
 
     @Test func aQueuesEventsCoverEveryJob() async {
         let queue = JobQueue(name: "q")
-        let events = queue.events
+        let events = queue.events()
         queue.add([BlockJob(name: "a") {}, BlockJob(name: "b") {}])
         var finished: Set<String> = []
         for await (job, event) in events {

@@ -12,7 +12,7 @@ import Testing
         let group = GroupJob(name: "group", children: [a, b, c])
         JobQueue().add(group)
         let error = try #require(await group.outcome.error as? GroupJobError)
-        #expect(error.failures.map(\.child) == ["b"])
+        #expect(error.failures.map(\.childName) == ["b"])
         #expect(error.description.contains("'b' failed"))
         #expect(Set(ran.values) == ["a", "c"])
         #expect(c.isFinished && a.isFinished && b.isFinished)

@@ -35,15 +35,6 @@ import Testing
         expect(result, toSay: "cannot add job 'done'")
     }
 
-    @Test func addingADependencyAfterTheJobStartedStops() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let job = BlockJob(name: "started") {}
-            try? job.start()
-            job.addDependency(BlockJob {})
-        }
-        expect(result, toSay: "cannot make job 'started' depend on")
-    }
-
     @Test func dependingOnItselfStops() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             let job = BlockJob(name: "self") {}
@@ -99,15 +90,6 @@ import Testing
             BlockJob(name: "timed") {}.addTimeout(.seconds(-5))
         }
         expect(result, toSay: "the timeout of job 'timed' must be positive, not -5.0 seconds")
-    }
-
-    @Test func addingADependencyOnceTheBodyStartedStops() async {
-        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            let job = CallbackJob(name: "running") { _, _ in }  // never finishes: it stays executing
-            try? job.start()
-            job.addDependency(BlockJob(name: "late") {})
-        }
-        expect(result, toSay: "cannot make job 'running' depend on 'late': it is already executing")
     }
 
     @Test func aZeroLimitStops() async {

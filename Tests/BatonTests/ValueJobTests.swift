@@ -27,7 +27,7 @@ import Testing
         JobQueue().add([download, parse])
         let outcome = await parse.outcome
         let error = try #require(outcome.error as? InputUnavailable)
-        #expect(error.input == "download")
+        #expect(error.inputName == "download")
         #expect(error.description.contains("its input 'download' produced no value because it failed"))
         #expect(ran.count == 0)
         await #expect(throws: Boom.self) { try await download.value }

@@ -39,22 +39,34 @@ import Testing
         }
     }
 
-    /// The same under load: timeouts (whose observers cancel from a timer thread) on a serial queue.
-    @Test func aSerialQueueOfJobsWithTimeoutsNeverStalls() async throws {
+    /// The same under load: jobs on a serial queue whose timeouts fire (on a manual clock) while their
+    /// bodies wait; each finish comes from the timeout's task, not from the queue's worker.
+    @Test func aSerialQueueOfJobsWhoseTimeoutsFireNeverStalls() async throws {
+        let clock = ManualClock()
         let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
-        let jobs = (0..<2_000).map { index in
-            let job = BlockJob(name: "job \(index)") {}
-            job.addTimeout(.seconds(60))
+        let jobs = (0..<200).map { index in
+            let job = AsyncJob(name: "job \(index)") { _ in
+                await Gate().waitAsyncUnlessCancelled()
+                try Task.checkCancellation()
+            }
+            job.addTimeout(.seconds(5), clock: clock)
             job.onCancel { _, _ in }
             return job
         }
         queue.add(jobs)
-        try await withDeadline(
-            .seconds(60), "2,000 jobs with timeouts on a serial queue", report: { queue.diagnose().description }
-        ) {
-            await queue.waitUntilAllJobsAreFinished()
+        for (index, job) in jobs.enumerated() {
+            try await withDeadline(
+                .seconds(10), "job \(index) of the serial queue starting", report: { queue.diagnose().description }
+            ) {
+                await clock.waitForSleepers(1)
+            }
+            clock.advance(by: .seconds(5))
+            try await withDeadline(.seconds(10), "job \(index) timing out", report: { queue.diagnose().description }) {
+                _ = await job.outcome
+            }
         }
-        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(jobs.allSatisfy { ($0.outcomeIfDecided?.error as? JobError)?.code == .timedOut })
     }
 
     /// A finished job is let go of by the queue after it unlocks (the job's `deinit` locks it).

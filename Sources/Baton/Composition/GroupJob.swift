@@ -33,6 +33,15 @@
 /// others (which could deadlock). A group with no categories of its own claims nothing: its children
 /// claim theirs as any job does.
 ///
+/// A cycle through a category — the group holds "db", its child depends on an outsider that wants "db"
+/// — is detected like a dependency cycle: the waiting child fails with
+/// ``JobError/Code/dependencyCycle`` and the outsider runs once the group let go.
+///
+/// - Important: A running group occupies a slot of its queue until its last child finished. If every
+///   slot of a queue is held by groups whose children wait for jobs of that same queue, nothing can
+///   run (the classic `NSOperationQueue` trap; `diagnose()` shows the jobs waiting for "a free slot").
+///   Give such children's dependencies another queue, or the queue room for them.
+///
 /// ## Thread safety
 /// All methods may be called from any thread; the group's own state is part of the job's guarded state.
 open class GroupJob: Job, @unchecked Sendable {
@@ -120,6 +129,8 @@ open class GroupJob: Job, @unchecked Sendable {
         case .add(let queue, let cancelled):
             if cancelled { newChildren.forEach { $0.cancel() } }  // a cancelled group runs no new work
             queue.add(newChildren)
+            // A cancel between the check above and the children joining did not reach them: pass it on.
+            if !cancelled, isCancelled { newChildren.forEach { $0.cancel() } }
             for child in newChildren { announce(child) }
             withGroup { $0.adding -= 1 }
             Propagation.run { finishIfDone(&$0) }
@@ -136,7 +147,7 @@ open class GroupJob: Job, @unchecked Sendable {
     /// The group's error once all children finished: the default fails with every failed child.
     /// Override it to decide differently (``RetryJob`` keeps only the last attempt's error).
     open func errorAfterChildren(failures: [GroupJobError.Failure]) -> (any Error)? {
-        failures.isEmpty ? nil : GroupJobError(group: name, failures: failures)
+        failures.isEmpty ? nil : GroupJobError(groupName: name, failures: failures)
     }
 
     public final override func execute() {
@@ -147,7 +158,7 @@ open class GroupJob: Job, @unchecked Sendable {
         let childQueue = JobQueue(
             name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
             instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
-            adoption: { [unowned self] jobs in self.adopt(jobs) })
+            adoption: { [weak self] jobs in self?.adopt(jobs) })
         let (initial, cancelled): ([Job], Bool) = withCore { core in
             let group = core.extrasForWriting()
             group.group!.childQueue = childQueue
@@ -158,6 +169,7 @@ open class GroupJob: Job, @unchecked Sendable {
         }
         if cancelled { initial.forEach { $0.cancel() } }
         childQueue.add(initial)
+        if !cancelled, isCancelled { initial.forEach { $0.cancel() } }  // a cancel that came meanwhile
         withGroup { $0.adding -= 1 }
         Propagation.run { finishIfDone(&$0) }
     }
@@ -191,7 +203,8 @@ open class GroupJob: Job, @unchecked Sendable {
     func childFinished(_ child: Job, outcome: JobOutcome, _ work: inout Propagation) {
         childDidFinish(child, outcome: outcome)
         let failure =
-            outcome.isFailed ? GroupJobError.Failure(child: child.name, childID: child.id, error: outcome.error!) : nil
+            outcome.isFailed
+            ? GroupJobError.Failure(childName: child.name, childID: child.id, error: outcome.error!) : nil
         // One locked step: count the child, update the group's progress, decide whether it is done.
         var progress: (recorded: (parent: GroupJob?, mustDeliver: Bool)?, fraction: Double)?
         let decided: (failures: [GroupJobError.Failure], cancelled: Bool)? = withCore { core in
@@ -224,8 +237,13 @@ open class GroupJob: Job, @unchecked Sendable {
         bodyCompleted(error: error, &work)
     }
 
-    override func interruptBody() {
-        withGroup { $0.childQueue }?.cancelAll()
+    override func interruptBody(_ work: inout Propagation) {
+        // The children are cancelled through the work list: cancelling groups nested deeply must not
+        // recurse.
+        guard let childQueue = withGroup({ $0.childQueue }) else { return }
+        for child in childQueue.lock.withLock({ Array(childQueue.scheduler.members.values) }) {
+            work.cancel(child, reason: CancellationError())
+        }
     }
 
     override func categoriesToClaim(own: [ExclusivityCategory]) -> [ExclusivityCategory] {
@@ -340,17 +358,18 @@ struct GroupProgress {
 public struct GroupJobError: Error, Sendable, CustomStringConvertible {
     public struct Failure: Sendable {
         /// The child's name.
-        public let child: String
+        public let childName: String
         /// The child's ``Job/id``.
         public let childID: UInt64
         public let error: any Error
     }
 
     /// The group's name.
-    public let group: String
+    public let groupName: String
     public let failures: [Failure]
 
     public var description: String {
-        "group '\(group)' failed: " + failures.map { "'\($0.child)' failed: \($0.error)" }.joined(separator: "; ")
+        "group '\(groupName)' failed: "
+            + failures.map { "'\($0.childName)' failed: \($0.error)" }.joined(separator: "; ")
     }
 }

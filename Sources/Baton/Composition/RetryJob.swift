@@ -26,12 +26,13 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
 
     /// Why a retry job failed.
     public struct Failure: Error, Sendable, CustomStringConvertible {
-        public let job: String
+        /// The retry job's name.
+        public let jobName: String
         public let attempts: Int
         /// The last attempt's error.
         public let lastError: any Error
         public var description: String {
-            "job '\(job)' failed after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(lastError)"
+            "job '\(jobName)' failed after \(attempts) attempt\(attempts == 1 ? "" : "s"): \(lastError)"
         }
     }
 
@@ -77,11 +78,14 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     }
 
     public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
-        let (isLast, attempt, cancelled) = withCore { core -> (Bool, Int, Bool) in
-            guard child === lastAttempt else { return (false, 0, false) }
-            lastOutcome = outcome
-            return (true, attemptCount, core.lifecycle.isCancelled)
+        let (isLast, attempt, cancelled, replaced) = withCore { core -> (Bool, Int, Bool, JobOutcome?) in
+            guard child === lastAttempt else { return (false, 0, false, nil) }
+            // The replaced outcome is let go of after unlocking: its error may hold the last reference
+            // to anything.
+            defer { lastOutcome = outcome }
+            return (true, attemptCount, core.lifecycle.isCancelled, lastOutcome)
         }
+        _ = replaced
         // User code (the predicate and the factory) runs outside the lock.
         guard isLast, !cancelled, let error = outcome.error, attempt < maxAttempts, shouldRetry(error) else { return }
         let next = makeAttempt(attempt + 1)
@@ -101,11 +105,11 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         case nil, .succeeded?:
             return nil
         case .failed(let error)?:
-            return Failure(job: name, attempts: attempts, lastError: error)
+            return Failure(jobName: name, attempts: attempts, lastError: error)
         case .cancelled(let reason)?:
             // Cancelled with the retry job: the retry job is cancelled. On its own, with no attempt left:
             // a failure like any other.
-            return cancelled ? CancellationError() : Failure(job: name, attempts: attempts, lastError: reason)
+            return cancelled ? CancellationError() : Failure(jobName: name, attempts: attempts, lastError: reason)
         }
     }
 

@@ -11,6 +11,8 @@ public struct NegatedCondition<Wrapped: JobCondition>: JobCondition {
     public var name: String { "not(\(wrapped.name))" }
     public func dependencies(for job: Job) -> [Job] { wrapped.dependencies(for: job) }
     public var exclusivityCategories: [ExclusivityCategory] { wrapped.exclusivityCategories }
+    /// Only a condition that is evaluated can be negated; one that only adds categories stays that.
+    public var requiresEvaluation: Bool { wrapped.requiresEvaluation }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
         wrapped.evaluateImmediately(for: job).map(negate)
@@ -39,6 +41,7 @@ public struct SilentCondition<Wrapped: JobCondition>: JobCondition {
 
     public var name: String { "silent(\(wrapped.name))" }
     public var exclusivityCategories: [ExclusivityCategory] { wrapped.exclusivityCategories }
+    public var requiresEvaluation: Bool { wrapped.requiresEvaluation }
     public func evaluateImmediately(for job: Job) -> ConditionResult? { wrapped.evaluateImmediately(for: job) }
     public func evaluate(for job: Job) async -> ConditionResult { await wrapped.evaluate(for: job) }
 }
@@ -54,10 +57,15 @@ public struct AllOfConditions: JobCondition {
     public var name: String { "allOf(\(conditions.map(\.name).joined(separator: ", ")))" }
     public func dependencies(for job: Job) -> [Job] { conditions.flatMap { $0.dependencies(for: job) } }
     public var exclusivityCategories: [ExclusivityCategory] { conditions.flatMap(\.exclusivityCategories) }
+    public var requiresEvaluation: Bool { conditions.contains { $0.requiresEvaluation } }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
         var results: [ConditionResult] = []
         for condition in conditions {
+            guard condition.requiresEvaluation else {
+                results.append(.satisfied)
+                continue
+            }
             guard let result = condition.evaluateImmediately(for: job) else { return nil }
             results.append(result)
         }
@@ -89,10 +97,16 @@ public struct AnyOfConditions: JobCondition {
     public var name: String { "anyOf(\(conditions.map(\.name).joined(separator: ", ")))" }
     public func dependencies(for job: Job) -> [Job] { conditions.flatMap { $0.dependencies(for: job) } }
     public var exclusivityCategories: [ExclusivityCategory] { conditions.flatMap(\.exclusivityCategories) }
+    /// Satisfied at once (without evaluation) when one of its conditions needs none.
+    public var requiresEvaluation: Bool { conditions.allSatisfy { $0.requiresEvaluation } }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
         var results: [ConditionResult] = []
         for condition in conditions {
+            guard condition.requiresEvaluation else {
+                results.append(.satisfied)
+                continue
+            }
             guard let result = condition.evaluateImmediately(for: job) else { return nil }
             results.append(result)
         }
@@ -185,7 +199,7 @@ public struct ConditionNotMet: Error, Sendable, CustomStringConvertible {
 
 func evaluateAll(_ conditions: [any JobCondition], for job: Job) async -> [ConditionResult] {
     await withTaskGroup(of: (Int, ConditionResult).self) { group in
-        for (index, condition) in conditions.enumerated() {
+        for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
             group.addTask { (index, await condition.evaluate(for: job)) }
         }
         var results = [ConditionResult](repeating: .satisfied, count: conditions.count)

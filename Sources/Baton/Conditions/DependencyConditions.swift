@@ -8,7 +8,7 @@ public struct NoFailedDependencies: JobCondition {
         for dependency in job.dependencies {
             if case .failed? = dependency.outcomeIfDecided {
                 return .failed(
-                    DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
+                    DependencyOutcomeError(dependencyName: dependency.name, outcome: dependency.outcomeIfDecided!))
             }
         }
         return .satisfied
@@ -24,7 +24,7 @@ public struct NoCancelledDependencies: JobCondition {
         for dependency in job.dependencies {
             if case .cancelled? = dependency.outcomeIfDecided {
                 return .failed(
-                    DependencyOutcomeError(dependency: dependency.name, outcome: dependency.outcomeIfDecided!))
+                    DependencyOutcomeError(dependencyName: dependency.name, outcome: dependency.outcomeIfDecided!))
             }
         }
         return .satisfied
@@ -34,15 +34,15 @@ public struct NoCancelledDependencies: JobCondition {
 /// Why ``NoFailedDependencies`` or ``NoCancelledDependencies`` failed.
 public struct DependencyOutcomeError: Error, Sendable, CustomStringConvertible {
     /// The name of the dependency.
-    public let dependency: String
+    public let dependencyName: String
     /// How the dependency ended (failed or cancelled, with its error or reason).
     public let outcome: JobOutcome
 
     public var description: String {
         switch outcome {
-        case .failed(let error): "dependency '\(dependency)' failed (\(error))"
-        case .cancelled(let reason): "dependency '\(dependency)' was cancelled (\(reason))"
-        case .succeeded: "dependency '\(dependency)' succeeded"
+        case .failed(let error): "dependency '\(dependencyName)' failed (\(error))"
+        case .cancelled(let reason): "dependency '\(dependencyName)' was cancelled (\(reason))"
+        case .succeeded: "dependency '\(dependencyName)' succeeded"
         }
     }
 }

@@ -21,12 +21,23 @@
 /// Each job is read under its own lock, one at a time. A cycle that two threads close at the same
 /// moment is seen by the one whose search starts last, because each registers its edges before it
 /// looks for roots.
+///
+/// **Through exclusivity.** A job whose claim waits for a category waits for the category's holders —
+/// and a holder that is a running group waits for its children, which may wait for the job: a deadlock
+/// that no dependency shows. Those edges have no cheap reverse (a category's waiting line can be long),
+/// so they are searched backward only, from a job whose claim waits behind a group, or whose new
+/// dependency's claim waits (`throughClaims`).
 enum CycleDetector {
     /// Fails every pending job of every cycle that passes through `roots`.
-    static func failCycles(through roots: [Job]) {
+    static func failCycles(through roots: [Job], throughClaims: Bool = false) {
         guard !roots.isEmpty else { return }
-        while let cycle = findCycle(through: roots) {
-            guard fail(cycle, with: JobError.dependencyCycle(cycle.map(\.name))) else { return }
+        var unbreakable = 0
+        while let cycle = findCycle(through: roots, throughClaims: throughClaims) {
+            if fail(cycle, with: JobError.dependencyCycle(cycle.map(\.name))) { continue }
+            // No member could be failed (none is pending: it moved on meanwhile). Looking again finds the
+            // same cycle; it is not one any more once its members moved on, so stop after a few looks.
+            unbreakable += 1
+            if unbreakable == 3 { return }
         }
     }
 
@@ -50,9 +61,18 @@ enum CycleDetector {
     }
 
     /// A cycle reachable from `roots`, listed so that each job waits for the next, or `nil`.
-    static func findCycle(through roots: [Job]) -> [Job]? {
-        var backward = Search(roots: roots, followDependencies: true)
-        var forward = Search(roots: roots, followDependencies: false)
+    static func findCycle(through roots: [Job], throughClaims: Bool = false) -> [Job]? {
+        var backward = Search(roots: roots, followDependencies: true, throughClaims: throughClaims)
+        if throughClaims {
+            while true {
+                switch backward.step() {
+                case .exhausted: return nil
+                case .cycle(let jobs): return jobs
+                case .progress: break
+                }
+            }
+        }
+        var forward = Search(roots: roots, followDependencies: false, throughClaims: false)
         while true {
             switch backward.step() {
             case .exhausted: return nil
@@ -83,14 +103,16 @@ enum CycleDetector {
 
         private let roots: [Job]
         private let followDependencies: Bool
+        private let throughClaims: Bool
         private var nextRoot = 0
         private var stack: [Frame] = []
         private var onStack: Set<ObjectIdentifier> = []
         private var done: Set<ObjectIdentifier> = []
 
-        init(roots: [Job], followDependencies: Bool) {
+        init(roots: [Job], followDependencies: Bool, throughClaims: Bool) {
             self.roots = roots
             self.followDependencies = followDependencies
+            self.throughClaims = throughClaims
         }
 
         mutating func step() -> Step {
@@ -121,7 +143,7 @@ enum CycleDetector {
 
         /// Enters `job` if it waits for something; returns `false` if it cannot be part of a cycle.
         private mutating func push(_ job: Job) -> Bool {
-            guard let edges = job.cycleEdges() else { return false }
+            guard let edges = job.cycleEdges(throughClaims: throughClaims) else { return false }
             let neighbours = followDependencies ? edges.waitsFor : edges.waitedBy
             stack.append(Frame(job: job, neighbours: neighbours))
             onStack.insert(ObjectIdentifier(job))

@@ -63,6 +63,8 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
     public let blockers: [Blocker]
     /// For an executing group: what each of its unfinished children waits for.
     public let children: [JobDiagnosis]
+    /// For a group nested deeper than the report descends: its children are not listed.
+    public let childrenNotShown: Bool
 
     public var description: String {
         summary
@@ -73,6 +75,7 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
         let head = "'\(jobName)' (\(state)\(isCancelled ? ", cancelled" : ""))"
         if !blockers.isEmpty { return head + " waits for " + blockers.map(\.description).joined(separator: "; ") }
         if !children.isEmpty { return head + " waits for its children:" }
+        if childrenNotShown { return head + " waits for its children (nested too deep to list)" }
         return head + (state == .executing || state == .finishing ? " is running" : " is about to start")
     }
 

@@ -17,9 +17,17 @@ extension JobQueue {
     /// An executing group's entry lists its children the same way (``JobDiagnosis/children``), so a
     /// stall inside a group shows where it is.
     public func diagnose() -> QueueDiagnosis {
+        diagnose(depth: 0)
+    }
+
+    /// Groups nest deeper than a person reads (and than the stack allows, at twenty thousand levels):
+    /// the report stops descending here.
+    static let diagnosisDepthLimit = 32
+
+    func diagnose(depth: Int) -> QueueDiagnosis {
         let (members, suspended, running, limit) = lockedSnapshot()
         let jobs = members.sorted { $0.id < $1.id }
-            .map { $0.diagnosis(queueSuspended: suspended, running: running, limit: limit) }
+            .map { $0.diagnosis(queueSuspended: suspended, running: running, limit: limit, depth: depth) }
             .filter { $0.state != .finished }  // finished a moment ago, not yet counted out
         return QueueDiagnosis(
             queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit, jobs: jobs)
@@ -116,7 +124,7 @@ public final class QueueWatchdog: @unchecked Sendable {
 extension Job {
     /// What this job waits for (reads this job, then its dependencies, scope and children, one lock at
     /// a time).
-    func diagnosis(queueSuspended: Bool, running: Int, limit: Int) -> JobDiagnosis {
+    func diagnosis(queueSuspended: Bool, running: Int, limit: Int, depth: Int = 0) -> JobDiagnosis {
         let (state, cancelled, dependencies, generated, evaluating, queue, storedName, ticket) = withCore { core in
             (
                 core.lifecycle.publicState, core.lifecycle.isCancelled, core.dependencies, core.extras?.generated ?? [],
@@ -125,6 +133,7 @@ extension Job {
         }
         var blockers: [JobDiagnosis.Blocker] = []
         var children: [JobDiagnosis] = []
+        var deeper = false
         switch state {
         case .pending:
             let unfinished = Self.unfinished(dependencies)
@@ -146,14 +155,18 @@ extension Job {
             }
         case .executing:
             if let group = self as? GroupJob, let childQueue = group.withGroup({ $0.childQueue }) {
-                children = childQueue.diagnose().jobs
+                if depth < JobQueue.diagnosisDepthLimit {
+                    children = childQueue.diagnose(depth: depth + 1).jobs
+                } else {
+                    deeper = true
+                }
             }
         default:
             break
         }
         return JobDiagnosis(
             jobName: storedName ?? defaultName, jobID: id, state: state, isCancelled: cancelled, blockers: blockers,
-            children: children)
+            children: children, childrenNotShown: deeper)
     }
 
     private static func unfinished(_ jobs: [Job]) -> [JobDiagnosis.Dependency] {

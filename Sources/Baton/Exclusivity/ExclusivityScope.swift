@@ -61,11 +61,28 @@ public final class ExclusivityScope: @unchecked Sendable {
         return .success(categories.map { lent[$0.key]! })
     }
 
-    /// Submits a claim (made with categories from ``claimable(_:by:)``). Returns whether it was granted
-    /// at once; otherwise ``Job/claimGranted(_:_:)`` is called when it is. A ticket given up before it
+    /// What a submitted claim got.
+    enum Grant {
+        case granted
+        /// It waits (``Job/claimGranted(_:_:)`` is called when it is granted); `behindGroup`: a group
+        /// holds one of its categories (so a cycle through exclusivity is possible).
+        case waiting(behindGroup: Bool)
+    }
+
+    /// Submits a claim (made with categories from ``claimable(_:by:)``). A ticket given up before it
     /// was submitted (its job finished first) is refused and holds nothing.
-    func request(_ ticket: ClaimTicket) -> Bool {
-        lock.withLock { machine.request(ticket) == .granted }
+    func request(_ ticket: ClaimTicket) -> Grant {
+        lock.withLock {
+            switch machine.request(ticket) {
+            case .granted: return .granted
+            case .refused: return .waiting(behindGroup: false)
+            case .waiting:
+                let behindGroup = ticket.categories.contains { category in
+                    machine.holders(of: category.key).contains { $0.job is GroupJob }
+                }
+                return .waiting(behindGroup: behindGroup)
+            }
+        }
     }
 
     /// A job finished or gave its claim up: releases what it held or stops it waiting. Returns the

@@ -8,7 +8,8 @@
 /// ```
 ///
 /// The category is claimed when the job is otherwise ready to run and released when it finishes; a
-/// job with several categories takes them all at once.
+/// job with several categories takes them all at once. If jobs ask for one category with different
+/// limits, the smallest limit asked for so far applies.
 public struct MutuallyExclusive<Category>: JobCondition {
     public let category: ExclusivityCategory
 

@@ -54,7 +54,8 @@ public final class OperationJob: CallbackJob, @unchecked Sendable {
 
 extension Job {
     /// Makes this job wait until a Foundation `Operation` finished, whatever runs it.
-    public func addDependency(_ operation: Operation) {
+    @discardableResult
+    public func addDependency(_ operation: Operation) -> Bool {
         addDependency(OperationJob.watching(operation))
     }
 

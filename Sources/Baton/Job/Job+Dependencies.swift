@@ -18,13 +18,18 @@ extension Job {
     ///
     /// A dependency can be added until the job's body starts: a job that was already evaluating its
     /// conditions or ready to run goes back to waiting (giving up an exclusivity claim it made), and
-    /// evaluates its conditions again once the new dependency finished.
+    /// evaluates its conditions again once the new dependency finished. Whether a queued job has started
+    /// depends on timing, so that case is a value, not a trap: the call returns `false` and changes
+    /// nothing.
     ///
+    /// - Returns: `true` if the job will wait for `dependency`; `false` if its body had already started
+    ///   (or it finished).
     /// - Complexity: O(1) before the job is added to a queue. On a job already waiting in a queue,
     ///   the cycle check may visit the jobs connected to it.
-    /// - Precondition: The job's body has not started and `dependency` is not the job itself. Breaking
-    ///   these is a bug in the calling code, so it stops the program with a message that names both jobs.
-    public func addDependency(_ dependency: Job) {
+    /// - Precondition: `dependency` is not the job itself (a bug in the calling code: it stops the
+    ///   program with a message that names the job).
+    @discardableResult
+    public func addDependency(_ dependency: Job) -> Bool {
         if dependency === self { fatalError("Baton: job '\(name)' cannot depend on itself.") }
         var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
         var abandonedEvaluation: Task<Void, Never>?
@@ -49,30 +54,36 @@ extension Job {
         }
         switch action {
         case .record:
-            return
-        case .tooLate(let state):
-            fatalError(
-                "Baton: cannot make job '\(name)' depend on '\(dependency.name)': it is already \(state). Add dependencies before the job starts."
-            )
+            return true
+        case .tooLate:
+            return false
         case .register:
             abandonedEvaluation?.cancel()
-            let waits = dependency.registerDependent(self, batch: 0, index: 0)
+            let registration = dependency.registerDependent(self, batch: 0, index: 0)
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {
                     for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
                 }
-                if waits {
-                    CycleDetector.failCycles(through: [self])
-                } else {
+                switch registration {
+                case .finished:
                     dependenciesFinished(1, &work)
+                case .waits:
+                    CycleDetector.failCycles(through: [self])
+                case .waitsForAClaim:
+                    CycleDetector.failCycles(through: [self])
+                    CycleDetector.failCycles(through: [self], throughClaims: true)
                 }
             }
+            return true
         }
     }
 
-    /// Adds several dependencies; see ``addDependency(_:)``.
-    public func addDependencies(_ dependencies: some Sequence<Job>) {
-        for dependency in dependencies { addDependency(dependency) }
+    /// Adds several dependencies; see ``addDependency(_:)``. Returns `false` if any came too late.
+    @discardableResult
+    public func addDependencies(_ dependencies: some Sequence<Job>) -> Bool {
+        var all = true
+        for dependency in dependencies where !addDependency(dependency) { all = false }
+        return all
     }
 
     /// Adds a dependency that a condition generated: the job waits for it, but it is not listed in
@@ -82,26 +93,53 @@ extension Job {
     }
 
     /// Whether the job is a node of the wait-for graph that a cycle could pass through, and if so the
-    /// jobs it waits for and the jobs waiting for it (see ``CycleDetector``).
+    /// jobs it waits for and the jobs waiting for it (see ``CycleDetector``). Reads this job, then its
+    /// scope or group, one lock at a time.
     ///
     /// - A job pending in a queue waits for its dependencies; its dependents and its group wait for it.
+    /// - A job ready but waiting for its exclusivity categories waits for their holders (only when
+    ///   `throughClaims`: these edges are followed backward only).
     /// - A child that its group has not started yet waits for the group to start.
     /// - A group that is executing waits for its unfinished children.
-    func cycleEdges() -> (waitsFor: [Job], waitedBy: [Job])? {
-        withCore { core in
+    func cycleEdges(throughClaims: Bool = false) -> (waitsFor: [Job], waitedBy: [Job])? {
+        enum Node {
+            case edges(waitsFor: [Job], waitedBy: [Job])
+            case claim(ClaimTicket, ExclusivityScope, waitedBy: [Job])
+            case childOf(GroupJob, waitedBy: [Job])
+        }
+        let node: Node? = withCore { core in
             let parent = core.extras?.parent
+            let dependentsAndGroup = core.dependents + (parent.map { [$0] } ?? [])
             switch core.lifecycle.state {
             case .pending:
-                let waitedBy = core.dependents + (parent.map { [$0] } ?? []) + (core.extras?.group?.waiting ?? [])
-                return (core.allDependencies, waitedBy)
-            case .initialized where parent != nil:
-                return (parent.map { [$0] } ?? [], core.dependents + (core.extras?.group?.waiting ?? []))
+                return .edges(
+                    waitsFor: core.allDependencies, waitedBy: dependentsAndGroup + (core.extras?.group?.waiting ?? []))
+            case .ready(.waiting) where throughClaims:
+                guard let ticket = core.extras?.claim, let scope = core.queue?.exclusivityScope else { return nil }
+                return .claim(ticket, scope, waitedBy: dependentsAndGroup)
+            case .initialized:
+                guard let parent else { return nil }
+                return .childOf(parent, waitedBy: core.dependents + (core.extras?.group?.waiting ?? []))
             case .executing:
                 guard let group = core.extras?.group, group.started else { return nil }
-                return (group.children, core.dependents + (parent.map { [$0] } ?? []))
+                return .edges(waitsFor: group.children, waitedBy: dependentsAndGroup)
             default:
                 return nil
             }
+        }
+        switch node {
+        case nil:
+            return nil
+        case .edges(let waitsFor, let waitedBy)?:
+            return (waitsFor, waitedBy)
+        case .claim(let ticket, let scope, let waitedBy)?:
+            guard let blockers = scope.blockers(of: ticket) else { return nil }  // granted meanwhile
+            return (blockers.flatMap(\.holders), waitedBy)
+        case .childOf(let parent, let waitedBy)?:
+            // Only while the group has not started it (the group lists it as waiting): a child the group
+            // already handed to its queue is about to join it, and waits for nothing of the group's.
+            let waiting = parent.withCore { $0.extras?.group?.waiting.contains { $0 === self } ?? false }
+            return waiting ? ([parent], waitedBy) : nil
         }
     }
 }

@@ -90,15 +90,27 @@ extension Job {
 
     // MARK: 2. Dependencies
 
+    /// What registering a dependent found.
+    enum Registration {
+        /// This job has already finished: the dependent must not wait for it.
+        case finished
+        /// The dependent waits for this job.
+        case waits
+        /// The dependent waits for this job, whose exclusivity claim waits: a cycle through the holders of
+        /// its categories is possible (see ``CycleDetector``).
+        case waitsForAClaim
+    }
+
     /// Records `dependent` (member `index` of the `add` call `batch`) to be released when this job
-    /// finishes. Returns `false` if this job has already finished (the dependent must not wait for it).
-    func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Bool {
+    /// finishes.
+    func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Registration {
         withCore { core in
-            guard !core.lifecycle.isFinished else { return false }
+            guard !core.lifecycle.isFinished else { return .finished }
             core.dependents.append(dependent)
             let mark = core.cycleMark
             if !(batch != 0 && mark.batch == batch && Int(mark.index) < index) { core.cycleMark.mayCloseCycle = true }
-            return true
+            if case .ready(.waiting) = core.lifecycle.state { return .waitsForAClaim }
+            return .waits
         }
     }
 
@@ -196,20 +208,30 @@ extension Job {
 
     /// Asks the job's queue's scope for its categories; the job goes to the ready list once they are
     /// granted (now, or when ``claimGranted(_:_:)`` is called).
-    func claim(_ work: inout Propagation) {
+    func claim(round: UInt32, _ work: inout Propagation) {
         let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
         guard let scope else { return }  // finished meanwhile
         switch scope.claimable(categoriesToClaim(own: own), by: name) {
         case .failure(let refusal):
-            perform(step { $0.lifecycle.claimRefused(refusal) }, &work)
+            perform(step { $0.lifecycle.awaitsClaim(round: round) ? $0.lifecycle.claimRefused(refusal) : .none }, &work)
         case .success(let categories):
             let ticket = ClaimTicket(job: self, categories: categories)
+            // Only the claim of the current round is submitted, once: a job sent back to waiting and made
+            // ready again meanwhile claims anew, and its earlier claim must not hold anything.
             let current: Bool = withCore { core in
-                guard case .ready(.waiting) = core.lifecycle.state else { return false }  // finished or sent back
+                guard core.lifecycle.awaitsClaim(round: round), core.extras?.claim == nil else { return false }
                 core.extrasForWriting().claim = ticket
                 return true
             }
-            if current && scope.request(ticket) { claimGranted(ticket, &work) }
+            guard current else { return }
+            switch scope.request(ticket) {
+            case .granted:
+                claimGranted(ticket, &work)
+            case .waiting(let behindGroup):
+                // A group that holds what this job waits for may itself wait for this job (through a
+                // child's dependency): a cycle through exclusivity, which would never end.
+                if behindGroup { CycleDetector.failCycles(through: [self], throughClaims: true) }
+            }
         }
     }
 
@@ -280,16 +302,18 @@ extension Job {
             break
         case .evaluateConditions(let round):
             evaluateConditions(round: round, &work)
-        case .claim:
-            claim(&work)
+        case .claim(let round):
+            claim(round: round, &work)
         case .enqueueReady:
             guard let queue = step.queue else { break }
             for instrument in queue.instruments { instrument.jobBecameReady(self, in: queue) }
             work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
-        case .interrupt(let reason, let deliverFirst):
-            if deliverFirst { deliver(&work) }
-            interruptBody()
+        case .interrupt(let reason, let deliver):
+            // Interrupt first: delivering the cancel to slow observers must not delay it (and the body
+            // may finish meanwhile; its finish is delivered after the cancel, in order, either way).
+            interruptBody(&work)
             didCancel(reason: reason)
+            if deliver { self.deliver(&work) }
         case .deliver:
             deliver(&work)
         }

@@ -73,15 +73,15 @@ struct EventForwarder: JobObserver {
 }
 
 extension Job {
-    /// The job's lifecycle events from now on, ending after `finished`.
+    /// A new sequence of the job's lifecycle events from now on, ending after `finished`.
     ///
     /// ```swift
-    /// for await event in job.events { print(event) }
+    /// for await event in job.events() { print(event) }
     /// ```
     ///
-    /// Create the sequence before adding the job to a queue to see every event. On a finished job it
-    /// yields `finished` and ends.
-    public var events: AsyncStream<JobLifecycleEvent> {
+    /// Each call adds an observer: make the sequence before adding the job to a queue to see every
+    /// event. On a finished job it yields `finished` and ends.
+    public func events() -> AsyncStream<JobLifecycleEvent> {
         let (stream, continuation) = AsyncStream<JobLifecycleEvent>.makeStream()
         addObserver(
             EventForwarder { _, event in

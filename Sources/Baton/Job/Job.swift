@@ -114,8 +114,10 @@ open class Job: @unchecked Sendable {
     ///   callback instead.
     open func execute() throws {}
 
-    /// Called once, outside any lock, when a cancel request reaches the job while its body is running.
-    /// Override it to interrupt the work (for example, cancel a network request). The default does nothing.
+    /// Called once, outside any lock, when a cancel request reaches the job while its body is running
+    /// (before the job's observers hear of the cancel). Override it to interrupt the work (for example,
+    /// cancel a network request). The body may be returning at the same moment: keep it idempotent. The
+    /// default does nothing.
     open func didCancel(reason: any Error) {}
 
     /// Whether the job finishes when ``execute()`` returns. ``CallbackJob`` and ``AsyncJob`` say no.
@@ -127,8 +129,9 @@ open class Job: @unchecked Sendable {
     /// outside the lock.
     func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] { [] }
 
-    /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task). Called outside the lock.
-    func interruptBody() {}
+    /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task; a group cancels its
+    /// children through `work`, never by recursion). Called outside the lock.
+    func interruptBody(_ work: inout Propagation) {}
 
     /// The exclusivity categories to claim before running: the job's own (a group adds its children's).
     /// Called outside the lock.
@@ -171,9 +174,11 @@ extension Job {
     ///
     /// - Parameter reason: Reported in the outcome. Defaults to `CancellationError()`.
     public func cancel(reason: (any Error)? = nil) {
-        let reason = reason ?? CancellationError()
-        let step = step { $0.lifecycle.cancel(reason: reason, observed: !$0.observers.isEmpty) }
-        Propagation.run { perform(step, &$0) }
+        Propagation.run { cancel(reason: reason ?? CancellationError(), &$0) }
+    }
+
+    func cancel(reason: any Error, _ work: inout Propagation) {
+        perform(step { $0.lifecycle.cancel(reason: reason, observed: !$0.observers.isEmpty) }, &work)
     }
 
     /// Runs the job on the calling thread, without a queue, like `Foundation.Operation.start()`.
@@ -183,7 +188,7 @@ extension Job {
     ///
     /// - Throws: ``JobError`` with code ``JobError/Code/unfinishedDependencies`` if a dependency has
     ///   not finished, or ``JobError/Code/notStartable`` if the job is in a queue, already started or
-    ///   finished. These are thrown rather than trapped because whether a dependency has finished can
+    ///   finished, or has conditions (only a queue evaluates them and claims their categories). These are thrown rather than trapped because whether a dependency has finished can
     ///   depend on timing.
     public func start() throws(JobError) {
         while true {
@@ -199,11 +204,17 @@ extension Job {
             }
             var outcome: JobLifecycle.ManualStart?
             var queued = false
+            var hasConditions = false
             let step = step { core -> JobLifecycle.Action in
                 guard core.allDependencies.count == dependencies.count else { return .none }  // one was added
                 if core.queue != nil {
                     queued = true
                     outcome = .notStartable(core.lifecycle.publicState)
+                    return .none
+                }
+                if core.extras?.conditions.isEmpty == false, case .initialized(nil) = core.lifecycle.state {
+                    hasConditions = true
+                    outcome = .notStartable(.initialized)
                     return .none
                 }
                 let start = core.lifecycle.startManually(observed: !core.observers.isEmpty)
@@ -219,7 +230,12 @@ extension Job {
             case .finished:
                 Propagation.run { perform(step, &$0) }
             case .notStartable(let state):
-                let why = queued ? "it was added to a queue, which starts it" : "it is already \(state)"
+                let why =
+                    queued
+                    ? "it was added to a queue, which starts it"
+                    : hasConditions
+                        ? "it has conditions, which only a queue evaluates (and claims their exclusivity categories); add it to a queue"
+                        : "it is already \(state)"
                 throw JobError(code: .notStartable, jobs: [name], message: "cannot start job '\(name)': \(why).")
             }
             return

@@ -39,11 +39,12 @@ struct JobLifecycle {
     }
 
     /// Where a ready job stands with its exclusivity categories.
-    enum Claim {
+    enum Claim: Equatable {
         /// It needs none.
         case none
-        /// It asked for them and waits.
-        case waiting
+        /// It asks for them (claim round `round`) and waits. The round tells a claim of an earlier
+        /// round — the job was sent back to waiting meanwhile — from the current one.
+        case waiting(round: UInt32)
         /// It holds them.
         case granted
     }
@@ -51,8 +52,11 @@ struct JobLifecycle {
     /// How a job ended.
     struct Ending {
         let outcome: JobOutcome
-        /// Someone asked the job to cancel (even if its body then completed).
-        let cancelRequested: Bool
+        /// The reason of a cancel request, if someone asked the job to cancel (even if its body then
+        /// completed). Kept, not dropped: letting go of it could free a user's object, which must not
+        /// happen under the job's lock.
+        let cancelReason: (any Error)?
+        var cancelRequested: Bool { cancelReason != nil }
         /// Its body ran (so it held a slot of its queue).
         let executed: Bool
         /// It asked for exclusivity categories, which must be released.
@@ -67,8 +71,8 @@ struct JobLifecycle {
         case register
         /// Evaluate the conditions of round `round`.
         case evaluateConditions(round: UInt32)
-        /// Ask for the job's exclusivity categories.
-        case claim
+        /// Ask for the job's exclusivity categories (claim round `round`).
+        case claim(round: UInt32)
         /// Put the job on its queue's ready list.
         case enqueueReady
         /// Run the body now, on this thread, after delivering observer events if `deliver` (the start).
@@ -91,7 +95,7 @@ struct JobLifecycle {
     private var events: [ObserverEvent] = []
     /// Whether a thread is delivering events (then nobody else may).
     private var delivering = false
-    /// The current round of condition evaluation; an answer of an earlier round is ignored.
+    /// The current round of condition evaluation or claim; an answer of an earlier round is ignored.
     private var round: UInt32 = 0
     /// Fixed when the job joins a queue.
     private var hasConditions = false
@@ -163,7 +167,7 @@ extension JobLifecycle {
         switch state {
         case .initialized(let reason?):
             if observed { events.append(.cancel(reason)) }
-            return .success(enterFinishing(.cancelled(reason), cancelRequested: true))
+            return .success(enterFinishing(.cancelled(reason), cancelReason: reason))
         case .initialized(nil):
             hasConditions = conditions
             hasCategories = categories
@@ -201,8 +205,9 @@ extension JobLifecycle {
 
     private mutating func becomeReady() -> Action {
         if hasCategories {
-            state = .ready(.waiting)
-            return .claim
+            round &+= 1
+            state = .ready(.waiting(round: round))
+            return .claim(round: round)
         }
         state = .ready(.none)
         return .enqueueReady
@@ -211,8 +216,13 @@ extension JobLifecycle {
     /// The conditions of round `round` were evaluated; `failure` is the error of the first that failed.
     mutating func conditionsEvaluated(round answered: UInt32, failure: (any Error)?) -> Action {
         guard case .evaluatingConditions(let current) = state, current == answered else { return .none }
-        if let failure { return enterFinishing(.failed(failure), cancelRequested: false) }
+        if let failure { return enterFinishing(.failed(failure), cancelReason: nil) }
         return becomeReady()
+    }
+
+    /// Whether the job waits for the claim of round `round` (and so may submit it).
+    func awaitsClaim(round answered: UInt32) -> Bool {
+        if case .ready(.waiting(answered)) = state { true } else { false }
     }
 
     /// The exclusivity categories the job asked for were granted.
@@ -227,7 +237,7 @@ extension JobLifecycle {
     mutating func claimRefused(_ error: any Error) -> Action {
         guard case .ready(.waiting) = state else { return .none }
         state = .ready(.none)  // it holds nothing and waits for nothing
-        return enterFinishing(.failed(error), cancelRequested: false)
+        return enterFinishing(.failed(error), cancelReason: nil)
     }
 
     // MARK: Dependencies added later
@@ -292,7 +302,7 @@ extension JobLifecycle {
         switch state {
         case .initialized(let reason?):
             if observed { events.append(.cancel(reason)) }
-            return .finished(enterFinishing(.cancelled(reason), cancelRequested: true))
+            return .finished(enterFinishing(.cancelled(reason), cancelReason: reason))
         case .initialized(nil):
             state = .executing(cancelled: nil, claimed: false)
             guard observed else { return .run(deliver: false) }
@@ -315,7 +325,7 @@ extension JobLifecycle {
         case .pending, .evaluatingConditions, .ready:
             // A waiting job finishes at once: it never waits for its dependencies once cancelled.
             if observed { events.append(.cancel(reason)) }
-            return enterFinishing(.cancelled(reason), cancelRequested: true)
+            return enterFinishing(.cancelled(reason), cancelReason: reason)
         case .executing(nil, let claimed):
             state = .executing(cancelled: reason, claimed: claimed)
             guard observed else { return .interrupt(reason, deliver: false) }
@@ -345,13 +355,13 @@ extension JobLifecycle {
         case let error? where error is CancellationError: outcome = .cancelled(reason ?? error)
         case let error?: outcome = .failed(error)
         }
-        return .success(enterFinishing(outcome, cancelRequested: reason != nil))
+        return .success(enterFinishing(outcome, cancelReason: reason))
     }
 
     /// The job is part of a dependency cycle: a pending job fails without running.
     mutating func failPending(_ error: any Error) -> Action {
         guard case .pending = state else { return .none }
-        return enterFinishing(.failed(error), cancelRequested: false)
+        return enterFinishing(.failed(error), cancelReason: nil)
     }
 
     /// The job will never be added to a queue (its group finished first): it finishes without running,
@@ -360,16 +370,16 @@ extension JobLifecycle {
         switch state {
         case .initialized(let reason?):
             if observed { events.append(.cancel(reason)) }
-            return enterFinishing(.cancelled(reason), cancelRequested: true)
+            return enterFinishing(.cancelled(reason), cancelReason: reason)
         case .initialized(nil):
             if observed, case .cancelled(let reason) = outcome { events.append(.cancel(reason)) }
-            return enterFinishing(outcome, cancelRequested: outcome.isCancelled)
+            return enterFinishing(outcome, cancelReason: outcome.isCancelled ? outcome.error : nil)
         default:
             return .none
         }
     }
 
-    private mutating func enterFinishing(_ outcome: JobOutcome, cancelRequested: Bool) -> Action {
+    private mutating func enterFinishing(_ outcome: JobOutcome, cancelReason: (any Error)?) -> Action {
         let executed: Bool
         let claimed: Bool
         switch state {
@@ -385,7 +395,7 @@ extension JobLifecycle {
         // The finish is not queued as an event: it is implied by `finishing` and comes after every
         // queued event (so a job nobody observes allocates no event list).
         state = .finishing(
-            Ending(outcome: outcome, cancelRequested: cancelRequested, executed: executed, claimed: claimed))
+            Ending(outcome: outcome, cancelReason: cancelReason, executed: executed, claimed: claimed))
         return claimDelivery() ? .deliver : .none
     }
 

@@ -8,6 +8,7 @@ struct Propagation {
     private var next = 0
     private var children: [(group: GroupJob, child: Job, outcome: JobOutcome)] = []
     private var orphans: [(job: Job, outcome: JobOutcome)] = []
+    private var cancels: [(job: Job, reason: any Error)] = []
     /// Ready jobs of `readyQueue`, the first one inline (the common case is one: no array).
     private var firstReady: JobQueue.ReadyJob?
     private var moreReady: [JobQueue.ReadyJob] = []
@@ -33,6 +34,11 @@ struct Propagation {
     /// `job` will never run: finish it without a queue.
     mutating func abandon(_ job: Job, outcome: JobOutcome) {
         orphans.append((job, outcome))
+    }
+
+    /// `job` must be asked to cancel.
+    mutating func cancel(_ job: Job, reason: any Error) {
+        cancels.append((job, reason))
     }
 
     mutating func enqueueReady(_ entry: JobQueue.ReadyJob, on queue: JobQueue) {
@@ -65,6 +71,8 @@ struct Propagation {
                 group.childFinished(child, outcome: outcome, &self)
             } else if let (job, outcome) = orphans.popLast() {
                 job.abandon(&self, outcome: outcome)
+            } else if let (job, reason) = cancels.popLast() {
+                job.cancel(reason: reason, &self)
             } else {
                 break
             }

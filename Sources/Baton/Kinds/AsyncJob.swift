@@ -53,7 +53,7 @@ open class AsyncJob: Job, @unchecked Sendable {
         if cancelled { task.cancel() }
     }
 
-    override func interruptBody() {
+    override func interruptBody(_ work: inout Propagation) {
         mutex.withLock { task }?.cancel()
     }
 

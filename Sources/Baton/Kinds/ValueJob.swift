@@ -33,7 +33,9 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
         name: String? = nil, priority: JobPriority = .normal, input: ValueJob<Input>,
         _ body: @escaping @Sendable (Input, ValueJob<Output>) async throws -> Output
     ) {
-        self.init(name: name, priority: priority) { job in
+        // The dependency keeps `input` alive until this job finished; the closure must not (a chain of
+        // never-run jobs is released one by one only if nothing but the dependency lists holds them).
+        self.init(name: name, priority: priority) { [unowned input] job in
             try await body(try input.outputForConsumer(job.name), job)
         }
         addDependency(input)
@@ -72,16 +74,16 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
     func outputForConsumer(_ consumer: String) throws -> Output {
         let (outcome, value) = withCore { core in (core.lifecycle.outcome, result) }
         if case .succeeded? = outcome, let value { return value }
-        throw InputUnavailable(input: name, consumer: consumer, inputOutcome: outcome)
+        throw InputUnavailable(inputName: name, consumerName: consumer, inputOutcome: outcome)
     }
 }
 
 /// A ``ValueJob`` could not run because its input has no value.
 public struct InputUnavailable: Error, Sendable, CustomStringConvertible {
     /// The producing job's name.
-    public let input: String
+    public let inputName: String
     /// The consuming job's name.
-    public let consumer: String
+    public let consumerName: String
     /// How the input ended: failed or cancelled; `nil` if it had not finished.
     public let inputOutcome: JobOutcome?
 
@@ -96,7 +98,7 @@ public struct InputUnavailable: Error, Sendable, CustomStringConvertible {
         case .succeeded?: why = "it succeeded without a value"
         case nil: why = "it has not finished"
         }
-        return "job '\(consumer)' has no input: its input '\(input)' produced no value because \(why)"
+        return "job '\(consumerName)' has no input: its input '\(inputName)' produced no value because \(why)"
     }
 }
 

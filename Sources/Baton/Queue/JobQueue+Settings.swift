@@ -88,9 +88,10 @@ extension JobQueue {
         }
     }
 
-    /// The lifecycle events of every job added to the queue from now on, with the job. The sequence
-    /// does not end by itself; stop iterating when you have seen enough.
-    public var events: AsyncStream<(Job, JobLifecycleEvent)> {
+    /// A new sequence of the lifecycle events of every job added to the queue from now on, with the
+    /// job. The sequence does not end by itself; stop iterating (or drop it) when you have seen enough —
+    /// while one is open, every job added takes the general way in, which costs a little more.
+    public func events() -> AsyncStream<(Job, JobLifecycleEvent)> {
         let (stream, continuation) = AsyncStream<(Job, JobLifecycleEvent)>.makeStream()
         let id = streamsLock.withLock {
             nextStreamID += 1

@@ -63,11 +63,11 @@ public final class JobQueue: @unchecked Sendable {
     ///   - name: Used in diagnostics.
     ///   - maxConcurrentJobs: At most this many jobs execute at once; 1 makes a serial queue.
     ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue.
-    /// - Precondition: `maxConcurrentJobs >= 1`.
     ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
     ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
     ///   - instruments: What watches the queue's jobs (metrics, traces, a timeline); see
     ///     ``JobInstrument``. Defaults to ``defaultInstruments``.
+    /// - Precondition: `maxConcurrentJobs >= 1`.
     public convenience init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
@@ -178,15 +178,21 @@ public final class JobQueue: @unchecked Sendable {
                 job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
             }
             var holds: [(job: Job, finished: Int)] = []
+            var behindClaims: [Job] = []
             for (job, dependencies, index) in waiting {
                 var finished = 0
-                for dependency in dependencies where !dependency.registerDependent(job, batch: batch, index: index) {
-                    finished += 1
+                for dependency in dependencies {
+                    switch dependency.registerDependent(job, batch: batch, index: index) {
+                    case .finished: finished += 1
+                    case .waits: break
+                    case .waitsForAClaim: behindClaims.append(job)
+                    }
                 }
                 holds.append((job, finished))
             }
             if !holds.isEmpty {
                 CycleDetector.failCycles(through: holds.map(\.job).filter { $0.takeMayCloseCycle() })
+                CycleDetector.failCycles(through: behindClaims, throughClaims: true)
             }
             for (job, finished) in holds { job.dependenciesFinished(finished + 1, &work) }
         }
