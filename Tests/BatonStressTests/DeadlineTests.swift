@@ -10,7 +10,6 @@ import Testing
         let queue = JobQueue(name: "stuck")
         let blocked = AsyncJob(name: "blocked") { _ in await never.waitAsync() }  // ignores cancellation
         queue.add(blocked)
-        let started = ContinuousClock.now
         do {
             try await withDeadline(.milliseconds(200), "the stuck queue", report: { queue.diagnose().description }) {
                 await queue.waitUntilAllJobsAreFinished()
@@ -22,7 +21,8 @@ import Testing
         } catch {
             Issue.record("unexpected \(error)")
         }
-        #expect(ContinuousClock.now - started < .seconds(30))
+        // Reaching this line at all is the point: the body never returns, yet the wait ended (without
+        // the fix it waited for the body, until the suite's own time limit).
         never.open()
         await queue.waitUntilAllJobsAreFinished()
     }

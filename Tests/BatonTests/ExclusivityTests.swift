@@ -11,17 +11,26 @@ import Testing
         let scope = ExclusivityScope(name: "alerts")
         let queues = (0..<3).map { JobQueue(name: "q\($0)", exclusivityScope: scope) }
         let gauge = ConcurrencyGauge()
+        let firstInside = Gate()
+        let release = Gate()
         var jobs: [Job] = []
         for i in 0..<60 {
             let job = AsyncJob(name: "alert \(i)") { _ in
                 gauge.enter()
-                await Task.yield()
+                firstInside.open()
+                await release.waitAsync()  // one alert stays up until the test lets it go
                 gauge.leave()
             }
             job.addCondition(MutuallyExclusive<Alert>())
             jobs.append(job)
             queues[i % 3].add(job)
         }
+        await firstInside.waitAsync()
+        // Every other alert is ready, waiting for the category — not showing (executing) too.
+        let all = jobs
+        #expect(await eventually { all.filter { $0.state == .ready }.count == 59 })
+        #expect(gauge.value == 1)
+        release.open()
         for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         #expect(gauge.highest == 1)
         #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
@@ -77,7 +86,7 @@ import Testing
         #expect(order.values == Array(0..<20))
     }
 
-    @Test func jobsWantingCategoriesInOppositeOrdersDoNotDeadlock() async {
+    @Test func jobsWantingCategoriesInOppositeOrdersDoNotDeadlock() async throws {
         let scope = ExclusivityScope(name: "pairs")
         let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: scope)
         let gaugeX = ConcurrencyGauge()
@@ -94,7 +103,11 @@ import Testing
             for category in categories { job.addCondition(MutuallyExclusive(category: category)) }
             queue.add(job)
         }
-        await queue.waitUntilAllJobsAreFinished()
+        try await withDeadline(
+            .seconds(30), "200 jobs wanting x and y in opposite orders", report: { queue.diagnose().description }
+        ) {
+            await queue.waitUntilAllJobsAreFinished()
+        }
         #expect(gaugeX.highest == 1)
     }
 

@@ -104,7 +104,7 @@ import Testing
 
     /// Item 17: groups nested twenty thousand deep run, finish and are freed without recursion.
     @Test func deeplyNestedGroupsFinishAndAreFreedIteratively() async throws {
-        let depth = 20_000
+        let depth = TestSize.nesting
         var inner: Job = BlockJob(name: "leaf") {}
         for level in 0..<depth { inner = GroupJob(name: "level \(level)", children: [inner]) }
         let queue = JobQueue(name: "nested")

@@ -9,7 +9,7 @@ import Testing
     /// the claim and claims again. A claim of an earlier round must never be stored and granted, or the
     /// category stays held by a finished job for good.
     @Test func concurrentReclaimsNeverLeaveACategoryHeld() async throws {
-        for round in 0..<100 {
+        for round in 0..<40 {
             let scope = ExclusivityScope(name: "reclaim \(round)")
             let queue = JobQueue(name: "reclaim", exclusivityScope: scope)
             let done = BlockJob(name: "done") {}
@@ -19,8 +19,14 @@ import Testing
             let job = BlockJob(name: "job") {}
             job.addCondition(MutuallyExclusive(category: "x"))
             queue.add(job)
-            DispatchQueue.concurrentPerform(iterations: 2) { _ in
-                for _ in 0..<300 { job.addDependency(done) }
+            // Two Dispatch threads race; the test's own (cooperative) thread only waits for them.
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                        for _ in 0..<200 { job.addDependency(done) }
+                    }
+                    continuation.resume()
+                }
             }
             job.cancel()
             _ = await job.outcome
@@ -100,7 +106,7 @@ import Testing
 
     /// `diagnose()` and `cancel()` on groups nested twenty thousand deep do not recurse.
     @Test func diagnosingAndCancellingDeeplyNestedGroupsDoesNotRecurse() async throws {
-        let depth = 20_000
+        let depth = TestSize.nesting
         let queue = JobQueue(name: "deep")
         let innermostStarted = Gate()
         let innermost = AsyncJob(name: "innermost") { _ in

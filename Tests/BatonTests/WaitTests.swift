@@ -1,5 +1,6 @@
 import BatonTesting
 import Dispatch
+import Foundation
 import Testing
 
 @testable import Baton
@@ -51,3 +52,13 @@ import Testing
 
 /// `waitUntilFinished()` from a synchronous context, as its callers use it.
 func waitAgain(_ job: Job) -> JobOutcome { job.waitUntilFinished() }
+
+/// Sizes for tests that must be big to mean anything (nesting deep enough to overflow a recursive
+/// implementation), smaller under ThreadSanitizer (`.ci/run` sets `BATON_SANITIZER=thread`), whose
+/// bookkeeping makes them ten to twenty times slower.
+enum TestSize {
+    static let underSanitizer = ProcessInfo.processInfo.environment["BATON_SANITIZER"] != nil
+    /// How deep groups nest in the deep-nesting tests: deep enough to overflow a recursive
+    /// implementation on a Dispatch thread's 512 KiB stack either way.
+    static let nesting = underSanitizer ? 8_000 : 20_000
+}
