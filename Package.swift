@@ -13,16 +13,27 @@ let package = Package(
         .library(name: "Baton", targets: ["Baton"]),
         .library(name: "BatonTesting", targets: ["BatonTesting"]),
         .library(name: "BatonNetworking", targets: ["BatonNetworking"]),
+        .library(name: "BatonObservability", targets: ["BatonObservability"]),
         .library(name: "EarthquakesKit", targets: ["EarthquakesKit"]),
+        .library(name: "BatonDurable", targets: ["BatonDurable"]),
         .executable(name: "earthquakes", targets: ["earthquakes"]),
+        // Durable job graphs on PostgreSQL: its own product so that users of the core never build postgres-nio.
+        .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-distributed-tracing.git", from: "1.7.3"),
+        // Documentation only: `swift package generate-documentation` (DocC catalogs of every library).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         // Tests only: a real HTTP server on 127.0.0.1 (TestHTTPServer).
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // BatonPostgres only.
+        .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
     ],
     targets: [
         .target(
@@ -34,15 +45,46 @@ let package = Package(
             swiftSettings: strict
         ),
         .target(name: "BatonTesting", dependencies: ["Baton"], swiftSettings: strict),
+        // Durable job graphs: the JobStore protocol, the worker, and the embedded SQLite store.
+        .target(
+            name: "BatonDurable",
+            dependencies: [
+                "Baton",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: strict
+        ),
+        // The checks every JobStore must pass (SQLite here, PostgreSQL in its own tests). Tests only.
+        .target(
+            name: "JobStoreConformance", dependencies: ["BatonDurable", "Baton"], path: "Tests/JobStoreConformance",
+            swiftSettings: strict
+        ),
         .target(name: "BatonNetworking", dependencies: ["Baton"], swiftSettings: strict),
+        // Metrics (swift-metrics), traces (swift-distributed-tracing) and a timeline of every job.
+        .target(
+            name: "BatonObservability",
+            dependencies: [
+                "Baton",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strict
+        ),
         .target(
             name: "EarthquakesKit",
-            dependencies: ["Baton", "BatonNetworking", .product(name: "GRDB", package: "GRDB.swift")],
+            dependencies: [
+                "Baton", "BatonNetworking", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
         .target(
-            name: "EarthquakesCLI", dependencies: ["Baton", "BatonNetworking", "EarthquakesKit"], swiftSettings: strict
+            name: "EarthquakesCLI",
+            dependencies: ["Baton", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "earthquakes",
@@ -52,8 +94,62 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        .target(
+            name: "BatonPostgres",
+            dependencies: [
+                "Baton",
+                "BatonDurable",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BatonPostgresTests",
+            dependencies: [
+                "BatonPostgres", "BatonDurable", "JobStoreConformance", "Baton", "BatonTesting",
+                "baton-postgres-chaos",
+            ],
+            swiftSettings: strict
+        ),
+        // The chaos test of BatonPostgres: worker processes killed at random, a server restart. Not a product.
+        .executableTarget(
+            name: "baton-postgres-chaos",
+            dependencies: [
+                "BatonPostgres", "BatonDurable", "Baton", "BatonTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Tests/PostgresChaos",
+            swiftSettings: strict
+        ),
         .testTarget(name: "BatonTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
+        .testTarget(
+            name: "BatonObservabilityTests",
+            dependencies: [
+                "BatonObservability", "Baton", "BatonTesting",
+                .product(name: "MetricsTestKit", package: "swift-metrics"),
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(name: "BatonStressTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
+        // The worker process that the crash test starts and kills. Tests only.
+        .executableTarget(
+            name: "durable-crash-worker",
+            dependencies: ["BatonDurable", .product(name: "GRDB", package: "GRDB.swift")],
+            path: "Tests/DurableCrashWorker", swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BatonDurableTests",
+            dependencies: [
+                "BatonDurable", "JobStoreConformance", "Baton", "BatonTesting", "durable-crash-worker",
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "EarthquakesKitTests",
             dependencies: ["EarthquakesKit", "Baton", "BatonTesting", "EarthquakesTestData"],

@@ -21,11 +21,10 @@ import Darwin
 /// try await download.outcome.get()     // HTTP errors, timeouts and cancellation throw here
 /// ```
 ///
-/// The body is downloaded by a `URLSession` download task (see ``URLSessionTaskJob``). When the task
-/// completes with an accepted status, the file is moved to a hidden temporary file in the destination's
-/// folder, then renamed over ``destination`` with `rename(2)`, which replaces it in one step. On a
-/// failure, a timeout or cancellation, the temporary file is removed and an existing file at
-/// ``destination`` is left as it was.
+/// The body is written, as it arrives, to a hidden temporary file in the destination's folder (see
+/// ``URLSessionTaskJob``). When the transfer completes with an accepted status, that file is renamed
+/// over ``destination`` with `rename(2)`, which replaces it in one step. On a failure, a timeout or
+/// cancellation, the temporary file is removed and an existing file at ``destination`` is left as it was.
 ///
 /// - Important: The destination's folder must exist and be writable.
 ///
@@ -45,7 +44,8 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
     ///   - destination: The file to write; replaced if it exists, only once the download succeeded.
     ///   - session: The session that runs the task.
     ///   - acceptableStatusCodes: Status codes that count as success; `200..<300` by default.
-    ///   - timeout: A deadline for the whole transfer; `nil` for none.
+    ///   - timeout: A limit on the whole transfer; `nil` for none.
+    ///   - idleTimeout: How long the transfer may go without receiving a byte; `nil` for no limit.
     ///   - progress: Told how many bytes arrived; see ``URLSessionTaskJob/ProgressHandler``.
     public init(
         name: String? = nil,
@@ -54,6 +54,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
         session: URLSession = .shared,
         acceptableStatusCodes: Range<Int>? = 200..<300,
         timeout: Duration? = nil,
+        idleTimeout: Duration? = nil,
         progress: ProgressHandler? = nil
     ) {
         self.destination = destination
@@ -64,23 +65,18 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
             session: session,
             acceptableStatusCodes: acceptableStatusCodes,
             timeout: timeout,
+            idleTimeout: idleTimeout,
             progress: progress
         )
     }
 
-    /// The prefix of the temporary files, which live next to ``destination`` only while a completed
-    /// download is being moved into place.
-    public static let temporaryFilePrefix = ".baton-download-"
+    override func pathForMessages(directory: URL) -> String { destination.path }
 
     override func keepDownload(at location: URL, in directory: URL) throws -> URL {
-        let temporary = directory.appendingPathComponent("\(Self.temporaryFilePrefix)\(UUID().uuidString)")
-        do {
-            try FileManager.default.moveItem(at: location, to: temporary)
-            guard rename(temporary.path, destination.path) == 0 else {
-                throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
-            }
-        } catch {
-            try? FileManager.default.removeItem(at: temporary)
+        // `location` is the hidden file the body was written to, in the destination's folder:
+        // rename(2) replaces the destination in one step.
+        guard rename(location.path, destination.path) == 0 else {
+            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
             throw NetworkError.file(url: request.url, path: destination.path, error: error)
         }
         return destination

@@ -72,7 +72,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         )
     }
 
-    /// The deadline of a transfer passed.
+    /// The limit on a whole transfer passed.
     public static func timedOut(url: URL?, after seconds: Double) -> NetworkError {
         NetworkError(
             code: .timedOut, url: url,
@@ -80,6 +80,26 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
                 "no complete response from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)); "
                 + "the server may be stalled or the connection too slow. Try again later."
         )
+    }
+
+    /// No byte arrived for `seconds` (the idle timeout of a transfer).
+    public static func stalled(url: URL?, after seconds: Double, received: Int64, expected: Int64?) -> NetworkError {
+        let progress =
+            received == 0
+            ? "nothing received yet"
+            : "\(byteCount(received))\(expected.map { " of \(byteCount($0))" } ?? "") received"
+        return NetworkError(
+            code: .timedOut, url: url,
+            description:
+                "no data from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)) "
+                + "(\(progress)); the server or the connection stalled. Try again later, or allow a longer wait."
+        )
+    }
+
+    static func byteCount(_ bytes: Int64) -> String {
+        if bytes < 1024 { return "\(bytes) bytes" }
+        if bytes < 1024 * 1024 { return "\(bytes / 1024) KB" }
+        return String(format: "%.1f MB", Double(bytes) / 1_048_576)
     }
 
     /// A transfer failed with `error` (usually a `URLError`).
@@ -96,9 +116,14 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         NetworkError(
             code: .file, url: url,
             description: "could not save the download from \(url?.absoluteString ?? "the server") to \(path): "
-                + "\(error.localizedDescription). Check that the folder exists, is writable and the disk is not full.",
+                + "\(reason(error)). Check that the folder exists, is writable and the disk is not full.",
             underlying: error
         )
+    }
+
+    private static func reason(_ error: any Error) -> String {
+        if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
+        return error.localizedDescription
     }
 
     static func describe(_ error: URLError) -> String {

@@ -17,35 +17,51 @@ public import Foundation
 /// it took longer than the timeout) or ``NetworkError/Code/unreachable`` (refused, unreachable, or no
 /// answer in time).
 ///
+/// When the URL's requests go through a proxy (``ProxySettings``, from `http_proxy`, `https_proxy` and
+/// `no_proxy` by default), the condition checks that the proxy can be reached instead: the feed's
+/// server need not be resolvable from this machine, and a proxy that is down is named as such.
+///
 /// ## Thread safety
 /// A `Sendable` value; ``check()`` may run from many tasks at once.
 public struct ReachabilityCondition: JobCondition {
-    /// The host name or address to reach.
+    /// The host name or address to reach: the server, or the proxy requests go through.
     public let host: String
     /// The TCP port to connect to.
     public let port: Int
     /// The longest the whole check (resolution and connection) may take.
     public let timeout: Duration
+    /// The proxy being checked in place of the server, if any.
+    public let proxy: ProxySettings.Proxy?
 
     /// A condition that `host` accepts TCP connections on `port`.
     public init(host: String, port: Int, timeout: Duration = .seconds(5)) {
+        self.init(host: host, port: port, timeout: timeout, proxy: nil)
+    }
+
+    private init(host: String, port: Int, timeout: Duration, proxy: ProxySettings.Proxy?) {
         self.host = host
         self.port = port
         self.timeout = timeout
+        self.proxy = proxy
     }
 
     /// A condition that the server of an `http` or `https` URL can be reached (port 80 or 443 unless the
-    /// URL names one); `nil` for URLs of other schemes or without a host.
-    public init?(url: URL, timeout: Duration = .seconds(5)) {
+    /// URL names one) or, when `proxies` route the URL through a proxy, that the proxy can be reached;
+    /// `nil` for URLs of other schemes or without a host.
+    public init?(url: URL, timeout: Duration = .seconds(5), proxies: ProxySettings = ProxySettings()) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
         else { return nil }
+        if let proxy = proxies.proxy(for: url) {
+            self.init(host: proxy.host, port: proxy.port, timeout: timeout, proxy: proxy)
+            return
+        }
         let unbracketed = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
         self.init(host: unbracketed, port: url.port ?? (scheme == "https" ? 443 : 80), timeout: timeout)
     }
 
-    /// "reachability of HOST port PORT".
-    public var name: String { "reachability of \(host) port \(port)" }
+    /// "reachability of HOST port PORT", or "reachability of the proxy HOST port PORT".
+    public var name: String { "reachability of \(proxy == nil ? "" : "the proxy ")\(host) port \(port)" }
 
     /// Checks that the host can be reached.
     ///
@@ -77,10 +93,19 @@ public struct ReachabilityCondition: JobCondition {
                         )))
             }
         }
-        _ = try result.get()
+        do {
+            _ = try result.get()
+        } catch {
+            guard let proxy else { throw error }
+            throw NetworkError(
+                code: error.code, url: error.url,
+                description: "the proxy set by \(proxy.variable) cannot be used: \(error.description) "
+                    + "Check the proxy, or unset \(proxy.variable) (or list the host in no_proxy) to connect directly.",
+                underlying: error)
+        }
     }
 
-    /// ``ConditionResult/satisfied`` when ``check()`` succeeds, otherwise ``ConditionResult/failed(_:)`` with its error.
+    /// `ConditionResult.satisfied` when ``check()`` succeeds, otherwise `ConditionResult.failed(_:)` with its error.
     public func evaluate(for job: Job) async -> ConditionResult {
         do {
             try await check()

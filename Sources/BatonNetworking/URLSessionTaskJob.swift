@@ -2,65 +2,82 @@ public import Baton
 import Dispatch
 public import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
 
-/// A job that runs one `URLSession` data or download task.
+/// A job that runs one HTTP request with `URLSession` and keeps the body in memory or writes it to a file.
 ///
 /// ```swift
-/// let fetch = URLSessionTaskJob(request: URLRequest(url: feedURL), timeout: .seconds(30))
+/// let fetch = URLSessionTaskJob(request: URLRequest(url: feedURL), idleTimeout: .seconds(30))
 /// queue.add(fetch)
 /// try await fetch.outcome.get()
 /// let body = fetch.data!          // the response body; fetch.response has the status and headers
 /// ```
 ///
-/// - The job finishes from the task's completion handler — never by observing the task's state — so
-///   it works the same on Linux (which has no KVO) and on Apple platforms.
+/// - The body is received through a session delegate, chunk by chunk, on every platform (Linux
+///   included): the progress handler sees the bytes advance while they arrive, and the idle timeout
+///   knows when the last byte came. The job runs its task in a session of its own, made with the
+///   configuration of ``session`` (its proxies, headers and protocol classes), and invalidates it when
+///   the task completes.
 /// - Cancelling the job cancels the task; the job then finishes as cancelled.
 /// - A status code outside ``acceptableStatusCodes`` fails the job with a ``NetworkError`` of code
 ///   ``NetworkError/Code/httpStatus`` ("HTTP 503 (service unavailable) from http://…"); transport
 ///   failures give ``NetworkError/Code/transport``.
-/// - With a ``timeout``, the job cancels the task when the deadline passes and fails with
-///   ``NetworkError/Code/timedOut``. The deadline is measured from the moment the task starts.
-/// - For a ``Kind/download(directory:)`` task, the body is moved, inside the completion handler, to
-///   a new file in the given folder (``downloadedFile``), which then belongs to the caller. On failure
-///   or cancellation no file is left behind. ``HTTPDownloadJob`` builds on this to write a named file
-///   atomically.
+/// - ``idleTimeout``: the job fails with ``NetworkError/Code/timedOut`` ("no data from … within 30
+///   seconds") when no byte arrived for that long — a slow but steady transfer is never cut.
+///   ``timeout`` is a separate limit on the whole transfer, from its start; both are optional.
+/// - For a ``Kind/download(directory:)`` task, the body is written, as it arrives, to a hidden file
+///   (named with ``temporaryFilePrefix``) in the given folder, and handed over as ``downloadedFile``
+///   when the transfer succeeded. On failure, timeout or cancellation that file is removed: no
+///   partial or temporary file is ever left behind, in that folder or anywhere else.
+///   ``HTTPDownloadJob`` builds on this to write a named file atomically.
 ///
 /// ## Thread safety
 /// Every property and method may be called from any thread. The job's own state is guarded by a lock;
-/// the progress handler and the task's completion handler are never called while it is held.
+/// the progress handler is never called while it is held.
 public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     // @unchecked Sendable: the `let` properties are immutable; every `var` below is guarded by `lock`.
 
-    /// What kind of task to run.
+    /// What to do with the body.
     ///
     /// ## Thread safety
     /// A `Sendable` value.
     public enum Kind: Sendable {
-        /// A data task: the body is kept in memory (``URLSessionTaskJob/data``).
+        /// Keep the body in memory (``URLSessionTaskJob/data``).
         case data
-        /// A download task: the body is written to a file, then moved to a new file in `directory`
-        /// (``URLSessionTaskJob/downloadedFile``).
+        /// Write the body to a new file in `directory` (``URLSessionTaskJob/downloadedFile``).
         case download(directory: URL)
     }
 
     /// Called with the number of bytes received so far and the expected total (when the server sent a
-    /// `Content-Length`). Called from a background thread, about ten times a second while the task
-    /// runs, and once more with the final count on success.
+    /// `Content-Length`). Called from a background thread as bytes arrive (at most about ten times a
+    /// second), and once more with the final count on success.
     public typealias ProgressHandler = @Sendable (_ received: Int64, _ expected: Int64?) -> Void
+
+    /// The prefix of the file a download is written to while it arrives.
+    public static let temporaryFilePrefix = ".baton-download-"
 
     /// The request the task sends.
     public let request: URLRequest
-    /// The session that runs the task.
+    /// The session whose configuration the task uses.
     public let session: URLSession
     /// Data or download.
     public let kind: Kind
     /// Status codes that count as success; `nil` accepts every response. Defaults to `200..<300`.
     public let acceptableStatusCodes: Range<Int>?
-    /// How long the task may take, from its start to its completion; `nil` for no limit.
+    /// The longest the whole transfer may take, from its start; `nil` for no limit.
     public let timeout: Duration?
+    /// The longest the transfer may go without receiving a byte; `nil` for no limit.
+    public let idleTimeout: Duration?
 
     private let lock = Lock()
     // MARK: Guarded by `lock`
@@ -69,9 +86,18 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var storedData: Data?
     private var storedFile: URL?
     private var progressHandler: ProgressHandler?
-    private var progressTimer: (any DispatchSourceTimer)?
-    private var deadlinePassed = false
+    private var watchdog: (any DispatchSourceTimer)?
+    private var timedOutError: NetworkError?
+    private var writeError: (any Error)?
     private var completed = false
+    private var received: Int64 = 0
+    private var expected: Int64?
+    private var lastActivity = DispatchTime.now()
+    private var lastReport = DispatchTime(uptimeNanoseconds: 0)
+    private var reportScheduled = false
+    // MARK: Used only by the delegate callbacks, which run one at a time on the session's serial queue
+    private var body = Data()
+    private var partialFile: (url: URL, handle: FileHandle)?
 
     /// Creates a job for `request`.
     ///
@@ -79,9 +105,10 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     ///   - name: For diagnostics; defaults to the type name and the job's id.
     ///   - request: The request to send.
     ///   - kind: ``Kind/data`` (default) or ``Kind/download(directory:)``.
-    ///   - session: The session that runs the task; `.shared` by default.
+    ///   - session: Its configuration is used for the task; `.shared` by default.
     ///   - acceptableStatusCodes: Status codes that count as success; `nil` accepts every response.
-    ///   - timeout: A deadline for the whole transfer; `nil` for none (the session's own timeouts apply).
+    ///   - timeout: A limit on the whole transfer; `nil` for none.
+    ///   - idleTimeout: How long the transfer may go without a byte; `nil` for no limit.
     ///   - progress: Told how many bytes arrived; see ``ProgressHandler``.
     public init(
         name: String? = nil,
@@ -90,6 +117,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         session: URLSession = .shared,
         acceptableStatusCodes: Range<Int>? = 200..<300,
         timeout: Duration? = nil,
+        idleTimeout: Duration? = nil,
         progress: ProgressHandler? = nil
     ) {
         self.request = request
@@ -97,6 +125,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         self.session = session
         self.acceptableStatusCodes = acceptableStatusCodes
         self.timeout = timeout
+        self.idleTimeout = idleTimeout
         self.progressHandler = progress
         super.init(name: name)
     }
@@ -122,27 +151,18 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     // MARK: Running
 
     public override func execute() {
-        let task: URLSessionTask
-        switch kind {
-        case .data:
-            task = session.dataTask(with: request) { data, response, error in
-                self.taskCompleted(data: data, file: nil, response: response, error: error)
-            }
-        case .download(let directory):
-            task = session.downloadTask(with: request) { location, response, error in
-                // The file at `location` is deleted when this handler returns: act on it now.
-                self.taskCompleted(data: nil, file: location.map { ($0, directory) }, response: response, error: error)
-            }
-        }
-        let timer = makeProgressTimer(for: task)
+        let delegate = TaskDelegate(job: self)
+        let queue = OperationQueue()
+        queue.maxConcurrentOperationCount = 1
+        let ownSession = URLSession(configuration: session.configuration, delegate: delegate, delegateQueue: queue)
+        let task = ownSession.dataTask(with: request)
+        // The session keeps its delegate until it is invalidated: let it go once the task completed.
+        ownSession.finishTasksAndInvalidate()
+        let timer = makeWatchdog()
         lock.withLock {
             storedTask = task
-            progressTimer = timer
-        }
-        if let timeout {
-            DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds) { [weak self] in
-                self?.deadlineDidPass()
-            }
+            watchdog = timer
+            lastActivity = .now()
         }
         timer?.resume()
         task.resume()
@@ -154,47 +174,116 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         task?.cancel()
     }
 
-    private func deadlineDidPass() {
-        let fire = lock.withLock {
-            guard !completed else { return false }
-            deadlinePassed = true
-            return true
-        }
-        guard fire, let timeout else { return }
-        cancel(reason: NetworkError.timedOut(url: request.url, after: timeout.seconds))
-    }
-
-    private func makeProgressTimer(for task: URLSessionTask) -> (any DispatchSourceTimer)? {
-        guard let handler = lock.withLock({ progressHandler }) else { return nil }
+    /// A timer that enforces ``timeout`` and ``idleTimeout``; `nil` when there are none.
+    private func makeWatchdog() -> (any DispatchSourceTimer)? {
+        guard timeout != nil || idleTimeout != nil else { return nil }
+        let limits = [timeout, idleTimeout].compactMap { $0 }
+        let period = max(0.01, min(0.25, (limits.min() ?? .seconds(1)).seconds / 8))
+        let started = DispatchTime.now()
         let timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.schedule(deadline: .now() + .milliseconds(100), repeating: .milliseconds(100))
-        timer.setEventHandler { [weak task] in
-            guard let task else { return }
-            let expected = task.countOfBytesExpectedToReceive
-            handler(task.countOfBytesReceived, expected > 0 ? expected : nil)
-        }
+        timer.schedule(deadline: .now() + period, repeating: period)
+        timer.setEventHandler { [weak self] in self?.checkLimits(started: started) }
         return timer
     }
 
-    /// The completion handler of the task: decides the outcome and finishes the job.
-    private func taskCompleted(
-        data: Data?, file: (location: URL, directory: URL)?, response: URLResponse?, error: (any Error)?
-    ) {
-        let (timer, timedOut, handler) = lock.withLock {
-            completed = true
-            storedResponse = response
-            // Drop the handler so nothing it captured outlives the job.
-            defer { (progressTimer, progressHandler) = (nil, nil) }
-            return (progressTimer, deadlinePassed, progressHandler)
+    private func checkLimits(started: DispatchTime) {
+        // A job cancelled by its owner stays cancelled, however long the task takes to stop.
+        if isCancelled { return }
+        let now = DispatchTime.now()
+        let error: NetworkError? = lock.withLock {
+            guard !completed, timedOutError == nil else { return nil }
+            let idle = Double(now.uptimeNanoseconds - lastActivity.uptimeNanoseconds) / 1e9
+            let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
+            if let idleTimeout, idle >= idleTimeout.seconds {
+                timedOutError = .stalled(
+                    url: request.url, after: idleTimeout.seconds, received: received, expected: expected)
+            } else if let timeout, elapsed >= timeout.seconds {
+                timedOutError = .timedOut(url: request.url, after: timeout.seconds)
+            }
+            return timedOutError
         }
+        if let error { cancel(reason: error) }
+    }
+
+    // MARK: Delegate callbacks (serial, on the session's delegate queue)
+
+    fileprivate func didReceive(response: URLResponse) {
+        lock.withLock {
+            lastActivity = .now()
+            storedResponse = response
+            let length = response.expectedContentLength
+            expected = length > 0 ? length : nil
+        }
+    }
+
+    fileprivate func didReceive(_ chunk: Data, task: URLSessionTask) {
+        var failure: (any Error)?
+        switch kind {
+        case .data:
+            body.append(chunk)
+        case .download(let directory):
+            do {
+                if partialFile == nil { partialFile = try Self.createTemporaryFile(in: directory) }
+                try partialFile?.handle.write(contentsOf: chunk)
+            } catch {
+                failure = error
+            }
+        }
+        let (report, scheduleAt): ((ProgressHandler, Int64, Int64?)?, DispatchTime?) = lock.withLock {
+            lastActivity = .now()
+            received += Int64(chunk.count)
+            if let failure, writeError == nil { writeError = failure }
+            guard let progressHandler else { return (nil, nil) }
+            // About ten reports a second, not one per chunk; a count held back is reported at the next tick
+            // even when no further byte arrives.
+            let next = DispatchTime(uptimeNanoseconds: lastReport.uptimeNanoseconds + 100_000_000)
+            if lastActivity >= next {
+                lastReport = lastActivity
+                return ((progressHandler, received, expected), nil)
+            }
+            if reportScheduled { return (nil, nil) }
+            reportScheduled = true
+            return (nil, next)
+        }
+        if let (handler, count, total) = report { handler(count, total) }
+        if let scheduleAt {
+            DispatchQueue.global().asyncAfter(deadline: scheduleAt) { [weak self] in self?.reportHeldBackProgress() }
+        }
+        if failure != nil { task.cancel() }
+    }
+
+    private func reportHeldBackProgress() {
+        let report: (ProgressHandler, Int64, Int64?)? = lock.withLock {
+            reportScheduled = false
+            guard !completed, let progressHandler else { return nil }
+            lastReport = .now()
+            return (progressHandler, received, expected)
+        }
+        if let (handler, count, total) = report { handler(count, total) }
+    }
+
+    /// The task completed: decides the outcome and finishes the job.
+    fileprivate func didComplete(error: (any Error)?) {
+        let (timer, timedOut, handler, writeError, received) = lock.withLock {
+            completed = true
+            // Drop the handler so nothing it captured outlives the job.
+            defer { (watchdog, progressHandler) = (nil, nil) }
+            return (watchdog, timedOutError, progressHandler, self.writeError, self.received)
+        }
+        let (file, body) = (partialFile, self.body)
+        (partialFile, self.body) = (nil, Data())
         timer?.cancel()
+        try? file?.handle.close()
+        let response = self.response
 
         var failure: (any Error)?
-        if let error {
+        if let writeError {
+            let directory: URL? = if case .download(let directory) = kind { directory } else { nil }
+            failure = NetworkError.file(
+                url: request.url, path: directory.map(pathForMessages(directory:)) ?? "", error: writeError)
+        } else if let error {
             if let urlError = error as? URLError, urlError.code == .cancelled {
-                failure =
-                    timedOut
-                    ? NetworkError.timedOut(url: request.url, after: timeout?.seconds ?? 0) : CancellationError()
+                failure = timedOut ?? CancellationError()
             } else {
                 failure = NetworkError.transport(url: request.url, error: error)
             }
@@ -202,50 +291,95 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             !accepted.contains(status)
         {
             failure = NetworkError.httpStatus(status, url: (response?.url ?? request.url))
+        } else if let timedOut {
+            failure = timedOut
         } else if isCancelled {
             failure = CancellationError()
         }
 
         var kept: URL?
-        if failure == nil, let file {
+        if failure == nil, case .download(let directory) = kind {
             do {
-                kept = try keepDownload(at: file.location, in: file.directory)
+                let location = try file?.url ?? emptyFile(in: directory)
+                kept = try keepDownload(at: location, in: directory)
             } catch {
                 failure = error
             }
         }
-        if let location = file?.location, kept == nil {
+        if let location = file?.url, kept != location {
             try? FileManager.default.removeItem(at: location)
         }
 
         if failure == nil {
-            let received = Int64(data?.count ?? 0)
-            let size = kept.flatMap { try? FileManager.default.attributesOfItem(atPath: $0.path)[.size] as? NSNumber }
-            let total = size.map { $0.int64Value } ?? received
             lock.withLock {
-                storedData = data
+                if case .data = kind { storedData = body }
                 storedFile = kept
             }
-            handler?(total, total)
+            handler?(received, received)
         }
         finish(failure)
     }
 
-    /// Moves the downloaded file at `location` (deleted by `URLSession` when the completion handler
-    /// returns) to where it is kept, and returns that place. Runs inside the completion handler,
-    /// only for a successful response.
+    /// An empty file for a successful download with an empty body.
+    private func emptyFile(in directory: URL) throws -> URL {
+        do {
+            let (url, handle) = try Self.createTemporaryFile(in: directory)
+            try? handle.close()
+            return url
+        } catch {
+            throw NetworkError.file(url: request.url, path: pathForMessages(directory: directory), error: error)
+        }
+    }
+
+    /// A new hidden file in `directory`, open for writing.
+    private static func createTemporaryFile(in directory: URL) throws -> (URL, FileHandle) {
+        let url = directory.appendingPathComponent("\(temporaryFilePrefix)\(UUID().uuidString)")
+        let descriptor = open(url.path, O_WRONLY | O_CREAT | O_EXCL, 0o644)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        return (url, FileHandle(fileDescriptor: descriptor, closeOnDealloc: true))
+    }
+
+    /// The file named when writing the body fails: the download's own file.
+    func pathForMessages(directory: URL) -> String { directory.path }
+
+    /// Moves the complete body, in the hidden file at `location` (in `directory`), to where it is kept,
+    /// and returns that place. Called once, for a successful response only.
     ///
-    /// The default moves it to a new file in `directory`. ``HTTPDownloadJob`` overrides it to write
-    /// its destination atomically. Throw to fail the job; the file at `location` is then removed.
+    /// The default renames it to a new file `download-UUID` in `directory`. ``HTTPDownloadJob``
+    /// overrides it to replace its destination atomically. Throw to fail the job; the file at
+    /// `location` is then removed.
     func keepDownload(at location: URL, in directory: URL) throws -> URL {
         let target = directory.appendingPathComponent("download-\(UUID().uuidString)")
         do {
             try FileManager.default.moveItem(at: location, to: target)
         } catch {
-            try? FileManager.default.removeItem(at: target)
             throw NetworkError.file(url: request.url, path: target.path, error: error)
         }
         return target
+    }
+}
+
+/// Receives the task's events and hands them to the job.
+private final class TaskDelegate: NSObject, URLSessionDataDelegate, @unchecked Sendable {
+    // @unchecked Sendable: `job` is immutable, and is itself Sendable.
+    let job: URLSessionTaskJob
+
+    init(job: URLSessionTaskJob) { self.job = job }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        job.didReceive(response: response)
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        job.didReceive(data, task: dataTask)
+    }
+
+    func urlSession(_ session: URLSession, task: URLSessionTask, didCompleteWithError error: (any Error)?) {
+        job.didComplete(error: error)
     }
 }
 

@@ -7,7 +7,7 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 
 /// Runs `body` and returns when it finishes, or throws ``DeadlineExceeded`` once `limit` passed —
 /// whether or not `body` ever returns. The error names `what` and carries `report()` (for example a
-/// queue's ``JobQueue/diagnose()``), read at the moment the deadline fired.
+/// queue's `JobQueue.diagnose()`), read at the moment the deadline fired.
 ///
 /// Unlike a task group (which waits for every child before it returns), a body that ignores
 /// cancellation cannot keep this waiting: a hang fails the test within `limit`, naming what hung. The

@@ -1,14 +1,38 @@
 /// An error of the tool itself, with the one line to show.
 ///
+/// A usage error (``isUsage``) is a mistake in the command line: the tool shows the command's usage
+/// after it and exits with 64 (`EX_USAGE`). ``cancelled`` (Ctrl-C) exits with 130; other errors with 1.
+///
 /// ## Thread safety
 /// A `Sendable` value.
 public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
     /// One line, without the program name.
     public let message: String
+    /// Whether the command line is at fault (a bad option value), rather than the data or the system.
+    public let isUsage: Bool
+    /// Whether the user interrupted the command (Ctrl-C).
+    public let isCancellation: Bool
 
-    public init(_ message: String) {
+    public init(_ message: String, isUsage: Bool = false) {
         self.message = message
+        self.isUsage = isUsage
+        self.isCancellation = false
     }
+
+    private init(cancelled message: String) {
+        self.message = message
+        self.isUsage = false
+        self.isCancellation = true
+    }
+
+    /// A mistake in the command line.
+    public static func usage(_ message: String) -> CLIError { CLIError(message, isUsage: true) }
+
+    /// Ctrl-C stopped a refresh before its import committed.
+    public static let cancelled = CLIError(cancelled: "Cancelled; the database was not changed.")
+
+    /// The process's exit status for this error: 64 for usage errors, 130 for Ctrl-C, else 1.
+    public var exitStatus: Int32 { isUsage ? 64 : isCancellation ? 130 : 1 }
 
     public var description: String { message }
 }

@@ -17,15 +17,32 @@ import Darwin
 public struct Console: Sendable {
     /// Whether standard error is a terminal: progress is shown only then.
     public var isErrorTerminal: Bool
+    /// Whether standard output is a terminal: magnitudes are coloured only then (and without `NO_COLOR`).
+    public var isOutputTerminal: Bool
     private let out: @Sendable (String) -> Void
+    private let outBytes: @Sendable ([UInt8]) -> Void
     private let err: @Sendable (String) -> Void
 
     /// A console made of closures that receive text (each call is a complete piece, with its newlines).
     public init(
-        isErrorTerminal: Bool, out: @escaping @Sendable (String) -> Void, err: @escaping @Sendable (String) -> Void
+        isErrorTerminal: Bool, isOutputTerminal: Bool = false, out: @escaping @Sendable (String) -> Void,
+        err: @escaping @Sendable (String) -> Void
     ) {
         self.isErrorTerminal = isErrorTerminal
+        self.isOutputTerminal = isOutputTerminal
         self.out = out
+        self.outBytes = { bytes in out(String(decoding: bytes, as: UTF8.self)) }
+        self.err = err
+    }
+
+    private init(
+        isErrorTerminal: Bool, isOutputTerminal: Bool, out: @escaping @Sendable (String) -> Void,
+        outBytes: @escaping @Sendable ([UInt8]) -> Void, err: @escaping @Sendable (String) -> Void
+    ) {
+        self.isErrorTerminal = isErrorTerminal
+        self.isOutputTerminal = isOutputTerminal
+        self.out = out
+        self.outBytes = outBytes
         self.err = err
     }
 
@@ -33,7 +50,9 @@ public struct Console: Sendable {
     public static var standard: Console {
         Console(
             isErrorTerminal: isatty(STDERR_FILENO) == 1,
+            isOutputTerminal: isatty(STDOUT_FILENO) == 1,
             out: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
+            outBytes: { bytes in writeToStandardOutput(bytes) },
             err: { text in FileHandle.standardError.write(Data(text.utf8)) }
         )
     }
@@ -41,6 +60,23 @@ public struct Console: Sendable {
     /// Writes a line to standard output.
     public func print(_ line: String) { out(line + "\n") }
 
+    /// Writes UTF-8 bytes to standard output.
+    public func write(_ bytes: [UInt8]) { outBytes(bytes) }
+
     /// Writes raw text to standard error.
     public func error(_ text: String) { err(text) }
+}
+
+/// Writes all of `bytes` to standard output with `write(2)`; stops quietly at a closed pipe (`| head`).
+private func writeToStandardOutput(_ bytes: [UInt8]) {
+    bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Void in
+        guard let base = raw.baseAddress else { return }
+        var offset = 0
+        while offset < raw.count {
+            let written = write(STDOUT_FILENO, base + offset, raw.count - offset)
+            if written < 0, errno == EINTR { continue }
+            if written <= 0 { break }
+            offset += written
+        }
+    }
 }

@@ -1,9 +1,21 @@
 import Foundation
 
-/// Where the tool keeps its database.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Where the tool keeps its databases, and the checks made before one is opened.
 ///
-/// In order: the `--database` option; the environment variable ``environmentVariable``;
-/// `$XDG_DATA_HOME/baton-earthquakes/earthquakes.sqlite`; `~/.local/share/baton-earthquakes/earthquakes.sqlite`.
+/// The user's database, in order: the `--database` option; the environment variable
+/// ``environmentVariable``; `$XDG_DATA_HOME/baton-earthquakes/earthquakes.sqlite`;
+/// `~/.local/share/baton-earthquakes/earthquakes.sqlite`.
+///
+/// The built-in sample lives in a database of its own, ``sampleFileName`` in the same folder, so
+/// made-up events never mix with real ones.
 ///
 /// ## Thread safety
 /// Stateless.
@@ -13,6 +25,9 @@ public enum DatabaseLocation {
 
     /// The folder under the data home.
     public static let folderName = "baton-earthquakes"
+
+    /// The file name of the sample database, next to the user's database.
+    public static let sampleFileName = "earthquakes-sample.sqlite"
 
     /// The database path to use.
     ///
@@ -28,29 +43,100 @@ public enum DatabaseLocation {
         if let xdg = environment["XDG_DATA_HOME"], xdg.hasPrefix("/") {
             dataHome = xdg
         } else {
-            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
-            dataHome = (home as NSString).appendingPathComponent(".local/share")
+            dataHome = (home(environment) as NSString).appendingPathComponent(".local/share")
         }
         return ((dataHome as NSString).appendingPathComponent(folderName) as NSString)
             .appendingPathComponent("earthquakes.sqlite")
     }
 
-    /// Creates the folder that holds `path`, if needed.
+    /// The sample database that goes with the database at `databasePath`: ``sampleFileName`` in its folder.
+    public static func samplePath(forDatabase databasePath: String) -> String {
+        ((databasePath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(sampleFileName)
+    }
+
+    /// Checks that a read command can open `path`: it exists and is a file. Never creates anything.
     ///
-    /// - Throws: ``CLIError`` naming the folder.
-    public static func createFolder(for path: String) throws(CLIError) {
+    /// - Throws: ``CLIError`` naming the path and what to do.
+    public static func checkReadable(_ path: String) throws(CLIError) {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw CLIError(
+                "there is no database at \(path); `earthquakes refresh` creates it, or give the right file with --database"
+            )
+        }
+        if isFolder.boolValue { throw folderError(path) }
+    }
+
+    /// Checks that a command can write to `path` before any download, creating its folder if needed.
+    ///
+    /// - Parameter explicit: whether the user named the path (`--database` or the environment
+    ///   variable); when not, a failure suggests naming one.
+    /// - Throws: ``CLIError`` saying what is wrong (a folder, a read-only file or folder, a folder that
+    ///   cannot be created) and how to fix it.
+    public static func prepareForWriting(_ path: String, explicit: Bool) throws(CLIError) {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) {
+            if isFolder.boolValue { throw folderError(path) }
+            if access(path, W_OK) != 0 {
+                throw readOnlyError(path, reason: String(cString: strerror(errno)))
+            }
+        }
         let folder = (path as NSString).deletingLastPathComponent
         guard !folder.isEmpty else { return }
         do {
             try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
         } catch {
-            throw CLIError("cannot create the database folder \(folder): \(error.localizedDescription)")
+            let hint =
+                explicit
+                ? "give a database in a writable folder with --database PATH"
+                : "give a database in a writable folder with --database PATH or $\(environmentVariable)"
+            throw CLIError(
+                "cannot create the folder \(folder) for the database (\(Self.reason(for: error))); \(hint)"
+            )
         }
+        // SQLite writes a journal next to the database: the folder must be writable too.
+        if access(folder, W_OK) != 0 {
+            throw CLIError(
+                "the folder \(folder) is read-only (\(String(cString: strerror(errno)))), so the database \(path) cannot be changed; make the folder writable or give another database with --database"
+            )
+        }
+    }
+
+    /// The message for a database that cannot be written.
+    public static func readOnlyError(_ path: String, reason: String? = nil) -> CLIError {
+        let why = reason.map { " (\($0))" } ?? ""
+        return CLIError(
+            "the database \(path) is read-only\(why); make it writable (chmod u+w) or give another database with --database"
+        )
+    }
+
+    private static func folderError(_ path: String) -> CLIError {
+        CLIError(
+            "the database \(path) is a folder; give a file path such as \((path as NSString).appendingPathComponent("earthquakes.sqlite"))"
+        )
+    }
+
+    private static func reason(for error: any Error) -> String {
+        let nsError = error as NSError
+        if let posix = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(posix.code)))
+        }
+        if nsError.domain == NSCocoaErrorDomain {
+            switch nsError.code {
+            case NSFileWriteNoPermissionError: return "permission denied"
+            case NSFileWriteFileExistsError: return "a file is in the way"
+            default: break
+            }
+        }
+        return nsError.localizedDescription
+    }
+
+    private static func home(_ environment: [String: String]) -> String {
+        environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
     }
 
     private static func expandTilde(_ path: String, environment: [String: String]) -> String {
         guard path == "~" || path.hasPrefix("~/") else { return path }
-        let home = environment["HOME"] ?? NSHomeDirectory()
-        return home + path.dropFirst()
+        return home(environment) + path.dropFirst()
     }
 }

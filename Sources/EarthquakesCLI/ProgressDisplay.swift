@@ -24,6 +24,7 @@ final class ProgressDisplay: @unchecked Sendable {
             line = "Downloading… \(Self.size(received))" + (expected.map { " of \(Self.size($0))" } ?? "")
         case .parsing: line = "Parsing the feed…"
         case .importing(let count): line = "Importing \(count) earthquakes…"
+        case .waitingForDatabase: line = "Waiting for another refresh of this database to finish…"
         case .imported(let summary): line = "Imported \(summary.total) earthquakes."
         }
         let changed = lock.withLock {

@@ -83,7 +83,16 @@ struct RefreshJSON: Encodable {
     var updated: Int
     var unchanged: Int
     var total: Int
+    /// Features that repeated an id given earlier in the feed (only the last of each was imported).
+    var duplicates: Int
+    var duplicateIDs: [String]
+    /// Unreadable features that were skipped (each named in ``warnings``).
+    var skipped: Int
     var warnings: [String]
+    /// How many events of each type the feed had ("earthquake", "quarry blast", …).
+    var types: [String: Int]
+    /// Sample events an older version had put into this database, removed after the import.
+    var removedSampleEvents: Int
 }
 
 enum JSONText {

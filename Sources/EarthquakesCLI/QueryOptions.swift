@@ -1,4 +1,4 @@
-import EarthquakesKit
+public import EarthquakesKit
 public import Foundation
 
 /// The options of `earthquakes list`, parsed and checked.
@@ -13,23 +13,62 @@ public struct ListOptions: Sendable, Equatable {
 
     /// Only earthquakes of at least this magnitude.
     public var minMagnitude: Double?
+    /// Only earthquakes of at most this magnitude.
+    public var maxMagnitude: Double?
     /// Only earthquakes at or after this moment.
     public var since: Date?
-    /// At most this many earthquakes.
-    public var limit: Int
+    /// At most this many earthquakes; nil for all.
+    public var limit: Int?
     /// The earthquakes nearest to this point, nearest first, with their distances.
     public var near: Coordinate?
     /// Newest or strongest first.
     public var sort: Sort
+    /// Only these event types ("earthquake", "quarry blast", …); empty for all.
+    public var types: [String]
+    /// Not these event types.
+    public var excludedTypes: [String]
+    /// CSV instead of a table.
+    public var csv: Bool
 
     public init(
-        minMagnitude: Double? = nil, since: Date? = nil, limit: Int = 20, near: Coordinate? = nil, sort: Sort = .time
+        minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, limit: Int? = 20,
+        near: Coordinate? = nil, sort: Sort = .time, types: [String] = [], excludedTypes: [String] = [],
+        csv: Bool = false
     ) {
         self.minMagnitude = minMagnitude
+        self.maxMagnitude = maxMagnitude
         self.since = since
         self.limit = limit
         self.near = near
         self.sort = sort
+        self.types = types
+        self.excludedTypes = excludedTypes
+        self.csv = csv
+    }
+
+    /// The filters, for the store.
+    public var filter: EarthquakeFilter {
+        EarthquakeFilter(
+            minMagnitude: minMagnitude, maxMagnitude: maxMagnitude, since: since, types: types,
+            excludedTypes: excludedTypes)
+    }
+
+    /// `--type quarry\ blast,explosion --type ice\ quake` → the names, trimmed, without empties.
+    public static func typeNames(_ values: [String]) -> [String] {
+        values.flatMap { $0.split(separator: ",") }.map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
+    }
+
+    /// Checks the magnitude range.
+    ///
+    /// - Throws: ``CLIError`` (a usage error) when the minimum is above the maximum.
+    public func validated() throws(CLIError) -> ListOptions {
+        if let minMagnitude, let maxMagnitude, minMagnitude > maxMagnitude {
+            throw CLIError.usage(
+                "--min-magnitude \(minMagnitude) is above --max-magnitude \(maxMagnitude); nothing could match")
+        }
+        return self
     }
 }
 
@@ -46,40 +85,62 @@ public struct Coordinate: Sendable, Equatable {
         self.longitude = longitude
     }
 
-    /// Parses `"35.68,139.69"` (spaces allowed).
+    /// Parses `"35.68,139.69"` or `"-33.9,151.2"` (spaces allowed).
     ///
-    /// - Throws: ``CLIError`` that shows the expected form.
-    public init(parsing text: String) throws(CLIError) {
-        let parts = text.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
-        guard parts.count == 2, let latitude = Double(parts[0]), let longitude = Double(parts[1]) else {
-            throw CLIError("--near expects LAT,LON in degrees, for example 35.68,139.69; got \"\(text)\"")
+    /// - Parameter option: The option being read, for the message (`--near`, `--from`, …).
+    /// - Throws: ``CLIError`` (a usage error) that shows the expected form.
+    public init(parsing text: String, option: String = "--near") throws(CLIError) {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false).map {
+            $0.trimmingCharacters(in: .whitespaces)
+        }
+        guard parts.count == 2, let latitude = Double(parts[0]), let longitude = Double(parts[1]),
+            latitude.isFinite, longitude.isFinite
+        else {
+            throw CLIError.usage(
+                "\(option) expects LAT,LON in degrees, for example 35.68,139.69 or -33.9,151.2; got \"\(text)\"")
         }
         guard (-90...90).contains(latitude), (-180...180).contains(longitude) else {
-            throw CLIError("--near \(text): latitude must be in -90...90 and longitude in -180...180")
+            throw CLIError.usage("\(option) \(text): latitude must be in -90...90 and longitude in -180...180")
         }
         self.init(latitude: latitude, longitude: longitude)
     }
 }
 
-/// Parses the `--since` option: an ISO 8601 date or date-time, or an age such as `7d`, `24h`, `30m`, `2w`.
+/// Parses the `--since` option: a date, a date and time, or an age.
+///
+/// Accepted, and nothing else:
+/// - `2018-06-14` (midnight UTC);
+/// - `2018-06-14T09:00`, `2018-06-14 09:00`, with seconds (`09:00:30`) and a fraction
+///   (`09:00:30.250`) if wanted — UTC unless a zone follows: `Z`, `+02:00`, `+0200`, `-07`;
+/// - an age before now: `30m`, `24h`, `7d`, `2w` (decimals allowed: `1.5h`).
 ///
 /// ## Thread safety
 /// Stateless.
 public enum SinceParser {
+    /// What the help and the errors show.
+    public static let examples =
+        "2018-06-14, 2018-06-14T09:00, \"2018-06-14 09:00:30\", 2018-06-14T09:00+02:00, 30m, 24h, 7d"
+
     /// The moment `text` names, relative to `now` for ages.
     ///
-    /// - Throws: ``CLIError`` that shows the accepted forms.
-    public static func parse(_ text: String, now: Date) throws(CLIError) -> Date {
+    /// - Throws: ``CLIError`` (a usage error) that shows examples of the accepted forms.
+    ///
+    /// - Parameter option: The option being read, for the message (`--since`, `--before`).
+    public static func parse(_ text: String, now: Date, option: String = "--since") throws(CLIError) -> Date {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         if let age = age(trimmed) { return now.addingTimeInterval(-age) }
-        if let date = isoDate(trimmed) { return date }
-        throw CLIError(
-            "--since expects an ISO date (2025-10-01 or 2025-10-01T12:00:00Z) or an age such as 30m, 24h, 7d or 2w; got \"\(text)\""
+        if let date = try moment(trimmed, original: text, option: option) { return date }
+        throw CLIError.usage(
+            "\(option) \"\(text)\" is not a date, a time or an age; for example \(examples) (times are UTC unless a zone is given)"
         )
     }
 
     private static func age(_ text: String) -> TimeInterval? {
-        guard let unit = text.last, let count = Double(text.dropLast()), count >= 0, count.isFinite else { return nil }
+        guard let unit = text.last, text.count >= 2 else { return nil }
+        let number = text.dropLast()
+        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let count = Double(number),
+            count.isFinite
+        else { return nil }
         switch unit {
         case "m": return count * 60
         case "h": return count * 3600
@@ -89,13 +150,107 @@ public enum SinceParser {
         }
     }
 
-    private static func isoDate(_ text: String) -> Date? {
-        let full = ISO8601DateFormatter()
-        if let date = full.date(from: text) { return date }
-        full.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        if let date = full.date(from: text) { return date }
-        let day = ISO8601DateFormatter()
-        day.formatOptions = [.withFullDate]
-        return day.date(from: text)  // midnight UTC
+    /// A date or date-time; nil when the text does not look like one; a usage error when it does
+    /// but a field is out of range.
+    private static func moment(_ text: String, original: String, option: String) throws(CLIError) -> Date? {
+        var scanner = Scanner(Array(text.utf8))
+        guard let year = scanner.digits(4), scanner.take("-"), let month = scanner.digits(2), scanner.take("-"),
+            let day = scanner.digits(2)
+        else { return nil }
+        var hour = 0
+        var minute = 0
+        var second = 0
+        var fraction = 0.0
+        var offsetSeconds = 0
+        if !scanner.atEnd {
+            guard scanner.take("T") || scanner.take("t") || scanner.take(" ") else { return nil }
+            guard let h = scanner.digits(2), scanner.take(":"), let m = scanner.digits(2) else { return nil }
+            (hour, minute) = (h, m)
+            if scanner.take(":") {
+                guard let s = scanner.digits(2) else { return nil }
+                second = s
+                if scanner.take(".") {
+                    guard let f = scanner.fraction() else { return nil }
+                    fraction = f
+                }
+            }
+            if !scanner.atEnd {
+                guard let offset = scanner.zone() else { return nil }
+                offsetSeconds = offset
+            }
+        }
+        guard scanner.atEnd else { return nil }
+        guard (1...12).contains(month), (1...CivilTime.daysIn(month: month, year: year)).contains(day),
+            (0...23).contains(hour), (0...59).contains(minute), (0...59).contains(second)
+        else {
+            throw CLIError.usage(
+                "\(option) \"\(original)\" is not a real date or time (month 1-12, day within the month, hour 0-23, minutes and seconds 0-59); for example \(examples)"
+            )
+        }
+        let days = CivilTime.days(year: year, month: month, day: day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        return Date(timeIntervalSince1970: Double(seconds) + fraction)
+    }
+
+    /// Reads ASCII bytes left to right.
+    private struct Scanner {
+        let bytes: [UInt8]
+        var index = 0
+
+        init(_ bytes: [UInt8]) { self.bytes = bytes }
+
+        var atEnd: Bool { index == bytes.count }
+
+        mutating func take(_ character: Character) -> Bool {
+            guard !atEnd, let ascii = character.asciiValue, bytes[index] == ascii else { return false }
+            index += 1
+            return true
+        }
+
+        /// Exactly `count` decimal digits.
+        mutating func digits(_ count: Int) -> Int? {
+            guard index + count <= bytes.count else { return nil }
+            var value = 0
+            for byte in bytes[index..<index + count] {
+                guard (48...57).contains(byte) else { return nil }
+                value = value * 10 + Int(byte - 48)
+            }
+            index += count
+            return value
+        }
+
+        /// One or more digits after a decimal point, as a fraction of one.
+        mutating func fraction() -> Double? {
+            var value = 0.0
+            var scale = 1.0
+            let start = index
+            while !atEnd, (48...57).contains(bytes[index]) {
+                scale /= 10
+                value += Double(bytes[index] - 48) * scale
+                index += 1
+            }
+            return index > start ? value : nil
+        }
+
+        /// `Z`, `+HH:MM`, `+HHMM` or `+HH` (or `-`): seconds east of UTC.
+        mutating func zone() -> Int? {
+            if take("Z") || take("z") { return 0 }
+            let sign: Int
+            if take("+") {
+                sign = 1
+            } else if take("-") {
+                sign = -1
+            } else {
+                return nil
+            }
+            guard let hours = digits(2), hours <= 23 else { return nil }
+            var minutes = 0
+            if !atEnd {
+                _ = take(":")
+                guard let m = digits(2), m <= 59 else { return nil }
+                minutes = m
+            }
+            return sign * (hours * 3600 + minutes * 60)
+        }
     }
 }

@@ -1,4 +1,6 @@
+import Foundation
 import GRDB
+import GRDBSQLite
 
 extension EarthquakeStore {
     /// Inserts new earthquakes and updates known ones (matched by ``Earthquake/id``), in one
@@ -7,57 +9,94 @@ extension EarthquakeStore {
     /// The import is all-or-nothing: if any row is refused (for example a latitude outside
     /// -90...90) or the disk fails, the transaction is rolled back and the table is exactly as
     /// it was before the call. A row whose stored value is already identical is counted as
-    /// unchanged and not rewritten. When `quakes` holds the same id twice, the later one wins.
+    /// unchanged and not rewritten. When `quakes` holds the same id more than once, only the last
+    /// one is imported, and the summary counts the others in ``ImportSummary/duplicates``.
     ///
-    /// - Parameter quakes: the earthquakes to store, typically ``Feed/earthquakes``.
-    /// - Returns: how many rows were inserted, updated and left unchanged.
-    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``, naming the refused row.
+    /// When another connection (another process) is importing into the same file, the transaction
+    /// waits up to ``busyTimeout`` for it, calling `whileWaiting` once when the wait starts.
+    ///
+    /// - Parameters:
+    ///   - quakes: the earthquakes to store, typically ``Feed/earthquakes``.
+    ///   - whileWaiting: Called (from the calling thread) when the import starts waiting for another
+    ///     connection's lock, for example to show "waiting for another refresh of this database".
+    /// - Returns: how many rows were inserted, updated and left unchanged, and the repeated ids.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write`` (naming the refused row),
+    ///   ``StoreError/Code/busy`` or ``StoreError/Code/readOnly``.
     /// - Complexity: O(*n* log *m*) for *n* quakes into a table of *m* rows.
     @discardableResult
-    public func importFeed(_ quakes: [Earthquake]) throws(StoreError) -> ImportSummary {
+    public func importFeed(
+        _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil
+    ) throws(StoreError) -> ImportSummary {
+        let previous = lockWait.setObserver(whileWaiting)
+        defer { _ = lockWait.setObserver(previous) }
         do {
-            return try database.write { db in try Self.upsert(quakes, in: db) }
+            return try database.writeWithoutTransaction { db in
+                var summary = ImportSummary()
+                try db.inTransaction(.immediate) {
+                    summary = try Self.upsert(quakes, in: db)
+                    return .commit
+                }
+                return summary
+            }
         } catch {
-            throw StoreError(
-                .write, path: path, doing: "import \(quakes.count) earthquakes into", error: error,
-                advice: "Nothing was changed: the import was rolled back."
-            )
+            throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
+                ?? StoreError(
+                    .write, path: path, doing: "import \(quakes.count) earthquakes into", error: error,
+                    advice: "Nothing was changed: the import was rolled back."
+                )
         }
     }
 
-    /// Imports every earthquake of a parsed feed. See ``importFeed(_:)-([Earthquake])``.
+    /// Imports every earthquake of a parsed feed, and counts its skipped features in the summary. See
+    /// ``importFeed(_:whileWaiting:)-([Earthquake],_)``.
     @discardableResult
-    public func importFeed(_ feed: Feed) throws(StoreError) -> ImportSummary {
-        try importFeed(feed.earthquakes)
+    public func importFeed(
+        _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
+    ) throws(StoreError)
+        -> ImportSummary
+    {
+        var summary = try importFeed(feed.earthquakes, whileWaiting: whileWaiting)
+        summary.skipped = feed.skippedFeatures.count
+        return summary
     }
 
-    /// The body of the import transaction.
+    /// The body of the import transaction: SQLite's own prepared statements, bound and compared column
+    /// by column (no intermediate rows or argument arrays), one lookup per earthquake.
     private static func upsert(_ quakes: [Earthquake], in db: Database) throws -> ImportSummary {
         let columns = Earthquake.columns
-        let select = try db.cachedStatement(sql: "SELECT * FROM earthquake WHERE id = ?")
-        let insert = try db.cachedStatement(
-            sql:
-                "INSERT INTO earthquake (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+        let connection = db.sqliteConnection
+        let select = try RawStatement(
+            connection, "SELECT \(columns.dropFirst().joined(separator: ", ")) FROM earthquake WHERE id = ?")
+        let insert = try RawStatement(
+            connection,
+            "INSERT INTO earthquake (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
         )
-        let update = try db.cachedStatement(
-            sql: "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?"
-        )
+        let update = try RawStatement(
+            connection,
+            "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
 
         var summary = ImportSummary()
-        for (index, quake) in quakes.enumerated() {
-            let incoming = quake.asStored
+        let lastIndex = Self.lastIndexByID(quakes, summary: &summary)
+        let hasDuplicates = summary.duplicates > 0
+        for (index, quake) in quakes.enumerated() where !hasDuplicates || lastIndex[quake.id] == index {
+            if let type = quake.type, type != "earthquake" { summary.otherTypes[type, default: 0] += 1 }
             do {
-                if let row = try Row.fetchOne(select, arguments: [quake.id]) {
-                    if Earthquake(row: row) == incoming {
-                        summary.unchanged += 1
-                    } else {
-                        // `columns` without the id, then the id for the WHERE clause.
-                        let values = incoming.databaseValues
-                        try update.execute(arguments: StatementArguments(values.dropFirst() + [values[0]]))
-                        summary.updated += 1
-                    }
+                select.bind(text: quake.id, at: 1)
+                let found = try select.step()
+                let same = found && select.matches(quake, from: 0)
+                select.reset()
+                if same {
+                    summary.unchanged += 1
+                } else if found {
+                    update.bind(quake, from: 1, skippingID: true)
+                    update.bind(text: quake.id, at: Int32(columns.count))
+                    _ = try update.step()
+                    update.reset()
+                    summary.updated += 1
                 } else {
-                    try insert.execute(arguments: StatementArguments(incoming.databaseValues))
+                    insert.bind(quake, from: 1, skippingID: false)
+                    _ = try insert.step()
+                    insert.reset()
                     summary.inserted += 1
                 }
             } catch {
@@ -65,5 +104,143 @@ extension EarthquakeStore {
             }
         }
         return summary
+    }
+
+    /// The index of the last earthquake of each id; counts the earlier ones as duplicates.
+    /// (Empty when no id repeats: then every earthquake is imported.)
+    static func lastIndexByID(_ quakes: [Earthquake], summary: inout ImportSummary) -> [String: Int] {
+        var lastIndex: [String: Int] = [:]
+        lastIndex.reserveCapacity(quakes.count)
+        var repeated: Set<String> = []
+        for (index, quake) in quakes.enumerated() {
+            if lastIndex.updateValue(index, forKey: quake.id) != nil {
+                summary.duplicates += 1
+                if repeated.insert(quake.id).inserted { summary.duplicateIDs.append(quake.id) }
+            }
+        }
+        return summary.duplicates > 0 ? lastIndex : [:]
+    }
+}
+
+/// A prepared SQLite statement used directly: for the import's inner loop, where GRDB's conveniences
+/// (argument arrays, rows) cost more than the database work. Finalized when released.
+private final class RawStatement {
+    private let connection: OpaquePointer?
+    private let handle: OpaquePointer?
+    /// Tells SQLite to copy bound text.
+    private static let transient = unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+
+    init(_ connection: OpaquePointer?, _ sql: String) throws {
+        self.connection = connection
+        var handle: OpaquePointer?
+        let code = sqlite3_prepare_v2(connection, sql, -1, &handle, nil)
+        guard code == SQLITE_OK else {
+            throw DatabaseError(
+                resultCode: ResultCode(rawValue: code), message: String(cString: sqlite3_errmsg(connection)), sql: sql)
+        }
+        self.handle = handle
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    /// `true` for a row, `false` when done.
+    func step() throws -> Bool {
+        let code = sqlite3_step(handle)
+        if code == SQLITE_ROW { return true }
+        if code == SQLITE_DONE { return false }
+        let extended = sqlite3_extended_errcode(connection)
+        throw DatabaseError(
+            resultCode: ResultCode(rawValue: extended), message: String(cString: sqlite3_errmsg(connection)))
+    }
+
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+
+    func bind(text: String?, at position: Int32) {
+        if let text {
+            sqlite3_bind_text(handle, position, text, -1, Self.transient)
+        } else {
+            sqlite3_bind_null(handle, position)
+        }
+    }
+
+    private func bind(_ value: Double?, at position: Int32) {
+        if let value { sqlite3_bind_double(handle, position, value) } else { sqlite3_bind_null(handle, position) }
+    }
+
+    private func bind(_ value: Int64?, at position: Int32) {
+        if let value { sqlite3_bind_int64(handle, position, value) } else { sqlite3_bind_null(handle, position) }
+    }
+
+    /// Binds the columns of ``Earthquake/columns`` (without the id when `skippingID`) from `first` on.
+    func bind(_ quake: Earthquake, from first: Int32, skippingID: Bool) {
+        var position = first
+        func next() -> Int32 {
+            defer { position += 1 }
+            return position
+        }
+        if !skippingID { bind(text: quake.id, at: next()) }
+        bind(quake.latitude, at: next())
+        bind(quake.longitude, at: next())
+        bind(quake.depth, at: next())
+        bind(quake.magnitude, at: next())
+        bind(text: quake.magnitudeType, at: next())
+        bind(text: quake.place, at: next())
+        bind(quake.time?.usgsMilliseconds, at: next())
+        bind(quake.updated?.usgsMilliseconds, at: next())
+        bind(quake.timeZoneOffset.map(Int64.init), at: next())
+        bind(text: quake.url, at: next())
+        bind(text: quake.detailURL, at: next())
+        bind(quake.felt.map(Int64.init), at: next())
+        bind(quake.cdi, at: next())
+        bind(quake.mmi, at: next())
+        bind(text: quake.alert, at: next())
+        bind(text: quake.status?.lowercased(), at: next())
+        bind(quake.tsunami.map { $0 ? Int64(1) : Int64(0) }, at: next())
+        bind(quake.significance.map(Int64.init), at: next())
+        bind(text: quake.network, at: next())
+        bind(text: quake.code, at: next())
+        bind(text: quake.type, at: next())
+        bind(text: quake.title, at: next())
+    }
+
+    /// Whether the current row (the columns after the id, from column `first`) holds exactly what
+    /// binding `quake` would store.
+    func matches(_ quake: Earthquake, from first: Int32) -> Bool {
+        var column = first
+        func next() -> Int32 {
+            defer { column += 1 }
+            return column
+        }
+        func same(_ value: Double?) -> Bool {
+            let index = next()
+            guard let value else { return sqlite3_column_type(handle, index) == SQLITE_NULL }
+            return sqlite3_column_type(handle, index) == SQLITE_FLOAT && sqlite3_column_double(handle, index) == value
+        }
+        func same(_ value: Int64?) -> Bool {
+            let index = next()
+            guard let value else { return sqlite3_column_type(handle, index) == SQLITE_NULL }
+            return sqlite3_column_type(handle, index) == SQLITE_INTEGER && sqlite3_column_int64(handle, index) == value
+        }
+        func same(_ value: String?) -> Bool {
+            let index = next()
+            guard let value else { return sqlite3_column_type(handle, index) == SQLITE_NULL }
+            guard sqlite3_column_type(handle, index) == SQLITE_TEXT, let text = sqlite3_column_text(handle, index)
+            else { return false }
+            let length = Int(sqlite3_column_bytes(handle, index))
+            var utf8 = value
+            return utf8.withUTF8 { mine in
+                mine.count == length && (length == 0 || memcmp(mine.baseAddress!, text, length) == 0)
+            }
+        }
+        return same(quake.latitude) && same(quake.longitude) && same(quake.depth) && same(quake.magnitude)
+            && same(quake.magnitudeType) && same(quake.place) && same(quake.time?.usgsMilliseconds)
+            && same(quake.updated?.usgsMilliseconds) && same(quake.timeZoneOffset.map(Int64.init))
+            && same(quake.url) && same(quake.detailURL) && same(quake.felt.map(Int64.init)) && same(quake.cdi)
+            && same(quake.mmi) && same(quake.alert) && same(quake.status?.lowercased())
+            && same(quake.tsunami.map { $0 ? Int64(1) : Int64(0) }) && same(quake.significance.map(Int64.init))
+            && same(quake.network) && same(quake.code) && same(quake.type) && same(quake.title)
     }
 }

@@ -1,5 +1,15 @@
+import Baton
 import Foundation
 import GRDB
+import GRDBSQLite
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// A SQLite database of earthquakes, built on GRDB.
 ///
@@ -16,66 +26,174 @@ import GRDB
 /// existing file again is safe. Times are stored as integer milliseconds since 1970, like the
 /// USGS feeds; a ``Earthquake/time`` with sub-millisecond precision comes back rounded.
 ///
+/// ### Several processes, one file
+/// A file database is kept in SQLite's WAL mode: readers (`list`, `show`) never wait for an
+/// import running in another process, and see the data as it was before that import until it
+/// commits. Two imports take turns: the second waits up to ``busyTimeout`` for the first one's
+/// transaction to end, calling the observer given to ``importFeed(_:whileWaiting:)-([Earthquake],_)``
+/// once when it starts waiting, and fails with ``StoreError/Code/busy`` if the database is still
+/// locked after that.
+///
 /// Every failure is a ``StoreError`` naming the database file and the operation.
 ///
 /// ### Thread safety
 /// `EarthquakeStore` is `Sendable`: its only state is a GRDB `DatabaseQueue`, which serialises
-/// every access. Call it from any thread or task; calls are synchronous and block the caller
-/// while the database works, so keep them off the main actor for big imports.
+/// every access, and a lock-guarded observer. Call it from any thread or task; calls are
+/// synchronous and block the caller while the database works, so keep them off the main actor for
+/// big imports.
 public final class EarthquakeStore: Sendable {
     /// The database file, or `nil` for an in-memory store.
     public let path: String?
+    /// How long an operation waits for another connection (another process) to release the database
+    /// before failing with ``StoreError/Code/busy``.
+    public let busyTimeout: Duration
     let database: DatabaseQueue
+    /// Told once when an operation starts waiting for another connection's lock; set for the
+    /// duration of an import.
+    let lockWait: LockWait
+
+    /// How to open the file.
+    ///
+    /// ### Thread safety
+    /// A `Sendable` value.
+    public enum OpenMode: Sendable {
+        /// Read and write; create the file if it does not exist (its folder must exist).
+        case createIfMissing
+        /// Read and write; fail with ``StoreError/Code/missing`` if the file does not exist.
+        case mustExist
+        /// Only read: fail with ``StoreError/Code/missing`` if the file does not exist, never create or
+        /// change anything (imports fail with ``StoreError/Code/readOnly``). For commands that only read.
+        case readOnly
+    }
 
     /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
     ///
+    /// - Parameters:
+    ///   - path: The database file.
+    ///   - mode: Whether a missing file is created (default) or is an error, and whether the store may write.
+    ///   - busyTimeout: How long to wait for another process that holds the database's write lock.
     /// - Important: The folder that contains `path` must exist and be writable.
-    /// - Throws: ``StoreError`` with code ``StoreError/Code/open`` or ``StoreError/Code/migrate``.
-    public convenience init(path: String) throws(StoreError) {
-        let queue: DatabaseQueue
-        do {
-            queue = try DatabaseQueue(path: path, configuration: Self.configuration)
-        } catch {
-            let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/open``, ``StoreError/Code/missing``,
+    ///   ``StoreError/Code/notADatabase``, ``StoreError/Code/busy`` or ``StoreError/Code/migrate``.
+    public convenience init(
+        path: String, mode: OpenMode = .createIfMissing, busyTimeout: Duration = .seconds(60)
+    ) throws(StoreError) {
+        var isFolder: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
+        if exists && isFolder.boolValue {
             throw StoreError(
-                .open, path: path, doing: "open", error: error,
-                advice: "Check that the folder \(folder) exists and is writable, "
-                    + "and that the file is a SQLite database."
+                .open, path: path, doing: "open", reason: "it is a folder, not a file",
+                advice: "Give the path of a database file, for example \(path)/earthquakes.sqlite."
             )
         }
-        try self.init(queue: queue, path: path)
+        if !exists && mode != .createIfMissing {
+            throw StoreError(
+                .missing, path: path, doing: "open", reason: "there is no such file",
+                advice: "Check the path, or import a feed first to create it."
+            )
+        }
+        let lockWait = LockWait(timeout: busyTimeout)
+        let queue: DatabaseQueue
+        do {
+            var configuration = Self.configuration(lockWait: lockWait, wal: true)
+            configuration.readonly = mode == .readOnly
+            queue = try DatabaseQueue(path: path, configuration: configuration)
+        } catch {
+            throw StoreError.opening(path: path, error: error, timeout: busyTimeout)
+        }
+        try self.init(
+            queue: queue, path: path, busyTimeout: busyTimeout, lockWait: lockWait, readOnly: mode == .readOnly)
     }
 
     /// Creates an empty store in memory, for tests, previews and one-shot tools.
     ///
     /// - Throws: ``StoreError`` if SQLite cannot be set up (in practice: never).
     public static func inMemory() throws(StoreError) -> EarthquakeStore {
+        let lockWait = LockWait(timeout: .zero)
         let queue: DatabaseQueue
         do {
-            queue = try DatabaseQueue(configuration: configuration)
+            queue = try DatabaseQueue(configuration: configuration(lockWait: lockWait, wal: false))
         } catch {
             throw StoreError(.open, path: nil, doing: "open", error: error)
         }
-        return try EarthquakeStore(queue: queue, path: nil)
+        return try EarthquakeStore(queue: queue, path: nil, busyTimeout: .zero, lockWait: lockWait, readOnly: false)
     }
 
-    private init(queue: DatabaseQueue, path: String?) throws(StoreError) {
+    private init(
+        queue: DatabaseQueue, path: String?, busyTimeout: Duration, lockWait: LockWait, readOnly: Bool
+    ) throws(StoreError) {
         self.database = queue
         self.path = path
+        self.busyTimeout = busyTimeout
+        self.lockWait = lockWait
+        let upToDate: Bool
         do {
-            try Self.migrator.migrate(queue)
+            // Only write when the schema is behind: a reader must not need the write lock while
+            // another process imports.
+            upToDate = try queue.read { db in try Self.migrator.hasCompletedMigrations(db) }
+            if !upToDate && !readOnly { try Self.migrator.migrate(queue) }
         } catch {
+            if let failure = StoreError.classified(path: path, error: error, timeout: busyTimeout) { throw failure }
             throw StoreError(
                 .migrate, path: path, doing: "create or upgrade the earthquake table in", error: error,
                 advice: "The file may belong to another program or to a newer version of this one."
             )
         }
+        if !upToDate && readOnly {
+            throw StoreError(
+                .migrate, path: path, doing: "read",
+                reason: "it has no earthquake table, or one from an older version of this program",
+                advice: "Check the path, or import a feed into it first (which creates or upgrades the table)."
+            )
+        }
     }
 
-    private static var configuration: Configuration {
+    private static func configuration(lockWait: LockWait, wal: Bool) -> Configuration {
         var configuration = Configuration()
         configuration.label = "EarthquakeStore"
+        if wal {
+            // Not GRDB's `journalMode = .wal`, which writes to the file at every opening: switch only a
+            // file that is not yet in WAL mode, so opening never needs a lock another process holds.
+            configuration.prepareDatabase { db in
+                guard !db.configuration.readonly,
+                    try String.fetchOne(db, sql: "PRAGMA journal_mode")?.lowercased() != "wal"
+                else { return }
+                try db.execute(sql: "PRAGMA journal_mode = WAL")
+            }
+            // In WAL mode, NORMAL is durable across application crashes and much faster to commit.
+            configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
+        }
+        configuration.busyMode = .callback { tries in lockWait.shouldRetry(tries: tries) }
         return configuration
+    }
+
+    /// Checks, without changing anything, that an import could write to the database: that the
+    /// connection is not read-only and that the folder (where SQLite keeps its journal) is writable.
+    /// Call it before a long download to fail early.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/readOnly``.
+    public func checkWritable() throws(StoreError) {
+        guard let path else { return }
+        let readOnly: Bool
+        do {
+            readOnly = try database.read { db in sqlite3_db_readonly(db.sqliteConnection, "main") == 1 }
+        } catch {
+            throw StoreError(.read, path: path, doing: "check", error: error)
+        }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        if readOnly || access(path, W_OK) != 0 {
+            throw StoreError(
+                .readOnly, path: path, doing: "write to", reason: "the file is read-only",
+                advice: "Make it writable (chmod u+w \(path)) or use another database file."
+            )
+        }
+        if access(folder, W_OK) != 0 {
+            throw StoreError(
+                .readOnly, path: path, doing: "write to",
+                reason: "its folder \(folder) is not writable (SQLite keeps its journal next to the file)",
+                advice: "Make the folder writable or use a database file in another folder."
+            )
+        }
     }
 
     /// The schema, as a list of migrations that GRDB applies once each, in order.
@@ -140,7 +258,47 @@ public final class EarthquakeStore: Sendable {
         do {
             return try database.read(body)
         } catch {
-            throw StoreError(.read, path: path, doing: operation, error: error)
+            throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
+                ?? StoreError(.read, path: path, doing: operation, error: error)
         }
+    }
+}
+
+/// The busy handler of a store's connection: waits for another connection's lock up to a timeout,
+/// telling an observer once per wait.
+///
+/// ### Thread safety
+/// `Sendable`; the observer is guarded by a lock and called without holding it.
+final class LockWait: Sendable {
+    let timeout: Duration
+    private let state = Protected<State>(State())
+
+    private struct State {
+        var observer: (@Sendable () -> Void)?
+        var started: ContinuousClock.Instant?
+    }
+
+    init(timeout: Duration) { self.timeout = timeout }
+
+    /// Sets the observer told when the next operations start waiting; returns the previous one.
+    func setObserver(_ observer: (@Sendable () -> Void)?) -> (@Sendable () -> Void)? {
+        state.withLock { state in
+            defer { state.observer = observer }
+            return state.observer
+        }
+    }
+
+    /// SQLite's busy handler: `true` to try again (after a short sleep), `false` to give up.
+    func shouldRetry(tries: Int) -> Bool {
+        let now = ContinuousClock.now
+        let (started, observer) = state.withLock { state in
+            if tries == 0 { state.started = now }
+            return (state.started ?? now, tries == 0 ? state.observer : nil)
+        }
+        observer?()
+        guard now - started < timeout else { return false }
+        // Short sleeps at first (the other transaction may be about to end), then up to 50 ms.
+        usleep(useconds_t(min(50, 1 + tries * 5) * 1000))
+        return true
     }
 }

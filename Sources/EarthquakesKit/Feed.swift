@@ -29,6 +29,31 @@ public struct Feed: Sendable, Equatable {
         warnings.contains { if case .strippedGeoJSONPWrapper = $0 { true } else { false } }
     }
 
+    /// The features the parser skipped because they could not be read (a null depth, no geometry…), in
+    /// feed order; always empty from a strict parser, which rejects the feed instead.
+    public var skippedFeatures: [SkippedFeature] {
+        warnings.compactMap {
+            if case .skippedFeature(let index, let id, let problem) = $0 {
+                SkippedFeature(index: index, id: id, problem: problem)
+            } else {
+                nil
+            }
+        }
+    }
+
+    /// A feature that ``FeedParser`` skipped.
+    ///
+    /// ### Thread safety
+    /// A value type and `Sendable`.
+    public struct SkippedFeature: Sendable, Equatable, Hashable {
+        /// Its zero-based index in the feed's `features`.
+        public var index: Int
+        /// Its id, when it has one.
+        public var id: String?
+        /// What is wrong with it, for example `has a null depth (geometry.coordinates[2])`.
+        public var problem: String
+    }
+
     /// Whether event times were given in seconds and converted (see
     /// ``FeedWarning/convertedSecondsToMilliseconds(count:)``).
     public var hadTimesInSeconds: Bool {
@@ -85,6 +110,9 @@ public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible 
     /// so `count` times (and `updated` times) were multiplied by 1000. See ``FeedParser`` for
     /// the rule.
     case convertedSecondsToMilliseconds(count: Int)
+    /// One feature could not be read (no id, no geometry, a null depth, a value of the wrong type…) and
+    /// was left out; the other features were read. A strict ``FeedParser`` rejects the feed instead.
+    case skippedFeature(index: Int, id: String?, problem: String)
 
     public var description: String {
         switch self {
@@ -93,6 +121,8 @@ public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible 
         case .convertedSecondsToMilliseconds(let count):
             "event times look like seconds, not the milliseconds the USGS format uses; "
                 + "converted \(count) times to milliseconds (check the feed's producer)"
+        case .skippedFeature(let index, let id, let problem):
+            "skipped feature \(index)\(id.map { " (id \"\($0)\")" } ?? "") of the feed: it \(problem)"
         }
     }
 }

@@ -27,6 +27,9 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     public let declaredCount: Int?
     /// The number of features actually present, for ``Code/countMismatch``.
     public let actualCount: Int?
+    /// For an error about one feature: what is wrong with it, as the rest of a sentence that starts
+    /// with "the feature" (used when the feature is skipped rather than the feed rejected).
+    let featureProblem: String?
 
     init(
         _ code: Code,
@@ -34,8 +37,10 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
         position: Position? = nil,
         featureIndex: Int? = nil,
         declaredCount: Int? = nil,
-        actualCount: Int? = nil
+        actualCount: Int? = nil,
+        featureProblem: String? = nil
     ) {
+        self.featureProblem = featureProblem
         self.code = code
         self.description = description
         self.position = position
@@ -53,7 +58,7 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Hashable, Sendable {
             case emptyInput, malformedJSON, detailDocument, notAFeatureCollection
-            case countMismatch, invalidFeature, unexpectedValue
+            case countMismatch, invalidFeature, unexpectedValue, notGeoJSON
         }
 
         private let kind: Kind
@@ -73,6 +78,8 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let invalidFeature = Code(.invalidFeature)
         /// A value has the wrong JSON type, for example a magnitude given as a string.
         public static let unexpectedValue = Code(.unexpectedValue)
+        /// The input is not JSON at all but, for example, an HTML page served in place of the feed.
+        public static let notGeoJSON = Code(.notGeoJSON)
 
         public var description: String { kind.rawValue }
     }
@@ -158,15 +165,28 @@ extension FeedError {
             .invalidFeature,
             "feature \(index) of \(total)\(which) \(problem); every feature needs a string \"id\" and "
                 + "geometry.coordinates [longitude, latitude, depth]. The feed is damaged; nothing was read from it.",
-            featureIndex: index
+            featureIndex: index,
+            featureProblem: problem
         )
     }
 
-    static func unexpectedValue(path: String, featureIndex: Int?, problem: String) -> FeedError {
+    static func unexpectedValue(
+        path: String, featureIndex: Int?, problem: String, pathInFeature: String? = nil
+    ) -> FeedError {
         FeedError(
             .unexpectedValue,
             "unexpected value at \(path): \(problem). The feed does not follow the USGS GeoJSON format.",
-            featureIndex: featureIndex
+            featureIndex: featureIndex,
+            featureProblem: pathInFeature.map { "has an unexpected value at \($0): \(problem)" }
+        )
+    }
+
+    static func notGeoJSON(startingWith start: String) -> FeedError {
+        FeedError(
+            .notGeoJSON,
+            "this is an HTML page (it starts with \"\(start)\"), not a GeoJSON feed. The address probably "
+                + "points to a web page, or a proxy or captive portal answered in place of the server; "
+                + "check the feed address (USGS feeds end in .geojson) and your network."
         )
     }
 }

@@ -36,6 +36,12 @@ extension FeedParser {
         }
     }
 
+    /// What is wrong with one feature that could not be decoded, as the rest of a sentence about it.
+    static func featureProblem(_ error: DecodingError) -> String {
+        let failure = feedError(for: error, in: Data(), jsonRange: 0..<0)
+        return failure.featureProblem ?? "could not be read: \(failure.description)"
+    }
+
     /// The first syntax error in the JSON text, located in the whole input; `nil` if the text
     /// is valid JSON.
     private static func syntaxError(in data: Data, jsonRange: Range<Int>) -> FeedError? {
@@ -59,9 +65,15 @@ extension FeedParser {
             }
         }
         var featureIndex: Int?
-        if path.count >= 2, path[0].stringValue == "features" { featureIndex = path[1].intValue }
+        var pathInFeature: String?
+        if path.count >= 2, path[0].stringValue == "features", let index = path[1].intValue {
+            featureIndex = index
+            let prefix = "features[\(index)]"
+            pathInFeature = text.count > prefix.count ? String(text.dropFirst(prefix.count + 1)) : "the feature itself"
+        }
         return FeedError.unexpectedValue(
-            path: text.isEmpty ? "the top level" : text, featureIndex: featureIndex, problem: problem)
+            path: text.isEmpty ? "the top level" : text, featureIndex: featureIndex, problem: problem,
+            pathInFeature: pathInFeature)
     }
 
     private static func describe(_ type: Any.Type) -> String {

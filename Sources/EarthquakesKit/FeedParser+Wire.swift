@@ -7,9 +7,11 @@ extension FeedParser {
         var type: String?
         var id: String?
         var metadata: WireMetadata?
-        var features: [WireFeature]?
+        var features: [WireEntry]?
 
         private enum CodingKeys: String, CodingKey { case type, id, metadata, features }
+
+        init() {}
 
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
@@ -18,8 +20,35 @@ extension FeedParser {
             metadata = try container.decodeIfPresent(WireMetadata.self, forKey: .metadata)
             // Decode features only for a collection: a detail Feature's large `properties`
             // block is not worth reading just to reject it.
-            features = type == "Feature" ? nil : try container.decodeIfPresent([WireFeature].self, forKey: .features)
+            guard type != "Feature", container.contains(.features), try !container.decodeNil(forKey: .features) else {
+                features = nil
+                return
+            }
+            // One feature that cannot be decoded must not make the others unreadable: keep its error.
+            var list = try container.nestedUnkeyedContainer(forKey: .features)
+            var entries: [WireEntry] = []
+            if let count = list.count { entries.reserveCapacity(count) }
+            while !list.isAtEnd {
+                do {
+                    entries.append(.feature(try list.decode(WireFeature.self)))
+                } catch let error as DecodingError {
+                    entries.append(.unreadable(error))
+                    _ = try list.decode(Skip.self)
+                }
+            }
+            features = entries
         }
+    }
+
+    /// A feature as decoded, or why it could not be.
+    enum WireEntry {
+        case feature(WireFeature)
+        case unreadable(DecodingError)
+    }
+
+    /// Decodes any value and keeps nothing: steps over a feature that could not be decoded.
+    struct Skip: Decodable {
+        init(from decoder: any Decoder) throws {}
     }
 
     struct WireMetadata: Decodable {
@@ -38,6 +67,8 @@ extension FeedParser {
 
         private enum CodingKeys: String, CodingKey { case id, geometry, properties }
 
+        init() {}
+
         init(from decoder: any Decoder) throws {
             let container = try decoder.container(keyedBy: CodingKeys.self)
             id = try container.decodeLenientIDIfPresent(forKey: .id)
@@ -47,7 +78,8 @@ extension FeedParser {
     }
 
     struct WireGeometry: Decodable {
-        var coordinates: [Double]?
+        /// `null` members are kept (as `nil`) so the parser can name them: a null depth is common.
+        var coordinates: [Double?]?
     }
 
     struct WireProperties: Decodable {
@@ -75,6 +107,8 @@ extension FeedParser {
             case mag, place, time, updated, tz, url, detail, felt, cdi, mmi, alert, status
             case tsunami, sig, net, code, magType, type, title
         }
+
+        init() {}
 
         init(from decoder: any Decoder) throws {
             let c = try decoder.container(keyedBy: CodingKeys.self)

@@ -33,13 +33,21 @@ public import Foundation
 /// - JSON that is not a FeatureCollection (``FeedError/Code/notAFeatureCollection``);
 /// - `metadata.count` different from the number of features, when `count` is present
 ///   (``FeedError/Code/countMismatch``: the feed was truncated);
-/// - a feature without an `id`, or without `geometry.coordinates` of at least three
-///   numbers with a latitude in -90...90 and a longitude in -180...180
-///   (``FeedError/Code/invalidFeature``, naming the feature's index). Such a feed is
-///   damaged; the whole feed is rejected rather than silently imported without some
-///   events, so callers never store a partial picture believing it complete;
-/// - a value of the wrong JSON type, for example a magnitude written as a string
-///   (``FeedError/Code/unexpectedValue``, naming the path such as `features[3].properties.mag`).
+/// - text that starts like HTML (a web page, a proxy's login or error page served with status 200):
+///   ``FeedError/Code/notGeoJSON``.
+///
+/// ### One bad feature
+/// A feature without an `id`, without `geometry.coordinates` of three numbers (a `null` depth is
+/// the usual case) with a latitude in -90...90 and a longitude in -180...180, or with a value of the
+/// wrong JSON type (a magnitude written as a string) is **skipped**: the other features are read, and
+/// ``Feed/warnings`` names each skipped one (``FeedWarning/skippedFeature(index:id:problem:)``). Such
+/// an event stays in the USGS feeds for up to 30 days; rejecting the whole feed would block every
+/// refresh for that long. A parser made with `strict: true` rejects the whole feed instead, with
+/// ``FeedError/Code/invalidFeature`` or ``FeedError/Code/unexpectedValue`` naming the feature.
+///
+/// ### Also rejected
+/// - a document-level value of the wrong JSON type, for example `metadata.count` written as a string
+///   (``FeedError/Code/unexpectedValue``, naming the path).
 ///
 /// - Complexity: O(*n*) in the size of the input.
 ///
@@ -47,8 +55,19 @@ public import Foundation
 /// `FeedParser` is a `Sendable` value with no mutable state; one instance can be used from
 /// any number of threads at once.
 public struct FeedParser: Sendable {
+    /// Whether one unreadable feature rejects the whole feed (`true`) or is skipped with a warning
+    /// (`false`, the default).
+    public var strict: Bool
+    /// Whether well-formed feeds are read by ``FeedScanner`` (always, except in tests that compare it
+    /// with `JSONDecoder`).
+    var usesScanner = true
+
     /// Creates a parser.
-    public init() {}
+    ///
+    /// - Parameter strict: `true` to reject a feed with any unreadable feature, as earlier versions did.
+    public init(strict: Bool = false) {
+        self.strict = strict
+    }
 
     /// Parses a USGS GeoJSON (or GeoJSONP) summary feed.
     ///
@@ -88,11 +107,22 @@ public struct FeedParser: Sendable {
             return (0..<bytes.count, nil)
         }
         guard let result else { throw FeedError.emptyInput }
+        if result.callback == nil, let page = Self.htmlStart(of: data) {
+            throw FeedError.notGeoJSON(startingWith: page)
+        }
         if let callback = result.callback { warnings.append(.strippedGeoJSONPWrapper(callback: callback)) }
         return result.range
     }
 
     private func decode(_ data: Data, jsonRange: Range<Int>) throws(FeedError) -> WireDocument {
+        // The fast path reads well-formed feeds; anything else is decoded below, for its precise errors.
+        let scanned =
+            !usesScanner
+            ? nil
+            : data.withUnsafeBytes { raw in
+                FeedScanner.scan(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[jsonRange]))
+            }
+        if let scanned { return scanned }
         let start = data.startIndex
         let json =
             jsonRange == 0..<data.count
@@ -123,64 +153,103 @@ public struct FeedParser: Sendable {
             throw FeedError.countMismatch(declared: declared, actual: features.count)
         }
 
-        let times = features.compactMap { $0.properties?.time }
+        var decoded: [(index: Int, feature: WireFeature)] = []
+        decoded.reserveCapacity(features.count)
+        var problems: [(index: Int, id: String?, problem: String)] = []
+        for (index, entry) in features.enumerated() {
+            switch entry {
+            case .feature(let feature): decoded.append((index, feature))
+            case .unreadable(let error):
+                if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
+                problems.append((index, nil, Self.featureProblem(error)))
+            }
+        }
+
+        let times = decoded.compactMap { $0.feature.properties?.time }
         let unit = Self.detectTimeUnit(
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         let factor = unit.toMilliseconds
-        func date(_ raw: Double?, _ path: String, _ index: Int) throws(FeedError) -> Date? {
-            try Self.date(milliseconds: raw.map { $0 * factor }, path: path, featureIndex: index)
-        }
 
         var quakes: [Earthquake] = []
-        quakes.reserveCapacity(features.count)
-        for (index, feature) in features.enumerated() {
-            func invalid(_ problem: String) -> FeedError {
-                FeedError.invalidFeature(index: index, of: features.count, id: feature.id, problem: problem)
+        quakes.reserveCapacity(decoded.count)
+        for (index, feature) in decoded {
+            do throws(FeedError) {
+                quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
+            } catch {
+                if strict { throw error }
+                problems.append((index, feature.id, error.featureProblem ?? error.description))
             }
-            guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
-            guard let coordinates = feature.geometry?.coordinates else { throw invalid("has no geometry.coordinates") }
-            guard coordinates.count >= 3 else {
-                throw invalid("has \(coordinates.count) coordinate value(s) where 3 are needed")
-            }
-            let (longitude, latitude, depth) = (coordinates[0], coordinates[1], coordinates[2])
-            guard (-90.0...90.0).contains(latitude) else {
-                throw invalid("has latitude \(latitude), outside -90...90 (are longitude and latitude swapped?)")
-            }
-            guard (-180.0...180.0).contains(longitude) else {
-                throw invalid("has longitude \(longitude), outside -180...180")
-            }
-
-            let p = feature.properties
-            quakes.append(
-                Earthquake(
-                    id: id,
-                    latitude: latitude,
-                    longitude: longitude,
-                    depth: depth,
-                    magnitude: p?.mag,
-                    magnitudeType: p?.magType,
-                    place: p?.place,
-                    time: try date(p?.time, "features[\(index)].properties.time", index),
-                    updated: try date(p?.updated, "features[\(index)].properties.updated", index),
-                    timeZoneOffset: p?.tz,
-                    url: p?.url,
-                    detailURL: p?.detail,
-                    felt: p?.felt,
-                    cdi: p?.cdi,
-                    mmi: p?.mmi,
-                    alert: p?.alert,
-                    status: p?.status,
-                    tsunami: p?.tsunami,
-                    significance: p?.sig,
-                    network: p?.net,
-                    code: p?.code,
-                    type: p?.type,
-                    title: p?.title
-                )
-            )
+        }
+        problems.sort { $0.index < $1.index }
+        for problem in problems {
+            warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
         }
         return quakes
+    }
+
+    /// Validates one decoded feature and builds its model value.
+    private static func earthquake(
+        _ feature: WireFeature, index: Int, of count: Int, factor: Double
+    ) throws(FeedError) -> Earthquake {
+        func invalid(_ problem: String) -> FeedError {
+            FeedError.invalidFeature(index: index, of: count, id: feature.id, problem: problem)
+        }
+        func date(_ raw: Double?, _ path: String) throws(FeedError) -> Date? {
+            try Self.date(milliseconds: raw.map { $0 * factor }, path: path, featureIndex: index)
+        }
+        guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
+        guard let coordinates = feature.geometry?.coordinates else { throw invalid("has no geometry.coordinates") }
+        guard coordinates.count >= 3 else {
+            throw invalid("has \(coordinates.count) coordinate value(s) where 3 are needed")
+        }
+        guard let longitude = coordinates[0] else { throw invalid("has a null longitude (geometry.coordinates[0])") }
+        guard let latitude = coordinates[1] else { throw invalid("has a null latitude (geometry.coordinates[1])") }
+        guard let depth = coordinates[2] else { throw invalid("has a null depth (geometry.coordinates[2])") }
+        guard (-90.0...90.0).contains(latitude) else {
+            throw invalid("has latitude \(latitude), outside -90...90 (are longitude and latitude swapped?)")
+        }
+        guard (-180.0...180.0).contains(longitude) else {
+            throw invalid("has longitude \(longitude), outside -180...180")
+        }
+
+        let p = feature.properties
+        return Earthquake(
+            id: id,
+            latitude: latitude,
+            longitude: longitude,
+            depth: depth,
+            magnitude: p?.mag,
+            magnitudeType: p?.magType,
+            place: p?.place,
+            time: try date(p?.time, "features[\(index)].properties.time"),
+            updated: try date(p?.updated, "features[\(index)].properties.updated"),
+            timeZoneOffset: p?.tz,
+            url: p?.url,
+            detailURL: p?.detail,
+            felt: p?.felt,
+            cdi: p?.cdi,
+            mmi: p?.mmi,
+            alert: p?.alert,
+            status: p?.status,
+            tsunami: p?.tsunami,
+            significance: p?.sig,
+            network: p?.net,
+            code: p?.code,
+            type: p?.type,
+            title: p?.title
+        )
+    }
+
+    /// The first bytes of an HTML document (after whitespace and a byte order mark), or `nil`.
+    static func htmlStart(of data: Data) -> String? {
+        let head = data.prefix(512)
+        var text = Substring(String(decoding: head, as: UTF8.self))
+        if text.hasPrefix("\u{FEFF}") { text = text.dropFirst() }
+        text = text.drop { $0.isWhitespace }
+        guard text.first == "<" else { return nil }
+        let line = text.prefix { $0 != "\n" && $0 != "\r" }.prefix(40)
+        return String(line)
     }
 
     /// The largest time a JavaScript `Date` can hold, in milliseconds (about 275 760 years

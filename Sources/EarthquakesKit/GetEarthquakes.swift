@@ -15,8 +15,9 @@ public import FoundationNetworking
 ///
 /// It is one ``GroupJob`` (``job``) whose children are, for an `http`/`https` source:
 /// 1. an ``HTTPDownloadJob`` guarded by a ``ReachabilityCondition`` (it fails fast with "cannot reach
-///    HOST port PORT (…)" or "cannot resolve the host name …" before any transfer), with the deadline
-///    ``timeout`` ("no complete response … within N seconds"), failing on an HTTP error status
+///    HOST port PORT (…)" or "cannot resolve the host name …" before any transfer; through a proxy named
+///    by `http_proxy`/`https_proxy` it checks the proxy), with the idle timeout ``timeout`` ("no data
+///    from … within N seconds") and the optional ``totalTimeout``, failing on an HTTP error status
 ///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
 /// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke);
 /// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
@@ -62,6 +63,9 @@ public final class GetEarthquakes: Sendable {
         case parsing
         /// Importing this many earthquakes, in one transaction. Called on the import queue.
         case importing(count: Int)
+        /// The import waits for another process that is writing to the same database (usually another
+        /// refresh of it). Reported once per wait; ``importing(count:)`` is not repeated afterwards.
+        case waitingForDatabase
         /// The import committed.
         case imported(ImportSummary)
     }
@@ -70,8 +74,10 @@ public final class GetEarthquakes: Sendable {
     public let source: Source
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
-    /// The deadline of the download, from its start.
+    /// How long the download may go without receiving a byte (a slow but steady download is never cut).
     public let timeout: Duration
+    /// A limit on the whole download, from its start; `nil` (the default) for none.
+    public let totalTimeout: Duration?
     /// The folder the download is written to (and removed from when ``run()`` returns).
     public let workFolder: URL
     private let ownsWorkFolder: Bool
@@ -91,31 +97,45 @@ public final class GetEarthquakes: Sendable {
     /// - Parameters:
     ///   - source: An http(s) or file URL, or bytes.
     ///   - store: Where to import.
-    ///   - timeout: The deadline of the download (and the longest the reachability check may take).
+    ///   - timeout: How long the download may go without receiving a byte (the reachability check takes
+    ///     at most this long too, and at most 10 seconds).
+    ///   - totalTimeout: A limit on the whole download; `nil` for none.
+    ///   - proxies: The proxies the download goes through (by default from `http_proxy`, `https_proxy` and
+    ///     `no_proxy`): the reachability check then checks the proxy, not the feed's server.
     ///   - session: The session that downloads.
     ///   - workFolder: Where the download is written; a new folder in the temporary directory by default.
     ///   - exclusivityScope: Where imports take turns; process-wide by default.
     ///   - activity: Added to the network jobs, to count them while they run.
+    ///   - strict: `true` to reject a feed with any unreadable feature (see ``FeedParser``); by default
+    ///     such features are skipped and listed in ``Feed/warnings``.
     ///   - progress: Told what happens; called from background threads, never under a lock.
+    ///   - instruments: What watches the jobs (metrics, traces, a timeline; see `JobInstrument`).
+    ///     Defaults to `JobQueue.defaultInstruments`.
     public init(
         source: Source,
         store: EarthquakeStore,
         timeout: Duration = .seconds(30),
+        totalTimeout: Duration? = nil,
+        proxies: ProxySettings = ProxySettings(),
         session: URLSession = GetEarthquakes.defaultSession,
         workFolder: URL? = nil,
         exclusivityScope: ExclusivityScope = .processWide,
         activity: NetworkActivityObserver? = nil,
-        progress: (@Sendable (Progress) -> Void)? = nil
+        strict: Bool = false,
+        progress: (@Sendable (Progress) -> Void)? = nil,
+        instruments: [any JobInstrument]? = nil
     ) {
         self.source = source
         self.store = store
         self.timeout = timeout
+        self.totalTimeout = totalTimeout
         self.workFolder =
             workFolder
             ?? FileManager.default.temporaryDirectory.appendingPathComponent(
                 "baton-earthquakes-\(UUID().uuidString)", isDirectory: true)
         self.ownsWorkFolder = workFolder == nil
-        self.queue = JobQueue(name: "get earthquakes", exclusivityScope: exclusivityScope)
+        self.queue = JobQueue(
+            name: "get earthquakes", exclusivityScope: exclusivityScope, instruments: instruments)
 
         let input: ParseFeedJob.Input
         switch source {
@@ -128,8 +148,10 @@ public final class GetEarthquakes: Sendable {
                 }
             }
             let download = HTTPDownloadJob(
-                url: url, to: file, session: session, timeout: timeout, progress: downloadProgress)
-            if let reachability = ReachabilityCondition(url: url, timeout: min(timeout, .seconds(10))) {
+                url: url, to: file, session: session, timeout: totalTimeout, idleTimeout: timeout,
+                progress: downloadProgress)
+            if let reachability = ReachabilityCondition(url: url, timeout: min(timeout, .seconds(10)), proxies: proxies)
+            {
                 download.addCondition(ReportingReachability(reachability: reachability, progress: progress))
             }
             self.download = download
@@ -142,12 +164,16 @@ public final class GetEarthquakes: Sendable {
             input = .data(data)
         }
 
-        parse = ParseFeedJob(input: input)
+        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict))
         if let download { parse.addDependency(download) }
         if let progress { parse.onStart { _ in progress(.parsing) } }
         var willImport: (@Sendable (Int) -> Void)?
-        if let progress { willImport = { count in progress(.importing(count: count)) } }
-        let importer = ImportFeedJob(store: store, parse: parse, willImport: willImport)
+        var whileWaiting: (@Sendable () -> Void)?
+        if let progress {
+            willImport = { count in progress(.importing(count: count)) }
+            whileWaiting = { progress(.waitingForDatabase) }
+        }
+        let importer = ImportFeedJob(store: store, parse: parse, willImport: willImport, whileWaiting: whileWaiting)
         if let progress {
             importer.onFinish { _ in
                 if let summary = importer.summary { progress(.imported(summary)) }
@@ -182,10 +208,13 @@ public final class GetEarthquakes: Sendable {
     ///
     /// Cancelling the calling task cancels the refresh.
     ///
-    /// - Throws: The error of the first step that failed: a ``NetworkError`` (unreachable, HTTP status,
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/readOnly`` before anything else when the
+    ///   database cannot be written; then the error of the first step that failed: a ``NetworkError`` (unreachable, HTTP status,
     ///   timeout), a ``FeedError`` or ``FeedFileError``, a ``StoreError``; `CancellationError` if cancelled.
     /// - Precondition: Called once.
     public func run() async throws -> ImportSummary {
+        // A database that cannot be written is reported before anything is downloaded.
+        try store.checkWritable()
         if download != nil {
             try FileManager.default.createDirectory(at: workFolder, withIntermediateDirectories: true)
         }

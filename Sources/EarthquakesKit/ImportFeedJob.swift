@@ -1,6 +1,6 @@
 public import Baton
 
-/// A job that imports earthquakes into an ``EarthquakeStore`` with ``EarthquakeStore/importFeed(_:)-([Earthquake])``,
+/// A job that imports earthquakes into an ``EarthquakeStore`` with ``EarthquakeStore/importFeed(_:whileWaiting:)-([Earthquake],_)``,
 /// in one all-or-nothing transaction.
 ///
 /// ```swift
@@ -27,8 +27,9 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
     private let lock = Lock()
-    private var source: (@Sendable () throws -> [Earthquake])?
+    private var source: (@Sendable () throws -> (quakes: [Earthquake], skipped: Int))?
     private var willImport: (@Sendable (Int) -> Void)?
+    private var whileWaiting: (@Sendable () -> Void)?
     private var storedSummary: ImportSummary?
 
     /// Creates a job that imports the earthquakes that `earthquakes` returns when the job runs.
@@ -36,31 +37,50 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
     /// - Parameters:
     ///   - earthquakes: Called once, when the job runs; throw to fail the job.
     ///   - willImport: Called with the number of earthquakes just before the transaction starts.
-    public init(
+    ///   - whileWaiting: Called once if the import has to wait for another process that is writing to
+    ///     the same database file (see ``EarthquakeStore``).
+    public convenience init(
         name: String? = nil,
         store: EarthquakeStore,
         earthquakes: @escaping @Sendable () throws -> [Earthquake],
-        willImport: (@Sendable (Int) -> Void)? = nil
+        willImport: (@Sendable (Int) -> Void)? = nil,
+        whileWaiting: (@Sendable () -> Void)? = nil
+    ) {
+        self.init(
+            name: name, store: store, source: { (try earthquakes(), 0) }, willImport: willImport,
+            whileWaiting: whileWaiting)
+    }
+
+    private init(
+        name: String?,
+        store: EarthquakeStore,
+        source: @escaping @Sendable () throws -> (quakes: [Earthquake], skipped: Int),
+        willImport: (@Sendable (Int) -> Void)?,
+        whileWaiting: (@Sendable () -> Void)?
     ) {
         self.store = store
-        self.source = earthquakes
+        self.source = source
         self.willImport = willImport
+        self.whileWaiting = whileWaiting
         super.init(name: name ?? "import earthquakes")
         addCondition(MutuallyExclusive<EarthquakeImport>())
     }
 
     /// Creates a job that imports the feed of `parse`, and makes it depend on `parse`. If `parse` did not
-    /// succeed, this job finishes as cancelled without touching the store.
+    /// succeed, this job finishes as cancelled without touching the store. The summary counts the
+    /// features the parser skipped.
     public convenience init(
-        name: String? = nil, store: EarthquakeStore, parse: ParseFeedJob, willImport: (@Sendable (Int) -> Void)? = nil
+        name: String? = nil, store: EarthquakeStore, parse: ParseFeedJob, willImport: (@Sendable (Int) -> Void)? = nil,
+        whileWaiting: (@Sendable () -> Void)? = nil
     ) {
         self.init(
             name: name, store: store,
-            earthquakes: {
+            source: {
                 guard let feed = parse.feed else { throw CancellationError() }
-                return feed.earthquakes
+                return (feed.earthquakes, feed.skippedFeatures.count)
             },
-            willImport: willImport
+            willImport: willImport,
+            whileWaiting: whileWaiting
         )
         addDependency(parse)
     }
@@ -69,15 +89,16 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
     public var summary: ImportSummary? { lock.withLock { storedSummary } }
 
     public override func execute() throws {
-        let (source, willImport) = lock.withLock {
-            defer { (self.source, self.willImport) = (nil, nil) }
-            return (self.source, self.willImport)
+        let (source, willImport, whileWaiting) = lock.withLock {
+            defer { (self.source, self.willImport, self.whileWaiting) = (nil, nil, nil) }
+            return (self.source, self.willImport, self.whileWaiting)
         }
         guard let source, !isCancelled else { throw CancellationError() }
-        let quakes = try source()
+        let (quakes, skipped) = try source()
         willImport?(quakes.count)
         if isCancelled { throw CancellationError() }
-        let summary = try store.importFeed(quakes)
+        var summary = try store.importFeed(quakes, whileWaiting: whileWaiting)
+        summary.skipped = skipped
         lock.withLock { storedSummary = summary }
     }
 }

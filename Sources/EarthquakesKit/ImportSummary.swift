@@ -1,4 +1,10 @@
-/// What ``EarthquakeStore/importFeed(_:)-([Earthquake])`` did.
+/// What an import did: ``EarthquakeStore/importFeed(_:whileWaiting:)-([Earthquake],_)`` fills the
+/// counts of rows; ``GetEarthquakes`` and ``ImportFeedJob`` add ``skipped`` from the parsed feed.
+///
+/// ```
+/// 1349 earthquakes: 1340 inserted, 9 updated, 0 unchanged
+/// 1351 earthquakes: 1351 inserted, 0 updated, 0 unchanged; 2 repeated ids (the last of each kept: us7000abcd, ak0251); 1 feature skipped
+/// ```
 ///
 /// ### Thread safety
 /// A value type and `Sendable`.
@@ -9,18 +15,47 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var updated: Int
     /// Earthquakes already stored with exactly these values; not rewritten.
     public var unchanged: Int
+    /// Features that repeated an id seen earlier in the same import. Only the last feature of each id
+    /// was imported; the earlier ones are counted here and nowhere else.
+    public var duplicates: Int
+    /// The ids that appeared more than once in the import, in the order they first appeared.
+    public var duplicateIDs: [String]
+    /// Features of the feed that the parser skipped because they could not be read (see
+    /// ``FeedWarning/skippedFeature(index:id:problem:)``); not part of ``total``.
+    public var skipped: Int
+    /// How many of the imported events (``total``) are not earthquakes, by their USGS `type`
+    /// (`"quarry blast"`, `"explosion"`, `"ice quake"`…). Events typed `"earthquake"` or untyped are
+    /// not counted here.
+    public var otherTypes: [String: Int]
 
     /// Creates a summary.
-    public init(inserted: Int = 0, updated: Int = 0, unchanged: Int = 0) {
+    public init(
+        inserted: Int = 0, updated: Int = 0, unchanged: Int = 0, duplicates: Int = 0, duplicateIDs: [String] = [],
+        skipped: Int = 0, otherTypes: [String: Int] = [:]
+    ) {
         self.inserted = inserted
         self.updated = updated
         self.unchanged = unchanged
+        self.duplicates = duplicates
+        self.duplicateIDs = duplicateIDs
+        self.skipped = skipped
+        self.otherTypes = otherTypes
     }
 
-    /// The number of earthquakes in the import.
+    /// The number of distinct earthquakes in the import (repeated ids count once).
     public var total: Int { inserted + updated + unchanged }
 
+    /// The number of imported events typed `"earthquake"` (or untyped): ``total`` minus ``otherTypes``.
+    public var earthquakes: Int { total - otherTypes.values.reduce(0, +) }
+
     public var description: String {
-        "\(total) earthquakes: \(inserted) inserted, \(updated) updated, \(unchanged) unchanged"
+        var text = "\(total) earthquakes: \(inserted) inserted, \(updated) updated, \(unchanged) unchanged"
+        if duplicates > 0 {
+            let shown = duplicateIDs.prefix(5).joined(separator: ", ") + (duplicateIDs.count > 5 ? ", …" : "")
+            text +=
+                "; \(duplicates) repeated id\(duplicates == 1 ? "" : "s") (the last of each kept: \(shown))"
+        }
+        if skipped > 0 { text += "; \(skipped) feature\(skipped == 1 ? "" : "s") skipped" }
+        return text
     }
 }

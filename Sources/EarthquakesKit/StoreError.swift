@@ -1,3 +1,4 @@
+import Foundation
 import GRDB
 
 /// Why an ``EarthquakeStore`` operation failed: which database, what the store was doing, and
@@ -32,12 +33,80 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         self.description = advice.isEmpty ? sentence : "\(sentence). \(advice)"
     }
 
+    /// An error whose cause is stated in words rather than taken from an underlying error.
+    init(
+        _ code: Code, path: String?, doing operation: String, reason: String, advice: String, error: (any Error)? = nil
+    ) {
+        self.code = code
+        self.path = path
+        self.underlying = error.map { String(describing: $0) } ?? reason
+        let location = path.map { "the database at \($0)" } ?? "the in-memory database"
+        self.description = "could not \(operation) \(location): \(reason). \(advice)"
+    }
+
+    /// An error opening the file, with the advice that fits SQLite's result code.
+    static func opening(path: String, error: any Error, timeout: Duration) -> StoreError {
+        if let known = classified(path: path, error: error, timeout: timeout) { return known }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return StoreError(
+            .open, path: path, doing: "open", error: error,
+            advice: "Check that the folder \(folder) exists and is writable."
+        )
+    }
+
+    /// The errors whose cause is clear from SQLite's result code — another process holds the lock,
+    /// the file is read-only, the file is not a database — worded for that cause; `nil` for others.
+    static func classified(path: String?, error: any Error, timeout: Duration) -> StoreError? {
+        let resultCode: ResultCode
+        switch error {
+        case let failure as RowFailure:
+            guard let database = failure.underlying as? DatabaseError else { return nil }
+            resultCode = database.resultCode
+        case let database as DatabaseError:
+            resultCode = database.resultCode
+        default:
+            return nil
+        }
+        switch resultCode {
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            let waited = timeout > .zero ? " after waiting \(Self.seconds(timeout))" : ""
+            return StoreError(
+                .busy, path: path, doing: "use",
+                reason: "another program (probably another refresh of this database) was still using it\(waited)",
+                advice: "Try again when it has finished; nothing was changed.", error: error
+            )
+        case .SQLITE_READONLY:
+            return StoreError(
+                .readOnly, path: path, doing: "write to",
+                reason: "the file or its folder is read-only",
+                advice: "Make both writable or use another database file; nothing was changed.", error: error
+            )
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            let what = resultCode == .SQLITE_CORRUPT ? "damaged" : "not a SQLite database"
+            return StoreError(
+                .notADatabase, path: path, doing: "read",
+                reason: "the file is \(what) (SQLite error \(resultCode.rawValue))",
+                advice: "Move it aside (or delete it) and import the feed again to build a new database.",
+                error: error
+            )
+        default:
+            return nil
+        }
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
+    }
+
     /// The step that failed.
     ///
     /// ### Thread safety
     /// A value type and `Sendable`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
-        private enum Kind: String, Hashable, Sendable { case open, migrate, write, read }
+        private enum Kind: String, Hashable, Sendable {
+            case open, migrate, write, read, busy, readOnly, notADatabase, missing
+        }
         private let kind: Kind
         private init(_ kind: Kind) { self.kind = kind }
 
@@ -49,6 +118,15 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let write = Code(.write)
         /// A query failed.
         public static let read = Code(.read)
+        /// Another connection (usually another process importing) held the database locked for longer
+        /// than the store's busy timeout.
+        public static let busy = Code(.busy)
+        /// The file, or the folder SQLite needs for its journal, cannot be written.
+        public static let readOnly = Code(.readOnly)
+        /// The file is not a SQLite database, or is damaged.
+        public static let notADatabase = Code(.notADatabase)
+        /// The file does not exist and the store was opened with ``EarthquakeStore/Creation/mustExist``.
+        public static let missing = Code(.missing)
 
         public var description: String { kind.rawValue }
     }

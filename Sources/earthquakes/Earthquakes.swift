@@ -11,19 +11,30 @@ struct Earthquakes: AsyncParsableCommand {
         commandName: "earthquakes",
         abstract: "Import USGS earthquake feeds into a local database and list them.",
         discussion: """
-            Without a subcommand, imports a built-in SAMPLE feed (made-up events, works offline) and shows it.
+            Without a subcommand, imports a built-in SAMPLE feed (made-up events, works offline) into a \
+            database of its own, \(DatabaseLocation.sampleFileName) next to your database, and shows it: sample \
+            events never mix with real ones. `earthquakes list --sample` lists them again; \
+            `earthquakes --remove-sample` deletes that database.
 
             The database is --database PATH, else $\(DatabaseLocation.environmentVariable), else \
             $XDG_DATA_HOME/\(DatabaseLocation.folderName)/earthquakes.sqlite, else \
             ~/.local/share/\(DatabaseLocation.folderName)/earthquakes.sqlite.
             """,
-        subcommands: [Refresh.self, List.self, Show.self]
+        version: EarthquakesCLI.version,
+        subcommands: [Refresh.self, List.self, Show.self, Status.self, Home.self, Prune.self]
     )
 
+    @Flag(help: "Delete the sample database (your own database is not touched).") var removeSample = false
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
-        try await reportingErrors { cli in try await cli.sample(database: database.path) }
+        try await reportingErrors(Self.self) { cli in
+            if removeSample {
+                try cli.removeSample(database: database.path)
+            } else {
+                try await cli.sample(database: database.path)
+            }
+        }
     }
 }
 
@@ -41,19 +52,46 @@ struct Refresh: AsyncParsableCommand {
     @Option(help: ArgumentHelp("An http(s) address or a file path; GeoJSONP is accepted.", valueName: "url-or-path"))
     var feed: String?
 
-    @Option(help: ArgumentHelp("Give up on a download that takes longer than this.", valueName: "seconds"))
+    @Option(
+        help: ArgumentHelp(
+            "Give up when no byte has arrived for this long (a slow but steady download is never cut).",
+            valueName: "seconds"))
     var timeout: Double = 30
+    @Option(help: ArgumentHelp("Also give up when the whole download takes longer than this.", valueName: "seconds"))
+    var totalTimeout: Double?
 
+    @Flag(
+        help:
+            "Refuse a feed with any unreadable feature (by default such features are skipped, each named in a warning)."
+    )
+    var strict = false
     @Flag(help: "Print the result as JSON.") var json = false
     @OptionGroup var database: DatabaseOption
+    @Option(help: ArgumentHelp("Write a picture of the refresh's jobs: an HTML page (Gantt chart).", valueName: "path"))
+    var timeline: String?
+    @Option(help: ArgumentHelp("Write the refresh's jobs as a Chrome trace (Perfetto).", valueName: "path"))
+    var trace: String?
+
+    func validate() throws {
+        try usageChecked {
+            try RunPicture.check(timeline, option: "--timeline")
+            try RunPicture.check(trace, option: "--trace")
+        }
+        guard timeout > 0, timeout.isFinite else {
+            throw ValidationError("--timeout must be a positive number of seconds, for example 30")
+        }
+        if let totalTimeout, !(totalTimeout > 0 && totalTimeout.isFinite) {
+            throw ValidationError("--total-timeout must be a positive number of seconds, for example 600")
+        }
+        try usageChecked { _ = try EarthquakesCLI.source(feed) }
+    }
 
     func run() async throws {
-        guard timeout > 0, timeout.isFinite else {
-            throw ValidationError("--timeout must be a positive number of seconds")
-        }
-        try await reportingErrors { cli in
+        try await reportingErrors(Self.self) { cli in
             try await cli.refresh(
-                feed: feed, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)))
+                feed: feed, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)),
+                totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict,
+                picture: RunPicture(timeline: timeline, trace: trace))
         }
     }
 }
@@ -65,53 +103,189 @@ struct List: AsyncParsableCommand {
         case time, magnitude
     }
 
-    @Option(help: "Only earthquakes of at least this magnitude.") var minMagnitude: Double?
+    // `.unconditional`: a value that starts with "-" (-0.5, -33.9,151.2) is the option's value, not an option.
+    @Option(parsing: .unconditional, help: "Only earthquakes of at least this magnitude (may be negative).")
+    var minMagnitude: Double?
+    @Option(parsing: .unconditional, help: "Only earthquakes of at most this magnitude.")
+    var maxMagnitude: Double?
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
-            "Only earthquakes since a date (2025-10-01, 2025-10-01T12:00:00Z) or age (30m, 24h, 7d, 2w).",
+            "Only earthquakes since a date, a date and time, or an age: \(SinceParser.examples). "
+                + "Times are UTC unless a zone (Z, +02:00) is given.",
             valueName: "when"))
     var since: String?
-    @Option(help: "At most this many earthquakes.") var limit = 20
     @Option(
-        help: ArgumentHelp("The nearest earthquakes to a point, nearest first, with distances.", valueName: "lat,lon"))
+        help: ArgumentHelp(
+            "Only events of this type: earthquake, \"quarry blast\", explosion, \"ice quake\"… (repeat or separate with commas).",
+            valueName: "type"))
+    var type: [String] = []
+    @Option(help: ArgumentHelp("Leave out events of this type (repeat or separate with commas).", valueName: "type"))
+    var excludeType: [String] = []
+    @Option(parsing: .unconditional, help: "At most this many earthquakes.") var limit = 20
+    @Flag(help: "All matching earthquakes (no --limit).") var all = false
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "The nearest earthquakes to a point (for example -33.9,151.2), nearest first, with distances.",
+            valueName: "lat,lon"))
     var near: String?
     @Option(help: "Order: time (newest first) or magnitude (strongest first). With --near: distance unless given.")
     var sort: SortOrder?
     @Flag(help: "Print the result as JSON.") var json = false
+    @Flag(help: "Print the result as CSV (a header line, then one line per event).") var csv = false
+    @Flag(help: "List the sample database (made by `earthquakes` without arguments) instead of yours.")
+    var sample = false
     @OptionGroup var database: DatabaseOption
 
+    func validate() throws {
+        guard limit >= 0 else { throw ValidationError("--limit must not be negative; for example --limit 50") }
+        guard !(json && csv) else { throw ValidationError("--json and --csv cannot be used together; pick one") }
+        try usageChecked { _ = try options(now: Date()) }
+    }
+
+    func options(now: Date) throws(CLIError) -> ListOptions {
+        try ListOptions(
+            minMagnitude: minMagnitude,
+            maxMagnitude: maxMagnitude,
+            since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: now) },
+            limit: all ? nil : limit,
+            near: try near.map { text throws(CLIError) in try Coordinate(parsing: text) },
+            sort: sort == .magnitude ? .magnitude : .time,
+            types: ListOptions.typeNames(type),
+            excludedTypes: ListOptions.typeNames(excludeType),
+            csv: csv
+        ).validated()
+    }
+
     func run() async throws {
-        guard limit >= 0 else { throw ValidationError("--limit must not be negative") }
-        try await reportingErrors { cli in
-            let options = ListOptions(
-                minMagnitude: minMagnitude,
-                since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: cli.now()) },
-                limit: limit,
-                near: try near.map { text throws(CLIError) in try Coordinate(parsing: text) },
-                sort: sort == .magnitude ? .magnitude : .time
-            )
-            try cli.list(options, database: database.path, json: json, explicitSort: sort != nil)
+        try await reportingErrors(Self.self) { cli in
+            try cli.list(
+                try options(now: cli.now()), database: database.path, json: json, explicitSort: sort != nil,
+                sample: sample)
         }
     }
 }
 
 struct Show: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Show one earthquake.")
+    static let configuration = CommandConfiguration(
+        abstract: "Show one earthquake: times (UTC, local, how long ago), distance, map links.",
+        discussion: "The distance is measured from --from, else from the home set with `earthquakes home LAT,LON`."
+    )
 
     @Argument(help: "The USGS event id, as in `earthquakes list`.") var id: String
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Show the distance from this point (for example -33.87,151.21).", valueName: "lat,lon"))
+    var from: String?
+    @Flag(help: "Print one line to share: magnitude, place, time and a link.") var share = false
     @Flag(help: "Print the result as JSON.") var json = false
+    @Flag(help: "Look in the sample database instead of yours.") var sample = false
     @OptionGroup var database: DatabaseOption
 
+    func validate() throws {
+        try usageChecked {
+            _ = try from.map { text throws(CLIError) in try Coordinate(parsing: text, option: "--from") }
+        }
+    }
+
     func run() async throws {
-        try await reportingErrors { cli in try cli.show(id: id, database: database.path, json: json) }
+        try await reportingErrors(Self.self) { cli in
+            try cli.show(
+                id: id, database: database.path, json: json, sample: sample,
+                from: try from.map { text throws(CLIError) in try Coordinate(parsing: text, option: "--from") },
+                share: share)
+        }
     }
 }
 
-/// Runs a command; on failure prints `earthquakes: <one line>` to standard error and exits with 1.
-func reportingErrors(_ body: (EarthquakesCLI) async throws -> Void) async throws {
-    let cli = EarthquakesCLI(console: .standard)
+struct Home: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show, set or forget the home location that `show` measures distances from.")
+
+    @Argument(help: ArgumentHelp("The new home, for example -33.87,151.21.", valueName: "lat,lon"))
+    var location: String?
+    @Flag(help: "Forget the home location.") var clear = false
+
+    func validate() throws {
+        guard !(clear && location != nil) else { throw ValidationError("give a location or --clear, not both") }
+        try usageChecked {
+            _ = try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") }
+        }
+    }
+
+    func run() async throws {
+        try await reportingErrors(Self.self) { cli in
+            try cli.home(
+                set: try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") },
+                clear: clear)
+        }
+    }
+}
+
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Where the database is, what it holds, and when it was last refreshed.")
+
+    @OptionGroup var database: DatabaseOption
+
+    func run() async throws {
+        try await reportingErrors(Self.self) { cli in try cli.status(database: database.path) }
+    }
+}
+
+struct Prune: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete earthquakes older than a date or an age.")
+
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days). UTC unless a zone is given.",
+            valueName: "when"))
+    var before: String
+
+    @OptionGroup var database: DatabaseOption
+
+    func validate() throws {
+        try usageChecked { _ = try SinceParser.parse(before, now: Date(), option: "--before") }
+    }
+
+    func run() async throws {
+        try await reportingErrors(Self.self) { cli in
+            try cli.prune(
+                before: try SinceParser.parse(before, now: cli.now(), option: "--before"), database: database.path)
+        }
+    }
+}
+
+/// Turns a usage ``CLIError`` found while validating into the parser's `ValidationError`, which prints
+/// the command's usage and exits with 64 like every other mistake in the command line.
+func usageChecked(_ body: () throws -> Void) throws {
+    do {
+        try body()
+    } catch let error as CLIError {
+        throw ValidationError(error.message)
+    }
+}
+
+/// Ctrl-C, for the whole process: a refresh turns it into a cancellation of its jobs.
+let interrupts = Interrupts.installForSIGINT()
+
+/// Runs a command. On failure prints `earthquakes: <one line>` to standard error and exits with 1;
+/// a usage error is printed as the parser prints its own (`Error: …` and the command's usage) and
+/// exits with 64; Ctrl-C prints one line and exits with 130.
+func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCLI) async throws -> Void) async throws {
+    let cli = EarthquakesCLI(console: .standard, interrupts: interrupts)
     do {
         try await body(cli)
+    } catch let error as CLIError where error.isCancellation {
+        cli.console.error(error.message + "\n")
+        throw ExitCode(error.exitStatus)
+    } catch let error as CLIError where error.isUsage {
+        let usage = Earthquakes.usageString(for: command)
+        let name = command == Earthquakes.self ? "earthquakes" : "earthquakes \(command._commandName)"
+        cli.console.error("Error: \(error.message)\nUsage: \(usage)\n  See '\(name) --help' for more information.\n")
+        throw ExitCode.validationFailure
     } catch {
         cli.console.error("earthquakes: \(EarthquakesCLI.message(for: error))\n")
         throw ExitCode.failure

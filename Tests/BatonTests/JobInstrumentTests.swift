@@ -31,7 +31,12 @@ import Testing
         let group = GroupJob(name: "group", children: [child])
         let cancelled = BlockJob(name: "cancelled") {}
         cancelled.cancel()
+        // Suspended while adding, so that `second` waits for `first` (were `first` to finish before
+        // `second` registered with it, `second` would find it finished and be ready at once, which can
+        // come before `first`'s finish is reported: see `JobInstrument.jobDidFinish`).
+        queue.isSuspended = true
         queue.add([first, second, group, cancelled])
+        queue.isSuspended = false
         await queue.waitUntilAllJobsAreFinished()
         for name in ["first", "second", "group", "child"] {
             #expect(log.events(of: name) == ["added", "ready", "start", "finish"], "\(name)")
@@ -59,6 +64,47 @@ import Testing
         queue.add([async, sync])
         await queue.waitUntilAllJobsAreFinished()
         #expect(Set(seen.values.compactMap { $0 }) == ["context of async", "context of sync"])
+    }
+
+    /// Records each added job's parent group, as a tracer does to nest spans.
+    final class Parents: JobInstrument {
+        let seen = Recorder<String>()
+        func jobWasAdded(_ job: Job, to queue: JobQueue) {
+            seen.record("\(job.name) in \(job.parentGroup?.name ?? "none")")
+        }
+    }
+
+    @Test func aJobKnowsItsParentGroupWhetherAddedProducedOrTopLevel() async {
+        let parents = Parents()
+        let queue = JobQueue(name: "parents", instruments: [parents])
+        let producer = AsyncJob(name: "producer") { job in job.produce(BlockJob(name: "produced") {}) }
+        let inner = GroupJob(name: "inner", children: [BlockJob(name: "deep") {}])
+        let group = GroupJob(name: "group", children: [producer, inner])
+        queue.add(group)
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(
+            Set(parents.seen.values) == [
+                "group in none", "producer in group", "inner in group", "deep in inner", "produced in group",
+            ])
+        #expect(BlockJob {}.parentGroup == nil)
+    }
+
+    struct Disabled: JobInstrument {
+        var isEnabled: Bool { false }
+        func jobWasAdded(_ job: Job, to queue: JobQueue) {
+            Issue.record("a disabled instrument was told of \(job.name)")
+        }
+    }
+
+    @Test func aQueueLeavesOutInstrumentsThatAreNotEnabledAndGroupsInheritThatChoice() async {
+        let log = Log()
+        let queue = JobQueue(name: "some", instruments: [Disabled(), log, Disabled()])
+        #expect(queue.instruments.count == 1)
+        #expect(queue.instruments.first is Log)
+        #expect(JobQueue(name: "none", instruments: [Disabled()]).instruments.isEmpty)
+        queue.add(GroupJob(name: "group", children: [BlockJob(name: "child") {}]))
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(log.events(of: "child") == ["added", "ready", "start", "finish"])
     }
 
     @Test func queuesWithoutInstrumentsHaveNone() {

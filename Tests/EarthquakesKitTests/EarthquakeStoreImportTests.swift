@@ -36,13 +36,17 @@ struct EarthquakeStoreImportTests {
         #expect(try store.importFeed(Quakes.all) == ImportSummary(unchanged: 5))
     }
 
-    @Test("the same id twice in one import: the later one wins")
+    @Test("the same id twice in one import: the later one wins, and the summary says so")
     func duplicateInOneImport() throws {
         let store = try EarthquakeStore.inMemory()
         var later = Quakes.tokyo
         later.magnitude = 7
-        #expect(try store.importFeed([Quakes.tokyo, later]) == ImportSummary(inserted: 1, updated: 1))
+        let summary = try store.importFeed([Quakes.tokyo, Quakes.sanFrancisco, later, Quakes.sanFrancisco])
+        #expect(
+            summary == ImportSummary(inserted: 2, duplicates: 2, duplicateIDs: ["tokyo", "sf"]))
+        #expect(summary.description.contains("2 repeated ids (the last of each kept: tokyo, sf)"))
         #expect(try store.earthquake(id: "tokyo")?.magnitude == 7)
+        #expect(try store.count() == 2)
     }
 
     @Test("all or nothing: a refused row in the middle leaves the table exactly as it was", arguments: [0, 2, 4])
@@ -104,9 +108,12 @@ struct EarthquakeStoreImportTests {
         let clock = ContinuousClock()
         var summary = ImportSummary()
         let first = try clock.measure { summary = try store.importFeed(feed) }
-        #expect(summary == ImportSummary(inserted: 1349))
+        let firstCounts: [Int] = [summary.inserted, summary.updated, summary.unchanged, summary.duplicates]
+        #expect(firstCounts == [1349, 0, 0, 0])
+        #expect(summary.earthquakes + summary.otherTypes.values.reduce(0, +) == 1349)
         let second = try clock.measure { summary = try store.importFeed(feed) }
-        #expect(summary == ImportSummary(unchanged: 1349))
+        let secondCounts: [Int] = [summary.inserted, summary.updated, summary.unchanged]
+        #expect(secondCounts == [0, 0, 1349])
         print("EarthquakeStore: imported 1349 earthquakes in \(first) (in memory), re-imported unchanged in \(second)")
         #expect(try store.earthquake(id: "ak025dvromz5") == feed.earthquakes.first)
     }

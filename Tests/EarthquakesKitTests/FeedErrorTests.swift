@@ -8,7 +8,7 @@ struct FeedErrorTests {
     func codes() {
         let codes: [FeedError.Code] = [
             .emptyInput, .malformedJSON, .detailDocument, .notAFeatureCollection, .countMismatch, .invalidFeature,
-            .unexpectedValue,
+            .unexpectedValue, .notGeoJSON,
         ]
         #expect(Set(codes).count == codes.count)
         #expect(FeedError.Code.countMismatch.description == "countMismatch")

@@ -13,7 +13,8 @@ import Testing
         #expect(save.dependencies.count == 1)
         JobQueue().add([parse, save])
         #expect(await save.outcome.isSucceeded)
-        #expect(save.summary == ImportSummary(inserted: 40))
+        #expect(save.summary?.inserted == 40)
+        #expect(save.summary?.total == 40)
         #expect(counts.values == [40])
         #expect(try store.count() == 40)
     }

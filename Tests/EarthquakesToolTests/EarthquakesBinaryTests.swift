@@ -1,3 +1,4 @@
+import EarthquakesKit
 import Foundation
 import Testing
 
@@ -20,52 +21,104 @@ import Testing
         var stderr: String
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Run {
+    /// Runs the executable to its end on a Dispatch thread, so the wait never holds one of the few
+    /// threads of Swift concurrency's pool that the other tests run on.
+    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
+        try await withCheckedThrowingContinuation { continuation in
+            DispatchQueue.global().async {
+                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
+            }
+        }
+    }
+
+    /// Waits for a process on a Dispatch thread (see ``run(_:environment:)``).
+    static func waitOffThePool(_ process: Process) async {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                process.waitUntilExit()
+                continuation.resume()
+            }
+        }
+    }
+
+    private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Run {
         let process = Process()
         process.executableURL = Self.executable  // nil only when the test is disabled
         process.arguments = arguments
         process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent-home"].merging(environment) { $1 }
-        let out = Pipe()
-        let err = Pipe()
-        process.standardOutput = out
-        process.standardError = err
+        // Output goes to files rather than pipes: Foundation's pipe reading is not reliable with many
+        // processes running at once (EINTR, crashes), and a file never blocks the child.
+        let capture = try OutputFiles()
+        defer { capture.remove() }
+        process.standardOutput = capture.out
+        process.standardError = capture.err
         try process.run()
-        let stdout = out.fileHandleForReading.readDataToEndOfFile()
-        let stderr = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus, stdout: String(decoding: stdout, as: UTF8.self),
-            stderr: String(decoding: stderr, as: UTF8.self))
+        return Run(status: process.terminationStatus, stdout: capture.stdout, stderr: capture.stderr)
+    }
+
+    /// Two files that receive a child process's standard output and error.
+    struct OutputFiles {
+        let folder: URL
+        let out: FileHandle
+        let err: FileHandle
+
+        init() throws {
+            folder = FileManager.default.temporaryDirectory.appendingPathComponent("eq-output-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("out").path, contents: nil)
+            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("err").path, contents: nil)
+            out = try FileHandle(forWritingTo: folder.appendingPathComponent("out"))
+            err = try FileHandle(forWritingTo: folder.appendingPathComponent("err"))
+        }
+
+        var stdout: String { read("out") }
+        var stderr: String { read("err") }
+
+        private func read(_ name: String) -> String {
+            String(decoding: (try? Data(contentsOf: folder.appendingPathComponent(name))) ?? Data(), as: UTF8.self)
+        }
+
+        func remove() {
+            try? out.close()
+            try? err.close()
+            try? FileManager.default.removeItem(at: folder)
+        }
     }
 
     @Test(.enabled(if: executable != nil, "the earthquakes executable is not built next to the tests; skipping"))
-    func sampleRunListAndErrors() throws {
+    func sampleRunListAndErrors() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "EarthquakesBinaryTests-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: folder) }
         let database = folder.appendingPathComponent("data/q.sqlite").path
 
-        // The environment variable chooses the database; nothing but results on stdout when piped.
-        let sample = try Self.run([], environment: ["BATON_EARTHQUAKES_DATABASE": database])
+        // The environment variable chooses the database's folder; the sample goes into a database of its
+        // own there; nothing but results on stdout when piped.
+        let sample = try await Self.run([], environment: ["BATON_EARTHQUAKES_DATABASE": database])
         #expect(sample.status == 0)
         #expect(sample.stdout.hasPrefix("SAMPLE DATA"))
         #expect(sample.stderr.isEmpty)
-        #expect(FileManager.default.fileExists(atPath: database))
+        #expect(
+            FileManager.default.fileExists(atPath: folder.appendingPathComponent("data/earthquakes-sample.sqlite").path)
+        )
+        #expect(!FileManager.default.fileExists(atPath: database))
+        try EarthquakeStore.withSample(at: database)
 
-        let list = try Self.run(["list", "--database", database, "--limit", "2", "--json"])
+        let list = try await Self.run(["list", "--database", database, "--limit", "2", "--json"])
         #expect(list.status == 0)
         let rows = try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [[String: Any]]
         #expect(rows?.count == 2)
 
-        let missing = try Self.run(["show", "nope", "--database", database])
+        let missing = try await Self.run(["show", "nope", "--database", database])
         #expect(missing.status == 1)
         #expect(missing.stdout.isEmpty)
         #expect(
             missing.stderr
                 == "earthquakes: no earthquake with id \"nope\" in \(database); `earthquakes list` shows the ids\n")
 
-        let badSince = try Self.run(["list", "--since", "soon", "--database", database])
-        #expect(badSince.status == 1)
-        #expect(badSince.stderr.split(separator: "\n").count == 1)
+        let badSince = try await Self.run(["list", "--since", "soon", "--database", database])
+        #expect(badSince.status == 64)
+        #expect(badSince.stderr.hasPrefix("Error: --since \"soon\" is not a date"))
     }
 }

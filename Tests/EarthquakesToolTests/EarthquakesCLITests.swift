@@ -10,11 +10,12 @@ import Testing
     private func sampleDatabase() async throws -> (Scratch, String) {
         let scratch = try Scratch()
         let path = scratch.path("quakes.sqlite")
-        try await EarthquakesCLI.forTests(CapturedConsole()).sample(database: path)
+        try EarthquakeStore.withSample(at: path)
         return (scratch, path)
     }
 
-    @Test func withoutArgumentsItImportsTheSampleAndPrintsALabelledTable() async throws {
+    /// Issue 10, defect 4: the sample goes into a database of its own, never the user's.
+    @Test func withoutArgumentsItImportsTheSampleIntoItsOwnDatabaseAndPrintsALabelledTable() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let path = scratch.path("nested/folder/quakes.sqlite")  // the folder is created
@@ -22,12 +23,25 @@ import Testing
         try await EarthquakesCLI.forTests(captured).sample(database: path)
 
         let lines = captured.lines
+        let samplePath = scratch.path("nested/folder/\(DatabaseLocation.sampleFileName)")
         #expect(lines[0].hasPrefix("SAMPLE DATA"))
+        #expect(lines[1].contains(samplePath))
         #expect(lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID") })
         #expect(lines.contains { $0.contains("[SAMPLE]") && $0.hasSuffix("sample0001") })
-        #expect(captured.stdout.components(separatedBy: "SAMPLE DATA").count - 1 == 2)  // at the top and the bottom
+        #expect(captured.stdout.contains("`earthquakes --remove-sample` deletes it"))
         #expect(captured.stderr.isEmpty)
-        #expect(try EarthquakeStore(path: path).count() == 40)
+        #expect(try EarthquakeStore(path: samplePath).count() == 40)
+        #expect(!FileManager.default.fileExists(atPath: path))  // the user's database is not created
+
+        let listed = CapturedConsole()
+        try EarthquakesCLI.forTests(listed).list(ListOptions(limit: 100), database: path, json: true, sample: true)
+        let rows = try #require(try JSONSerialization.jsonObject(with: Data(listed.stdout.utf8)) as? [[String: Any]])
+        #expect(rows.count == 40)
+
+        let removed = CapturedConsole()
+        try EarthquakesCLI.forTests(removed).removeSample(database: path)
+        #expect(removed.stdout == "Removed the sample database \(samplePath).\n")
+        #expect(!FileManager.default.fileExists(atPath: samplePath))
     }
 
     @Test func listFiltersByMagnitudeAndLimit() async throws {
@@ -88,8 +102,10 @@ import Testing
     @Test func listOnAnEmptyDatabaseSaysWhatToDo() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
+        let path = scratch.path("empty.sqlite")
+        _ = try EarthquakeStore(path: path)
         let captured = CapturedConsole()
-        try EarthquakesCLI.forTests(captured).list(ListOptions(), database: scratch.path("empty.sqlite"), json: false)
+        try EarthquakesCLI.forTests(captured).list(ListOptions(), database: path, json: false)
         #expect(captured.stdout.contains("No earthquakes stored"))
         #expect(captured.stdout.contains("earthquakes refresh"))
     }
@@ -145,7 +161,8 @@ import Testing
 
         #expect(captured.stderr.contains("Importing 40 earthquakes…"))
         #expect(captured.stderr.hasSuffix("\r\u{1B}[K"))  // the progress line is cleared at the end
-        #expect(captured.stdout.hasPrefix("Imported 40 earthquakes from \(server.url("/feed").absoluteString)"))
+        #expect(captured.stdout.hasPrefix("Imported 40 events from \(server.url("/feed").absoluteString)"))
+        #expect(captured.stdout.contains("(40 new, 0 updated, 0 unchanged): 39 earthquakes, 1 quarry blast.\n"))
     }
 
     @Test func aRefreshErrorIsOneLineAndLeavesTheDatabaseAsItWas() async throws {

@@ -16,15 +16,46 @@ import Testing
         #expect(try SinceParser.parse("2024-12-31T12:00:00.500Z", now: now) == now.addingTimeInterval(-43_199.5))
     }
 
-    @Test(arguments: ["7x", "", "yesterday", "-3d", "2024-13-45"])
-    func badSinceValuesSayWhatIsAccepted(text: String) {
+    /// Issue 10, defect 3: the time of day was dropped ("2018-06-14T09:00" read as midnight).
+    @Test(arguments: [
+        ("2018-06-14T09:00", 1_528_966_800.0),
+        ("2018-06-14 09:00", 1_528_966_800),
+        ("2018-06-14t09:00", 1_528_966_800),
+        ("2018-06-14T09:00:30", 1_528_966_830),
+        ("2018-06-14 09:00:30Z", 1_528_966_830),
+        ("2018-06-14T09:00:30.25", 1_528_966_830.25),
+        ("2018-06-14T11:00+02:00", 1_528_966_800),
+        ("2018-06-14T11:00+0200", 1_528_966_800),
+        ("2018-06-14T02:00-07", 1_528_966_800),
+        ("2018-06-14", 1_528_934_400),
+        ("2016-02-29", 1_456_704_000),
+        ("1969-12-31T23:59:59Z", -1),
+    ])
+    func datesWithTimesAndZonesKeepTheTime(text: String, seconds: Double) throws {
+        #expect(try SinceParser.parse(text, now: now) == Date(timeIntervalSince1970: seconds))
+    }
+
+    @Test(arguments: [
+        "7x", "", "yesterday", "-3d", "2024-13-45", "2018-06-14garbage", "2018-06-14T9:00", "2018-06-14T09",
+        "2018-06-14T25:00", "2018-06-14T09:00+2", "2018-02-30", "2017-02-29", "2018-06-14T09:00:61", "18-06-14",
+        "2018/06/14", "d", "1e3h", " 2018-06-14T09:00 junk",
+    ])
+    func badSinceValuesShowExamples(text: String) {
         let error = #expect(throws: CLIError.self) { try SinceParser.parse(text, now: now) }
-        #expect(error?.message.contains("--since expects") == true)
+        #expect(error?.message.hasPrefix("--since \"\(text)\" is not") == true)
+        #expect(error?.message.contains("for example 2018-06-14, 2018-06-14T09:00") == true)
+        #expect(error?.isUsage == true)
     }
 
     @Test func coordinates() throws {
         #expect(try Coordinate(parsing: "35.68,139.69") == Coordinate(latitude: 35.68, longitude: 139.69))
         #expect(try Coordinate(parsing: " -33.4 , -70.6 ") == Coordinate(latitude: -33.4, longitude: -70.6))
+        #expect(try Coordinate(parsing: "-33.9,151.2") == Coordinate(latitude: -33.9, longitude: 151.2))
+        let from = #expect(throws: CLIError.self) { try Coordinate(parsing: "x,1", option: "--from") }
+        #expect(from?.message.hasPrefix("--from expects LAT,LON") == true)
+        #expect(from?.isUsage == true)
+        #expect(throws: CLIError.self) { try Coordinate(parsing: "1,2,3") }
+        #expect(throws: CLIError.self) { try Coordinate(parsing: "nan,2") }
         let format = #expect(throws: CLIError.self) { try Coordinate(parsing: "35.68") }
         #expect(format?.message.contains("LAT,LON") == true)
         let range = #expect(throws: CLIError.self) { try Coordinate(parsing: "95,10") }

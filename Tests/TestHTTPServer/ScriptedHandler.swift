@@ -34,7 +34,7 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             let reply = self.reply
-            Task {
+            Task(executorPreference: ReplyExecutor.shared) {
                 let answer = await reply(request)
                 loop.execute {
                     let (handler, context) = bound.value
@@ -52,6 +52,44 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             writeHead(status: status, headers: headers, length: body.count, version: version, context: context)
             writeBody(body, context: context)
             end(context: context)
+        case .drip(let body, let chunkSize, let interval):
+            writeHead(
+                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
+                context: context)
+            context.flush()
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            let chunks = stride(from: 0, to: body.count, by: max(1, chunkSize)).map {
+                body[body.startIndex + $0..<body.startIndex + min(body.count, $0 + max(1, chunkSize))]
+            }
+            // Scheduled on the event loop, so the pace does not depend on how busy the test's threads are.
+            @Sendable func send(_ index: Int) {
+                guard index < chunks.count else { return }
+                loop.scheduleTask(
+                    in: .nanoseconds(
+                        Int64(interval.components.seconds) * 1_000_000_000
+                            + interval.components.attoseconds / 1_000_000_000)
+                ) {
+                    let (handler, context) = bound.value
+                    guard context.channel.isActive else { return }
+                    handler.writeBody(chunks[index], context: context)
+                    if index == chunks.count - 1 {
+                        handler.end(context: context)
+                    } else {
+                        context.flush()
+                        send(index + 1)
+                    }
+                }
+            }
+            send(0)
+        case .cutOff(let body, let sentBeforeClose):
+            writeHead(
+                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
+                context: context)
+            writeBody(body.prefix(sentBeforeClose), context: context)
+            let channel = context.channel
+            context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(channel.allocator.buffer(capacity: 0)))))
+                .whenComplete { _ in channel.close(promise: nil) }
         case .partial(let body, let sentBeforeGate, let sent, let release):
             writeHead(
                 status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
@@ -62,7 +100,7 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             let bound = NIOLoopBound((self, context), eventLoop: loop)
             let rest = body.dropFirst(sentBeforeGate)
             sent?.open()
-            Task {
+            Task(executorPreference: ReplyExecutor.shared) {
                 await release.waitAsync()
                 loop.execute {
                     let (handler, context) = bound.value
@@ -95,5 +133,18 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
         context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
             channel.close(promise: nil)
         }
+    }
+}
+
+/// Runs the reply closures on a thread of their own, so a test process whose cooperative threads are
+/// all blocked (by other tests running at the same time) still answers its requests promptly.
+final class ReplyExecutor: TaskExecutor {
+    static let shared = ReplyExecutor()
+    private let queue = DispatchQueue(label: "TestHTTPServer.replies", attributes: .concurrent)
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        let executor = asUnownedTaskExecutor()
+        queue.async { job.runSynchronously(on: executor) }
     }
 }

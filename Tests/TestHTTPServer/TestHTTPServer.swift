@@ -38,6 +38,12 @@ public final class TestHTTPServer: Sendable {
         case partial(body: Data, sentBeforeGate: Int, sent: Gate?, release: Gate)
         /// Accepts the request and never answers (until the client gives up or the server shuts down).
         case stall
+        /// Sends the headers (with the full `Content-Length`) and the body in pieces of `chunkSize` bytes,
+        /// waiting `interval` before each piece: a slow but steady transfer.
+        case drip(body: Data, chunkSize: Int, interval: Duration)
+        /// Sends the headers (with the full `Content-Length`) and `body.prefix(sentBeforeClose)`, then
+        /// closes the connection: a transfer cut off.
+        case cutOff(body: Data, sentBeforeClose: Int)
 
         /// 200 with `body`.
         public static func ok(_ body: Data, contentType: String = "application/json") -> Reply {

@@ -7,7 +7,7 @@ struct BatonBench: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "baton-bench",
         abstract: "Benchmarks Baton against Foundation OperationQueue, raw GCD and withTaskGroup.",
-        subcommands: [RunBenchmarks.self, MemoryProbeCommand.self],
+        subcommands: [RunBenchmarks.self, MemoryProbeCommand.self, DurableBenchCommand.self],
         defaultSubcommand: RunBenchmarks.self
     )
 }
@@ -20,6 +20,7 @@ struct RunBenchmarks: ParsableCommand {
 
     static let allWorkloads = [
         "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated", "group",
+        "metrics-off", "metrics-on", "timeline",
     ]
 
     @Flag(help: "Small sizes (1k, 10k), 3 runs, Foundation graphs up to 2k, memory at 10k: well under a minute.")
@@ -91,6 +92,7 @@ struct RunBenchmarks: ParsableCommand {
             ChainWorkloads.chain, ChainWorkloads.chainSerial,
             GraphWorkloads.fanIn, GraphWorkloads.dag,
             CancelWorkload.cancelAll, AsyncWorkload.async, DecoratedWorkload.decorated, GroupWorkload.group,
+            InstrumentWorkloads.metricsOff, InstrumentWorkloads.metricsOn, InstrumentWorkloads.timeline,
         ]
         let peers = try parseList(peers)?.compactMap(Peer.init(rawValue:)) ?? Peer.allCases
         var harness = Harness(sizes: sizes, runs: runs, limits: limits, peers: peers, watchdog: watchdog)

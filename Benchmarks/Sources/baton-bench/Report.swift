@@ -193,6 +193,22 @@ struct Report {
         for result in results where result.workload == "async" {
             ratio("async", result.n, .taskgroup, atMost: 1.5, "async \(grouped(result.n)): ≤ 1.5× TaskGroup")
         }
+        // Issue 13: instruments against plain `independent` of the same run.
+        for result in results where result.workload == "independent" {
+            guard let plain = result.median[.baton] else { continue }
+            for (workload, limit, label) in [
+                ("metrics-off", 1.1, "no metrics backend: same time as no instrument"),
+                ("metrics-on", 3.0, "metrics on (atomic backend): cost"),
+                ("timeline", 3.0, "timeline recorder: cost"),
+            ] {
+                guard let value = median(workload, result.n, .baton) else { continue }
+                lines.append(
+                    "  "
+                        + verdict(
+                            "\(workload) \(grouped(result.n)): \(label)", value / plain, atMost: limit,
+                            unit: "time/independent"))
+            }
+        }
         for (count, readings) in memory {
             if let baton = readings[.baton] {
                 lines.append(

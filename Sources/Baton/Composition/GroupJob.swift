@@ -6,7 +6,7 @@
 /// queue.add(getEarthquakes)
 /// ```
 ///
-/// - Children run on the group's own queue (``maxConcurrentChildren`` at once) once the group
+/// - Children run on the group's own queue (`maxConcurrentChildren` at once) once the group
 ///   executes; until then they wait. They may depend on each other and on jobs outside the group (a
 ///   child that depends on its own group, or a group on its own child, is a dependency cycle: both
 ///   finish failed, naming it).
@@ -51,6 +51,8 @@ open class GroupJob: Job, @unchecked Sendable {
     /// Creates a group.
     ///
     /// - Parameters:
+    ///   - name: Used in diagnostics and errors; see ``Job/init(name:priority:)``.
+    ///   - priority: The order among ready jobs of the same queue.
     ///   - children: The first children; more can be added with ``addChild(_:)``.
     ///   - maxConcurrentChildren: How many children execute at once.
     public init(

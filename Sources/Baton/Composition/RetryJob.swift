@@ -37,8 +37,11 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     }
 
     /// - Parameters:
+    ///   - name: Used in diagnostics and errors.
     ///   - maxAttempts: Attempts in all, the first included (at least 1).
-    ///   - retryIf: Whether an attempt's error is worth another attempt (default: always).
+    ///   - backoff: How long to wait before each attempt after the first.
+    ///   - clock: The clock the waits are measured on (a manual one in tests).
+    ///   - shouldRetry: `retryIf:`, whether an attempt's error is worth another attempt (default: always).
     ///   - makeAttempt: Makes attempt number `n` (from 1).
     public init<C: Clock>(
         name: String? = nil, maxAttempts: Int, backoff: Backoff = .immediate, clock: C,

@@ -4,7 +4,7 @@
 /// job.addCondition(NotBefore(.now + .seconds(30), clock: ContinuousClock()))
 /// ```
 ///
-/// Pass a manual clock (``BatonTesting``'s `ManualClock`) in tests so they never sleep. Cancelling
+/// Pass a manual clock (`BatonTesting`'s `ManualClock`) in tests so they never sleep. Cancelling
 /// the job while it waits ends the wait at once (the job finishes cancelled).
 public struct NotBefore<C: Clock>: JobCondition where C.Instant: Sendable, C: Sendable {
     public let deadline: C.Instant

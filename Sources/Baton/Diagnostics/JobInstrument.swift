@@ -23,12 +23,18 @@ public protocol JobInstrument: Sendable {
     func jobBecameReady(_ job: Job, in queue: JobQueue)
     /// `job`'s body is about to run, on the calling thread.
     func jobWillStart(_ job: Job, in queue: JobQueue)
-    /// `job` finished with `outcome`; its observers were told.
+    /// `job` finished with `outcome`; its observers were told. Called before the jobs that were waiting
+    /// for it are released. A job that starts waiting only after `job` finished (added in the same
+    /// call, say) finds it finished and may be reported ready before this call.
     func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome)
     /// Runs `body`, which starts `job`'s body (for an ``AsyncJob``, creates its task), so that the
     /// instrument can surround it: bind a task-local `ServiceContext`, say, which tasks created inside
     /// inherit. The default runs `body`. Instruments nest in the order they were given.
     func withStart(of job: Job, in queue: JobQueue, _ body: () -> Void)
+    /// Whether the instrument wants to be told anything. A queue asks once, when it is created, and
+    /// leaves out instruments that answer `false` (metrics with no backend, say), so that it costs
+    /// exactly what a queue without them costs. The default is `true`.
+    var isEnabled: Bool { get }
 }
 
 extension JobInstrument {
@@ -37,6 +43,7 @@ extension JobInstrument {
     public func jobWillStart(_ job: Job, in queue: JobQueue) {}
     public func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {}
     public func withStart(of job: Job, in queue: JobQueue, _ body: () -> Void) { body() }
+    public var isEnabled: Bool { true }
 }
 
 extension JobQueue {

@@ -2,7 +2,7 @@ public import Foundation
 
 /// A Foundation `Operation` as a Baton job: the job finishes when the operation finishes.
 ///
-/// - ``init(running:)``: executing the job runs the operation (on a private `OperationQueue`);
+/// - ``init(name:running:)``: executing the job runs the operation (on a private `OperationQueue`);
 ///   cancelling the job cancels the operation.
 /// - ``watching(_:name:)``: a job that only waits for an operation that something else runs (for
 ///   example your own `OperationQueue`); it needs no Baton queue.
@@ -64,7 +64,7 @@ extension Job {
     ///
     /// - Important: The job must not be in a Baton queue, and its Baton dependencies must have finished
     ///   when the operation runs (use Foundation dependencies on the operation instead). A job that
-    ///   cannot start finishes the operation at once; ``JobOperation/startError`` says why.
+    ///   cannot start finishes the operation at once; ``JobRunnerOperation/startError`` says why.
     public func asOperation() -> JobRunnerOperation {
         JobRunnerOperation(job: self)
     }

@@ -1,5 +1,5 @@
 extension Job {
-    /// The jobs this job waits for, as added with ``addDependency(_:)``. Empty once the job finished.
+    /// The jobs this job waits for, as added with ``addDependency(_:)-(Job)``. Empty once the job finished.
     ///
     /// Dependencies that the job's conditions generated are not listed here (see
     /// ``generatedDependencies``), though the job waits for them too.
@@ -78,7 +78,7 @@ extension Job {
         }
     }
 
-    /// Adds several dependencies; see ``addDependency(_:)``. Returns `false` if any came too late.
+    /// Adds several dependencies; see ``addDependency(_:)-(Job)``. Returns `false` if any came too late.
     @discardableResult
     public func addDependencies(_ dependencies: some Sequence<Job>) -> Bool {
         var all = true

@@ -43,7 +43,7 @@ extension JobCore {
     }
 }
 
-/// What happened to a job, as delivered by ``Job/events`` and ``JobQueue/events``.
+/// What happened to a job, as delivered by ``Job/events()`` and ``JobQueue/events()``.
 public enum JobLifecycleEvent: Sendable, CustomStringConvertible {
     case started
     case cancelled(any Error)

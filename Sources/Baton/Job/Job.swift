@@ -22,7 +22,7 @@
 /// true without a lock of your own.
 ///
 /// ## Thread safety
-/// Every method may be called from any thread. A job's state lives in one value (``JobCore``) that
+/// Every method may be called from any thread. A job's state lives in one value (`JobCore`) that
 /// only its lock gives access to, and Baton never calls your code (bodies, observers, conditions,
 /// continuations) or releases an object while holding a lock.
 open class Job: @unchecked Sendable {
@@ -99,11 +99,16 @@ open class Job: @unchecked Sendable {
     /// The queue the job was added to, until it finishes.
     public var queue: JobQueue? { withCore { $0.queue } }
 
+    /// The group the job is a child of: given to ``GroupJob/addChild(_:)``, or produced or generated
+    /// inside the group. `nil` for a top-level job, and once the group was released. Instruments use it
+    /// to nest a child's span or timeline row under its group's.
+    public var parentGroup: GroupJob? { withCore { $0.extras?.parent } }
+
     // MARK: Overridable
 
     /// The job's work. Override it in a subclass; the default does nothing.
     ///
-    /// Return normally to succeed, throw to fail. Check ``isCancelled`` in long loops and throw
+    /// Return normally to succeed, throw to fail. Check ``Job/isCancelled`` in long loops and throw
     /// `CancellationError()` when it becomes `true`: the job then finishes cancelled. (A body that
     /// returns normally succeeded, even if a cancel request came while it ran: its work is done.)
     ///

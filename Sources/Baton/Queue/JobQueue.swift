@@ -47,7 +47,8 @@ public final class JobQueue: @unchecked Sendable {
     @exclusivity(unchecked) var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
-    /// What watches the queue's jobs (see ``JobInstrument``); fixed at init.
+    /// What watches the queue's jobs (see ``JobInstrument``); fixed at init. Instruments given that were
+    /// not enabled (``JobInstrument/isEnabled``) are not listed.
     public let instruments: [any JobInstrument]
 
     /// The default ``maxConcurrentJobs``.
@@ -86,7 +87,8 @@ public final class JobQueue: @unchecked Sendable {
         instruments: [any JobInstrument], adoption: (@Sendable ([Job]) -> Void)?
     ) {
         self.adoption = adoption
-        self.instruments = instruments
+        // Instruments with nothing to do (metrics without a backend) are left out: such a queue pays nothing.
+        self.instruments = instruments.allSatisfy(\.isEnabled) ? instruments : instruments.filter(\.isEnabled)
         if maxConcurrentJobs < 1 {
             fatalError("Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         }
@@ -130,7 +132,7 @@ public final class JobQueue: @unchecked Sendable {
     /// with a ``JobError`` of code ``JobError/Code/dependencyCycle`` that names the cycle.
     ///
     /// - Complexity: Linear in the number of jobs and dependencies added, for graphs built in the
-    ///   usual order (see ``CycleDetector``).
+    ///   usual order (see `CycleDetector` in the sources).
     /// - Precondition: Each job is in no queue, was not started by hand and has not finished, and
     ///   appears once. Breaking this is a bug in the calling code (a job runs once), so it stops the
     ///   program with a message that names the job and where it already is.

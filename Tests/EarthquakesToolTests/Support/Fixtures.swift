@@ -33,9 +33,11 @@ struct CapturedConsole {
     let err = Recorder<String>()
     let console: Console
 
-    init(isErrorTerminal: Bool = false) {
+    init(isErrorTerminal: Bool = false, isOutputTerminal: Bool = false) {
         let (out, err) = (out, err)
-        console = Console(isErrorTerminal: isErrorTerminal, out: { out.record($0) }, err: { err.record($0) })
+        console = Console(
+            isErrorTerminal: isErrorTerminal, isOutputTerminal: isOutputTerminal, out: { out.record($0) },
+            err: { err.record($0) })
     }
 
     var stdout: String { out.values.joined() }
@@ -53,6 +55,14 @@ extension EarthquakesCLI {
 }
 
 extension EarthquakeStore {
+    /// A database file at `path` holding the 40 events of the sample feed.
+    @discardableResult
+    static func withSample(at path: String) throws -> EarthquakeStore {
+        let store = try EarthquakeStore(path: path)
+        _ = try store.importFeed(try FeedParser().parse(SampleFeed.data))
+        return store
+    }
+
     /// Every row, in a stable order, to compare a database before and after.
     func snapshot() throws -> [Earthquake] {
         try list(sort: .time).sorted { $0.id < $1.id }

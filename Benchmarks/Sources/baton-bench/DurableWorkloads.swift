@@ -1,0 +1,111 @@
+import Baton
+import BatonDurable
+import Foundation
+
+/// A job that does nothing (the cost measured is the store's and the worker's).
+struct NoOp: DurableJob {
+    static let kind = "bench.noop"
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int { input }
+}
+
+/// Records when each job's body starts, by input.
+struct Stamp: DurableJob {
+    static let kind = "bench.stamp"
+    let starts: Protected<[Int: ContinuousClock.Instant]>
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+        let now = ContinuousClock.now
+        starts.withLock { $0[input] = now }
+        return input
+    }
+}
+
+enum DurableWorkloads {
+    static func freshStore() throws -> (SQLiteJobStore, URL) {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "baton-durable-bench-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        return (try SQLiteJobStore(path: directory.appendingPathComponent("jobs.sqlite").path), directory)
+    }
+
+    static func configuration(_ id: String) -> DurableWorker.Configuration {
+        DurableWorker.Configuration(id: id, maxConcurrentJobs: 256, pollInterval: .milliseconds(100))
+    }
+
+    static func burndown(n: Int, workers: Int) async throws -> [String: Any] {
+        let (store, directory) = try freshStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var graph = JobGraph(name: "burndown")
+        for index in 0..<n { graph.add(NoOp.self, input: index, name: "j\(index)", retry: .never) }
+        let submitStart = ContinuousClock.now
+        let run = try await store.submit(graph)
+        let submitTime = (ContinuousClock.now - submitStart).durableBenchSeconds
+        let pool = try (0..<workers).map {
+            try DurableWorker(store: store, jobs: [NoOp()], configuration: configuration("w\($0)"))
+        }
+        let start = ContinuousClock.now
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for worker in pool { group.addTask { try await worker.run(until: run) } }
+            try await group.waitForAll()
+        }
+        let seconds = (ContinuousClock.now - start).durableBenchSeconds
+        let counts = try await store.explain(run).counts
+        progress("durable burndown n=\(n) workers=\(workers): \(String(format: "%.0f", Double(n) / seconds)) jobs/s")
+        return [
+            "peer": "baton", "workload": "burndown", "workers": workers, "n": n, "seconds": seconds,
+            "jobs_per_s": Double(n) / seconds, "submit_jobs_per_s": Double(n) / submitTime,
+            "succeeded": counts[.succeeded] ?? 0,
+        ]
+    }
+
+    static func chain(n: Int) async throws -> [String: Any] {
+        let (store, directory) = try freshStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var graph = JobGraph(name: "chain")
+        var previous = graph.add(NoOp.self, input: 0, name: "j0", retry: .never)
+        for index in 1..<n { previous = graph.add(NoOp.self, inputFrom: previous, name: "j\(index)", retry: .never) }
+        let run = try await store.submit(graph)
+        let worker = try DurableWorker(store: store, jobs: [NoOp()], configuration: configuration("w"))
+        let start = ContinuousClock.now
+        try await worker.run(until: run)
+        let seconds = (ContinuousClock.now - start).durableBenchSeconds
+        progress("durable chain n=\(n): \(String(format: "%.0f", Double(n) / seconds)) jobs/s")
+        return ["peer": "baton", "workload": "chain", "n": n, "seconds": seconds, "jobs_per_s": Double(n) / seconds]
+    }
+
+    static func latency(samples: Int) async throws -> [String: Any] {
+        let (store, directory) = try freshStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let starts = Protected<[Int: ContinuousClock.Instant]>([:])
+        let worker = try DurableWorker(store: store, jobs: [Stamp(starts: starts)], configuration: configuration("w"))
+        let running = Task { try await worker.run() }
+        var latencies: [Double] = []
+        for sample in 0..<samples {
+            var graph = JobGraph(name: "one")
+            graph.add(Stamp.self, input: sample, retry: .never)
+            let submitted = ContinuousClock.now
+            _ = try await store.submit(graph)
+            // Wait for the start (a benchmark, not a test: a short poll is fine here).
+            var started: ContinuousClock.Instant?
+            while started == nil {
+                started = starts.withLock { $0[sample] }
+                if started == nil { try await Task.sleep(for: .microseconds(50)) }
+            }
+            latencies.append((started! - submitted).durableBenchSeconds * 1000)
+            try await Task.sleep(for: .milliseconds(2))  // let the worker go idle again
+        }
+        worker.shutdown()
+        _ = try await running.value
+        latencies.sort()
+        let p50 = latencies[latencies.count / 2]
+        let p99 = latencies[min(latencies.count - 1, Int(Double(latencies.count) * 0.99))]
+        progress("durable latency: p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms")
+        return ["peer": "baton", "workload": "latency", "samples": samples, "p50_ms": p50, "p99_ms": p99]
+    }
+}
+
+extension Duration {
+    var durableBenchSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}

@@ -1,0 +1,103 @@
+public import Foundation
+public import Logging
+
+/// A job that can be stored: a stable kind name, a `Codable` input and output, and the code that turns
+/// one into the other, which every worker that runs this kind registers.
+///
+/// ```swift
+/// struct FetchFeed: DurableJob {
+///     static let kind = "earthquakes.fetch"
+///     func run(_ url: URL, context: DurableJobContext) async throws -> FeedFile { … }
+/// }
+/// ```
+///
+/// Execution is at least once: an attempt may run again after a crash, a lost lease or a retry, so
+/// make its effects idempotent (``DurableJobContext/idempotencyKey`` is the same for every attempt).
+/// Its completion is recorded exactly once. Cancellation arrives as Swift task cancellation
+/// (`Task.isCancelled`, `try Task.checkCancellation()`), within one lease renewal.
+///
+/// Inputs and outputs are stored as JSON. Rename a field and stored values stop decoding: the job
+/// then fails with a ``DurableError`` (``DurableError/Code/decoding``) that names it and the field;
+/// give new fields defaults (or a custom `init(from:)`) to keep old values readable.
+public protocol DurableJob: Sendable {
+    associatedtype Input: Codable & Sendable
+    associatedtype Output: Codable & Sendable
+
+    /// The stable name stored with each job of this type. Never change it once graphs use it.
+    static var kind: String { get }
+
+    /// Runs one attempt.
+    func run(_ input: Input, context: DurableJobContext) async throws -> Output
+}
+
+/// What a running durable job knows about itself.
+public struct DurableJobContext: Sendable {
+    public let job: DurableJobID
+    public let run: DurableRunID
+    public let name: String
+    /// This attempt's number, from 1.
+    public let attempt: Int
+    public let maxAttempts: Int
+    /// The worker running this attempt.
+    public let worker: String
+    /// A key that is the same for every attempt of this job, for making effects idempotent.
+    public var idempotencyKey: String { "baton-durable/run-\(run.rawValue)/job-\(job.rawValue)" }
+    /// A logger with the job's identity in its metadata.
+    public let logger: Logger
+
+    public init(
+        job: DurableJobID, run: DurableRunID, name: String, attempt: Int, maxAttempts: Int, worker: String,
+        logger: Logger
+    ) {
+        self.job = job
+        self.run = run
+        self.name = name
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.worker = worker
+        self.logger = logger
+    }
+}
+
+/// The JSON coding of inputs and outputs, the same on every side.
+public enum DurableCoding {
+    public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        encoder.dateEncodingStrategy = .iso8601
+        return try encoder.encode(value)
+    }
+
+    /// Decodes a stored value, with an error that names the job, the type and what did not match.
+    public static func decode<Value: Decodable>(
+        _ type: Value.Type, from data: Data, what: String, job: String, kind: String
+    ) throws(DurableError) -> Value {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        do {
+            return try decoder.decode(type, from: data)
+        } catch {
+            throw DurableError(
+                code: .decoding, jobs: [job],
+                message:
+                    "the stored \(what) of job '\(job)' (kind '\(kind)') does not decode as \(Value.self): \(describe(error)). It was written by a different version of the job's type; give renamed or new fields defaults, or resubmit the graph.",
+                underlying: error)
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        guard let error = error as? DecodingError else { return "\(error)" }
+        func path(_ context: DecodingError.Context) -> String {
+            let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
+            return keys.isEmpty ? "the top level" : "'" + keys.joined(separator: ".") + "'"
+        }
+        switch error {
+        case .keyNotFound(let key, let context):
+            return "field '\(key.stringValue)' is missing at \(path(context))"
+        case .typeMismatch(let type, let context): return "\(path(context)) is not a \(type)"
+        case .valueNotFound(let type, let context): return "\(path(context)) has no \(type) value"
+        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
+        @unknown default: return "\(error)"
+        }
+    }
+}

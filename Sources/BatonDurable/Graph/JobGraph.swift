@@ -1,0 +1,147 @@
+public import Baton
+public import Foundation
+
+/// A job of a ``JobGraph``, for use as a dependency. ``JobGraph/Handle`` is the typed one.
+public protocol DurableHandle: Sendable {
+    /// The job's position in its graph.
+    var index: Int { get }
+}
+
+/// A graph of durable jobs, built as a value and submitted in one transaction.
+///
+/// ```swift
+/// var graph = JobGraph(name: "refresh")
+/// let fetch = graph.add(FetchFeed.self, input: url, retry: .exponential(maxAttempts: 5))
+/// let parse = graph.add(ParseFeed.self, inputFrom: fetch)        // typed: FeedFile → …
+/// graph.add(ImportFeed.self, inputFrom: parse, categories: [.named("import", limit: 1)])
+/// let run = try await store.submit(graph, uniqueKey: "refresh-2.5_day")
+/// ```
+///
+/// `inputFrom:` makes the job depend on another and take that job's output as its input; the types
+/// must match at compile time. `after:` adds ordering without passing data, and `regardless:` adds a
+/// dependency that the job waits for but runs after even when it fails or is cancelled.
+///
+/// ## Thread safety
+/// A value type; copies are independent.
+public struct JobGraph: Sendable {
+    /// A job added to a graph, typed by its output.
+    public struct Handle<Output: Codable & Sendable>: DurableHandle, Hashable {
+        public let index: Int
+        public let name: String
+    }
+
+    public let name: String
+    private var jobs: [JobSpec] = []
+    private var encodingErrors: [String] = []
+
+    public init(name: String) { self.name = name }
+
+    /// The number of jobs.
+    public var count: Int { jobs.count }
+
+    /// Adds a job of type `J` with a literal input.
+    @discardableResult
+    public mutating func add<J: DurableJob>(
+        _ type: J.Type, input: J.Input, name: String? = nil, after: [any DurableHandle] = [],
+        regardless: [any DurableHandle] = [], priority: JobPriority = .normal, retry: RetryPolicy = .standard,
+        timeout: Duration? = nil, categories: [DurableCategory] = [], notBefore: Date? = nil
+    ) -> Handle<J.Output> {
+        let name = name ?? defaultName(J.kind)
+        var data: Data?
+        do {
+            data = try DurableCoding.encode(input)
+        } catch {
+            encodingErrors.append("the input of job '\(name)' (kind '\(J.kind)') does not encode as JSON: \(error)")
+            data = Data()
+        }
+        return append(
+            JobSpec(
+                name: name, kind: J.kind, input: data, dependencies: edges(after, regardless),
+                priority: priority.rawValue, retry: retry, timeout: timeout, categories: categories,
+                notBefore: notBefore))
+    }
+
+    /// Adds a job of type `J` whose input is the output of `source`, which it depends on.
+    @discardableResult
+    public mutating func add<J: DurableJob>(
+        _ type: J.Type, inputFrom source: Handle<J.Input>, name: String? = nil, after: [any DurableHandle] = [],
+        regardless: [any DurableHandle] = [], priority: JobPriority = .normal, retry: RetryPolicy = .standard,
+        timeout: Duration? = nil, categories: [DurableCategory] = [], notBefore: Date? = nil
+    ) -> Handle<J.Output> {
+        append(
+            JobSpec(
+                name: name ?? defaultName(J.kind), kind: J.kind, inputFrom: source.index,
+                dependencies: edges(after, regardless), priority: priority.rawValue, retry: retry, timeout: timeout,
+                categories: categories, notBefore: notBefore))
+    }
+
+    /// The stored form of the graph.
+    /// - Throws: ``DurableError`` (``DurableError/Code/invalidGraph``) when an input could not be encoded.
+    public func spec() throws(DurableError) -> GraphSpec {
+        if let first = encodingErrors.first {
+            throw DurableError(code: .invalidGraph, message: first + ". Nothing was submitted.")
+        }
+        return GraphSpec(name: name, jobs: jobs)
+    }
+
+    private mutating func append<Output>(_ job: JobSpec) -> Handle<Output> {
+        jobs.append(job)
+        return Handle(index: jobs.count - 1, name: job.name)
+    }
+
+    private func edges(_ after: [any DurableHandle], _ regardless: [any DurableHandle]) -> [JobSpec.Dependency] {
+        after.map { JobSpec.Dependency(index: $0.index) }
+            + regardless.map { JobSpec.Dependency(index: $0.index, runRegardless: true) }
+    }
+
+    private func defaultName(_ kind: String) -> String {
+        let taken = Set(jobs.map(\.name))
+        if !taken.contains(kind) { return kind }
+        var number = 2
+        while taken.contains("\(kind) #\(number)") { number += 1 }
+        return "\(kind) #\(number)"
+    }
+}
+
+/// A submitted graph: its run and the store's identity of each job.
+public struct DurableRun: Hashable, Codable, Sendable, CustomStringConvertible {
+    public let id: DurableRunID
+    public let jobs: [DurableJobID]
+    /// `true` when the unique key matched an earlier run, which this is.
+    public let existing: Bool
+
+    public init(_ submitted: SubmittedRun) {
+        id = submitted.run
+        jobs = submitted.jobs
+        existing = submitted.existing
+    }
+
+    /// The store's identity of a job of the graph.
+    public subscript(handle: some DurableHandle) -> DurableJobID { jobs[handle.index] }
+
+    public var description: String { id.description }
+}
+
+extension JobStore {
+    /// Submits a typed graph in one transaction. With a `uniqueKey` that an earlier run has, returns that run.
+    public func submit(_ graph: JobGraph, uniqueKey: String? = nil) async throws -> DurableRun {
+        DurableRun(try await submit(graph.spec(), uniqueKey: uniqueKey))
+    }
+
+    /// Per job of the run: state, attempts, last error, and what it waits for.
+    public func explain(_ run: DurableRun) async throws -> RunExplanation { try await explain(run: run.id) }
+
+    /// Cancels every unfinished job of the run.
+    public func cancel(_ run: DurableRun, reason: String = "cancelled") async throws {
+        try await cancel(run: run.id, reason: reason)
+    }
+
+    /// The output of a job of the run, decoded, or `nil` while it has not succeeded.
+    /// - Throws: ``DurableError`` (``DurableError/Code/decoding``) naming the job when the stored output no
+    ///   longer decodes as `Output`.
+    public func output<Output>(of handle: JobGraph.Handle<Output>, in run: DurableRun) async throws -> Output? {
+        let record = try await record(of: run[handle])
+        guard record.state == .succeeded, let data = record.output else { return nil }
+        return try DurableCoding.decode(Output.self, from: data, what: "output", job: record.name, kind: record.kind)
+    }
+}

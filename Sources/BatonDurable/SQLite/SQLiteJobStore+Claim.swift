@@ -1,0 +1,115 @@
+import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
+        guard limit > 0, !kinds.isEmpty else { return [] }
+        let now = clock.now()
+        let expires = now.adding(lease)
+        let kinds = Array(Set(kinds)).sorted()
+        return try await write(wake: false) { db in
+            try Self.endExpiredLeases(db, now: now)
+            return try Self.claimReady(db, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        }
+    }
+
+    /// Ends the leases that ran out before `now`: the job is ready again, or failed when it has no
+    /// attempt left, or cancelled when its cancellation was requested.
+    static func endExpiredLeases(_ db: Database, now: Date) throws {
+        let expired = try Row.fetchAll(
+            db.cachedStatement(
+                sql: """
+                    SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request FROM baton_jobs
+                    WHERE state = 'running' AND lease_expires < ?
+                    """),
+            arguments: [now.storeTime])
+        for row in expired {
+            let id: Int64 = row["id"]
+            let attempts: Int = row["attempts"]
+            let owner: String = row["lease_owner"] ?? "?"
+            let at = Date(storeTime: row["lease_expires"])
+            let message =
+                "attempt \(attempts) lost: the lease of worker '\(owner)' expired at \(at.formatted(.iso8601))"
+            try releaseCategories(db, job: id)
+            if let reason: String = row["cancel_request"] {
+                try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
+            } else if attempts >= row["max_attempts"] as Int {
+                try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
+            } else {
+                try db.cachedStatement(
+                    sql: """
+                        UPDATE baton_jobs SET state = 'ready', not_before = ?, lease_owner = NULL, lease_token = NULL,
+                            lease_expires = NULL, last_error = ? WHERE id = ?
+                        """
+                ).execute(arguments: [now.storeTime, message, id])
+            }
+        }
+    }
+
+    static func claimReady(
+        _ db: Database, worker: String, kinds: [String], limit: Int, now: Date, expires: Date
+    ) throws -> [ClaimedJob] {
+        let placeholders = Array(repeating: "?", count: kinds.count).joined(separator: ",")
+        // Candidates whose categories all have room, as the holders table says before this claim.
+        let select = try db.cachedStatement(
+            sql: """
+                SELECT j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                    j.has_categories, COALESCE(j.input, (SELECT d.output FROM baton_jobs d WHERE d.id = j.input_from)) AS input
+                FROM baton_jobs j
+                WHERE j.state = 'ready' AND j.not_before <= ? AND j.kind IN (\(placeholders))
+                    AND (j.has_categories = 0 OR NOT EXISTS (
+                        SELECT 1 FROM baton_job_categories c WHERE c.job = j.id
+                        AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))
+                ORDER BY j.priority DESC, j.id
+                LIMIT ?
+                """)
+        let update = try db.cachedStatement(
+            sql: """
+                UPDATE baton_jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
+                    lease_expires = ? WHERE id = ?
+                """)
+        let categoriesOf = try db.cachedStatement(
+            sql: "SELECT category, max_holders FROM baton_job_categories WHERE job = ?")
+        let countHolders = try db.cachedStatement(sql: "SELECT count(*) FROM baton_holders WHERE category = ?")
+        let hold = try db.cachedStatement(sql: "INSERT INTO baton_holders (category, job) VALUES (?, ?)")
+
+        var claimed: [ClaimedJob] = []
+        while claimed.count < limit {
+            let page = limit - claimed.count
+            let rows = try Row.fetchAll(select, arguments: StatementArguments([now.storeTime] + kinds + [page]))
+            var progress = false
+            for row in rows {
+                let id: Int64 = row["id"]
+                if row["has_categories"] as Int != 0 {
+                    // Recheck against the holders added by this claim.
+                    let categories = try Row.fetchAll(categoriesOf, arguments: [id])
+                    var fits = true
+                    for category in categories {
+                        let held = try Int.fetchOne(countHolders, arguments: [category["category"] as String]) ?? 0
+                        if held >= category["max_holders"] as Int { fits = false }
+                    }
+                    guard fits else { continue }
+                    for category in categories { try hold.execute(arguments: [category["category"] as String, id]) }
+                }
+                let token = Lease.newToken()
+                try update.execute(arguments: [worker, token, expires.storeTime, id])
+                progress = true
+                claimed.append(
+                    ClaimedJob(
+                        lease: Lease(job: DurableJobID(id), token: token), run: DurableRunID(row["run"] as Int64),
+                        name: row["name"], kind: row["kind"], input: row["input"] ?? Data(),
+                        attempt: row["attempts"] as Int + 1, maxAttempts: row["max_attempts"],
+                        priority: row["priority"],
+                        timeout: (row["timeout"] as Double?).map { Duration.seconds($0) },
+                        leaseExpires: expires))
+            }
+            // A short page means nothing else is claimable; a page that made no progress would repeat.
+            if rows.count < page || !progress { break }
+        }
+        return claimed
+    }
+
+    static func releaseCategories(_ db: Database, job: Int64) throws {
+        try db.cachedStatement(sql: "DELETE FROM baton_holders WHERE job = ?").execute(arguments: [job])
+    }
+}

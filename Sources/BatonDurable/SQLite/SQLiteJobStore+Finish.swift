@@ -1,0 +1,204 @@
+import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    public func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
+        guard !reports.isEmpty else { return [] }
+        let now = clock.now()
+        return try await write(wake: true) { db in
+            try reports.map { report in try Self.finishAttempt(db, report, now: now) }
+        }
+    }
+
+    static func finishAttempt(_ db: Database, _ report: AttemptReport, now: Date) throws -> FinishResult {
+        let id = report.lease.job.rawValue
+        guard
+            let row = try Row.fetchOne(
+                db.cachedStatement(
+                    sql: """
+                        SELECT attempts, max_attempts, retry, cancel_request, has_categories FROM baton_jobs
+                        WHERE id = ? AND state = 'running' AND lease_token = ?
+                        """),
+                arguments: [id, report.lease.token])
+        else { return .rejected }
+        if row["has_categories"] as Int != 0 { try releaseCategories(db, job: id) }
+        switch report.outcome {
+        case .succeeded(let output):
+            try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)
+            return .accepted(.succeeded)
+        case .cancelled(let reason):
+            try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
+            return .accepted(.cancelled)
+        case .failed(let message, let retryable):
+            let attempts: Int = row["attempts"]
+            let cancelRequest: String? = row["cancel_request"]
+            if let cancelRequest {
+                try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
+                return .accepted(.cancelled)
+            }
+            guard retryable, attempts < row["max_attempts"] as Int else {
+                try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
+                return .accepted(.failed)
+            }
+            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data((row["retry"] as String).utf8))
+            let notBefore = now.adding(policy.wait(beforeAttempt: attempts + 1))
+            try db.cachedStatement(
+                sql: """
+                    UPDATE baton_jobs SET state = 'ready', not_before = ?, lease_owner = NULL, lease_token = NULL,
+                        lease_expires = NULL, last_error = ? WHERE id = ?
+                    """
+            ).execute(arguments: [notBefore.storeTime, message, id])
+            return .accepted(.ready)
+        }
+    }
+
+    /// Moves a job to a final state, then its dependents: those whose last dependency this was become
+    /// ready; if it did not succeed, those that do not run regardless are cancelled, transitively.
+    /// A work list, not recursion.
+    static func finishJob(
+        _ db: Database, id: Int64, state: DurableJobState, error: String?, output: Data?, now: Date
+    ) throws {
+        let finalize = try db.cachedStatement(
+            sql: """
+                UPDATE baton_jobs SET state = ?, last_error = COALESCE(?, last_error), output = ?, finished = ?,
+                    lease_owner = NULL, lease_token = NULL, lease_expires = NULL WHERE id = ?
+                """)
+        // One statement counts the job down in its run and closes the run with its last job.
+        let countDown = try db.cachedStatement(
+            sql: """
+                UPDATE baton_runs SET unfinished = unfinished - 1,
+                    finished = CASE WHEN unfinished = 1 THEN ? ELSE finished END
+                WHERE id = (SELECT run FROM baton_jobs WHERE id = ?)
+                """)
+        let dependents = try db.cachedStatement(
+            sql: """
+                SELECT e.job, e.run_regardless, j.state, j.remaining FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
+                WHERE e.dependency = ?
+                """)
+        let decrement = try db.cachedStatement(
+            sql: """
+                UPDATE baton_jobs SET remaining = remaining - 1,
+                    state = CASE WHEN remaining = 1 THEN 'ready' ELSE state END WHERE id = ?
+                """)
+        let nameOf = try db.cachedStatement(sql: "SELECT name FROM baton_jobs WHERE id = ?")
+
+        var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
+        while let (job, state, error, output) = work.popLast() {
+            try finalize.execute(arguments: [state.rawValue, error, output, now.storeTime, job])
+            try countDown.execute(arguments: [now.storeTime, job])
+            var name: String?
+            for row in try Row.fetchAll(dependents, arguments: [job]) {
+                let dependent: Int64 = row["job"]
+                guard row["state"] as String == DurableJobState.pending.rawValue else { continue }
+                if state == .succeeded || row["run_regardless"] as Bool {
+                    try decrement.execute(arguments: [dependent])
+                } else {
+                    if name == nil { name = try String.fetchOne(nameOf, arguments: [job]) }
+                    let reason =
+                        state == .failed
+                        ? "dependency '\(name ?? "?")' failed" : "dependency '\(name ?? "?")' was cancelled"
+                    // Mark it now so that a second path to it in this work list does not queue it twice.
+                    try db.cachedStatement(sql: "UPDATE baton_jobs SET state = 'cancelled' WHERE id = ?")
+                        .execute(arguments: [dependent])
+                    work.append((dependent, .cancelled, reason, nil))
+                }
+            }
+        }
+    }
+
+    public func release(_ leases: [Lease]) async throws {
+        guard !leases.isEmpty else { return }
+        let now = clock.now()
+        try await write(wake: true) { db in
+            for lease in leases {
+                guard
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql:
+                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
+                        ),
+                        arguments: [lease.job.rawValue, lease.token])
+                else { continue }
+                try Self.releaseCategories(db, job: lease.job.rawValue)
+                if let reason: String = row["cancel_request"] {
+                    try Self.finishJob(
+                        db, id: lease.job.rawValue, state: .cancelled, error: reason, output: nil, now: now)
+                } else {
+                    try db.cachedStatement(
+                        sql: """
+                            UPDATE baton_jobs SET state = 'ready', attempts = attempts - 1, lease_owner = NULL,
+                                lease_token = NULL, lease_expires = NULL WHERE id = ?
+                            """
+                    ).execute(arguments: [lease.job.rawValue])
+                }
+            }
+        }
+    }
+
+    public func cancel(run: DurableRunID, reason: String) async throws {
+        let now = clock.now()
+        try await write(wake: true) { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM baton_runs WHERE id = ?", arguments: [run.rawValue]) != nil
+            else {
+                throw DurableError(
+                    code: .unknownRun, message: "\(run) is not in the store (pruned?); nothing to cancel.")
+            }
+            try db.execute(
+                sql:
+                    "UPDATE baton_jobs SET cancel_request = ? WHERE run = ? AND state = 'running' AND cancel_request IS NULL",
+                arguments: [reason, run.rawValue])
+            let waiting = try Int64.fetchAll(
+                db, sql: "SELECT id FROM baton_jobs WHERE run = ? AND state IN ('pending', 'ready') ORDER BY idx",
+                arguments: [run.rawValue])
+            for job in waiting {
+                // An earlier job's cascade may have cancelled it already.
+                let state = try String.fetchOne(db, sql: "SELECT state FROM baton_jobs WHERE id = ?", arguments: [job])
+                guard state == "pending" || state == "ready" else { continue }
+                try Self.finishJob(db, id: job, state: .cancelled, error: reason, output: nil, now: now)
+            }
+        }
+    }
+
+    public func cancel(job: DurableJobID, reason: String) async throws {
+        let now = clock.now()
+        try await write(wake: true) { db in
+            guard
+                let state = try String.fetchOne(
+                    db, sql: "SELECT state FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
+            else {
+                throw DurableError(
+                    code: .unknownJob, message: "\(job) is not in the store (pruned?); nothing to cancel.")
+            }
+            switch DurableJobState(rawValue: state) {
+            case .pending, .ready:
+                try Self.finishJob(db, id: job.rawValue, state: .cancelled, error: reason, output: nil, now: now)
+            case .running:
+                try db.execute(
+                    sql: "UPDATE baton_jobs SET cancel_request = ? WHERE id = ? AND cancel_request IS NULL",
+                    arguments: [reason, job.rawValue])
+            default: break
+            }
+        }
+    }
+
+    public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
+        guard !leases.isEmpty else { return [] }
+        let until = clock.now().adding(lease)
+        return try await write(wake: false) { db in
+            try leases.map { held in
+                guard
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql:
+                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
+                        ),
+                        arguments: [held.job.rawValue, held.token])
+                else { return .lost }
+                try db.cachedStatement(sql: "UPDATE baton_jobs SET lease_expires = ?, lease_owner = ? WHERE id = ?")
+                    .execute(arguments: [until.storeTime, worker, held.job.rawValue])
+                if let reason: String = row["cancel_request"] { return .cancelRequested(reason: reason, until: until) }
+                return .renewed(until: until)
+            }
+        }
+    }
+}

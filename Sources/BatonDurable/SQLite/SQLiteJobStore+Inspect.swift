@@ -1,0 +1,167 @@
+public import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    public func snapshot(of run: DurableRunID) async throws -> RunSnapshot {
+        let now = clock.now()
+        return try await writer.read { db in
+            guard
+                let runRow = try Row.fetchOne(
+                    db, sql: "SELECT id, name, unique_key, created, finished FROM baton_runs WHERE id = ?",
+                    arguments: [run.rawValue])
+            else {
+                throw DurableError(
+                    code: .unknownRun,
+                    message: "\(run) is not in the store: it was never submitted here, or was pruned.")
+            }
+            let record = RunRecord(
+                id: run, name: runRow["name"], uniqueKey: runRow["unique_key"],
+                created: Date(storeTime: runRow["created"]),
+                finished: (runRow["finished"] as Double?).map(Date.init(storeTime:)))
+            var dependencies: [Int64: [JobRecord.Dependency]] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT e.job, e.dependency, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
+                    WHERE j.run = ? ORDER BY e.job, e.dependency
+                    """, arguments: [run.rawValue])
+            {
+                dependencies[row["job"], default: []].append(
+                    JobRecord.Dependency(
+                        job: DurableJobID(row["dependency"] as Int64), runRegardless: row["run_regardless"]))
+            }
+            var categories: [Int64: [DurableCategory]] = [:]
+            for row in try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT c.job, c.category, c.max_holders FROM baton_job_categories c JOIN baton_jobs j ON j.id = c.job
+                    WHERE j.run = ? ORDER BY c.job, c.category
+                    """, arguments: [run.rawValue])
+            {
+                categories[row["job"], default: []].append(
+                    DurableCategory(name: row["category"], limit: row["max_holders"]))
+            }
+            let decoder = JSONDecoder()
+            let jobs = try Row.fetchAll(
+                db, sql: "SELECT * FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [run.rawValue]
+            ).map { row -> JobRecord in
+                let id: Int64 = row["id"]
+                return JobRecord(
+                    id: DurableJobID(id), run: run, name: row["name"], kind: row["kind"],
+                    state: DurableJobState(rawValue: row["state"]) ?? .failed, attempts: row["attempts"],
+                    retry: try decoder.decode(RetryPolicy.self, from: Data((row["retry"] as String).utf8)),
+                    priority: row["priority"], timeout: (row["timeout"] as Double?).map { Duration.seconds($0) },
+                    categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],
+                    inputFrom: (row["input_from"] as Int64?).map { DurableJobID($0) },
+                    notBefore: { (t: Double) in t > 0 ? Date(storeTime: t) : nil }(row["not_before"]),
+                    leaseOwner: row["lease_owner"],
+                    leaseExpires: (row["lease_expires"] as Double?).map(Date.init(storeTime:)),
+                    cancelRequest: row["cancel_request"], lastError: row["last_error"], output: row["output"],
+                    finished: (row["finished"] as Double?).map(Date.init(storeTime:)))
+            }
+            let names = Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })
+            var holders: [CategoryHolder] = []
+            for name in names.sorted() {
+                for row in try Row.fetchAll(
+                    db,
+                    sql: """
+                        SELECT h.job, j.name, j.run FROM baton_holders h JOIN baton_jobs j ON j.id = h.job
+                        WHERE h.category = ? ORDER BY h.job
+                        """, arguments: [name])
+                {
+                    holders.append(
+                        CategoryHolder(
+                            category: name, job: DurableJobID(row["job"] as Int64), jobName: row["name"],
+                            run: DurableRunID(row["run"] as Int64)))
+                }
+            }
+            let workers = try Row.fetchAll(
+                db, sql: "SELECT id, kinds, expires FROM baton_workers WHERE expires > ? ORDER BY id",
+                arguments: [now.storeTime]
+            ).map { row in
+                WorkerRecord(
+                    id: row["id"], kinds: try decoder.decode([String].self, from: Data((row["kinds"] as String).utf8)),
+                    expires: Date(storeTime: row["expires"]))
+            }
+            return RunSnapshot(run: record, jobs: jobs, holders: holders, workers: workers, now: now)
+        }
+    }
+
+    public func record(of run: DurableRunID) async throws -> RunRecord {
+        let record = try await writer.read { db -> RunRecord? in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT id, name, unique_key, created, finished FROM baton_runs WHERE id = ?",
+                    arguments: [run.rawValue])
+            else { return nil }
+            return RunRecord(
+                id: run, name: row["name"], uniqueKey: row["unique_key"], created: Date(storeTime: row["created"]),
+                finished: (row["finished"] as Double?).map { Date(storeTime: $0) })
+        }
+        guard let record else {
+            throw DurableError(
+                code: .unknownRun, message: "\(run) is not in the store: it was never submitted here, or was pruned.")
+        }
+        return record
+    }
+
+    public func run(of job: DurableJobID) async throws -> DurableRunID {
+        let run = try await writer.read { db in
+            try Int64.fetchOne(db, sql: "SELECT run FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
+        }
+        guard let run else {
+            throw DurableError(
+                code: .unknownJob, message: "\(job) is not in the store: never submitted here, or pruned.")
+        }
+        return DurableRunID(run)
+    }
+
+    public func nextDueDate(kinds: [String]) async throws -> Date? {
+        guard !kinds.isEmpty else { return nil }
+        let now = clock.now().storeTime
+        let placeholders = Array(repeating: "?", count: kinds.count).joined(separator: ",")
+        let next = try await writer.read { db -> Double? in
+            let ready = try Double.fetchOne(
+                db,
+                sql:
+                    "SELECT min(not_before) FROM baton_jobs WHERE state = 'ready' AND not_before > ? AND kind IN (\(placeholders))",
+                arguments: StatementArguments([now] + kinds))
+            let lease = try Double.fetchOne(
+                db, sql: "SELECT min(lease_expires) FROM baton_jobs WHERE state = 'running'")
+            return [ready, lease].compactMap { $0 }.min()
+        }
+        return next.map(Date.init(storeTime:))
+    }
+
+    public func prune(finishedBefore date: Date) async throws -> Int {
+        try await write(wake: false) { db in
+            let runs = try Int64.fetchAll(
+                db, sql: "SELECT id FROM baton_runs WHERE finished IS NOT NULL AND finished < ?",
+                arguments: [date.storeTime])
+            for run in runs {
+                let jobs = "SELECT id FROM baton_jobs WHERE run = ?"
+                try db.execute(sql: "DELETE FROM baton_edges WHERE job IN (\(jobs))", arguments: [run])
+                try db.execute(sql: "DELETE FROM baton_job_categories WHERE job IN (\(jobs))", arguments: [run])
+                try db.execute(sql: "DELETE FROM baton_holders WHERE job IN (\(jobs))", arguments: [run])
+                try db.execute(sql: "DELETE FROM baton_jobs WHERE run = ?", arguments: [run])
+                try db.execute(sql: "DELETE FROM baton_runs WHERE id = ?", arguments: [run])
+            }
+            return runs.count
+        }
+    }
+
+    public func register(_ worker: WorkerRecord) async throws {
+        let kinds = String(decoding: try JSONEncoder().encode(worker.kinds.sorted()), as: UTF8.self)
+        try await write(wake: false) { db in
+            try db.execute(
+                sql: "INSERT OR REPLACE INTO baton_workers (id, kinds, expires) VALUES (?, ?, ?)",
+                arguments: [worker.id, kinds, worker.expires.storeTime])
+        }
+    }
+
+    public func unregister(worker: String) async throws {
+        try await write(wake: false) { db in
+            try db.execute(sql: "DELETE FROM baton_workers WHERE id = ?", arguments: [worker])
+        }
+    }
+}

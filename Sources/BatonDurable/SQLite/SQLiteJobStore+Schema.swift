@@ -1,0 +1,92 @@
+import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    static func prepareSchema(_ db: Database, description: String) throws {
+        if try db.tableExists("baton_durable_meta") {
+            let version = try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'") ?? 0
+            if version > schemaVersion {
+                throw DurableError(
+                    code: .newerSchema,
+                    message:
+                        "the job store at '\(description)' has schema version \(version), written by a newer BatonDurable (this one knows version \(schemaVersion)). Upgrade this program; the store was not changed."
+                )
+            }
+            if version == schemaVersion { return }
+        }
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS baton_durable_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+                CREATE TABLE IF NOT EXISTS baton_runs (
+                    id INTEGER PRIMARY KEY,
+                    name TEXT NOT NULL,
+                    unique_key TEXT UNIQUE,
+                    created REAL NOT NULL,
+                    finished REAL,
+                    unfinished INTEGER NOT NULL
+                );
+                CREATE INDEX IF NOT EXISTS baton_runs_finished ON baton_runs(finished) WHERE finished IS NOT NULL;
+                CREATE TABLE IF NOT EXISTS baton_jobs (
+                    id INTEGER PRIMARY KEY,
+                    run INTEGER NOT NULL REFERENCES baton_runs(id) ON DELETE CASCADE,
+                    idx INTEGER NOT NULL,
+                    name TEXT NOT NULL,
+                    kind TEXT NOT NULL,
+                    state TEXT NOT NULL,
+                    input BLOB,
+                    input_from INTEGER,
+                    remaining INTEGER NOT NULL,
+                    attempts INTEGER NOT NULL DEFAULT 0,
+                    max_attempts INTEGER NOT NULL,
+                    retry TEXT NOT NULL,
+                    priority INTEGER NOT NULL,
+                    timeout REAL,
+                    has_categories INTEGER NOT NULL,
+                    not_before REAL NOT NULL,
+                    lease_owner TEXT,
+                    lease_token INTEGER,
+                    lease_expires REAL,
+                    cancel_request TEXT,
+                    last_error TEXT,
+                    output BLOB,
+                    finished REAL
+                );
+                CREATE INDEX IF NOT EXISTS baton_jobs_ready ON baton_jobs(priority DESC, id) WHERE state = 'ready';
+                CREATE INDEX IF NOT EXISTS baton_jobs_running ON baton_jobs(lease_expires) WHERE state = 'running';
+                CREATE INDEX IF NOT EXISTS baton_jobs_run ON baton_jobs(run, idx);
+                CREATE TABLE IF NOT EXISTS baton_edges (
+                    dependency INTEGER NOT NULL,
+                    job INTEGER NOT NULL,
+                    run_regardless INTEGER NOT NULL,
+                    PRIMARY KEY (dependency, job)
+                ) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS baton_edges_job ON baton_edges(job);
+                CREATE TABLE IF NOT EXISTS baton_job_categories (
+                    job INTEGER NOT NULL,
+                    category TEXT NOT NULL,
+                    max_holders INTEGER NOT NULL,
+                    PRIMARY KEY (job, category)
+                ) WITHOUT ROWID;
+                CREATE TABLE IF NOT EXISTS baton_holders (
+                    category TEXT NOT NULL,
+                    job INTEGER NOT NULL,
+                    PRIMARY KEY (category, job)
+                ) WITHOUT ROWID;
+                CREATE INDEX IF NOT EXISTS baton_holders_job ON baton_holders(job);
+                CREATE TABLE IF NOT EXISTS baton_workers (
+                    id TEXT PRIMARY KEY,
+                    kinds TEXT NOT NULL,
+                    expires REAL NOT NULL
+                );
+                """)
+        try db.execute(
+            sql: "INSERT OR REPLACE INTO baton_durable_meta (key, value) VALUES ('schema', ?)",
+            arguments: [schemaVersion])
+    }
+}
+
+extension Date {
+    /// Seconds since 1970, as the store keeps times.
+    var storeTime: Double { timeIntervalSince1970 }
+    init(storeTime: Double) { self.init(timeIntervalSince1970: storeTime) }
+}

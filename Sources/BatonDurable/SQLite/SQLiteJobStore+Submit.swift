@@ -1,0 +1,62 @@
+import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        try graph.validate()
+        let now = clock.now().storeTime
+        let encoder = JSONEncoder()
+        let retries = try graph.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        let result = try await write(wake: true) { db -> SubmittedRun in
+            if let uniqueKey,
+                let existing = try Int64.fetchOne(
+                    db, sql: "SELECT id FROM baton_runs WHERE unique_key = ?", arguments: [uniqueKey])
+            {
+                let jobs = try Int64.fetchAll(
+                    db, sql: "SELECT id FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [existing])
+                return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
+            }
+            try db.execute(
+                sql: "INSERT INTO baton_runs (name, unique_key, created, unfinished) VALUES (?, ?, ?, ?)",
+                arguments: [graph.name, uniqueKey, now, graph.jobs.count])
+            let run = db.lastInsertedRowID
+            let insertJob = try db.cachedStatement(
+                sql: """
+                    INSERT INTO baton_jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry,
+                        priority, timeout, has_categories, not_before)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """)
+            var ids: [Int64] = []
+            ids.reserveCapacity(graph.jobs.count)
+            for (index, job) in graph.jobs.enumerated() {
+                let remaining = Set(job.allDependencies.map(\.index)).count
+                try insertJob.execute(arguments: [
+                    run, index, job.name, job.kind,
+                    (remaining == 0 ? DurableJobState.ready : .pending).rawValue,
+                    job.input, remaining, job.retry.maxAttempts, retries[index], job.priority,
+                    job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0,
+                ])
+                ids.append(db.lastInsertedRowID)
+            }
+            let insertEdge = try db.cachedStatement(
+                sql: "INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless) VALUES (?, ?, ?)")
+            let setInputFrom = try db.cachedStatement(sql: "UPDATE baton_jobs SET input_from = ? WHERE id = ?")
+            let insertCategory = try db.cachedStatement(
+                sql: "INSERT OR REPLACE INTO baton_job_categories (job, category, max_holders) VALUES (?, ?, ?)")
+            for (index, job) in graph.jobs.enumerated() {
+                for dependency in job.allDependencies {
+                    try insertEdge.execute(arguments: [ids[dependency.index], ids[index], dependency.runRegardless])
+                }
+                if let from = job.inputFrom { try setInputFrom.execute(arguments: [ids[from], ids[index]]) }
+                for category in job.categories {
+                    try insertCategory.execute(arguments: [ids[index], category.name, category.limit])
+                }
+            }
+            if graph.jobs.isEmpty {
+                try db.execute(sql: "UPDATE baton_runs SET finished = ? WHERE id = ?", arguments: [now, run])
+            }
+            return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: false)
+        }
+        return result
+    }
+}

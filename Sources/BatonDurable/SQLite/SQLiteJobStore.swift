@@ -1,0 +1,118 @@
+import Baton
+public import Foundation
+import GRDB
+
+/// The embedded job store: one SQLite file (WAL mode), shared safely by the worker processes of one
+/// machine.
+///
+/// ```swift
+/// let store = try SQLiteJobStore(path: "jobs.sqlite")
+/// let run = try await store.submit(graph, uniqueKey: "refresh-2.5_day")
+/// ```
+///
+/// Every method is one short `BEGIN IMMEDIATE` transaction; concurrent writers wait up to
+/// ``busyTimeout`` for one another. Commits use `synchronous = NORMAL`: a committed transaction
+/// survives the crash of any process (the case this store is built for), while a power loss may lose
+/// the last transactions — which then simply run again (execution is at-least-once).
+///
+/// Wake-ups are immediate for workers that share this `SQLiteJobStore` instance; workers in other
+/// processes see new work at their polling interval (``DurableWorker/Configuration/pollInterval``).
+///
+/// The tables are named `baton_…`, so the store may live in an application's own database file.
+///
+/// ## Thread safety
+/// All methods may be called from any task, concurrently; GRDB serializes the writes.
+public final class SQLiteJobStore: JobStore {
+    /// The schema this version writes. A file written by a newer version is refused.
+    public static let schemaVersion = 1
+
+    public let clock: DurableClock
+    /// How long a transaction waits for another process's write to finish before failing.
+    public let busyTimeout: TimeInterval
+    let writer: any DatabaseWriter
+    let wakeupHub = WakeupHub()
+
+    /// Opens (or creates) the store in the SQLite file at `path`.
+    ///
+    /// - Throws: ``DurableError`` with code ``DurableError/Code/notAStore`` when the file is not a SQLite
+    ///   database (or is corrupt), ``DurableError/Code/newerSchema`` when a newer version wrote it.
+    public convenience init(path: String, clock: DurableClock = .system, busyTimeout: TimeInterval = 10) throws {
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(busyTimeout)
+        configuration.prepareDatabase { db in
+            try db.execute(sql: "PRAGMA synchronous = NORMAL")
+        }
+        let pool: DatabasePool
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+        } catch {
+            throw DurableError(
+                code: .notAStore,
+                message:
+                    "cannot open the job store at '\(path)': \(error). It is not a SQLite database, or it is damaged; move it away to start a new store.",
+                underlying: error)
+        }
+        try self.init(writer: pool, clock: clock, busyTimeout: busyTimeout, description: path)
+    }
+
+    /// A store in memory, for tests and previews: gone when the value is released.
+    public static func inMemory(clock: DurableClock = .system) throws -> SQLiteJobStore {
+        try SQLiteJobStore(writer: DatabaseQueue(), clock: clock, busyTimeout: 0, description: "memory")
+    }
+
+    init(writer: any DatabaseWriter, clock: DurableClock, busyTimeout: TimeInterval, description: String) throws {
+        self.writer = writer
+        self.clock = clock
+        self.busyTimeout = busyTimeout
+        do {
+            try writer.write { db in try Self.prepareSchema(db, description: description) }
+        } catch let error as DurableError {
+            throw error
+        } catch let error as DatabaseError
+            where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT
+        {
+            throw DurableError(
+                code: .notAStore,
+                message:
+                    "the job store at '\(description)' is not a SQLite database, or it is damaged (\(error.message ?? "\(error)")). Move the file away to start a new store.",
+                underlying: error)
+        } catch {
+            throw DurableError(
+                code: .storeFailure, message: "cannot prepare the job store at '\(description)': \(error)",
+                underlying: error)
+        }
+    }
+
+    public func wakeups() -> AsyncStream<Void> { wakeupHub.stream() }
+
+    /// Runs `body` in a write transaction and wakes this process's workers if `wake` is set.
+    func write<T: Sendable>(wake: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        let result = try await writer.write(body)
+        if wake { wakeupHub.wake() }
+        return result
+    }
+}
+
+/// The in-process wake-up broadcaster: each stream gets at most one buffered wake-up.
+final class WakeupHub: Sendable {
+    private let continuations = Protected([UInt64: AsyncStream<Void>.Continuation]())
+    private let counter = Protected<UInt64>(0)
+
+    func stream() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = counter.withLock { value -> UInt64 in
+            value += 1
+            return value
+        }
+        continuations.withLock { $0[id] = continuation }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.continuations.withLock { $0.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func wake() {
+        let all = continuations.withLock { Array($0.values) }
+        for continuation in all { continuation.yield() }
+    }
+}

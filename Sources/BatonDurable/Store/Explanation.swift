@@ -1,0 +1,143 @@
+public import Foundation
+
+/// Why a durable job is not running (yet), as ``JobStore/explain(run:)`` reports it.
+public enum WaitReason: Hashable, Codable, Sendable, CustomStringConvertible {
+    /// A dependency has not finished.
+    case dependency(name: String, state: DurableJobState)
+    /// The category is at its limit, held by these jobs.
+    case category(name: String, limit: Int, heldBy: [String])
+    /// A retry's backoff (or the submitted start time) has not passed.
+    case notBefore(Date)
+    /// A worker holds the job's lease (it is running there) until this time.
+    case lease(worker: String, until: Date)
+    /// The lease ran out; the next claim of any worker takes the job again.
+    case leaseExpired(worker: String, at: Date)
+    /// No live worker has registered the job's kind.
+    case noWorker(kind: String)
+    /// Its cancellation was asked for; its worker stops it at the next lease renewal.
+    case cancelRequested(reason: String)
+
+    public var description: String {
+        switch self {
+        case .dependency(let name, let state): "dependency '\(name)' is \(state)"
+        case .category(let name, let limit, let heldBy):
+            "category '\(name)' is at its limit (\(limit)), held by \(heldBy.map { "'\($0)'" }.joined(separator: ", "))"
+        case .notBefore(let date): "not before \(date.formatted(.iso8601))"
+        case .lease(let worker, let until): "lease held by worker '\(worker)' until \(until.formatted(.iso8601))"
+        case .leaseExpired(let worker, let at):
+            "lease of worker '\(worker)' expired at \(at.formatted(.iso8601)); the next claim takes it again"
+        case .noWorker(let kind): "no worker has registered kind '\(kind)'"
+        case .cancelRequested(let reason): "cancellation requested (\(reason)); its worker stops it at its next renewal"
+        }
+    }
+}
+
+/// One job of an explanation.
+public struct JobExplanation: Hashable, Codable, Sendable, CustomStringConvertible {
+    public var id: DurableJobID
+    public var name: String
+    public var kind: String
+    public var state: DurableJobState
+    public var attempts: Int
+    public var maxAttempts: Int
+    public var lastError: String?
+    /// Empty for a finished job; otherwise what it waits for.
+    public var waitingFor: [WaitReason]
+
+    public var description: String {
+        var line = "\(name) [\(kind)]: \(state), attempt \(attempts) of \(maxAttempts)"
+        if let lastError { line += "; last error: \(lastError)" }
+        if !waitingFor.isEmpty { line += "; waiting for: " + waitingFor.map(\.description).joined(separator: "; ") }
+        return line
+    }
+}
+
+/// A run's jobs with their states and what each waits for.
+public struct RunExplanation: Hashable, Codable, Sendable, CustomStringConvertible {
+    public var run: RunRecord
+    public var jobs: [JobExplanation]
+
+    /// The job named `name`, if it is in the run.
+    public subscript(name: String) -> JobExplanation? { jobs.first { $0.name == name } }
+
+    /// How many jobs are in each state.
+    public var counts: [DurableJobState: Int] { jobs.reduce(into: [:]) { $0[$1.state, default: 0] += 1 } }
+
+    public var description: String {
+        let summary = DurableJobState.allCases.compactMap { state in counts[state].map { "\($0) \(state)" } }
+        var lines = ["run \(run.id.rawValue) '\(run.name)': " + summary.joined(separator: ", ")]
+        lines += jobs.map { "  " + $0.description }
+        return lines.joined(separator: "\n")
+    }
+}
+
+extension RunSnapshot {
+    /// What each job of the run waits for, computed from the snapshot.
+    public func explain() -> RunExplanation {
+        let byID = Dictionary(jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let registered = Set(workers.filter { $0.expires > now }.flatMap(\.kinds))
+        var holdersByCategory: [String: [String]] = [:]
+        for holder in holders { holdersByCategory[holder.category, default: []].append(holder.jobName) }
+        let explained = jobs.map { job -> JobExplanation in
+            var reasons: [WaitReason] = []
+            switch job.state {
+            case .pending:
+                for dependency in job.dependencies {
+                    if let record = byID[dependency.job], !record.state.isFinished {
+                        reasons.append(.dependency(name: record.name, state: record.state))
+                    }
+                }
+                if !registered.contains(job.kind) { reasons.append(.noWorker(kind: job.kind)) }
+            case .ready:
+                if let notBefore = job.notBefore, notBefore > now { reasons.append(.notBefore(notBefore)) }
+                for category in job.categories {
+                    let held = holdersByCategory[category.name] ?? []
+                    if held.count >= category.limit {
+                        reasons.append(.category(name: category.name, limit: category.limit, heldBy: held))
+                    }
+                }
+                if !registered.contains(job.kind) { reasons.append(.noWorker(kind: job.kind)) }
+            case .running:
+                if let reason = job.cancelRequest { reasons.append(.cancelRequested(reason: reason)) }
+                if let owner = job.leaseOwner, let until = job.leaseExpires {
+                    reasons.append(
+                        until > now ? .lease(worker: owner, until: until) : .leaseExpired(worker: owner, at: until))
+                }
+            case .succeeded, .failed, .cancelled: break
+            }
+            return JobExplanation(
+                id: job.id, name: job.name, kind: job.kind, state: job.state, attempts: job.attempts,
+                maxAttempts: job.retry.maxAttempts, lastError: job.lastError, waitingFor: reasons)
+        }
+        return RunExplanation(run: run, jobs: explained)
+    }
+}
+
+extension JobStore {
+    /// The default reads a whole snapshot; stores override it with a one-row read.
+    public func record(of run: DurableRunID) async throws -> RunRecord {
+        try await snapshot(of: run).run
+    }
+
+    /// Per job of the run: state, attempts, last error, and what it waits for.
+    public func explain(run: DurableRunID) async throws -> RunExplanation {
+        try await snapshot(of: run).explain()
+    }
+
+    /// One job: state, attempts, last error, and what it waits for.
+    public func explain(job: DurableJobID) async throws -> JobExplanation {
+        let explanation = try await explain(run: run(of: job))
+        guard let found = explanation.jobs.first(where: { $0.id == job }) else {
+            throw DurableError(code: .unknownJob, message: "\(job) is not in the store (pruned?).")
+        }
+        return found
+    }
+
+    /// The stored record of one job.
+    public func record(of job: DurableJobID) async throws -> JobRecord {
+        guard let found = try await snapshot(of: run(of: job)).jobs.first(where: { $0.id == job }) else {
+            throw DurableError(code: .unknownJob, message: "\(job) is not in the store (pruned?).")
+        }
+        return found
+    }
+}

@@ -1,0 +1,79 @@
+extension GraphSpec {
+    /// Checks that names are unique and not empty, edges point into the graph, and there is no cycle.
+    ///
+    /// Stores call this before writing anything, so a bad graph leaves the store unchanged.
+    /// - Throws: ``DurableError`` with code ``DurableError/Code/dependencyCycle`` (naming the cycle in
+    ///   order) or ``DurableError/Code/invalidGraph``.
+    public func validate() throws(DurableError) {
+        var seen: [String: Int] = [:]
+        for (index, job) in jobs.enumerated() {
+            if job.name.isEmpty {
+                throw invalid("job \(index) of graph '\(name)' has an empty name. Give every job a name.", [])
+            }
+            if job.kind.isEmpty {
+                throw invalid(
+                    "job '\(job.name)' of graph '\(name)' has an empty kind. Use the kind of a DurableJob.", [job.name])
+            }
+            if let other = seen.updateValue(index, forKey: job.name) {
+                throw invalid(
+                    "graph '\(name)' has two jobs named '\(job.name)' (\(other) and \(index)). Names must be unique within a graph; pass name: to add(_:).",
+                    [job.name])
+            }
+            for dependency in job.allDependencies where !jobs.indices.contains(dependency.index) {
+                throw invalid(
+                    "job '\(job.name)' depends on job \(dependency.index), which is not in graph '\(name)' (it has \(jobs.count) jobs).",
+                    [job.name])
+            }
+            if job.input == nil && job.inputFrom == nil {
+                throw invalid("job '\(job.name)' has no input: give input: or inputFrom:.", [job.name])
+            }
+            for category in job.categories where category.name.isEmpty {
+                throw invalid("job '\(job.name)' names a category with an empty name.", [job.name])
+            }
+        }
+        if let cycle = findCycle() {
+            let names = cycle.map { jobs[$0].name }
+            throw DurableError(
+                code: .dependencyCycle, jobs: names,
+                message:
+                    "graph '\(name)' has a dependency cycle: \((names + [names[0]]).map { "'\($0)'" }.joined(separator: " → ")). Remove one of these dependencies; nothing was submitted."
+            )
+        }
+    }
+
+    private func invalid(_ message: String, _ names: [String]) -> DurableError {
+        DurableError(code: .invalidGraph, jobs: names, message: message + " Nothing was submitted.")
+    }
+
+    /// The first cycle found, as indices in dependency order, or `nil`. Iterative depth-first search.
+    func findCycle() -> [Int]? {
+        enum Mark { case unvisited, onPath, done }
+        var marks = [Mark](repeating: .unvisited, count: jobs.count)
+        let edges = jobs.map { $0.allDependencies.map(\.index) }
+        for root in jobs.indices where marks[root] == .unvisited {
+            // The path as (node, next edge position).
+            var path: [(node: Int, next: Int)] = [(root, 0)]
+            marks[root] = .onPath
+            while let (node, next) = path.last {
+                if next < edges[node].count {
+                    path[path.count - 1].next += 1
+                    let target = edges[node][next]
+                    switch marks[target] {
+                    case .unvisited:
+                        marks[target] = .onPath
+                        path.append((target, 0))
+                    case .onPath:
+                        let start = path.firstIndex { $0.node == target }!
+                        // The path runs from dependents to dependencies; report dependencies first.
+                        return path[start...].map(\.node).reversed()
+                    case .done: break
+                    }
+                } else {
+                    marks[node] = .done
+                    path.removeLast()
+                }
+            }
+        }
+        return nil
+    }
+}

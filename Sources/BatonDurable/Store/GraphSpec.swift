@@ -1,0 +1,109 @@
+public import Foundation
+
+/// A counted exclusivity category shared by every worker of a store: at most `limit` jobs that name it
+/// run at once, across all processes and machines.
+///
+/// A job holds its categories from its claim until its completion, its release, or the end of its
+/// lease, so a crashed holder's place is freed when its lease expires. Jobs that name the same
+/// category should give it the same limit; when they don't, each job is admitted by its own limit.
+public struct DurableCategory: Hashable, Codable, Sendable, CustomStringConvertible {
+    public var name: String
+    public var limit: Int
+
+    public init(name: String, limit: Int = 1) {
+        self.name = name
+        self.limit = max(1, limit)
+    }
+
+    /// A category `name` of which at most `limit` holders run at once (1: mutually exclusive).
+    public static func named(_ name: String, limit: Int = 1) -> DurableCategory {
+        DurableCategory(name: name, limit: limit)
+    }
+
+    public var description: String { limit == 1 ? "'\(name)'" : "'\(name)' (limit \(limit))" }
+}
+
+/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:)`` records.
+public struct JobSpec: Hashable, Codable, Sendable {
+    /// A dependency edge to another job of the same graph, by its index in ``GraphSpec/jobs``.
+    public struct Dependency: Hashable, Codable, Sendable {
+        public var index: Int
+        /// Run even when that dependency fails or is cancelled (it must still finish first).
+        public var runRegardless: Bool
+        public init(index: Int, runRegardless: Bool = false) {
+            self.index = index
+            self.runRegardless = runRegardless
+        }
+    }
+
+    /// A name unique within the graph, used by `explain` and in errors.
+    public var name: String
+    /// The kind a worker registers code for (``DurableJob/kind``).
+    public var kind: String
+    /// The encoded input, or `nil` when the input is the output of ``inputFrom``.
+    public var input: Data?
+    /// The index of the job whose output is this job's input (it is also a dependency).
+    public var inputFrom: Int?
+    /// The jobs that must finish first.
+    public var dependencies: [Dependency]
+    /// Higher runs first among ready jobs (``JobPriority`` raw values by default).
+    public var priority: Int
+    public var retry: RetryPolicy
+    /// The time limit of one attempt, enforced by the worker.
+    public var timeout: Duration?
+    public var categories: [DurableCategory]
+    /// The earliest time of the first attempt, or `nil` for "as soon as ready".
+    public var notBefore: Date?
+
+    public init(
+        name: String, kind: String, input: Data? = nil, inputFrom: Int? = nil, dependencies: [Dependency] = [],
+        priority: Int = 2, retry: RetryPolicy = .standard, timeout: Duration? = nil,
+        categories: [DurableCategory] = [], notBefore: Date? = nil
+    ) {
+        self.name = name
+        self.kind = kind
+        self.input = input
+        self.inputFrom = inputFrom
+        self.dependencies = dependencies
+        self.priority = priority
+        self.retry = retry
+        self.timeout = timeout
+        self.categories = categories
+        self.notBefore = notBefore
+    }
+
+    /// The dependencies, with ``inputFrom`` included once.
+    public var allDependencies: [Dependency] {
+        var result = dependencies
+        if let inputFrom, !result.contains(where: { $0.index == inputFrom }) {
+            result.append(Dependency(index: inputFrom))
+        }
+        return result
+    }
+}
+
+/// A graph in the form a ``JobStore`` stores: jobs and their edges. ``JobGraph`` builds one with types.
+public struct GraphSpec: Hashable, Codable, Sendable {
+    public var name: String
+    public var jobs: [JobSpec]
+
+    public init(name: String, jobs: [JobSpec] = []) {
+        self.name = name
+        self.jobs = jobs
+    }
+}
+
+/// What ``JobStore/submit(_:uniqueKey:)`` returns.
+public struct SubmittedRun: Hashable, Codable, Sendable {
+    public var run: DurableRunID
+    /// The store's identity of each job, in the order of ``GraphSpec/jobs``.
+    public var jobs: [DurableJobID]
+    /// `true` when the unique key matched an earlier run, which is returned instead of a new one.
+    public var existing: Bool
+
+    public init(run: DurableRunID, jobs: [DurableJobID], existing: Bool) {
+        self.run = run
+        self.jobs = jobs
+        self.existing = existing
+    }
+}

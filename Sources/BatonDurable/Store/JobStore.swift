@@ -1,0 +1,186 @@
+public import Foundation
+
+/// Where durable graphs live: the state of every job, its lease, its categories and its output.
+///
+/// A store decides *what may start*; a ``DurableWorker`` runs what it claims on a Baton `JobQueue`,
+/// which decides *when it runs*. The protocol is small and speaks only data (kinds, encoded inputs and
+/// outputs, states), so a store is a handful of SQL transactions: ``SQLiteJobStore`` is the embedded
+/// default, and a PostgreSQL store implements the same methods.
+///
+/// Every method is one atomic transaction. Times come from ``clock``, never from the database.
+/// The checks in the `JobStoreConformance` test target are the contract: a store passes all of them.
+///
+/// ## Thread safety
+/// Implementations are `Sendable`; any method may be called from any task, concurrently, and several
+/// processes may share one store.
+public protocol JobStore: Sendable {
+    /// The clock the store reads for `notBefore`, lease expiry and retention.
+    var clock: DurableClock { get }
+
+    /// Stores a whole graph in one transaction and returns the identities given to its jobs.
+    ///
+    /// Jobs without dependencies are ready at once. When `uniqueKey` matches a run already in the
+    /// store (finished or not, until it is pruned), nothing is written and that run is returned with
+    /// ``SubmittedRun/existing`` set.
+    /// - Throws: ``DurableError`` (``DurableError/Code/dependencyCycle``, ``DurableError/Code/invalidGraph``)
+    ///   before writing anything.
+    func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun
+
+    /// Claims up to `limit` ready jobs of the given kinds for `worker`, each with a fresh lease token
+    /// and a lease ending `lease` from now, in one transaction.
+    ///
+    /// A job may be claimed when it is ready, its `notBefore` has passed, and each of its categories
+    /// has fewer holders than its limit. Higher priority first, then older first. The same transaction
+    /// first ends expired leases: such a job becomes ready again (attempt + 1 at its next claim), or
+    /// failed when it has no attempt left, or cancelled when its cancellation was requested.
+    func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob]
+
+    /// Extends the leases that `worker` still holds to `lease` from now. One result per lease, in order:
+    /// ``LeaseStatus/cancelRequested(reason:)`` when the job's cancellation was asked for (keep the lease
+    /// until the job has ended, then report it), ``LeaseStatus/lost`` when the token is no longer the
+    /// job's current one (stop the attempt: its completion will be rejected).
+    func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus]
+
+    /// Records how attempts ended, each with the token of its claim, in one transaction.
+    ///
+    /// For an accepted report the store records the outcome and output, releases the job's categories
+    /// and, in the same transaction, makes ready the dependents whose last dependency this was; a
+    /// failure with attempts left becomes a retry (`notBefore` from the job's ``RetryPolicy``); a final
+    /// failure or a cancellation cancels the dependents that do not run regardless, transitively,
+    /// with a reason that names the job. A report whose token is not current is rejected and changes
+    /// nothing.
+    func finish(_ reports: [AttemptReport]) async throws -> [FinishResult]
+
+    /// Gives claimed jobs back unattempted (graceful shutdown): they become ready again at once with
+    /// their attempt count as before the claim, and their categories are released. Stale tokens are
+    /// ignored.
+    func release(_ leases: [Lease]) async throws
+
+    /// Cancels every unfinished job of a run. Pending and ready jobs are cancelled at once; a running
+    /// job is asked to cancel (its worker learns it at its next renewal) and becomes cancelled when its
+    /// attempt ends or its lease expires.
+    func cancel(run: DurableRunID, reason: String) async throws
+
+    /// Cancels one job as ``cancel(run:reason:)`` does; its dependents are cancelled unless they run regardless.
+    func cancel(job: DurableJobID, reason: String) async throws
+
+    /// Records that a worker runs the given kinds, until `expires` (workers refresh this as they renew).
+    /// `explain` reports ready jobs whose kind no live worker has registered.
+    func register(_ worker: WorkerRecord) async throws
+
+    /// Removes a worker's registration (it stopped).
+    func unregister(worker: String) async throws
+
+    /// Everything `explain` needs about a run, read in one transaction.
+    func snapshot(of run: DurableRunID) async throws -> RunSnapshot
+
+    /// The run a job belongs to.
+    func run(of job: DurableJobID) async throws -> DurableRunID
+
+    /// The run's own record (cheap: no jobs), for waiting until it has finished.
+    /// - Throws: ``DurableError`` (``DurableError/Code/unknownRun``) when it is not in the store.
+    func record(of run: DurableRunID) async throws -> RunRecord
+
+    /// The earliest time after now at which a job of these kinds may become claimable without any other
+    /// event: the earliest future `notBefore` of a ready job, or the earliest lease expiry. `nil` if none.
+    /// Workers sleep until then (or a wake-up, or their polling interval).
+    func nextDueDate(kinds: [String]) async throws -> Date?
+
+    /// Deletes the runs that finished before `date`, with their jobs. Returns how many runs.
+    func prune(finishedBefore date: Date) async throws -> Int
+
+    /// A stream that yields whenever work may have become claimable (a submission, a completion, a
+    /// release, a cancellation). A store shared by processes delivers its own changes at once and other
+    /// processes' changes as it can (SQLite: not at all — workers poll; PostgreSQL: `LISTEN/NOTIFY`).
+    /// Each call returns a new stream; it ends when the caller stops iterating.
+    func wakeups() -> AsyncStream<Void>
+}
+
+/// A job claimed by a worker: what it needs to run one attempt.
+public struct ClaimedJob: Hashable, Codable, Sendable {
+    public var lease: Lease
+    public var run: DurableRunID
+    public var name: String
+    public var kind: String
+    /// The encoded input (the output of the job's `inputFrom` dependency, when it has one).
+    public var input: Data
+    /// This attempt's number, from 1.
+    public var attempt: Int
+    public var maxAttempts: Int
+    public var priority: Int
+    public var timeout: Duration?
+    /// When the lease ends unless renewed.
+    public var leaseExpires: Date
+
+    public init(
+        lease: Lease, run: DurableRunID, name: String, kind: String, input: Data, attempt: Int, maxAttempts: Int,
+        priority: Int, timeout: Duration?, leaseExpires: Date
+    ) {
+        self.lease = lease
+        self.run = run
+        self.name = name
+        self.kind = kind
+        self.input = input
+        self.attempt = attempt
+        self.maxAttempts = maxAttempts
+        self.priority = priority
+        self.timeout = timeout
+        self.leaseExpires = leaseExpires
+    }
+
+    public var job: DurableJobID { lease.job }
+}
+
+/// How one attempt ended, as a worker reports it.
+public struct AttemptReport: Hashable, Codable, Sendable {
+    public enum Outcome: Hashable, Codable, Sendable {
+        /// The job returned this encoded output.
+        case succeeded(output: Data)
+        /// The job threw. `retryable: false` fails the job now whatever attempts are left (for example
+        /// an input that does not decode).
+        case failed(message: String, retryable: Bool)
+        /// The job stopped because it was cancelled.
+        case cancelled(reason: String)
+    }
+
+    public var lease: Lease
+    public var outcome: Outcome
+
+    public init(lease: Lease, outcome: Outcome) {
+        self.lease = lease
+        self.outcome = outcome
+    }
+}
+
+/// What a store did with an ``AttemptReport``.
+public enum FinishResult: Hashable, Codable, Sendable {
+    /// Recorded; the job is now in this state (`ready` for a scheduled retry).
+    case accepted(DurableJobState)
+    /// Not the job's current lease (it expired and the job was claimed again, released, or finished):
+    /// nothing changed.
+    case rejected
+}
+
+/// The answer to a lease renewal.
+public enum LeaseStatus: Hashable, Codable, Sendable {
+    /// Still held, now until this time.
+    case renewed(until: Date)
+    /// Still held (until this time), but the job's cancellation was asked for: stop it and report.
+    case cancelRequested(reason: String, until: Date)
+    /// No longer held: stop the attempt; its completion would be rejected.
+    case lost
+}
+
+/// A worker as registered in a store.
+public struct WorkerRecord: Hashable, Codable, Sendable {
+    public var id: String
+    public var kinds: [String]
+    /// The registration lapses at this time unless refreshed.
+    public var expires: Date
+
+    public init(id: String, kinds: [String], expires: Date) {
+        self.id = id
+        self.kinds = kinds
+        self.expires = expires
+    }
+}

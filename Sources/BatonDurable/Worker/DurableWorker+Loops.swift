@@ -1,0 +1,282 @@
+import Baton
+import Foundation
+import Logging
+
+extension DurableWorker {
+    /// Claims while there are free slots; waits for a wake-up, the next due date or the polling interval.
+    /// Returns when shut down and every claimed job is reported or given back.
+    func claimLoop(until run: DurableRunID?) async {
+        let limit = configuration.maxConcurrentJobs
+        while true {
+            let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
+            if let deadline {
+                if active == 0 { return }
+                if ContinuousClock.now >= deadline {
+                    cancelForShutdown()
+                    await claimSignal.wait(timeout: .seconds(1))
+                } else {
+                    await claimSignal.wait(timeout: deadline - ContinuousClock.now)
+                }
+                continue
+            }
+            let free = limit - active
+            var claimed = 0
+            if free > 0 {
+                do {
+                    let jobs = try await store.claim(
+                        worker: configuration.id, kinds: kinds, limit: free, lease: configuration.leaseDuration)
+                    start(jobs)
+                    claimed = jobs.count
+                } catch {
+                    configuration.logger.warning("claiming failed, retrying: \(error)")
+                    await claimSignal.wait(timeout: configuration.pollInterval)
+                    continue
+                }
+                if claimed == free { continue }
+            }
+            if claimed == 0, let run {
+                if let record = try? await store.record(of: run), record.finished != nil {
+                    shutdown()
+                    continue
+                }
+            }
+            var timeout = configuration.pollInterval
+            if free > 0, claimed == 0, let due = try? await store.nextDueDate(kinds: kinds) {
+                let wait = Duration.seconds(max(due.timeIntervalSince(store.clock.now()), 0.001))
+                timeout = min(timeout, wait)
+            }
+            await claimSignal.wait(timeout: timeout)
+        }
+    }
+
+    /// Runs claimed jobs as Baton jobs on the worker's queue.
+    func start(_ claimed: [ClaimedJob]) {
+        guard !claimed.isEmpty else { return }
+        var jobs: [AsyncJob] = []
+        jobs.reserveCapacity(claimed.count)
+        for claim in claimed {
+            guard let runner = runners[claim.kind] else { continue }  // never: only our kinds are claimed
+            let output = Protected<Data?>(nil)
+            let context = DurableJobContext(
+                job: claim.job, run: claim.run, name: claim.name, attempt: claim.attempt,
+                maxAttempts: claim.maxAttempts,
+                worker: configuration.id, logger: jobLogger(claim))
+            let job = AsyncJob(
+                name: claim.name, priority: JobPriority(rawValue: min(max(claim.priority, 0), 4)) ?? .normal
+            ) {
+                _ in
+                let data = try await runner.run(claim.input, context, claim.kind)
+                output.withLock { $0 = data }
+            }
+            if let timeout = claim.timeout, timeout > .zero { job.addTimeout(timeout) }
+            job.addObserver(
+                BlockObserver(onFinish: { [weak self] _, outcome in
+                    self?.attemptFinished(claim, outcome: outcome, output: output.current)
+                }))
+            state.withLock {
+                $0.active[claim.job] = ActiveAttempt(claimed: claim, job: job, leaseExpires: claim.leaseExpires)
+            }
+            jobs.append(job)
+        }
+        queue.add(jobs)
+    }
+
+    private func jobLogger(_ claim: ClaimedJob) -> Logger {
+        var logger = configuration.logger
+        logger[metadataKey: "durable.job"] = "\(claim.job.rawValue)"
+        logger[metadataKey: "durable.name"] = "\(claim.name)"
+        logger[metadataKey: "durable.attempt"] = "\(claim.attempt)"
+        return logger
+    }
+
+    /// Turns a Baton outcome into what the store is told.
+    func attemptFinished(_ claim: ClaimedJob, outcome: JobOutcome, output: Data?) {
+        let cause = state.withLock { $0.active[claim.job]?.cause }
+        let pending: PendingReport?
+        switch outcome {
+        case .succeeded:
+            pending = .report(
+                AttemptReport(lease: claim.lease, outcome: .succeeded(output: output ?? Data("null".utf8))))
+        case .failed(let error):
+            let retryable = (error as? DurableError)?.code != .decoding
+            pending = .report(
+                AttemptReport(lease: claim.lease, outcome: .failed(message: describe(error), retryable: retryable)))
+        case .cancelled(let reason):
+            if let error = reason as? JobError, error.code == .timedOut {
+                pending = .report(
+                    AttemptReport(lease: claim.lease, outcome: .failed(message: error.message, retryable: true)))
+            } else {
+                switch cause {
+                case .requested(let why):
+                    pending = .report(AttemptReport(lease: claim.lease, outcome: .cancelled(reason: why)))
+                case .leaseLost: pending = nil
+                case .shutdown: pending = .release(claim.lease)
+                case nil:
+                    pending = .report(
+                        AttemptReport(
+                            lease: claim.lease,
+                            outcome: .failed(message: "cancelled: \(describe(reason))", retryable: true)))
+                }
+            }
+        }
+        if let pending {
+            state.withLock { $0.reports.append(pending) }
+            reportSignal.raise()
+        } else {
+            let removed = state.withLock { $0.active.removeValue(forKey: claim.job) }
+            _ = removed  // released outside the lock
+            claimSignal.raise()
+        }
+    }
+
+    private func describe(_ error: any Error) -> String {
+        if let error = error as? DurableError { return error.message }
+        if let error = error as? JobError { return error.message }
+        return "\(error)"
+    }
+
+    /// Sends finished attempts to the store in batches; a job leaves `active` once its report is stored.
+    func reportLoop() async {
+        while true {
+            let batch = state.withLock { state -> [PendingReport] in
+                let batch = state.reports
+                state.reports.removeAll(keepingCapacity: true)
+                return batch
+            }
+            if batch.isEmpty {
+                if Task.isCancelled { return }
+                await reportSignal.wait(timeout: .seconds(1))
+                continue
+            }
+            var reports: [AttemptReport] = []
+            var releases: [Lease] = []
+            for item in batch {
+                switch item {
+                case .report(let report): reports.append(report)
+                case .release(let lease): releases.append(lease)
+                }
+            }
+            do {
+                let results = try await store.finish(reports)
+                try await store.release(releases)
+                for (report, result) in zip(reports, results) where result == .rejected {
+                    configuration.logger.notice(
+                        "the store rejected the completion of \(report.lease.job): its lease had ended (another attempt owns it, or it was cancelled)"
+                    )
+                }
+            } catch {
+                configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
+                state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
+                await reportSignal.wait(timeout: configuration.pollInterval)
+                continue
+            }
+            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.job) } }
+            _ = removed  // released outside the lock
+            claimSignal.raise()
+        }
+    }
+
+    /// Renews the leases every renew interval (or when asked), and passes cancellations and lost leases on.
+    func renewLoop() async {
+        while !Task.isCancelled {
+            await renewSignal.wait(timeout: configuration.renewInterval)
+            if Task.isCancelled { return }
+            await renewLeases()
+        }
+    }
+
+    /// One renewal round: refreshes the registration and every held lease.
+    func renewLeases() async {
+        let held = state.withLock { state in state.active.values.map(\.claimed.lease) }
+        let expires = store.clock.now().adding(configuration.leaseDuration)
+        try? await store.register(WorkerRecord(id: configuration.id, kinds: kinds, expires: expires))
+        await pruneIfDue()
+        guard !held.isEmpty else { return }
+        var toCancel: [(AsyncJob, DurableCancellation)] = []
+        do {
+            let statuses = try await store.renew(held, worker: configuration.id, lease: configuration.leaseDuration)
+            state.withLock { state in
+                for (lease, status) in zip(held, statuses) {
+                    guard var attempt = state.active[lease.job], attempt.claimed.lease == lease else { continue }
+                    switch status {
+                    case .renewed(let until):
+                        attempt.leaseExpires = until
+                    case .cancelRequested(let reason, let until):
+                        attempt.leaseExpires = until
+                        if attempt.cause == nil {
+                            attempt.cause = .requested(reason)
+                            toCancel.append(
+                                (
+                                    attempt.job,
+                                    DurableCancellation(message: "job '\(lease.job)' was cancelled: \(reason)")
+                                ))
+                        }
+                    case .lost:
+                        attempt.cause = .leaseLost
+                        toCancel.append(
+                            (
+                                attempt.job,
+                                DurableCancellation(
+                                    message:
+                                        "job '\(attempt.claimed.name)' lost its lease (another worker took it over)")
+                            ))
+                    }
+                    state.active[lease.job] = attempt
+                }
+            }
+        } catch {
+            configuration.logger.warning("renewing \(held.count) leases failed: \(error)")
+            // Leases that ran out meanwhile may belong to another worker now: stop those attempts.
+            let now = store.clock.now()
+            state.withLock { state in
+                for (id, var attempt) in state.active where attempt.leaseExpires < now && attempt.cause == nil {
+                    attempt.cause = .leaseLost
+                    toCancel.append(
+                        (
+                            attempt.job,
+                            DurableCancellation(
+                                message: "job '\(attempt.claimed.name)' lost its lease (renewal failed)")
+                        ))
+                    state.active[id] = attempt
+                }
+            }
+        }
+        for (job, reason) in toCancel { job.cancel(reason: reason) }
+    }
+
+    /// Deletes the runs that finished longer than ``Configuration/retention`` ago, at most once a minute.
+    func pruneIfDue() async {
+        guard let retention = configuration.retention else { return }
+        let now = store.clock.now()
+        let due = state.withLock { state -> Bool in
+            if let last = state.lastPrune, now.timeIntervalSince(last) < 60 { return false }
+            state.lastPrune = now
+            return true
+        }
+        guard due else { return }
+        do {
+            let pruned = try await store.prune(finishedBefore: now.adding(.zero - retention))
+            if pruned > 0 { configuration.logger.info("pruned \(pruned) finished runs older than \(retention)") }
+        } catch {
+            configuration.logger.warning("pruning finished runs failed: \(error)")
+        }
+    }
+
+    /// After the grace period: cancels what still runs; those attempts are given back to the store.
+    func cancelForShutdown() {
+        let jobs = state.withLock { state -> [AsyncJob] in
+            guard !state.cancelledForShutdown else { return [] }
+            state.cancelledForShutdown = true
+            var jobs: [AsyncJob] = []
+            for (id, var attempt) in state.active where attempt.cause == nil {
+                attempt.cause = .shutdown
+                state.active[id] = attempt
+                jobs.append(attempt.job)
+            }
+            return jobs
+        }
+        for job in jobs {
+            job.cancel(reason: DurableCancellation(message: "job '\(job.name)' stopped: its worker is shutting down"))
+        }
+    }
+}

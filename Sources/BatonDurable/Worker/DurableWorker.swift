@@ -1,0 +1,174 @@
+public import Baton
+import Foundation
+public import Logging
+public import ServiceLifecycle
+
+/// Claims durable jobs from a store and runs them as ordinary Baton jobs on a `JobQueue`.
+///
+/// ```swift
+/// let worker = try DurableWorker(store: store, jobs: [FetchFeed(), ParseFeed(), ImportFeed(db)])
+/// try await worker.run(until: run)        // or run() as a long-lived service
+/// ```
+///
+/// The store decides *what may start* (dependencies, `notBefore`, categories); the worker's queue
+/// decides *when it runs* (its concurrency limit, priorities, time limits, instruments). While a job
+/// runs, the worker renews its lease every ``Configuration/renewInterval``; a cancellation asked for
+/// in the store, or a lease the worker lost, reaches the job as Swift task cancellation at the next
+/// renewal. A job that throws is retried by the store's ``RetryPolicy``; one whose input or output does
+/// not decode fails at once with an error naming it.
+///
+/// **Delivery**: at-least-once execution, exactly-once completion record. A job may run again when its
+/// worker dies or stalls past its lease, but only one completion per job is accepted (fencing by
+/// lease token).
+///
+/// **Timing** (defaults): leases of 8 s renewed every 2 s, so a worker that dies leaves its jobs for at
+/// most 8 s, and another worker — which wakes up when the earliest lease ends, or at least every
+/// ``Configuration/pollInterval`` (1 s) — claims them again within about 9 s (attempt + 1). Within one
+/// process, new work wakes workers at once; across processes sharing a SQLite file, within the
+/// polling interval.
+///
+/// **Shutdown**: cancelling the task that runs ``run()`` (or a graceful shutdown of the
+/// `ServiceGroup` it runs in, or ``shutdown()``) stops claiming, lets running jobs finish for up to
+/// ``Configuration/shutdownGracePeriod``, then cancels the rest and gives their leases back to the
+/// store, unattempted, so other workers take them at once.
+///
+/// ## Thread safety
+/// All methods may be called from any task; run one `run` at a time per worker.
+public final class DurableWorker: Service, Sendable {
+    public struct Configuration: Sendable {
+        /// The worker's name in the store (leases, `explain`). Unique per running worker.
+        public var id: String
+        /// How many jobs run at once (the queue's limit).
+        public var maxConcurrentJobs: Int
+        /// How long a claim lasts without renewal: the longest a dead worker's jobs wait.
+        public var leaseDuration: Duration
+        /// How often leases are renewed (well under `leaseDuration`).
+        public var renewInterval: Duration
+        /// How often the store is asked for work when nothing woke the worker.
+        public var pollInterval: Duration
+        /// How long running jobs may take to finish after a shutdown begins.
+        public var shutdownGracePeriod: Duration
+        /// How long finished runs are kept: the worker prunes older ones (at most once a minute, at a lease
+        /// renewal). `nil` keeps them until ``JobStore/prune(finishedBefore:)`` is called.
+        public var retention: Duration?
+        public var logger: Logger
+
+        public init(
+            id: String = DurableWorker.defaultID(), maxConcurrentJobs: Int = 16, leaseDuration: Duration = .seconds(8),
+            renewInterval: Duration = .seconds(2), pollInterval: Duration = .seconds(1),
+            shutdownGracePeriod: Duration = .seconds(10), retention: Duration? = .seconds(7 * 24 * 3600),
+            logger: Logger = Logger(label: "baton.durable.worker")
+        ) {
+            self.id = id
+            self.maxConcurrentJobs = max(1, maxConcurrentJobs)
+            self.leaseDuration = leaseDuration
+            self.renewInterval = renewInterval
+            self.pollInterval = pollInterval
+            self.shutdownGracePeriod = shutdownGracePeriod
+            self.retention = retention
+            self.logger = logger
+        }
+    }
+
+    public let store: any JobStore
+    public let configuration: Configuration
+    /// The queue the jobs run on.
+    public let queue: JobQueue
+    let runners: [String: JobRunner]
+    let kinds: [String]
+    let state = Protected(WorkerState())
+    /// Raised when the claim loop may have something to do (a slot freed, new work, shutdown).
+    let claimSignal = WakeSignal()
+    /// Raised when there are reports to send.
+    let reportSignal = WakeSignal()
+    /// Raised to renew leases now (tests, cancellation).
+    let renewSignal = WakeSignal()
+
+    /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice.
+    public init(store: any JobStore, jobs: [any DurableJob], configuration: Configuration = Configuration()) throws {
+        var runners: [String: JobRunner] = [:]
+        for job in jobs {
+            let runner = JobRunner(job)
+            if runners.updateValue(runner, forKey: runner.kind) != nil {
+                throw DurableError(
+                    code: .noWorker,
+                    message: "two jobs given to the worker have the kind '\(runner.kind)'. Each kind names one type.")
+            }
+        }
+        if runners.isEmpty {
+            throw DurableError(code: .noWorker, message: "a DurableWorker needs at least one DurableJob to run.")
+        }
+        self.store = store
+        self.configuration = configuration
+        self.runners = runners
+        self.kinds = runners.keys.sorted()
+        queue = JobQueue(name: "durable \(configuration.id)", maxConcurrentJobs: configuration.maxConcurrentJobs)
+    }
+
+    /// A name unique enough for one worker: host, process id and a random suffix.
+    public static func defaultID() -> String {
+        "\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)-\(UInt16.random(in: 0...UInt16.max))"
+    }
+
+    /// Runs until the task is cancelled, the service group shuts down gracefully, or ``shutdown()``.
+    public func run() async throws {
+        try await work(until: nil)
+    }
+
+    /// Runs until every job of `run` has finished (here or on other workers), then shuts down as
+    /// ``shutdown()`` does. Returns the run's explanation.
+    @discardableResult
+    public func run(until run: DurableRun) async throws -> RunExplanation {
+        try await work(until: run.id)
+        return try await store.explain(run: run.id)
+    }
+
+    /// Begins a graceful shutdown: no new claims; running jobs get ``Configuration/shutdownGracePeriod``.
+    public func shutdown() { shutdown(now: false) }
+
+    func shutdown(now immediately: Bool) {
+        let deadline = ContinuousClock.now + (immediately ? .zero : configuration.shutdownGracePeriod)
+        state.withLock { state in
+            if state.shutdownDeadline.map({ deadline < $0 }) ?? true { state.shutdownDeadline = deadline }
+        }
+        claimSignal.raise()
+    }
+
+    func work(until run: DurableRunID?) async throws {
+        if let run { _ = try await store.record(of: run) }  // an unknown run: fail now, not wait forever
+        state.withLock { $0 = WorkerState() }
+        try await registerSelf()
+        // The loops run in a task of their own, which the caller's cancellation does not reach: it
+        // becomes an immediate shutdown instead, so that leases are still given back and reports sent.
+        let loops = Task { await self.loops(until: run) }
+        await withGracefulShutdownHandler {
+            await withTaskCancellationHandler {
+                await loops.value
+            } onCancel: {
+                self.shutdown(now: true)
+            }
+        } onGracefulShutdown: {
+            self.shutdown()
+        }
+    }
+
+    private func loops(until run: DurableRunID?) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.forwardWakeups() }
+            group.addTask { await self.renewLoop() }
+            group.addTask { await self.reportLoop() }
+            await self.claimLoop(until: run)
+            group.cancelAll()
+        }
+        try? await store.unregister(worker: configuration.id)
+    }
+
+    private func registerSelf() async throws {
+        let expires = store.clock.now().adding(configuration.leaseDuration)
+        try await store.register(WorkerRecord(id: configuration.id, kinds: kinds, expires: expires))
+    }
+
+    private func forwardWakeups() async {
+        for await _ in store.wakeups() { claimSignal.raise() }
+    }
+}

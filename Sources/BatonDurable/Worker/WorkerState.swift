@@ -1,0 +1,51 @@
+import Baton
+import Foundation
+
+/// Why the worker cancelled a running attempt, which decides what it tells the store.
+enum CancelCause: Sendable {
+    /// The store asked (the job or its run was cancelled): report it cancelled.
+    case requested(String)
+    /// The lease is gone: report nothing (it would be rejected).
+    case leaseLost
+    /// Shutdown after the grace period: give the lease back.
+    case shutdown
+}
+
+/// What the report loop sends.
+enum PendingReport: Sendable {
+    case report(AttemptReport)
+    case release(Lease)
+
+    var job: DurableJobID {
+        switch self {
+        case .report(let report): report.lease.job
+        case .release(let lease): lease.job
+        }
+    }
+}
+
+/// A claimed job the worker holds.
+struct ActiveAttempt: Sendable {
+    let claimed: ClaimedJob
+    let job: AsyncJob
+    var cause: CancelCause?
+    var leaseExpires: Date
+}
+
+/// The worker's state, behind its lock.
+struct WorkerState: Sendable {
+    /// Claimed and not yet reported (a job stays here until its report is sent, so its lease is renewed
+    /// and its slot counted until then).
+    var active: [DurableJobID: ActiveAttempt] = [:]
+    var reports: [PendingReport] = []
+    var shutdownDeadline: ContinuousClock.Instant?
+    var cancelledForShutdown = false
+    /// When this worker last pruned finished runs (store clock).
+    var lastPrune: Date?
+}
+
+/// The reason a worker gives a Baton job it cancels.
+public struct DurableCancellation: Error, Sendable, CustomStringConvertible {
+    public let message: String
+    public var description: String { message }
+}

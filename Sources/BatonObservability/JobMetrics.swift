@@ -1,0 +1,233 @@
+public import Baton
+public import CoreMetrics
+
+/// Counts and times the jobs of the queues it watches, through swift-metrics.
+///
+/// ```swift
+/// MetricsSystem.bootstrap(PrometheusMetricsFactory())  // any swift-metrics backend
+/// JobQueue.defaultInstruments = [JobMetrics()]
+/// ```
+///
+/// | metric | type | dimensions |
+/// |---|---|---|
+/// | `baton_jobs_started_total` | counter | `queue`, `kind` |
+/// | `baton_jobs_succeeded_total` | counter | `queue`, `kind` |
+/// | `baton_jobs_failed_total` | counter | `queue`, `kind` |
+/// | `baton_jobs_cancelled_total` | counter | `queue`, `kind` |
+/// | `baton_jobs_retried_total` | counter | `queue`, `kind` (the `RetryJob`'s queue and kind) |
+/// | `baton_jobs_ready` | meter (gauge) | `queue` |
+/// | `baton_jobs_running` | meter (gauge) | `queue` |
+/// | `baton_job_wait_duration` | timer | `queue`, `kind`: from ready to started |
+/// | `baton_job_run_duration` | timer | `queue`, `kind`: from started to finished |
+///
+/// Every job that finishes counts once as succeeded, failed or cancelled, whether its body ran or
+/// not (cancelled while waiting, say); `started` counts bodies that ran. A retry is an attempt of a
+/// `RetryJob` after the first. The `kind` is the job's type name (`BlockJob`, `AsyncJob`, your
+/// subclass) unless you give a `kind` function. The children of a `GroupJob` are counted on the
+/// group's child queue, named `"<group>.children"`; give a `queueName` function to fold them (or
+/// other queues with generated names) into fewer label values.
+///
+/// With no backend bootstrapped (swift-metrics' `NOOPMetricsHandler`) when it is created, and no
+/// `factory` given, the instrument is not enabled (``isEnabled``): queues leave it out, and cost
+/// what they cost without it. Bootstrap the backend first.
+///
+/// ## Thread safety
+/// Called by queues from any thread; the per-job bookkeeping is behind one lock, and metric handles
+/// are created (by the backend, your code) outside it.
+public final class JobMetrics: JobInstrument {
+    /// The metric names, for dashboards and tests.
+    public enum Name {
+        public static let started = "baton_jobs_started_total"
+        public static let succeeded = "baton_jobs_succeeded_total"
+        public static let failed = "baton_jobs_failed_total"
+        public static let cancelled = "baton_jobs_cancelled_total"
+        public static let retried = "baton_jobs_retried_total"
+        public static let ready = "baton_jobs_ready"
+        public static let running = "baton_jobs_running"
+        public static let waitDuration = "baton_job_wait_duration"
+        public static let runDuration = "baton_job_run_duration"
+    }
+
+    private let factory: (any MetricsFactory)?
+    private let kind: (@Sendable (Job) -> String)?
+    private let queueName: (@Sendable (JobQueue) -> String)?
+    /// Jobs between added and finished, striped by id so that threads rarely meet on a lock.
+    private let stripes = (0..<16).map { _ in Protected([UInt64: InFlight]()) }
+    private let cache = Protected(Cache())
+
+    /// - Parameters:
+    ///   - factory: The backend. Defaults to the bootstrapped one (`MetricsSystem.factory`); if none
+    ///     is bootstrapped yet, the instrument records nothing.
+    ///   - kind: The `kind` dimension of a job. Defaults to its type name (``typeName(_:)``).
+    ///   - queueName: The `queue` dimension of a queue. Defaults to its name.
+    public init(
+        factory: (any MetricsFactory)? = nil,
+        kind: (@Sendable (Job) -> String)? = nil,
+        queueName: (@Sendable (JobQueue) -> String)? = nil
+    ) {
+        let chosen = factory ?? MetricsSystem.factory
+        self.factory = chosen is NOOPMetricsHandler ? nil : chosen
+        self.kind = kind
+        self.queueName = queueName
+    }
+
+    /// Whether the instrument records anything (a backend was given or bootstrapped). Queues leave out
+    /// an instrument that does not, so it costs nothing.
+    public var isEnabled: Bool { factory != nil }
+
+    /// The type name of a job, without generic arguments: `BlockJob`, `ValueJob`.
+    @Sendable public static func typeName(_ job: Job) -> String {
+        let type = ObjectIdentifier(Swift.type(of: job))
+        if let known = typeNames.withLock({ $0[type] }) { return known }
+        let name = String(describing: Swift.type(of: job))
+        let trimmed = name.firstIndex(of: "<").map { String(name[..<$0]) } ?? name
+        typeNames.withLock { $0[type] = trimmed }
+        return trimmed
+    }
+
+    /// Type names by type: describing a type is slow, and there are few job types.
+    private static let typeNames = Protected([ObjectIdentifier: String]())
+
+    // MARK: JobInstrument
+
+    public func jobWasAdded(_ job: Job, to queue: JobQueue) {
+        guard factory != nil else { return }
+        let handles = handles(for: job, in: queue)
+        let previous = stripe(job).withLock { $0.updateValue(InFlight(handles: handles), forKey: job.id) }
+        _ = previous  // re-added (cannot happen): dropped outside the lock
+        if let retry = job.parentGroup as? RetryJob, retry.attempts > 1, let retryQueue = retry.queue {
+            self.handles(for: retry, in: retryQueue).retried.increment()
+        }
+    }
+
+    public func jobBecameReady(_ job: Job, in queue: JobQueue) {
+        guard factory != nil else { return }
+        let now = Instant.now
+        // Ready again after a late dependency sent it back to waiting: one ready job, the first instant.
+        let handles: Handles? = stripe(job).withLock { inFlight in
+            guard inFlight[job.id]?.ready == 0 else { return nil }
+            inFlight[job.id]!.ready = now
+            return inFlight[job.id]!.handles
+        }
+        handles?.ready.increment()
+    }
+
+    public func jobWillStart(_ job: Job, in queue: JobQueue) {
+        guard factory != nil else { return }
+        let now = Instant.now
+        let found: (Handles, UInt64)? = stripe(job).withLock { inFlight in
+            guard let entry = inFlight[job.id] else { return nil }
+            inFlight[job.id]!.started = now
+            return (entry.handles, entry.ready)
+        }
+        guard let (handles, ready) = found else { return }
+        handles.started.increment()
+        if ready != 0 {
+            handles.ready.decrement()
+            handles.wait.recordNanoseconds(Int64(clamping: now &- ready))
+        }
+        handles.running.increment()
+    }
+
+    public func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
+        guard factory != nil else { return }
+        let now = Instant.now
+        guard let entry = stripe(job).withLock({ $0.removeValue(forKey: job.id) }) else { return }
+        let handles = entry.handles
+        if entry.started != 0 {
+            handles.running.decrement()
+            handles.run.recordNanoseconds(Int64(clamping: now &- entry.started))
+        } else if entry.ready != 0 {
+            handles.ready.decrement()  // ready, then cancelled before it started
+        }
+        switch outcome {
+        case .succeeded: handles.succeeded.increment()
+        case .failed: handles.failed.increment()
+        case .cancelled: handles.cancelled.increment()
+        }
+    }
+
+    // MARK: Handles
+
+    /// The metrics of one (queue, kind), and the gauges of the queue.
+    final class Handles: Sendable {
+        let started, succeeded, failed, cancelled, retried: Counter
+        let wait, run: Timer
+        let ready, running: Meter
+
+        init(queue: String, kind: String, gauges: (ready: Meter, running: Meter), factory: any MetricsFactory) {
+            let dimensions = [("queue", queue), ("kind", kind)]
+            func counter(_ label: String) -> Counter { Counter(label: label, dimensions: dimensions, factory: factory) }
+            started = counter(Name.started)
+            succeeded = counter(Name.succeeded)
+            failed = counter(Name.failed)
+            cancelled = counter(Name.cancelled)
+            retried = counter(Name.retried)
+            wait = Timer(label: Name.waitDuration, dimensions: dimensions, factory: factory)
+            run = Timer(label: Name.runDuration, dimensions: dimensions, factory: factory)
+            (ready, running) = gauges
+        }
+    }
+
+    /// A job between added and finished. Instants are nanoseconds of `Instant`; 0: not yet.
+    struct InFlight {
+        let handles: Handles
+        var ready: UInt64 = 0
+        var started: UInt64 = 0
+    }
+
+    /// Handles by labels; with the default label functions also by queue and job type, which are
+    /// cheaper to look up than the labels are to compute.
+    struct Cache {
+        struct Fast: Hashable {
+            let queue: ObjectIdentifier
+            let type: ObjectIdentifier
+        }
+        struct Labels: Hashable {
+            let queue: String
+            let kind: String
+        }
+        /// The queue's name is kept to tell a queue from a later one at the same address.
+        var fast: [Fast: (queueName: String, handles: Handles)] = [:]
+        var byLabels: [Labels: Handles] = [:]
+        var gauges: [String: (ready: Meter, running: Meter)] = [:]
+    }
+
+    private func stripe(_ job: Job) -> Protected<[UInt64: InFlight]> {
+        stripes[Int(truncatingIfNeeded: job.id & 15)]
+    }
+
+    private func handles(for job: Job, in queue: JobQueue) -> Handles {
+        let fast =
+            kind == nil && queueName == nil
+            ? Cache.Fast(queue: ObjectIdentifier(queue), type: ObjectIdentifier(type(of: job))) : nil
+        let name = queue.name
+        if let fast, let found = cache.withLock({ $0.fast[fast] }), found.queueName == name {
+            return found.handles
+        }
+        let labels = Cache.Labels(queue: queueName?(queue) ?? name, kind: kind?(job) ?? Self.typeName(job))
+        var found = cache.withLock { $0.byLabels[labels] }
+        if found == nil {
+            // The backend makes handles outside the lock (it is user code); a racing twin is dropped after.
+            let factory = factory!
+            let gauges =
+                cache.withLock { $0.gauges[labels.queue] }
+                ?? (
+                    ready: Meter(label: Name.ready, dimensions: [("queue", labels.queue)], factory: factory),
+                    running: Meter(label: Name.running, dimensions: [("queue", labels.queue)], factory: factory)
+                )
+            let made = Handles(queue: labels.queue, kind: labels.kind, gauges: gauges, factory: factory)
+            found = cache.withLock { cache in
+                if cache.gauges[labels.queue] == nil { cache.gauges[labels.queue] = gauges }
+                if let existing = cache.byLabels[labels] { return existing }
+                cache.byLabels[labels] = made
+                return made
+            }
+        }
+        if let fast {
+            let replaced = cache.withLock { $0.fast.updateValue((name, found!), forKey: fast) }
+            _ = replaced  // dropped outside the lock
+        }
+        return found!
+    }
+}

@@ -1,0 +1,82 @@
+extension JobTimeline {
+    /// A self-contained HTML page (inline SVG and CSS; no script, no network) with a Gantt chart of
+    /// the run.
+    ///
+    /// Jobs are grouped by queue (a group's children are on the queue `"<group>.children"`, right
+    /// after it). A job's bar is coloured by its outcome; before it, the time it waited for its
+    /// dependencies and conditions is light grey and the time it was ready but waited for a slot is
+    /// shaded. Hovering over a job shows its details and arrows from the jobs it depended on. A legend
+    /// and the time axis are at the top.
+    ///
+    /// With at most `rowLimit` jobs, each job has its own row. With more, each queue's jobs are
+    /// packed into lanes (a job goes on the first lane free when it starts, so there are as many lanes
+    /// as jobs ran at once), under a row that plots how many jobs were ready and waiting for a slot;
+    /// jobs that never ran are ticks on a row of their own. That keeps 10,000 jobs readable.
+    public func html(title: String = "Baton timeline", rowLimit: Int = 400) -> String {
+        let entries = entries
+        let end = max(entries.map { max($0.finished ?? 0, $0.added) }.max() ?? 0, 1)
+        var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
+        let svg = chart.render()
+        let counts = Dictionary(grouping: entries, by: { $0.outcome?.rawValue ?? "running" }).mapValues(\.count)
+        let summary = ["succeeded", "failed", "cancelled", "running"].compactMap { key in
+            counts[key].map { "\($0) \(key)" }
+        }.joined(separator: ", ")
+        return """
+            <!DOCTYPE html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <title>\(escape(title))</title>
+            <style>
+            body { font: 13px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 16px; color: #222; }
+            h1 { font-size: 18px; margin: 0 0 4px; }
+            p.summary { margin: 0 0 12px; color: #555; }
+            svg text { font: 11px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; fill: #333; }
+            svg text.section { font-weight: bold; }
+            svg .deps { visibility: hidden; pointer-events: none; }
+            svg .job:hover .deps { visibility: visible; }
+            svg .job:hover .run { stroke: #000; stroke-width: 1; }
+            svg .job:hover .label { font-weight: bold; }
+            </style>
+            </head>
+            <body>
+            <h1>\(escape(title))</h1>
+            <p class="summary">\(entries.count) jobs (\(summary)) in \(formatDuration(end)). Hover over a job for details and the jobs it waited for.</p>
+            \(svg)
+            </body>
+            </html>
+
+            """
+    }
+}
+
+/// Escapes text for HTML and XML.
+func escape(_ text: String) -> String {
+    var out = ""
+    out.reserveCapacity(text.utf8.count)
+    for character in text {
+        switch character {
+        case "&": out += "&amp;"
+        case "<": out += "&lt;"
+        case ">": out += "&gt;"
+        case "\"": out += "&quot;"
+        case "'": out += "&#39;"
+        default: out.append(character)
+        }
+    }
+    return out
+}
+
+/// `1.5 ms`, `2.25 s`, `840 µs`.
+func formatDuration(_ nanos: UInt64) -> String {
+    let value = Double(nanos)
+    func trimmed(_ number: Double, _ unit: String) -> String {
+        let rounded = (number * 100).rounded() / 100
+        let text = rounded == rounded.rounded() ? String(Int(rounded)) : String(rounded)
+        return text + " " + unit
+    }
+    if value >= 1e9 { return trimmed(value / 1e9, "s") }
+    if value >= 1e6 { return trimmed(value / 1e6, "ms") }
+    if value >= 1e3 { return trimmed(value / 1e3, "µs") }
+    return "\(nanos) ns"
+}

@@ -1,0 +1,206 @@
+public import BatonDurable
+import Foundation
+import PostgresNIO
+
+extension PostgresJobStore {
+    public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
+        guard limit > 0, !kinds.isEmpty else { return [] }
+        let now = clock.now().storeTime
+        let expires = now + lease.storeSeconds
+        let kinds = Array(Set(kinds)).sorted()
+        try await endExpiredLeasesIfDue(now: now)
+        // 1. Jobs without categories: picked, locked (skipping rows other claimers hold) and marked
+        //    running in one statement. Candidates with categories are only reported, not claimed.
+        let rows = try await statement(
+            "claim",
+            """
+            WITH candidates AS (
+                SELECT j.id, j.has_categories FROM jobs j
+                WHERE j.state = 'ready' AND j.not_before <= \(now) AND j.kind = ANY(\(kinds))
+                    AND (NOT j.has_categories OR NOT EXISTS (
+                        SELECT 1 FROM job_categories c WHERE c.job = j.id
+                        AND (SELECT count(*) FROM holders h WHERE h.category = c.category) >= c.max_holders))
+                ORDER BY j.priority DESC, j.id
+                LIMIT \(limit)
+                FOR UPDATE SKIP LOCKED
+            ), claimed AS (
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
+                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
+                FROM candidates c WHERE j.id = c.id AND NOT c.has_categories
+                RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+            )
+            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, input, true AS claimed
+                FROM claimed
+            UNION ALL
+            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
+            """)
+        var claimed: [ClaimedJob] = []
+        var withCategories: [Int64] = []
+        for row in rows {
+            let columns = row.makeRandomAccess()
+            if try columns["claimed"].decode(Bool.self) {
+                claimed.append(try Self.claimedJob(columns, expires: expires))
+            } else {
+                withCategories.append(try columns["id"].decode(Int64.self))
+            }
+        }
+        // 2. Jobs with categories: each category's count is checked and taken under a per-category lock.
+        if !withCategories.isEmpty && claimed.count < limit {
+            claimed += try await claimWithCategories(
+                withCategories, worker: worker, limit: limit - claimed.count, now: now, expires: expires)
+        }
+        claimed.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+        return claimed
+    }
+
+    static func claimedJob(_ columns: PostgresRandomAccessRow, expires: Double) throws -> ClaimedJob {
+        let id = try columns["id"].decode(Int64.self)
+        let token = try columns["lease_token"].decode(Int64.self)
+        return ClaimedJob(
+            lease: Lease(job: DurableJobID(id), token: token), run: DurableRunID(try columns["run"].decode(Int64.self)),
+            name: try columns["name"].decode(String.self), kind: try columns["kind"].decode(String.self),
+            input: try columns["input"].decode(Data?.self) ?? Data(),
+            attempt: try columns["attempts"].decode(Int.self),
+            maxAttempts: try columns["max_attempts"].decode(Int.self),
+            priority: try columns["priority"].decode(Int.self),
+            timeout: try columns["timeout"].decode(Double?.self).map { Duration.seconds($0) },
+            leaseExpires: Date(storeTime: expires))
+    }
+
+    /// Claims, in priority order, those of `candidates` whose categories all have room, counting the
+    /// holders after taking a transaction-scoped advisory lock per category (in name order, so two
+    /// claimers never wait on each other in a cycle). Releasing a category needs no lock: a claimer
+    /// that counted a holder just released only admits fewer jobs.
+    func claimWithCategories(
+        _ candidates: [Int64], worker: String, limit: Int, now: Double, expires: Double
+    ) async throws -> [ClaimedJob] {
+        let logger = logger
+        let schema = configuration.schema
+        return try await transaction("claim") { connection in
+            // Lock the candidates that are still ready (another claimer may have taken some).
+            let locked = try await connection.query(
+                """
+                SELECT id FROM jobs WHERE id = ANY(\(candidates)) AND state = 'ready' AND not_before <= \(now)
+                ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED
+                """, logger: logger
+            ).collect().map { try $0.decode(Int64.self) }
+            guard !locked.isEmpty else { return [] }
+            var needs: [Int64: [(String, Int)]] = [:]
+            for try await (job, category, maximum) in try await connection.query(
+                "SELECT job, category, max_holders FROM job_categories WHERE job = ANY(\(locked))", logger: logger
+            ).decode((Int64, String, Int).self) {
+                needs[job, default: []].append((category, maximum))
+            }
+            let names = Array(Set(needs.values.flatMap { $0.map(\.0) })).sorted()
+            for name in names {
+                try await connection.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(schema + ":category:" + name)))", logger: logger)
+            }
+            var held: [String: Int] = [:]
+            for try await (category, count) in try await connection.query(
+                "SELECT category, count(*)::int FROM holders WHERE category = ANY(\(names)) GROUP BY category",
+                logger: logger
+            ).decode((String, Int).self) {
+                held[category] = count
+            }
+            var chosen: [Int64] = []
+            var holderJobs: [Int64] = []
+            var holderCategories: [String] = []
+            for job in locked where chosen.count < limit {
+                let categories = needs[job] ?? []
+                guard categories.allSatisfy({ held[$0.0, default: 0] < $0.1 }) else { continue }
+                chosen.append(job)
+                for (category, _) in categories {
+                    held[category, default: 0] += 1
+                    holderJobs.append(job)
+                    holderCategories.append(category)
+                }
+            }
+            guard !chosen.isEmpty else { return [] }
+            if !holderJobs.isEmpty {
+                try await connection.query(
+                    "INSERT INTO holders (category, job) SELECT * FROM unnest(\(holderCategories), \(holderJobs))",
+                    logger: logger)
+            }
+            let rows = try await connection.query(
+                """
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
+                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
+                WHERE j.id = ANY(\(chosen))
+                RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+                """, logger: logger
+            ).collect()
+            return try rows.map { try Self.claimedJob($0.makeRandomAccess(), expires: expires) }
+        }
+    }
+
+    /// Ends expired leases: a cheap indexed look first, the transaction only when there is something
+    /// to end.
+    func endExpiredLeasesIfDue(now: Double) async throws {
+        let any = try await statement(
+            "claim", "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < \(now))")
+        guard try any.first?.decode(Bool.self) == true else { return }
+        let logger = logger
+        let notify = notifySQL()
+        try await transaction("expire leases") { connection in
+            let expired = try await connection.query(
+                """
+                SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request FROM jobs
+                WHERE state = 'running' AND lease_expires < \(now) ORDER BY id FOR UPDATE SKIP LOCKED
+                """, logger: logger
+            ).collect()
+            guard !expired.isEmpty else { return }
+            for row in expired {
+                let (id, attempts, maxAttempts, owner, at, cancelRequest) = try row.decode(
+                    (Int64, Int, Int, String?, Double, String?).self)
+                let message =
+                    "attempt \(attempts) lost: the lease of worker '\(owner ?? "?")' expired at "
+                    + Date(storeTime: at).formatted(.iso8601)
+                try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+                if let cancelRequest {
+                    try await Self.finishJob(
+                        connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now,
+                        logger: logger)
+                } else if attempts >= maxAttempts {
+                    try await Self.finishJob(
+                        connection, id: id, state: .failed, error: message, output: nil, now: now, logger: logger)
+                } else {
+                    try await connection.query(
+                        """
+                        UPDATE jobs SET state = 'ready', not_before = \(now), lease_owner = NULL, lease_token = NULL,
+                            lease_expires = NULL, last_error = \(message) WHERE id = \(id)
+                        """, logger: logger)
+                }
+            }
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        }
+    }
+
+    public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
+        guard !leases.isEmpty else { return [] }
+        let until = clock.now().storeTime + lease.storeSeconds
+        let ids = leases.map(\.job.rawValue)
+        let tokens = leases.map(\.token)
+        let rows = try await statement(
+            "renew",
+            """
+            UPDATE jobs j SET lease_expires = \(until), lease_owner = \(worker)
+            FROM unnest(\(ids), \(tokens)) AS r(id, token)
+            WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
+            RETURNING j.id, j.cancel_request
+            """)
+        var held: [Int64: String?] = [:]
+        for row in rows {
+            let (id, cancel) = try row.decode((Int64, String?).self)
+            held[id] = .some(cancel)
+        }
+        let date = Date(storeTime: until)
+        return leases.map { lease in
+            guard let cancel = held[lease.job.rawValue] else { return .lost }
+            if let reason = cancel { return .cancelRequested(reason: reason, until: date) }
+            return .renewed(until: date)
+        }
+    }
+}

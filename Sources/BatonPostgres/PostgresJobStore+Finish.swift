@@ -1,0 +1,280 @@
+public import BatonDurable
+import Foundation
+import Logging
+import NIOCore
+import PostgresNIO
+
+extension PostgresJobStore {
+    public func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
+        guard !reports.isEmpty else { return [] }
+        let now = clock.now().storeTime
+        var results = [FinishResult](repeating: .rejected, count: reports.count)
+        var successes: [Int] = []
+        var others: [Int] = []
+        for (index, report) in reports.enumerated() {
+            if case .succeeded = report.outcome { successes.append(index) } else { others.append(index) }
+        }
+        if !successes.isEmpty {
+            let accepted = try await finishSucceeded(successes.map { reports[$0] }, now: now)
+            for index in successes where accepted.contains(reports[index].lease) {
+                results[index] = .accepted(.succeeded)
+            }
+        }
+        if !others.isEmpty {
+            let reports = others.map { reports[$0] }
+            let logger = logger
+            let notify = notifySQL()
+            let outcomes = try await transaction("finish") { connection in
+                var outcomes: [FinishResult] = []
+                for report in reports {
+                    outcomes.append(try await Self.finishAttempt(connection, report, now: now, logger: logger))
+                }
+                if outcomes.contains(where: { $0 != .rejected }) {
+                    try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+                }
+                return outcomes
+            }
+            for (index, outcome) in zip(others, outcomes) { results[index] = outcome }
+        }
+        return results
+    }
+
+    /// The common case in one statement: record the outputs of the attempts whose token is current,
+    /// free their categories, count their runs down, and make ready the dependents whose last
+    /// dependency they were; notify listeners when that freed or readied anything.
+    func finishSucceeded(_ reports: [AttemptReport], now: Double) async throws -> Set<Lease> {
+        let ids = reports.map(\.lease.job.rawValue)
+        let tokens = reports.map(\.lease.token)
+        let outputs = reports.map { report -> ByteBuffer in
+            if case .succeeded(let output) = report.outcome { return ByteBuffer(bytes: output) }
+            return ByteBuffer()
+        }
+        let channel = channel
+        let rows = try await statement(
+            "finish",
+            """
+            WITH r AS (
+                SELECT * FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
+            ), done AS (
+                UPDATE jobs j SET state = 'succeeded', output = r.output, finished = \(now), lease_owner = NULL,
+                    lease_token = NULL, lease_expires = NULL
+                FROM r WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
+                RETURNING j.id, j.run, j.has_categories, r.token
+            ), freed AS (
+                DELETE FROM holders h USING done WHERE done.has_categories AND h.job = done.id RETURNING h.job
+            ), counts AS (
+                SELECT run, count(*)::int AS n FROM done GROUP BY run
+            ), closed AS (
+                UPDATE runs u SET unfinished = u.unfinished - counts.n,
+                    finished = CASE WHEN u.unfinished - counts.n = 0 THEN \(now) ELSE u.finished END
+                FROM counts WHERE u.id = counts.run RETURNING u.id
+            ), deps AS (
+                SELECT e.job, count(*)::int AS n FROM edges e JOIN done ON e.dependency = done.id GROUP BY e.job
+            ), readied AS (
+                UPDATE jobs d SET remaining = d.remaining - deps.n,
+                    state = CASE WHEN d.remaining - deps.n = 0 THEN 'ready' ELSE d.state END
+                FROM deps WHERE d.id = deps.job AND d.state = 'pending'
+                RETURNING d.state
+            ), woken AS (
+                SELECT pg_notify(\(channel), '') FROM (SELECT 1) one
+                WHERE EXISTS (SELECT 1 FROM readied WHERE state = 'ready') OR EXISTS (SELECT 1 FROM freed)
+            )
+            SELECT id, token, (SELECT count(*) FROM closed) + (SELECT count(*) FROM woken) FROM done
+            """)
+        var accepted = Set<Lease>()
+        for row in rows {
+            let (id, token, _) = try row.decode((Int64, Int64, Int64).self)
+            accepted.insert(Lease(job: DurableJobID(id), token: token))
+        }
+        return accepted
+    }
+
+    static func finishAttempt(
+        _ connection: PostgresConnection, _ report: AttemptReport, now: Double, logger: Logger
+    ) async throws -> FinishResult {
+        let id = report.lease.job.rawValue
+        let rows = try await connection.query(
+            """
+            SELECT attempts, max_attempts, retry, cancel_request FROM jobs
+            WHERE id = \(id) AND state = 'running' AND lease_token = \(report.lease.token) FOR UPDATE
+            """, logger: logger
+        ).collect()
+        guard let row = rows.first else { return .rejected }
+        let (attempts, maxAttempts, retry, cancelRequest) = try row.decode((Int, Int, String, String?).self)
+        try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+        switch report.outcome {
+        case .succeeded(let output):
+            try await finishJob(
+                connection, id: id, state: .succeeded, error: nil, output: output, now: now, logger: logger)
+            return .accepted(.succeeded)
+        case .cancelled(let reason):
+            try await finishJob(
+                connection, id: id, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+            return .accepted(.cancelled)
+        case .failed(let message, let retryable):
+            if let cancelRequest {
+                try await finishJob(
+                    connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now, logger: logger)
+                return .accepted(.cancelled)
+            }
+            guard retryable, attempts < maxAttempts else {
+                try await finishJob(
+                    connection, id: id, state: .failed, error: message, output: nil, now: now, logger: logger)
+                return .accepted(.failed)
+            }
+            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data(retry.utf8))
+            let notBefore = now + policy.wait(beforeAttempt: attempts + 1).storeSeconds
+            try await connection.query(
+                """
+                UPDATE jobs SET state = 'ready', not_before = \(notBefore), lease_owner = NULL, lease_token = NULL,
+                    lease_expires = NULL, last_error = \(message) WHERE id = \(id)
+                """, logger: logger)
+            return .accepted(.ready)
+        }
+    }
+
+    /// Moves a job to a final state, then its dependents: those whose last dependency this was become
+    /// ready; if it did not succeed, those that do not run regardless are cancelled, transitively.
+    /// A work list, not recursion.
+    static func finishJob(
+        _ connection: PostgresConnection, id: Int64, state: DurableJobState, error: String?, output: Data?,
+        now: Double, logger: Logger
+    ) async throws {
+        var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
+        while let (job, state, error, output) = work.popLast() {
+            let name =
+                try await connection.query(
+                    """
+                    UPDATE jobs SET state = \(state.rawValue), last_error = COALESCE(\(error), last_error), output = \(output),
+                        finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
+                    WHERE id = \(job) RETURNING name
+                    """, logger: logger
+                ).collect().first?.decode(String.self) ?? "?"
+            try await connection.query(
+                """
+                UPDATE runs SET unfinished = unfinished - 1,
+                    finished = CASE WHEN unfinished = 1 THEN \(now) ELSE finished END
+                WHERE id = (SELECT run FROM jobs WHERE id = \(job))
+                """, logger: logger)
+            if state == .succeeded {
+                try await connection.query(
+                    """
+                    UPDATE jobs d SET remaining = d.remaining - 1,
+                        state = CASE WHEN d.remaining = 1 THEN 'ready' ELSE d.state END
+                    FROM edges e WHERE e.dependency = \(job) AND d.id = e.job AND d.state = 'pending'
+                    """, logger: logger)
+                continue
+            }
+            try await connection.query(
+                """
+                UPDATE jobs d SET remaining = d.remaining - 1,
+                    state = CASE WHEN d.remaining = 1 THEN 'ready' ELSE d.state END
+                FROM edges e WHERE e.dependency = \(job) AND e.run_regardless AND d.id = e.job AND d.state = 'pending'
+                """, logger: logger)
+            let reason = state == .failed ? "dependency '\(name)' failed" : "dependency '\(name)' was cancelled"
+            // Marked now so that a second path to a dependent in this work list does not queue it twice.
+            let cancelled = try await connection.query(
+                """
+                UPDATE jobs d SET state = 'cancelled'
+                FROM edges e WHERE e.dependency = \(job) AND NOT e.run_regardless AND d.id = e.job
+                    AND d.state = 'pending'
+                RETURNING d.id
+                """, logger: logger
+            ).collect()
+            for row in cancelled {
+                work.append((try row.decode(Int64.self), .cancelled, reason, nil))
+            }
+        }
+    }
+
+    public func release(_ leases: [Lease]) async throws {
+        guard !leases.isEmpty else { return }
+        let now = clock.now().storeTime
+        let logger = logger
+        let notify = notifySQL()
+        try await transaction("release") { connection in
+            for lease in leases {
+                let rows = try await connection.query(
+                    """
+                    SELECT cancel_request FROM jobs
+                    WHERE id = \(lease.job.rawValue) AND state = 'running' AND lease_token = \(lease.token) FOR UPDATE
+                    """, logger: logger
+                ).collect()
+                guard let row = rows.first else { continue }
+                try await connection.query("DELETE FROM holders WHERE job = \(lease.job.rawValue)", logger: logger)
+                if let reason = try row.decode(String?.self) {
+                    try await Self.finishJob(
+                        connection, id: lease.job.rawValue, state: .cancelled, error: reason, output: nil, now: now,
+                        logger: logger)
+                } else {
+                    try await connection.query(
+                        """
+                        UPDATE jobs SET state = 'ready', attempts = attempts - 1, lease_owner = NULL, lease_token = NULL,
+                            lease_expires = NULL WHERE id = \(lease.job.rawValue)
+                        """, logger: logger)
+                }
+            }
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        }
+    }
+
+    public func cancel(run: DurableRunID, reason: String) async throws {
+        let now = clock.now().storeTime
+        let logger = logger
+        let notify = notifySQL()
+        try await transaction("cancel") { connection in
+            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+                .collect()
+            guard !exists.isEmpty else {
+                throw DurableError(
+                    code: .unknownRun, message: "\(run) is not in the store (pruned?); nothing to cancel.")
+            }
+            try await connection.query(
+                """
+                UPDATE jobs SET cancel_request = \(reason)
+                WHERE run = \(run.rawValue) AND state = 'running' AND cancel_request IS NULL
+                """, logger: logger)
+            let waiting = try await connection.query(
+                "SELECT id FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready') ORDER BY idx FOR UPDATE",
+                logger: logger
+            ).collect().map { try $0.decode(Int64.self) }
+            for job in waiting {
+                // An earlier job's cascade may have cancelled it already.
+                let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
+                    .collect().first?.decode(String.self)
+                guard state == "pending" || state == "ready" else { continue }
+                try await Self.finishJob(
+                    connection, id: job, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+            }
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        }
+    }
+
+    public func cancel(job: DurableJobID, reason: String) async throws {
+        let now = clock.now().storeTime
+        let logger = logger
+        let notify = notifySQL()
+        try await transaction("cancel") { connection in
+            guard
+                let state = try await connection.query(
+                    "SELECT state FROM jobs WHERE id = \(job.rawValue) FOR UPDATE", logger: logger
+                ).collect().first?.decode(String.self)
+            else {
+                throw DurableError(
+                    code: .unknownJob, message: "\(job) is not in the store (pruned?); nothing to cancel.")
+            }
+            switch DurableJobState(rawValue: state) {
+            case .pending, .ready:
+                try await Self.finishJob(
+                    connection, id: job.rawValue, state: .cancelled, error: reason, output: nil, now: now,
+                    logger: logger)
+            case .running:
+                try await connection.query(
+                    "UPDATE jobs SET cancel_request = \(reason) WHERE id = \(job.rawValue) AND cancel_request IS NULL",
+                    logger: logger)
+            default: break
+            }
+            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        }
+    }
+}

@@ -1,0 +1,154 @@
+public import BatonDurable
+public import Foundation
+import PostgresNIO
+
+extension PostgresJobStore {
+    public func snapshot(of run: DurableRunID) async throws -> RunSnapshot {
+        let now = clock.now()
+        let logger = logger
+        return try await transaction("snapshot") { connection in
+            // One consistent view of the run, as SQLite's read transaction gives.
+            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            guard
+                let runRow = try await connection.query(
+                    "SELECT name, unique_key, created, finished FROM runs WHERE id = \(run.rawValue)", logger: logger
+                ).collect().first
+            else {
+                throw DurableError(
+                    code: .unknownRun,
+                    message: "\(run) is not in the store: it was never submitted here, or was pruned.")
+            }
+            let (name, uniqueKey, created, finished) = try runRow.decode((String, String?, Double, Double?).self)
+            let record = RunRecord(
+                id: run, name: name, uniqueKey: uniqueKey, created: Date(storeTime: created),
+                finished: finished.map(Date.init(storeTime:)))
+            var dependencies: [Int64: [JobRecord.Dependency]] = [:]
+            for try await (job, dependency, regardless) in try await connection.query(
+                """
+                SELECT e.job, e.dependency, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
+                WHERE j.run = \(run.rawValue) ORDER BY e.job, e.dependency
+                """, logger: logger
+            ).decode((Int64, Int64, Bool).self) {
+                dependencies[job, default: []].append(
+                    JobRecord.Dependency(job: DurableJobID(dependency), runRegardless: regardless))
+            }
+            var categories: [Int64: [DurableCategory]] = [:]
+            for try await (job, category, limit) in try await connection.query(
+                """
+                SELECT c.job, c.category, c.max_holders FROM job_categories c JOIN jobs j ON j.id = c.job
+                WHERE j.run = \(run.rawValue) ORDER BY c.job, c.category
+                """, logger: logger
+            ).decode((Int64, String, Int).self) {
+                categories[job, default: []].append(DurableCategory(name: category, limit: limit))
+            }
+            let decoder = JSONDecoder()
+            var jobs: [JobRecord] = []
+            for row in try await connection.query(
+                """
+                SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before, lease_owner,
+                    lease_expires, cancel_request, last_error, output, finished
+                FROM jobs WHERE run = \(run.rawValue) ORDER BY idx
+                """, logger: logger
+            ).collect() {
+                let c = row.makeRandomAccess()
+                let id = try c["id"].decode(Int64.self)
+                let notBefore = try c["not_before"].decode(Double.self)
+                jobs.append(
+                    JobRecord(
+                        id: DurableJobID(id), run: run, name: try c["name"].decode(String.self),
+                        kind: try c["kind"].decode(String.self),
+                        state: DurableJobState(rawValue: try c["state"].decode(String.self)) ?? .failed,
+                        attempts: try c["attempts"].decode(Int.self),
+                        retry: try decoder.decode(
+                            RetryPolicy.self, from: Data(try c["retry"].decode(String.self).utf8)),
+                        priority: try c["priority"].decode(Int.self),
+                        timeout: try c["timeout"].decode(Double?.self).map { Duration.seconds($0) },
+                        categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],
+                        inputFrom: try c["input_from"].decode(Int64?.self).map { DurableJobID($0) },
+                        notBefore: notBefore > 0 ? Date(storeTime: notBefore) : nil,
+                        leaseOwner: try c["lease_owner"].decode(String?.self),
+                        leaseExpires: try c["lease_expires"].decode(Double?.self).map(Date.init(storeTime:)),
+                        cancelRequest: try c["cancel_request"].decode(String?.self),
+                        lastError: try c["last_error"].decode(String?.self), output: try c["output"].decode(Data?.self),
+                        finished: try c["finished"].decode(Double?.self).map(Date.init(storeTime:))))
+            }
+            let names = Array(Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })).sorted()
+            var holders: [CategoryHolder] = []
+            if !names.isEmpty {
+                for try await (category, job, jobName, jobRun) in try await connection.query(
+                    """
+                    SELECT h.category, h.job, j.name, j.run FROM holders h JOIN jobs j ON j.id = h.job
+                    WHERE h.category = ANY(\(names)) ORDER BY h.category, h.job
+                    """, logger: logger
+                ).decode((String, Int64, String, Int64).self) {
+                    holders.append(
+                        CategoryHolder(
+                            category: category, job: DurableJobID(job), jobName: jobName, run: DurableRunID(jobRun)))
+                }
+            }
+            var workers: [WorkerRecord] = []
+            for try await (id, kinds, expires) in try await connection.query(
+                "SELECT id, kinds, expires FROM workers WHERE expires > \(now.storeTime) ORDER BY id", logger: logger
+            ).decode((String, [String], Double).self) {
+                workers.append(WorkerRecord(id: id, kinds: kinds, expires: Date(storeTime: expires)))
+            }
+            return RunSnapshot(run: record, jobs: jobs, holders: holders, workers: workers, now: now)
+        }
+    }
+
+    public func run(of job: DurableJobID) async throws -> DurableRunID {
+        let rows = try await statement("run(of:)", "SELECT run FROM jobs WHERE id = \(job.rawValue)")
+        guard let row = rows.first else {
+            throw DurableError(
+                code: .unknownJob, message: "\(job) is not in the store: never submitted here, or pruned.")
+        }
+        return DurableRunID(try row.decode(Int64.self))
+    }
+
+    public func nextDueDate(kinds: [String]) async throws -> Date? {
+        guard !kinds.isEmpty else { return nil }
+        let now = clock.now().storeTime
+        let rows = try await statement(
+            "nextDueDate",
+            """
+            SELECT LEAST(
+                (SELECT min(not_before) FROM jobs WHERE state = 'ready' AND not_before > \(now) AND kind = ANY(\(kinds))),
+                (SELECT min(lease_expires) FROM jobs WHERE state = 'running'))
+            """)
+        return try rows.first?.decode(Double?.self).map(Date.init(storeTime:))
+    }
+
+    public func prune(finishedBefore date: Date) async throws -> Int {
+        let logger = logger
+        return try await transaction("prune") { connection in
+            let runs = try await connection.query(
+                "SELECT id FROM runs WHERE finished IS NOT NULL AND finished < \(date.storeTime) FOR UPDATE",
+                logger: logger
+            ).collect().map { try $0.decode(Int64.self) }
+            guard !runs.isEmpty else { return 0 }
+            let jobs = "SELECT id FROM jobs WHERE run = ANY($1)"
+            for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job"] {
+                var bindings = PostgresBindings()
+                bindings.append(runs)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) IN (\(jobs))", binds: bindings), logger: logger)
+            }
+            try await connection.query("DELETE FROM jobs WHERE run = ANY(\(runs))", logger: logger)
+            try await connection.query("DELETE FROM runs WHERE id = ANY(\(runs))", logger: logger)
+            return runs.count
+        }
+    }
+
+    public func register(_ worker: WorkerRecord) async throws {
+        _ = try await statement(
+            "register",
+            """
+            INSERT INTO workers (id, kinds, expires) VALUES (\(worker.id), \(worker.kinds.sorted()), \(worker.expires.storeTime))
+            ON CONFLICT (id) DO UPDATE SET kinds = EXCLUDED.kinds, expires = EXCLUDED.expires
+            """)
+    }
+
+    public func unregister(worker: String) async throws {
+        _ = try await statement("unregister", "DELETE FROM workers WHERE id = \(worker)")
+    }
+}

@@ -1,0 +1,306 @@
+import Baton
+public import BatonDurable
+import Foundation
+public import Logging
+public import PostgresNIO
+
+/// A durable job store on PostgreSQL, for workers in many processes on many machines.
+///
+/// ```swift
+/// let store = try await PostgresJobStore(url: "postgres://app@db.internal/app")
+/// let run = try await store.submit(graph, uniqueKey: "nightly-2026-11-23")
+/// try await DurableWorker(store: store, jobs: [FetchFeed(), ParseFeed()]).run()   // on every machine
+/// ```
+///
+/// The same contract as ``SQLiteJobStore`` (the `JobStoreConformance` checks run against both):
+/// claims take ready jobs with `FOR UPDATE SKIP LOCKED`, in batches, higher priority first then
+/// older first, and admit a job only while each of its counted categories has room — checked and
+/// recorded in the claiming transaction under a per-category lock, so the limit holds across all
+/// workers. Every claim draws a fresh lease token; completions, renewals and releases are accepted
+/// only with the current one. A completion records the output, releases the categories and makes
+/// the dependents whose last dependency it was ready in one statement.
+///
+/// **Wake-ups** use `LISTEN/NOTIFY` on a connection of their own: a submission, a completion that
+/// makes jobs ready or frees a category, a release and a cancellation notify every listening
+/// process at once. When that connection drops, the store reconnects it with backoff and meanwhile
+/// wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling).
+///
+/// **Faults**: a call that fails because the server went away (restart, a terminated backend, a
+/// refused connection) is retried with backoff for up to
+/// ``PostgresStoreConfiguration/reconnectDeadline``; deadlocks and serialization failures are
+/// retried at once. Times come from ``clock``, not from the server, as in every store.
+///
+/// Tables live in the PostgreSQL schema ``PostgresStoreConfiguration/schema`` and are created and
+/// migrated by the store (versioned; a newer schema is refused). PostgreSQL 13 or later, no extension.
+///
+/// ## Thread safety
+/// All methods may be called from any task at once; several processes and machines may share one
+/// database. Call ``close()`` when done.
+public final class PostgresJobStore: JobStore {
+    public let clock: DurableClock
+    public let configuration: PostgresStoreConfiguration
+    let client: PostgresClient
+    let logger: Logger
+    let hub = PostgresWakeupHub()
+    let channel: String
+    private let runner: Task<Void, Never>
+    private let listener: PostgresListener
+
+    /// The schema version this build writes and understands.
+    public static var schemaVersion: Int { PostgresSchema.current }
+
+    /// Connects, creates or migrates the tables, and starts listening for wake-ups.
+    ///
+    /// - Throws: ``PostgresStoreError`` for a bad configuration or a newer or foreign schema; a
+    ///   ``DurableError`` (``DurableError/Code/storeFailure``) when the server cannot be reached within
+    ///   ``PostgresStoreConfiguration/reconnectDeadline``.
+    public init(
+        configuration: PostgresStoreConfiguration, clock: DurableClock = .system,
+        logger: Logger = Logger(label: "baton.postgres")
+    ) async throws {
+        try configuration.validate()
+        self.configuration = configuration
+        self.clock = clock
+        self.logger = logger
+        self.channel = "baton_\(configuration.schema)"
+        let client = PostgresClient(configuration: Self.clientConfiguration(configuration), backgroundLogger: logger)
+        self.client = client
+        self.runner = Task { await client.run() }
+        self.listener = PostgresListener(
+            configuration: configuration, channel: channel, hub: hub, logger: logger)
+        do {
+            _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
+                try await client.withConnection { connection in
+                    try await PostgresSchema.migrate(on: connection, schema: configuration.schema, logger: logger)
+                }
+            }
+        } catch {
+            runner.cancel()
+            throw error
+        }
+        listener.start()
+    }
+
+    /// Opens the store at a `postgres://user[:password]@host[:port]/database` address.
+    public convenience init(
+        url: String, schema: String = "baton", clock: DurableClock = .system,
+        logger: Logger = Logger(label: "baton.postgres")
+    ) async throws {
+        try await self.init(
+            configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger)
+    }
+
+    /// Stops listening and closes the connections. Calls after this fail.
+    public func close() {
+        listener.stop()
+        runner.cancel()
+        hub.finishAll()
+    }
+
+    deinit {
+        listener.stop()
+        runner.cancel()
+    }
+
+    public func wakeups() -> AsyncStream<Void> { hub.stream() }
+
+    /// Whether the wake-up connection is listening now (false while it reconnects; workers are then
+    /// woken by polling).
+    public var isListening: Bool { listener.isListening }
+
+    static func clientConfiguration(_ configuration: PostgresStoreConfiguration) -> PostgresClient.Configuration {
+        var result = PostgresClient.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: .disable)
+        result.options.additionalStartupParameters = [
+            ("search_path", configuration.schema), ("application_name", configuration.applicationName),
+        ]
+        result.options.maximumConnections = configuration.maximumConnections
+        result.options.connectTimeout = configuration.connectTimeout
+        return result
+    }
+
+    // MARK: Running statements
+
+    /// Runs `body` in a transaction, retried as ``retrying(configuration:logger:_:_:)`` says.
+    func transaction<T: Sendable>(
+        _ label: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
+    ) async throws -> T {
+        let logger = logger
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
+            try await client.withConnection { connection in
+                try await connection.query("BEGIN", logger: logger)
+                do {
+                    let result = try await body(connection)
+                    try await connection.query("COMMIT", logger: logger)
+                    return result
+                } catch {
+                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    throw error
+                }
+            }
+        }
+    }
+
+    /// Runs one statement (atomic by itself) and returns its rows, retried as a transaction is.
+    func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
+            try await client.withConnection { connection in
+                try await connection.query(query, logger: logger).collect()
+            }
+        }
+    }
+
+    /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
+    /// to 2 s) while the server cannot be reached, for up to the configured deadline.
+    static func retrying<T: Sendable>(
+        configuration: PostgresStoreConfiguration, logger: Logger, _ label: String,
+        _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let start = ContinuousClock.now
+        var wait = Duration.milliseconds(50)
+        while true {
+            do {
+                return try await PostgresTimeout.run(configuration.operationTimeout, body)
+            } catch let error as PostgresStoreError {
+                throw error
+            } catch let error as DurableError {
+                throw error
+            } catch {
+                let kind = PostgresFailure.classify(error)
+                let elapsed = ContinuousClock.now - start
+                switch kind {
+                case .conflict where elapsed < configuration.reconnectDeadline:
+                    continue
+                case .unreachable where elapsed < configuration.reconnectDeadline:
+                    logger.notice(
+                        "PostgreSQL unreachable; retrying",
+                        metadata: ["operation": "\(label)", "error": "\(PostgresFailure.describe(error))"])
+                    try await Task.sleep(for: wait)
+                    wait = min(wait * 2, .seconds(2))
+                default:
+                    if error is CancellationError { throw error }
+                    throw DurableError(
+                        code: .storeFailure,
+                        message: "PostgreSQL failed during \(label): \(PostgresFailure.describe(error))"
+                            + (kind == .unreachable
+                                ? " (gave up after \(configuration.reconnectDeadline); is the server running?)" : ""),
+                        underlying: error)
+                }
+            }
+        }
+    }
+
+    /// Runs one statement on the store's database — with the store's schema first on the search path,
+    /// and the store's retries and timeouts — for an application's own tables beside the store's
+    /// (the chaos harness keeps its side log this way).
+    @discardableResult
+    public func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await statement("query", query)
+    }
+
+    /// Tells every listening process (and this one) that work may have become claimable.
+    func notifySQL() -> String { "pg_notify('\(channel)', '')" }
+}
+
+/// How a PostgreSQL error should be handled.
+enum PostgresFailure: Equatable {
+    /// A deadlock or serialization failure: run the transaction again.
+    case conflict
+    /// The connection or the server went away: retry with backoff.
+    case unreachable
+    /// Anything else: report it.
+    case other
+
+    static func classify(_ error: any Error) -> PostgresFailure {
+        if error is PostgresTimeout { return .unreachable }
+        guard let error = error as? PSQLError else { return .other }
+        switch error.code {
+        case .server:
+            let state = error.serverInfo?[.sqlState] ?? ""
+            if state == "40001" || state == "40P01" { return .conflict }
+            // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
+            if state.hasPrefix("57P") || state.hasPrefix("08") { return .unreachable }
+            return .other
+        case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection:
+            return .unreachable
+        default:
+            return .other
+        }
+    }
+
+    static func describe(_ error: any Error) -> String {
+        if error is PostgresTimeout { return "no answer within the operation timeout" }
+        guard let error = error as? PSQLError else { return "\(error)" }
+        if let message = error.serverInfo?[.message] {
+            return "\(message) (SQLSTATE \(error.serverInfo?[.sqlState] ?? "?"))"
+        }
+        return "\(error.code)" + (error.underlying.map { ": \($0)" } ?? "")
+    }
+}
+
+extension Date {
+    /// Seconds since 1970, as the store keeps times.
+    var storeTime: Double { timeIntervalSince1970 }
+    init(storeTime: Double) { self.init(timeIntervalSince1970: storeTime) }
+}
+
+extension Duration {
+    var storeSeconds: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// A limit on one attempt of an operation. A request that the server will never answer — seen when a
+/// connection was being opened as the server restarted — is abandoned (cancelled, not awaited) and
+/// the operation retried on a new connection.
+struct PostgresTimeout: Error {
+    static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T
+    {
+        let result = Protected<Result<T, any Error>?>(nil)
+        let waiter = Protected<CheckedContinuation<T, any Error>?>(nil)
+        @Sendable func settle(_ value: Result<T, any Error>) {
+            let continuation = waiter.withLock { continuation -> CheckedContinuation<T, any Error>? in
+                defer { continuation = nil }
+                return continuation
+            }
+            if let continuation {
+                continuation.resume(with: value)
+            } else {
+                result.withLock { if $0 == nil { $0 = value } }
+            }
+        }
+        let work = Task {
+            do { settle(.success(try await body())) } catch { settle(.failure(error)) }
+        }
+        let timer = Task {
+            try? await Task.sleep(for: limit)
+            if !Task.isCancelled {
+                work.cancel()
+                settle(.failure(PostgresTimeout()))
+            }
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let early = result.withLock { $0 }
+                if let early {
+                    continuation.resume(with: early)
+                    return
+                }
+                waiter.withLock { $0 = continuation }
+                // A result that arrived between the two looks.
+                if let late = result.withLock({ value -> Result<T, any Error>? in
+                    defer { value = nil }
+                    return value
+                }) {
+                    settle(late)
+                }
+            }
+        } onCancel: {
+            work.cancel()
+        }
+    }
+}

@@ -1,0 +1,153 @@
+import Baton
+import Logging
+import NIOPosix
+import PostgresNIO
+
+/// Broadcasts wake-ups to the streams handed out by ``PostgresJobStore/wakeups()``; each stream
+/// keeps at most one pending wake-up, so a burst of notifications costs one claim.
+final class PostgresWakeupHub: Sendable {
+    private let streams = Protected(State())
+
+    private struct State {
+        var next: UInt64 = 0
+        var continuations: [UInt64: AsyncStream<Void>.Continuation] = [:]
+        var finished = false
+    }
+
+    func stream() -> AsyncStream<Void> {
+        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        let id = streams.withLock { state -> UInt64? in
+            guard !state.finished else { return nil }
+            state.next += 1
+            state.continuations[state.next] = continuation
+            return state.next
+        }
+        guard let id else {
+            continuation.finish()
+            return stream
+        }
+        continuation.onTermination = { [weak self] _ in
+            _ = self?.streams.withLock { $0.continuations.removeValue(forKey: id) }
+        }
+        return stream
+    }
+
+    func wake() {
+        let continuations = streams.withLock { Array($0.continuations.values) }
+        for continuation in continuations { continuation.yield() }
+    }
+
+    func finishAll() {
+        let continuations = streams.withLock { state -> [AsyncStream<Void>.Continuation] in
+            state.finished = true
+            defer { state.continuations = [:] }
+            return Array(state.continuations.values)
+        }
+        for continuation in continuations { continuation.finish() }
+    }
+}
+
+/// The `LISTEN` side of wake-ups: one connection of its own, reconnected with backoff when it drops;
+/// while it is down the hub is woken every `fallbackPollInterval` instead (polling), and once more
+/// right after it is back (a notification may have been missed meanwhile).
+final class PostgresListener: Sendable {
+    let configuration: PostgresStoreConfiguration
+    let channel: String
+    let hub: PostgresWakeupHub
+    let logger: Logger
+    private let state = Protected(State())
+
+    private struct State {
+        var task: Task<Void, Never>?
+        var listening = false
+        var stopped = false
+    }
+
+    init(configuration: PostgresStoreConfiguration, channel: String, hub: PostgresWakeupHub, logger: Logger) {
+        self.configuration = configuration
+        self.channel = channel
+        self.hub = hub
+        self.logger = logger
+    }
+
+    var isListening: Bool { state.withLock { $0.listening } }
+
+    func start() {
+        let task = Task { [self] in await self.loop() }
+        let extra = state.withLock { state -> Task<Void, Never>? in
+            if state.stopped || state.task != nil { return task }
+            state.task = task
+            return nil
+        }
+        extra?.cancel()
+    }
+
+    func stop() {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.stopped = true
+            defer { state.task = nil }
+            return state.task
+        }
+        task?.cancel()
+    }
+
+    private func setListening(_ value: Bool) { state.withLock { $0.listening = value } }
+
+    private func loop() async {
+        var wait = Duration.milliseconds(100)
+        while !Task.isCancelled {
+            do {
+                try await listenOnce { wait = .milliseconds(100) }
+            } catch {
+                if Task.isCancelled { break }
+                logger.notice(
+                    "wake-up connection lost; polling until it is back",
+                    metadata: ["error": "\(PostgresFailure.describe(error))"])
+            }
+            setListening(false)
+            // Poll while reconnecting: wake the workers every fallbackPollInterval until `wait` has passed.
+            let deadline = ContinuousClock.now + wait
+            while !Task.isCancelled && ContinuousClock.now < deadline {
+                hub.wake()
+                try? await Task.sleep(for: min(configuration.fallbackPollInterval, deadline - ContinuousClock.now))
+            }
+            wait = min(wait * 2, .seconds(5))
+        }
+        setListening(false)
+    }
+
+    /// Connects, listens and forwards notifications until the connection ends.
+    private func listenOnce(connected: () -> Void) async throws {
+        var connectionConfiguration = PostgresConnection.Configuration(
+            host: configuration.host, port: configuration.port, username: configuration.username,
+            password: configuration.password, database: configuration.database, tls: .disable)
+        connectionConfiguration.options.additionalStartupParameters = [
+            ("application_name", configuration.applicationName)
+        ]
+        connectionConfiguration.options.connectTimeout = .milliseconds(
+            Int64(configuration.connectTimeout.storeSeconds * 1000))
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.next(), configuration: connectionConfiguration, id: 1,
+            logger: logger
+        ).get()
+        do {
+            let hub = hub
+            try await withTaskCancellationHandler {
+                try await connection.listen(on: channel) { notifications in
+                    connected()
+                    self.setListening(true)
+                    hub.wake()  // Anything that happened while we were not listening.
+                    for try await _ in notifications { hub.wake() }
+                }
+            } onCancel: {
+                connection.close().whenComplete { _ in }
+            }
+            setListening(false)
+            try? await connection.close()
+        } catch {
+            setListening(false)
+            try? await connection.close()
+            throw error
+        }
+    }
+}

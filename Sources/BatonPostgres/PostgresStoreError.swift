@@ -1,0 +1,39 @@
+/// What went wrong in a ``PostgresJobStore``, said so that the fix is clear.
+public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConvertible {
+    enum Code: Sendable, Equatable {
+        case badConfiguration
+        case newerSchema(found: Int, supported: Int)
+        case foreignSchema
+        case closed
+    }
+    let code: Code
+    /// A sentence naming the problem and how to fix it.
+    public let message: String
+
+    public var description: String { message }
+
+    /// True when the database was migrated by a newer BatonPostgres than this one.
+    public var isNewerSchema: Bool {
+        if case .newerSchema = code { return true }
+        return false
+    }
+
+    static func badConfiguration(_ message: String) -> Self { .init(code: .badConfiguration, message: message) }
+
+    static func newerSchema(found: Int, supported: Int, schema: String) -> Self {
+        .init(
+            code: .newerSchema(found: found, supported: supported),
+            message: "the tables in PostgreSQL schema '\(schema)' are at version \(found), newer than this "
+                + "BatonPostgres understands (\(supported)); upgrade this program to the version that wrote them, "
+                + "or point it at another schema")
+    }
+
+    static func foreignSchema(_ schema: String, table: String) -> Self {
+        .init(
+            code: .foreignSchema,
+            message: "PostgreSQL schema '\(schema)' has a table '\(table)' that BatonPostgres did not create; "
+                + "use another schema name (PostgresStoreConfiguration.schema) or drop that table")
+    }
+
+    static let closed = Self(code: .closed, message: "the store was closed; create a new PostgresJobStore")
+}

@@ -1,0 +1,179 @@
+import EarthquakesKit
+public import Foundation
+
+extension EarthquakesCLI {
+    /// `list`: the stored earthquakes matching the options, as a table, CSV or JSON.
+    ///
+    /// The table and CSV are streamed: rows are read one at a time from SQLite and written in 64 KB
+    /// pieces, so memory stays flat and 200,000 rows print about as fast as `sqlite3` prints them.
+    /// With `--near` the distance is computed and ranked in SQL, keeping only `limit` rows.
+    ///
+    /// - Parameter explicitSort: with ``ListOptions/near``, whether `sort` was given (the nearest
+    ///   `limit` events are then re-ordered by it); otherwise they stay nearest first.
+    public func list(
+        _ options: ListOptions, database: String?, json: Bool, explicitSort: Bool = true, sample: Bool = false
+    ) throws {
+        let (store, path) = try openForReading(database, sample: sample)
+        let filter = options.filter
+        let order: ListingOrder
+        if let point = options.near {
+            order = .distance(latitude: point.latitude, longitude: point.longitude)
+        } else {
+            order = options.sort == .magnitude ? .magnitude : .time
+        }
+        let reorder = options.near != nil && explicitSort
+
+        if json || reorder {
+            var rows = try store.earthquakes(matching: filter, order: order, limit: options.limit)
+            if reorder { rows = Self.sorted(rows, by: options.sort) }
+            if json {
+                console.print(
+                    try JSONText.encode(rows.map { QuakeJSON($0.earthquake, distanceKm: $0.distanceKilometers) }))
+                return
+            }
+            let writer = makeWriter(options, distances: options.near != nil)
+            if !rows.isEmpty { writer.header() }
+            for (quake, distance) in rows { RowViews.with(quake, distance: distance) { writer.row($0) } }
+            writer.finish()
+            if rows.isEmpty { try printNoMatch(store, path: path) }
+            return
+        }
+
+        let writer = makeWriter(options, distances: options.near != nil)
+        try store.forEachRow(matching: filter, order: order, limit: options.limit) { row in
+            if writer.rows == 0 { writer.header() }
+            writer.row(row)
+        }
+        writer.finish()
+        if writer.rows == 0 {
+            try printNoMatch(store, path: path)
+        } else if console.isErrorTerminal, !options.csv {
+            if let age = try dataAge(store) { console.error(age + "\n") }
+        }
+    }
+
+    /// `prune --before WHEN`: deletes the earthquakes older than a moment.
+    public func prune(before date: Date, database: String?) throws {
+        let path = DatabaseLocation.path(option: database, environment: environment)
+        try DatabaseLocation.checkReadable(path)
+        try DatabaseLocation.prepareForWriting(path, explicit: true)
+        let store = try EarthquakeStore(path: path, mode: .mustExist)
+        let deleted = try Self.mappingReadOnly(path) { () throws(StoreError) in
+            try store.deleteEarthquakes(before: date)
+        }
+        let left = try store.count()
+        console.print(
+            "Deleted \(deleted) earthquake\(deleted == 1 ? "" : "s") before \(CivilTime.minute(date.millisecondsSince1970)) UTC from \(path); \(left) left."
+        )
+    }
+
+    /// Runs a write; SQLite's "readonly database" becomes the message that names the file and the fix.
+    static func mappingReadOnly<T>(_ path: String, _ body: () throws(StoreError) -> T) throws -> T {
+        do {
+            return try body()
+        } catch {
+            if error.underlying.contains("SQLite error 8") { throw DatabaseLocation.readOnlyError(path) }
+            throw error
+        }
+    }
+
+    /// "Last refreshed 2 h ago from 2.5_day." for a database that recorded its refreshes.
+    func dataAge(_ store: EarthquakeStore) throws -> String? {
+        guard let last = try store.lastRefresh() else { return nil }
+        return "Last refreshed \(RelativeTime.ago(last.date, now: now())) from \(Self.feedName(last.source))."
+    }
+
+    /// The short name of a feed: `2.5_day` for `…/summary/2.5_day.geojson`, the file name for a path.
+    static func feedName(_ source: String) -> String {
+        let last = URL(string: source)?.lastPathComponent ?? (source as NSString).lastPathComponent
+        let name = last.isEmpty ? source : last
+        for suffix in [".geojson", ".geojsonp", ".json"] where name.hasSuffix(suffix) {
+            return String(name.dropLast(suffix.count))
+        }
+        return name
+    }
+
+    private func makeWriter(_ options: ListOptions, distances: Bool) -> ListingWriter {
+        let colours = console.isOutputTerminal && (environment["NO_COLOR"] ?? "").isEmpty
+        let console = self.console
+        return ListingWriter(
+            format: options.csv ? .csv : .table, distances: distances, colours: colours,
+            flush: { console.write($0) })
+    }
+
+    private func printNoMatch(_ store: EarthquakeStore, path: String) throws {
+        let total = try store.count()
+        console.print(
+            total == 0
+                ? "No earthquakes stored in \(path) yet. Run `earthquakes refresh` (or `earthquakes` for sample data)."
+                : "No earthquakes match (\(total) stored).")
+    }
+
+    static func sorted(
+        _ rows: [(earthquake: Earthquake, distanceKilometers: Double?)], by sort: ListOptions.Sort
+    ) -> [(earthquake: Earthquake, distanceKilometers: Double?)] {
+        switch sort {
+        case .time:
+            rows.sorted { ($0.earthquake.time ?? .distantPast) > ($1.earthquake.time ?? .distantPast) }
+        case .magnitude:
+            rows.sorted { ($0.earthquake.magnitude ?? -.infinity) > ($1.earthquake.magnitude ?? -.infinity) }
+        }
+    }
+}
+
+/// Row views of `Earthquake` values, for the writers that take rows straight from SQLite.
+enum RowViews {
+    static func with(_ quake: Earthquake, distance: Double?, _ body: (EarthquakeRowView) -> Void) {
+        let id = Array(quake.id.utf8)
+        let place = quake.place.map { Array($0.utf8) }
+        let title = quake.title.map { Array($0.utf8) }
+        let type = quake.type.map { Array($0.utf8) }
+        id.withUnsafeBufferPointer { id in
+            optional(place) { place in
+                optional(title) { title in
+                    optional(type) { type in
+                        body(
+                            EarthquakeRowView(
+                                id: id, timeMilliseconds: quake.time?.millisecondsSince1970, magnitude: quake.magnitude,
+                                depth: quake.depth, latitude: quake.latitude, longitude: quake.longitude, place: place,
+                                title: title, type: type, distanceKilometers: distance))
+                    }
+                }
+            }
+        }
+    }
+
+    private static func optional(_ bytes: [UInt8]?, _ body: (UnsafeBufferPointer<UInt8>?) -> Void) {
+        guard let bytes else { return body(nil) }
+        bytes.withUnsafeBufferPointer { body($0) }
+    }
+}
+
+extension Date {
+    /// Milliseconds since 1970, rounded, as the database stores times.
+    var millisecondsSince1970: Int64 { Int64((timeIntervalSince1970 * 1000).rounded()) }
+}
+
+/// "3 h ago", "in 5 min": how far a moment is from now, in one unit.
+///
+/// ## Thread safety
+/// Stateless.
+public enum RelativeTime {
+    public static func ago(_ date: Date, now: Date) -> String {
+        let seconds = now.timeIntervalSince(date)
+        let text = span(abs(seconds))
+        if text == "now" { return "just now" }
+        return seconds >= 0 ? "\(text) ago" : "in \(text)"
+    }
+
+    private static func span(_ seconds: Double) -> String {
+        switch seconds {
+        case ..<60: return "now"
+        case ..<3600: return "\(Int(seconds / 60)) min"
+        case ..<(2 * 86_400): return "\(Int(seconds / 3600)) h"
+        case ..<(60 * 86_400): return "\(Int(seconds / 86_400)) d"
+        case ..<(730 * 86_400): return "\(Int(seconds / (365.25 * 86_400 / 12))) months"
+        default: return "\(Int(seconds / (365.25 * 86_400))) years"
+        }
+    }
+}

@@ -1,0 +1,214 @@
+import EarthquakesKit
+import Foundation
+
+extension EarthquakesCLI {
+    /// `show ID`: every field of one earthquake, its time in UTC, local and relative, its distance from
+    /// `from` (or the remembered home), and map links. `share` prints one shareable line instead.
+    public func show(
+        id: String, database: String?, json: Bool, sample: Bool = false, from: Coordinate? = nil, share: Bool = false
+    ) throws {
+        let (store, path) = try openForReading(database, sample: sample)
+        guard let quake = try store.earthquake(id: id) else {
+            throw CLIError("no earthquake with id \"\(id)\" in \(path); `earthquakes list` shows the ids")
+        }
+        let origin: (Coordinate, String)?
+        if let from {
+            origin = (from, "from \(Self.text(from))")
+        } else if let home = try HomeLocation.read(environment: environment) {
+            origin = (home, "from home (\(Self.text(home)))")
+        } else {
+            origin = nil
+        }
+        let distance = origin.map {
+            GreatCircle.distanceKilometers(
+                from: ($0.0.latitude, $0.0.longitude), to: (quake.latitude, quake.longitude))
+        }
+        if share {
+            console.print(Self.shareLine(quake))
+            return
+        }
+        if json {
+            console.print(try JSONText.encode(QuakeJSON(quake, distanceKm: distance)))
+            return
+        }
+        let fields: [(String, String?)] = [
+            ("id", quake.id),
+            ("title", quake.displayTitle),
+            ("time", quake.time.map { timeText($0) }),
+            (
+                "magnitude",
+                quake.magnitude.map { QuakeTable.fixed($0, 2) + (quake.magnitudeType.map { " \($0)" } ?? "") }
+            ),
+            ("place", quake.place),
+            ("distance", distance.map { QuakeTable.fixed($0, 0) + " km " + (origin?.1 ?? "") }),
+            ("latitude", QuakeTable.fixed(quake.latitude, 4)),
+            ("longitude", QuakeTable.fixed(quake.longitude, 4)),
+            ("depth", QuakeTable.fixed(quake.depth, 1) + " km"),
+            ("type", quake.type),
+            ("status", quake.status),
+            ("tsunami", quake.tsunami.map { $0 ? "yes" : "no" }),
+            ("alert", quake.alert),
+            ("network", quake.network),
+            ("updated", quake.updated.map { QuakeTable.minute($0) + " UTC" }),
+            ("map", Self.mapURL(quake)),
+            ("geo", Self.geoURI(quake)),
+            ("url", quake.url),
+        ]
+        for (name, value) in fields {
+            guard let value else { continue }
+            console.print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + value)
+        }
+        if let age = try dataAge(store) { console.print("\n" + age) }
+    }
+
+    /// `home [LAT,LON | --clear]`: shows, remembers or forgets the home location `show` measures from.
+    public func home(set coordinate: Coordinate?, clear: Bool) throws {
+        let file = HomeLocation.path(environment: environment)
+        if clear {
+            try? FileManager.default.removeItem(atPath: file)
+            console.print("Forgot the home location.")
+        } else if let coordinate {
+            try HomeLocation.write(coordinate, environment: environment)
+            console.print(
+                "Home is \(Self.text(coordinate)) (saved in \(file)); `earthquakes show ID` shows the distance from it."
+            )
+        } else if let home = try HomeLocation.read(environment: environment) {
+            console.print("Home is \(Self.text(home)) (saved in \(file)).")
+        } else {
+            console.print("No home location yet; set one with `earthquakes home LAT,LON`, for example -33.87,151.21.")
+        }
+    }
+
+    /// `status`: where the database is, what it holds, how old the data is.
+    public func status(database: String?) throws {
+        let path = DatabaseLocation.path(option: database, environment: environment)
+        if FileManager.default.fileExists(atPath: path) {
+            try DatabaseLocation.checkReadable(path)
+            let store = try EarthquakeStore(path: path, mode: .readOnly)
+            let types = try store.typeCounts()
+            let total = types.reduce(0) { $0 + $1.count }
+            let kinds = types.map { "\($0.count) \(Self.plural($0.type ?? "of no type", $0.count))" }
+            console.print(
+                "Database   \(path): \(total) events" + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))"))
+            if let last = try store.lastRefresh() {
+                console.print(
+                    "Refreshed  \(RelativeTime.ago(last.date, now: now())) (\(CivilTime.minute(last.date.millisecondsSince1970)) UTC) from \(Self.feedName(last.source)): \(Self.counts(last.summary))"
+                )
+            } else {
+                console.print("Refreshed  not recorded; `earthquakes refresh` imports the latest events")
+            }
+        } else {
+            console.print("Database   \(path) does not exist yet; `earthquakes refresh` creates it")
+        }
+        let sample = DatabaseLocation.samplePath(forDatabase: path)
+        if FileManager.default.fileExists(atPath: sample) {
+            console.print("Sample     \(sample) (made-up events, kept apart); `earthquakes --remove-sample` deletes it")
+        }
+        if let home = try HomeLocation.read(environment: environment) {
+            console.print("Home       \(Self.text(home))")
+        }
+    }
+
+    /// One line to paste in a message: magnitude, kind, place, time and a link.
+    static func shareLine(_ quake: Earthquake) -> String {
+        let magnitude = quake.magnitude.map { "M " + QuakeTable.fixed($0, 1) + " " } ?? ""
+        let kind = quake.type ?? "earthquake"
+        let place = quake.place.map { " \(Self.placePhrase($0))" } ?? ""
+        let time = quake.time.map { ", " + QuakeTable.minute($0) + " UTC" } ?? ""
+        let link = quake.url ?? mapURL(quake)
+        return "\(magnitude)\(kind)\(place)\(time) — \(link)"
+    }
+
+    /// An OpenStreetMap page centred on the epicentre, with a marker.
+    static func mapURL(_ quake: Earthquake) -> String {
+        let lat = QuakeTable.fixed(quake.latitude, 4)
+        let lon = QuakeTable.fixed(quake.longitude, 4)
+        return "https://www.openstreetmap.org/?mlat=\(lat)&mlon=\(lon)#map=8/\(lat)/\(lon)"
+    }
+
+    /// A `geo:` URI (RFC 5870), which phones open in their map app.
+    static func geoURI(_ quake: Earthquake) -> String {
+        "geo:\(QuakeTable.fixed(quake.latitude, 4)),\(QuakeTable.fixed(quake.longitude, 4))"
+    }
+
+    /// `2025-10-29 18:43:17 UTC (10:43 local, -08:00; 3 h ago)`.
+    func timeText(_ date: Date) -> String {
+        var text = ""
+        CivilTime.appendMinute(date.millisecondsSince1970, seconds: true, to: &text)
+        text += " UTC ("
+        let zone = environment["TZ"].flatMap { TimeZone(identifier: $0) } ?? TimeZone.current
+        let offset = zone.secondsFromGMT(for: date)
+        if offset != 0 {
+            var local = ""
+            CivilTime.appendMinute(date.millisecondsSince1970 + Int64(offset) * 1000, to: &local)
+            let sign = offset < 0 ? "-" : "+"
+            let hours = abs(offset) / 3600
+            let minutes = abs(offset) / 60 % 60
+            text += "\(local) local, UTC\(sign)\(hours < 10 ? "0" : "")\(hours):\(minutes < 10 ? "0" : "")\(minutes); "
+        }
+        return text + RelativeTime.ago(date, now: now()) + ")"
+    }
+
+    static func text(_ coordinate: Coordinate) -> String {
+        "\(QuakeTable.fixed(coordinate.latitude, 4)),\(QuakeTable.fixed(coordinate.longitude, 4))"
+    }
+
+    /// "105 km WNW of Höfn" reads after the kind as is; a bare region ("Fiji region") gets "in".
+    private static func placePhrase(_ place: String) -> String {
+        place.range(of: " of ") != nil ? place : "in \(place)"
+    }
+
+    static func plural(_ type: String, _ count: Int) -> String {
+        guard count != 1, type != "of no type" else { return type }
+        if type.hasSuffix("h") || type.hasSuffix("s") { return type + "es" }
+        if type.hasSuffix("y"), let before = type.dropLast().last, !"aeiou".contains(before) {
+            return type.dropLast() + "ies"
+        }
+        return type + "s"
+    }
+}
+
+/// The remembered home location: one line `LAT,LON` in `$XDG_CONFIG_HOME/baton-earthquakes/home`
+/// (else `~/.config/baton-earthquakes/home`).
+///
+/// ## Thread safety
+/// Stateless.
+enum HomeLocation {
+    static func path(environment: [String: String]) -> String {
+        let base: String
+        if let xdg = environment["XDG_CONFIG_HOME"], xdg.hasPrefix("/") {
+            base = xdg
+        } else {
+            let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+            base = (home as NSString).appendingPathComponent(".config")
+        }
+        return ((base as NSString).appendingPathComponent(DatabaseLocation.folderName) as NSString)
+            .appendingPathComponent("home")
+    }
+
+    static func read(environment: [String: String]) throws(CLIError) -> Coordinate? {
+        let file = path(environment: environment)
+        guard let data = FileManager.default.contents(atPath: file) else { return nil }
+        let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+        do {
+            return try Coordinate(parsing: text, option: "the home location")
+        } catch {
+            throw CLIError(
+                "the home location in \(file) is not LAT,LON (\"\(text)\"); set it again with `earthquakes home LAT,LON`"
+            )
+        }
+    }
+
+    static func write(_ coordinate: Coordinate, environment: [String: String]) throws(CLIError) {
+        let file = path(environment: environment)
+        do {
+            try FileManager.default.createDirectory(
+                atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try Data("\(coordinate.latitude),\(coordinate.longitude)\n".utf8).write(to: URL(fileURLWithPath: file))
+        } catch {
+            throw CLIError(
+                "cannot save the home location in \(file) (\(error.localizedDescription)); set $XDG_CONFIG_HOME to a writable folder"
+            )
+        }
+    }
+}

@@ -1,0 +1,298 @@
+import EarthquakesKit
+
+/// Writes listing rows as a fixed-width table or CSV into a byte buffer, flushed to the console in
+/// large pieces: no `DateFormatter`, `Locale`, `String(format:)` or per-row `String`.
+///
+/// ```
+/// TIME (UTC)         MAG  DEPTH km  PLACE                                             ID
+/// 2025-10-29 14:02   4.6      10.0  105 km WNW of Höfn, Iceland                       us6000rka0
+/// 2025-10-29 13:40   1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA           ci40915119
+/// ```
+///
+/// Events whose type is not "earthquake" show it in brackets before the place.
+///
+/// ## Thread safety
+/// Not `Sendable`: one writer per listing, on one thread. (A class, so closures can write rows without capturing an `inout` value.)
+final class ListingWriter {
+    enum Format {
+        case table
+        case csv
+    }
+
+    static let placeWidth = 48
+
+    private let format: Format
+    private let distances: Bool
+    private let colours: Bool
+    private let flush: ([UInt8]) -> Void
+    private var buffer: [UInt8] = []
+    private(set) var rows = 0
+
+    /// - Parameters:
+    ///   - distances: whether rows carry a distance (a DIST km column / `distance_km` field).
+    ///   - colours: whether magnitudes are coloured (a terminal without `NO_COLOR`).
+    ///   - flush: receives the bytes, in pieces of about 64 KB.
+    init(format: Format, distances: Bool, colours: Bool = false, flush: @escaping ([UInt8]) -> Void) {
+        self.format = format
+        self.distances = distances
+        self.colours = colours && format == .table
+        self.flush = flush
+        buffer.reserveCapacity(1 << 16 + 1024)
+    }
+
+    func header() {
+        switch format {
+        case .table:
+            append("TIME (UTC)        ")
+            append("  MAG  DEPTH km")
+            if distances { append("  DIST km") }
+            append("  PLACE")
+            appendSpaces(Self.placeWidth - 5)
+            append("  ID\n")
+        case .csv:
+            append("id,time,latitude,longitude,depth_km,magnitude,type,place")
+            append(distances ? ",distance_km\n" : "\n")
+        }
+    }
+
+    /// ``header()`` before the first row, then ``row(_:)``.
+    func headerAndRow(_ row: EarthquakeRowView) {
+        if rows == 0 { header() }
+        self.row(row)
+    }
+
+    func row(_ row: EarthquakeRowView) {
+        rows += 1
+        switch format {
+        case .table: tableRow(row)
+        case .csv: csvRow(row)
+        }
+        if buffer.count >= 1 << 16 { finish() }
+    }
+
+    /// Hands the remaining bytes over.
+    func finish() {
+        guard !buffer.isEmpty else { return }
+        flush(buffer)
+        buffer.removeAll(keepingCapacity: true)
+    }
+
+    // MARK: Table
+
+    private func tableRow(_ row: EarthquakeRowView) {
+        if let time = row.timeMilliseconds {
+            appendMinute(time)
+        } else {
+            append("-               ")
+        }
+        append("  ")
+        if let magnitude = row.magnitude {
+            let colour = colours ? Self.colour(magnitude) : nil
+            if let colour { append(colour) }
+            appendFixed(magnitude, decimals: 1, width: 5)
+            if colour != nil { append("\u{1B}[0m") }
+        } else {
+            append("    ?")
+        }
+        appendFixed(row.depth, decimals: 1, width: 10)
+        if let distance = row.distanceKilometers { appendFixed(distance, decimals: 0, width: 9) }
+        append("  ")
+        var width = 0
+        if let type = row.type, !Self.isEarthquake(type) {
+            buffer.append(UInt8(ascii: "["))
+            width += 1 + appendClipped(type, room: Self.placeWidth - 2)
+            buffer.append(UInt8(ascii: "]"))
+            buffer.append(UInt8(ascii: " "))
+            width += 2
+        }
+        if let place = row.place ?? row.title, place.count > 0 {
+            width += appendClipped(place, room: Self.placeWidth - width)
+        } else {
+            append("-")
+            width += 1
+        }
+        appendSpaces(Self.placeWidth - width + 2)
+        buffer.append(contentsOf: row.id)
+        buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// ANSI colour for a magnitude: yellow from 2.5, red from 4.5, bold red from 6.
+    static func colour(_ magnitude: Double) -> String? {
+        if magnitude >= 6 { return "\u{1B}[1;31m" }
+        if magnitude >= 4.5 { return "\u{1B}[31m" }
+        if magnitude >= 2.5 { return "\u{1B}[33m" }
+        return nil
+    }
+
+    static func isEarthquake(_ type: UnsafeBufferPointer<UInt8>) -> Bool {
+        let word = "earthquake".utf8
+        guard type.count == word.count else { return false }
+        return zip(type, word).allSatisfy { $0 | 0x20 == $1 }
+    }
+
+    /// Appends up to `room` characters of UTF-8 `text` (an ellipsis replaces the rest); returns the
+    /// number of characters appended. Characters are counted as Unicode scalars.
+    @discardableResult
+    private func appendClipped(_ text: UnsafeBufferPointer<UInt8>, room: Int) -> Int {
+        var scalars = 0
+        for byte in text where byte & 0xC0 != 0x80 { scalars += 1 }
+        if scalars <= room {
+            buffer.append(contentsOf: text)
+            return scalars
+        }
+        guard room > 0 else { return 0 }
+        var kept = 0
+        var end = 0
+        while end < text.count {
+            if text[end] & 0xC0 != 0x80 {
+                if kept == room - 1 { break }
+                kept += 1
+            }
+            end += 1
+        }
+        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<end]))
+        append("…")
+        return room
+    }
+
+    // MARK: CSV
+
+    private func csvRow(_ row: EarthquakeRowView) {
+        appendCSV(row.id)
+        buffer.append(UInt8(ascii: ","))
+        if let time = row.timeMilliseconds { appendISO(time) }
+        buffer.append(UInt8(ascii: ","))
+        append(String(row.latitude))
+        buffer.append(UInt8(ascii: ","))
+        append(String(row.longitude))
+        buffer.append(UInt8(ascii: ","))
+        append(String(row.depth))
+        buffer.append(UInt8(ascii: ","))
+        if let magnitude = row.magnitude { append(String(magnitude)) }
+        buffer.append(UInt8(ascii: ","))
+        if let type = row.type { appendCSV(type) }
+        buffer.append(UInt8(ascii: ","))
+        if let place = row.place { appendCSV(place) }
+        if let distance = row.distanceKilometers {
+            buffer.append(UInt8(ascii: ","))
+            appendFixed(distance, decimals: 1, width: 0)
+        }
+        buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+    private func appendCSV(_ text: UnsafeBufferPointer<UInt8>) {
+        let special = text.contains { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 10 || $0 == 13 }
+        guard special else {
+            buffer.append(contentsOf: text)
+            return
+        }
+        buffer.append(UInt8(ascii: "\""))
+        for byte in text {
+            if byte == UInt8(ascii: "\"") { buffer.append(byte) }
+            buffer.append(byte)
+        }
+        buffer.append(UInt8(ascii: "\""))
+    }
+
+    // MARK: Numbers and times
+
+    private func append(_ text: String) {
+        buffer.append(contentsOf: text.utf8)
+    }
+
+    private func appendSpaces(_ count: Int) {
+        if count > 0 { buffer.append(contentsOf: repeatElement(UInt8(ascii: " "), count: count)) }
+    }
+
+    /// `value` with `decimals` decimals (0 or 1), right-aligned in `width` columns.
+    func appendFixed(_ value: Double, decimals: Int, width: Int) {
+        guard value.isFinite, abs(value) < 1e15 else {
+            appendSpaces(width - 1)
+            buffer.append(UInt8(ascii: "?"))
+            return
+        }
+        let scaled = UInt64((abs(value) * (decimals == 0 ? 1 : 10)).rounded())
+        let negative = value < 0 && scaled != 0
+        // Digits are produced right to left into a small tuple, then copied in order.
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)
+        let count = withUnsafeMutableBytes(of: &digits) { bytes -> Int in
+            var index = bytes.count
+            var rest = scaled
+            var position = 0
+            repeat {
+                if decimals == 1 && position == 1 {
+                    index -= 1
+                    bytes[index] = UInt8(ascii: ".")
+                }
+                index -= 1
+                bytes[index] = UInt8(ascii: "0") + UInt8(rest % 10)
+                rest /= 10
+                position += 1
+            } while rest > 0 || position <= decimals
+            if negative {
+                index -= 1
+                bytes[index] = UInt8(ascii: "-")
+            }
+            return bytes.count - index
+        }
+        appendSpaces(width - count)
+        withUnsafeBytes(of: &digits) { bytes in buffer.append(contentsOf: bytes[(bytes.count - count)...]) }
+    }
+
+    private func appendDigits(_ value: Int, _ count: Int) {
+        var divisor = 1
+        for _ in 1..<count { divisor *= 10 }
+        var rest = value
+        while divisor > 0 {
+            buffer.append(UInt8(ascii: "0") + UInt8(rest / divisor % 10))
+            rest %= divisor
+            divisor /= 10
+        }
+    }
+
+    private static func split(_ milliseconds: Int64) -> (days: Int, seconds: Int, millis: Int) {
+        let millis = Int(((milliseconds % 1000) + 1000) % 1000)
+        let total = Int((milliseconds - Int64(millis)) / 1000)
+        let days = total >= 0 ? total / 86_400 : (total - 86_399) / 86_400
+        return (days, total - days * 86_400, millis)
+    }
+
+    /// `yyyy-MM-dd HH:mm`, UTC.
+    private func appendMinute(_ milliseconds: Int64) {
+        let (days, seconds, _) = Self.split(milliseconds)
+        appendDate(days)
+        buffer.append(UInt8(ascii: " "))
+        appendDigits(seconds / 3600, 2)
+        buffer.append(UInt8(ascii: ":"))
+        appendDigits(seconds / 60 % 60, 2)
+    }
+
+    /// `yyyy-MM-ddTHH:mm:ss.SSSZ`.
+    private func appendISO(_ milliseconds: Int64) {
+        let (days, seconds, millis) = Self.split(milliseconds)
+        appendDate(days)
+        buffer.append(UInt8(ascii: "T"))
+        appendDigits(seconds / 3600, 2)
+        buffer.append(UInt8(ascii: ":"))
+        appendDigits(seconds / 60 % 60, 2)
+        buffer.append(UInt8(ascii: ":"))
+        appendDigits(seconds % 60, 2)
+        buffer.append(UInt8(ascii: "."))
+        appendDigits(millis, 3)
+        buffer.append(UInt8(ascii: "Z"))
+    }
+
+    private func appendDate(_ days: Int) {
+        let (year, month, day) = CivilTime.date(days: days)
+        if year < 0 || year > 9999 {
+            append(String(year))
+        } else {
+            appendDigits(year, 4)
+        }
+        buffer.append(UInt8(ascii: "-"))
+        appendDigits(month, 2)
+        buffer.append(UInt8(ascii: "-"))
+        appendDigits(day, 2)
+    }
+}

@@ -1,0 +1,330 @@
+public import Foundation
+import GRDB
+
+#if canImport(GRDBSQLite)
+import GRDBSQLite
+#else
+import SQLite3
+#endif
+
+/// Which earthquakes a listing keeps: every filter is applied in SQL.
+///
+/// ### Thread safety
+/// A value type and `Sendable`.
+public struct EarthquakeFilter: Sendable, Equatable, Hashable {
+    /// Keep events of at least this magnitude (events without a magnitude are then excluded).
+    public var minMagnitude: Double?
+    /// Keep events of at most this magnitude (events without a magnitude are then excluded).
+    public var maxMagnitude: Double?
+    /// Keep events at or after this time (events without a time are then excluded).
+    public var since: Date?
+    /// Keep only these event types (`"earthquake"`, `"quarry blast"`, …), compared without case; empty: all.
+    public var types: [String]
+    /// Leave out these event types, compared without case. An event without a type is kept.
+    public var excludedTypes: [String]
+
+    public init(
+        minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, types: [String] = [],
+        excludedTypes: [String] = []
+    ) {
+        self.minMagnitude = minMagnitude
+        self.maxMagnitude = maxMagnitude
+        self.since = since
+        self.types = types
+        self.excludedTypes = excludedTypes
+    }
+}
+
+/// The order of a listing.
+///
+/// ### Thread safety
+/// A value type and `Sendable`.
+public enum ListingOrder: Sendable, Equatable, Hashable {
+    /// Newest first; events without a time last; ties by id.
+    case time
+    /// Strongest first; events without a magnitude last; ties newest first, then by id.
+    case magnitude
+    /// Nearest to the point first (great-circle distance); ties by id.
+    case distance(latitude: Double, longitude: Double)
+}
+
+/// One row of a listing, read straight from SQLite without copying its text.
+///
+/// - Important: The text fields point into SQLite's memory and are valid only during the call
+///   that receives the row; copy what you keep (`String(decoding: row.id, as: UTF8.self)`).
+///
+/// ### Thread safety
+/// Not `Sendable`: use it only inside the callback.
+public struct EarthquakeRowView {
+    /// The event id, UTF-8.
+    public var id: UnsafeBufferPointer<UInt8>
+    /// Origin time in milliseconds since 1970, as stored.
+    public var timeMilliseconds: Int64?
+    public var magnitude: Double?
+    public var depth: Double
+    public var latitude: Double
+    public var longitude: Double
+    /// The place, UTF-8; nil when unknown.
+    public var place: UnsafeBufferPointer<UInt8>?
+    /// The feed's title, UTF-8; nil when absent.
+    public var title: UnsafeBufferPointer<UInt8>?
+    /// The event type, UTF-8; nil when unknown.
+    public var type: UnsafeBufferPointer<UInt8>?
+    /// Kilometres from the point of a ``ListingOrder/distance(latitude:longitude:)`` listing; nil otherwise.
+    public var distanceKilometers: Double?
+
+    public init(
+        id: UnsafeBufferPointer<UInt8>, timeMilliseconds: Int64?, magnitude: Double?, depth: Double,
+        latitude: Double, longitude: Double, place: UnsafeBufferPointer<UInt8>?, title: UnsafeBufferPointer<UInt8>?,
+        type: UnsafeBufferPointer<UInt8>?, distanceKilometers: Double?
+    ) {
+        self.id = id
+        self.timeMilliseconds = timeMilliseconds
+        self.magnitude = magnitude
+        self.depth = depth
+        self.latitude = latitude
+        self.longitude = longitude
+        self.place = place
+        self.title = title
+        self.type = type
+        self.distanceKilometers = distanceKilometers
+    }
+}
+
+/// When a database was last refreshed, and from where.
+///
+/// ### Thread safety
+/// A value type and `Sendable`.
+public struct RefreshRecord: Sendable, Equatable, Hashable {
+    /// When the refresh finished.
+    public var date: Date
+    /// The feed: a URL or a file path.
+    public var source: String
+    /// What the import did.
+    public var summary: ImportSummary
+
+    public init(date: Date, source: String, summary: ImportSummary) {
+        self.date = date
+        self.source = source
+        self.summary = summary
+    }
+}
+
+extension EarthquakeStore {
+    /// Calls `body` with each matching earthquake in order, reading rows one at a time: memory stays
+    /// constant whatever the count, and no `Earthquake` value or `String` is made per row.
+    ///
+    /// With ``ListingOrder/distance(latitude:longitude:)`` the distance is computed in SQL (a function
+    /// registered on the connection) and SQLite's ORDER BY … LIMIT keeps only `limit` rows while it scans.
+    ///
+    /// - Parameters:
+    ///   - limit: the most rows; `nil` for all.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``, or what `body` throws.
+    public func forEachRow(
+        matching filter: EarthquakeFilter, order: ListingOrder, limit: Int?,
+        _ body: (EarthquakeRowView) throws -> Void
+    ) throws {
+        let (sql, arguments) = Self.listingSQL(
+            columns: "id, time, magnitude, depth, latitude, longitude, place, title, type",
+            filter: filter, order: order, limit: limit)
+        var bodyError: (any Error)?
+        try read("list earthquakes in") { db in
+            if case .distance = order { db.add(function: Self.distanceFunction) }
+            let statement = try db.makeStatement(sql: sql)
+            try statement.setArguments(arguments)
+            let cursor = try Row.fetchCursor(statement)
+            let raw = statement.sqliteStatement
+            let hasDistance = statement.columnCount > 9
+            while try cursor.next() != nil {
+                let row = EarthquakeRowView(
+                    id: Self.text(raw, 0) ?? UnsafeBufferPointer(start: nil, count: 0),
+                    timeMilliseconds: sqlite3_column_type(raw, 1) == SQLITE_NULL ? nil : sqlite3_column_int64(raw, 1),
+                    magnitude: sqlite3_column_type(raw, 2) == SQLITE_NULL ? nil : sqlite3_column_double(raw, 2),
+                    depth: sqlite3_column_double(raw, 3),
+                    latitude: sqlite3_column_double(raw, 4),
+                    longitude: sqlite3_column_double(raw, 5),
+                    place: Self.text(raw, 6),
+                    title: Self.text(raw, 7),
+                    type: Self.text(raw, 8),
+                    distanceKilometers: hasDistance ? sqlite3_column_double(raw, 9) : nil)
+                do {
+                    try body(row)
+                } catch {
+                    bodyError = error
+                    return
+                }
+            }
+        }
+        if let bodyError { throw bodyError }
+    }
+
+    /// The matching earthquakes as values, in order, with their distances for a distance order.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func earthquakes(
+        matching filter: EarthquakeFilter, order: ListingOrder, limit: Int?
+    ) throws(StoreError) -> [(earthquake: Earthquake, distanceKilometers: Double?)] {
+        let (sql, arguments) = Self.listingSQL(columns: "*", filter: filter, order: order, limit: limit)
+        return try read("list earthquakes in") { db in
+            if case .distance = order { db.add(function: Self.distanceFunction) }
+            return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
+                (Earthquake(row: row), row["distance"] as Double?)
+            }
+        }
+    }
+
+    /// The number of earthquakes matching `filter`.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func count(matching filter: EarthquakeFilter) throws(StoreError) -> Int {
+        let (conditions, arguments) = Self.conditions(filter)
+        return try read("count the earthquakes in") { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
+        }
+    }
+
+    /// How many earthquakes there are of each type (`nil`: no type), most common first.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func typeCounts() throws(StoreError) -> [(type: String?, count: Int)] {
+        try read("count the event types in") { db in
+            try Row.fetchAll(
+                db, sql: "SELECT type, COUNT(*) AS n FROM earthquake GROUP BY type ORDER BY n DESC, type"
+            ).map { ($0["type"], $0["n"]) }
+        }
+    }
+
+    /// Deletes the earthquakes whose time is before `date` (events without a time are kept).
+    ///
+    /// - Returns: how many were deleted.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``; nothing is deleted then.
+    @discardableResult
+    public func deleteEarthquakes(before date: Date) throws(StoreError) -> Int {
+        try write("delete old earthquakes from") { db in
+            try db.execute(sql: "DELETE FROM earthquake WHERE time < ?", arguments: [date.usgsMilliseconds])
+            return db.changesCount
+        }
+    }
+
+    /// Deletes the made-up events of ``SampleFeed`` that older versions of the tool imported into
+    /// users' databases (network `sample`, ids `sample…`).
+    ///
+    /// - Returns: how many were deleted.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``.
+    @discardableResult
+    public func deleteSampleEarthquakes() throws(StoreError) -> Int {
+        try write("delete sample earthquakes from") { db in
+            try db.execute(sql: "DELETE FROM earthquake WHERE network = 'sample' AND id LIKE 'sample%'")
+            return db.changesCount
+        }
+    }
+
+    /// Remembers a refresh (in a table of its own, created on first use), for ``lastRefresh()``.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``.
+    public func recordRefresh(_ record: RefreshRecord) throws(StoreError) {
+        try write("record the refresh in") { db in
+            try db.execute(
+                sql: """
+                    CREATE TABLE IF NOT EXISTS refresh_log (
+                        time INTEGER NOT NULL, source TEXT NOT NULL,
+                        inserted INTEGER NOT NULL, updated INTEGER NOT NULL, unchanged INTEGER NOT NULL);
+                    INSERT INTO refresh_log VALUES (?, ?, ?, ?, ?);
+                    DELETE FROM refresh_log WHERE rowid NOT IN (SELECT rowid FROM refresh_log ORDER BY time DESC LIMIT 100);
+                    """,
+                arguments: [
+                    record.date.usgsMilliseconds, record.source, record.summary.inserted, record.summary.updated,
+                    record.summary.unchanged,
+                ])
+        }
+    }
+
+    /// The latest refresh recorded with ``recordRefresh(_:)``, or nil. Never writes.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func lastRefresh() throws(StoreError) -> RefreshRecord? {
+        try read("read the refresh log of") { db in
+            guard try db.tableExists("refresh_log") else { return nil }
+            return try Row.fetchOne(db, sql: "SELECT * FROM refresh_log ORDER BY time DESC LIMIT 1").map { row in
+                RefreshRecord(
+                    date: Date(usgsMilliseconds: row["time"]), source: row["source"],
+                    summary: ImportSummary(
+                        inserted: row["inserted"], updated: row["updated"], unchanged: row["unchanged"]))
+            }
+        }
+    }
+
+    // MARK: SQL
+
+    private static let distanceFunction = DatabaseFunction("baton_distance_km", argumentCount: 4, pure: true) {
+        values in
+        guard let lat1 = Double.fromDatabaseValue(values[0]), let lon1 = Double.fromDatabaseValue(values[1]),
+            let lat2 = Double.fromDatabaseValue(values[2]), let lon2 = Double.fromDatabaseValue(values[3])
+        else { return nil }
+        return GreatCircle.distanceKilometers(from: (lat1, lon1), to: (lat2, lon2))
+    }
+
+    static func listingSQL(
+        columns: String, filter: EarthquakeFilter, order: ListingOrder, limit: Int?
+    ) -> (String, StatementArguments) {
+        var (conditions, arguments) = conditions(filter)
+        var select = columns
+        var orderBy: String
+        switch order {
+        // NULLs sort first in SQLite, so DESC puts events without a time or magnitude last.
+        case .time: orderBy = "time DESC, id"
+        case .magnitude: orderBy = "magnitude DESC, time DESC, id"
+        case .distance(let latitude, let longitude):
+            select += ", baton_distance_km(?, ?, latitude, longitude) AS distance"
+            arguments = [latitude, longitude] + arguments
+            orderBy = "distance, id"
+        }
+        var sql = "SELECT \(select) FROM earthquake\(conditions) ORDER BY \(orderBy)"
+        if let limit {
+            sql += " LIMIT ?"
+            arguments += [max(0, limit)]
+        }
+        return (sql, arguments)
+    }
+
+    static func conditions(_ filter: EarthquakeFilter) -> (String, StatementArguments) {
+        var conditions: [String] = []
+        var arguments = StatementArguments()
+        if let minMagnitude = filter.minMagnitude {
+            conditions.append("magnitude >= ?")
+            arguments += [minMagnitude]
+        }
+        if let maxMagnitude = filter.maxMagnitude {
+            conditions.append("magnitude <= ?")
+            arguments += [maxMagnitude]
+        }
+        if let since = filter.since {
+            conditions.append("time >= ?")
+            arguments += [since.usgsMilliseconds]
+        }
+        if !filter.types.isEmpty {
+            conditions.append("lower(type) IN (\(filter.types.map { _ in "?" }.joined(separator: ", ")))")
+            arguments += StatementArguments(filter.types.map { $0.lowercased() })
+        }
+        if !filter.excludedTypes.isEmpty {
+            let marks = filter.excludedTypes.map { _ in "?" }.joined(separator: ", ")
+            conditions.append("(type IS NULL OR lower(type) NOT IN (\(marks)))")
+            arguments += StatementArguments(filter.excludedTypes.map { $0.lowercased() })
+        }
+        return (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "), arguments)
+    }
+
+    private static func text(_ statement: OpaquePointer, _ column: Int32) -> UnsafeBufferPointer<UInt8>? {
+        guard let bytes = sqlite3_column_text(statement, column) else { return nil }
+        return UnsafeBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(statement, column)))
+    }
+
+    /// Runs a write transaction, wrapping failures in a ``StoreError`` that names `operation`.
+    func write<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
+        do {
+            return try database.write(body)
+        } catch {
+            throw StoreError(.write, path: path, doing: operation, error: error)
+        }
+    }
+}

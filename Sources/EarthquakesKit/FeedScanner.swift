@@ -1,0 +1,615 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Reads a well-formed USGS feed straight from its bytes into the wire types of ``FeedParser``, without
+/// `JSONDecoder`: one pass, no intermediate JSON values, strings made only for the members the model
+/// keeps. About ten times faster than decoding, and much smaller in memory.
+///
+/// It reads only what it can read exactly as `JSONDecoder` would. Anything else — a syntax error, a
+/// value of an unexpected JSON type, an escape in a member name, a detail document — makes it give up
+/// (`nil`), and ``FeedParser`` decodes the feed with `JSONDecoder` instead, which produces the precise
+/// errors and the per-feature leniency. So the fast path never changes what a feed means.
+struct FeedScanner {
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var index: Int
+    private let keys = Keys.shared
+    private let powersOfTen = FeedScanner.exactPowersOfTen
+
+    /// Gives up: the slow path takes over.
+    private struct GiveUp: Error {}
+
+    private init(_ bytes: UnsafeBufferPointer<UInt8>) {
+        self.bytes = bytes
+        self.index = 0
+    }
+
+    /// The document in `bytes` (exactly one JSON object, with optional surrounding whitespace), or
+    /// `nil` when the slow path must read it.
+    static func scan(_ bytes: UnsafeBufferPointer<UInt8>) -> FeedParser.WireDocument? {
+        var scanner = FeedScanner(bytes)
+        do {
+            let document = try scanner.document()
+            scanner.skipWhitespace()
+            return scanner.index == bytes.count ? document : nil
+        } catch {
+            return nil
+        }
+    }
+
+    // MARK: Structure
+
+    private mutating func document() throws(GiveUp) -> FeedParser.WireDocument {
+        var document = FeedParser.WireDocument()
+        var sawFeatures = false
+        try object { scanner, key throws(GiveUp) in
+            switch key {
+            case scanner.keys.type: document.type = try scanner.optionalString()
+            case scanner.keys.id: document.id = try scanner.lenientID()
+            case scanner.keys.metadata: document.metadata = try scanner.metadata()
+            case scanner.keys.features:
+                sawFeatures = true
+                document.features = try scanner.features()
+            default: try scanner.skipValue()
+            }
+        }
+        if document.type == "Feature" { throw GiveUp() }  // a detail document: the slow path words it
+        if !sawFeatures { document.features = nil }
+        return document
+    }
+
+    private mutating func metadata() throws(GiveUp) -> FeedParser.WireMetadata? {
+        if try consumeNull() { return nil }
+        var metadata = FeedParser.WireMetadata()
+        try object { scanner, key throws(GiveUp) in
+            switch key {
+            case scanner.keys.generated: metadata.generated = try scanner.optionalDouble()
+            case scanner.keys.url: metadata.url = try scanner.optionalString()
+            case scanner.keys.title: metadata.title = try scanner.optionalString()
+            case scanner.keys.status: metadata.status = try scanner.optionalInt()
+            case scanner.keys.api: metadata.api = try scanner.optionalString()
+            case scanner.keys.count: metadata.count = try scanner.optionalInt()
+            default: try scanner.skipValue()
+            }
+        }
+        return metadata
+    }
+
+    private mutating func features() throws(GiveUp) -> [FeedParser.WireEntry]? {
+        if try consumeNull() { return nil }
+        var entries: [FeedParser.WireEntry] = []
+        entries.reserveCapacity(bytes.count / 800)
+        try array { scanner throws(GiveUp) in entries.append(.feature(try scanner.feature())) }
+        return entries
+    }
+
+    private mutating func feature() throws(GiveUp) -> FeedParser.WireFeature {
+        var feature = FeedParser.WireFeature()
+        try object { scanner, key throws(GiveUp) in
+            switch key {
+            case scanner.keys.id: feature.id = try scanner.lenientID()
+            case scanner.keys.geometry: feature.geometry = try scanner.geometry()
+            case scanner.keys.properties: feature.properties = try scanner.properties()
+            default: try scanner.skipValue()
+            }
+        }
+        return feature
+    }
+
+    private mutating func geometry() throws(GiveUp) -> FeedParser.WireGeometry? {
+        if try consumeNull() { return nil }
+        var geometry = FeedParser.WireGeometry()
+        try object { scanner, key throws(GiveUp) in
+            if key == scanner.keys.coordinates {
+                if try scanner.consumeNull() {
+                    geometry.coordinates = nil
+                    return
+                }
+                var values: [Double?] = []
+                values.reserveCapacity(3)
+                try scanner.array { scanner throws(GiveUp) in values.append(try scanner.optionalDouble()) }
+                geometry.coordinates = values
+            } else {
+                try scanner.skipValue()
+            }
+        }
+        return geometry
+    }
+
+    private mutating func properties() throws(GiveUp) -> FeedParser.WireProperties? {
+        if try consumeNull() { return nil }
+        var p = FeedParser.WireProperties()
+        try object { s, key throws(GiveUp) in
+            switch key {
+            case s.keys.mag: p.mag = try s.optionalDouble()
+            case s.keys.place: p.place = try s.optionalString()
+            case s.keys.time: p.time = try s.optionalDouble()
+            case s.keys.updated: p.updated = try s.optionalDouble()
+            case s.keys.tz: p.tz = try s.optionalInt()
+            case s.keys.url: p.url = try s.optionalString()
+            case s.keys.detail: p.detail = try s.optionalString()
+            case s.keys.felt: p.felt = try s.optionalInt()
+            case s.keys.cdi: p.cdi = try s.optionalDouble()
+            case s.keys.mmi: p.mmi = try s.optionalDouble()
+            case s.keys.alert: p.alert = try s.optionalString()
+            case s.keys.status: p.status = try s.optionalString()
+            case s.keys.tsunami: p.tsunami = try s.tsunami()
+            case s.keys.sig: p.sig = try s.optionalInt()
+            case s.keys.net: p.net = try s.optionalString()
+            case s.keys.code: p.code = try s.optionalString()
+            case s.keys.magType: p.magType = try s.optionalString()
+            case s.keys.type: p.type = try s.optionalString()
+            case s.keys.title: p.title = try s.optionalString()
+            default: try s.skipValue()
+            }
+        }
+        return p
+    }
+
+    /// Calls `member` for each member of an object, positioned at its value.
+    private mutating func object(
+        _ member: (inout FeedScanner, Key) throws(GiveUp) -> Void
+    ) throws(GiveUp) {
+        skipWhitespace()
+        try expect(UInt8(ascii: "{"))
+        skipWhitespace()
+        if peek() == UInt8(ascii: "}") {
+            index += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            let key = try memberName()
+            skipWhitespace()
+            try expect(UInt8(ascii: ":"))
+            skipWhitespace()
+            try member(&self, key)
+            skipWhitespace()
+            guard index < bytes.count else { throw GiveUp() }
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "}") { return }
+            guard byte == UInt8(ascii: ",") else { throw GiveUp() }
+        }
+    }
+
+    /// Calls `element` for each element of an array, positioned at it.
+    private mutating func array(_ element: (inout FeedScanner) throws(GiveUp) -> Void) throws(GiveUp) {
+        skipWhitespace()
+        try expect(UInt8(ascii: "["))
+        skipWhitespace()
+        if peek() == UInt8(ascii: "]") {
+            index += 1
+            return
+        }
+        while true {
+            skipWhitespace()
+            try element(&self)
+            skipWhitespace()
+            guard index < bytes.count else { throw GiveUp() }
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "]") { return }
+            guard byte == UInt8(ascii: ",") else { throw GiveUp() }
+        }
+    }
+
+    // MARK: Values
+
+    private mutating func optionalString() throws(GiveUp) -> String? {
+        if try consumeNull() { return nil }
+        return try string()
+    }
+
+    private mutating func optionalDouble() throws(GiveUp) -> Double? {
+        if try consumeNull() { return nil }
+        return try number().value
+    }
+
+    private mutating func optionalInt() throws(GiveUp) -> Int? {
+        if try consumeNull() { return nil }
+        let number = try number()
+        guard let integer = number.integer, let value = Int(exactly: integer) else { throw GiveUp() }
+        return value
+    }
+
+    /// 0/1 (any integer: non-zero is true), a boolean, or null.
+    private mutating func tsunami() throws(GiveUp) -> Bool? {
+        if try consumeNull() { return nil }
+        switch peek() {
+        case UInt8(ascii: "t"):
+            try literal(keys.trueLiteral)
+            return true
+        case UInt8(ascii: "f"):
+            try literal(keys.falseLiteral)
+            return false
+        default:
+            guard let integer = try number().integer else { throw GiveUp() }
+            return integer != 0
+        }
+    }
+
+    /// A string, or an integer written as a number; null is `nil`.
+    private mutating func lenientID() throws(GiveUp) -> String? {
+        if try consumeNull() { return nil }
+        if peek() == UInt8(ascii: "\"") { return try string() }
+        guard let integer = try number().integer else { throw GiveUp() }
+        return String(integer)
+    }
+
+    private mutating func consumeNull() throws(GiveUp) -> Bool {
+        guard peek() == UInt8(ascii: "n") else { return false }
+        try literal(keys.nullLiteral)
+        return true
+    }
+
+    private mutating func literal(_ text: [UInt8]) throws(GiveUp) {
+        guard index + text.count <= bytes.count else { throw GiveUp() }
+        for (offset, byte) in text.enumerated() where bytes[index + offset] != byte { throw GiveUp() }
+        index += text.count
+    }
+
+    // MARK: Strings
+
+    /// A member name, which must be free of escapes (every name the USGS uses is plain ASCII).
+    private mutating func memberName() throws(GiveUp) -> Key {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let key = Key(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                index += 1
+                return key
+            }
+            if byte == UInt8(ascii: "\\") || byte < 0x20 { throw GiveUp() }
+            index += 1
+        }
+        throw GiveUp()
+    }
+
+    private mutating func string() throws(GiveUp) -> String {
+        try expect(UInt8(ascii: "\""))
+        let start = index
+        while index < bytes.count {
+            let byte = bytes[index]
+            if byte == UInt8(ascii: "\"") {
+                let text = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                index += 1
+                return try validated(text)
+            }
+            if byte == UInt8(ascii: "\\") { return try escapedString(from: start) }
+            if byte < 0x20 { throw GiveUp() }
+            index += 1
+        }
+        throw GiveUp()
+    }
+
+    /// `JSONDecoder` rejects invalid UTF-8; so does the fast path (by giving up).
+    private func validated(_ text: UnsafeBufferPointer<UInt8>) throws(GiveUp) -> String {
+        if text.allSatisfy({ $0 < 0x80 }) { return String(decoding: text, as: UTF8.self) }
+        guard let string = String(validating: text, as: UTF8.self) else { throw GiveUp() }
+        return string
+    }
+
+    private mutating func escapedString(from start: Int) throws(GiveUp) -> String {
+        var buffer = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            switch byte {
+            case UInt8(ascii: "\""):
+                return try buffer.withUnsafeBufferPointer { text throws(GiveUp) in try validated(text) }
+            case UInt8(ascii: "\\"):
+                guard index < bytes.count else { throw GiveUp() }
+                let escape = bytes[index]
+                index += 1
+                switch escape {
+                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(escape)
+                case UInt8(ascii: "b"): buffer.append(0x08)
+                case UInt8(ascii: "f"): buffer.append(0x0C)
+                case UInt8(ascii: "n"): buffer.append(0x0A)
+                case UInt8(ascii: "r"): buffer.append(0x0D)
+                case UInt8(ascii: "t"): buffer.append(0x09)
+                case UInt8(ascii: "u"):
+                    var scalar = try hex4()
+                    if (0xD800..<0xDC00).contains(scalar) {
+                        // A high surrogate must be followed by an escaped low one.
+                        try literal([UInt8(ascii: "\\"), UInt8(ascii: "u")])
+                        let low = try hex4()
+                        guard (0xDC00..<0xE000).contains(low) else { throw GiveUp() }
+                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                    } else if (0xDC00..<0xE000).contains(scalar) {
+                        throw GiveUp()
+                    }
+                    guard let unicode = Unicode.Scalar(scalar) else { throw GiveUp() }
+                    buffer.append(contentsOf: Array(String(Character(unicode)).utf8))
+                default: throw GiveUp()
+                }
+            default:
+                if byte < 0x20 { throw GiveUp() }
+                buffer.append(byte)
+            }
+        }
+        throw GiveUp()
+    }
+
+    private mutating func hex4() throws(GiveUp) -> UInt32 {
+        guard index + 4 <= bytes.count else { throw GiveUp() }
+        var value: UInt32 = 0
+        for _ in 0..<4 {
+            let byte = bytes[index]
+            index += 1
+            let digit: UInt8
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): digit = byte - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): digit = byte - UInt8(ascii: "A") + 10
+            default: throw GiveUp()
+            }
+            value = value << 4 | UInt32(digit)
+        }
+        return value
+    }
+
+    // MARK: Numbers
+
+    /// Powers of ten that a `Double` holds exactly.
+    private static let exactPowersOfTen: [Double] = (0...22).map { exponent in
+        var value = 1.0
+        for _ in 0..<exponent { value *= 10 }
+        return value
+    }
+
+    /// A JSON number: its value, correctly rounded, and the integer when it is written as one.
+    private mutating func number() throws(GiveUp) -> (value: Double, integer: Int64?) {
+        let start = index
+        var negative = false
+        if peek() == UInt8(ascii: "-") {
+            negative = true
+            index += 1
+        }
+        var mantissa: UInt64 = 0
+        var digits = 0
+        var exponent = 0
+        // Integer part: "0" or a non-zero digit and more.
+        guard let first = peek(), isDigit(first) else { throw GiveUp() }
+        if first == UInt8(ascii: "0") {
+            index += 1
+            if let next = peek(), isDigit(next) { throw GiveUp() }
+        } else {
+            while let byte = peek(), isDigit(byte) {
+                if digits < 19 {
+                    mantissa = mantissa * 10 + UInt64(byte - UInt8(ascii: "0"))
+                    digits += 1
+                } else {
+                    exponent += 1  // digits beyond 19 only scale (the slow conversion below is exact)
+                    digits += 1
+                }
+                index += 1
+            }
+        }
+        var isInteger = true
+        if peek() == UInt8(ascii: ".") {
+            isInteger = false
+            index += 1
+            guard let byte = peek(), isDigit(byte) else { throw GiveUp() }
+            while let byte = peek(), isDigit(byte) {
+                if digits < 19 {
+                    mantissa = mantissa * 10 + UInt64(byte - UInt8(ascii: "0"))
+                    if mantissa != 0 { digits += 1 }
+                    exponent -= 1
+                } else {
+                    digits += 1
+                }
+                index += 1
+            }
+        }
+        if let byte = peek(), byte == UInt8(ascii: "e") || byte == UInt8(ascii: "E") {
+            isInteger = false
+            index += 1
+            var exponentNegative = false
+            if let sign = peek(), sign == UInt8(ascii: "+") || sign == UInt8(ascii: "-") {
+                exponentNegative = sign == UInt8(ascii: "-")
+                index += 1
+            }
+            guard let digit = peek(), isDigit(digit) else { throw GiveUp() }
+            var written = 0
+            while let byte = peek(), isDigit(byte) {
+                if written < 10_000 { written = written * 10 + Int(byte - UInt8(ascii: "0")) }
+                index += 1
+            }
+            exponent += exponentNegative ? -written : written
+        }
+
+        var value: Double
+        if digits <= 19, mantissa <= 1 << 53, abs(exponent) <= 22 {
+            // Exact operands, one correctly rounded operation (Clinger's fast path).
+            value = Double(mantissa)
+            value = exponent < 0 ? value / powersOfTen[-exponent] : value * powersOfTen[exponent]
+        } else {
+            value = slowNumber(start..<index, negative: negative)
+            negative = false
+        }
+        if negative { value = -value }
+        var integer: Int64?
+        if isInteger, digits <= 18 { integer = negative ? -Int64(mantissa) : Int64(mantissa) }
+        if isInteger, integer == nil { throw GiveUp() }  // a huge integer: let JSONDecoder decide
+        return (value, integer)
+    }
+
+    private func slowNumber(_ range: Range<Int>, negative: Bool) -> Double {
+        var text = Array(UnsafeBufferPointer(rebasing: bytes[range]))
+        text.append(0)
+        return text.withUnsafeBufferPointer { pointer in
+            pointer.withMemoryRebound(to: CChar.self) { strtod($0.baseAddress!, nil) }
+        }
+    }
+
+    private func isDigit(_ byte: UInt8) -> Bool { byte >= UInt8(ascii: "0") && byte <= UInt8(ascii: "9") }
+
+    // MARK: Skipping
+
+    /// Skips one value of any kind, checking its syntax (iteratively: no recursion on nesting).
+    private mutating func skipValue() throws(GiveUp) {
+        var open: [Bool] = []  // the containers entered, `true` for an object
+        while true {
+            skipWhitespace()
+            guard let byte = peek() else { throw GiveUp() }
+            var entered = false
+            switch byte {
+            case UInt8(ascii: "{"):
+                index += 1
+                skipWhitespace()
+                if peek() == UInt8(ascii: "}") {
+                    index += 1
+                } else {
+                    open.append(true)
+                    entered = true
+                    _ = try memberName()
+                    skipWhitespace()
+                    try expect(UInt8(ascii: ":"))
+                }
+            case UInt8(ascii: "["):
+                index += 1
+                skipWhitespace()
+                if peek() == UInt8(ascii: "]") {
+                    index += 1
+                } else {
+                    open.append(false)
+                    entered = true
+                }
+            case UInt8(ascii: "\""): try skipString()
+            case UInt8(ascii: "t"): try literal(keys.trueLiteral)
+            case UInt8(ascii: "f"): try literal(keys.falseLiteral)
+            case UInt8(ascii: "n"): try literal(keys.nullLiteral)
+            default: _ = try number()
+            }
+            if entered { continue }
+            // A value is complete: close the containers it ends, or go on to the next element.
+            while true {
+                guard let isObject = open.last else { return }
+                skipWhitespace()
+                guard let next = peek() else { throw GiveUp() }
+                index += 1
+                if next == (isObject ? UInt8(ascii: "}") : UInt8(ascii: "]")) {
+                    open.removeLast()
+                    continue
+                }
+                guard next == UInt8(ascii: ",") else { throw GiveUp() }
+                if isObject {
+                    skipWhitespace()
+                    _ = try memberName()
+                    skipWhitespace()
+                    try expect(UInt8(ascii: ":"))
+                }
+                break
+            }
+        }
+    }
+
+    private mutating func skipString() throws(GiveUp) {
+        try expect(UInt8(ascii: "\""))
+        while index < bytes.count {
+            let byte = bytes[index]
+            index += 1
+            if byte == UInt8(ascii: "\"") { return }
+            if byte == UInt8(ascii: "\\") {
+                guard index < bytes.count else { throw GiveUp() }
+                index += 1
+            } else if byte < 0x20 {
+                throw GiveUp()
+            }
+        }
+        throw GiveUp()
+    }
+
+    // MARK: Bytes
+
+    private func peek() -> UInt8? { index < bytes.count ? bytes[index] : nil }
+
+    private mutating func expect(_ byte: UInt8) throws(GiveUp) {
+        guard index < bytes.count, bytes[index] == byte else { throw GiveUp() }
+        index += 1
+    }
+
+    private mutating func skipWhitespace() {
+        while index < bytes.count {
+            let byte = bytes[index]
+            guard byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09 else { return }
+            index += 1
+        }
+    }
+}
+
+/// A member name, compared exactly without making a `String`: up to 16 bytes packed in two words;
+/// longer names never equal a known one.
+struct Key: Equatable {
+    private var low: UInt64 = 0
+    private var high: UInt64 = 0
+    private var length: Int
+
+    init(bytes: UnsafeBufferPointer<UInt8>) {
+        length = bytes.count
+        guard bytes.count <= 16 else {
+            (low, high) = (.max, .max)
+            return
+        }
+        for (offset, byte) in bytes.enumerated() {
+            if offset < 8 {
+                low |= UInt64(byte) << (8 * UInt64(offset))
+            } else {
+                high |= UInt64(byte) << (8 * UInt64(offset - 8))
+            }
+        }
+    }
+
+    init(_ name: String) {
+        self = Array(name.utf8).withUnsafeBufferPointer { Key(bytes: $0) }
+    }
+}
+
+/// The member names the scanner reads, and the JSON literals.
+struct Keys {
+    /// One instance per scan, so that comparisons read plain stored constants.
+    static let shared = Keys()
+
+    let type = Key("type")
+    let id = Key("id")
+    let metadata = Key("metadata")
+    let features = Key("features")
+    let generated = Key("generated")
+    let url = Key("url")
+    let title = Key("title")
+    let status = Key("status")
+    let api = Key("api")
+    let count = Key("count")
+    let geometry = Key("geometry")
+    let properties = Key("properties")
+    let coordinates = Key("coordinates")
+    let mag = Key("mag")
+    let place = Key("place")
+    let time = Key("time")
+    let updated = Key("updated")
+    let tz = Key("tz")
+    let detail = Key("detail")
+    let felt = Key("felt")
+    let cdi = Key("cdi")
+    let mmi = Key("mmi")
+    let alert = Key("alert")
+    let tsunami = Key("tsunami")
+    let sig = Key("sig")
+    let net = Key("net")
+    let code = Key("code")
+    let magType = Key("magType")
+
+    let trueLiteral = Array("true".utf8)
+    let falseLiteral = Array("false".utf8)
+    let nullLiteral = Array("null".utf8)
+}

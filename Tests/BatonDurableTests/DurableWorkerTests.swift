@@ -1,0 +1,200 @@
+import Baton
+import BatonTesting
+import Foundation
+import JobStoreConformance
+import Testing
+
+@testable import BatonDurable
+
+@Suite("DurableWorker")
+struct DurableWorkerTests {
+    @Test("the README example: a typed graph runs to the end and its outputs decode")
+    func example() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let imported = Protected<[Int]>([])
+        var graph = JobGraph(name: "refresh")
+        let fetch = graph.add(FetchFeed.self, input: "https://example.com/day", retry: .exponential(maxAttempts: 5))
+        let parse = graph.add(ParseFeed.self, inputFrom: fetch)
+        let load = graph.add(ImportFeed.self, inputFrom: parse, categories: [.named("import", limit: 1)])
+        let run = try await store.submit(graph, uniqueKey: "refresh-day")
+        let worker = try makeWorker(store, [FetchFeed(), ParseFeed(), ImportFeed(imported: imported)])
+        try await withDeadline(.seconds(30), "the run") {
+            let explanation = try await worker.run(until: run)
+            #expect(explanation.counts == [.succeeded: 3])
+        }
+        #expect(try await store.output(of: fetch, in: run) == FeedFile(url: "https://example.com/day", bytes: 2300))
+        #expect(try await store.output(of: load, in: run) == 23)
+        #expect(imported.current == Array(0..<23))
+        let again = try await store.submit(graph, uniqueKey: "refresh-day")
+        #expect(again.existing && again.id == run.id)
+    }
+
+    @Test("a failing job is retried with its attempt number until it succeeds")
+    func retries() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let attempts = Protected<[Int]>([])
+        var graph = JobGraph(name: "flaky")
+        let flaky = graph.add(Flaky.self, input: 3, retry: .immediate(maxAttempts: 5))
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Flaky(attempts: attempts)])
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
+        #expect(attempts.current == [1, 2, 3])
+        #expect(try await store.output(of: flaky, in: run) == "ok on 3")
+    }
+
+    @Test("an input that does not decode fails the job at once, with an error naming it")
+    func undecodableInput() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let spec = GraphSpec(
+            name: "old",
+            jobs: [
+                JobSpec(
+                    name: "parse-yesterday", kind: ParseFeed.kind, input: Data(#"{"address":"x","bytes":1}"#.utf8),
+                    retry: .immediate(maxAttempts: 5))
+            ])
+        let submitted = try await store.submit(spec, uniqueKey: nil)
+        let run = DurableRun(submitted)
+        let worker = try makeWorker(store, [ParseFeed()])
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
+        let job = try await store.explain(run: run.id)["parse-yesterday"]
+        #expect(job?.state == .failed)
+        #expect(job?.attempts == 1)
+        #expect(job?.lastError?.contains("'parse-yesterday'") == true)
+        #expect(job?.lastError?.contains("'url'") == true)
+    }
+
+    @Test("explain names a kind that no worker has registered")
+    func noWorker() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "g")
+        graph.add(FetchFeed.self, input: "a")
+        let run = try await store.submit(graph)
+        try await store.register(WorkerRecord(id: "w", kinds: ["other"], expires: Date().addingTimeInterval(60)))
+        let text = try await store.explain(run).description
+        #expect(text.contains("no worker has registered kind 'test.fetch'"))
+    }
+
+    @Test("cancelling a run reaches a running job at the next lease renewal")
+    func cancelReachesRunningJob() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], renew: .seconds(3600))
+        let running = Task { try await worker.run(until: run) }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        try await store.cancel(run, reason: "user stopped it")
+        await worker.renewLeases()  // what the renew loop does every renew interval
+        try await withDeadline(.seconds(30), "the run ends") { _ = try await running.value }
+        #expect(endings.current == ["b: cancelled"])
+        let job = try await store.explain(run).jobs[0]
+        #expect(job.state == .cancelled)
+        #expect(job.lastError == "user stopped it")
+    }
+
+    @Test("a worker that lost its lease sees cancellation, and its late completion is not recorded")
+    func lostLease() async throws {
+        let clock = ManualDurableClock()
+        let store = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b", retry: .immediate(maxAttempts: 3))
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(
+            store, [Blocker(started: started, endings: endings)], lease: .seconds(5), renew: .seconds(3600))
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        clock.advance(by: .seconds(6))
+        let thief = try await store.claim(worker: "thief", kinds: [Blocker.kind], limit: 1, lease: .seconds(30))
+        #expect(thief.map(\.attempt) == [2])
+        await worker.renewLeases()
+        try await withDeadline(.seconds(30), "the job sees cancellation") {
+            while endings.current.isEmpty { await Task.yield() }
+        }
+        #expect(
+            try await store.finish([
+                AttemptReport(lease: thief[0].lease, outcome: .succeeded(output: Data("\"t\"".utf8)))
+            ]) == [.accepted(.succeeded)])
+        running.cancel()
+        try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
+        let record = try await store.record(of: run.jobs[0])
+        #expect(record.state == .succeeded)
+        #expect(record.output == Data("\"t\"".utf8))
+        #expect(endings.current == ["b: cancelled"])
+    }
+
+    @Test("a graceful shutdown gives running jobs back to the store, unattempted")
+    func shutdownReleases() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
+        let record = try await store.record(of: run.jobs[0])
+        #expect(record.state == .ready)
+        #expect(record.attempts == 0)
+        #expect(endings.current == ["b: cancelled"])
+        #expect(try await store.snapshot(of: run.id).workers.isEmpty)
+    }
+
+    @Test("a time limit fails the attempt, and the retry policy decides what follows")
+    func timeout() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "slow", retry: .never, timeout: .milliseconds(20))
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)])
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
+        let job = try await store.explain(run).jobs[0]
+        #expect(job.state == .failed)
+        #expect(job.lastError?.contains("timed out") == true)
+    }
+
+    @Test("a worker prunes runs that finished longer ago than its retention")
+    func retention() async throws {
+        let clock = ManualDurableClock()
+        let store = try SQLiteJobStore.inMemory(clock: clock.clock)
+        var graph = JobGraph(name: "g")
+        graph.add(FetchFeed.self, input: "a")
+        let old = try await store.submit(graph, uniqueKey: "old")
+        let worker = try DurableWorker(
+            store: store, jobs: [FetchFeed()], configuration: .init(id: "w", retention: .seconds(3600)))
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: old) }
+        let recent = try await store.submit(graph, uniqueKey: "recent")
+        clock.advance(by: .seconds(3601))
+        await worker.pruneIfDue()
+        await #expect(throws: DurableError.self) { try await store.record(of: old.id) }
+        #expect(try await store.record(of: recent.id).finished == nil)
+    }
+
+    @Test("two workers never run more jobs of a category than its limit")
+    func categoriesAcrossWorkers() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let running = Protected((now: 0, max: 0))
+        var graph = JobGraph(name: "g")
+        for index in 0..<60 {
+            graph.add(Counted.self, input: index, name: "c\(index)", categories: [.named("db", limit: 2)])
+        }
+        let run = try await store.submit(graph)
+        let first = try makeWorker(store, [Counted(running: running)], id: "w1")
+        let second = try makeWorker(store, [Counted(running: running)], id: "w2")
+        try await withDeadline(.seconds(60), "the run") {
+            async let a = first.run(until: run)
+            async let b = second.run(until: run)
+            _ = try await (a, b)
+        }
+        #expect(try await store.explain(run).counts == [.succeeded: 60])
+        #expect(running.current.max <= 2)
+    }
+}

@@ -1,0 +1,58 @@
+import BatonDurable
+import Foundation
+import GRDB
+import Testing
+
+@Suite("SQLiteJobStore: files")
+struct SQLiteJobStoreTests {
+    @Test("a file that is not SQLite is refused with a clear error, and left as it was")
+    func foreignFile() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        let garbage = Data(repeating: 0x5A, count: 8192)
+        try garbage.write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: DurableError.self) { try SQLiteJobStore(path: path) }
+        #expect(error?.code == .notAStore)
+        #expect(error?.message.contains(path) == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == garbage)
+    }
+
+    @Test("a store written by a newer schema is refused and not changed")
+    func newerSchema() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        do {
+            let store = try SQLiteJobStore(path: path)
+            _ = try await store.submit(
+                GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: "u")
+        }
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE baton_durable_meta SET value = '99' WHERE key = 'schema'")
+        }
+        let error = #expect(throws: DurableError.self) { try SQLiteJobStore(path: path) }
+        #expect(error?.code == .newerSchema)
+        #expect(error?.message.contains("99") == true)
+        let jobs = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_jobs") }
+        #expect(jobs == 1)
+    }
+
+    @Test("a store reopened keeps its runs, and shares a file with an application's own tables")
+    func reopen() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in try db.execute(sql: "CREATE TABLE quakes (id TEXT PRIMARY KEY)") }
+        let run: SubmittedRun
+        do {
+            let store = try SQLiteJobStore(path: path)
+            run = try await store.submit(
+                GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: "u")
+        }
+        let store = try SQLiteJobStore(path: path)
+        let again = try await store.submit(
+            GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: "u")
+        #expect(again.existing && again.run == run.run)
+        #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 5, lease: .seconds(5)).count == 1)
+    }
+}

@@ -1,0 +1,95 @@
+import Baton
+import BatonDurable
+import BatonTesting
+import Foundation
+
+// Jobs the worker tests run. Their kinds are distinct so one worker can register all of them.
+
+struct FeedFile: Codable, Sendable, Equatable {
+    var url: String
+    var bytes: Int
+}
+
+struct FetchFeed: DurableJob {
+    static let kind = "test.fetch"
+    func run(_ url: String, context: DurableJobContext) async throws -> FeedFile {
+        FeedFile(url: url, bytes: url.count * 100)
+    }
+}
+
+struct ParseFeed: DurableJob {
+    static let kind = "test.parse"
+    func run(_ file: FeedFile, context: DurableJobContext) async throws -> [Int] {
+        Array(0..<(file.bytes / 100))
+    }
+}
+
+struct ImportFeed: DurableJob {
+    static let kind = "test.import"
+    let imported: Protected<[Int]>
+    func run(_ rows: [Int], context: DurableJobContext) async throws -> Int {
+        imported.withLock { $0 += rows }
+        return rows.count
+    }
+}
+
+/// Fails until its attempt number reaches `succeedOn`, recording the attempts it saw.
+struct Flaky: DurableJob {
+    static let kind = "test.flaky"
+    let attempts: Protected<[Int]>
+    func run(_ succeedOn: Int, context: DurableJobContext) async throws -> String {
+        attempts.withLock { $0.append(context.attempt) }
+        if context.attempt < succeedOn { throw FlakyError(attempt: context.attempt) }
+        return "ok on \(context.attempt)"
+    }
+}
+
+struct FlakyError: Error, CustomStringConvertible {
+    let attempt: Int
+    var description: String { "flaky failure on attempt \(attempt)" }
+}
+
+/// Opens `started`, then waits until cancelled; records how it ended.
+struct Blocker: DurableJob {
+    static let kind = "test.blocker"
+    let started: Gate
+    let endings: Protected<[String]>
+    func run(_ label: String, context: DurableJobContext) async throws -> String {
+        started.open()
+        do {
+            try await Task.sleep(for: .seconds(3600))  // until cancelled: the test never waits for this
+        } catch {
+            endings.withLock { $0.append("\(label): cancelled") }
+            throw error
+        }
+        return label
+    }
+}
+
+/// Counts how many of its kind run at once.
+struct Counted: DurableJob {
+    static let kind = "test.counted"
+    let running: Protected<(now: Int, max: Int)>
+    func run(_ index: Int, context: DurableJobContext) async throws -> Int {
+        running.withLock {
+            $0.now += 1
+            $0.max = max($0.max, $0.now)
+        }
+        await Task.yield()
+        await Task.yield()
+        running.withLock { $0.now -= 1 }
+        return index
+    }
+}
+
+/// A store in memory and a worker with short intervals.
+func makeWorker(
+    _ store: any JobStore, _ jobs: [any DurableJob], id: String = "worker-1", lease: Duration = .seconds(8),
+    renew: Duration = .seconds(2), grace: Duration = .seconds(10)
+) throws -> DurableWorker {
+    try DurableWorker(
+        store: store, jobs: jobs,
+        configuration: .init(
+            id: id, maxConcurrentJobs: 8, leaseDuration: lease, renewInterval: renew, pollInterval: .milliseconds(200),
+            shutdownGracePeriod: grace))
+}

@@ -1,0 +1,144 @@
+import Baton
+import BatonNetworking
+import BatonTesting
+import Foundation
+import TestHTTPServer
+import Testing
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Progress while bytes arrive, the idle timeout against the total limit, and no file left behind.
+@Suite(.timeLimit(.minutes(1))) struct TransferTests {
+    @Test func progressAdvancesWhileTheBodyArrives() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let body = sampleBody(count: 300_000)
+        let release = Gate()
+        let server = try await TestHTTPServer.start { _ in
+            .partial(body: body, sentBeforeGate: 100_000, sent: nil, release: release)
+        }
+        let midway = Gate()
+        let reports = Recorder<Int64>()
+        let job = HTTPDownloadJob(
+            url: server.url("/feed"), to: folder.file("feed.geojson"), session: .forTests(),
+            progress: { received, expected in
+                reports.record(received)
+                if received >= 100_000 && expected == 300_000 { midway.open() }
+            })
+        JobQueue().add(job)
+        await midway.waitAsync()  // a third of the body arrived, and was reported, before the rest was sent
+        #expect(job.outcomeIfDecided == nil)
+        #expect(reports.values.last == 100_000)
+        release.open()
+        #expect(await job.outcome.isSucceeded)
+        await server.shutdown()
+        #expect(reports.values.last == 300_000)
+        #expect(reports.values == reports.values.sorted())
+    }
+
+    @Test func aSlowButSteadyDownloadOutlastsItsIdleTimeout() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let body = sampleBody(count: 12_000)
+        // 12 pieces, 400 ms apart: at least 4.8 s in all, longer than the idle timeout, never idle that long.
+        let server = try await TestHTTPServer.start { _ in
+            .drip(body: body, chunkSize: 1_000, interval: .milliseconds(400))
+        }
+        let job = HTTPDownloadJob(
+            url: server.url("/feed"), to: folder.file("feed.geojson"), session: .forTests(),
+            idleTimeout: .seconds(3))
+        JobQueue().add(job)
+        let outcome = await job.outcome
+        await server.shutdown()
+        #expect(outcome.isSucceeded, "\(String(describing: outcome.error))")
+        #expect(try Data(contentsOf: folder.file("feed.geojson")) == body)
+    }
+
+    @Test func aStalledDownloadFailsAtItsIdleTimeoutSayingHowMuchArrived() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let release = Gate()
+        let server = try await TestHTTPServer.start { _ in
+            .partial(body: sampleBody(count: 40_000), sentBeforeGate: 20_480, sent: nil, release: release)
+        }
+        let url = server.url("/feed")
+        let job = HTTPDownloadJob(
+            url: url, to: folder.file("feed.geojson"), session: .forTests(), idleTimeout: .seconds(1))
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? NetworkError)
+        release.open()
+        await server.shutdown()
+
+        #expect(error.code == .timedOut)
+        #expect(
+            error.description.hasPrefix(
+                "no data from \(url.absoluteString) within 1 second ("))
+        let wording = NetworkError.stalled(url: url, after: 30, received: 20_480, expected: 40_000).description
+        #expect(wording.contains("within 30 seconds (20 KB of 39 KB received)"))
+        #expect(error.description.contains("stalled"))
+        #expect(folder.contents.isEmpty)  // no partial, no temporary file
+    }
+
+    @Test func theTotalLimitIsSeparateFromTheIdleTimeout() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let server = try await TestHTTPServer.start { _ in
+            .drip(body: sampleBody(count: 40_000), chunkSize: 1_000, interval: .milliseconds(100))
+        }
+        let url = server.url("/feed")
+        let job = HTTPDownloadJob(
+            url: url, to: folder.file("feed.geojson"), session: .forTests(), timeout: .milliseconds(700),
+            idleTimeout: .seconds(30))
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? NetworkError)
+        await server.shutdown()
+        #expect(error.code == .timedOut)
+        #expect(error.description.hasPrefix("no complete response from \(url.absoluteString) within 0.7 seconds"))
+        #expect(folder.contents.isEmpty)
+    }
+
+    @Test func aCutOffDownloadLeavesNoFile() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let before = Self.sessionTemporaryFiles()
+        let server = try await TestHTTPServer.start { _ in
+            .cutOff(body: sampleBody(count: 50_000), sentBeforeClose: 20_000)
+        }
+        let job = HTTPDownloadJob(url: server.url("/feed"), to: folder.file("feed.geojson"), session: .forTests())
+        JobQueue().add(job)
+        let error = try #require(await job.outcome.error as? NetworkError)
+        await server.shutdown()
+        #expect(error.code == .transport)
+        #expect(folder.contents.isEmpty)
+        #expect(Self.sessionTemporaryFiles().subtracting(before).isEmpty)
+    }
+
+    @Test func aCancelledDownloadLeavesNoTemporaryFileAnywhere() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let before = Self.sessionTemporaryFiles()
+        let halfSent = Gate()
+        let release = Gate()
+        let server = try await TestHTTPServer.start { _ in
+            .partial(body: sampleBody(count: 100_000), sentBeforeGate: 50_000, sent: halfSent, release: release)
+        }
+        let job = HTTPDownloadJob(url: server.url("/feed"), to: folder.file("feed.geojson"), session: .forTests())
+        JobQueue().add(job)
+        await halfSent.waitAsync()
+        job.cancel()
+        #expect(await job.outcome.isCancelled)
+        release.open()
+        await server.shutdown()
+        #expect(folder.contents.isEmpty)
+        #expect(Self.sessionTemporaryFiles().subtracting(before).isEmpty)
+    }
+
+    /// The files `URLSession` download tasks write in the temporary folder (`CFNetworkDownload_*.tmp`);
+    /// the jobs use data tasks and must not create any.
+    static func sessionTemporaryFiles() -> Set<String> {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: NSTemporaryDirectory())) ?? []
+        return Set(names.filter { $0.hasPrefix("CFNetworkDownload") })
+    }
+}

@@ -1,0 +1,61 @@
+import Foundation
+import Logging
+import PostgresNIO
+import Testing
+
+@testable import BatonPostgres
+
+/// The PostgreSQL server the tests use: `BATON_POSTGRES_URL`, set by `source .ci/postgres`.
+///
+/// Without it the PostgreSQL suites are skipped with a message saying how to run them — unless
+/// `BATON_CI` is set: in CI a missing server is a failure, not a skip.
+enum TestPostgres {
+    static let environment = ProcessInfo.processInfo.environment
+    static var url: String? { environment["BATON_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 } }
+    static var required: Bool { (environment["BATON_CI"] ?? "").isEmpty == false }
+    /// Whether the PostgreSQL suites run (and fail when the server is missing under CI).
+    static var enabled: Bool { url != nil || required }
+    static let skipMessage: Comment =
+        "PostgreSQL tests skipped: BATON_POSTGRES_URL is not set (run `source .ci/postgres` first)"
+
+    struct Missing: Error, CustomStringConvertible {
+        var description: String {
+            "BATON_CI is set but BATON_POSTGRES_URL is not: CI must start PostgreSQL (source .ci/postgres)"
+        }
+    }
+
+    /// A configuration on a schema of its own, so tests running at once never see each other's rows.
+    static func configuration(_ name: String) throws -> PostgresStoreConfiguration {
+        guard let url else { throw Missing() }
+        let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
+        return try PostgresStoreConfiguration(url: url, schema: "t_\(name.lowercased())_\(suffix)")
+    }
+
+    static let logger: Logger = {
+        var logger = Logger(label: "baton.postgres.tests")
+        logger.logLevel = .warning
+        return logger
+    }()
+
+    /// Runs `body` with a store on a fresh schema and drops the schema afterwards.
+    static func withStore<T>(
+        _ name: String, _ body: (PostgresJobStore, PostgresStoreConfiguration) async throws -> T
+    ) async throws -> T {
+        let configuration = try configuration(name)
+        let store = try await PostgresJobStore(configuration: configuration, logger: logger)
+        do {
+            let result = try await body(store, configuration)
+            try await drop(configuration.schema, using: store)
+            store.close()
+            return result
+        } catch {
+            try? await drop(configuration.schema, using: store)
+            store.close()
+            throw error
+        }
+    }
+
+    static func drop(_ schema: String, using store: PostgresJobStore) async throws {
+        try await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
+    }
+}

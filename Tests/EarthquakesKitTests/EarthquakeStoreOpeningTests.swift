@@ -1,0 +1,72 @@
+import EarthquakesKit
+import Foundation
+import Testing
+
+@Suite("EarthquakeStore: opening modes and clear errors")
+struct EarthquakeStoreOpeningTests {
+    @Test("a read-only store reads, and says it is read-only before and during an import")
+    func readOnly() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        try EarthquakeStore(path: path).importFeed([Quakes.tokyo])
+
+        let store = try EarthquakeStore(path: path, mode: .readOnly)
+        #expect(try store.count() == 1)
+        let early = try #require(throws: StoreError.self) { try store.checkWritable() }
+        #expect(early.code == .readOnly)
+        #expect(early.description.contains("read-only"))
+        let late = try #require(throws: StoreError.self) { try store.importFeed([Quakes.sanFrancisco]) }
+        #expect(late.code == .readOnly)
+        #expect(!late.description.contains("row 0"))
+        #expect(try store.count() == 1)
+    }
+
+    @Test("a refresh into a read-only database fails before it downloads anything")
+    func refreshChecksFirst() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        try EarthquakeStore(path: path).importFeed([Quakes.tokyo])
+        let store = try EarthquakeStore(path: path, mode: .readOnly)
+        // Port 1 on the loopback: a download would fail with a network error, not a store error.
+        let get = GetEarthquakes(source: .url(URL(string: "http://127.0.0.1:1/feed.geojson")!), store: store)
+        let error = try await #require(throws: StoreError.self) { try await get.run() }
+        #expect(error.code == .readOnly)
+        #expect(get.jobs.allSatisfy { $0.outcomeIfDecided == nil })
+    }
+
+    @Test("a missing file is an error, not a new database, unless the store may create it")
+    func missing() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("typo/quakes.sqlite")
+        for mode in [EarthquakeStore.OpenMode.readOnly, .mustExist] {
+            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
+            #expect(error.code == .missing)
+            #expect(error.description.contains("there is no such file"))
+        }
+        #expect(!FileManager.default.fileExists(atPath: directory.path("typo")))
+    }
+
+    @Test("a folder given as the database says it is a folder")
+    func folder() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: directory.url.path) }
+        #expect(error.code == .open)
+        #expect(error.description.contains("it is a folder, not a file"))
+    }
+
+    @Test("a file that is not a database, or a damaged one, says so and how to recover")
+    func corrupt() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        try Data(repeating: 0x41, count: 8192).write(to: URL(fileURLWithPath: path))
+        let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path) }
+        #expect(error.code == .notADatabase)
+        #expect(error.description.contains("not a SQLite database"))
+        #expect(error.description.contains("Move it aside"))
+    }
+}

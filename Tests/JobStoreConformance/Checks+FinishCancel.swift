@@ -1,0 +1,150 @@
+import BatonDurable
+import Foundation
+
+extension JobStoreConformance {
+    static let finishChecks: [Check] = [
+        check("fencing: a completion with a stale lease is rejected and changes nothing") { store, clock in
+            _ = try await store.submit(
+                Build.graph("g", Build.job("a", retry: .immediate(maxAttempts: 5))), uniqueKey: nil)
+            let stale = try await store.claimAll(worker: "w1", lease: .seconds(5))[0]
+            clock.advance(by: .seconds(6))
+            let current = try await store.claimAll(worker: "w2")[0]
+            try expectEqual(try await store.succeed(stale, output: "\"stale\""), .rejected, "stale success")
+            try expectEqual(try await store.fail(stale), .rejected, "stale failure")
+            try expectEqual(
+                try await store.renew([stale.lease], worker: "w1", lease: .seconds(5)), [.lost], "stale renewal")
+            try await store.release([stale.lease])
+            let record = try await store.record(of: current.job)
+            try expectEqual(record.state, .running, "state after stale reports")
+            try expectEqual(record.leaseOwner, "w2", "owner after stale reports")
+            try expectEqual(try await store.succeed(current, output: "\"fresh\""), .accepted(.succeeded), "current")
+            try expectEqual(try await store.succeed(current, output: "\"twice\""), .rejected, "a second completion")
+            let output = try await store.record(of: current.job).output
+            try expectEqual(output.map { String(decoding: $0, as: UTF8.self) }, "\"fresh\"", "output")
+        },
+        check("completion makes dependents ready in the same transaction") { store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "diamond", Build.job("a"), Build.job("b", after: [0]), Build.job("c", after: [0]),
+                    Build.job("d", after: [1, 2])),
+                uniqueKey: nil)
+            let a = try await store.claimAll()
+            try expectEqual(try await store.succeed(a[0]), .accepted(.succeeded), "a")
+            try expectEqual(try await store.states(run), [.succeeded, .ready, .ready, .pending], "after a")
+            let bc = try await store.claimAll()
+            try expectEqual(bc.map(\.name), ["b", "c"], "b and c")
+            let results = try await store.finish(
+                bc.map {
+                    AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8)))
+                })
+            try expectEqual(results, [.accepted(.succeeded), .accepted(.succeeded)], "a batch of reports")
+            try expectEqual(try await store.states(run)[3], .ready, "d after b and c")
+            let d = try await store.claimAll()
+            try expectEqual(try await store.succeed(d[0]), .accepted(.succeeded), "d")
+            try expect(try await store.snapshot(of: run.run).run.finished != nil, "the run is finished")
+        },
+        check("a failure cancels dependents with a reason naming it, except those that run regardless") { store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a"), Build.job("hard", after: [0]), Build.job("soft", regardless: [0]),
+                    Build.job("next", after: [1])),
+                uniqueKey: nil)
+            let a = try await store.claimAll()[0]
+            try expectEqual(try await store.fail(a, "disk full"), .accepted(.failed), "fail a (one attempt)")
+            let snapshot = try await store.snapshot(of: run.run)
+            try expectEqual(snapshot.jobs.map(\.state), [.failed, .cancelled, .ready, .cancelled], "states")
+            try expectEqual(snapshot.jobs[0].lastError, "disk full", "a's error")
+            try expect(
+                snapshot.jobs[1].lastError?.contains("'a'") == true,
+                "hard's reason: \(snapshot.jobs[1].lastError ?? "nil")")
+            try expect(
+                snapshot.jobs[3].lastError?.contains("'hard'") == true,
+                "next's reason: \(snapshot.jobs[3].lastError ?? "nil")")
+            let soft = try await store.claimAll()
+            try expectEqual(soft.map(\.name), ["soft"], "the job that runs regardless")
+            _ = try await store.succeed(soft[0])
+            try expect(try await store.snapshot(of: run.run).run.finished != nil, "the run is finished")
+        },
+        check("retries wait for their backoff, persisted as notBefore") { store, clock in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a", retry: .constant(maxAttempts: 3, delay: .seconds(30)))), uniqueKey: nil)
+            let first = try await store.claimAll()[0]
+            try expectEqual(try await store.fail(first, "try again"), .accepted(.ready), "first failure")
+            let record = try await store.record(of: first.job)
+            try expectEqual(record.notBefore, clock.now.addingTimeInterval(30), "notBefore of the retry")
+            try expectEqual(record.lastError, "try again", "last error")
+            try expectEqual(record.attempts, 1, "attempts")
+            clock.advance(by: .seconds(29))
+            try expectEqual(try await store.claimAll().count, 0, "claimable before the backoff")
+            clock.advance(by: .seconds(1))
+            let second = try await store.claimAll()[0]
+            try expectEqual(second.attempt, 2, "second attempt")
+            try expectEqual(
+                try await store.fail(second, "bad input", retryable: false), .accepted(.failed), "not retryable")
+            try expectEqual(try await store.states(run), [.failed], "state")
+        },
+        check("the last attempt's failure is final") { store, _ in
+            _ = try await store.submit(
+                Build.graph("g", Build.job("a", retry: .immediate(maxAttempts: 2))), uniqueKey: nil)
+            try expectEqual(try await store.fail(try await store.claimAll()[0]), .accepted(.ready), "first")
+            let second = try await store.claimAll()[0]
+            try expectEqual(second.attempt, 2, "attempt")
+            try expectEqual(try await store.fail(second), .accepted(.failed), "second")
+        },
+        check("release gives a job back unattempted and frees its categories") { store, _ in
+            _ = try await store.submit(
+                Build.graph("g", Build.job("a", categories: [.named("c")]), Build.job("b", categories: [.named("c")])),
+                uniqueKey: nil)
+            let a = try await store.claimAll(limit: 1)[0]
+            try await store.release([a.lease])
+            let record = try await store.record(of: a.job)
+            try expectEqual(record.state, .ready, "state")
+            try expectEqual(record.attempts, 0, "attempts")
+            let again = try await store.claimAll(worker: "w2", limit: 1)
+            try expectEqual(again.map(\.name), ["a"], "claim after release")
+            try expectEqual(again[0].attempt, 1, "attempt after release")
+            try expectEqual(try await store.succeed(a), .rejected, "the released lease")
+        },
+    ]
+
+    static let cancelChecks: [Check] = [
+        check("cancelling a run cancels waiting jobs at once and asks running ones") { store, _ in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a"), Build.job("b"), Build.job("c", after: [0])), uniqueKey: nil)
+            let a = try await store.claimAll(limit: 1)[0]
+            try await store.cancel(run: run.run, reason: "user stopped it")
+            try expectEqual(try await store.states(run), [.running, .cancelled, .cancelled], "states")
+            try expectEqual(try await store.claimAll().count, 0, "claimable")
+            let status = try await store.renew([a.lease], worker: "w1", lease: .seconds(30))
+            guard case .cancelRequested(let reason, _) = status[0] else {
+                throw ConformanceFailure(message: "renewal after cancel: \(status)")
+            }
+            try expectEqual(reason, "user stopped it", "reason")
+            let result = try await store.finish([AttemptReport(lease: a.lease, outcome: .cancelled(reason: reason))])
+            try expectEqual(result, [.accepted(.cancelled)], "report")
+            let snapshot = try await store.snapshot(of: run.run)
+            try expect(snapshot.run.finished != nil, "the run is finished")
+            try expectEqual(snapshot.jobs[1].lastError, "user stopped it", "b's reason")
+        },
+        check("cancelling a job cancels its dependents; a running one ends cancelled with its lease") { store, clock in
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a"), Build.job("b", after: [0]), Build.job("r", retry: .immediate(maxAttempts: 5))),
+                uniqueKey: nil)
+            try await store.cancel(job: run.jobs[0], reason: "not needed")
+            try expectEqual(try await store.states(run), [.cancelled, .cancelled, .ready], "after cancelling a")
+            try expect(try await store.record(of: run.jobs[1]).lastError?.contains("'a'") == true, "b's reason names a")
+            _ = try await store.claimAll(lease: .seconds(5))
+            try await store.cancel(job: run.jobs[2], reason: "stop r")
+            clock.advance(by: .seconds(6))
+            try expectEqual(try await store.claimAll().count, 0, "claimable after r's lease expired")
+            try expectEqual(try await store.states(run)[2], .cancelled, "r")
+            try await expectDurableError(.unknownJob) {
+                try await store.cancel(job: DurableJobID(987_654), reason: "x")
+            }
+            try await expectDurableError(.unknownRun) {
+                try await store.cancel(run: DurableRunID(987_654), reason: "x")
+            }
+        },
+    ]
+}

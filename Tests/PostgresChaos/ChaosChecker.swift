@@ -1,0 +1,132 @@
+import BatonDurable
+import Foundation
+import PostgresNIO
+
+/// Reads the store and the side log after a chaos run and checks the guarantees: nothing lost, one
+/// accepted completion per job, no attempt before its dependencies completed, no category over its
+/// limit at any instant, nothing left claimed. Prints the figures.
+struct ChaosChecker {
+    let side: SideLog
+    let jobs: Int
+    let categories: [DurableCategory]
+
+    struct Attempt {
+        var job: Int64
+        var attempt: Int
+        var pid: Int
+        var started: Double
+        var ended: Double?
+        var accepted: Bool?
+    }
+
+    func check(
+        kills: Int, workerRestarts: Int, serverRestarts: Int, elapsed: Duration, seed: UInt64, workers: Int,
+        lease: Duration
+    ) async throws -> Bool {
+        var failures: [String] = []
+        func int(_ sql: PostgresQuery) async throws -> Int { try await side.query(sql)[0].decode(Int.self) }
+
+        let total = try await int("SELECT count(*)::int FROM jobs")
+        let succeeded = try await int("SELECT count(*)::int FROM jobs WHERE state = 'succeeded'")
+        let lost = total - succeeded
+        if total != jobs { failures.append("the store holds \(total) jobs, \(jobs) were submitted") }
+        if lost != 0 { failures.append("\(lost) jobs did not succeed") }
+        let leftClaimed = try await int("SELECT count(*)::int FROM jobs WHERE state = 'running'")
+        let leftHolders = try await int("SELECT count(*)::int FROM holders")
+        if leftClaimed + leftHolders != 0 {
+            failures.append("left claimed: \(leftClaimed) running jobs, \(leftHolders) category holders")
+        }
+        let duplicates = try await int(
+            "SELECT count(*)::int FROM (SELECT job FROM chaos_attempts WHERE accepted GROUP BY job HAVING count(*) > 1) d"
+        )
+        if duplicates != 0 { failures.append("\(duplicates) jobs have more than one accepted completion") }
+        // The accepted completion is the one the store kept: its output names that attempt.
+        let mismatched = try await int(
+            """
+            SELECT count(*)::int FROM chaos_attempts a JOIN jobs j ON j.id = a.job
+            WHERE a.accepted AND convert_from(j.output, 'UTF8')::json->>'attempt' <> a.attempt::text
+            """)
+        if mismatched != 0 { failures.append("\(mismatched) accepted completions differ from the stored output") }
+        let early = try await int(
+            """
+            SELECT count(*)::int FROM chaos_attempts a JOIN edges e ON e.job = a.job JOIN jobs d ON d.id = e.dependency
+            WHERE d.finished IS NULL OR a.started < d.finished
+            """)
+        if early != 0 { failures.append("\(early) attempts started before a dependency had completed") }
+
+        // Attempts: those of killed processes end at the kill.
+        var kills: [Int: Double] = [:]
+        for (pid, at) in try await side.query("SELECT pid, at FROM chaos_kills").map({
+            try $0.decode((Int, Double).self)
+        }) {
+            kills[pid] = at
+        }
+        var attempts: [Attempt] = []
+        for (job, attempt, pid, started, ended, accepted) in try await side.query(
+            "SELECT job, attempt, pid, started, ended, accepted FROM chaos_attempts ORDER BY job, attempt"
+        ).map({ try $0.decode((Int64, Int, Int, Double, Double?, Bool?).self) }) {
+            attempts.append(
+                Attempt(job: job, attempt: attempt, pid: pid, started: started, ended: ended, accepted: accepted))
+        }
+        var categoryOf: [Int64: String] = [:]
+        for (job, category) in try await side.query("SELECT job, category FROM job_categories").map({
+            try $0.decode((Int64, String).self)
+        }) {
+            categoryOf[job] = category
+        }
+        // Category limits: a sweep over the attempts' intervals.
+        for category in categories {
+            var events: [(Double, Int)] = []
+            for attempt in attempts where categoryOf[attempt.job] == category.name {
+                let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
+                events.append((attempt.started, 1))
+                events.append((end, -1))
+            }
+            events.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
+            var current = 0
+            var most = 0
+            for (_, delta) in events {
+                current += delta
+                most = max(most, current)
+            }
+            say("chaos: category \(category): at most \(most) at once")
+            if most > category.limit { failures.append("category \(category) had \(most) holders at once") }
+        }
+        // Orphans: attempts cut by a kill, and how long until their job was claimed again.
+        var orphans = 0
+        var worstReclaim = 0.0
+        var byJob: [Int64: [Attempt]] = [:]
+        for attempt in attempts { byJob[attempt.job, default: []].append(attempt) }
+        for attempt in attempts where attempt.ended == nil {
+            guard let killedAt = kills[attempt.pid] else { continue }
+            orphans += 1
+            if let next = byJob[attempt.job]?.first(where: { $0.attempt > attempt.attempt }) {
+                worstReclaim = max(worstReclaim, next.started - killedAt)
+            }
+        }
+        let reclaimed = attempts.filter { $0.attempt > 1 }.count
+        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let summary: [String: Any] = [
+            "harness": "postgres-chaos", "seed": seed, "jobs": jobs, "workers": workers, "lost": lost,
+            "duplicate_completions": duplicates, "early_starts": early, "left_claimed": leftClaimed + leftHolders,
+            "kills": kills.count, "worker_restarts": workerRestarts, "server_restarts": serverRestarts,
+            "attempts": attempts.count, "reclaimed_attempts": reclaimed, "orphaned_attempts": orphans,
+            "worst_reclaim_s": (worstReclaim * 1000).rounded() / 1000,
+            "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
+            "passed": failures.isEmpty,
+        ]
+        let json = try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])
+        say(String(decoding: json, as: UTF8.self))
+        say(
+            """
+            chaos: \(jobs) jobs, \(workers) workers, \(String(format: "%.1f", seconds)) s: \(kills.count) SIGKILLs, \
+            \(workerRestarts) worker restarts, \(serverRestarts) PostgreSQL restart(s); \(attempts.count) attempts, \
+            \(reclaimed) re-claimed (planned failures included), \(orphans) orphaned by kills, worst re-claim \
+            \(String(format: "%.2f", worstReclaim)) s (lease \(lease)); lost \(lost), duplicate completions \
+            \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders)
+            """)
+        for failure in failures { say("chaos: FAILED: \(failure)") }
+        if failures.isEmpty { say("chaos: passed") }
+        return failures.isEmpty
+    }
+}

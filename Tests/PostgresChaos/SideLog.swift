@@ -1,0 +1,53 @@
+import BatonPostgres
+import Foundation
+import Logging
+import PostgresNIO
+
+/// The chaos run's side log, in the store's database but written apart from the store: one row per
+/// execution attempt (started, ended, whether its completion was accepted) and one per SIGKILL.
+/// Every write is its own transaction, retried while the server restarts.
+final class SideLog: Sendable {
+    let store: PostgresJobStore
+
+    init(store: PostgresJobStore) { self.store = store }
+
+    static let tables = [
+        """
+        CREATE TABLE IF NOT EXISTS chaos_attempts (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint NOT NULL, attempt integer NOT NULL,
+            worker text NOT NULL, pid integer NOT NULL, started float8 NOT NULL, ended float8, accepted boolean)
+        """,
+        "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
+    ]
+
+    func create() async throws {
+        for statement in Self.tables { try await query(PostgresQuery(unsafeSQL: statement)) }
+    }
+
+    /// Runs one statement with the store's retries (while the server restarts) and timeouts.
+    @discardableResult
+    func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
+        try await store.query(query)
+    }
+
+    func started(job: Int64, attempt: Int, worker: String, pid: Int, at: Double) async throws -> Int64 {
+        let rows = try await query(
+            """
+            INSERT INTO chaos_attempts (job, attempt, worker, pid, started)
+            VALUES (\(job), \(attempt), \(worker), \(pid), \(at)) RETURNING id
+            """)
+        return try rows[0].decode(Int64.self)
+    }
+
+    func ended(row: Int64, started: Double, at: Double) async throws {
+        try await query("UPDATE chaos_attempts SET started = \(started), ended = \(at) WHERE id = \(row)")
+    }
+
+    func reported(row: Int64, accepted: Bool) async throws {
+        try await query("UPDATE chaos_attempts SET accepted = \(accepted) WHERE id = \(row)")
+    }
+
+    func killed(pid: Int32, at: Double) async throws {
+        try await query("INSERT INTO chaos_kills (pid, at) VALUES (\(Int(pid)), \(at))")
+    }
+}
