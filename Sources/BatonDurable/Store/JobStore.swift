@@ -51,6 +51,17 @@ public protocol JobStore: Sendable {
     /// nothing.
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult]
 
+    /// ``finish(_:)`` followed by ``claim(worker:kinds:limit:lease:)``: what a worker does when its jobs
+    /// end and it has room for more. A store may do both in one transaction (the SQLite store does):
+    /// in a chain, the job that a completion makes ready is claimed in the completion's own
+    /// transaction, with no wake-up in between. The default implementation calls the two in turn.
+    ///
+    /// Each step keeps its own guarantees: reports are accepted only with their current tokens, and a
+    /// claim respects dependencies, `notBefore` and category limits as they are after the reports.
+    func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob])
+
     /// Gives claimed jobs back unattempted (graceful shutdown): they become ready again at once with
     /// their attempt count as before the claim, and their categories are released. Stale tokens are
     /// ignored.
@@ -182,5 +193,16 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
         self.id = id
         self.kinds = kinds
         self.expires = expires
+    }
+}
+
+extension JobStore {
+    /// Calls ``finish(_:)``, then ``claim(worker:kinds:limit:lease:)`` when `limit` is positive.
+    public func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
+        let results = try await finish(reports)
+        guard limit > 0 else { return (results, []) }
+        return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
     }
 }
