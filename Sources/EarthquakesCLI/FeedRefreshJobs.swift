@@ -131,7 +131,6 @@ struct ImportFeed: DurableJob {
                 warnings: feed.warnings.map(\.description),
                 hasSample: feed.earthquakes.contains { $0.network == "sample" })
         }
-        return output
     }
 }
 

@@ -59,11 +59,8 @@ import Darwin
         #expect(captured.stdout.hasSuffix("Refreshed 3 feeds into \(database).\n"), "\(captured.stdout)")
         // The graph lives in a job store next to the database; the downloads are gone.
         #expect(FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
-        #expect(
-            !scratch.contents.contains("q.sqlite.downloads")
-                || (try FileManager.default.contentsOfDirectory(
-                    atPath: database + ".downloads")).isEmpty
-        )
+        let downloads = (try? FileManager.default.contentsOfDirectory(atPath: database + ".downloads")) ?? []
+        #expect(downloads.isEmpty, "left behind: \(downloads)")
 
         // The same feeds again: a new refresh (the finished one was pruned), everything downloaded again.
         try await EarthquakesCLI.forTests(captured).refresh(
@@ -132,7 +129,8 @@ import Darwin
         try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
             feeds: feeds, resume: false, database: uninterrupted, json: false)
         let expected = try EarthquakeStore(path: uninterrupted).snapshot()
-        #expect(expected.count == Self.distinctEvents(["/a", "/b", "/c"]))
+        let events = try Self.distinctEvents(["/a", "/b", "/c"])
+        #expect(expected.count == events)
         #expect(try EarthquakeStore(path: database).snapshot() == expected)
         // Nothing is left to resume.
         let again = try await Binary.run(["refresh", "--resume", "--database", database])
