@@ -47,6 +47,81 @@ public func withDeadline(
     try result.get()
 }
 
+/// Like ``withDeadline(_:_:report:_:)``, for work whose speed depends on how loaded the machine is
+/// (a stress test sharing two cores with a whole test suite): it fails when `progress()` has not
+/// changed for `stall` — the work hung — or, as a backstop, when `limit` passed. Slow work that keeps
+/// moving is not a failure; work that stops moving fails within about `stall`, naming `what` and
+/// carrying `report()` read at that moment.
+///
+/// `progress` is sampled eight times per `stall` (or per `limit`, if shorter): any value that changes whenever the work moves (the
+/// number of unfinished jobs, a counter of finishes).
+///
+/// ```swift
+/// try await withStallDeadline(
+///     stalledFor: .seconds(30), atMost: .seconds(600), "the random graph drains",
+///     progress: { queue.jobCount }, report: { queue.diagnose().description }
+/// ) {
+///     await queue.waitUntilAllJobsAreFinished()
+/// }
+/// ```
+public func withStallDeadline(
+    stalledFor stall: Duration, atMost limit: Duration, _ what: String,
+    progress: @escaping @Sendable () -> Int, report: @escaping @Sendable () -> String = { "" },
+    _ body: @escaping @Sendable () async throws -> Void
+) async throws {
+    enum Ending: Sendable {
+        case finished(Result<Void, any Error>)
+        case stalled(at: Int)
+        case overLimit(at: Int)
+    }
+    let outcome = OneShot<Ending>()
+    let work = Task {
+        do {
+            try await body()
+            outcome.resume(.finished(.success(())))
+        } catch {
+            outcome.resume(.finished(.failure(error)))
+        }
+    }
+    let watchdog = Task {
+        let clock = ContinuousClock()
+        let start = clock.now
+        var last = progress()
+        var lastChange = start
+        let period = min(stall, limit) / 8
+        while !Task.isCancelled {
+            try? await Task.sleep(for: period)  // the watchdog's sampling period, not a wait for the work
+            let now = clock.now
+            let value = progress()
+            if value != last {
+                last = value
+                lastChange = now
+            } else if now - lastChange >= stall {
+                outcome.resume(.stalled(at: value))
+                return
+            }
+            if now - start >= limit {
+                outcome.resume(.overLimit(at: value))
+                return
+            }
+        }
+    }
+    let ending = await outcome.value
+    watchdog.cancel()
+    let failure: String
+    switch ending {
+    case .finished(let result):
+        return try result.get()
+    case .stalled(let value):
+        failure = "no progress for \(stall) (progress stuck at \(value)): \(what) hung."
+    case .overLimit(let value):
+        failure = "deadline of \(limit) exceeded while still progressing (at \(value)): \(what) did not finish."
+    }
+    work.cancel()
+    let details = report()
+    throw DeadlineExceeded(description: failure + (details.isEmpty ? "" : "\n\(details)"))
+}
+
 /// Waits until `predicate` holds, checking every millisecond, for at most `limit`. Returns whether it
 /// held. For state that no gate or continuation can announce (a test of internals); prefer a ``Gate``.
 public func eventually(within limit: Duration = .seconds(10), _ predicate: @Sendable () -> Bool) async -> Bool {

@@ -37,8 +37,10 @@ import Testing
                 start = end
             }
         }
-        try await withDeadline(
-            .seconds(60), "the graph draining (a missed cycle would keep it waiting)",
+        try await withStallDeadline(
+            stalledFor: .seconds(30), atMost: .seconds(600),
+            "the graph draining (a missed cycle would keep it waiting)",
+            progress: { queues.reduce(0) { $0 + $1.jobCount } },
             report: { queues.map { $0.diagnose().description }.joined(separator: "\n") }
         ) {
             for queue in queues { await queue.waitUntilAllJobsAreFinished() }

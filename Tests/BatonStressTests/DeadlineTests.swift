@@ -34,4 +34,69 @@ import Testing
         }
         try await withDeadline(.seconds(30), "a quick body") {}
     }
+
+    @Test func aStallDeadlineFiresWhenProgressStopsNamingWhatHung() async {
+        let never = Gate()  // never opened
+        let queue = JobQueue(name: "stuck")
+        queue.add(AsyncJob(name: "blocked") { _ in await never.waitAsync() })  // ignores cancellation
+        do {
+            try await withStallDeadline(
+                stalledFor: .milliseconds(300), atMost: .seconds(600), "the stuck queue",
+                progress: { queue.jobCount }, report: { queue.diagnose().description }
+            ) {
+                await queue.waitUntilAllJobsAreFinished()
+            }
+            Issue.record("the stall deadline did not fire")
+        } catch let error as DeadlineExceeded {
+            #expect(error.description.contains("no progress for"))
+            #expect(error.description.contains("the stuck queue hung"))
+            #expect(error.description.contains("'blocked' (executing) is running"))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+        never.open()
+        await queue.waitUntilAllJobsAreFinished()
+    }
+
+    /// Work that keeps moving outlives the stall window: here the progress changes every time the
+    /// watchdog samples it, and the body ends only after several stall windows have passed.
+    @Test func aStallDeadlineLetsWorkThatKeepsMovingFinish() async throws {
+        let stall = Duration.milliseconds(200)
+        let samples = Recorder<Int>()
+        let done = Gate()
+        let start = ContinuousClock.now
+        try await withStallDeadline(
+            stalledFor: stall, atMost: .seconds(600), "moving work",
+            progress: {
+                samples.record(0)
+                if ContinuousClock.now - start > stall * 3 { done.open() }
+                return samples.values.count
+            }
+        ) {
+            await done.waitAsync()
+        }
+        #expect(ContinuousClock.now - start > stall * 3)
+    }
+
+    @Test func aStallDeadlineStillHasAnOverallLimit() async {
+        let never = Gate()
+        let counter = Recorder<Int>()
+        do {
+            try await withStallDeadline(
+                stalledFor: .seconds(600), atMost: .milliseconds(300), "endless but moving work",
+                progress: {
+                    counter.record(0)
+                    return counter.values.count
+                }
+            ) {
+                await never.waitAsync()
+            }
+            Issue.record("the overall limit did not fire")
+        } catch let error as DeadlineExceeded {
+            #expect(error.description.contains("while still progressing"))
+        } catch {
+            Issue.record("unexpected \(error)")
+        }
+        never.open()
+    }
 }

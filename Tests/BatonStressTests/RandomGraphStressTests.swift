@@ -85,8 +85,10 @@ import Testing
             start = end
         }
 
-        try await withDeadline(
-            .seconds(60 * Self.scale), "the random graph of \(jobCount) jobs (seed \(seed)) draining",
+        try await withStallDeadline(
+            stalledFor: .seconds(30), atMost: .seconds(600 * Self.scale),
+            "the random graph of \(jobCount) jobs (seed \(seed)) draining",
+            progress: { queues.reduce(0) { $0 + $1.jobCount } },
             report: { queues.map { $0.diagnose().description }.joined(separator: "\n") }
         ) {
             for queue in queues { await queue.waitUntilAllJobsAreFinished() }
@@ -126,7 +128,10 @@ import Testing
         let last = previous!
         previous = nil
         jobs = []
-        try await withDeadline(.seconds(60 * Self.scale), "the chain draining") {
+        try await withStallDeadline(
+            stalledFor: .seconds(30), atMost: .seconds(600 * Self.scale), "the chain draining",
+            progress: { queues.reduce(0) { $0 + $1.jobCount } }
+        ) {
             #expect(await last.outcome.isSucceeded)
         }
     }

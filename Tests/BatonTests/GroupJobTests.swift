@@ -37,6 +37,26 @@ import Testing
         #expect(produced.values == ["page 2", "page 3", "page 4", "page 5"])
     }
 
+    /// Observers hear of a child added while the group runs before that child can start, so the
+    /// reports follow cause and effect: a page is always reported before the page it adds (reporting
+    /// after the child joined let the next page's report overtake it now and then; 100 rounds).
+    @Test func childrenAddedWhileTheGroupRunsAreReportedInTheOrderTheyWereAdded() async {
+        for round in 0..<100 {
+            let group = GroupJob(name: "paged fetch \(round)", maxConcurrentChildren: 4)
+            @Sendable func page(_ n: Int) -> Job {
+                BlockJob(name: "page \(n)") { if n < 12 { group.addChild(page(n + 1)) } }
+            }
+            group.addChild(page(1))
+            let produced = Recorder<String>()
+            group.onProduce { _, child in produced.record(child.name) }
+            JobQueue().add(group)
+            #expect(await group.outcome.isSucceeded)
+            let expected = (2...12).map { "page \($0)" }
+            #expect(produced.values == expected, "round \(round)")
+            if produced.values != expected { break }
+        }
+    }
+
     final class Counting: GroupJob, @unchecked Sendable {
         let seen = Recorder<String>()
         override func childDidFinish(_ child: Job, outcome: JobOutcome) {

@@ -130,10 +130,12 @@ open class GroupJob: Job, @unchecked Sendable {
             }
         case .add(let queue, let cancelled):
             if cancelled { newChildren.forEach { $0.cancel() } }  // a cancelled group runs no new work
+            // Observers hear of a child before it can start (as with `produce`): a child that adds the
+            // next one is always reported after the child that added it.
+            for child in newChildren { announce(child) }
             queue.add(newChildren)
             // A cancel between the check above and the children joining did not reach them: pass it on.
             if !cancelled, isCancelled { newChildren.forEach { $0.cancel() } }
-            for child in newChildren { announce(child) }
             withGroup { $0.adding -= 1 }
             Propagation.run { finishIfDone(&$0) }
         }
