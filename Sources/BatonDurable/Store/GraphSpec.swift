@@ -97,6 +97,16 @@ public struct GraphSpec: Hashable, Codable, Sendable {
         self.jobs = jobs
         self.traceCarrier = traceCarrier
     }
+
+    private enum CodingKeys: String, CodingKey { case name, jobs, traceCarrier }
+
+    /// Decodes a graph; one encoded before ``traceCarrier`` existed has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        jobs = try container.decode([JobSpec].self, forKey: .jobs)
+        traceCarrier = try container.decodeIfPresent([String: String].self, forKey: .traceCarrier) ?? [:]
+    }
 }
 
 /// What ``JobStore/submit(_:uniqueKey:)`` returns.
