@@ -91,7 +91,9 @@ enum PostgresSchema {
             )
             """,
             "CREATE SEQUENCE lease_tokens",
-        ]
+        ],
+        // 2: the submitter's trace context, kept with the run (NULL for runs submitted before).
+        ["ALTER TABLE runs ADD COLUMN trace_context text"],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

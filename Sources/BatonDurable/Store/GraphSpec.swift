@@ -86,10 +86,16 @@ public struct JobSpec: Hashable, Codable, Sendable {
 public struct GraphSpec: Hashable, Codable, Sendable {
     public var name: String
     public var jobs: [JobSpec]
+    /// The submitter's trace context, injected by a swift-distributed-tracing `Instrument`: the store
+    /// keeps it with the run and the worker that runs a job makes the attempt's span a child of it.
+    /// Empty (the default): the store injects `ServiceContext.current` when it is submitted (see
+    /// ``carrierToStore(instrument:)``).
+    public var traceCarrier: [String: String]
 
-    public init(name: String, jobs: [JobSpec] = []) {
+    public init(name: String, jobs: [JobSpec] = [], traceCarrier: [String: String] = [:]) {
         self.name = name
         self.jobs = jobs
+        self.traceCarrier = traceCarrier
     }
 }
 

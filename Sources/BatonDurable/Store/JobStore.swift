@@ -77,6 +77,11 @@ public protocol JobStore: Sendable {
     /// The run a job belongs to.
     func run(of job: DurableJobID) async throws -> DurableRunID
 
+    /// The trace context stored with the run at submission (``GraphSpec/carrierToStore(instrument:)``),
+    /// empty when it was submitted outside a traced context. A run's carrier never changes, so workers
+    /// may keep it. Stores that keep none use the default, which returns an empty carrier.
+    func traceCarrier(of run: DurableRunID) async throws -> [String: String]
+
     /// The run's own record (cheap: no jobs), for waiting until it has finished.
     /// - Throws: ``DurableError`` (``DurableError/Code/unknownRun``) when it is not in the store.
     func record(of run: DurableRunID) async throws -> RunRecord
