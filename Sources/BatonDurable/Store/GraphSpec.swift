@@ -23,7 +23,7 @@ public struct DurableCategory: Hashable, Codable, Sendable, CustomStringConverti
     public var description: String { limit == 1 ? "'\(name)'" : "'\(name)' (limit \(limit))" }
 }
 
-/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:)`` records.
+/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:name:after:regardless:priority:retry:timeout:categories:notBefore:)`` records.
 public struct JobSpec: Hashable, Codable, Sendable {
     /// A dependency edge to another job of the same graph, by its index in ``GraphSpec/jobs``.
     public struct Dependency: Hashable, Codable, Sendable {
@@ -46,7 +46,7 @@ public struct JobSpec: Hashable, Codable, Sendable {
     public var inputFrom: Int?
     /// The jobs that must finish first.
     public var dependencies: [Dependency]
-    /// Higher runs first among ready jobs (``JobPriority`` raw values by default).
+    /// Higher runs first among ready jobs (`JobPriority` raw values by default).
     public var priority: Int
     public var retry: RetryPolicy
     /// The time limit of one attempt, enforced by the worker.

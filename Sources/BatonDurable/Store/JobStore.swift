@@ -36,7 +36,7 @@ public protocol JobStore: Sendable {
     func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob]
 
     /// Extends the leases that `worker` still holds to `lease` from now. One result per lease, in order:
-    /// ``LeaseStatus/cancelRequested(reason:)`` when the job's cancellation was asked for (keep the lease
+    /// ``LeaseStatus/cancelRequested(reason:until:)`` when the job's cancellation was asked for (keep the lease
     /// until the job has ended, then report it), ``LeaseStatus/lost`` when the token is no longer the
     /// job's current one (stop the attempt: its completion will be rejected).
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus]
