@@ -10,6 +10,7 @@ extension PostgresJobStore {
         let encoder = JSONEncoder()
         let jobs = graph.jobs
         let retries = try jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let logger = logger
         let notify = notifySQL()
         return try await transaction("submit") { connection in
@@ -18,7 +19,8 @@ extension PostgresJobStore {
             if let uniqueKey {
                 let inserted = try await connection.query(
                     """
-                    INSERT INTO runs (name, unique_key, created, unfinished) VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count))
+                    INSERT INTO runs (name, unique_key, created, unfinished, trace_context)
+                    VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count), \(carrier))
                     ON CONFLICT (unique_key) DO NOTHING RETURNING id
                     """, logger: logger
                 ).collect()
@@ -37,7 +39,8 @@ extension PostgresJobStore {
             } else {
                 runID = try await connection.query(
                     """
-                    INSERT INTO runs (name, created, unfinished) VALUES (\(graph.name), \(now), \(jobs.count)) RETURNING id
+                    INSERT INTO runs (name, created, unfinished, trace_context)
+                    VALUES (\(graph.name), \(now), \(jobs.count), \(carrier)) RETURNING id
                     """, logger: logger
                 ).collect()[0].decode(Int64.self)
             }

@@ -17,12 +17,18 @@ import Darwin
 @Suite(.timeLimit(.minutes(1))) struct RefreshFeedsTests {
     typealias Binary = EarthquakesBinaryTests
 
-    /// Three small feeds, /a, /b and /c, of different events.
+    /// Three small feeds, /a, /b and /c, of different events (ids of their own, so the order of the
+    /// imports does not change the database).
     static let feeds: [String: Data] = [
-        "/a": SampleFeed.geoJSON(count: 5, seed: 101),
-        "/b": SampleFeed.geoJSON(count: 6, seed: 202),
-        "/c": SampleFeed.geoJSON(count: 7, seed: 303),
+        "/a": feed(count: 5, seed: 101, prefix: "a"),
+        "/b": feed(count: 6, seed: 202, prefix: "b"),
+        "/c": feed(count: 7, seed: 303, prefix: "c"),
     ]
+
+    static func feed(count: Int, seed: UInt64, prefix: String) -> Data {
+        let text = String(decoding: SampleFeed.geoJSON(count: count, seed: seed), as: UTF8.self)
+        return Data(text.replacingOccurrences(of: "\"id\":\"sample", with: "\"id\":\"\(prefix)-sample").utf8)
+    }
 
     /// How many distinct events the feeds at `paths` hold together.
     static func distinctEvents(_ paths: [String]) throws -> Int {
@@ -131,6 +137,7 @@ import Darwin
         let expected = try EarthquakeStore(path: uninterrupted).snapshot()
         let events = try Self.distinctEvents(["/a", "/b", "/c"])
         #expect(expected.count == events)
+        #expect(events == 18)
         #expect(try EarthquakeStore(path: database).snapshot() == expected)
         // Nothing is left to resume.
         let again = try await Binary.run(["refresh", "--resume", "--database", database])

@@ -24,7 +24,8 @@ import GRDB
 /// All methods may be called from any task, concurrently; GRDB serializes the writes.
 public final class SQLiteJobStore: JobStore {
     /// The schema this version writes. A file written by a newer version is refused.
-    public static let schemaVersion = 1
+    /// Version 2 added the runs' trace context; a version-1 file is migrated when it is opened.
+    public static let schemaVersion = 2
 
     public let clock: DurableClock
     /// How long a transaction waits for another process's write to finish before failing.

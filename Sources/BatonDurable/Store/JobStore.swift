@@ -36,7 +36,7 @@ public protocol JobStore: Sendable {
     func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob]
 
     /// Extends the leases that `worker` still holds to `lease` from now. One result per lease, in order:
-    /// ``LeaseStatus/cancelRequested(reason:)`` when the job's cancellation was asked for (keep the lease
+    /// ``LeaseStatus/cancelRequested(reason:until:)`` when the job's cancellation was asked for (keep the lease
     /// until the job has ended, then report it), ``LeaseStatus/lost`` when the token is no longer the
     /// job's current one (stop the attempt: its completion will be rejected).
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus]
@@ -87,6 +87,11 @@ public protocol JobStore: Sendable {
 
     /// The run a job belongs to.
     func run(of job: DurableJobID) async throws -> DurableRunID
+
+    /// The trace context stored with the run at submission (``GraphSpec/carrierToStore(instrument:)``),
+    /// empty when it was submitted outside a traced context. A run's carrier never changes, so workers
+    /// may keep it. Stores that keep none use the default, which returns an empty carrier.
+    func traceCarrier(of run: DurableRunID) async throws -> [String: String]
 
     /// The run's own record (cheap: no jobs), for waiting until it has finished.
     /// - Throws: ``DurableError`` (``DurableError/Code/unknownRun``) when it is not in the store.

@@ -1,6 +1,7 @@
 import Baton
 import Foundation
 import Logging
+import Tracing
 
 extension DurableWorker {
     /// Claims while there are free slots; waits for a wake-up, the next due date or the polling interval.
@@ -24,7 +25,7 @@ extension DurableWorker {
                 do {
                     let jobs = try await store.claim(
                         worker: configuration.id, kinds: kinds, limit: free, lease: configuration.leaseDuration)
-                    start(jobs)
+                    start(jobs, carriers: await traceCarriers(for: jobs))
                     claimed = jobs.count
                     if unreserve(free) { claimSignal.raise() }
                 } catch {
@@ -76,8 +77,9 @@ extension DurableWorker {
     }
 
     /// Runs claimed jobs as Baton jobs on the worker's queue.
-    func start(_ claimed: [ClaimedJob]) {
+    func start(_ claimed: [ClaimedJob], carriers: [DurableRunID: [String: String]] = [:]) {
         guard !claimed.isEmpty else { return }
+        var traced: [(AsyncJob, ServiceContext)] = []
         var jobs: [AsyncJob] = []
         jobs.reserveCapacity(claimed.count)
         for claim in claimed {
@@ -87,11 +89,14 @@ extension DurableWorker {
                 job: claim.job, run: claim.run, name: claim.name, attempt: claim.attempt,
                 maxAttempts: claim.maxAttempts,
                 worker: configuration.id, logger: jobLogger(claim))
+            let span = beginSpan(of: claim, carrier: carriers[claim.run])
             let job = AsyncJob(
                 name: claim.name, priority: JobPriority(rawValue: min(max(claim.priority, 0), 4)) ?? .normal
             ) {
                 _ in
-                let data = try await runner.run(claim.input, context, claim.kind)
+                let data = try await Self.runAttempt(in: span?.context, job: claim.job) {
+                    try await runner.run(claim.input, context, claim.kind)
+                }
                 output.withLock { $0 = data }
             }
             if let timeout = claim.timeout, timeout > .zero { job.addTimeout(timeout) }
@@ -100,11 +105,15 @@ extension DurableWorker {
                     self?.attemptFinished(claim, outcome: outcome, output: output.current)
                 }))
             state.withLock {
-                $0.active[claim.job] = ActiveAttempt(claimed: claim, job: job, leaseExpires: claim.leaseExpires)
+                $0.active[claim.lease] = ActiveAttempt(
+                    claimed: claim, job: job, leaseExpires: claim.leaseExpires, span: span?.span)
             }
-            jobs.append(job)
+            tellClaimed(claim, job: job)
+            if let span { traced.append((job, span.context)) } else { jobs.append(job) }
         }
         queue.add(jobs)
+        // Added in its span's context, so that a queue instrument's span of the job is its child.
+        for (job, context) in traced { ServiceContext.withValue(context) { queue.add(job) } }
     }
 
     private func jobLogger(_ claim: ClaimedJob) -> Logger {
@@ -117,7 +126,7 @@ extension DurableWorker {
 
     /// Turns a Baton outcome into what the store is told.
     func attemptFinished(_ claim: ClaimedJob, outcome: JobOutcome, output: Data?) {
-        let cause = state.withLock { $0.active[claim.job]?.cause }
+        let cause = state.withLock { $0.active[claim.lease]?.cause }
         let pending: PendingReport?
         switch outcome {
         case .succeeded:
@@ -149,7 +158,8 @@ extension DurableWorker {
             state.withLock { $0.reports.append(pending) }
             reportSignal.raise()
         } else {
-            let removed = state.withLock { $0.active.removeValue(forKey: claim.job) }
+            if let attempt = state.withLock({ $0.active[claim.lease] }) { tellEnded(attempt, .leaseLost) }
+            let removed = state.withLock { $0.active.removeValue(forKey: claim.lease) }
             _ = removed  // released outside the lock
             claimSignal.raise()
         }
@@ -186,9 +196,9 @@ extension DurableWorker {
             // The room these attempts leave is claimed in the same transaction as their reports: a chain
             // step is one transaction, with no wake-up of the claim loop in between.
             let free = reserve(excluding: batch.count)
+            let results: [FinishResult]
             let claimed: [ClaimedJob]
             do {
-                let results: [FinishResult]
                 (results, claimed) = try await store.finish(
                     reports, thenClaim: free, worker: configuration.id, kinds: kinds,
                     lease: configuration.leaseDuration)
@@ -206,7 +216,17 @@ extension DurableWorker {
                 await reportSignal.wait(timeout: configuration.pollInterval)
                 continue
             }
-            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.job) } }
+            if !durableInstruments.isEmpty || tracer != nil {
+                // Told before the attempts leave `active`, so that a worker that stops has told all.
+                var ends: [Lease: DurableAttemptEnd] = [:]
+                for (report, result) in zip(reports, results) {
+                    ends[report.lease] = DurableAttemptEnd(report, result)
+                }
+                for lease in releases { ends[lease] = .released }
+                let attempts = state.withLock { state in batch.compactMap { state.active[$0.lease] } }
+                for attempt in attempts { tellEnded(attempt, ends[attempt.claimed.lease] ?? .rejected) }
+            }
+            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.lease) } }
             _ = removed  // released outside the lock
             start(claimed)
             let wanted = unreserve(free)
@@ -237,11 +257,12 @@ extension DurableWorker {
         await pruneIfDue()
         guard !held.isEmpty else { return }
         var toCancel: [(AsyncJob, DurableCancellation)] = []
+        var lost: [ActiveAttempt] = []
         do {
             let statuses = try await store.renew(held, worker: configuration.id, lease: configuration.leaseDuration)
             state.withLock { state in
                 for (lease, status) in zip(held, statuses) {
-                    guard var attempt = state.active[lease.job], attempt.claimed.lease == lease else { continue }
+                    guard var attempt = state.active[lease] else { continue }
                     switch status {
                     case .renewed(let until):
                         attempt.leaseExpires = until
@@ -256,6 +277,7 @@ extension DurableWorker {
                                 ))
                         }
                     case .lost:
+                        if attempt.cause?.isLeaseLost != true { lost.append(attempt) }
                         attempt.cause = .leaseLost
                         toCancel.append(
                             (
@@ -265,7 +287,7 @@ extension DurableWorker {
                                         "job '\(attempt.claimed.name)' lost its lease (another worker took it over)")
                             ))
                     }
-                    state.active[lease.job] = attempt
+                    state.active[lease] = attempt
                 }
             }
         } catch {
@@ -274,6 +296,7 @@ extension DurableWorker {
             let now = store.clock.now()
             state.withLock { state in
                 for (id, var attempt) in state.active where attempt.leaseExpires < now && attempt.cause == nil {
+                    lost.append(attempt)
                     attempt.cause = .leaseLost
                     toCancel.append(
                         (
@@ -285,6 +308,7 @@ extension DurableWorker {
                 }
             }
         }
+        for attempt in lost { tellLostLease(attempt) }
         for (job, reason) in toCancel { job.cancel(reason: reason) }
     }
 
