@@ -88,7 +88,7 @@ let package = Package(
         // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
         .target(
             name: "EarthquakesCLI",
-            dependencies: ["Baton", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
+            dependencies: ["Baton", "BatonDurable", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
             swiftSettings: strict
         ),
         .executableTarget(

@@ -13,7 +13,7 @@ enum PostgresSchema {
     static var current: Int { steps.count }
 
     /// `steps[n - 1]` takes the tables from version `n - 1` to `n`.
-    /// Times are seconds since 1970 (`float8`) read from the store's ``DurableClock``, never the
+    /// Times are seconds since 1970 (`float8`) read from the store's `DurableClock`, never the
     /// server's clock, as in the SQLite store. States are the raw values of `DurableJobState`.
     static let steps: [[String]] = [
         [

@@ -61,6 +61,36 @@ import Tracing
         try await checkTracedRun(store: store, tracer: tracer)
     }
 
+    @Test func withJobTracingOnTheWorkersQueueTheJobsSpanIsAChildOfTheAttemptsAndTheBodyRunsInIt() async throws {
+        let tracer = InMemoryTracer()
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "nested")
+        graph.add(Traced.self, input: "only", name: "only")
+        let run = try await tracer.withSpan("submit") { _ in try await store.submit(graph, instrument: tracer) }
+        let worker = try DurableWorker(
+            store: store, jobs: [Traced(tracer: tracer)],
+            configuration: .init(
+                id: "w", pollInterval: .milliseconds(50), instruments: [JobTracing(tracer: tracer)], tracer: tracer))
+        try await withDeadline(.seconds(30), "the run") { _ = try await worker.run(until: run) }
+        await worker.queue.waitUntilAllJobsAreFinished()
+        let spans = tracer.finishedSpans
+        let submit = try #require(spans.first { $0.operationName == "submit" })
+        let attempt = try #require(spans.first { $0.operationName == "only" && $0.kind == .consumer })
+        let job = try #require(spans.first { $0.operationName == "only" && $0.kind == .internal })
+        let inside = try #require(spans.first { $0.operationName == "inside only" })
+        #expect(attempt.parentSpanID == submit.spanID)
+        #expect(job.parentSpanID == attempt.spanID)
+        #expect(job.attributes.get("baton.queue") == .string("durable w"))
+        #expect(inside.parentSpanID == job.spanID)
+        #expect(Set([submit, attempt, job, inside].map(\.traceID)).count == 1)
+    }
+
+    @Test func aGraphEncodedWithoutATraceCarrierDecodes() throws {
+        let old = Data(#"{"name":"g","jobs":[]}"#.utf8)
+        let graph = try JSONDecoder().decode(GraphSpec.self, from: old)
+        #expect(graph.name == "g" && graph.traceCarrier.isEmpty)
+    }
+
     @Test func aStoreOfSchemaVersion1IsMigratedAndItsRunsStillRun() async throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("baton-obs-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)

@@ -7,7 +7,6 @@ extension DurableWorker {
     /// Claims while there are free slots; waits for a wake-up, the next due date or the polling interval.
     /// Returns when shut down and every claimed job is reported or given back.
     func claimLoop(until run: DurableRunID?) async {
-        let limit = configuration.maxConcurrentJobs
         while true {
             let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
             if let deadline {
@@ -20,7 +19,7 @@ extension DurableWorker {
                 }
                 continue
             }
-            let free = limit - active
+            let free = reserve(excluding: 0)
             var claimed = 0
             if free > 0 {
                 do {
@@ -28,7 +27,9 @@ extension DurableWorker {
                         worker: configuration.id, kinds: kinds, limit: free, lease: configuration.leaseDuration)
                     start(jobs, carriers: await traceCarriers(for: jobs))
                     claimed = jobs.count
+                    if unreserve(free) { claimSignal.raise() }
                 } catch {
+                    if unreserve(free) { claimSignal.raise() }
                     configuration.logger.warning("claiming failed, retrying: \(error)")
                     await claimSignal.wait(timeout: configuration.pollInterval)
                     continue
@@ -47,6 +48,31 @@ extension DurableWorker {
                 timeout = min(timeout, wait)
             }
             await claimSignal.wait(timeout: timeout)
+        }
+    }
+
+    /// Reserves the room left beside the active attempts, not counting `finishing` of them whose
+    /// reports are being sent (none while shutting down); see ``WorkerState/reserved``.
+    func reserve(excluding finishing: Int) -> Int {
+        state.withLock { state in
+            guard state.shutdownDeadline == nil else { return 0 }
+            let busy = max(0, state.active.count - finishing)
+            let free = max(0, configuration.maxConcurrentJobs - busy - state.reserved)
+            if free == 0, state.reserved > 0 { state.claimWanted = true }
+            state.reserved += free
+            return free
+        }
+    }
+
+    /// Ends a reservation (once its claimed jobs are in `active`); returns whether the claim loop
+    /// found no room meanwhile and should look again.
+    @discardableResult
+    func unreserve(_ count: Int) -> Bool {
+        state.withLock { state in
+            state.reserved -= count
+            guard state.reserved == 0, state.claimWanted else { return false }
+            state.claimWanted = false
+            return true
         }
     }
 
@@ -160,22 +186,31 @@ extension DurableWorker {
             }
             var reports: [AttemptReport] = []
             var releases: [Lease] = []
+            var retried = false
             for item in batch {
                 switch item {
                 case .report(let report): reports.append(report)
                 case .release(let lease): releases.append(lease)
                 }
             }
+            // The room these attempts leave is claimed in the same transaction as their reports: a chain
+            // step is one transaction, with no wake-up of the claim loop in between.
+            let free = reserve(excluding: batch.count)
             let results: [FinishResult]
+            let claimed: [ClaimedJob]
             do {
-                results = try await store.finish(reports)
+                (results, claimed) = try await store.finish(
+                    reports, thenClaim: free, worker: configuration.id, kinds: kinds,
+                    lease: configuration.leaseDuration)
                 try await store.release(releases)
                 for (report, result) in zip(reports, results) where result == .rejected {
                     configuration.logger.notice(
                         "the store rejected the completion of \(report.lease.job): its lease had ended (another attempt owns it, or it was cancelled)"
                     )
                 }
+                retried = results.contains(.accepted(.ready))
             } catch {
+                unreserve(free)
                 configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
                 state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
                 await reportSignal.wait(timeout: configuration.pollInterval)
@@ -193,7 +228,15 @@ extension DurableWorker {
             }
             let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.lease) } }
             _ = removed  // released outside the lock
-            claimSignal.raise()
+            start(claimed)
+            let wanted = unreserve(free)
+            // The claim loop decides what only it knows (a finished run, the next due date, shutdown):
+            // it is woken when the worker has nothing left to run, a retry was scheduled, leases were
+            // given back, or it found no room while this claim held it.
+            let idle = state.withLock { $0.active.isEmpty || $0.shutdownDeadline != nil }
+            if idle || retried || wanted || !releases.isEmpty {
+                claimSignal.raise()
+            }
         }
     }
 

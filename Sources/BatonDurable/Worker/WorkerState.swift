@@ -49,6 +49,11 @@ struct WorkerState: Sendable {
     var cancelledForShutdown = false
     /// When this worker last pruned finished runs (store clock).
     var lastPrune: Date?
+    /// Slots of `maxConcurrentJobs` promised to a claim under way (the claim loop's, or the report
+    /// loop's claim in the same transaction as its reports), so two claims never take the same room.
+    var reserved = 0
+    /// The claim loop found no room because of a reservation: the reservation's holder wakes it after.
+    var claimWanted = false
 }
 
 /// The reason a worker gives a Baton job it cancels.
