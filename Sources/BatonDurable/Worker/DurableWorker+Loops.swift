@@ -182,7 +182,7 @@ extension DurableWorker {
             }
             if batch.isEmpty {
                 if Task.isCancelled { return }
-                await reportSignal.wait(timeout: .seconds(1))
+                await reportSignal.wait()  // raised by each finished attempt, or ended by cancellation
                 continue
             }
             var reports: [AttemptReport] = []
