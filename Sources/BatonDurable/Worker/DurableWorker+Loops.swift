@@ -77,7 +77,8 @@ extension DurableWorker {
     }
 
     /// Runs claimed jobs as Baton jobs on the worker's queue.
-    func start(_ claimed: [ClaimedJob], carriers: [DurableRunID: [String: String]] = [:]) {
+    /// `carriers`: the runs' trace contexts (``traceCarriers(for:)``), for the attempts' spans.
+    func start(_ claimed: [ClaimedJob], carriers: [DurableRunID: [String: String]]) {
         guard !claimed.isEmpty else { return }
         var traced: [(AsyncJob, ServiceContext)] = []
         var jobs: [AsyncJob] = []
@@ -228,7 +229,7 @@ extension DurableWorker {
             }
             let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.lease) } }
             _ = removed  // released outside the lock
-            start(claimed)
+            start(claimed, carriers: await traceCarriers(for: claimed))
             let wanted = unreserve(free)
             // The claim loop decides what only it knows (a finished run, the next due date, shutdown):
             // it is woken when the worker has nothing left to run, a retry was scheduled, leases were
