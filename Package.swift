@@ -53,6 +53,9 @@ let package = Package(
                 .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                // The tracing API only (protocols, no backend, no other package): the submitter's
+                // context is stored with a run and each attempt gets a span.
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),
@@ -67,6 +70,8 @@ let package = Package(
             name: "BatonObservability",
             dependencies: [
                 "Baton",
+                // For the adapters to DurableWorkerInstrument (a durable worker's claims, lost leases, retries).
+                "BatonDurable",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
@@ -83,7 +88,7 @@ let package = Package(
         // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
         .target(
             name: "EarthquakesCLI",
-            dependencies: ["Baton", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
+            dependencies: ["Baton", "BatonDurable", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -109,6 +114,7 @@ let package = Package(
             dependencies: [
                 "BatonPostgres", "BatonDurable", "JobStoreConformance", "Baton", "BatonTesting",
                 "baton-postgres-chaos",
+                .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict
         ),
@@ -127,7 +133,7 @@ let package = Package(
         .testTarget(
             name: "BatonObservabilityTests",
             dependencies: [
-                "BatonObservability", "Baton", "BatonTesting",
+                "BatonObservability", "Baton", "BatonTesting", "BatonDurable", "JobStoreConformance",
                 .product(name: "MetricsTestKit", package: "swift-metrics"),
                 .product(name: "InMemoryTracing", package: "swift-distributed-tracing"),
             ],

@@ -19,10 +19,12 @@ public import CoreMetrics
 /// | `baton_jobs_running` | meter (gauge) | `queue` |
 /// | `baton_job_wait_duration` | timer | `queue`, `kind`: from ready to started |
 /// | `baton_job_run_duration` | timer | `queue`, `kind`: from started to finished |
+/// | `baton_durable_leases_lost_total` | counter | `queue`, `kind` (a durable worker's queue, the durable kind) |
 ///
 /// Every job that finishes counts once as succeeded, failed or cancelled, whether its body ran or
 /// not (cancelled while waiting, say); `started` counts bodies that ran. A retry is an attempt of a
-/// `RetryJob` after the first. The `kind` is the job's type name (`BlockJob`, `AsyncJob`, your
+/// `RetryJob` after the first, or, on a `DurableWorker`'s queue, an attempt of a durable job after
+/// its first (labelled with its durable kind; see `DurableWorkerInstrument`). The `kind` is the job's type name (`BlockJob`, `AsyncJob`, your
 /// subclass) unless you give a `kind` function. The children of a `GroupJob` are counted on the
 /// group's child queue, named `"<group>.children"`; give a `queueName` function to fold them (or
 /// other queues with generated names) into fewer label values.
@@ -46,14 +48,18 @@ public final class JobMetrics: JobInstrument {
         public static let running = "baton_jobs_running"
         public static let waitDuration = "baton_job_wait_duration"
         public static let runDuration = "baton_job_run_duration"
+        /// Attempts of durable jobs whose worker lost the lease (see `DurableWorkerInstrument`).
+        public static let leasesLost = "baton_durable_leases_lost_total"
     }
 
-    private let factory: (any MetricsFactory)?
+    let factory: (any MetricsFactory)?
     private let kind: (@Sendable (Job) -> String)?
-    private let queueName: (@Sendable (JobQueue) -> String)?
+    let queueName: (@Sendable (JobQueue) -> String)?
     /// Jobs between added and finished, striped by id so that threads rarely meet on a lock.
     private let stripes = (0..<16).map { _ in Protected([UInt64: InFlight]()) }
     private let cache = Protected(Cache())
+    /// The counters of durable workers' attempts, by (queue, durable kind).
+    let durableCounters = Protected([Cache.Labels: DurableCounters]())
 
     /// - Parameters:
     ///   - factory: The backend. Defaults to the bootstrapped one (`MetricsSystem.factory`); if none

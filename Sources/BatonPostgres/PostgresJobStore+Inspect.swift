@@ -96,6 +96,11 @@ extension PostgresJobStore {
         }
     }
 
+    public func traceCarrier(of run: DurableRunID) async throws -> [String: String] {
+        let rows = try await statement("traceCarrier", "SELECT trace_context FROM runs WHERE id = \(run.rawValue)")
+        return TraceCarrierCoding.decode(try rows.first?.decode(String?.self) ?? nil)
+    }
+
     public func run(of job: DurableJobID) async throws -> DurableRunID {
         let rows = try await statement("run(of:)", "SELECT run FROM jobs WHERE id = \(job.rawValue)")
         guard let row = rows.first else {

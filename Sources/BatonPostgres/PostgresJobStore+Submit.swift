@@ -10,6 +10,7 @@ extension PostgresJobStore {
         let encoder = JSONEncoder()
         let jobs = graph.jobs
         let retries = try jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let logger = logger
         let channel = channel
         var remaining: [Int32] = []
@@ -59,8 +60,8 @@ extension PostgresJobStore {
             "submit",
             """
             WITH new_run AS (
-                INSERT INTO runs (name, unique_key, created, unfinished, finished)
-                VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count), \(jobs.isEmpty ? now : nil))
+                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context)
+                VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count), \(jobs.isEmpty ? now : nil), \(carrier))
                 ON CONFLICT (unique_key) DO NOTHING RETURNING id
             ), ids AS MATERIALIZED (
                 SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id

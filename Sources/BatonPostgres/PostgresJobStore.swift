@@ -12,7 +12,7 @@ public import PostgresNIO
 /// try await DurableWorker(store: store, jobs: [FetchFeed(), ParseFeed()]).run()   // on every machine
 /// ```
 ///
-/// The same contract as ``SQLiteJobStore`` (the `JobStoreConformance` checks run against both):
+/// The same contract as `SQLiteJobStore` (the `JobStoreConformance` checks run against both):
 /// claims take ready jobs with `FOR UPDATE SKIP LOCKED`, in batches, higher priority first then
 /// older first, and admit a job only while each of its counted categories has room — checked and
 /// recorded in the claiming transaction under a per-category lock, so the limit holds across all
@@ -52,7 +52,7 @@ public final class PostgresJobStore: JobStore {
     /// Connects, creates or migrates the tables, and starts listening for wake-ups.
     ///
     /// - Throws: ``PostgresStoreError`` for a bad configuration or a newer or foreign schema; a
-    ///   ``DurableError`` (``DurableError/Code/storeFailure``) when the server cannot be reached within
+    ///   `DurableError` (`DurableError.Code.storeFailure`) when the server cannot be reached within
     ///   ``PostgresStoreConfiguration/reconnectDeadline``.
     public init(
         configuration: PostgresStoreConfiguration, clock: DurableClock = .system,

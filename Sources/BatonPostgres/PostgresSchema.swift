@@ -13,7 +13,7 @@ enum PostgresSchema {
     static var current: Int { steps.count }
 
     /// `steps[n - 1]` takes the tables from version `n - 1` to `n`.
-    /// Times are seconds since 1970 (`float8`) read from the store's ``DurableClock``, never the
+    /// Times are seconds since 1970 (`float8`) read from the store's `DurableClock`, never the
     /// server's clock, as in the SQLite store. States are the raw values of `DurableJobState`.
     static let steps: [[String]] = [
         [
@@ -91,7 +91,9 @@ enum PostgresSchema {
             )
             """,
             "CREATE SEQUENCE lease_tokens",
-        ]
+        ],
+        // 2: the submitter's trace context, kept with the run (NULL for runs submitted before).
+        ["ALTER TABLE runs ADD COLUMN trace_context text"],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

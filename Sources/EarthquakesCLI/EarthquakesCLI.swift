@@ -264,7 +264,7 @@ public struct EarthquakesCLI: Sendable {
     }
 
     /// Whether the user chose the database (option or environment variable) rather than the default.
-    private func isExplicit(_ option: String?) -> Bool {
+    func isExplicit(_ option: String?) -> Bool {
         (option?.isEmpty == false) || (environment[DatabaseLocation.environmentVariable]?.isEmpty == false)
     }
 

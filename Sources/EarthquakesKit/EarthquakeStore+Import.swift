@@ -31,6 +31,12 @@ extension EarthquakeStore {
         defer { _ = lockWait.setObserver(previous) }
         do {
             return try database.writeWithoutTransaction { db in
+                // A page cache big enough for the indexes being changed, so that the transaction writes each
+                // page to the journal once instead of spilling and rewriting it (SQLite's default is 2 MB).
+                let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
+                let importCacheKiB = min(max(quakes.count / 4, 2000), 256 * 1024)
+                try db.execute(sql: "PRAGMA cache_size = -\(importCacheKiB)")
+                defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
                 var summary = ImportSummary()
                 try db.inTransaction(.immediate) {
                     summary = try Self.upsert(quakes, in: db)
@@ -78,11 +84,16 @@ extension EarthquakeStore {
         var summary = ImportSummary()
         let lastIndex = Self.lastIndexByID(quakes, summary: &summary)
         let hasDuplicates = summary.duplicates > 0
+        // Into an empty table (a first import), with no id twice, every row is new: no lookups.
+        let wasEmpty = try !RawStatement(connection, "SELECT 1 FROM earthquake LIMIT 1").step()
         for (index, quake) in quakes.enumerated() where !hasDuplicates || lastIndex[quake.id] == index {
             if let type = quake.type, type != "earthquake" { summary.otherTypes[type, default: 0] += 1 }
             do {
-                select.bind(text: quake.id, at: 1)
-                let found = try select.step()
+                var found = false
+                if !wasEmpty {
+                    select.bind(text: quake.id, at: 1)
+                    found = try select.step()
+                }
                 let same = found && select.matches(quake, from: 0)
                 select.reset()
                 if same {

@@ -45,12 +45,35 @@ struct DatabaseOption: ParsableArguments {
 
 struct Refresh: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Download (or read) a USGS GeoJSON feed and import it.",
-        discussion: "Without --feed: \(EarthquakesCLI.defaultFeedURL.absoluteString)"
+        abstract: "Download (or read) USGS GeoJSON feeds and import them.",
+        discussion: """
+            Without --feed: \(EarthquakesCLI.defaultFeedURL.absoluteString)
+
+            Several feeds (--feed repeated, or --feeds hour,day,week) run as a durable job graph: for \
+            each feed fetch, parse and import, imports one at a time, recorded in a job store next to \
+            the database (<database>.jobs). If the refresh is killed half-way, running the same command \
+            again (or `earthquakes refresh --resume`) finishes only what is left: feeds already \
+            imported are not downloaded again. A feed that fails is named; the others are still \
+            imported. Short names: hour, day, week, month (magnitude 2.5+), or all_day, 4.5_week, \
+            significant_month, ...
+            """
     )
 
-    @Option(help: ArgumentHelp("An http(s) address or a file path; GeoJSONP is accepted.", valueName: "url-or-path"))
-    var feed: String?
+    @Option(
+        help: ArgumentHelp(
+            "An http(s) address or a file path; GeoJSONP is accepted. Repeat for several feeds.",
+            valueName: "url-or-path"))
+    var feed: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "Several feeds separated by commas, for example hour,day,week (USGS 2.5+ feeds) or addresses.",
+            valueName: "feeds"))
+    var feeds: String?
+    @Flag(
+        help:
+            "Finish an interrupted refresh of several feeds (the newest one when no feed is given); feeds it already imported are not downloaded again."
+    )
+    var resume = false
 
     @Option(
         help: ArgumentHelp(
@@ -83,13 +106,35 @@ struct Refresh: AsyncParsableCommand {
         if let totalTimeout, !(totalTimeout > 0 && totalTimeout.isFinite) {
             throw ValidationError("--total-timeout must be a positive number of seconds, for example 600")
         }
-        try usageChecked { _ = try EarthquakesCLI.source(feed) }
+        try usageChecked { for feed in allFeeds { _ = try EarthquakesCLI.source(feed) } }
+        if allFeeds.count > 1 || resume, timeline != nil || trace != nil {
+            throw ValidationError(
+                "--timeline and --trace draw a refresh of one feed; leave them out with several feeds")
+        }
+    }
+
+    /// `--feed` (repeated) then `--feeds` (comma-separated), short USGS names expanded.
+    var allFeeds: [String] {
+        (feed
+            + (feeds ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
+                !$0.isEmpty
+            }).map(FeedRefresh.expand)
     }
 
     func run() async throws {
+        let feeds = allFeeds
+        if feeds.count > 1 || resume {
+            try await reportingErrors(Self.self) { cli in
+                try await cli.refresh(
+                    feeds: feeds, resume: resume, database: database.path, json: json,
+                    timeout: .milliseconds(Int64(timeout * 1000)),
+                    totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict)
+            }
+            return
+        }
         try await reportingErrors(Self.self) { cli in
             try await cli.refresh(
-                feed: feed, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)),
+                feed: feeds.first, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)),
                 totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict,
                 picture: RunPicture(timeline: timeline, trace: trace))
         }

@@ -71,3 +71,80 @@ struct FeedScannerTests {
         #expect(!Self.scans(text))
     }
 }
+
+/// Big features arrays are read in two halves at once; the result is exactly that of one pass.
+@Suite("FeedScanner halves")
+struct FeedScannerHalvesTests {
+    /// The ids of the features `FeedScanner` reads from `text`, split at `split` when given; `nil` when it
+    /// gives way to `JSONDecoder`.
+    static func ids(_ text: String, splittingAt split: Int? = nil) -> [String?]? {
+        Array(text.utf8).withUnsafeBufferPointer { bytes in
+            FeedScanner.scan(bytes, splittingAt: split)?.features?.map { entry in
+                if case .feature(let feature) = entry { return feature.id }
+                return "unreadable"
+            }
+        }
+    }
+
+    /// The byte offset of `marker` in `text`, plus `plus`.
+    static func offset(of marker: String, in text: String, plus: Int = 0) throws -> Int {
+        let range = try #require(text.range(of: marker))
+        return text.utf8.distance(from: text.utf8.startIndex, to: range.lowerBound) + plus
+    }
+
+    static func feature(_ id: String, properties: String = #""mag":1.5"#) -> String {
+        #"{"type":"Feature","properties":{\#(properties)},"geometry":{"type":"Point","coordinates":[1,2,3]},"id":"\#(id)"}"#
+    }
+
+    static func collection(_ features: [String]) -> String {
+        #"{"type":"FeatureCollection","metadata":{"count":\#(features.count)},"features":["#
+            + features.joined(separator: ",") + "]}"
+    }
+
+    @Test("a feed of more than a megabyte is split, and reads the same as with JSONDecoder")
+    func bigFeed() throws {
+        let data = SampleFeed.geoJSON(count: 4_000)
+        try #require(data.count > FeedScanner.parallelMinimumBytes)
+        let split = data.withUnsafeBytes { FeedScanner.splitPoint($0.bindMemory(to: UInt8.self), from: 0) }
+        #expect(split != nil, "the sample feed separates its features as the USGS does")
+        #expect(try FeedParser().parse(data) == FeedScannerTests.slow.parse(data))
+    }
+
+    @Test("a split where a feature starts gives the features of one pass, in order")
+    func splitAtFeature() throws {
+        let text = Self.collection(["a", "b", "c", "d"].map { Self.feature($0) })
+        let split = try Self.offset(
+            of:
+                #",{"type":"Feature","properties":{"mag":1.5},"geometry":{"type":"Point","coordinates":[1,2,3]},"id":"c""#,
+            in: text, plus: 1)
+        #expect(Self.ids(text, splittingAt: split) == ["a", "b", "c", "d"])
+        #expect(Self.ids(text) == ["a", "b", "c", "d"])
+    }
+
+    @Test("a split inside a nested value (a guess that was wrong) is not trusted")
+    func splitInsideFeature() throws {
+        let nested = #""products":[{"type":"Feature","id":"inner1"},{"type":"Feature","id":"inner2"}]"#
+        let text = Self.collection([Self.feature("a"), Self.feature("b", properties: nested), Self.feature("c")])
+        // Just after the comma between the two nested objects: the pattern the guess looks for.
+        let split = try Self.offset(of: #",{"type":"Feature","id":"inner2""#, in: text, plus: 1)
+        #expect(Self.ids(text, splittingAt: split) == ["a", "b", "c"])
+    }
+
+    @Test("a second half that the scanner cannot read makes the whole scan give way to JSONDecoder")
+    func secondHalfGivesWay() throws {
+        let text = Self.collection([
+            Self.feature("a"), Self.feature("b"), Self.feature("c", properties: #""mag":"4.5""#),
+        ])
+        let split = try Self.offset(
+            of:
+                #",{"type":"Feature","properties":{"mag":1.5},"geometry":{"type":"Point","coordinates":[1,2,3]},"id":"b""#,
+            in: text, plus: 1)
+        #expect(Self.ids(text, splittingAt: split) == nil)
+        #expect(Self.ids(text) == nil)
+    }
+
+    @Test("an empty features array is read without a split")
+    func emptyArray() {
+        #expect(Self.ids(Self.collection([])) == [])
+    }
+}

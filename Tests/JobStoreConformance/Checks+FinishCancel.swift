@@ -43,6 +43,37 @@ extension JobStoreConformance {
             try expectEqual(try await store.succeed(d[0]), .accepted(.succeeded), "d")
             try expect(try await store.snapshot(of: run.run).run.finished != nil, "the run is finished")
         },
+        check("finish then claim: the dependent a completion makes ready is claimed with its input") { store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "chain", Build.job("a"), Build.job("b", inputFrom: 0, categories: [.named("one", limit: 1)]),
+                    Build.job("c", after: [1], categories: [.named("one", limit: 1)]), Build.job("other", kind: "z")),
+                uniqueKey: nil)
+            let a = try await store.claimAll()[0]
+            let stale = AttemptReport(
+                lease: Lease(job: a.lease.job, token: a.lease.token &+ 1),
+                outcome: .succeeded(
+                    output: Data("\"stale\"".utf8)))
+            let (rejected, none) = try await store.finish(
+                [stale], thenClaim: 5, worker: "w1", kinds: ["k"], lease: .seconds(30))
+            try expectEqual(rejected, [.rejected], "a stale report")
+            try expectEqual(none.map(\.name), [], "nothing claimable while a runs")
+            let (results, claimed) = try await store.finish(
+                [AttemptReport(lease: a.lease, outcome: .succeeded(output: Data("\"from a\"".utf8)))], thenClaim: 5,
+                worker: "w1", kinds: ["k"], lease: .seconds(30))
+            try expectEqual(results, [.accepted(.succeeded)], "a's report")
+            try expectEqual(claimed.map(\.name), ["b"], "b claimed, not c (pending) nor other (kind z)")
+            try expectEqual(String(decoding: claimed[0].input, as: UTF8.self), "\"from a\"", "b's input is a's output")
+            try expectEqual(claimed[0].attempt, 1, "b's attempt")
+            // c waits for b, and for b's category: finishing b claims c in the same call.
+            let (_, next) = try await store.finish(
+                [AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: Data("1".utf8)))], thenClaim: 5,
+                worker: "w1", kinds: ["k"], lease: .seconds(30))
+            try expectEqual(next.map(\.name), ["c"], "c claimed when b finished")
+            try expectEqual(try await store.states(run), [.succeeded, .succeeded, .running, .ready], "states")
+            let (_, zero) = try await store.finish([], thenClaim: 0, worker: "w1", kinds: ["z"], lease: .seconds(30))
+            try expectEqual(zero.count, 0, "a limit of 0 claims nothing")
+        },
         check("a failure cancels dependents with a reason naming it, except those that run regardless") { store, _ in
             let run = try await store.submit(
                 Build.graph(

@@ -88,6 +88,22 @@ extension JobStoreConformance {
             _ = try await store.succeed(try await store.claimAll()[0])
             try expectEqual(try await store.record(of: run.run).finished, clock.now, "finish date")
             try await expectDurableError(.unknownRun) { _ = try await store.record(of: DurableRunID(987_654)) }
-        }
+        },
+        check("a run keeps the trace context it was submitted with") { store, _ in
+            let carrier = ["traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "k": "v"]
+            var graph = Build.graph("traced", Build.job("a"))
+            graph.traceCarrier = carrier
+            let traced = try await store.submit(graph, uniqueKey: nil)
+            let plain = try await store.submit(Build.graph("plain", Build.job("a")), uniqueKey: nil)
+            try expectEqual(try await store.traceCarrier(of: traced.run), carrier, "carrier of the traced run")
+            try expectEqual(try await store.traceCarrier(of: plain.run), [:], "carrier of a run submitted untraced")
+            // A unique key that matches keeps the first run's context.
+            graph.traceCarrier = ["k": "other"]
+            let keyed = try await store.submit(graph, uniqueKey: "u")
+            graph.traceCarrier = ["k": "ignored"]
+            let again = try await store.submit(graph, uniqueKey: "u")
+            try expectEqual(again.run, keyed.run, "run of the repeated unique key")
+            try expectEqual(try await store.traceCarrier(of: keyed.run), ["k": "other"], "carrier of the keyed run")
+        },
     ]
 }

@@ -1,5 +1,6 @@
 public import Baton
 public import Foundation
+public import Tracing
 
 /// A job of a ``JobGraph``, for use as a dependency. ``JobGraph/Handle`` is the typed one.
 public protocol DurableHandle: Sendable {
@@ -124,8 +125,15 @@ public struct DurableRun: Hashable, Codable, Sendable, CustomStringConvertible {
 
 extension JobStore {
     /// Submits a typed graph in one transaction. With a `uniqueKey` that an earlier run has, returns that run.
-    public func submit(_ graph: JobGraph, uniqueKey: String? = nil) async throws -> DurableRun {
-        DurableRun(try await submit(graph.spec(), uniqueKey: uniqueKey))
+    ///
+    /// The submitter's `ServiceContext.current` is stored with the run (injected by `instrument`, the
+    /// bootstrapped one by default): the span of each attempt of its jobs, on any worker, is its child.
+    public func submit(
+        _ graph: JobGraph, uniqueKey: String? = nil, instrument: (any Instrument)? = nil
+    ) async throws -> DurableRun {
+        var spec = try graph.spec()
+        spec.traceCarrier = spec.carrierToStore(instrument: instrument)
+        return DurableRun(try await submit(spec, uniqueKey: uniqueKey))
     }
 
     /// Per job of the run: state, attempts, last error, and what it waits for.

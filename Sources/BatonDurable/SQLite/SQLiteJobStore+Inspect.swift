@@ -105,6 +105,14 @@ extension SQLiteJobStore {
         return record
     }
 
+    public func traceCarrier(of run: DurableRunID) async throws -> [String: String] {
+        let text = try await writer.read { db in
+            try String?.fetchOne(
+                db, sql: "SELECT trace_context FROM baton_runs WHERE id = ?", arguments: [run.rawValue])
+        }
+        return TraceCarrierCoding.decode(text ?? nil)
+    }
+
     public func run(of job: DurableJobID) async throws -> DurableRunID {
         let run = try await writer.read { db in
             try Int64.fetchOne(db, sql: "SELECT run FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])

@@ -3,8 +3,10 @@ import GRDB
 
 extension SQLiteJobStore {
     static func prepareSchema(_ db: Database, description: String) throws {
+        var found = 0
         if try db.tableExists("baton_durable_meta") {
             let version = try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'") ?? 0
+            found = version
             if version > schemaVersion {
                 throw DurableError(
                     code: .newerSchema,
@@ -79,6 +81,10 @@ extension SQLiteJobStore {
                     expires REAL NOT NULL
                 );
                 """)
+        if found < 2 {
+            // Version 2: the submitter's trace context, kept with the run (NULL for older runs).
+            try db.execute(sql: "ALTER TABLE baton_runs ADD COLUMN trace_context TEXT")
+        }
         try db.execute(
             sql: "INSERT OR REPLACE INTO baton_durable_meta (key, value) VALUES ('schema', ?)",
             arguments: [schemaVersion])

@@ -7,6 +7,7 @@ extension SQLiteJobStore {
         let now = clock.now().storeTime
         let encoder = JSONEncoder()
         let retries = try graph.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let result = try await write(wake: true) { db -> SubmittedRun in
             if let uniqueKey,
                 let existing = try Int64.fetchOne(
@@ -17,8 +18,10 @@ extension SQLiteJobStore {
                 return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
             }
             try db.execute(
-                sql: "INSERT INTO baton_runs (name, unique_key, created, unfinished) VALUES (?, ?, ?, ?)",
-                arguments: [graph.name, uniqueKey, now, graph.jobs.count])
+                sql: """
+                    INSERT INTO baton_runs (name, unique_key, created, unfinished, trace_context) VALUES (?, ?, ?, ?, ?)
+                    """,
+                arguments: [graph.name, uniqueKey, now, graph.jobs.count, carrier])
             let run = db.lastInsertedRowID
             let insertJob = try db.cachedStatement(
                 sql: """

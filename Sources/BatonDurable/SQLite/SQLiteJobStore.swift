@@ -24,13 +24,15 @@ import GRDB
 /// All methods may be called from any task, concurrently; GRDB serializes the writes.
 public final class SQLiteJobStore: JobStore {
     /// The schema this version writes. A file written by a newer version is refused.
-    public static let schemaVersion = 1
+    /// Version 2 added the runs' trace context; a version-1 file is migrated when it is opened.
+    public static let schemaVersion = 2
 
     public let clock: DurableClock
     /// How long a transaction waits for another process's write to finish before failing.
     public let busyTimeout: TimeInterval
     let writer: any DatabaseWriter
     let wakeupHub = WakeupHub()
+    let outcomeHub = WakeupHub()
 
     /// Opens (or creates) the store in the SQLite file at `path`.
     ///
@@ -85,10 +87,20 @@ public final class SQLiteJobStore: JobStore {
 
     public func wakeups() -> AsyncStream<Void> { wakeupHub.stream() }
 
+    /// Wakes after each transaction of this process that changed the state of jobs (recorded outcomes —
+    /// completions, failures, retries —, cancellations, submissions), whether or not it made work ready
+    /// (``wakeups()`` skips a completion whose dependent the same transaction claimed): for a program
+    /// that shows progress as jobs finish. Like ``wakeups()``, each stream holds at most one pending wake-up;
+    /// read the store to see what changed.
+    public func outcomes() -> AsyncStream<Void> { outcomeHub.stream() }
+
     /// Runs `body` in a write transaction and wakes this process's workers if `wake` is set.
     func write<T: Sendable>(wake: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         let result = try await writer.write(body)
-        if wake { wakeupHub.wake() }
+        if wake {
+            wakeupHub.wake()
+            outcomeHub.wake()
+        }
         return result
     }
 }

@@ -23,7 +23,7 @@ public struct DurableCategory: Hashable, Codable, Sendable, CustomStringConverti
     public var description: String { limit == 1 ? "'\(name)'" : "'\(name)' (limit \(limit))" }
 }
 
-/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:)`` records.
+/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:name:after:regardless:priority:retry:timeout:categories:notBefore:)`` records.
 public struct JobSpec: Hashable, Codable, Sendable {
     /// A dependency edge to another job of the same graph, by its index in ``GraphSpec/jobs``.
     public struct Dependency: Hashable, Codable, Sendable {
@@ -46,7 +46,7 @@ public struct JobSpec: Hashable, Codable, Sendable {
     public var inputFrom: Int?
     /// The jobs that must finish first.
     public var dependencies: [Dependency]
-    /// Higher runs first among ready jobs (``JobPriority`` raw values by default).
+    /// Higher runs first among ready jobs (`JobPriority` raw values by default).
     public var priority: Int
     public var retry: RetryPolicy
     /// The time limit of one attempt, enforced by the worker.
@@ -86,10 +86,26 @@ public struct JobSpec: Hashable, Codable, Sendable {
 public struct GraphSpec: Hashable, Codable, Sendable {
     public var name: String
     public var jobs: [JobSpec]
+    /// The submitter's trace context, injected by a swift-distributed-tracing `Instrument`: the store
+    /// keeps it with the run and the worker that runs a job makes the attempt's span a child of it.
+    /// Empty (the default): the store injects `ServiceContext.current` when it is submitted (see
+    /// ``carrierToStore(instrument:)``).
+    public var traceCarrier: [String: String]
 
-    public init(name: String, jobs: [JobSpec] = []) {
+    public init(name: String, jobs: [JobSpec] = [], traceCarrier: [String: String] = [:]) {
         self.name = name
         self.jobs = jobs
+        self.traceCarrier = traceCarrier
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, jobs, traceCarrier }
+
+    /// Decodes a graph; one encoded before ``traceCarrier`` existed has none.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        jobs = try container.decode([JobSpec].self, forKey: .jobs)
+        traceCarrier = try container.decodeIfPresent([String: String].self, forKey: .traceCarrier) ?? [:]
     }
 }
 

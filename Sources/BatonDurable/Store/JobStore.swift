@@ -36,7 +36,7 @@ public protocol JobStore: Sendable {
     func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob]
 
     /// Extends the leases that `worker` still holds to `lease` from now. One result per lease, in order:
-    /// ``LeaseStatus/cancelRequested(reason:)`` when the job's cancellation was asked for (keep the lease
+    /// ``LeaseStatus/cancelRequested(reason:until:)`` when the job's cancellation was asked for (keep the lease
     /// until the job has ended, then report it), ``LeaseStatus/lost`` when the token is no longer the
     /// job's current one (stop the attempt: its completion will be rejected).
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus]
@@ -50,6 +50,17 @@ public protocol JobStore: Sendable {
     /// with a reason that names the job. A report whose token is not current is rejected and changes
     /// nothing.
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult]
+
+    /// ``finish(_:)`` followed by ``claim(worker:kinds:limit:lease:)``: what a worker does when its jobs
+    /// end and it has room for more. A store may do both in one transaction (the SQLite store does):
+    /// in a chain, the job that a completion makes ready is claimed in the completion's own
+    /// transaction, with no wake-up in between. The default implementation calls the two in turn.
+    ///
+    /// Each step keeps its own guarantees: reports are accepted only with their current tokens, and a
+    /// claim respects dependencies, `notBefore` and category limits as they are after the reports.
+    func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob])
 
     /// Gives claimed jobs back unattempted (graceful shutdown): they become ready again at once with
     /// their attempt count as before the claim, and their categories are released. Stale tokens are
@@ -76,6 +87,11 @@ public protocol JobStore: Sendable {
 
     /// The run a job belongs to.
     func run(of job: DurableJobID) async throws -> DurableRunID
+
+    /// The trace context stored with the run at submission (``GraphSpec/carrierToStore(instrument:)``),
+    /// empty when it was submitted outside a traced context. A run's carrier never changes, so workers
+    /// may keep it. Stores that keep none use the default, which returns an empty carrier.
+    func traceCarrier(of run: DurableRunID) async throws -> [String: String]
 
     /// The run's own record (cheap: no jobs), for waiting until it has finished.
     /// - Throws: ``DurableError`` (``DurableError/Code/unknownRun``) when it is not in the store.
@@ -182,5 +198,16 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
         self.id = id
         self.kinds = kinds
         self.expires = expires
+    }
+}
+
+extension JobStore {
+    /// Calls ``finish(_:)``, then ``claim(worker:kinds:limit:lease:)`` when `limit` is positive.
+    public func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
+        let results = try await finish(reports)
+        guard limit > 0 else { return (results, []) }
+        return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
     }
 }

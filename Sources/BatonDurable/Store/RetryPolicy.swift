@@ -3,7 +3,7 @@ public import Baton
 /// How often a durable job may be attempted and how long to wait between attempts — data, so that it
 /// is stored with the job and a retry's `notBefore` survives a restart.
 ///
-/// The waits mean what Baton's in-process ``Backoff`` means (``backoff`` builds one). An attempt ends
+/// The waits mean what Baton's in-process `Backoff` means (``backoff`` builds one). An attempt ends
 /// by the job throwing, by its time limit, or by its lease expiring (its worker died or stalled); each
 /// counts. After `maxAttempts` the job fails with its last error.
 public struct RetryPolicy: Hashable, Codable, Sendable, CustomStringConvertible {
@@ -19,7 +19,7 @@ public struct RetryPolicy: Hashable, Codable, Sendable, CustomStringConvertible 
         /// The same wait before every retry.
         case constant(Duration)
         /// `initial`, then `initial × multiplier`, … up to `maximum`, each shortened by a random part of
-        /// up to `jitter` (0…1), as ``Backoff/exponential(initial:multiplier:maximum:jitter:)``.
+        /// up to `jitter` (0…1), as `Backoff.exponential(initial:multiplier:maximum:jitter:)`.
         case exponential(initial: Duration, multiplier: Double, maximum: Duration, jitter: Double)
     }
 

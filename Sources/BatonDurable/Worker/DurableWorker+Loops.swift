@@ -1,12 +1,12 @@
 import Baton
 import Foundation
 import Logging
+import Tracing
 
 extension DurableWorker {
     /// Claims while there are free slots; waits for a wake-up, the next due date or the polling interval.
     /// Returns when shut down and every claimed job is reported or given back.
     func claimLoop(until run: DurableRunID?) async {
-        let limit = configuration.maxConcurrentJobs
         while true {
             let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
             if let deadline {
@@ -19,15 +19,17 @@ extension DurableWorker {
                 }
                 continue
             }
-            let free = limit - active
+            let free = reserve(excluding: 0)
             var claimed = 0
             if free > 0 {
                 do {
                     let jobs = try await store.claim(
                         worker: configuration.id, kinds: kinds, limit: free, lease: configuration.leaseDuration)
-                    start(jobs)
+                    start(jobs, carriers: await traceCarriers(for: jobs))
                     claimed = jobs.count
+                    if unreserve(free) { claimSignal.raise() }
                 } catch {
+                    if unreserve(free) { claimSignal.raise() }
                     configuration.logger.warning("claiming failed, retrying: \(error)")
                     await claimSignal.wait(timeout: configuration.pollInterval)
                     continue
@@ -49,9 +51,36 @@ extension DurableWorker {
         }
     }
 
+    /// Reserves the room left beside the active attempts, not counting `finishing` of them whose
+    /// reports are being sent (none while shutting down); see ``WorkerState/reserved``.
+    func reserve(excluding finishing: Int) -> Int {
+        state.withLock { state in
+            guard state.shutdownDeadline == nil else { return 0 }
+            let busy = max(0, state.active.count - finishing)
+            let free = max(0, configuration.maxConcurrentJobs - busy - state.reserved)
+            if free == 0, state.reserved > 0 { state.claimWanted = true }
+            state.reserved += free
+            return free
+        }
+    }
+
+    /// Ends a reservation (once its claimed jobs are in `active`); returns whether the claim loop
+    /// found no room meanwhile and should look again.
+    @discardableResult
+    func unreserve(_ count: Int) -> Bool {
+        state.withLock { state in
+            state.reserved -= count
+            guard state.reserved == 0, state.claimWanted else { return false }
+            state.claimWanted = false
+            return true
+        }
+    }
+
     /// Runs claimed jobs as Baton jobs on the worker's queue.
-    func start(_ claimed: [ClaimedJob]) {
+    /// `carriers`: the runs' trace contexts (``traceCarriers(for:)``), for the attempts' spans.
+    func start(_ claimed: [ClaimedJob], carriers: [DurableRunID: [String: String]]) {
         guard !claimed.isEmpty else { return }
+        var traced: [(AsyncJob, ServiceContext)] = []
         var jobs: [AsyncJob] = []
         jobs.reserveCapacity(claimed.count)
         for claim in claimed {
@@ -61,11 +90,14 @@ extension DurableWorker {
                 job: claim.job, run: claim.run, name: claim.name, attempt: claim.attempt,
                 maxAttempts: claim.maxAttempts,
                 worker: configuration.id, logger: jobLogger(claim))
+            let span = beginSpan(of: claim, carrier: carriers[claim.run])
             let job = AsyncJob(
                 name: claim.name, priority: JobPriority(rawValue: min(max(claim.priority, 0), 4)) ?? .normal
             ) {
                 _ in
-                let data = try await runner.run(claim.input, context, claim.kind)
+                let data = try await Self.runAttempt(in: span?.context, job: claim.job) {
+                    try await runner.run(claim.input, context, claim.kind)
+                }
                 output.withLock { $0 = data }
             }
             if let timeout = claim.timeout, timeout > .zero { job.addTimeout(timeout) }
@@ -74,11 +106,15 @@ extension DurableWorker {
                     self?.attemptFinished(claim, outcome: outcome, output: output.current)
                 }))
             state.withLock {
-                $0.active[claim.job] = ActiveAttempt(claimed: claim, job: job, leaseExpires: claim.leaseExpires)
+                $0.active[claim.lease] = ActiveAttempt(
+                    claimed: claim, job: job, leaseExpires: claim.leaseExpires, span: span?.span)
             }
-            jobs.append(job)
+            tellClaimed(claim, job: job)
+            if let span { traced.append((job, span.context)) } else { jobs.append(job) }
         }
         queue.add(jobs)
+        // Added in its span's context, so that a queue instrument's span of the job is its child.
+        for (job, context) in traced { ServiceContext.withValue(context) { queue.add(job) } }
     }
 
     private func jobLogger(_ claim: ClaimedJob) -> Logger {
@@ -91,7 +127,7 @@ extension DurableWorker {
 
     /// Turns a Baton outcome into what the store is told.
     func attemptFinished(_ claim: ClaimedJob, outcome: JobOutcome, output: Data?) {
-        let cause = state.withLock { $0.active[claim.job]?.cause }
+        let cause = state.withLock { $0.active[claim.lease]?.cause }
         let pending: PendingReport?
         switch outcome {
         case .succeeded:
@@ -123,7 +159,8 @@ extension DurableWorker {
             state.withLock { $0.reports.append(pending) }
             reportSignal.raise()
         } else {
-            let removed = state.withLock { $0.active.removeValue(forKey: claim.job) }
+            if let attempt = state.withLock({ $0.active[claim.lease] }) { tellEnded(attempt, .leaseLost) }
+            let removed = state.withLock { $0.active.removeValue(forKey: claim.lease) }
             _ = removed  // released outside the lock
             claimSignal.raise()
         }
@@ -145,34 +182,62 @@ extension DurableWorker {
             }
             if batch.isEmpty {
                 if Task.isCancelled { return }
-                await reportSignal.wait(timeout: .seconds(1))
+                await reportSignal.wait()  // raised by each finished attempt, or ended by cancellation
                 continue
             }
             var reports: [AttemptReport] = []
             var releases: [Lease] = []
+            var retried = false
             for item in batch {
                 switch item {
                 case .report(let report): reports.append(report)
                 case .release(let lease): releases.append(lease)
                 }
             }
+            // The room these attempts leave is claimed in the same transaction as their reports: a chain
+            // step is one transaction, with no wake-up of the claim loop in between.
+            let free = reserve(excluding: batch.count)
+            let results: [FinishResult]
+            let claimed: [ClaimedJob]
             do {
-                let results = try await store.finish(reports)
+                (results, claimed) = try await store.finish(
+                    reports, thenClaim: free, worker: configuration.id, kinds: kinds,
+                    lease: configuration.leaseDuration)
                 try await store.release(releases)
                 for (report, result) in zip(reports, results) where result == .rejected {
                     configuration.logger.notice(
                         "the store rejected the completion of \(report.lease.job): its lease had ended (another attempt owns it, or it was cancelled)"
                     )
                 }
+                retried = results.contains(.accepted(.ready))
             } catch {
+                unreserve(free)
                 configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
                 state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
                 await reportSignal.wait(timeout: configuration.pollInterval)
                 continue
             }
-            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.job) } }
+            if !durableInstruments.isEmpty || tracer != nil {
+                // Told before the attempts leave `active`, so that a worker that stops has told all.
+                var ends: [Lease: DurableAttemptEnd] = [:]
+                for (report, result) in zip(reports, results) {
+                    ends[report.lease] = DurableAttemptEnd(report, result)
+                }
+                for lease in releases { ends[lease] = .released }
+                let attempts = state.withLock { state in batch.compactMap { state.active[$0.lease] } }
+                for attempt in attempts { tellEnded(attempt, ends[attempt.claimed.lease] ?? .rejected) }
+            }
+            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.lease) } }
             _ = removed  // released outside the lock
-            claimSignal.raise()
+            start(claimed, carriers: await traceCarriers(for: claimed))
+            let wanted = unreserve(free)
+            // The claim loop decides what only it knows (a finished run, the next due date, shutdown):
+            // it is woken when the worker has nothing left to run, a retry was scheduled, leases were
+            // given back, or it found no room while this claim held it.
+            let idle = state.withLock { $0.active.isEmpty || $0.shutdownDeadline != nil }
+            if idle || retried || wanted || !releases.isEmpty {
+                claimSignal.raise()
+            }
         }
     }
 
@@ -193,11 +258,12 @@ extension DurableWorker {
         await pruneIfDue()
         guard !held.isEmpty else { return }
         var toCancel: [(AsyncJob, DurableCancellation)] = []
+        var lost: [ActiveAttempt] = []
         do {
             let statuses = try await store.renew(held, worker: configuration.id, lease: configuration.leaseDuration)
             state.withLock { state in
                 for (lease, status) in zip(held, statuses) {
-                    guard var attempt = state.active[lease.job], attempt.claimed.lease == lease else { continue }
+                    guard var attempt = state.active[lease] else { continue }
                     switch status {
                     case .renewed(let until):
                         attempt.leaseExpires = until
@@ -212,6 +278,7 @@ extension DurableWorker {
                                 ))
                         }
                     case .lost:
+                        if attempt.cause?.isLeaseLost != true { lost.append(attempt) }
                         attempt.cause = .leaseLost
                         toCancel.append(
                             (
@@ -221,7 +288,7 @@ extension DurableWorker {
                                         "job '\(attempt.claimed.name)' lost its lease (another worker took it over)")
                             ))
                     }
-                    state.active[lease.job] = attempt
+                    state.active[lease] = attempt
                 }
             }
         } catch {
@@ -230,6 +297,7 @@ extension DurableWorker {
             let now = store.clock.now()
             state.withLock { state in
                 for (id, var attempt) in state.active where attempt.leaseExpires < now && attempt.cause == nil {
+                    lost.append(attempt)
                     attempt.cause = .leaseLost
                     toCancel.append(
                         (
@@ -241,6 +309,7 @@ extension DurableWorker {
                 }
             }
         }
+        for attempt in lost { tellLostLease(attempt) }
         for (job, reason) in toCancel { job.cancel(reason: reason) }
     }
 

@@ -2,6 +2,7 @@ public import Baton
 import Foundation
 public import Logging
 public import ServiceLifecycle
+public import Tracing
 
 /// Claims durable jobs from a store and runs them as ordinary Baton jobs on a `JobQueue`.
 ///
@@ -52,12 +53,19 @@ public final class DurableWorker: Service, Sendable {
         /// renewal). `nil` keeps them until ``JobStore/prune(finishedBefore:)`` is called.
         public var retention: Duration?
         public var logger: Logger
+        /// The instruments of the worker's queue (`nil`: `JobQueue.defaultInstruments`). Those that are
+        /// also ``DurableWorkerInstrument``s are told of claims, lost leases and how attempts ended.
+        public var instruments: [any JobInstrument]?
+        /// Makes a span of every attempt, a child of the submitter's context stored with the run.
+        /// `nil`: the bootstrapped tracer (`InstrumentationSystem.tracer`); none bootstrapped, no spans.
+        public var tracer: (any Tracer)?
 
         public init(
             id: String = DurableWorker.defaultID(), maxConcurrentJobs: Int = 16, leaseDuration: Duration = .seconds(8),
             renewInterval: Duration = .seconds(2), pollInterval: Duration = .seconds(1),
             shutdownGracePeriod: Duration = .seconds(10), retention: Duration? = .seconds(7 * 24 * 3600),
-            logger: Logger = Logger(label: "baton.durable.worker")
+            logger: Logger = Logger(label: "baton.durable.worker"), instruments: [any JobInstrument]? = nil,
+            tracer: (any Tracer)? = nil
         ) {
             self.id = id
             self.maxConcurrentJobs = max(1, maxConcurrentJobs)
@@ -67,6 +75,8 @@ public final class DurableWorker: Service, Sendable {
             self.shutdownGracePeriod = shutdownGracePeriod
             self.retention = retention
             self.logger = logger
+            self.instruments = instruments
+            self.tracer = tracer
         }
     }
 
@@ -75,6 +85,12 @@ public final class DurableWorker: Service, Sendable {
     /// The queue the jobs run on.
     public let queue: JobQueue
     let runners: [String: JobRunner]
+    /// The instruments of the queue that watch attempts, too.
+    let durableInstruments: [any DurableWorkerInstrument]
+    /// The tracer of attempt spans; `nil` when none was given or bootstrapped.
+    let tracer: (any Tracer)?
+    /// The trace contexts of runs, by run (see `traceCarriers(for:)`).
+    let carriers = Protected([DurableRunID: [String: String]]())
     let kinds: [String]
     let state = Protected(WorkerState())
     /// Raised when the claim loop may have something to do (a slot freed, new work, shutdown).
@@ -102,7 +118,12 @@ public final class DurableWorker: Service, Sendable {
         self.configuration = configuration
         self.runners = runners
         self.kinds = runners.keys.sorted()
-        queue = JobQueue(name: "durable \(configuration.id)", maxConcurrentJobs: configuration.maxConcurrentJobs)
+        queue = JobQueue(
+            name: "durable \(configuration.id)", maxConcurrentJobs: configuration.maxConcurrentJobs,
+            instruments: configuration.instruments)
+        durableInstruments = queue.instruments.compactMap { $0 as? any DurableWorkerInstrument }
+        let tracer = configuration.tracer ?? InstrumentationSystem.tracer
+        self.tracer = tracer is NoOpTracer ? nil : tracer
     }
 
     /// A name unique enough for one worker: host, process id and a random suffix.

@@ -27,7 +27,17 @@ final class WakeSignal: Sendable {
     }
 
     /// Returns when raised, after `timeout`, or when the task is cancelled.
+    /// Waits for a raise, or for the task's cancellation, with no timer: no task is created, so a
+    /// loop woken once per job (the report loop) costs one wake-up per job, not three.
+    func wait() async {
+        await wait(timeout: nil)
+    }
+
     func wait(timeout: Duration) async {
+        await wait(timeout: Optional(timeout))
+    }
+
+    private func wait(timeout: Duration?) async {
         let generation = state.withLock { state -> UInt64? in
             if state.raised {
                 state.raised = false
@@ -37,9 +47,11 @@ final class WakeSignal: Sendable {
             return state.generation
         }
         guard let generation else { return }
-        let timer = Task { [weak self] in
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            self?.fire(generation)
+        let timer = timeout.map { timeout in
+            Task { [weak self] in
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                self?.fire(generation)
+            }
         }
         await withTaskCancellationHandler {
             await withCheckedContinuation { continuation in
@@ -56,7 +68,7 @@ final class WakeSignal: Sendable {
         } onCancel: {
             self.fire(generation)
         }
-        timer.cancel()
+        timer?.cancel()
     }
 
     /// Ends the wait of `generation` (a timer or a cancellation), if it is still the current one.

@@ -1,5 +1,6 @@
 import Baton
 import Foundation
+import Tracing
 
 /// Why the worker cancelled a running attempt, which decides what it tells the store.
 enum CancelCause: Sendable {
@@ -16,10 +17,12 @@ enum PendingReport: Sendable {
     case report(AttemptReport)
     case release(Lease)
 
-    var job: DurableJobID {
+    var job: DurableJobID { lease.job }
+
+    var lease: Lease {
         switch self {
-        case .report(let report): report.lease.job
-        case .release(let lease): lease.job
+        case .report(let report): report.lease
+        case .release(let lease): lease
         }
     }
 }
@@ -30,18 +33,27 @@ struct ActiveAttempt: Sendable {
     let job: AsyncJob
     var cause: CancelCause?
     var leaseExpires: Date
+    /// The attempt's span, when the worker traces.
+    var span: (any Span)? = nil
 }
 
 /// The worker's state, behind its lock.
 struct WorkerState: Sendable {
     /// Claimed and not yet reported (a job stays here until its report is sent, so its lease is renewed
     /// and its slot counted until then).
-    var active: [DurableJobID: ActiveAttempt] = [:]
+    /// By lease, not by job: an attempt that ended here may still be listed when this worker claims
+    /// the job again (a retry), and the two must not be confused.
+    var active: [Lease: ActiveAttempt] = [:]
     var reports: [PendingReport] = []
     var shutdownDeadline: ContinuousClock.Instant?
     var cancelledForShutdown = false
     /// When this worker last pruned finished runs (store clock).
     var lastPrune: Date?
+    /// Slots of `maxConcurrentJobs` promised to a claim under way (the claim loop's, or the report
+    /// loop's claim in the same transaction as its reports), so two claims never take the same room.
+    var reserved = 0
+    /// The claim loop found no room because of a reservation: the reservation's holder wakes it after.
+    var claimWanted = false
 }
 
 /// The reason a worker gives a Baton job it cancels.

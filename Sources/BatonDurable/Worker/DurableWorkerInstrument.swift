@@ -1,0 +1,79 @@
+public import Baton
+
+/// Watches what a ``DurableWorker`` does outside its queue: claims, lost leases, and how the store
+/// recorded each attempt. `BatonObservability`'s `JobTimeline` and `JobMetrics` conform.
+///
+/// A worker tells the instruments of its queue (``DurableWorker/Configuration/instruments``) that also
+/// conform to this protocol. Each attempt is told of as claimed, then at most once as having lost its
+/// lease, then exactly once as ended; `job` is the Baton job that runs the attempt on the worker's
+/// queue (its `jobWasAdded` comes after `attemptClaimed`).
+///
+/// Calls come from the worker's tasks, outside its lock, and must be quick.
+///
+/// ## Thread safety
+/// Called from any thread, concurrently for different attempts.
+public protocol DurableWorkerInstrument: Sendable {
+    /// `worker` claimed `attempt` from its store and is about to add `job` to its queue.
+    func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
+    /// `worker` learned at a renewal that it no longer holds `attempt`'s lease (it expired and the job
+    /// was claimed again, or the renewal failed past the lease's end): `job` is being cancelled and its
+    /// completion will not be reported.
+    func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
+    /// `attempt` is over for `worker`: the store recorded `end` (or nothing, for a lost lease).
+    func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker)
+}
+
+extension DurableWorkerInstrument {
+    public func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {}
+    public func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {}
+    public func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {}
+}
+
+/// How one attempt ended, as its worker's store recorded it.
+public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
+    /// The job succeeded.
+    case succeeded
+    /// The attempt failed and the job has failed (no attempt left, or the failure is not retryable).
+    case failed(message: String)
+    /// The attempt failed; the store will run the job again (after its ``RetryPolicy``'s wait).
+    case retryScheduled(message: String)
+    /// The job was cancelled.
+    case cancelled(reason: String)
+    /// The worker lost the lease: nothing was reported; the store decides at its next claim.
+    case leaseLost
+    /// Given back unattempted at shutdown: the job is ready again with the same attempt number.
+    case released
+    /// The store rejected the report: the lease had ended before it arrived.
+    case rejected
+
+    /// A short word for spans and logs: `succeeded`, `failed`, `retrying`, `cancelled`, `lease lost`,
+    /// `released`, `rejected`.
+    public var description: String {
+        switch self {
+        case .succeeded: "succeeded"
+        case .failed: "failed"
+        case .retryScheduled: "retrying"
+        case .cancelled: "cancelled"
+        case .leaseLost: "lease lost"
+        case .released: "released"
+        case .rejected: "rejected"
+        }
+    }
+
+    /// What the store recorded for `report`.
+    init(_ report: AttemptReport, _ result: FinishResult) {
+        let message: String =
+            switch report.outcome {
+            case .succeeded: ""
+            case .failed(let message, _): message
+            case .cancelled(let reason): reason
+            }
+        switch result {
+        case .rejected: self = .rejected
+        case .accepted(.succeeded): self = .succeeded
+        case .accepted(.failed): self = .failed(message: message)
+        case .accepted(.cancelled): self = .cancelled(reason: message)
+        case .accepted(.ready), .accepted(.pending), .accepted(.running): self = .retryScheduled(message: message)
+        }
+    }
+}

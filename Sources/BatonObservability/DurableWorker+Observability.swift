@@ -1,0 +1,61 @@
+public import Baton
+public import BatonDurable
+import CoreMetrics
+
+// Adapters from a durable worker's events (DurableWorkerInstrument) to the timeline and the metrics:
+// give the instruments to the worker's queue (DurableWorker.Configuration.instruments, or
+// JobQueue.defaultInstruments) and they see its claims, lost leases and retries too.
+
+extension JobTimeline: DurableWorkerInstrument {
+    /// Marks the attempt's job ``JobTimeline/Mark/Kind/claimed``.
+    public func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
+        mark(.claimed, of: job)
+    }
+
+    /// Marks the attempt's job ``JobTimeline/Mark/Kind/leaseLost``.
+    public func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
+        mark(.leaseLost, of: job)
+    }
+
+    /// Marks the attempt's job ``JobTimeline/Mark/Kind/retried`` when the store scheduled another attempt.
+    public func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {
+        if case .retryScheduled = end { mark(.retried, of: job) }
+    }
+}
+
+extension JobMetrics: DurableWorkerInstrument {
+    /// Counts an attempt after the first in ``JobMetrics/Name/retried``, labelled with the worker's queue and the
+    /// durable kind.
+    public func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
+        guard attempt.attempt > 1, factory != nil else { return }
+        durableCounters(queue: worker.queue, kind: attempt.kind).retried.increment()
+    }
+
+    /// Counts a lost lease in ``JobMetrics/Name/leasesLost``.
+    public func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
+        guard factory != nil else { return }
+        durableCounters(queue: worker.queue, kind: attempt.kind).leasesLost.increment()
+    }
+
+    final class DurableCounters: Sendable {
+        let retried, leasesLost: Counter
+
+        init(queue: String, kind: String, factory: any MetricsFactory) {
+            let dimensions = [("queue", queue), ("kind", kind)]
+            retried = Counter(label: Name.retried, dimensions: dimensions, factory: factory)
+            leasesLost = Counter(label: Name.leasesLost, dimensions: dimensions, factory: factory)
+        }
+    }
+
+    private func durableCounters(queue: JobQueue, kind: String) -> DurableCounters {
+        let labels = Cache.Labels(queue: queueName?(queue) ?? queue.name, kind: kind)
+        if let known = durableCounters.withLock({ $0[labels] }) { return known }
+        // The backend makes the handles outside the lock (it is user code); a racing twin is dropped after.
+        let made = DurableCounters(queue: labels.queue, kind: labels.kind, factory: factory!)
+        return durableCounters.withLock { counters in
+            if let existing = counters[labels] { return existing }
+            counters[labels] = made
+            return made
+        }
+    }
+}

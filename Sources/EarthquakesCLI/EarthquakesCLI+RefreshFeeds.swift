@@ -1,0 +1,287 @@
+import Baton
+import BatonDurable
+import EarthquakesKit
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A refresh of several feeds: one durable graph, so that a refresh killed half-way is finished by
+/// the next one.
+///
+/// ## Where the graph is stored
+/// In a job store of its own next to the database (``jobStorePath(forDatabase:)``, `<database>.jobs`),
+/// not in the database itself: the earthquakes database keeps a schema that only this tool writes,
+/// `list` and `show` never see job tables, and deleting the job store loses nothing but an unfinished
+/// refresh. The price is that an import and the record of its completion are two transactions: a
+/// refresh killed between them imports that feed again when resumed, which the import's upsert makes
+/// harmless (the same rows, counted as unchanged).
+///
+/// ## Resuming
+/// The graph is submitted with a unique key made of the feeds (in order) and `--strict`, so running the
+/// same command again finds the unfinished run and finishes it; `--resume` without feeds resumes the
+/// newest unfinished refresh whatever its feeds. Finished refreshes are pruned when the next one starts.
+public enum FeedRefresh {
+    /// The name of every refresh graph.
+    public static let runName = "earthquakes refresh"
+    /// Imports run one at a time (across processes too): each is one write transaction on the database.
+    static let importCategory = DurableCategory.named("earthquakes.import", limit: 1)
+
+    /// The job store of a database: `<database>.jobs`.
+    public static func jobStorePath(forDatabase path: String) -> String { path + ".jobs" }
+
+    /// Where downloads of unfinished refreshes wait: `<database>.downloads/`.
+    static func downloadFolder(forDatabase path: String) -> String { path + ".downloads" }
+
+    /// The unique key of a refresh of these feeds: its first line says what it is, then one feed a line.
+    static func uniqueKey(feeds: [String], strict: Bool) -> String {
+        (["earthquakes refresh v1\(strict ? " --strict" : "")"] + feeds).joined(separator: "\n")
+    }
+
+    /// The feeds and `--strict` of a unique key written by ``uniqueKey(feeds:strict:)``.
+    static func parse(uniqueKey: String) -> (feeds: [String], strict: Bool)? {
+        let lines = uniqueKey.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let first = lines.first, first.hasPrefix("earthquakes refresh v1") else { return nil }
+        return (Array(lines.dropFirst()), first.hasSuffix("--strict"))
+    }
+
+    /// A short, stable name for a key (64-bit FNV-1a), for the download folder of its run.
+    static func folderName(_ key: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+
+    /// USGS's summary feeds by short name: `hour`, `day`, `week`, `month` (magnitude 2.5+, like the
+    /// default feed) or `all_day`, `4.5_week`, `significant_month`, …; anything else is a URL or a path.
+    public static func expand(_ feed: String) -> String {
+        let periods = ["hour", "day", "week", "month"]
+        let levels = ["significant", "4.5", "2.5", "1.0", "all"]
+        var name = feed.lowercased()
+        if periods.contains(name) { name = "2.5_" + name }
+        let parts = name.split(separator: "_", maxSplits: 1).map(String.init)
+        guard parts.count == 2, levels.contains(parts[0]), periods.contains(parts[1]),
+            !FileManager.default.fileExists(atPath: feed)
+        else { return feed }
+        return "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/\(name).geojson"
+    }
+
+    /// The worker id of this process: `earthquakes-<host>-<pid>`.
+    static func workerID() -> String {
+        "earthquakes-\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// Whether `worker` was a process of this machine that no longer exists (so its leases can end now).
+    static func isGone(_ worker: String) -> Bool {
+        let prefix = "earthquakes-\(ProcessInfo.processInfo.hostName)-"
+        guard worker.hasPrefix(prefix), let pid = Int32(worker.dropFirst(prefix.count)), pid > 0,
+            pid != ProcessInfo.processInfo.processIdentifier
+        else { return false }
+        return kill(pid, 0) == -1 && errno == ESRCH
+    }
+}
+
+/// What `refresh --json` prints for several feeds.
+struct FeedsRefreshJSON: Encodable {
+    struct FeedResult: Encodable {
+        var source: String
+        var inserted: Int?
+        var updated: Int?
+        var unchanged: Int?
+        var total: Int?
+        var skipped: Int?
+        var warnings: [String]?
+        var importedBeforeResume: Bool?
+        var error: String?
+    }
+    var database: String
+    var resumed: Bool
+    var feeds: [FeedResult]
+}
+
+extension EarthquakesCLI {
+    /// `refresh --feed A --feed B …` (or `--feeds A,B`, or `--resume`): one durable graph, fetch → parse →
+    /// import for each feed, imports one at a time. See ``FeedRefresh``.
+    ///
+    /// - Parameters:
+    ///   - feeds: the feeds, in order; empty with `resume` for the newest unfinished refresh.
+    ///   - resume: finish an interrupted refresh; with no feeds, the newest one.
+    public func refresh(
+        feeds: [String], resume: Bool, database: String?, json: Bool, timeout: Duration = .seconds(30),
+        totalTimeout: Duration? = nil, strict: Bool = false
+    ) async throws {
+        let path = DatabaseLocation.path(option: database, environment: environment)
+        try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
+        let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
+        try store.checkWritable()
+        let jobs = try SQLiteJobStore(path: FeedRefresh.jobStorePath(forDatabase: path))
+
+        var feeds = feeds.map(FeedRefresh.expand)
+        var strict = strict
+        if feeds.isEmpty {
+            guard resume else { throw CLIError.usage("give the feeds to refresh (--feed or --feeds), or --resume") }
+            guard let newest = try await jobs.unfinishedRuns(named: FeedRefresh.runName).first,
+                let key = newest.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:))
+            else {
+                throw CLIError(
+                    "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
+                        + "run `earthquakes refresh --feed …` to start one")
+            }
+            (feeds, strict) = key
+        }
+        for feed in feeds {
+            if case .url(let url) = try Self.source(feed), url.isFileURL { try Self.checkFeedFile(url.path) }
+        }
+
+        // Finished refreshes are kept until the next one starts (for inspection), then pruned: their
+        // unique keys are free again, so the same feeds are downloaded afresh.
+        _ = try await jobs.prune(finishedBefore: jobs.clock.now().addingTimeInterval(1))
+        let key = FeedRefresh.uniqueKey(feeds: feeds, strict: strict)
+        let folder = URL(fileURLWithPath: FeedRefresh.downloadFolder(forDatabase: path))
+            .appendingPathComponent(FeedRefresh.folderName(key), isDirectory: true)
+        var graph = JobGraph(name: FeedRefresh.runName)
+        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
+        for (index, feed) in feeds.enumerated() {
+            let fetch = graph.add(
+                FetchFeed.self,
+                input: FetchFeed.Input(
+                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
+                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
+            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
+            imports.append(
+                graph.add(
+                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
+                    categories: [FeedRefresh.importCategory]))
+        }
+        let run = try await jobs.submit(graph, uniqueKey: key)
+        var before: [Int: ImportFeed.Output] = [:]
+        if run.existing {
+            // Feeds imported before the interruption; and jobs held by a worker that no longer exists
+            // (the killed refresh) are taken back now rather than when its leases run out.
+            let snapshot = try await jobs.snapshot(of: run.id)
+            for (index, handle) in imports.enumerated() {
+                if let output = try await jobs.output(of: handle, in: run) { before[index] = output }
+            }
+            for owner in Set(snapshot.jobs.compactMap(\.leaseOwner)) where FeedRefresh.isGone(owner) {
+                try await jobs.endLeases(ofWorker: owner)
+            }
+            if !json {
+                console.error(
+                    "Resuming the interrupted refresh: \(before.count) of \(feeds.count) feeds were imported before it "
+                        + "stopped and are not downloaded again.\n")
+            }
+        } else if resume, !json {
+            console.error("There was no interrupted refresh of these feeds; refreshing them all.\n")
+        }
+
+        let worker = try DurableWorker(
+            store: jobs,
+            jobs: [
+                FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout),
+                ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now),
+            ],
+            configuration: DurableWorker.Configuration(id: FeedRefresh.workerID(), maxConcurrentJobs: 4, retention: nil)
+        )
+        // Each import is reported once its completion is recorded (the store wakes its watchers after
+        // each recorded outcome), so a line on the screen means "done, not done again".
+        let wakeups = jobs.outcomes()
+        let (console, alreadyDone) = (console, Set(before.keys))
+        let watcher = Task { () -> Set<Int> in
+            var printed = alreadyDone
+            for await _ in wakeups {
+                for (index, handle) in imports.enumerated() where !printed.contains(index) {
+                    guard let output = try? await jobs.output(of: handle, in: run) else { continue }
+                    printed.insert(index)
+                    if !json { console.print(Self.importedLine(output, into: path)) }
+                }
+            }
+            return printed
+        }
+        do {
+            _ = try await interrupts.cancellable(onInterrupt: { worker.shutdown() }) {
+                try await worker.run(until: run)
+            }
+            watcher.cancel()
+        } catch {
+            watcher.cancel()
+            throw CLIError(
+                "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
+        }
+        let printed = await watcher.value
+        let record = try await jobs.record(of: run.id)
+        guard record.finished != nil else {
+            if interrupts.wasInterrupted {
+                throw CLIError(
+                    "refresh cancelled; the feeds imported so far are kept. `earthquakes refresh --resume` finishes the rest"
+                )
+            }
+            throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
+        }
+        try? FileManager.default.removeItem(at: folder)
+        try await report(
+            run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
+            path: path, json: json)
+    }
+
+    /// After the run: per feed, what was imported or why not; throws when a feed failed.
+    private func report(
+        run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
+        before: [Int: ImportFeed.Output], printed: Set<Int>, jobs: SQLiteJobStore, store: EarthquakeStore, path: String,
+        json: Bool
+    ) async throws {
+        let snapshot = try await jobs.snapshot(of: run.id)
+        let records = Dictionary(snapshot.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        var results: [FeedsRefreshJSON.FeedResult] = []
+        var failures: [String] = []
+        var hasSample = false
+        for (index, feed) in feeds.enumerated() {
+            if let output = try await jobs.output(of: imports[index], in: run) {
+                if !json, !printed.contains(index) { console.print(Self.importedLine(output, into: path)) }
+                hasSample = hasSample || output.hasSample
+                let summary = output.summary
+                results.append(
+                    FeedsRefreshJSON.FeedResult(
+                        source: feed, inserted: summary.inserted, updated: summary.updated,
+                        unchanged: summary.unchanged,
+                        total: summary.total, skipped: summary.skipped, warnings: output.warnings,
+                        importedBeforeResume: before[index] != nil))
+                continue
+            }
+            // The first of the feed's three jobs that did not succeed says why.
+            let steps = (0..<3).compactMap { records[run.jobs[index * 3 + $0]] }
+            let failed = steps.first { $0.state != .succeeded }
+            let why = failed?.lastError ?? "it did not finish"
+            let reason = Self.sentence(why.split(whereSeparator: \.isNewline).joined(separator: " "))
+            failures.append("\(feed): \(reason)")
+            results.append(FeedsRefreshJSON.FeedResult(source: feed, error: reason))
+        }
+        if !hasSample { _ = try? store.deleteSampleEarthquakes() }
+        if json {
+            console.print(
+                try JSONText.encode(FeedsRefreshJSON(database: path, resumed: !before.isEmpty, feeds: results)))
+        } else {
+            for index in before.keys.sorted() {
+                console.print("Imported before the interruption: " + Self.importedLine(before[index]!, into: path))
+            }
+        }
+        guard failures.isEmpty else {
+            let imported = feeds.count - failures.count
+            throw CLIError(
+                "\(failures.count) of \(feeds.count) feeds could not be refreshed: \(failures.joined(separator: " "))"
+                    + " The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path).")
+        }
+        if !json { console.print("Refreshed \(feeds.count) feeds into \(path).") }
+    }
+
+    static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {
+        let summary = output.summary
+        var line = "Imported \(summary.total) events from \(output.feed) into \(path) (\(counts(summary)))"
+        if summary.skipped > 0 { line += "; \(summary.skipped) unreadable features skipped" }
+        return line + "."
+    }
+}

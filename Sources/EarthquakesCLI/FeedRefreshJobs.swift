@@ -1,0 +1,143 @@
+import Baton
+import BatonDurable
+import BatonNetworking
+import EarthquakesKit
+import Foundation
+
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+
+/// Step 1 of a feed in a durable refresh: downloads an http(s) feed to a file next to the database
+/// (a feed that is already a file is used where it is). The file stays until the whole refresh has
+/// finished, so a refresh resumed after a crash parses and imports it without downloading it again.
+struct FetchFeed: DurableJob {
+    static let kind = "earthquakes.fetch"
+
+    struct Input: Codable, Sendable {
+        /// What the user gave: an http(s) address, a file URL or a path.
+        var feed: String
+        /// Where to download an http(s) feed.
+        var file: String
+    }
+
+    struct Output: Codable, Sendable {
+        var feed: String
+        /// The feed's file: the download, or the user's own file.
+        var file: String
+    }
+
+    let session: URLSession
+    let timeout: Duration
+    let totalTimeout: Duration?
+
+    func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        guard case .url(let url) = try EarthquakesCLI.source(input.feed) else {
+            throw CLIError("--feed \(input.feed): use an http(s) address or a file path")
+        }
+        if url.isFileURL {
+            try EarthquakesCLI.checkFeedFile(url.path)
+            return Output(feed: input.feed, file: url.path)
+        }
+        let destination = URL(fileURLWithPath: input.file)
+        try FileManager.default.createDirectory(
+            at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        let download = HTTPDownloadJob(
+            url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout)
+        let queue = JobQueue(name: "fetch \(input.feed)")
+        queue.add(download)
+        switch await download.outcomeCancellingWithTask() {
+        case .succeeded: return Output(feed: input.feed, file: destination.path)
+        case .failed(let error): throw error
+        case .cancelled(let reason): throw reason
+        }
+    }
+}
+
+/// Step 2: parses the downloaded file, so that a feed that is not GeoJSON fails before any import.
+/// Its output is small (the file and its counts): the import parses the file again rather than
+/// storing every earthquake in the job store.
+struct ParseFeed: DurableJob {
+    static let kind = "earthquakes.parse"
+    typealias Input = FetchFeed.Output
+
+    struct Output: Codable, Sendable {
+        var feed: String
+        var file: String
+        var events: Int
+        var skipped: Int
+    }
+
+    let strict: Bool
+
+    func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        let strict = strict
+        let feed = try await offThePool { try Self.read(input.file, strict: strict) }
+        return Output(
+            feed: input.feed, file: input.file, events: feed.earthquakes.count, skipped: feed.skippedFeatures.count)
+    }
+
+    static func read(_ path: String, strict: Bool) throws -> Feed {
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .mappedIfSafe)
+        } catch {
+            throw FeedFileError(path: path, error: error)
+        }
+        return try FeedParser(strict: strict).parse(data)
+    }
+}
+
+/// Step 3: imports the feed in one transaction (an upsert: importing the same feed twice leaves the
+/// same rows, which is what makes a repeated attempt after a crash harmless). Runs in the exclusivity
+/// category ``FeedRefresh/importCategory`` (limit 1), so imports of a refresh never wait on each other's
+/// database lock.
+struct ImportFeed: DurableJob {
+    static let kind = "earthquakes.import"
+    typealias Input = ParseFeed.Output
+
+    struct Output: Codable, Sendable {
+        var feed: String
+        var inserted: Int
+        var updated: Int
+        var unchanged: Int
+        var duplicates: Int
+        var skipped: Int
+        var otherTypes: [String: Int]
+        var warnings: [String]
+        /// Whether the feed itself holds sample events (a saved sample feed).
+        var hasSample: Bool
+
+        var summary: ImportSummary {
+            ImportSummary(
+                inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates, skipped: skipped,
+                otherTypes: otherTypes)
+        }
+    }
+
+    let store: EarthquakeStore
+    let strict: Bool
+    let now: @Sendable () -> Date
+
+    func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        let (store, strict, now) = (store, strict, now)
+        return try await offThePool { () throws -> Output in
+            let feed = try ParseFeed.read(input.file, strict: strict)
+            let summary = try store.importFeed(feed)
+            try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
+            return Output(
+                feed: input.feed, inserted: summary.inserted, updated: summary.updated, unchanged: summary.unchanged,
+                duplicates: summary.duplicates, skipped: summary.skipped, otherTypes: summary.otherTypes,
+                warnings: feed.warnings.map(\.description),
+                hasSample: feed.earthquakes.contains { $0.network == "sample" })
+        }
+    }
+}
+
+/// Runs blocking work (parsing, a database transaction) on a Dispatch thread, not on one of the few
+/// threads of Swift concurrency's pool.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+    }
+}

@@ -1,0 +1,71 @@
+import Baton
+import BatonDurable
+import BatonTesting
+import Foundation
+import InMemoryTracing
+import PostgresNIO
+import Testing
+import Tracing
+
+@testable import BatonPostgres
+
+/// The submitter's trace context through a PostgreSQL store into the worker, and the migration that
+/// added it.
+@Suite("PostgreSQL trace context", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresTracingTests {
+    struct Traced: DurableJob {
+        static let kind = "test.pg-traced"
+        let tracer: InMemoryTracer
+        func run(_ label: String, context: DurableJobContext) async throws -> String {
+            tracer.startSpan("inside \(context.name)", context: ServiceContext.current ?? .topLevel).end()
+            return label
+        }
+    }
+
+    @Test("each attempt's span is a child of the submitter's span; the body runs in the attempt's")
+    func submitterIsParent() async throws {
+        try await TestPostgres.withStore("tracing") { store, _ in
+            let tracer = InMemoryTracer()
+            var graph = JobGraph(name: "traced")
+            let first = graph.add(Traced.self, input: "first", name: "first")
+            graph.add(Traced.self, inputFrom: first, name: "second")
+            let run = try await tracer.withSpan("submit") { _ in try await store.submit(graph, instrument: tracer) }
+            let worker = try DurableWorker(
+                store: store, jobs: [Traced(tracer: tracer)],
+                configuration: .init(id: "pg-traced", pollInterval: .milliseconds(50), instruments: [], tracer: tracer))
+            try await withDeadline(.seconds(30), "the traced run") {
+                let counts = try await worker.run(until: run).counts
+                #expect(counts == [.succeeded: 2])
+            }
+            let spans = Dictionary(tracer.finishedSpans.map { ($0.operationName, $0) }, uniquingKeysWith: { a, _ in a })
+            let submit = try #require(spans["submit"])
+            for name in ["first", "second"] {
+                let attempt = try #require(spans[name], "no span of the attempt of '\(name)'")
+                #expect(attempt.traceID == submit.traceID)
+                #expect(attempt.parentSpanID == submit.spanID)
+                #expect(attempt.attributes.get("baton.outcome") == .string("succeeded"))
+                #expect(try #require(spans["inside \(name)"]).parentSpanID == attempt.spanID)
+            }
+        }
+    }
+
+    @Test("a schema at version 1 gets the trace context column, and its runs keep working")
+    func migratesFromVersion1() async throws {
+        try await TestPostgres.withStore("migrate2") { store, configuration in
+            var graph = JobGraph(name: "old")
+            graph.add(Traced.self, input: "old", name: "old")
+            let old = try await store.submit(graph)
+            try await store.client.query("ALTER TABLE runs DROP COLUMN trace_context")
+            try await store.client.query("UPDATE baton_schema_version SET version = 1")
+            let reopened = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            defer { reopened.close() }
+            let version = try await store.client.query("SELECT version FROM baton_schema_version")
+                .collect().first?.decode(Int.self)
+            #expect(version == PostgresJobStore.schemaVersion)
+            #expect(PostgresJobStore.schemaVersion == 2)
+            #expect(try await reopened.traceCarrier(of: old.id) == [:])
+            let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
+            #expect(claimed.map(\.name) == ["old"])
+        }
+    }
+}
