@@ -14,7 +14,8 @@ Workloads
 Tuning (fair, and said in the README): each peer uses LISTEN/NOTIFY where it has it, and its batch and
 concurrency knobs are set for no-op jobs -- pgqueuer batch_size 100 (its default is 10), procrastinate
 concurrency 10 per worker with listen_notify, chancy queue and workflow polling at 1 s (its minimum
-integer interval; defaults are 1 s and 30 s). Each peer gets a fresh database per measurement.
+integer interval; defaults are 1 s and 30 s) and its leader election at 1 s (default 60 s; workflows
+only advance on the leader). Each peer gets a fresh database per measurement.
 """
 
 import argparse
@@ -189,8 +190,11 @@ async def chancy_run(url, workload, n):
     from chancy import Chancy, Job, Queue, Worker
     from chancy.plugins.workflow import Workflow, WorkflowPlugin
 
+    from chancy.plugins.leadership import Leadership
+
     plugin = WorkflowPlugin(polling_interval=1)
-    async with Chancy(url, plugins=[plugin]) as chancy:
+    # Leadership polls every 60 s by default, and the workflow plugin only runs on the leader: 1 s here.
+    async with Chancy(url, plugins=[plugin, Leadership(poll_interval=1, timeout=5)]) as chancy:
         await chancy.migrate()
         await chancy.declare(Queue("default", concurrency=10, polling_interval=1,
                                    executor="chancy.executors.asyncex.AsyncExecutor"))
@@ -246,7 +250,7 @@ def main():
         raise SystemExit("no server: set BATON_POSTGRES_URL (source .ci/postgres) or pass --url")
     url = fresh_database(args.url, f"bench_{args.peer}")
     tuning = {"pgqueuer": {"batch_size": args.batch}, "procrastinate": {"concurrency": args.concurrency},
-              "chancy": {"polling_interval_s": 1}}[args.peer]
+              "chancy": {"polling_interval_s": 1, "leadership_poll_s": 1}}[args.peer]
     line = {"peer": args.peer, "workload": args.workload, "n": args.n, "tuning": tuning}
 
     if args.peer == "chancy":

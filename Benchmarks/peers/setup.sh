@@ -10,7 +10,7 @@ venv="${1:-$here/../.venv-peers}"
 if [ ! -x "$venv/bin/python" ]; then
     python3 -m venv "$venv"
 fi
-"$venv/bin/pip" install --quiet --disable-pip-version-check \
+"$venv/bin/pip" install --quiet --disable-pip-version-check --retries 2 --timeout 15 \
     "pgqueuer==1.6.0" "procrastinate==3.10.0" "chancy==0.26.0" "psycopg[binary]"
 "$venv/bin/python" -c 'import pgqueuer, procrastinate, chancy; print("peers ready:", pgqueuer.__version__, procrastinate.__version__ if hasattr(procrastinate, "__version__") else "", "chancy")' >&2
 echo "$venv"

@@ -8,9 +8,29 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        try await endExpiredLeasesIfDue(now: now)
+        // Expired leases are noticed by the claiming statement itself (no round trip of its own in the
+        // common case, where there are none); when there are, they are ended and the claim taken again.
+        var (claimed, expired) = try await claimReady(
+            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        if expired {
+            try await endExpiredLeases(now: now)
+            if claimed.count < limit {
+                claimed += try await claimReady(
+                    worker: worker, kinds: kinds, limit: limit - claimed.count, now: now, expires: expires
+                ).claimed
+            }
+        }
+        claimed.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+        return claimed
+    }
+
+    /// One claiming pass over the ready jobs; also says whether any lease has expired.
+    private func claimReady(
+        worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+    ) async throws -> (claimed: [ClaimedJob], expired: Bool) {
         // 1. Jobs without categories: picked, locked (skipping rows other claimers hold) and marked
         //    running in one statement. Candidates with categories are only reported, not claimed.
+        //    A last row (claimed NULL) reports that some lease has expired.
         let rows = try await statement(
             "claim",
             """
@@ -34,15 +54,19 @@ extension PostgresJobStore {
                 FROM claimed
             UNION ALL
             SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
+            UNION ALL
+            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, NULL, NULL
+                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < \(now))
             """)
         var claimed: [ClaimedJob] = []
         var withCategories: [Int64] = []
+        var expired = false
         for row in rows {
             let columns = row.makeRandomAccess()
-            if try columns["claimed"].decode(Bool.self) {
-                claimed.append(try Self.claimedJob(columns, expires: expires))
-            } else {
-                withCategories.append(try columns["id"].decode(Int64.self))
+            switch try columns["claimed"].decode(Bool?.self) {
+            case true?: claimed.append(try Self.claimedJob(columns, expires: expires))
+            case false?: withCategories.append(try columns["id"].decode(Int64.self))
+            case nil: expired = true
             }
         }
         // 2. Jobs with categories: each category's count is checked and taken under a per-category lock.
@@ -50,8 +74,7 @@ extension PostgresJobStore {
             claimed += try await claimWithCategories(
                 withCategories, worker: worker, limit: limit - claimed.count, now: now, expires: expires)
         }
-        claimed.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
-        return claimed
+        return (claimed, expired)
     }
 
     static func claimedJob(_ columns: PostgresRandomAccessRow, expires: Double) throws -> ClaimedJob {
@@ -136,12 +159,8 @@ extension PostgresJobStore {
         }
     }
 
-    /// Ends expired leases: a cheap indexed look first, the transaction only when there is something
-    /// to end.
-    func endExpiredLeasesIfDue(now: Double) async throws {
-        let any = try await statement(
-            "claim", "SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < \(now))")
-        guard try any.first?.decode(Bool.self) == true else { return }
+    /// Ends expired leases (the claiming statement said there are some).
+    func endExpiredLeases(now: Double) async throws {
         let logger = logger
         let notify = notifySQL()
         try await transaction("expire leases") { connection in

@@ -5,40 +5,132 @@ import Foundation
 import Logging
 import PostgresNIO
 
-/// `baton-postgres-chaos bench [--quick]`: Baton's PostgreSQL store on the workloads of issue 12,
-/// printing one JSON line per measurement, then the peers' (Benchmarks/peers) on the same server
-/// when their virtual environment exists, and the ratios.
+/// `baton-postgres-chaos bench [--quick] [--peers PYTHON|none] [--runs N]`: Baton's PostgreSQL store
+/// and `DurableWorker` on the workloads of issue 12, then the peers (pgqueuer, procrastinate, chancy
+/// from `Benchmarks/peers`) on the same server in the same run, then the ratios. One JSON line per
+/// measurement on standard output; progress on standard error.
+///
+/// Every Baton worker has a `PostgresJobStore` of its own (its own connections and `LISTEN`
+/// connection), as a worker process on another machine would.
 struct PostgresBench {
     var url: String
     var quick: Bool
+    /// A Python with the peers installed; `nil`: run `Benchmarks/peers/setup.sh`; `"none"`: skip them.
+    var peersPython: String?
+    var runs: Int
+
+    struct Sizes {
+        var burn: Int
+        var workers: [Int]
+        var latencySamples: Int
+        var chains: [Int]
+        var dags: [Int]
+        var peerBurn: [String: Int]
+        var peerWorkers: [String: [Int]]
+        var peerLatencySamples: Int
+        var chancyChain: Int
+        var chancyFanout: Int
+    }
+
+    var sizes: Sizes {
+        quick
+            ? Sizes(
+                burn: 10_000, workers: [1, 2, 4], latencySamples: 50, chains: [200, 1000], dags: [2000, 10_000],
+                peerBurn: ["pgqueuer": 5000, "procrastinate": 1000],
+                peerWorkers: ["pgqueuer": [1, 2], "procrastinate": [1]],
+                peerLatencySamples: 30, chancyChain: 3, chancyFanout: 20)
+            : Sizes(
+                burn: 100_000, workers: [1, 2, 4], latencySamples: 200, chains: [1000, 10_000],
+                dags: [10_000, 100_000],
+                peerBurn: ["pgqueuer": 100_000, "procrastinate": 10_000],
+                peerWorkers: ["pgqueuer": [1, 2, 4], "procrastinate": [1, 2]], peerLatencySamples: 200,
+                chancyChain: 10, chancyFanout: 200)
+    }
 
     func run() async throws {
         var logger = Logger(label: "bench")
         logger.logLevel = .error
-        let burn = quick ? 10_000 : 100_000
+        let sizes = sizes
+        let load =
+            (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").prefix(3)
+            .joined(separator: " ") ?? "?"
+        #if DEBUG
+        let build = "debug build (numbers mean little; use swift run -c release)"
+        #else
+        let build = "release build"
+        #endif
+        say(
+            "# PostgreSQL durable benchmark: \(build), \(ProcessInfo.processInfo.activeProcessorCount) cores, "
+                + "load average \(load), \(quick ? "quick" : "full") mode, \(runs) run(s) per burn-down (median)")
         var lines: [[String: Any]] = []
-        for workers in [1, 2, 4] {
-            let rate = try await burnDown(jobs: burn, workers: workers, logger: logger)
-            lines.append([
-                "peer": "baton", "workload": "burndown", "n": burn, "workers": workers,
-                "jobs_per_s": (rate * 10).rounded() / 10,
-            ])
-            emit(lines.last!)
+        func record(_ line: [String: Any]) {
+            lines.append(line)
+            emit(line)
         }
-        let (p50, p99) = try await latency(samples: quick ? 50 : 200, logger: logger)
-        lines.append(["peer": "baton", "workload": "latency", "p50_ms": p50, "p99_ms": p99])
-        emit(lines.last!)
-        let chain = quick ? 1000 : 10_000
-        let perStep = try await chainStep(length: chain, logger: logger)
-        lines.append(["peer": "baton", "workload": "chain", "n": chain, "ms_per_step": perStep])
-        emit(lines.last!)
+
+        for workers in sizes.workers {
+            var rates: [Double] = []
+            var walls: [Double] = []
+            for _ in 0..<runs {
+                let (rate, wall) = try await burnDown(jobs: sizes.burn, workers: workers, logger: logger)
+                rates.append(rate)
+                walls.append(wall)
+            }
+            record([
+                "peer": "baton", "workload": "burndown", "n": sizes.burn, "workers": workers,
+                "jobs_per_s": round1(median(rates)), "wall_jobs_per_s": round1(median(walls)), "runs": runs,
+            ])
+        }
+        let (p50, p99) = try await latency(samples: sizes.latencySamples, logger: logger)
+        record([
+            "peer": "baton", "workload": "latency", "samples": sizes.latencySamples, "p50_ms": p50, "p99_ms": p99,
+        ])
+        for length in sizes.chains {
+            let perStep = try await chain(length: length, logger: logger)
+            record(["peer": "baton", "workload": "chain", "n": length, "ms_per_step": round3(perStep)])
+        }
+        for count in sizes.dags {
+            let (seconds, submit) = try await dag(jobs: count, workers: 2, logger: logger)
+            record([
+                "peer": "baton", "workload": "dag", "n": count, "workers": 2, "seconds": round3(seconds),
+                "us_per_job": round1(seconds / Double(count) * 1e6), "submit_seconds": round3(submit),
+            ])
+        }
+
+        if let python = await peers() {
+            for peer in ["pgqueuer", "procrastinate"] {
+                for workers in sizes.peerWorkers[peer] ?? [] {
+                    if let line = await runPeer(
+                        python,
+                        [
+                            "--peer", peer, "--workload", "burndown", "--n", "\(sizes.peerBurn[peer] ?? 1000)",
+                            "--workers", "\(workers)",
+                        ])
+                    {
+                        record(line)
+                    }
+                }
+                if let line = await runPeer(
+                    python, ["--peer", peer, "--workload", "latency", "--n", "\(sizes.peerLatencySamples)"])
+                {
+                    record(line)
+                }
+            }
+            if let line = await runPeer(
+                python, ["--peer", "chancy", "--workload", "chain", "--n", "\(sizes.chancyChain)"])
+            {
+                record(line)
+            }
+            if let line = await runPeer(
+                python, ["--peer", "chancy", "--workload", "fanout", "--n", "\(sizes.chancyFanout)"])
+            {
+                record(line)
+            }
+        }
+        report(lines)
     }
 
-    func emit(_ line: [String: Any]) {
-        if let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
-            say(String(decoding: data, as: UTF8.self))
-        }
-    }
+    // MARK: Baton's workloads
 
     func store(_ schema: String, _ logger: Logger) async throws -> PostgresJobStore {
         try await PostgresJobStore(url: url, schema: schema, logger: logger)
@@ -50,121 +142,345 @@ struct PostgresBench {
         _ = try? await store.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
     }
 
-    /// N independent no-op jobs submitted first; W worker loops (each its own store and connections)
-    /// claim 100 at a time and report them in one call. Rate from the first claim to the last report.
-    func burnDown(jobs: Int, workers: Int, logger: Logger) async throws -> Double {
+    func configuration(_ id: String, _ logger: Logger) -> DurableWorker.Configuration {
+        var logger = logger
+        logger.logLevel = .error
+        return DurableWorker.Configuration(
+            id: id, maxConcurrentJobs: 256, leaseDuration: .seconds(30), renewInterval: .seconds(10),
+            pollInterval: .seconds(1), retention: nil, logger: logger)
+    }
+
+    /// Submitted first (one graph of N independent no-op jobs); then W worker loops on the store's
+    /// protocol (``drain(_:total:span:)``), each with its own store, until every job is reported. The rate is N / (last start − first start), as the
+    /// peers' is measured; the wall rate is N / (workers started → all returned).
+    func burnDown(jobs: Int, workers: Int, logger: Logger) async throws -> (Double, Double) {
         let schema = fresh("burn")
         let submitter = try await store(schema, logger)
-        var remaining = jobs
-        while remaining > 0 {
-            let size = min(10_000, remaining)
-            let graph = GraphSpec(
-                name: "burn",
-                jobs: (0..<size).map { JobSpec(name: "j\($0)", kind: "noop", input: Data(), retry: .never) })
-            _ = try await submitter.submit(graph, uniqueKey: nil)
-            remaining -= size
-        }
+        var graph = JobGraph(name: "burn")
+        for index in 0..<jobs { graph.add(BenchNoOp.self, input: index, name: "j\(index)", retry: .never) }
+        _ = try await submitter.submit(graph)
         let stores = try await (0..<workers).asyncMap { _ in try await store(schema, logger) }
-        let done = BenchCounter()
+        let span = BenchSpan()
         let start = ContinuousClock.now
+        try await drain(stores, total: jobs, span: span)
+        let wall = ContinuousClock.now - start
+        for store in stores { store.close() }
+        let ran = span.count
+        await dropSchema(schema, using: submitter)
+        submitter.close()
+        guard ran == jobs else {
+            throw BenchFailure("burn-down ran \(ran) of \(jobs) jobs")
+        }
+        let rate = Double(jobs) / span.seconds
+        progress("baton burndown n=\(jobs) workers=\(workers): \(Int(rate)) jobs/s")
+        return (rate, Double(jobs) / wall.seconds)
+    }
+
+    /// An idle `DurableWorker` woken by LISTEN/NOTIFY; one-job graphs submitted 20 ms apart;
+    /// submit→start is from just before `submit` to the job's body starting.
+    func latency(samples: Int, logger: Logger) async throws -> (Double, Double) {
+        let schema = fresh("latency")
+        let submitter = try await store(schema, logger)
+        let workerStore = try await store(schema, logger)
+        let starts = BenchTimes()
+        let worker = try DurableWorker(
+            store: workerStore, jobs: [BenchStamp(starts: starts)], configuration: configuration("idle", logger))
+        let running = Task { try await worker.run() }
+        // Let the listener connect (a benchmark, not a test: a short poll is fine here).
+        let deadline = ContinuousClock.now + .seconds(10)
+        while !workerStore.isListening && ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(10))
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        var latencies: [Double] = []
+        for sample in 0..<samples {
+            var graph = JobGraph(name: "l\(sample)")
+            graph.add(BenchStamp.self, input: sample, retry: .never)
+            let submitted = ContinuousClock.now
+            _ = try await submitter.submit(graph)
+            let giveUp = ContinuousClock.now + .seconds(10)
+            var started: ContinuousClock.Instant?
+            while started == nil && ContinuousClock.now < giveUp {
+                started = starts.time(of: sample)
+                if started == nil { try await Task.sleep(for: .microseconds(50)) }
+            }
+            guard let started else { throw BenchFailure("sample \(sample) did not start within 10 s") }
+            latencies.append((started - submitted).seconds * 1000)
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        worker.shutdown()
+        _ = try await running.value
+        workerStore.close()
+        await dropSchema(schema, using: submitter)
+        submitter.close()
+        latencies.sort()
+        func percentile(_ p: Double) -> Double {
+            round3(latencies[min(latencies.count - 1, Int((p / 100 * Double(latencies.count - 1)).rounded()))])
+        }
+        progress("baton latency: p50 \(percentile(50)) ms, p99 \(percentile(99)) ms")
+        return (percentile(50), percentile(99))
+    }
+
+    /// A chain of N jobs, each taking the output of the one before as its input, run by one worker.
+    func chain(length: Int, logger: Logger) async throws -> Double {
+        let schema = fresh("chain")
+        let store = try await store(schema, logger)
+        var graph = JobGraph(name: "chain")
+        var previous = graph.add(BenchNoOp.self, input: 0, name: "c0", retry: .never)
+        for index in 1..<length {
+            previous = graph.add(BenchNoOp.self, inputFrom: previous, name: "c\(index)", retry: .never)
+        }
+        let run = try await store.submit(graph)
+        let span = BenchSpan()
+        let worker = try DurableWorker(
+            store: store, jobs: [BenchNoOp(span: span)], configuration: configuration("c", logger))
+        try await worker.run(until: run)
+        let ran = span.count
+        await dropSchema(schema, using: store)
+        store.close()
+        guard ran == length else { throw BenchFailure("chain ran \(ran) of \(length) jobs") }
+        let perStep = span.seconds * 1000 / Double(length - 1)
+        progress("baton chain n=\(length): \(round3(perStep)) ms per step")
+        return perStep
+    }
+
+    /// A random DAG (job i depends on up to 4 distinct jobs among the 50 before it, fixed seed),
+    /// submitted as one graph and run by W workers. Seconds from the first start to the last.
+    func dag(jobs: Int, workers: Int, logger: Logger) async throws -> (Double, Double) {
+        let schema = fresh("dag")
+        let submitter = try await store(schema, logger)
+        var graph = JobGraph(name: "dag")
+        var handles: [JobGraph.Handle<Int>] = []
+        var random = BenchRandom(seed: 12)
+        for index in 0..<jobs {
+            var after: Set<Int> = []
+            for _ in 0..<min(index, 4) { after.insert(index - 1 - Int(random.next() % UInt64(min(index, 50)))) }
+            handles.append(
+                graph.add(
+                    BenchNoOp.self, input: index, name: "d\(index)", after: after.sorted().map { handles[$0] },
+                    retry: .never))
+        }
+        let submitStart = ContinuousClock.now
+        _ = try await submitter.submit(graph)
+        let submit = (ContinuousClock.now - submitStart).seconds
+        let span = BenchSpan()
+        let stores = try await (0..<workers).asyncMap { _ in try await store(schema, logger) }
+        try await drain(stores, total: jobs, span: span)
+        for store in stores { store.close() }
+        let ran = span.count
+        await dropSchema(schema, using: submitter)
+        submitter.close()
+        guard ran == jobs else { throw BenchFailure("DAG ran \(ran) of \(jobs) jobs") }
+        progress("baton dag n=\(jobs): \(round3(span.seconds)) s (submit \(round3(submit)) s)")
+        return (span.seconds, submit)
+    }
+
+    /// Worker loops on the store's protocol, as `DurableWorker` drives it (claim a batch of up to 100,
+    /// run, report the batch in one call), one loop per store; an empty claim waits 1 ms (a benchmark).
+    func drain(_ stores: [PostgresJobStore], total: Int, span: BenchSpan) async throws {
+        let done = BenchCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, store) in stores.enumerated() {
                 group.addTask {
-                    while done.value < jobs {
+                    while done.value < total {
                         let claimed = try await store.claim(
-                            worker: "b\(index)", kinds: ["noop"], limit: 100, lease: .seconds(60))
+                            worker: "b\(index)", kinds: [BenchNoOp.kind], limit: 100, lease: .seconds(60))
                         if claimed.isEmpty {
-                            if done.value >= jobs { break }
                             try await Task.sleep(for: .milliseconds(1))
                             continue
                         }
+                        for _ in claimed { span.mark() }
                         _ = try await store.finish(
-                            claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data())) })
+                            claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data("0".utf8))) })
                         done.add(claimed.count)
                     }
                 }
             }
             try await group.waitForAll()
         }
-        let elapsed = ContinuousClock.now - start
-        for store in stores { store.close() }
-        await dropSchema(schema, using: submitter)
-        submitter.close()
-        return Double(jobs) / elapsed.seconds
     }
 
-    /// An idle worker woken by LISTEN/NOTIFY; one-job graphs submitted 20 ms apart; submit→start is
-    /// from just before `submit` to the claim returning the job.
-    func latency(samples: Int, logger: Logger) async throws -> (Double, Double) {
-        let schema = fresh("latency")
-        let submitter = try await store(schema, logger)
-        let worker = try await store(schema, logger)
-        let started = BenchTimes()
-        let wakeups = worker.wakeups()
-        let loop = Task {
-            for await _ in wakeups {
-                let claimed =
-                    (try? await worker.claim(worker: "idle", kinds: ["noop"], limit: 10, lease: .seconds(60))) ?? []
-                let now = ContinuousClock.now
-                for job in claimed { started.record(Int(job.run.rawValue), at: now) }
-                if !claimed.isEmpty {
-                    _ = try? await worker.finish(
-                        claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data())) })
+    // MARK: Peers
+
+    var peersDirectory: URL {
+        var directory = URL(fileURLWithPath: #filePath)
+        for _ in 0..<3 { directory.deleteLastPathComponent() }
+        return directory.appendingPathComponent("Benchmarks/peers")
+    }
+
+    /// The Python to run the peers with, or nil (said on standard error) when they are skipped.
+    func peers() async -> String? {
+        if peersPython == "none" {
+            progress("peers: skipped (--peers none)")
+            return nil
+        }
+        if let peersPython { return peersPython }
+        let setup = peersDirectory.appendingPathComponent("setup.sh").path
+        progress("peers: installing pgqueuer, procrastinate and chancy from PyPI into a venv (\(setup))")
+        let result = await BenchProcess.run(["/bin/bash", setup], timeout: .seconds(quick ? 120 : 600))
+        let venv = result.output.split(separator: "\n").last.map(String.init) ?? ""
+        guard result.status == 0, !venv.isEmpty else {
+            progress(
+                "peers: SKIPPED — Benchmarks/peers/setup.sh failed (status \(result.status); is PyPI reachable?). "
+                    + "Baton's figures above stand alone; no ratios.")
+            return nil
+        }
+        return venv + "/bin/python"
+    }
+
+    func runPeer(_ python: String, _ arguments: [String]) async -> [String: Any]? {
+        let script = peersDirectory.appendingPathComponent("peers_bench.py").path
+        progress("peer: \(arguments.joined(separator: " "))")
+        let result = await BenchProcess.run(
+            [python, script, "--url", url] + arguments, timeout: .seconds(quick ? 120 : 900))
+        guard result.status == 0,
+            let last = result.output.split(separator: "\n").last,
+            let object = try? JSONSerialization.jsonObject(with: Data(last.utf8)) as? [String: Any]
+        else {
+            progress("peer \(arguments.joined(separator: " ")) failed (status \(result.status)); left out")
+            return nil
+        }
+        return object
+    }
+
+    // MARK: Report
+
+    func report(_ lines: [[String: Any]]) {
+        func rows(_ peer: String?, _ workload: String) -> [[String: Any]] {
+            lines.filter {
+                ($0["workload"] as? String) == workload && (peer == nil || ($0["peer"] as? String) == peer)
+            }
+        }
+        func number(_ line: [String: Any], _ key: String) -> Double? { (line[key] as? NSNumber)?.doubleValue }
+        let peerBurns = rows(nil, "burndown").filter { ($0["peer"] as? String) != "baton" }
+        let bestPeer = peerBurns.max { (number($0, "jobs_per_s") ?? 0) < (number($1, "jobs_per_s") ?? 0) }
+        let batonBurns = rows("baton", "burndown")
+        let bestBaton = batonBurns.max { (number($0, "jobs_per_s") ?? 0) < (number($1, "jobs_per_s") ?? 0) }
+        var summary: [String: Any] = ["workload": "ratios"]
+        if let bestBaton, let bestPeer, let ours = number(bestBaton, "jobs_per_s"),
+            let theirs = number(bestPeer, "jobs_per_s")
+        {
+            summary["burndown_best_baton_over_best_peer"] = round3(ours / theirs)
+            summary["burndown_best_peer"] = "\(bestPeer["peer"] ?? "?") ×\(bestPeer["workers"] ?? "?") workers"
+            for line in batonBurns {
+                if let rate = number(line, "jobs_per_s") {
+                    summary["burndown_\(line["workers"] ?? "?")w_over_best_peer"] = round3(rate / theirs)
                 }
             }
         }
-        // Let the listener connect.
-        let deadline = ContinuousClock.now + .seconds(10)
-        while !worker.isListening && ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-        var submitted: [Int: ContinuousClock.Instant] = [:]
-        for index in 0..<samples {
-            let graph = GraphSpec(
-                name: "l\(index)", jobs: [JobSpec(name: "one", kind: "noop", input: Data(), retry: .never)])
-            let at = ContinuousClock.now
-            let run = try await submitter.submit(graph, uniqueKey: nil)
-            submitted[Int(run.run.rawValue)] = at
-            try await Task.sleep(for: .milliseconds(20))
+        let peerLatency = rows(nil, "latency").filter { ($0["peer"] as? String) != "baton" }
+        let bestLatency = peerLatency.min { (number($0, "p50_ms") ?? .infinity) < (number($1, "p50_ms") ?? .infinity) }
+        if let ours = rows("baton", "latency").first, let bestLatency, let p50 = number(ours, "p50_ms"),
+            let theirs = number(bestLatency, "p50_ms")
+        {
+            summary["latency_p50_best_peer_over_baton"] = round3(theirs / p50)
+            summary["latency_best_peer"] = bestLatency["peer"] ?? "?"
         }
-        try await Task.sleep(for: .milliseconds(200))
-        loop.cancel()
-        let times = started.all()
-        var latencies = submitted.compactMap { run, at in times[run].map { ($0 - at).seconds * 1000 } }.sorted()
-        if latencies.isEmpty { latencies = [.nan] }
-        func percentile(_ p: Double) -> Double {
-            let value = latencies[min(latencies.count - 1, Int((p / 100 * Double(latencies.count - 1)).rounded()))]
-            return (value * 100).rounded() / 100
+        if let chancy = rows("chancy", "chain").first, let chancyStep = number(chancy, "ms_per_job"),
+            let ours = rows("baton", "chain").last, let step = number(ours, "ms_per_step")
+        {
+            summary["chain_step_chancy_over_baton"] = round3(chancyStep / step)
         }
-        worker.close()
-        await dropSchema(schema, using: submitter)
-        submitter.close()
-        return (percentile(50), percentile(99))
+        let chains = rows("baton", "chain").compactMap { line in number(line, "ms_per_step") }
+        if chains.count == 2 { summary["chain_step_large_over_small"] = round3(chains[1] / chains[0]) }
+        let dags = rows("baton", "dag").compactMap { line in number(line, "us_per_job") }
+        if dags.count == 2 { summary["dag_per_job_large_over_small"] = round3(dags[1] / dags[0]) }
+        emit(summary)
+
+        // Targets of issue 12 (informational; nothing is asserted on time).
+        var targets: [String] = []
+        if let rate = bestBaton.flatMap({ number($0, "jobs_per_s") }) {
+            targets.append(verdict("burn-down ≥ 14,000 jobs/s", rate >= 14_000, "\(Int(rate)) jobs/s"))
+            if let theirs = bestPeer.flatMap({ number($0, "jobs_per_s") }) {
+                targets.append(
+                    verdict("burn-down ≥ 3× the best peer", rate >= 3 * theirs, "\(round3(rate / theirs))×"))
+            }
+        }
+        if let ours = rows("baton", "latency").first, let p50 = number(ours, "p50_ms"), let p99 = number(ours, "p99_ms")
+        {
+            targets.append(verdict("submit→start p50 < 2 ms", p50 < 2, "\(p50) ms"))
+            targets.append(verdict("submit→start p99 < 10 ms", p99 < 10, "\(p99) ms"))
+        }
+        if let step = chains.last { targets.append(verdict("chain step < 10 ms", step < 10, "\(round3(step)) ms")) }
+        if chains.count == 2 {
+            targets.append(
+                verdict(
+                    "chain linear (per step large/small ≤ 1.5)", chains[1] / chains[0] <= 1.5,
+                    "\(round3(chains[1] / chains[0]))"))
+        }
+        if dags.count == 2 {
+            targets.append(
+                verdict(
+                    "DAG linear (per job large/small ≤ 1.5)", dags[1] / dags[0] <= 1.5, "\(round3(dags[1] / dags[0]))"))
+        }
+        for line in targets { say("# target: " + line) }
     }
 
-    /// A chain of N jobs, each depending on the one before, run by one worker loop woken by its own
-    /// completions' notifications.
-    func chainStep(length: Int, logger: Logger) async throws -> Double {
-        let schema = fresh("chain")
-        let store = try await store(schema, logger)
-        let graph = GraphSpec(
-            name: "chain",
-            jobs: (0..<length).map {
-                JobSpec(
-                    name: "c\($0)", kind: "noop", input: Data(), dependencies: $0 > 0 ? [.init(index: $0 - 1)] : [],
-                    retry: .never)
-            })
-        _ = try await store.submit(graph, uniqueKey: nil)
-        let start = ContinuousClock.now
-        var done = 0
-        while done < length {
-            let claimed = try await store.claim(worker: "chain", kinds: ["noop"], limit: 10, lease: .seconds(60))
-            if claimed.isEmpty { continue }
-            _ = try await store.finish(claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data())) })
-            done += claimed.count
+    func verdict(_ name: String, _ met: Bool, _ value: String) -> String {
+        "\(met ? "MET" : "MISSED") \(name): \(value)"
+    }
+
+    func emit(_ line: [String: Any]) {
+        if let data = try? JSONSerialization.data(withJSONObject: line, options: [.sortedKeys]) {
+            say(String(decoding: data, as: UTF8.self))
         }
-        let elapsed = ContinuousClock.now - start
-        await dropSchema(schema, using: store)
-        store.close()
-        return (elapsed.seconds * 1000 / Double(length) * 1000).rounded() / 1000
+    }
+}
+
+func progress(_ line: String) {
+    FileHandle.standardError.write(Data((line + "\n").utf8))
+}
+
+func round1(_ value: Double) -> Double { (value * 10).rounded() / 10 }
+func round3(_ value: Double) -> Double { (value * 1000).rounded() / 1000 }
+func median(_ values: [Double]) -> Double {
+    let sorted = values.sorted()
+    return sorted.isEmpty ? .nan : sorted[sorted.count / 2]
+}
+
+struct BenchFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = "benchmark check failed: " + description }
+}
+
+/// A job that does nothing but note when it started.
+struct BenchNoOp: DurableJob {
+    static let kind = "bench.noop"
+    var span = BenchSpan()
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+        span.mark()
+        return input
+    }
+}
+
+/// Records when each job's body starts, by input.
+struct BenchStamp: DurableJob {
+    static let kind = "bench.stamp"
+    let starts: BenchTimes
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+        starts.record(input, at: .now)
+        return input
+    }
+}
+
+/// The first and last start of a workload's bodies, and how many ran.
+final class BenchSpan: Sendable {
+    private let state = Protected<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?, count: Int)>(
+        (nil, nil, 0))
+    func mark() {
+        let now = ContinuousClock.now
+        state.withLock { state in
+            if state.first == nil { state.first = now }
+            state.last = now
+            state.count += 1
+        }
+    }
+    var count: Int { state.withLock { $0.count } }
+    var seconds: Double {
+        state.withLock { state in
+            guard let first = state.first, let last = state.last else { return .nan }
+            return (last - first).seconds
+        }
     }
 }
 
@@ -177,7 +493,53 @@ final class BenchCounter: Sendable {
 final class BenchTimes: Sendable {
     private let times = Protected([Int: ContinuousClock.Instant]())
     func record(_ run: Int, at: ContinuousClock.Instant) { times.withLock { $0[run] = at } }
-    func all() -> [Int: ContinuousClock.Instant] { times.withLock { $0 } }
+    func time(of run: Int) -> ContinuousClock.Instant? { times.withLock { $0[run] } }
+}
+
+/// SplitMix64, for a DAG that is the same in every run.
+struct BenchRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// Runs a program to its end on a Dispatch thread (never blocking the cooperative pool), killing
+/// it at the time limit; returns its status and standard output. Standard error passes through.
+enum BenchProcess {
+    static func run(_ arguments: [String], timeout: Duration) async -> (status: Int32, output: String) {
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().async {
+                let process = Process()
+                process.executableURL = URL(fileURLWithPath: arguments[0])
+                process.arguments = Array(arguments.dropFirst())
+                let pipe = Pipe()
+                process.standardOutput = pipe
+                do {
+                    try process.run()
+                } catch {
+                    progress("could not start \(arguments[0]): \(error)")
+                    continuation.resume(returning: (-1, ""))
+                    return
+                }
+                let timer = DispatchWorkItem {
+                    progress(
+                        "\(arguments.dropFirst().prefix(6).joined(separator: " ")): no end after \(timeout); killed")
+                    process.terminate()
+                }
+                DispatchQueue.global().asyncAfter(deadline: .now() + timeout.seconds, execute: timer)
+                let data = pipe.fileHandleForReading.readDataToEndOfFile()
+                process.waitUntilExit()
+                timer.cancel()
+                continuation.resume(returning: (process.terminationStatus, String(decoding: data, as: UTF8.self)))
+            }
+        }
+    }
 }
 
 extension Duration {

@@ -4,6 +4,7 @@ import Foundation
 //
 //   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick]    # needs BATON_POSTGRES_URL
 //   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M]  # started by the above
+//   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none]  # speed beside the peers (Bench.swift)
 //
 // Full mode: 20,000 jobs; --quick: 3,000 (CI). The PostgreSQL restart uses `.ci/postgres restart`
 // (set BATON_POSTGRES_RESTART to another command, or to an empty string to skip it).
@@ -33,7 +34,9 @@ guard let url = value("--url", in: arguments) ?? environment["BATON_POSTGRES_URL
 }
 let quick = arguments.contains("--quick")
 if arguments.first == "bench" {
-    try await PostgresBench(url: url, quick: quick).run()
+    let runs = Int(value("--runs", in: arguments) ?? "") ?? (quick ? 1 : 3)
+    try await PostgresBench(url: url, quick: quick, peersPython: value("--peers", in: arguments), runs: max(1, runs))
+        .run()
     exit(0)
 }
 let jobs = Int(value("--jobs", in: arguments) ?? "") ?? (quick ? 3000 : 20000)
