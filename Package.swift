@@ -56,6 +56,10 @@ let package = Package(
                 // The tracing API only (protocols, no backend, no other package): the submitter's
                 // context is stored with a run and each attempt gets a span.
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
+                // JobTimeline and JobMetrics see a worker's claims, lost leases and retries
+                // (DurableWorker+Observability.swift); API packages only, no backend.
+                "BatonObservability",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ],
             swiftSettings: strict
         ),
@@ -70,8 +74,6 @@ let package = Package(
             name: "BatonObservability",
             dependencies: [
                 "Baton",
-                // For the adapters to DurableWorkerInstrument (a durable worker's claims, lost leases, retries).
-                "BatonDurable",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],

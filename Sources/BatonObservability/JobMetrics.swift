@@ -52,14 +52,14 @@ public final class JobMetrics: JobInstrument {
         public static let leasesLost = "baton_durable_leases_lost_total"
     }
 
-    let factory: (any MetricsFactory)?
+    package let factory: (any MetricsFactory)?
     private let kind: (@Sendable (Job) -> String)?
     let queueName: (@Sendable (JobQueue) -> String)?
     /// Jobs between added and finished, striped by id so that threads rarely meet on a lock.
     private let stripes = (0..<16).map { _ in Protected([UInt64: InFlight]()) }
     private let cache = Protected(Cache())
     /// The counters of durable workers' attempts, by (queue, durable kind).
-    let durableCounters = Protected([Cache.Labels: DurableCounters]())
+    private let durableCounters = Protected([Cache.Labels: DurableCounters]())
 
     /// - Parameters:
     ///   - factory: The backend. Defaults to the bootstrapped one (`MetricsSystem.factory`); if none
@@ -235,5 +235,29 @@ public final class JobMetrics: JobInstrument {
             _ = replaced  // dropped outside the lock
         }
         return found!
+    }
+
+    /// The counters of a durable worker's attempts (BatonDurable's adapter counts retries and lost leases).
+    package final class DurableCounters: Sendable {
+        package let retried, leasesLost: Counter
+
+        init(queue: String, kind: String, factory: any MetricsFactory) {
+            let dimensions = [("queue", queue), ("kind", kind)]
+            retried = Counter(label: Name.retried, dimensions: dimensions, factory: factory)
+            leasesLost = Counter(label: Name.leasesLost, dimensions: dimensions, factory: factory)
+        }
+    }
+
+    /// The durable counters of `queue` and a durable `kind`, made once. Call only when `factory` is set.
+    package func durableCounters(queue: JobQueue, kind: String) -> DurableCounters {
+        let labels = Cache.Labels(queue: queueName?(queue) ?? queue.name, kind: kind)
+        if let known = durableCounters.withLock({ $0[labels] }) { return known }
+        // The backend makes the handles outside the lock (it is user code); a racing twin is dropped after.
+        let made = DurableCounters(queue: labels.queue, kind: labels.kind, factory: factory!)
+        return durableCounters.withLock { counters in
+            if let existing = counters[labels] { return existing }
+            counters[labels] = made
+            return made
+        }
     }
 }
