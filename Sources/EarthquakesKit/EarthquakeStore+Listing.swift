@@ -118,7 +118,10 @@ extension EarthquakeStore {
     /// registered on the connection) and SQLite's ORDER BY … LIMIT keeps only `limit` rows while it scans.
     ///
     /// - Parameters:
+    ///   - filter: Which earthquakes.
+    ///   - order: The order of the rows.
     ///   - limit: the most rows; `nil` for all.
+    ///   - body: Called with each row; the view is valid only during the call.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``, or what `body` throws.
     public func forEachRow(
         matching filter: EarthquakeFilter, order: ListingOrder, limit: Int?,

@@ -13,15 +13,15 @@ public import FoundationNetworking
 /// let summary = try await get.run()     // "1349 earthquakes: 1349 inserted, 0 updated, 0 unchanged"
 /// ```
 ///
-/// It is one ``GroupJob`` (``job``) whose children are, for an `http`/`https` source:
-/// 1. an ``HTTPDownloadJob`` guarded by a ``ReachabilityCondition`` (it fails fast with "cannot reach
+/// It is one `GroupJob` (``job``) whose children are, for an `http`/`https` source:
+/// 1. an `HTTPDownloadJob` guarded by a `ReachabilityCondition` (it fails fast with "cannot reach
 ///    HOST port PORT (…)" or "cannot resolve the host name …" before any transfer; through a proxy named
 ///    by `http_proxy`/`https_proxy` it checks the proxy), with the idle timeout ``timeout`` ("no data
 ///    from … within N seconds") and the optional ``totalTimeout``, failing on an HTTP error status
 ///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
 /// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke);
 /// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
-///    import runs at a time in its ``ExclusivityScope`` and a second refresh waits for the first one's
+///    import runs at a time in its `ExclusivityScope` and a second refresh waits for the first one's
 ///    import (a ``StoreError`` on failure).
 ///
 /// A file URL or in-memory data skips the download. When a step does not succeed, the later steps are
@@ -209,7 +209,7 @@ public final class GetEarthquakes: Sendable {
     /// Cancelling the calling task cancels the refresh.
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/readOnly`` before anything else when the
-    ///   database cannot be written; then the error of the first step that failed: a ``NetworkError`` (unreachable, HTTP status,
+    ///   database cannot be written; then the error of the first step that failed: a `NetworkError` (unreachable, HTTP status,
     ///   timeout), a ``FeedError`` or ``FeedFileError``, a ``StoreError``; `CancellationError` if cancelled.
     /// - Precondition: Called once.
     public func run() async throws -> ImportSummary {

@@ -12,7 +12,7 @@ public import Baton
 /// ```
 ///
 /// Every import holds the ``EarthquakeImport`` exclusivity category while it runs, so only one import
-/// runs at a time across all queues of an ``ExclusivityScope`` (the database serialises writes anyway;
+/// runs at a time across all queues of an `ExclusivityScope` (the database serialises writes anyway;
 /// the category also keeps imports in the order they became ready and lets a caller wait its turn
 /// without holding a database connection or a thread).
 ///
@@ -35,6 +35,8 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
     /// Creates a job that imports the earthquakes that `earthquakes` returns when the job runs.
     ///
     /// - Parameters:
+    ///   - name: Used in diagnostics and errors; "import earthquakes" by default.
+    ///   - store: The database the earthquakes go into.
     ///   - earthquakes: Called once, when the job runs; throw to fail the job.
     ///   - willImport: Called with the number of earthquakes just before the transaction starts.
     ///   - whileWaiting: Called once if the import has to wait for another process that is writing to

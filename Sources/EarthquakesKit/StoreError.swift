@@ -125,7 +125,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let readOnly = Code(.readOnly)
         /// The file is not a SQLite database, or is damaged.
         public static let notADatabase = Code(.notADatabase)
-        /// The file does not exist and the store was opened with ``EarthquakeStore/Creation/mustExist``.
+        /// The file does not exist and the store was opened with ``EarthquakeStore/OpenMode/mustExist``.
         public static let missing = Code(.missing)
 
         public var description: String { kind.rawValue }
