@@ -81,6 +81,12 @@ struct PostgresBench {
                 "jobs_per_s": round1(median(rates)), "wall_jobs_per_s": round1(median(walls)), "runs": runs,
             ])
         }
+        // The same burn-down run by one DurableWorker (what users run), not by claim loops of 100.
+        let (workerRate, workerWall) = try await workerBurnDown(jobs: sizes.burn, logger: logger)
+        record([
+            "peer": "baton", "workload": "burndown-worker", "n": sizes.burn, "workers": 1,
+            "jobs_per_s": round1(workerRate), "wall_jobs_per_s": round1(workerWall), "runs": 1,
+        ])
         let (p50, p99) = try await latency(samples: sizes.latencySamples, logger: logger)
         record([
             "peer": "baton", "workload": "latency", "samples": sizes.latencySamples, "p50_ms": p50, "p99_ms": p99,
@@ -173,6 +179,29 @@ struct PostgresBench {
         }
         let rate = Double(jobs) / span.seconds
         progress("baton burndown n=\(jobs) workers=\(workers): \(Int(rate)) jobs/s")
+        return (rate, Double(jobs) / wall.seconds)
+    }
+
+    /// Submitted first (one graph of N independent no-op jobs), then run to the end by one
+    /// `DurableWorker` (256 slots). Rates as in ``burnDown(jobs:workers:logger:)``.
+    func workerBurnDown(jobs: Int, logger: Logger) async throws -> (Double, Double) {
+        let schema = fresh("burnw")
+        let store = try await store(schema, logger)
+        var graph = JobGraph(name: "burn")
+        for index in 0..<jobs { graph.add(BenchNoOp.self, input: index, name: "j\(index)", retry: .never) }
+        let run = try await store.submit(graph)
+        let span = BenchSpan()
+        let worker = try DurableWorker(
+            store: store, jobs: [BenchNoOp(span: span)], configuration: configuration("w", logger))
+        let start = ContinuousClock.now
+        try await worker.run(until: run)
+        let wall = ContinuousClock.now - start
+        let ran = span.count
+        await dropSchema(schema, using: store)
+        store.close()
+        guard ran == jobs else { throw BenchFailure("worker burn-down ran \(ran) of \(jobs) jobs") }
+        let rate = Double(jobs) / span.seconds
+        progress("baton burndown through a DurableWorker n=\(jobs): \(Int(rate)) jobs/s")
         return (rate, Double(jobs) / wall.seconds)
     }
 
