@@ -190,11 +190,13 @@ extension EarthquakesCLI {
         // Each import is reported once its completion is recorded (the store wakes its watchers after
         // each recorded outcome), so a line on the screen means "done, not done again".
         let wakeups = jobs.outcomes()
-        let (console, alreadyDone) = (console, Set(before.keys))
+        // Captured by value: `imports` is a `var` above, and a task must not share a variable with this
+        // function (a ThreadSanitizer build's region checker refuses it).
+        let (console, alreadyDone, importHandles) = (console, Set(before.keys), imports)
         let watcher = Task { () -> Set<Int> in
             var printed = alreadyDone
             for await _ in wakeups {
-                for (index, handle) in imports.enumerated() where !printed.contains(index) {
+                for (index, handle) in importHandles.enumerated() where !printed.contains(index) {
                     guard let output = try? await jobs.output(of: handle, in: run) else { continue }
                     printed.insert(index)
                     if !json { console.print(Self.importedLine(output, into: path)) }
