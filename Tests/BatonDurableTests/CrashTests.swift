@@ -77,7 +77,7 @@ struct CrashTests {
             jobs.append(
                 JobSpec(
                     name: "n\(index)", kind: "crash.node",
-                    input: Data("\(Int.random(in: 0...2000, using: &random))".utf8),
+                    input: Data("\(Int.random(in: 0...20_000, using: &random))".utf8),
                     dependencies: dependencies, retry: .immediate(maxAttempts: 1000), categories: categories))
         }
         return GraphSpec(name: "crash", jobs: jobs)
