@@ -97,7 +97,7 @@ extension EarthquakeStore {
             "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")), fingerprint = ? WHERE id = ?"
         )
         let fingerprintOnly = try RawStatement(connection, "UPDATE earthquake SET fingerprint = ? WHERE id = ?")
-        let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE id = ?")
+        let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE rowid = ?")
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
@@ -157,7 +157,9 @@ extension EarthquakeStore {
                 let pending = feed.pending[index]
                 guard !hasDuplicates || lastIndex[pending.known.id] == position else { return }
                 do {
-                    storedFingerprint.bind(text: pending.known.id, at: 1)
+                    // The row found by its rowid has the fingerprint: then it is this feature's row (the same
+                    // bytes have the same id) and holds exactly its values.
+                    storedFingerprint.bind(pending.known.rowid, at: 1)
                     let still =
                         try storedFingerprint.step() && storedFingerprint.fingerprint(at: 0) == pending.fingerprint
                     storedFingerprint.reset()
@@ -207,13 +209,19 @@ extension EarthquakeStore {
         try read("read the fingerprints of") { db in
             let statement = try RawStatement(
                 db.sqliteConnection,
-                "SELECT fingerprint, id, type, network FROM earthquake WHERE fingerprint IS NOT NULL")
-            var known: KnownFeatures = [:]
+                "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL")
+            var entries: [(fingerprint: FeatureFingerprint, feature: KnownFeature)] = []
             while try statement.step() {
                 guard let fingerprint = statement.fingerprint(at: 0), let id = statement.text(at: 1) else { continue }
-                known[fingerprint] = KnownFeature(id: id, type: statement.text(at: 2), network: statement.text(at: 3))
+                entries.append(
+                    (
+                        fingerprint,
+                        KnownFeature(
+                            rowid: statement.int64(at: 4), id: id, type: statement.text(at: 2),
+                            network: statement.text(at: 3))
+                    ))
             }
-            return known
+            return KnownFeatures(entries)
         }
     }
 }
@@ -279,6 +287,11 @@ private final class RawStatement {
         return FeatureFingerprint(
             blob: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
     }
+
+    /// The integer in column `column` of the current row.
+    func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    func bind(_ value: Int64, at position: Int32) { sqlite3_bind_int64(handle, position, value) }
 
     /// The text in column `column` of the current row; `nil` for NULL.
     func text(at column: Int32) -> String? {

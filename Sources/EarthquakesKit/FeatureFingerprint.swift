@@ -95,13 +95,64 @@ struct FeatureHash: Hashable, Sendable {
 
 /// A row of the store with a fingerprint: what a re-import needs of it without decoding the feature.
 struct KnownFeature: Sendable {
+    /// Where the import finds the row again, to check that it still has the fingerprint.
+    var rowid: Int64
     var id: String
     var type: String?
     var network: String?
 }
 
 /// The store's fingerprinted rows by fingerprint, read before parsing a feed for a re-import.
-typealias KnownFeatures = [FeatureFingerprint: KnownFeature]
+///
+/// An open-addressing table: a fingerprint's hash is already uniform, so its low bits choose the slot
+/// (a `Dictionary` would hash each of the 200,000 fingerprints of a big feed again).
+struct KnownFeatures: Sendable {
+    private var fingerprints: [FeatureFingerprint] = []
+    private var features: [KnownFeature] = []
+    /// One more than an index into `fingerprints`, or 0 for a free slot; a power of two long.
+    private var slots: [Int32] = []
+
+    /// No known features.
+    init() {}
+
+    /// The features, each under its fingerprint (the first one kept if a fingerprint repeats).
+    init(_ entries: [(fingerprint: FeatureFingerprint, feature: KnownFeature)]) {
+        var capacity = 16
+        while capacity < 2 * entries.count { capacity *= 2 }
+        slots = Array(repeating: 0, count: capacity)
+        fingerprints.reserveCapacity(entries.count)
+        features.reserveCapacity(entries.count)
+        for (fingerprint, feature) in entries {
+            var slot = slotIndex(fingerprint)
+            while slots[slot] != 0 {
+                if fingerprints[Int(slots[slot]) - 1] == fingerprint { break }
+                slot = (slot + 1) & (slots.count - 1)
+            }
+            guard slots[slot] == 0 else { continue }
+            fingerprints.append(fingerprint)
+            features.append(feature)
+            slots[slot] = Int32(fingerprints.count)
+        }
+    }
+
+    var count: Int { fingerprints.count }
+    var isEmpty: Bool { fingerprints.isEmpty }
+
+    subscript(fingerprint: FeatureFingerprint) -> KnownFeature? {
+        guard !slots.isEmpty else { return nil }
+        var slot = slotIndex(fingerprint)
+        while slots[slot] != 0 {
+            let index = Int(slots[slot]) - 1
+            if fingerprints[index] == fingerprint { return features[index] }
+            slot = (slot + 1) & (slots.count - 1)
+        }
+        return nil
+    }
+
+    private func slotIndex(_ fingerprint: FeatureFingerprint) -> Int {
+        Int(truncatingIfNeeded: fingerprint.hash.low) & (slots.count - 1)
+    }
+}
 
 /// A feature of a parsed feed that was not decoded, because a stored row has its fingerprint. The
 /// import checks, in its transaction, that the row still has it; if not, it decodes the feature from

@@ -75,7 +75,7 @@ public struct FeedParser: Sendable {
     /// - Returns: the feed's metadata, its earthquakes in feed order, and any repairs made.
     /// - Throws: ``FeedError`` when the input cannot be read faithfully.
     public func parse(_ data: Data) throws(FeedError) -> Feed {
-        try parse(data, known: [:])
+        try parse(data, known: KnownFeatures())
     }
 
     /// Parses a feed for a re-import into a store that holds the `known` features: a feature whose
@@ -255,30 +255,34 @@ public struct FeedParser: Sendable {
             throw FeedError.countMismatch(declared: declared, actual: features.count)
         }
 
-        var decoded: [(index: Int, feature: WireFeature)] = []
-        decoded.reserveCapacity(features.count)
+        // Two passes over the features, rather than a copy of the readable ones.
         var problems: [(index: Int, id: String?, problem: String)] = []
+        var times: [Double] = []
+        times.reserveCapacity(features.count)
+        var readable = 0
+        var hashed = false
         for (index, entry) in features.enumerated() {
             switch entry {
-            case .feature(let feature): decoded.append((index, feature))
+            case .feature(let feature):
+                if let time = feature.properties?.time { times.append(time) }
+                if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
+                readable += 1
             case .unreadable(let error):
                 if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
                 problems.append((index, nil, Self.featureProblem(error)))
             }
         }
 
-        let times = decoded.compactMap { $0.feature.properties?.time }
         let unit = Self.detectTimeUnit(
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         let factor = unit.toMilliseconds
 
         var parsed = Parsed()
-        parsed.quakes.reserveCapacity(decoded.count)
-        // Fingerprints only when the scanner read the features (it hashes each one).
-        let hashed = decoded.first?.feature.hash != nil
-        if hashed { parsed.fingerprints.reserveCapacity(decoded.count) }
-        for (index, feature) in decoded {
+        parsed.quakes.reserveCapacity(readable)
+        if hashed { parsed.fingerprints.reserveCapacity(readable) }
+        for (index, entry) in features.enumerated() {
+            guard case .feature(let feature) = entry else { continue }
             do throws(FeedError) {
                 parsed.quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
                 if hashed { parsed.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) }) }

@@ -75,7 +75,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         if isCancelled { throw CancellationError() }
         // Reading the store's fingerprints only saves time: when it fails, the feed is parsed in full (and
         // the import reports what is wrong with the store).
-        let known = (try? store?.knownFeatures()) ?? [:]
+        let known = (try? store?.knownFeatures()) ?? KnownFeatures()
         let feed = try parser.parse(data, known: known)
         lock.withLock { storedFeed = feed }
     }
