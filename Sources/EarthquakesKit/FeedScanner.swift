@@ -148,7 +148,7 @@ struct FeedScanner {
             return try featuresInHalves(split, read)
         }
         var entries: [Element] = []
-        entries.reserveCapacity((bytes.count - index) / 800)
+        entries.reserveCapacity((bytes.count - index) / 500)
         _ = try featureElements(into: &entries, stoppingAt: nil, read)
         return entries
     }
@@ -219,14 +219,16 @@ struct FeedScanner {
             var entries: [Element] = []
             if part == 0 {
                 scanner.index = halves.start
-                entries.reserveCapacity((halves.bytes.count - halves.start) / 800)
+                // Room for both halves (features are rarely under 500 bytes), so that appending the second
+                // half does not copy the first; capacity never written is never touched.
+                entries.reserveCapacity((halves.bytes.count - halves.start) / 500)
                 guard let atSplit = try? scanner.featureElements(into: &entries, stoppingAt: halves.split, read) else {
                     return
                 }
                 halves.first = (entries, atSplit, scanner.index)
             } else {
                 scanner.index = halves.split
-                entries.reserveCapacity((halves.bytes.count - halves.split) / 800)
+                entries.reserveCapacity((halves.bytes.count - halves.split) / 500)
                 guard (try? scanner.featureElements(into: &entries, stoppingAt: nil, read)) != nil else { return }
                 halves.second = (entries, scanner.index)
             }
