@@ -24,6 +24,16 @@ extension PostgresJobStore {
         return claimed
     }
 
+    /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim commits without
+    /// waiting for the WAL flush (`synchronous_commit = off` for its transaction — the claimed job
+    /// starts one disk flush sooner), and a server crash can lose such a commit *and* set a sequence
+    /// back, so a sequence could hand the lost claim's token out again while its worker still holds
+    /// it. A random token is never handed out twice for a job in practice. A lost claim costs no
+    /// guarantee: its worker's renewals and report are refused as any stale lease's are, and the job
+    /// is claimed again; every accepted report, being a synchronous commit, flushes the claim before it.
+    static let newToken =
+        "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
+
     /// One claiming pass over the ready jobs; also says whether any lease has expired.
     private func claimReady(
         worker: String, kinds: [String], limit: Int, now: Double, expires: Double
@@ -43,15 +53,17 @@ extension PostgresJobStore {
                 ORDER BY j.priority DESC, j.id
                 LIMIT \(limit)
                 FOR UPDATE SKIP LOCKED
+            ), early AS (
+                SELECT set_config('synchronous_commit', 'off', true)
             ), claimed AS (
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(expires)
                 FROM candidates c WHERE j.id = c.id AND NOT c.has_categories
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
             )
             SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, input, true AS claimed
-                FROM claimed
+                FROM claimed WHERE (SELECT count(*) FROM early) > 0
             UNION ALL
             SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
             UNION ALL
@@ -148,9 +160,10 @@ extension PostgresJobStore {
             }
             let rows = try await connection.query(
                 """
+                WITH early AS (SELECT set_config('synchronous_commit', 'off', true))
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
-                WHERE j.id = ANY(\(chosen))
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(expires)
+                WHERE j.id = ANY(\(chosen)) AND (SELECT count(*) FROM early) > 0
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
                 """, logger: logger
