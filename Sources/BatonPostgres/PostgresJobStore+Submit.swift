@@ -75,55 +75,40 @@ extension PostgresJobStore {
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else
         // is inserted either, and the existing run is looked up.
-        let insert: PostgresQuery = """
-            WITH new_run AS (
-                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
-                VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count), \(jobs.isEmpty ? now : nil), \(carrier),
-                    \(submission))
-                ON CONFLICT DO NOTHING RETURNING id
-            ), ids AS MATERIALIZED (
-                SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
-                FROM new_run, generate_series(0, \(jobs.count) - 1) AS g(idx) ORDER BY g.idx
-            ), t AS (
-                SELECT * FROM unnest(\(indexes), \(names), \(kinds), \(inputs), \(hasInput), \(inputFrom),
-                    \(remaining), \(maxAttempts), \(retries), \(priorities), \(timeouts), \(hasCategories),
-                    \(notBefore))
-                AS t(idx, name, kind, input, has_input, input_from, remaining, max_attempts, retry, priority,
-                    timeout, has_categories, not_before)
-            ), inserted AS (
-                INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,
-                    priority, timeout, has_categories, not_before)
-                SELECT i.id, new_run.id, t.idx, t.name, t.kind,
-                    CASE WHEN t.remaining = 0 THEN 'ready' ELSE 'pending' END,
-                    CASE WHEN t.has_input THEN t.input END, source.id, t.remaining, t.max_attempts,
-                    t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before
-                FROM new_run, t JOIN ids i ON i.idx = t.idx LEFT JOIN ids source ON source.idx = t.input_from
-                RETURNING id
-            ), new_edges AS (
-                INSERT INTO edges (dependency, job, run_regardless)
-                SELECT a.id, b.id, e.regardless
-                FROM unnest(\(edgeFrom), \(edgeTo), \(edgeRegardless)) AS e(dependency, job, regardless)
-                    JOIN ids a ON a.idx = e.dependency JOIN ids b ON b.idx = e.job
-            ), new_categories AS (
-                INSERT INTO job_categories (job, category, max_holders)
-                SELECT i.id, c.category, c.max_holders
-                FROM unnest(\(categoryJob), \(categoryName), \(categoryLimit)) AS c(job, category, max_holders)
-                    JOIN ids i ON i.idx = c.job
-            ), woken AS (
-                SELECT pg_notify(\(channel), '') FROM new_run WHERE \(jobs.count) > 0
-            ), early AS (
-                SELECT set_config('synchronous_commit', 'off', true)
-            )
-            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted)
-                    + (SELECT count(*) FROM early) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs
-            FROM new_run
-            """
+        var bindings = PostgresBindings(capacity: 27)
+        bindings.append(graph.name)
+        bindings.append(uniqueKey)
+        bindings.append(now)
+        bindings.append(jobs.count)
+        bindings.append(jobs.isEmpty ? now : nil)
+        bindings.append(carrier)
+        bindings.append(submission)
+        bindings.append(indexes)
+        bindings.append(names)
+        bindings.append(kinds)
+        bindings.append(inputs)
+        bindings.append(hasInput)
+        bindings.append(inputFrom)
+        bindings.append(remaining)
+        bindings.append(maxAttempts)
+        bindings.append(retries)
+        bindings.append(priorities)
+        bindings.append(timeouts)
+        bindings.append(hasCategories)
+        bindings.append(notBefore)
+        bindings.append(edgeFrom)
+        bindings.append(edgeTo)
+        bindings.append(edgeRegardless)
+        bindings.append(categoryJob)
+        bindings.append(categoryName)
+        bindings.append(categoryLimit)
+        bindings.append(channel)
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
         for _ in 0..<5 {
             let submitted: SubmittedRun
-            if let row = try await statement("submit", insert).first {
+            let inserted = try await prepared("submit", Prepared<SubmitGraph>(bindings: bindings)).first
+            if let row = inserted {
                 let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
                 submitted = SubmittedRun(
                     run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
@@ -143,6 +128,55 @@ extension PostgresJobStore {
         throw DurableError(
             code: .storeFailure,
             message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// The inserting statement of a submission; its values are listed where it is run.
+    enum SubmitGraph: PreparedText {
+        static let name = "baton_submit_v3"
+        static let sql = """
+            WITH new_run AS (
+                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
+                VALUES ($1, $2, $3, $4, $5, $6,
+                    $7)
+                ON CONFLICT DO NOTHING RETURNING id
+            ), ids AS MATERIALIZED (
+                SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
+                FROM new_run, generate_series(0, $4 - 1) AS g(idx) ORDER BY g.idx
+            ), t AS (
+                SELECT * FROM unnest($8, $9, $10, $11, $12, $13,
+                    $14, $15, $16, $17, $18, $19,
+                    $20)
+                AS t(idx, name, kind, input, has_input, input_from, remaining, max_attempts, retry, priority,
+                    timeout, has_categories, not_before)
+            ), inserted AS (
+                INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,
+                    priority, timeout, has_categories, not_before)
+                SELECT i.id, new_run.id, t.idx, t.name, t.kind,
+                    CASE WHEN t.remaining = 0 THEN 'ready' ELSE 'pending' END,
+                    CASE WHEN t.has_input THEN t.input END, source.id, t.remaining, t.max_attempts,
+                    t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before
+                FROM new_run, t JOIN ids i ON i.idx = t.idx LEFT JOIN ids source ON source.idx = t.input_from
+                RETURNING id
+            ), new_edges AS (
+                INSERT INTO edges (dependency, job, run_regardless)
+                SELECT a.id, b.id, e.regardless
+                FROM unnest($21, $22, $23) AS e(dependency, job, regardless)
+                    JOIN ids a ON a.idx = e.dependency JOIN ids b ON b.idx = e.job
+            ), new_categories AS (
+                INSERT INTO job_categories (job, category, max_holders)
+                SELECT i.id, c.category, c.max_holders
+                FROM unnest($24, $25, $26) AS c(job, category, max_holders)
+                    JOIN ids i ON i.idx = c.job
+            ), woken AS (
+                SELECT pg_notify($27, '') FROM new_run WHERE $4 > 0
+            ), early AS (
+                SELECT set_config('synchronous_commit', 'off', true)
+            )
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted)
+                    + (SELECT count(*) FROM early) AS done,
+                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs
+            FROM new_run
+            """
     }
 
     /// The run an insert did nothing for: this submission's own (a retry after a lost reply), or the

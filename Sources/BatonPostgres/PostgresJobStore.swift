@@ -158,6 +158,22 @@ public final class PostgresJobStore: JobStore {
         }
     }
 
+    /// Runs a prepared statement (parsed and planned once per connection, then only bound and
+    /// executed: a claim or a submission is one round trip without the planning), retried as a
+    /// transaction is.
+    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let rows = try await client.withConnection { connection in
+                var rows: [PostgresRow] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                return rows
+            }
+            try faults.afterCommit(label)
+            return rows
+        }
+    }
+
     /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
     /// to 2 s) while the server cannot be reached, for up to the configured deadline.
     static func retrying<T: Sendable>(
@@ -208,6 +224,23 @@ public final class PostgresJobStore: JobStore {
 
     /// Tells every listening process (and this one) that work may have become claimable.
     func notifySQL() -> String { "pg_notify('\(channel)', '')" }
+}
+
+/// The text of a prepared statement: its SQL, with `$1`, `$2`, … for the values, and a name that
+/// changes whenever the SQL does (connections keep prepared statements by name).
+protocol PreparedText {
+    static var name: String { get }
+    static var sql: String { get }
+}
+
+/// A statement of `Text` with its values, in the order of its placeholders.
+struct Prepared<Text: PreparedText>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static var name: String { Text.name }
+    static var sql: String { Text.sql }
+    var bindings: PostgresBindings
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
 }
 
 /// Faults injected by the tests: "the server committed, but the reply was lost" for the next call
