@@ -53,8 +53,8 @@ public func withDeadline(
 /// moving is not a failure; work that stops moving fails within about `stall`, naming `what` and
 /// carrying `report()` read at that moment.
 ///
-/// `progress` is sampled eight times per `stall` (or per `limit`, if shorter): any value that changes whenever the work moves (the
-/// number of unfinished jobs, a counter of finishes).
+/// `progress` is sampled eight times per `stall` (or per `limit`, if shorter): any value that changes
+/// whenever the work moves (the number of unfinished jobs, a counter of finishes).
 ///
 /// ```swift
 /// try await withStallDeadline(

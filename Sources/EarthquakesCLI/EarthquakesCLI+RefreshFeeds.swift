@@ -111,9 +111,11 @@ extension EarthquakesCLI {
     /// - Parameters:
     ///   - feeds: the feeds, in order; empty with `resume` for the newest unfinished refresh.
     ///   - resume: finish an interrupted refresh; with no feeds, the newest one.
+    ///   - picture: the files to write a picture of this process's attempts to (`--timeline`, `--trace`);
+    ///     a resumed refresh shows only what ran after the resume.
     public func refresh(
         feeds: [String], resume: Bool, database: String?, json: Bool, timeout: Duration = .seconds(30),
-        totalTimeout: Duration? = nil, strict: Bool = false
+        totalTimeout: Duration? = nil, strict: Bool = false, picture: RunPicture = RunPicture()
     ) async throws {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
@@ -185,7 +187,8 @@ extension EarthquakesCLI {
                 FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout),
                 ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now),
             ],
-            configuration: DurableWorker.Configuration(id: FeedRefresh.workerID(), maxConcurrentJobs: 4, retention: nil)
+            configuration: DurableWorker.Configuration(
+                id: FeedRefresh.workerID(), maxConcurrentJobs: 4, retention: nil, instruments: picture.instruments)
         )
         // Each import is reported once its completion is recorded (the store wakes its watchers after
         // each recorded outcome), so a line on the screen means "done, not done again".
@@ -211,11 +214,15 @@ extension EarthquakesCLI {
             watcher.cancel()
         } catch {
             watcher.cancel()
+            // The refresh's own error is what to report; the picture is written if it can be.
+            try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
         }
         let printed = await watcher.value
         let record = try await jobs.record(of: run.id)
+        let outcome = record.finished == nil ? " (unfinished)" : ""
+        try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
             if interrupts.wasInterrupted {
                 throw CLIError(

@@ -107,10 +107,6 @@ struct Refresh: AsyncParsableCommand {
             throw ValidationError("--total-timeout must be a positive number of seconds, for example 600")
         }
         try usageChecked { for feed in allFeeds { _ = try EarthquakesCLI.source(feed) } }
-        if allFeeds.count > 1 || resume, timeline != nil || trace != nil {
-            throw ValidationError(
-                "--timeline and --trace draw a refresh of one feed; leave them out with several feeds")
-        }
     }
 
     /// `--feed` (repeated) then `--feeds` (comma-separated), short USGS names expanded.
@@ -128,7 +124,8 @@ struct Refresh: AsyncParsableCommand {
                 try await cli.refresh(
                     feeds: feeds, resume: resume, database: database.path, json: json,
                     timeout: .milliseconds(Int64(timeout * 1000)),
-                    totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict)
+                    totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict,
+                    picture: RunPicture(timeline: timeline, trace: trace))
             }
             return
         }

@@ -1,3 +1,4 @@
+import Baton
 import BatonDurable
 import BatonTesting
 import Foundation
@@ -45,14 +46,7 @@ struct CrashTests {
         defer { pool.killAll() }
         for slot in 0..<3 { try pool.start(slot: slot) }
         try await withDeadline(.seconds(240), "the crash run (\(Self.jobCount) jobs)") {
-            var random = SeededRandom(seed: Self.seed &+ 1)
-            while try await store.record(of: run.run).finished == nil {
-                // Chaos, not synchronisation: a random worker is killed every 0.1–0.4 s (on an idle machine
-                // the workers can finish the graph in about a second, before a slower cadence kills twice).
-                try await Task.sleep(for: .milliseconds(Int.random(in: 100...400, using: &random)))
-                if try await store.record(of: run.run).finished != nil { break }
-                try await pool.killAndRestart(slot: Int.random(in: 0..<3, using: &random))
-            }
+            try await pool.chaos(untilFinished: run.run, seed: Self.seed &+ 1)
         }
         pool.killAll()
         try await CrashChecker(store: store, log: log, run: run.run, kills: pool.kills).check()
@@ -84,16 +78,25 @@ struct CrashTests {
     }
 }
 
-/// The worker processes, by slot.
+/// The worker processes, by slot, and the chaos that kills them.
+///
+/// The chaos loop runs on a thread of its own, not on the Swift concurrency pool: in a full `swift test`
+/// the pool is shared with hundreds of other tests, and a starved loop would let the workers finish the
+/// graph before the first kill. Its state is behind one lock, so that the test's `killAll()` (also run
+/// when a deadline fires while the loop is still going) and the loop never race.
 final class WorkerPool: @unchecked Sendable {
-    // @unchecked Sendable: used from one test task at a time.
+    // @unchecked Sendable: the mutable state is guarded by `lock`; nothing blocking runs while it is held.
     let path: String
     let log: DatabaseQueue
     let executable: URL
+    private let lock = NSLock()
     private var processes: [Int: Process] = [:]
-    private var generation = 0
-    private(set) var kills: [(worker: String, at: Double)] = []
     private var names: [Int: String] = [:]
+    private var generation = 0
+    private var stopped = false
+    private var killed: [(worker: String, at: Double)] = []
+
+    var kills: [(worker: String, at: Double)] { lock.withLock { killed } }
 
     init(path: String, log: DatabaseQueue) throws {
         self.path = path
@@ -110,25 +113,81 @@ final class WorkerPool: @unchecked Sendable {
         executable = found
     }
 
+    /// Starts a worker process in `slot`, unless the pool was stopped.
     func start(slot: Int) throws {
-        generation += 1
-        let name = "w\(slot)-\(generation)"
         let process = Process()
         process.executableURL = executable
-        process.arguments = ["--db", path, "--id", name, "--lease-ms", "2000", "--renew-ms", "400"]
         process.standardOutput = FileHandle.nullDevice
+        let name: String? = lock.withLock {
+            guard !stopped else { return nil }
+            generation += 1
+            return "w\(slot)-\(generation)"
+        }
+        guard let name else { return }
+        process.arguments = ["--db", path, "--id", name, "--lease-ms", "2000", "--renew-ms", "400"]
         try process.run()
-        processes[slot] = process
-        names[slot] = name
+        let late: Bool = lock.withLock {
+            guard !stopped else { return true }
+            processes[slot] = process
+            names[slot] = name
+            return false
+        }
+        if late {  // killAll() ran while this one started
+            kill(process.processIdentifier, SIGKILL)
+            process.waitUntilExit()
+        }
     }
 
-    func killAndRestart(slot: Int) async throws {
-        guard let process = processes[slot], let name = names[slot] else { return }
+    /// Kills a random worker every 0.1–0.4 s and starts a new one in its slot, until the run is finished
+    /// or the calling task is cancelled. The pauses are the chaos's cadence, not synchronisation: on an idle
+    /// machine the workers can finish the graph in about a second, before a slower cadence kills twice.
+    func chaos(untilFinished run: DurableRunID, seed: UInt64) async throws {
+        let cancelled = Protected(false)
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let thread = Thread {
+                    do {
+                        try self.chaosLoop(run: run, seed: seed, cancelled: cancelled)
+                        continuation.resume()
+                    } catch {
+                        continuation.resume(throwing: error)
+                    }
+                }
+                thread.name = "crash-test chaos"
+                thread.start()
+            }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
+        }
+    }
+
+    private func chaosLoop(run: DurableRunID, seed: UInt64, cancelled: Protected<Bool>) throws {
+        var random = SeededRandom(seed: seed)
+        func finished() throws -> Bool {
+            try log.read { db in
+                try Bool.fetchOne(
+                    db, sql: "SELECT finished IS NOT NULL FROM baton_runs WHERE id = ?", arguments: [run.rawValue])
+                    ?? false
+            }
+        }
+        while try !finished() && !cancelled.current {
+            Thread.sleep(forTimeInterval: Double(Int.random(in: 100...400, using: &random)) / 1000)
+            if try finished() || cancelled.current { break }
+            try killAndRestart(slot: Int.random(in: 0..<3, using: &random))
+        }
+    }
+
+    private func killAndRestart(slot: Int) throws {
+        let found: (Process, String)? = lock.withLock {
+            guard !stopped, let process = processes[slot], let name = names[slot] else { return nil }
+            return (process, name)
+        }
+        guard let (process, name) = found else { return }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         let at = Date().timeIntervalSince1970
-        kills.append((name, at))
-        try await log.write { db in
+        lock.withLock { killed.append((name, at)) }
+        try log.write { db in
             try db.execute(
                 sql: "INSERT INTO crash_log (job, attempt, worker, event, at) VALUES (NULL, NULL, ?, 'killed', ?)",
                 arguments: [name, at])
@@ -136,12 +195,17 @@ final class WorkerPool: @unchecked Sendable {
         try start(slot: slot)
     }
 
+    /// Kills every worker and stops the pool: no worker starts after this.
     func killAll() {
-        for (_, process) in processes where process.isRunning {
+        let all: [Process] = lock.withLock {
+            stopped = true
+            defer { processes.removeAll() }
+            return Array(processes.values)
+        }
+        for process in all where process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
-        processes.removeAll()
     }
 }
 

@@ -99,21 +99,21 @@ struct DurableWorkerTests {
         let clock = ManualDurableClock()
         let store = try SQLiteJobStore.inMemory(clock: clock.clock)
         let started = Gate()
+        let ended = Gate()
         let endings = Protected<[String]>([])
         var graph = JobGraph(name: "g")
         graph.add(Blocker.self, input: "b", retry: .immediate(maxAttempts: 3))
         let run = try await store.submit(graph)
         let worker = try makeWorker(
-            store, [Blocker(started: started, endings: endings)], lease: .seconds(5), renew: .seconds(3600))
+            store, [Blocker(started: started, endings: endings, ended: ended)], lease: .seconds(5),
+            renew: .seconds(3600))
         let running = Task { try await worker.run() }
         try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
         clock.advance(by: .seconds(6))
         let thief = try await store.claim(worker: "thief", kinds: [Blocker.kind], limit: 1, lease: .seconds(30))
         #expect(thief.map(\.attempt) == [2])
         await worker.renewLeases()
-        try await withDeadline(.seconds(30), "the job sees cancellation") {
-            while endings.current.isEmpty { await Task.yield() }
-        }
+        try await withDeadline(.seconds(30), "the job sees cancellation") { await ended.waitAsync() }
         #expect(
             try await store.finish([
                 AttemptReport(lease: thief[0].lease, outcome: .succeeded(output: Data("\"t\"".utf8)))

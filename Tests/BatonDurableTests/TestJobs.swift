@@ -49,17 +49,19 @@ struct FlakyError: Error, CustomStringConvertible {
     var description: String { "flaky failure on attempt \(attempt)" }
 }
 
-/// Opens `started`, then waits until cancelled; records how it ended.
+/// Opens `started`, then waits until cancelled; records how it ended, then opens `ended`.
 struct Blocker: DurableJob {
     static let kind = "test.blocker"
     let started: Gate
     let endings: Protected<[String]>
+    var ended = Gate()
     func run(_ label: String, context: DurableJobContext) async throws -> String {
         started.open()
         do {
             try await Task.sleep(for: .seconds(3600))  // until cancelled: the test never waits for this
         } catch {
             endings.withLock { $0.append("\(label): cancelled") }
+            ended.open()
             throw error
         }
         return label

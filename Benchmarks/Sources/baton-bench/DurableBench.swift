@@ -20,6 +20,12 @@ struct DurableBenchCommand: ParsableCommand {
     @Flag(help: "Small sizes (5k burn-down, 1k chain, 50 latency samples): well under a minute.")
     var quick = false
 
+    @Option(help: "Comma-separated workloads to run: burndown, chain, latency (default: all three).")
+    var workloads = "burndown,chain,latency"
+
+    @Option(help: "Comma-separated worker counts for the burn-down (default: 1,2,4).")
+    var workers = "1,2,4"
+
     @Option(help: "Python with huey installed (default: Benchmarks/peers/huey-setup.sh makes one; 'none' skips huey).")
     var huey: String?
 
@@ -27,17 +33,23 @@ struct DurableBenchCommand: ParsableCommand {
         let burn = quick ? 5_000 : 100_000
         let chain = quick ? 1_000 : 10_000
         let samples = quick ? 50 : 500
+        let selected = Set(workloads.split(separator: ",").map { String($0) })
+        let counts = workers.split(separator: ",").compactMap { Int($0) }
         var lines: [[String: Any]] = []
         let semaphore = DispatchSemaphore(value: 0)
         let box = ResultBox()
         Task {
             do {
                 var measured: [[String: Any]] = []
-                for workers in [1, 2, 4] {
-                    measured.append(try await DurableWorkloads.burndown(n: burn, workers: workers))
+                if selected.contains("burndown") {
+                    for workers in counts {
+                        measured.append(try await DurableWorkloads.burndown(n: burn, workers: workers))
+                    }
                 }
-                measured.append(try await DurableWorkloads.chain(n: chain))
-                measured.append(try await DurableWorkloads.latency(samples: samples))
+                if selected.contains("chain") { measured.append(try await DurableWorkloads.chain(n: chain)) }
+                if selected.contains("latency") {
+                    measured.append(try await DurableWorkloads.latency(samples: samples))
+                }
                 box.set(.success(measured.map(SendableLine.init)))
             } catch {
                 box.set(.failure(error))
@@ -134,13 +146,13 @@ struct DurableBenchCommand: ParsableCommand {
             }
             print(text)
         }
-        if let best = baton.compactMap({ $0["workload"] as? String == "burndown" ? $0["jobs_per_s"] as? Double : nil })
-            .max()
-        {
+        let burndowns = baton.compactMap { $0["workload"] as? String == "burndown" ? $0["jobs_per_s"] as? Double : nil }
+        if let worst = burndowns.min() {
+            // The target holds for every worker count measured, so the slowest one decides.
             print(
                 String(
-                    format: "  target ≥ 20,000 jobs/s burn-down: %@ (best %.0f)", best >= 20_000 ? "met" : "MISSED",
-                    best))
+                    format: "  target ≥ 20,000 jobs/s burn-down (every worker count): %@ (slowest %.0f)",
+                    worst >= 20_000 ? "met" : "MISSED", worst))
         }
         if let p50 = baton.first(where: { $0["workload"] as? String == "latency" })?["p50_ms"] as? Double {
             print(String(format: "  target p50 submit→start < 2 ms: %@ (%.2f ms)", p50 < 2 ? "met" : "MISSED", p50))

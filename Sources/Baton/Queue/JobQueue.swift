@@ -88,7 +88,7 @@ public final class JobQueue: @unchecked Sendable {
     ) {
         self.adoption = adoption
         // Instruments with nothing to do (metrics without a backend) are left out: such a queue pays nothing.
-        self.instruments = instruments.allSatisfy(\.isEnabled) ? instruments : instruments.filter(\.isEnabled)
+        self.instruments = instruments.filter(\.isEnabled)
         if maxConcurrentJobs < 1 {
             fatalError("Baton: maxConcurrentJobs of queue '\(name)' must be at least 1, not \(maxConcurrentJobs).")
         }

@@ -78,9 +78,11 @@ extension SQLiteJobStore {
             let page = limit - claimed.count
             let rows = try Row.fetchAll(select, arguments: StatementArguments([now.storeTime] + kinds + [page]))
             var progress = false
+            // Columns by position: id, run, name, kind, attempts, max_attempts, priority, timeout,
+            // has_categories, input.
             for row in rows {
-                let id: Int64 = row["id"]
-                if row["has_categories"] as Int != 0 {
+                let id: Int64 = row[0]
+                if row[8] as Int != 0 {
                     // Recheck against the holders added by this claim.
                     let categories = try Row.fetchAll(categoriesOf, arguments: [id])
                     var fits = true
@@ -96,12 +98,10 @@ extension SQLiteJobStore {
                 progress = true
                 claimed.append(
                     ClaimedJob(
-                        lease: Lease(job: DurableJobID(id), token: token), run: DurableRunID(row["run"] as Int64),
-                        name: row["name"], kind: row["kind"], input: row["input"] ?? Data(),
-                        attempt: row["attempts"] as Int + 1, maxAttempts: row["max_attempts"],
-                        priority: row["priority"],
-                        timeout: (row["timeout"] as Double?).map { Duration.seconds($0) },
-                        leaseExpires: expires))
+                        lease: Lease(job: DurableJobID(id), token: token), run: DurableRunID(row[1] as Int64),
+                        name: row[2], kind: row[3], input: row[9] ?? Data(), attempt: row[4] as Int + 1,
+                        maxAttempts: row[5], priority: row[6],
+                        timeout: (row[7] as Double?).map { Duration.seconds($0) }, leaseExpires: expires))
             }
             // A short page means nothing else is claimable; a page that made no progress would repeat.
             if rows.count < page || !progress { break }

@@ -21,7 +21,8 @@ extension SQLiteJobStore {
                         """),
                 arguments: [id, report.lease.token])
         else { return .rejected }
-        if row["has_categories"] as Int != 0 { try releaseCategories(db, job: id) }
+        // Columns by position: attempts, max_attempts, retry, cancel_request, has_categories.
+        if row[4] as Int != 0 { try releaseCategories(db, job: id) }
         switch report.outcome {
         case .succeeded(let output):
             try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)
@@ -30,17 +31,17 @@ extension SQLiteJobStore {
             try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
             return .accepted(.cancelled)
         case .failed(let message, let retryable):
-            let attempts: Int = row["attempts"]
-            let cancelRequest: String? = row["cancel_request"]
+            let attempts: Int = row[0]
+            let cancelRequest: String? = row[3]
             if let cancelRequest {
                 try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
                 return .accepted(.cancelled)
             }
-            guard retryable, attempts < row["max_attempts"] as Int else {
+            guard retryable, attempts < row[1] as Int else {
                 try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
                 return .accepted(.failed)
             }
-            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data((row["retry"] as String).utf8))
+            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data((row[2] as String).utf8))
             let notBefore = now.adding(policy.wait(beforeAttempt: attempts + 1))
             try db.cachedStatement(
                 sql: """
@@ -87,10 +88,11 @@ extension SQLiteJobStore {
             try finalize.execute(arguments: [state.rawValue, error, output, now.storeTime, job])
             try countDown.execute(arguments: [now.storeTime, job])
             var name: String?
+            // Columns by position: job, run_regardless, state, remaining.
             for row in try Row.fetchAll(dependents, arguments: [job]) {
-                let dependent: Int64 = row["job"]
-                guard row["state"] as String == DurableJobState.pending.rawValue else { continue }
-                if state == .succeeded || row["run_regardless"] as Bool {
+                let dependent: Int64 = row[0]
+                guard row[2] as String == DurableJobState.pending.rawValue else { continue }
+                if state == .succeeded || row[1] as Bool {
                     try decrement.execute(arguments: [dependent])
                 } else {
                     if name == nil { name = try String.fetchOne(nameOf, arguments: [job]) }

@@ -26,9 +26,8 @@ extension SQLiteJobStore {
                     WHERE j.run = ? ORDER BY e.job, e.dependency
                     """, arguments: [run.rawValue])
             {
-                dependencies[row["job"], default: []].append(
-                    JobRecord.Dependency(
-                        job: DurableJobID(row["dependency"] as Int64), runRegardless: row["run_regardless"]))
+                dependencies[row[0], default: []].append(
+                    JobRecord.Dependency(job: DurableJobID(row[1] as Int64), runRegardless: row[2]))
             }
             var categories: [Int64: [DurableCategory]] = [:]
             for row in try Row.fetchAll(
@@ -38,26 +37,41 @@ extension SQLiteJobStore {
                     WHERE j.run = ? ORDER BY c.job, c.category
                     """, arguments: [run.rawValue])
             {
-                categories[row["job"], default: []].append(
-                    DurableCategory(name: row["category"], limit: row["max_holders"]))
+                categories[row[0], default: []].append(DurableCategory(name: row[1], limit: row[2]))
             }
             let decoder = JSONDecoder()
-            let jobs = try Row.fetchAll(
-                db, sql: "SELECT * FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [run.rawValue]
-            ).map { row -> JobRecord in
-                let id: Int64 = row["id"]
-                return JobRecord(
-                    id: DurableJobID(id), run: run, name: row["name"], kind: row["kind"],
-                    state: DurableJobState(rawValue: row["state"]) ?? .failed, attempts: row["attempts"],
-                    retry: try decoder.decode(RetryPolicy.self, from: Data((row["retry"] as String).utf8)),
-                    priority: row["priority"], timeout: (row["timeout"] as Double?).map { Duration.seconds($0) },
-                    categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],
-                    inputFrom: (row["input_from"] as Int64?).map { DurableJobID($0) },
-                    notBefore: { (t: Double) in t > 0 ? Date(storeTime: t) : nil }(row["not_before"]),
-                    leaseOwner: row["lease_owner"],
-                    leaseExpires: (row["lease_expires"] as Double?).map(Date.init(storeTime:)),
-                    cancelRequest: row["cancel_request"], lastError: row["last_error"], output: row["output"],
-                    finished: (row["finished"] as Double?).map(Date.init(storeTime:)))
+            // Most jobs of a run share a few retry policies: each distinct text is decoded once.
+            var policies: [String: RetryPolicy] = [:]
+            // Columns by position (a name lookup per column and row costs more than the read at 100,000 jobs).
+            let jobRows = try Row.fetchCursor(
+                db,
+                sql: """
+                    SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before,
+                        lease_owner, lease_expires, cancel_request, last_error, output, finished
+                    FROM baton_jobs WHERE run = ? ORDER BY idx
+                    """, arguments: [run.rawValue])
+            var jobs: [JobRecord] = []
+            while let row = try jobRows.next() {
+                let id: Int64 = row[0]
+                let retryText: String = row[5]
+                let retry: RetryPolicy
+                if let known = policies[retryText] {
+                    retry = known
+                } else {
+                    retry = try decoder.decode(RetryPolicy.self, from: Data(retryText.utf8))
+                    policies[retryText] = retry
+                }
+                let notBefore: Double = row[9]
+                jobs.append(
+                    JobRecord(
+                        id: DurableJobID(id), run: run, name: row[1], kind: row[2],
+                        state: DurableJobState(rawValue: row[3]) ?? .failed, attempts: row[4], retry: retry,
+                        priority: row[6], timeout: (row[7] as Double?).map { Duration.seconds($0) },
+                        categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],
+                        inputFrom: (row[8] as Int64?).map { DurableJobID($0) },
+                        notBefore: notBefore > 0 ? Date(storeTime: notBefore) : nil, leaseOwner: row[10],
+                        leaseExpires: (row[11] as Double?).map(Date.init(storeTime:)), cancelRequest: row[12],
+                        lastError: row[13], output: row[14], finished: (row[15] as Double?).map(Date.init(storeTime:))))
             }
             let names = Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })
             var holders: [CategoryHolder] = []

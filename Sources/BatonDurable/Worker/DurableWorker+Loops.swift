@@ -118,10 +118,14 @@ extension DurableWorker {
     }
 
     private func jobLogger(_ claim: ClaimedJob) -> Logger {
+        // One metadata write, not one per key: a handler may redo work on each (swift-log's stream
+        // handler re-renders all of its metadata), and this runs for every attempt.
         var logger = configuration.logger
-        logger[metadataKey: "durable.job"] = "\(claim.job.rawValue)"
-        logger[metadataKey: "durable.name"] = "\(claim.name)"
-        logger[metadataKey: "durable.attempt"] = "\(claim.attempt)"
+        var metadata = logger.handler.metadata
+        metadata["durable.job"] = "\(claim.job.rawValue)"
+        metadata["durable.name"] = "\(claim.name)"
+        metadata["durable.attempt"] = "\(claim.attempt)"
+        logger.handler.metadata = metadata
         return logger
     }
 
