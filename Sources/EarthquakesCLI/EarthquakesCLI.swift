@@ -156,7 +156,7 @@ public struct EarthquakesCLI: Sendable {
         // events that versions before the sample had its own database put here. Neither may fail the refresh.
         try? store.recordRefresh(RefreshRecord(date: now(), source: source.description, summary: summary))
         // (A feed that itself holds sample events, such as a saved sample feed, keeps them.)
-        let feedHasSample = (get.feed?.earthquakes ?? []).contains { $0.network == "sample" }
+        let feedHasSample = get.feed?.containsEarthquake(ofNetwork: "sample") ?? false
         let oldSample = feedHasSample ? 0 : (try? store.deleteSampleEarthquakes()) ?? 0
         let types = Self.typeCounts(summary)
         if json {

@@ -27,6 +27,15 @@ extension EarthquakeStore {
     public func importFeed(
         _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil
     ) throws(StoreError) -> ImportSummary {
+        try importEntries(of: Feed(metadata: Feed.Metadata(), earthquakes: quakes), whileWaiting: whileWaiting)
+    }
+
+    /// The import of ``importFeed(_:whileWaiting:)-([Earthquake],_)``, of every earthquake of `feed`
+    /// (decoded or pending; the summary's ``ImportSummary/skipped`` is left at 0).
+    private func importEntries(
+        of feed: Feed, whileWaiting: (@Sendable () -> Void)?
+    ) throws(StoreError) -> ImportSummary {
+        let count = feed.count
         let previous = lockWait.setObserver(whileWaiting)
         defer { _ = lockWait.setObserver(previous) }
         do {
@@ -34,12 +43,12 @@ extension EarthquakeStore {
                 // A page cache big enough for the indexes being changed, so that the transaction writes each
                 // page to the journal once instead of spilling and rewriting it (SQLite's default is 2 MB).
                 let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
-                let importCacheKiB = min(max(quakes.count / 4, 2000), 256 * 1024)
+                let importCacheKiB = min(max(count / 4, 2000), 256 * 1024)
                 try db.execute(sql: "PRAGMA cache_size = -\(importCacheKiB)")
                 defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
                 var summary = ImportSummary()
                 try db.inTransaction(.immediate) {
-                    summary = try Self.upsert(quakes, in: db)
+                    summary = try Self.upsert(feed, in: db)
                     return .commit
                 }
                 return summary
@@ -47,7 +56,7 @@ extension EarthquakeStore {
         } catch {
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(
-                    .write, path: path, doing: "import \(quakes.count) earthquakes into", error: error,
+                    .write, path: path, doing: "import \(count) earthquakes into", error: error,
                     advice: "Nothing was changed: the import was rolled back."
                 )
         }
@@ -55,84 +64,167 @@ extension EarthquakeStore {
 
     /// Imports every earthquake of a parsed feed, and counts its skipped features in the summary. See
     /// ``importFeed(_:whileWaiting:)-([Earthquake],_)``.
+    ///
+    /// A feed parsed for this store (by ``GetEarthquakes`` or ``ParseFeedJob`` given the store) may hold
+    /// features left undecoded because the store had their fingerprint (see ``FeatureFingerprint``): each is
+    /// counted unchanged when its row still has that fingerprint in the import's transaction, and decoded
+    /// and imported like the others when not (another process changed or deleted the row meanwhile).
     @discardableResult
     public func importFeed(
         _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
     ) throws(StoreError)
         -> ImportSummary
     {
-        var summary = try importFeed(feed.earthquakes, whileWaiting: whileWaiting)
+        var summary = try importEntries(of: feed, whileWaiting: whileWaiting)
         summary.skipped = feed.skippedFeatures.count
         return summary
     }
 
     /// The body of the import transaction: SQLite's own prepared statements, bound and compared column
     /// by column (no intermediate rows or argument arrays), one lookup per earthquake.
-    private static func upsert(_ quakes: [Earthquake], in db: Database) throws -> ImportSummary {
+    private static func upsert(_ feed: Feed, in db: Database) throws -> ImportSummary {
         let columns = Earthquake.columns
         let connection = db.sqliteConnection
         let select = try RawStatement(
-            connection, "SELECT \(columns.dropFirst().joined(separator: ", ")) FROM earthquake WHERE id = ?")
+            connection,
+            "SELECT \(columns.dropFirst().joined(separator: ", ")), fingerprint FROM earthquake WHERE id = ?")
         let insert = try RawStatement(
             connection,
-            "INSERT INTO earthquake (\(columns.joined(separator: ", "))) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")))"
+            "INSERT INTO earthquake (\(columns.joined(separator: ", ")), fingerprint) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")), ?)"
         )
         let update = try RawStatement(
             connection,
-            "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")) WHERE id = ?")
+            "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")), fingerprint = ? WHERE id = ?"
+        )
+        let fingerprintOnly = try RawStatement(connection, "UPDATE earthquake SET fingerprint = ? WHERE id = ?")
+        let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE rowid = ?")
+        let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
-        let lastIndex = Self.lastIndexByID(quakes, summary: &summary)
+        let lastIndex = Self.lastIndexByID(feed, summary: &summary)
         let hasDuplicates = summary.duplicates > 0
         // Into an empty table (a first import), with no id twice, every row is new: no lookups.
         let wasEmpty = try !RawStatement(connection, "SELECT 1 FROM earthquake LIMIT 1").step()
-        for (index, quake) in quakes.enumerated() where !hasDuplicates || lastIndex[quake.id] == index {
+        var position = 0
+
+        func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
             if let type = quake.type, type != "earthquake" { summary.otherTypes[type, default: 0] += 1 }
-            do {
-                var found = false
-                if !wasEmpty {
-                    select.bind(text: quake.id, at: 1)
-                    found = try select.step()
+            var found = false
+            if !wasEmpty {
+                select.bind(text: quake.id, at: 1)
+                found = try select.step()
+            }
+            let same = found && select.matches(quake, from: 0)
+            let refingerprint = same && fingerprint != nil && select.fingerprint(at: fingerprintColumn) != fingerprint
+            select.reset()
+            if same {
+                summary.unchanged += 1
+                if refingerprint, let fingerprint {
+                    // Same values from other bytes: remember these bytes, so the next import skips them.
+                    fingerprintOnly.bind(fingerprint, at: 1)
+                    fingerprintOnly.bind(text: quake.id, at: 2)
+                    _ = try fingerprintOnly.step()
+                    fingerprintOnly.reset()
                 }
-                let same = found && select.matches(quake, from: 0)
-                select.reset()
-                if same {
-                    summary.unchanged += 1
-                } else if found {
-                    update.bind(quake, from: 1, skippingID: true)
-                    update.bind(text: quake.id, at: Int32(columns.count))
-                    _ = try update.step()
-                    update.reset()
-                    summary.updated += 1
-                } else {
-                    insert.bind(quake, from: 1, skippingID: false)
-                    _ = try insert.step()
-                    insert.reset()
-                    summary.inserted += 1
+            } else if found {
+                update.bind(quake, from: 1, skippingID: true)
+                update.bind(fingerprint, at: Int32(columns.count))
+                update.bind(text: quake.id, at: Int32(columns.count + 1))
+                _ = try update.step()
+                update.reset()
+                summary.updated += 1
+            } else {
+                insert.bind(quake, from: 1, skippingID: false)
+                insert.bind(fingerprint, at: Int32(columns.count + 1))
+                _ = try insert.step()
+                insert.reset()
+                summary.inserted += 1
+            }
+        }
+
+        try feed.forEachEntry { entry in
+            defer { position += 1 }
+            switch entry {
+            case .decoded(let index):
+                let quake = feed.decoded[index]
+                guard !hasDuplicates || lastIndex[quake.id] == position else { return }
+                do {
+                    try importDecoded(quake, fingerprint: feed.fingerprints.isEmpty ? nil : feed.fingerprints[index])
+                } catch {
+                    throw RowFailure(index: position, id: quake.id, underlying: error)
                 }
-            } catch {
-                throw RowFailure(index: index, id: quake.id, underlying: error)
+            case .pending(let index):
+                let pending = feed.pending[index]
+                guard !hasDuplicates || lastIndex[pending.known.id] == position else { return }
+                do {
+                    // The row found by its rowid has the fingerprint: then it is this feature's row (the same
+                    // bytes have the same id) and holds exactly its values.
+                    storedFingerprint.bind(pending.known.rowid, at: 1)
+                    let still =
+                        try storedFingerprint.step() && storedFingerprint.fingerprint(at: 0) == pending.fingerprint
+                    storedFingerprint.reset()
+                    if still {
+                        if let type = pending.known.type, type != "earthquake" {
+                            summary.otherTypes[type, default: 0] += 1
+                        }
+                        summary.unchanged += 1
+                    } else {
+                        try importDecoded(feed.decode(pending), fingerprint: pending.fingerprint)
+                    }
+                } catch {
+                    throw RowFailure(index: position, id: pending.known.id, underlying: error)
+                }
             }
         }
         return summary
     }
 
-    /// The index of the last earthquake of each id; counts the earlier ones as duplicates.
-    /// (Empty when no id repeats: then every earthquake is imported.)
-    static func lastIndexByID(_ quakes: [Earthquake], summary: inout ImportSummary) -> [String: Int] {
+    /// The index of the last earthquake of each id of `feed`, by position; counts the earlier ones as
+    /// duplicates. (Empty when no id repeats: then every earthquake is imported.)
+    static func lastIndexByID(_ feed: Feed, summary: inout ImportSummary) -> [String: Int] {
         var lastIndex: [String: Int] = [:]
-        lastIndex.reserveCapacity(quakes.count)
+        lastIndex.reserveCapacity(feed.count)
         var repeated: Set<String> = []
-        for (index, quake) in quakes.enumerated() {
-            if lastIndex.updateValue(index, forKey: quake.id) != nil {
-                summary.duplicates += 1
-                if repeated.insert(quake.id).inserted { summary.duplicateIDs.append(quake.id) }
+        var position = 0
+        feed.forEachEntry { entry in
+            let id: String
+            switch entry {
+            case .decoded(let index): id = feed.decoded[index].id
+            case .pending(let index): id = feed.pending[index].known.id
             }
+            if lastIndex.updateValue(position, forKey: id) != nil {
+                summary.duplicates += 1
+                if repeated.insert(id).inserted { summary.duplicateIDs.append(id) }
+            }
+            position += 1
         }
         return summary.duplicates > 0 ? lastIndex : [:]
     }
-}
 
+    /// The store's rows that have a fingerprint, by fingerprint: what ``FeedParser/parse(_:known:)`` needs
+    /// to skip decoding the features the store already holds. Read in one pass over the table.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    func knownFeatures() throws(StoreError) -> KnownFeatures {
+        try read("read the fingerprints of") { db in
+            let statement = try RawStatement(
+                db.sqliteConnection,
+                "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL")
+            var entries: [(fingerprint: FeatureFingerprint, feature: KnownFeature)] = []
+            while try statement.step() {
+                guard let fingerprint = statement.fingerprint(at: 0), let id = statement.text(at: 1) else { continue }
+                entries.append(
+                    (
+                        fingerprint,
+                        KnownFeature(
+                            rowid: statement.int64(at: 4), id: id, type: statement.text(at: 2),
+                            network: statement.text(at: 3))
+                    ))
+            }
+            return KnownFeatures(entries)
+        }
+    }
+}
 /// A prepared SQLite statement used directly: for the import's inner loop, where GRDB's conveniences
 /// (argument arrays, rows) cost more than the database work. Finalized when released.
 private final class RawStatement {
@@ -175,6 +267,39 @@ private final class RawStatement {
         } else {
             sqlite3_bind_null(handle, position)
         }
+    }
+
+    func bind(_ fingerprint: FeatureFingerprint?, at position: Int32) {
+        guard let fingerprint else {
+            sqlite3_bind_null(handle, position)
+            return
+        }
+        fingerprint.withBlob { blob in
+            _ = sqlite3_bind_blob(handle, position, blob.baseAddress, Int32(blob.count), Self.transient)
+        }
+    }
+
+    /// The fingerprint in column `column` of the current row; `nil` for NULL or one of another version.
+    func fingerprint(at column: Int32) -> FeatureFingerprint? {
+        guard sqlite3_column_type(handle, column) == SQLITE_BLOB, let bytes = sqlite3_column_blob(handle, column) else {
+            return nil
+        }
+        return FeatureFingerprint(
+            blob: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
+    }
+
+    /// The integer in column `column` of the current row.
+    func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    func bind(_ value: Int64, at position: Int32) { sqlite3_bind_int64(handle, position, value) }
+
+    /// The text in column `column` of the current row; `nil` for NULL.
+    func text(at column: Int32) -> String? {
+        guard sqlite3_column_type(handle, column) != SQLITE_NULL, let text = sqlite3_column_text(handle, column) else {
+            return nil
+        }
+        return String(
+            decoding: UnsafeBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, column))), as: UTF8.self)
     }
 
     private func bind(_ value: Double?, at position: Int32) {

@@ -127,10 +127,17 @@ public final class EarthquakeStore: Sendable {
         self.busyTimeout = busyTimeout
         self.lockWait = lockWait
         let upToDate: Bool
+        var readable = false
         do {
             // Only write when the schema is behind: a reader must not need the write lock while
             // another process imports.
-            upToDate = try queue.read { db in try Self.migrator.hasCompletedMigrations(db) }
+            (upToDate, readable) = try queue.read { db in
+                // Every later migration only adds what imports use: a reader needs the table.
+                (
+                    try Self.migrator.hasCompletedMigrations(db),
+                    try Self.migrator.appliedIdentifiers(db).contains(Self.createTable)
+                )
+            }
             if !upToDate && !readOnly { try Self.migrator.migrate(queue) }
         } catch {
             if let failure = StoreError.classified(path: path, error: error, timeout: busyTimeout) { throw failure }
@@ -139,7 +146,7 @@ public final class EarthquakeStore: Sendable {
                 advice: "The file may belong to another program or to a newer version of this one."
             )
         }
-        if !upToDate && readOnly {
+        if !upToDate && readOnly && !readable {
             throw StoreError(
                 .migrate, path: path, doing: "read",
                 reason: "it has no earthquake table, or one from an older version of this program",
@@ -199,7 +206,7 @@ public final class EarthquakeStore: Sendable {
     /// The schema, as a list of migrations that GRDB applies once each, in order.
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1: create earthquake") { db in
+        migrator.registerMigration(createTable) { db in
             try db.execute(
                 sql: """
                     CREATE TABLE earthquake (
@@ -232,8 +239,15 @@ public final class EarthquakeStore: Sendable {
                     """
             )
         }
+        migrator.registerMigration("v2: earthquake fingerprint") { db in
+            // The fingerprint of the feature each row was read from (see `FeatureFingerprint`).
+            try db.execute(sql: "ALTER TABLE earthquake ADD COLUMN fingerprint BLOB")
+        }
         return migrator
     }
+
+    /// The first migration, which creates the table that readers need.
+    static let createTable = "v1: create earthquake"
 
     /// The number of earthquakes stored.
     ///

@@ -12,15 +12,111 @@ public struct Feed: Sendable, Equatable {
     /// The feed's `metadata` object. Every field is optional.
     public var metadata: Metadata
     /// The events of the feed, in the feed's order (the USGS publishes newest first).
-    public var earthquakes: [Earthquake]
+    ///
+    /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``) may
+    /// hold features that were not decoded because the store already has them; reading this property
+    /// decodes them (each time: keep the result rather than reading it again).
+    public var earthquakes: [Earthquake] {
+        get { pending.isEmpty ? decoded : materialized() }
+        set {
+            decoded = newValue
+            fingerprints = []
+            pending = []
+            source = nil
+        }
+    }
     /// What the parser repaired on the way. Empty for a well-formed USGS feed.
     public var warnings: [FeedWarning]
+
+    /// The decoded earthquakes, in feed order, without the ``pending`` ones.
+    private(set) var decoded: [Earthquake]
+    /// The fingerprint of each of ``decoded`` (`nil` when unknown), or empty when none is known.
+    private(set) var fingerprints: [FeatureFingerprint?] = []
+    /// The features not decoded because the store has their fingerprint, by ascending position.
+    private(set) var pending: [PendingFeature] = []
+    /// The feed's bytes, to decode ``pending`` features from, and the factor of its times to milliseconds.
+    private(set) var source: (data: Data, factor: Double)?
 
     /// Creates a feed value.
     public init(metadata: Metadata, earthquakes: [Earthquake], warnings: [FeedWarning] = []) {
         self.metadata = metadata
-        self.earthquakes = earthquakes
+        self.decoded = earthquakes
         self.warnings = warnings
+    }
+
+    /// A feed from a re-import parse: decoded earthquakes with their fingerprints, and the features left pending.
+    init(
+        metadata: Metadata, decoded: [Earthquake], fingerprints: [FeatureFingerprint?], pending: [PendingFeature],
+        source: (data: Data, factor: Double)?, warnings: [FeedWarning]
+    ) {
+        self.metadata = metadata
+        self.decoded = decoded
+        self.fingerprints = fingerprints
+        self.pending = pending
+        self.source = source
+        self.warnings = warnings
+    }
+
+    public static func == (lhs: Feed, rhs: Feed) -> Bool {
+        lhs.metadata == rhs.metadata && lhs.warnings == rhs.warnings && lhs.earthquakes == rhs.earthquakes
+    }
+
+    /// The number of earthquakes (decoded or not): the length of ``earthquakes``.
+    var count: Int { decoded.count + pending.count }
+
+    /// How many of the feed's earthquakes were not decoded, because the store already holds them (tests
+    /// read it to see that a re-import skips the unchanged features).
+    package var undecodedCount: Int { pending.count }
+
+    /// Whether any earthquake of the feed is of this network, without decoding the pending ones (the
+    /// store has their network).
+    package func containsEarthquake(ofNetwork network: String) -> Bool {
+        decoded.contains { $0.network == network } || pending.contains { $0.known.network == network }
+    }
+
+    /// Decodes a pending feature from the feed's bytes.
+    func decode(_ feature: PendingFeature) -> Earthquake {
+        guard let source,
+            let quake = FeedParser.decodePending(feature, in: source.data, factor: source.factor)
+        else {
+            // The store had this fingerprint, so these bytes were decoded before by this version of the parser.
+            preconditionFailure("feature \(feature.featureIndex) of the feed could not be decoded again")
+        }
+        return quake
+    }
+
+    /// Every earthquake in feed order, the pending ones decoded.
+    private func materialized() -> [Earthquake] {
+        var all: [Earthquake] = []
+        all.reserveCapacity(count)
+        forEachEntry { entry in
+            switch entry {
+            case .decoded(let index): all.append(decoded[index])
+            case .pending(let index): all.append(decode(pending[index]))
+            }
+        }
+        return all
+    }
+
+    /// An earthquake of the feed: the index of a decoded one, or of a pending one.
+    enum Entry {
+        case decoded(Int)
+        case pending(Int)
+    }
+
+    /// Calls `body` for every earthquake, in feed order.
+    func forEachEntry(_ body: (Entry) throws -> Void) rethrows {
+        var nextDecoded = 0
+        var nextPending = 0
+        for position in 0..<count {
+            if nextPending < pending.count, pending[nextPending].position == position {
+                try body(.pending(nextPending))
+                nextPending += 1
+            } else {
+                try body(.decoded(nextDecoded))
+                nextDecoded += 1
+            }
+        }
     }
 
     /// Whether the input was a GeoJSONP response (`eqfeed_callback({...});`) rather than

@@ -64,6 +64,8 @@ extension FeedParser {
         var id: String?
         var geometry: WireGeometry?
         var properties: WireProperties?
+        /// The hash of the feature's bytes, when ``FeedScanner`` read it (see ``FeatureFingerprint``).
+        var hash: FeatureHash?
 
         private enum CodingKeys: String, CodingKey { case id, geometry, properties }
 

@@ -75,11 +75,38 @@ public struct FeedParser: Sendable {
     /// - Returns: the feed's metadata, its earthquakes in feed order, and any repairs made.
     /// - Throws: ``FeedError`` when the input cannot be read faithfully.
     public func parse(_ data: Data) throws(FeedError) -> Feed {
+        try parse(data, known: KnownFeatures())
+    }
+
+    /// Parses a feed for a re-import into a store that holds the `known` features: a feature whose
+    /// fingerprint is known is not decoded (the result's ``Feed/undecodedCount``); the import checks that
+    /// the store still holds it, and decodes it if not. The result is otherwise that of ``parse(_:)``:
+    /// the same errors, warnings and earthquakes (``Feed/earthquakes`` decodes the pending ones).
+    ///
+    /// Only a well-formed feed that ``FeedScanner`` reads completely takes this path; any other is
+    /// parsed in full.
+    func parse(_ data: Data, known: KnownFeatures) throws(FeedError) -> Feed {
         var warnings: [FeedWarning] = []
         let jsonRange = try locateJSON(in: data, warnings: &warnings)
+        if !known.isEmpty, usesScanner,
+            let skipping = try parseSkippingKnown(data, jsonRange: jsonRange, known: known, warnings: &warnings)
+        {
+            return try feed(metadata: skipping.metadata, parsed: skipping.parsed, warnings: warnings)
+        }
         let document = try decode(data, jsonRange: jsonRange)
-        let quakes = try earthquakes(from: document, warnings: &warnings)
-        let metadata = document.metadata
+        let parsed = try earthquakes(from: document, warnings: &warnings)
+        return try feed(metadata: document.metadata, parsed: parsed, warnings: warnings)
+    }
+
+    /// The earthquakes of a feed as the parser made them, before they become a ``Feed``.
+    struct Parsed {
+        var quakes: [Earthquake] = []
+        var fingerprints: [FeatureFingerprint?] = []
+        var pending: [PendingFeature] = []
+        var source: (data: Data, factor: Double)?
+    }
+
+    private func feed(metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning]) throws(FeedError) -> Feed {
         let generated = try Self.date(
             milliseconds: Self.generatedMilliseconds(metadata?.generated), path: "metadata.generated", featureIndex: nil
         )
@@ -92,9 +119,84 @@ public struct FeedParser: Sendable {
                 count: metadata?.count,
                 status: metadata?.status
             ),
-            earthquakes: quakes,
+            decoded: parsed.quakes,
+            fingerprints: parsed.fingerprints,
+            pending: parsed.pending,
+            source: parsed.source,
             warnings: warnings
         )
+    }
+
+    /// The re-import path of ``parse(_:known:)``: locates every feature (``FeedScanner/scanLight(_:splittingAt:)``),
+    /// decides the time unit from their times, and decodes only the features whose fingerprint is not
+    /// known. `nil` when the feed must be parsed in full instead: whenever the full scan would not have
+    /// read it, or when it is not a feature collection of the declared count (whose errors the full parse
+    /// words).
+    private func parseSkippingKnown(
+        _ data: Data, jsonRange: Range<Int>, known: KnownFeatures, warnings: inout [FeedWarning]
+    ) throws(FeedError) -> (metadata: WireMetadata?, parsed: Parsed)? {
+        struct Located {
+            var metadata: WireMetadata?
+            var parsed: Parsed
+            var problems: [(index: Int, id: String?, problem: String)]
+            var secondsConverted: Int?
+        }
+        let strict = strict
+        let result: Result<Located?, FeedError> = data.withUnsafeBytes { raw in
+            let all = raw.bindMemory(to: UInt8.self)
+            guard let light = FeedScanner.scanLight(UnsafeBufferPointer(rebasing: all[jsonRange])),
+                let located = light.features
+            else { return .success(nil) }
+            let document = light.document
+            if let declared = document.metadata?.count, declared != located.count { return .success(nil) }
+            let times = located.compactMap(\.time)
+            let unit = Self.detectTimeUnit(
+                times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+            var parsed = Parsed()
+            parsed.source = (data, unit.toMilliseconds)
+            var problems: [(index: Int, id: String?, problem: String)] = []
+            for (index, feature) in located.enumerated() {
+                let offset = jsonRange.lowerBound
+                let range = (feature.range.lowerBound + offset)..<(feature.range.upperBound + offset)
+                let fingerprint = FeatureFingerprint(hash: feature.hash, unit: unit)
+                if let stored = known[fingerprint] {
+                    parsed.pending.append(
+                        PendingFeature(
+                            position: parsed.quakes.count + parsed.pending.count, featureIndex: index, range: range,
+                            fingerprint: fingerprint, known: stored))
+                    continue
+                }
+                guard let wire = FeedScanner.feature(in: all, range: range) else { return .success(nil) }
+                do throws(FeedError) {
+                    parsed.quakes.append(
+                        try Self.earthquake(wire, index: index, of: located.count, factor: unit.toMilliseconds))
+                    parsed.fingerprints.append(fingerprint)
+                } catch {
+                    if strict { return .failure(error) }
+                    problems.append((index, wire.id, error.featureProblem ?? error.description))
+                }
+            }
+            return .success(
+                Located(
+                    metadata: document.metadata, parsed: parsed, problems: problems,
+                    secondsConverted: unit == .seconds ? times.count : nil))
+        }
+        guard let located = try result.get() else { return nil }
+        if let count = located.secondsConverted { warnings.append(.convertedSecondsToMilliseconds(count: count)) }
+        for problem in located.problems {
+            warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
+        }
+        return (located.metadata, located.parsed)
+    }
+
+    /// Decodes a feature that ``parse(_:known:)`` left pending; `nil` if it cannot be read.
+    static func decodePending(_ feature: PendingFeature, in data: Data, factor: Double) -> Earthquake? {
+        data.withUnsafeBytes { raw -> Earthquake? in
+            guard let wire = FeedScanner.feature(in: raw.bindMemory(to: UInt8.self), range: feature.range) else {
+                return nil
+            }
+            return try? earthquake(wire, index: feature.featureIndex, of: feature.featureIndex + 1, factor: factor)
+        }
     }
 
     /// Finds the JSON text: the whole input, or the inside of a GeoJSONP wrapper. Offsets are
@@ -140,7 +242,7 @@ public struct FeedParser: Sendable {
     private func earthquakes(
         from document: WireDocument, warnings: inout [FeedWarning]
     ) throws(FeedError)
-        -> [Earthquake]
+        -> Parsed
     {
         if document.type == "Feature" { throw FeedError.detailDocument(id: document.id) }
         guard let features = document.features else {
@@ -153,29 +255,37 @@ public struct FeedParser: Sendable {
             throw FeedError.countMismatch(declared: declared, actual: features.count)
         }
 
-        var decoded: [(index: Int, feature: WireFeature)] = []
-        decoded.reserveCapacity(features.count)
+        // Two passes over the features, rather than a copy of the readable ones.
         var problems: [(index: Int, id: String?, problem: String)] = []
+        var times: [Double] = []
+        times.reserveCapacity(features.count)
+        var readable = 0
+        var hashed = false
         for (index, entry) in features.enumerated() {
             switch entry {
-            case .feature(let feature): decoded.append((index, feature))
+            case .feature(let feature):
+                if let time = feature.properties?.time { times.append(time) }
+                if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
+                readable += 1
             case .unreadable(let error):
                 if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
                 problems.append((index, nil, Self.featureProblem(error)))
             }
         }
 
-        let times = decoded.compactMap { $0.feature.properties?.time }
         let unit = Self.detectTimeUnit(
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         let factor = unit.toMilliseconds
 
-        var quakes: [Earthquake] = []
-        quakes.reserveCapacity(decoded.count)
-        for (index, feature) in decoded {
+        var parsed = Parsed()
+        parsed.quakes.reserveCapacity(readable)
+        if hashed { parsed.fingerprints.reserveCapacity(readable) }
+        for (index, entry) in features.enumerated() {
+            guard case .feature(let feature) = entry else { continue }
             do throws(FeedError) {
-                quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
+                parsed.quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
+                if hashed { parsed.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) }) }
             } catch {
                 if strict { throw error }
                 problems.append((index, feature.id, error.featureProblem ?? error.description))
@@ -185,7 +295,7 @@ public struct FeedParser: Sendable {
         for problem in problems {
             warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
         }
-        return quakes
+        return parsed
     }
 
     /// Validates one decoded feature and builds its model value.

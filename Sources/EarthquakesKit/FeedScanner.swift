@@ -24,6 +24,10 @@ struct FeedScanner {
     private let powersOfTen = FeedScanner.exactPowersOfTen
     /// Where to split the features array instead of ``splitPoint(_:from:)``'s guess (tests).
     private var splitOverride: Int?
+    /// Whether features are only located (``LightFeature``) instead of decoded: see ``scanLight(_:)``.
+    private var light = false
+    /// The located features, when ``light``.
+    private var lightFeatures: [LightFeature]?
 
     /// Gives up: the slow path takes over.
     private struct GiveUp: Error {}
@@ -47,6 +51,42 @@ struct FeedScanner {
         }
     }
 
+    /// A feature located by ``scanLight(_:)``: where it is, its hash, and its `properties.time` (which
+    /// decides the feed's time unit), read exactly as a full scan reads them.
+    struct LightFeature {
+        var range: Range<Int>
+        var hash: FeatureHash
+        var time: Double?
+    }
+
+    /// The document in `bytes` with its features located but not decoded (`document.features` is `nil`
+    /// and `features` holds them), or `nil` when the full scan (or the slow path) must read it. The syntax
+    /// of the whole document is checked as by ``scan(_:splittingAt:)``; the features' values are not,
+    /// except for `properties.time`.
+    static func scanLight(
+        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil
+    ) -> (document: FeedParser.WireDocument, features: [LightFeature]?)? {
+        var scanner = FeedScanner(bytes)
+        scanner.splitOverride = split
+        scanner.light = true
+        do {
+            let document = try scanner.document()
+            scanner.skipWhitespace()
+            return scanner.index == bytes.count ? (document, scanner.lightFeatures) : nil
+        } catch {
+            return nil
+        }
+    }
+
+    /// The feature object that is exactly `range` of `bytes` (as located by ``scanLight(_:)``), decoded as
+    /// ``scan(_:splittingAt:)`` decodes it; `nil` when the slow path must read it.
+    static func feature(in bytes: UnsafeBufferPointer<UInt8>, range: Range<Int>) -> FeedParser.WireFeature? {
+        var scanner = FeedScanner(bytes)
+        scanner.index = range.lowerBound
+        guard let feature = try? scanner.hashedFeature(), scanner.index == range.upperBound else { return nil }
+        return feature
+    }
+
     // MARK: Structure
 
     private mutating func document() throws(GiveUp) -> FeedParser.WireDocument {
@@ -59,7 +99,14 @@ struct FeedScanner {
             case scanner.keys.metadata: document.metadata = try scanner.metadata()
             case scanner.keys.features:
                 sawFeatures = true
-                document.features = try scanner.features()
+                if scanner.light {
+                    scanner.lightFeatures = try scanner.elements { scanner throws(GiveUp) in try scanner.lightFeature()
+                    }
+                } else {
+                    document.features = try scanner.elements { scanner throws(GiveUp) in
+                        .feature(try scanner.hashedFeature())
+                    }
+                }
             default: try scanner.skipValue()
             }
         }
@@ -85,7 +132,10 @@ struct FeedScanner {
         return metadata
     }
 
-    private mutating func features() throws(GiveUp) -> [FeedParser.WireEntry]? {
+    /// The elements of the features array (`nil` for null), each read by `read` from its first byte.
+    private mutating func elements<Element>(
+        _ read: @Sendable (inout FeedScanner) throws(GiveUp) -> Element
+    ) throws(GiveUp) -> [Element]? {
         if try consumeNull() { return nil }
         skipWhitespace()
         try expect(UInt8(ascii: "["))
@@ -94,22 +144,25 @@ struct FeedScanner {
             index += 1
             return []
         }
-        if let split = splitOverride ?? Self.splitPoint(bytes, from: index) { return try featuresInHalves(split) }
-        var entries: [FeedParser.WireEntry] = []
+        if let split = splitOverride ?? Self.splitPoint(bytes, from: index) {
+            return try featuresInHalves(split, read)
+        }
+        var entries: [Element] = []
         entries.reserveCapacity((bytes.count - index) / 800)
-        _ = try featureElements(into: &entries, stoppingAt: nil)
+        _ = try featureElements(into: &entries, stoppingAt: nil, read)
         return entries
     }
 
     /// Reads the features from `index` (an element's start) to the end of the array, past its "]"; or,
     /// when `stop` is given, until the next element starts exactly at `stop` (then returns `true`, with
     /// `index` at `stop`).
-    private mutating func featureElements(
-        into entries: inout [FeedParser.WireEntry], stoppingAt stop: Int?
+    private mutating func featureElements<Element>(
+        into entries: inout [Element], stoppingAt stop: Int?,
+        _ read: @Sendable (inout FeedScanner) throws(GiveUp) -> Element
     ) throws(GiveUp) -> Bool {
         while true {
             skipWhitespace()
-            entries.append(.feature(try feature()))
+            entries.append(try read(&self))
             skipWhitespace()
             guard index < bytes.count else { throw GiveUp() }
             let byte = bytes[index]
@@ -157,22 +210,24 @@ struct FeedScanner {
     /// its bytes alone). If `split` is not where an element starts (the pattern was inside a nested
     /// value), the first half never stops there and reads on to the end of the array, and the second
     /// half's work is dropped.
-    private mutating func featuresInHalves(_ split: Int) throws(GiveUp) -> [FeedParser.WireEntry] {
-        let halves = Halves(bytes: bytes, start: index, split: split)
+    private mutating func featuresInHalves<Element>(
+        _ split: Int, _ read: @Sendable (inout FeedScanner) throws(GiveUp) -> Element
+    ) throws(GiveUp) -> [Element] {
+        let halves = Halves<Element>(bytes: bytes, start: index, split: split)
         DispatchQueue.concurrentPerform(iterations: 2) { part in
             var scanner = FeedScanner(halves.bytes)
-            var entries: [FeedParser.WireEntry] = []
+            var entries: [Element] = []
             if part == 0 {
                 scanner.index = halves.start
                 entries.reserveCapacity((halves.bytes.count - halves.start) / 800)
-                guard let atSplit = try? scanner.featureElements(into: &entries, stoppingAt: halves.split) else {
+                guard let atSplit = try? scanner.featureElements(into: &entries, stoppingAt: halves.split, read) else {
                     return
                 }
                 halves.first = (entries, atSplit, scanner.index)
             } else {
                 scanner.index = halves.split
                 entries.reserveCapacity((halves.bytes.count - halves.split) / 800)
-                guard (try? scanner.featureElements(into: &entries, stoppingAt: nil)) != nil else { return }
+                guard (try? scanner.featureElements(into: &entries, stoppingAt: nil, read)) != nil else { return }
                 halves.second = (entries, scanner.index)
             }
         }
@@ -188,6 +243,32 @@ struct FeedScanner {
         first.entries.append(contentsOf: second.entries)
         index = second.end
         return first.entries
+    }
+
+    /// A feature, with the hash of its bytes.
+    private mutating func hashedFeature() throws(GiveUp) -> FeedParser.WireFeature {
+        let start = index
+        var feature = try feature()
+        feature.hash = FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        return feature
+    }
+
+    /// A feature located: its extent and hash, and its `properties.time` read as ``properties()`` reads
+    /// it (the last `properties` member counts, and within it the last `time`). Every other value is
+    /// only checked for syntax.
+    private mutating func lightFeature() throws(GiveUp) -> LightFeature {
+        let start = index
+        var time: Double?
+        try object { scanner, key throws(GiveUp) in
+            guard key == scanner.keys.properties else { return try scanner.skipValue() }
+            time = nil
+            if try scanner.consumeNull() { return }
+            try scanner.object { scanner, key throws(GiveUp) in
+                if key == scanner.keys.time { time = try scanner.optionalDouble() } else { try scanner.skipValue() }
+            }
+        }
+        return LightFeature(
+            range: start..<index, hash: FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index])), time: time)
     }
 
     private mutating func feature() throws(GiveUp) -> FeedParser.WireFeature {
@@ -650,15 +731,15 @@ struct FeedScanner {
 }
 
 /// The results of the two halves of ``FeedScanner/featuresInHalves(_:)``.
-private final class Halves: @unchecked Sendable {
+private final class Halves<Element>: @unchecked Sendable {
     // @unchecked Sendable: `first` is written only by the first iteration of `concurrentPerform`, `second`
     // only by the second, and both are read after `concurrentPerform` returned; the rest is immutable
     // (the bytes outlive the scan).
     let bytes: UnsafeBufferPointer<UInt8>
     let start: Int
     let split: Int
-    var first: (entries: [FeedParser.WireEntry], atSplit: Bool, end: Int)?
-    var second: (entries: [FeedParser.WireEntry], end: Int)?
+    var first: (entries: [Element], atSplit: Bool, end: Int)?
+    var second: (entries: [Element], end: Int)?
 
     init(bytes: UnsafeBufferPointer<UInt8>, start: Int, split: Int) {
         (self.bytes, self.start, self.split) = (bytes, start, split)

@@ -164,7 +164,7 @@ public final class GetEarthquakes: Sendable {
             input = .data(data)
         }
 
-        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict))
+        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store)
         if let download { parse.addDependency(download) }
         if let progress { parse.onStart { _ in progress(.parsing) } }
         var willImport: (@Sendable (Int) -> Void)?

@@ -27,7 +27,7 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
     private let lock = Lock()
-    private var source: (@Sendable () throws -> (quakes: [Earthquake], skipped: Int))?
+    private var source: (@Sendable () throws -> Feed)?
     private var willImport: (@Sendable (Int) -> Void)?
     private var whileWaiting: (@Sendable () -> Void)?
     private var storedSummary: ImportSummary?
@@ -49,14 +49,15 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
         whileWaiting: (@Sendable () -> Void)? = nil
     ) {
         self.init(
-            name: name, store: store, source: { (try earthquakes(), 0) }, willImport: willImport,
+            name: name, store: store, source: { Feed(metadata: Feed.Metadata(), earthquakes: try earthquakes()) },
+            willImport: willImport,
             whileWaiting: whileWaiting)
     }
 
     private init(
         name: String?,
         store: EarthquakeStore,
-        source: @escaping @Sendable () throws -> (quakes: [Earthquake], skipped: Int),
+        source: @escaping @Sendable () throws -> Feed,
         willImport: (@Sendable (Int) -> Void)?,
         whileWaiting: (@Sendable () -> Void)?
     ) {
@@ -79,7 +80,7 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
             name: name, store: store,
             source: {
                 guard let feed = parse.feed else { throw CancellationError() }
-                return (feed.earthquakes, feed.skippedFeatures.count)
+                return feed
             },
             willImport: willImport,
             whileWaiting: whileWaiting
@@ -96,11 +97,10 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
             return (self.source, self.willImport, self.whileWaiting)
         }
         guard let source, !isCancelled else { throw CancellationError() }
-        let (quakes, skipped) = try source()
-        willImport?(quakes.count)
+        let feed = try source()
+        willImport?(feed.count)
         if isCancelled { throw CancellationError() }
-        var summary = try store.importFeed(quakes, whileWaiting: whileWaiting)
-        summary.skipped = skipped
+        let summary = try store.importFeed(feed, whileWaiting: whileWaiting)
         lock.withLock { storedSummary = summary }
     }
 }

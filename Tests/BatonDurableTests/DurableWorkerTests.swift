@@ -2,6 +2,7 @@ import Baton
 import BatonTesting
 import Foundation
 import JobStoreConformance
+import Logging
 import Testing
 
 @testable import BatonDurable
@@ -40,6 +41,25 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
         #expect(attempts.current == [1, 2, 3])
         #expect(try await store.output(of: flaky, in: run) == "ok on 3")
+    }
+
+    @Test("a job's logger carries the worker's metadata and the job's identity")
+    func jobLogger() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "logging")
+        let job = graph.add(LoggerMetadata.self, input: 1, name: "say-hello")
+        let run = try await store.submit(graph)
+        var logger = Logger(label: "test")
+        logger[metadataKey: "given"] = "by the worker's configuration"
+        let worker = try DurableWorker(
+            store: store, jobs: [LoggerMetadata()], configuration: .init(id: "worker-1", logger: logger))
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
+        let metadata = try await store.output(of: job, in: run)
+        #expect(
+            metadata == [
+                "durable.job": "\(run.jobs[0].rawValue)", "durable.name": "say-hello", "durable.attempt": "1",
+                "given": "by the worker's configuration",
+            ])
     }
 
     @Test("an input that does not decode fails the job at once, with an error naming it")

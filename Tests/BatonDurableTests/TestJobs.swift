@@ -33,6 +33,17 @@ struct ImportFeed: DurableJob {
     }
 }
 
+/// Returns the metadata of its context's logger, as text.
+struct LoggerMetadata: DurableJob {
+    static let kind = "test.logger-metadata"
+    func run(_ input: Int, context: DurableJobContext) async throws -> [String: String] {
+        let logger = context.logger
+        return ["durable.job", "durable.name", "durable.attempt", "given"].reduce(into: [:]) { result, key in
+            result[key] = logger[metadataKey: key].map { "\($0)" }
+        }
+    }
+}
+
 /// Fails until its attempt number reaches `succeedOn`, recording the attempts it saw.
 struct Flaky: DurableJob {
     static let kind = "test.flaky"

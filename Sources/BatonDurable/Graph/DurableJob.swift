@@ -1,3 +1,4 @@
+import Baton
 public import Foundation
 public import Logging
 
@@ -43,11 +44,22 @@ public struct DurableJobContext: Sendable {
     /// A key that is the same for every attempt of this job, for making effects idempotent.
     public var idempotencyKey: String { "baton-durable/run-\(run.rawValue)/job-\(job.rawValue)" }
     /// A logger with the job's identity in its metadata.
-    public let logger: Logger
+    public var logger: Logger { loggerSource.logger(job: job, name: name, attempt: attempt) }
+    let loggerSource: JobLoggerSource
 
+    /// A context whose `logger` is `logger`, as given.
     public init(
         job: DurableJobID, run: DurableRunID, name: String, attempt: Int, maxAttempts: Int, worker: String,
         logger: Logger
+    ) {
+        self.init(
+            job: job, run: run, name: name, attempt: attempt, maxAttempts: maxAttempts, worker: worker,
+            loggerSource: JobLoggerSource(ready: logger))
+    }
+
+    init(
+        job: DurableJobID, run: DurableRunID, name: String, attempt: Int, maxAttempts: Int, worker: String,
+        loggerSource: JobLoggerSource
     ) {
         self.job = job
         self.run = run
@@ -55,7 +67,47 @@ public struct DurableJobContext: Sendable {
         self.attempt = attempt
         self.maxAttempts = maxAttempts
         self.worker = worker
-        self.logger = logger
+        self.loggerSource = loggerSource
+    }
+}
+
+/// A job's logger, made when the job first asks for it: most jobs never log, and adding the job's
+/// identity to a logger's metadata costs as much as a no-op job's whole run (swift-log's stream
+/// handler renders all of its metadata on each change).
+final class JobLoggerSource: Sendable {
+    private let base: Logger
+    /// Whether `base` still lacks the job's metadata.
+    private let addsMetadata: Bool
+    private let made = Protected<Logger?>(nil)
+
+    /// `base` as it is.
+    init(ready base: Logger) {
+        self.base = base
+        addsMetadata = false
+    }
+
+    /// `base` with the job's `durable.job`, `durable.name` and `durable.attempt` metadata.
+    init(adding base: Logger) {
+        self.base = base
+        addsMetadata = true
+    }
+
+    func logger(job: DurableJobID, name: String, attempt: Int) -> Logger {
+        guard addsMetadata else { return base }
+        if let logger = made.withLock({ $0 }) { return logger }
+        // Made outside the lock (the handler is user code); if two tasks race, the first stored wins.
+        var logger = base
+        var metadata = logger.handler.metadata
+        metadata["durable.job"] = "\(job.rawValue)"
+        metadata["durable.name"] = "\(name)"
+        metadata["durable.attempt"] = "\(attempt)"
+        logger.handler.metadata = metadata
+        let stored = made.withLock { stored -> Logger in
+            if let stored { return stored }
+            stored = logger
+            return logger
+        }
+        return stored
     }
 }
 

@@ -51,6 +51,9 @@ extension SQLiteJobStore {
                     FROM baton_jobs WHERE run = ? ORDER BY idx
                     """, arguments: [run.rawValue])
             var jobs: [JobRecord] = []
+            jobs.reserveCapacity(
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_jobs WHERE run = ?", arguments: [run.rawValue])
+                    ?? 0)
             while let row = try jobRows.next() {
                 let id: Int64 = row[0]
                 let retryText: String = row[5]

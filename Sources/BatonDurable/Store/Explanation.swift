@@ -74,7 +74,13 @@ public struct RunExplanation: Hashable, Codable, Sendable, CustomStringConvertib
 extension RunSnapshot {
     /// What each job of the run waits for, computed from the snapshot.
     public func explain() -> RunExplanation {
-        let byID = Dictionary(jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        // Positions by id, for the dependencies of pending jobs only (a finished run has none; at
+        // 100,000 jobs a dictionary of whole records cost more than the rest of the explanation).
+        var positions: [DurableJobID: Int] = [:]
+        if jobs.contains(where: { $0.state == .pending }) {
+            positions.reserveCapacity(jobs.count)
+            for (position, job) in jobs.enumerated() where positions[job.id] == nil { positions[job.id] = position }
+        }
         let registered = Set(workers.filter { $0.expires > now }.flatMap(\.kinds))
         var holdersByCategory: [String: [String]] = [:]
         for holder in holders { holdersByCategory[holder.category, default: []].append(holder.jobName) }
@@ -83,8 +89,8 @@ extension RunSnapshot {
             switch job.state {
             case .pending:
                 for dependency in job.dependencies {
-                    if let record = byID[dependency.job], !record.state.isFinished {
-                        reasons.append(.dependency(name: record.name, state: record.state))
+                    if let position = positions[dependency.job], !jobs[position].state.isFinished {
+                        reasons.append(.dependency(name: jobs[position].name, state: jobs[position].state))
                     }
                 }
                 if !registered.contains(job.kind) { reasons.append(.noWorker(kind: job.kind)) }

@@ -89,7 +89,7 @@ extension DurableWorker {
             let context = DurableJobContext(
                 job: claim.job, run: claim.run, name: claim.name, attempt: claim.attempt,
                 maxAttempts: claim.maxAttempts,
-                worker: configuration.id, logger: jobLogger(claim))
+                worker: configuration.id, loggerSource: JobLoggerSource(adding: configuration.logger))
             let span = beginSpan(of: claim, carrier: carriers[claim.run])
             let job = AsyncJob(
                 name: claim.name, priority: JobPriority(rawValue: min(max(claim.priority, 0), 4)) ?? .normal
@@ -115,18 +115,6 @@ extension DurableWorker {
         queue.add(jobs)
         // Added in its span's context, so that a queue instrument's span of the job is its child.
         for (job, context) in traced { ServiceContext.withValue(context) { queue.add(job) } }
-    }
-
-    private func jobLogger(_ claim: ClaimedJob) -> Logger {
-        // One metadata write, not one per key: a handler may redo work on each (swift-log's stream
-        // handler re-renders all of its metadata), and this runs for every attempt.
-        var logger = configuration.logger
-        var metadata = logger.handler.metadata
-        metadata["durable.job"] = "\(claim.job.rawValue)"
-        metadata["durable.name"] = "\(claim.name)"
-        metadata["durable.attempt"] = "\(claim.attempt)"
-        logger.handler.metadata = metadata
-        return logger
     }
 
     /// Turns a Baton outcome into what the store is told.
