@@ -175,6 +175,19 @@ struct ReimportSkipTests {
         #expect(try #require(located.1).map(\.hash) == (try #require(located.0)).map(\.hash))
     }
 
+    @Test("a database of the previous version is readable read-only, and gains fingerprints at its next import")
+    func previousVersion() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("old.sqlite")
+        try EarthquakeStore.createVersion1Database(at: path)
+        #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 0)
+        let store = try EarthquakeStore(path: path)
+        try store.importFeed(try FeedParser().parse(Self.feed(Self.base)))
+        #expect(try store.knownFeatures().count == 12)
+        #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 12)
+    }
+
     @Test("refreshing the same file twice: the second parse decodes nothing")
     func getEarthquakesTwice() async throws {
         let directory = try TemporaryDirectory()
