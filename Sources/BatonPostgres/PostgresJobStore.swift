@@ -43,6 +43,8 @@ public final class PostgresJobStore: JobStore {
     let logger: Logger
     let hub = PostgresWakeupHub()
     let channel: String
+    /// Faults the tests arm (``PostgresFaults``).
+    let faults = PostgresFaults()
     private let runner: Task<Void, Never>
     private let listener: PostgresListener
 
@@ -127,8 +129,8 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
-            try await client.withConnection { connection in
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let result = try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
                     let result = try await body(connection)
@@ -139,16 +141,36 @@ public final class PostgresJobStore: JobStore {
                     throw error
                 }
             }
+            try faults.afterCommit(label)
+            return result
         }
     }
 
     /// Runs one statement (atomic by itself) and returns its rows, retried as a transaction is.
     func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
-            try await client.withConnection { connection in
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let rows = try await client.withConnection { connection in
                 try await connection.query(query, logger: logger).collect()
             }
+            try faults.afterCommit(label)
+            return rows
+        }
+    }
+
+    /// Runs a prepared statement (parsed and planned once per connection, then only bound and
+    /// executed: a claim or a submission is one round trip without the planning), retried as a
+    /// transaction is.
+    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let rows = try await client.withConnection { connection in
+                var rows: [PostgresRow] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                return rows
+            }
+            try faults.afterCommit(label)
+            return rows
         }
     }
 
@@ -202,6 +224,45 @@ public final class PostgresJobStore: JobStore {
 
     /// Tells every listening process (and this one) that work may have become claimable.
     func notifySQL() -> String { "pg_notify('\(channel)', '')" }
+}
+
+/// The text of a prepared statement: its SQL, with `$1`, `$2`, … for the values, and a name that
+/// changes whenever the SQL does (connections keep prepared statements by name).
+protocol PreparedText {
+    static var name: String { get }
+    static var sql: String { get }
+}
+
+/// A statement of `Text` with its values, in the order of its placeholders.
+struct Prepared<Text: PreparedText>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static var name: String { Text.name }
+    static var sql: String { Text.sql }
+    var bindings: PostgresBindings
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
+
+/// Faults injected by the tests: "the server committed, but the reply was lost" for the next call
+/// of an operation (by its label: "submit", "finish", …), which the store then retries as it would
+/// after a dropped connection. Nothing is armed outside the tests.
+final class PostgresFaults: Sendable {
+    private let armed = Protected([String: Int]())
+
+    /// The next `times` calls of `label` lose their reply after committing.
+    func loseReply(of label: String, times: Int = 1) {
+        armed.withLock { $0[label, default: 0] += times }
+    }
+
+    /// Throws as a lost connection would when a fault is armed for `label`.
+    func afterCommit(_ label: String) throws {
+        let fire = armed.withLock { armed -> Bool in
+            guard let left = armed[label], left > 0 else { return false }
+            armed[label] = left - 1
+            return true
+        }
+        if fire { throw PostgresTimeout() }
+    }
 }
 
 /// How a PostgreSQL error should be handled.
