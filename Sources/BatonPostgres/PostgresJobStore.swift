@@ -143,11 +143,23 @@ public final class PostgresJobStore: JobStore {
     }
 
     /// Runs one statement (atomic by itself) and returns its rows, retried as a transaction is.
+    ///
+    /// Outside `BEGIN`/`COMMIT` the server commits a statement when it handles the `Sync` that
+    /// follows it, after it has sent the rows — and PostgresNIO hands the rows over as soon as they
+    /// are complete. A connection cut in between (a fast shutdown, `pg_terminate_backend`) would
+    /// deliver the rows of a transaction that was rolled back: a completion said accepted but never
+    /// recorded (the chaos harness saw its job run again and accepted twice), a claim that holds
+    /// nothing, a submission that is not there. The server answers requests in order, so the rows are
+    /// returned only once it has answered the next one on the same connection (`SELECT 1`: one more
+    /// round trip, no work); when that fails the statement is run again, as after any dropped
+    /// connection (a retried completion that had in fact committed is then rejected, never doubled).
     func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
             try await client.withConnection { connection in
-                try await connection.query(query, logger: logger).collect()
+                let rows = try await connection.query(query, logger: logger).collect()
+                _ = try await connection.query("SELECT 1", logger: logger).collect()
+                return rows
             }
         }
     }

@@ -47,12 +47,28 @@ struct ChaosChecker {
             WHERE a.accepted AND convert_from(j.output, 'UTF8')::json->>'attempt' <> a.attempt::text
             """)
         if mismatched != 0 { failures.append("\(mismatched) accepted completions differ from the stored output") }
+        if duplicates != 0 || mismatched != 0 {
+            try await explain(
+                """
+                SELECT job FROM chaos_attempts WHERE accepted GROUP BY job HAVING count(*) > 1
+                UNION SELECT a.job FROM chaos_attempts a JOIN jobs j ON j.id = a.job
+                WHERE a.accepted AND convert_from(j.output, 'UTF8')::json->>'attempt' <> a.attempt::text
+                ORDER BY 1 LIMIT 5
+                """)
+        }
         let early = try await int(
             """
             SELECT count(*)::int FROM chaos_attempts a JOIN edges e ON e.job = a.job JOIN jobs d ON d.id = e.dependency
             WHERE d.finished IS NULL OR a.started < d.finished
             """)
-        if early != 0 { failures.append("\(early) attempts started before a dependency had completed") }
+        if early != 0 {
+            failures.append("\(early) attempts started before a dependency had completed")
+            try await explain(
+                """
+                SELECT DISTINCT a.job FROM chaos_attempts a JOIN edges e ON e.job = a.job
+                JOIN jobs d ON d.id = e.dependency WHERE d.finished IS NULL OR a.started < d.finished ORDER BY 1 LIMIT 5
+                """)
+        }
 
         // Attempts: those of killed processes end at the kill.
         var kills: [Int: Double] = [:]
@@ -128,5 +144,41 @@ struct ChaosChecker {
         for failure in failures { say("chaos: FAILED: \(failure)") }
         if failures.isEmpty { say("chaos: passed") }
         return failures.isEmpty
+    }
+
+    /// Prints what the store and the side log hold about the jobs `selection` names (at most a few), so
+    /// that a failed run can be understood without its database, which is gone once the server stops.
+    func explain(_ selection: PostgresQuery) async throws {
+        let restarts = try await side.query("SELECT began, ended FROM chaos_server_restarts").map {
+            try $0.decode((Double, Double).self)
+        }
+        for (began, ended) in restarts {
+            say(String(format: "chaos: detail: PostgreSQL restart from %.3f to %.3f", began, ended))
+        }
+        for row in try await side.query(selection) {
+            let job = try row.decode(Int64.self)
+            let (state, attempts, finished, output, error) = try await side.query(
+                """
+                SELECT state, attempts, finished, convert_from(output, 'UTF8'), last_error FROM jobs WHERE id = \(job)
+                """
+            )[0].decode((String, Int, Double?, String?, String?).self)
+            say(
+                "chaos: detail: job \(job): \(state) after \(attempts) attempts, finished \(finished.map { String(format: "%.3f", $0) } ?? "-"), output \(output ?? "-"), last error \(error ?? "-")"
+            )
+            for attempt in try await side.query(
+                """
+                SELECT a.attempt, a.token, a.worker, a.pid, a.started, a.ended, a.reporting, a.reported, a.accepted, k.at
+                FROM chaos_attempts a LEFT JOIN chaos_kills k ON k.pid = a.pid WHERE a.job = \(job) ORDER BY a.id
+                """
+            ) {
+                let (number, token, worker, pid, started, ended, reporting, reported, accepted, killed) =
+                    try attempt.decode(
+                        (Int, Int64, String, Int, Double, Double?, Double?, Double?, Bool?, Double?).self)
+                func time(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "-" }
+                say(
+                    "chaos: detail:   attempt \(number) token \(token) by \(worker) (pid \(pid)\(killed.map { ", killed at \(time($0))" } ?? "")): started \(time(started)), ended \(time(ended)), reported \(time(reporting))→\(time(reported)), accepted \(accepted.map(String.init) ?? "-")"
+                )
+            }
+        }
     }
 }

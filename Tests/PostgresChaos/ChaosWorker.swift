@@ -83,7 +83,7 @@ struct ChaosWorker {
                     do {
                         let input = try JSONDecoder().decode(Input.self, from: job.input)
                         let row = try await side.started(
-                            job: job.job.rawValue, attempt: job.attempt, worker: id, pid: pid,
+                            job: job.job.rawValue, attempt: job.attempt, token: job.lease.token, worker: id, pid: pid,
                             at: Date().timeIntervalSince1970)
                         // The work's interval starts once the attempt is on record (that write may wait out a
                         // server restart, during which the lease may end and another worker take the job).
@@ -94,8 +94,11 @@ struct ChaosWorker {
                             ? .failed(message: "planned failure on attempt \(job.attempt)", retryable: true)
                             : .succeeded(output: Data("{\"n\":\(input.n),\"attempt\":\(job.attempt)}".utf8))
                         try await side.ended(row: row, started: workStart, at: Date().timeIntervalSince1970)
+                        let sent = Date().timeIntervalSince1970
                         let result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
-                        try await side.reported(row: row, accepted: result == .accepted(.succeeded))
+                        try await side.reported(
+                            row: row, accepted: result == .accepted(.succeeded), sent: sent,
+                            at: Date().timeIntervalSince1970)
                     } catch {
                         // Cancelled after a lost lease, or the server stayed away: the lease ends and the
                         // job is claimed again.
