@@ -4,8 +4,14 @@ Each invocation prints one JSON line per measurement, in the shape baton-bench p
     {"peer": "pgqueuer", "workload": "burndown", "workers": 2, "n": 100000, "jobs_per_s": 4800.0, ...}
 
 Workloads
-  burndown  N no-op jobs enqueued first (in batches), then W worker processes drain them; the rate is
-            N / (last job started - first job started), so interpreter start-up is not counted.
+  burndown  N no-op jobs enqueued first (in batches), then W worker processes are started; each imports,
+            connects and says "ready", then waits at a gate. All are released at once ("go"); the rate is
+            N / (last job started - go), so interpreter start-up is not counted but everything after the
+            release is (as for Baton, whose rate is N / (last start - release of its connected loops)).
+            span_jobs_per_s is N / (last start - first start), the older definition, for information.
+            Checked afterwards, or the run fails: every job ran exactly once in total (each process counts
+            its executions), the queue table is empty and the peer's own log/state table says N succeeded;
+            per_process lists each process's count, so a process that did nothing shows.
   latency   one idle worker; jobs submitted one at a time, 20 ms apart; submit->start p50/p99 from the
             wall clock (same machine, same clock).
   chain     (chancy) an N-step workflow where each step depends on the previous one.
@@ -53,14 +59,35 @@ def spawn_workers(args, url, count, extra):
     procs = []
     for _ in range(count):
         cmd = [sys.executable, __file__, "worker", "--peer", args.peer, "--url", url] + extra
-        procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True))
+        procs.append(subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True))
     return procs
+
+
+def release(procs):
+    """Waits until every worker said "ready" (imported, connected), then lets them all go at once."""
+    for p in procs:
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            raise SystemExit(f"{p.args}: expected 'ready', got {line!r}")
+    go = time.time()
+    for p in procs:
+        p.stdin.write("go\n")
+        p.stdin.flush()
+    return go
+
+
+async def gate():
+    """The worker side of release(): say ready, wait for go."""
+    print("ready", flush=True)
+    line = await asyncio.to_thread(sys.stdin.readline)
+    if line.strip() != "go":
+        raise SystemExit(f"worker: expected 'go', got {line!r}")
 
 
 def collect(procs, timeout):
     results = []
     for p in procs:
-        out, _ = p.communicate(timeout=timeout)
+        out, _ = p.communicate(input="", timeout=timeout)
         if p.returncode != 0:
             raise SystemExit(f"{p.args} exited with {p.returncode}")
         results.append(json.loads(out.strip().splitlines()[-1]))
@@ -110,6 +137,7 @@ async def pgqueuer_worker(url, batch, stop_after, drain):
             qm.shutdown.set()
 
     mode = QueueExecutionMode.drain if drain else QueueExecutionMode.continuous
+    await gate()
     await qm.run(batch_size=batch, mode=mode, dequeue_timeout=__import__("datetime").timedelta(seconds=1))
     await conn.close()
     return stats
@@ -165,6 +193,7 @@ async def procrastinate_worker(url, concurrency, stop_after, drain):
             done.set()
 
     async with app.open_async():
+        await gate()
         worker = asyncio.create_task(app.run_worker_async(
             concurrency=concurrency, wait=not drain, listen_notify=True, install_signal_handlers=False,
             fetch_job_polling_interval=1.0))
@@ -214,6 +243,24 @@ async def chancy_run(url, workload, n):
             await WorkflowPlugin.wait_for_workflow(chancy, wid, interval=1, timeout=600)
             elapsed = time.time() - start
     return elapsed
+
+
+async def burndown_check(peer, url):
+    """(jobs left in the queue, jobs the peer itself recorded as succeeded) after a burn-down."""
+    conn = await psycopg.AsyncConnection.connect(url, autocommit=True)
+    try:
+        if peer == "pgqueuer":
+            left = (await (await conn.execute("SELECT count(*) FROM pgqueuer")).fetchone())[0]
+            succeeded = (await (await conn.execute(
+                "SELECT count(*) FROM pgqueuer_log WHERE status = 'successful'")).fetchone())[0]
+        else:
+            left = (await (await conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status IN ('todo', 'doing')")).fetchone())[0]
+            succeeded = (await (await conn.execute(
+                "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'")).fetchone())[0]
+    finally:
+        await conn.close()
+    return left, succeeded
 
 
 # -------------------------------------------------------------------- main
@@ -269,16 +316,26 @@ def main():
         else:
             asyncio.run(procrastinate_enqueue(url, args.n))
         procs = spawn_workers(args, url, args.workers, extra + ["--drain"])
+        go = release(procs)
         results = collect(procs, timeout=1800)
         done = sum(r["n"] for r in results)
         first = min(r["first"] for r in results if r["first"])
         last = max(r["last"] for r in results if r["last"])
-        line.update(workers=args.workers, completed=done, seconds=round(last - first, 3),
-                    jobs_per_s=round(done / max(1e-9, last - first), 1))
+        left, succeeded = asyncio.run(burndown_check(args.peer, url))
+        line.update(workers=args.workers, completed=done, per_process=[r["n"] for r in results],
+                    queue_left=left, recorded_succeeded=succeeded, seconds=round(last - go, 3),
+                    jobs_per_s=round(done / max(1e-9, last - go), 1),
+                    span_jobs_per_s=round(done / max(1e-9, last - first), 1),
+                    startup_s=round(first - go, 3))
+        if done != args.n or left != 0 or succeeded != args.n:
+            print(json.dumps(line), file=sys.stderr)
+            raise SystemExit(f"{args.peer} burn-down check failed: ran {done} of {args.n}, "
+                             f"{left} left in the queue, {succeeded} recorded as succeeded")
     else:
         samples = args.n
         procs = spawn_workers(args, url, 1, extra + ["--stop-after", str(samples)])
-        time.sleep(3)  # the worker is up and listening before the first submission (benchmark, not a test)
+        release(procs)
+        time.sleep(2)  # the worker is up and listening before the first submission (benchmark, not a test)
 
         async def submit():
             if args.peer == "pgqueuer":

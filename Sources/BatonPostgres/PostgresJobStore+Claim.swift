@@ -24,6 +24,16 @@ extension PostgresJobStore {
         return claimed
     }
 
+    /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim commits without
+    /// waiting for the WAL flush (`synchronous_commit = off` for its transaction — the claimed job
+    /// starts one disk flush sooner), and a server crash can lose such a commit *and* set a sequence
+    /// back, so a sequence could hand the lost claim's token out again while its worker still holds
+    /// it. A random token is never handed out twice for a job in practice. A lost claim costs no
+    /// guarantee: its worker's renewals and report are refused as any stale lease's are, and the job
+    /// is claimed again; every accepted report, being a synchronous commit, flushes the claim before it.
+    static let newToken =
+        "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
+
     /// One claiming pass over the ready jobs; also says whether any lease has expired.
     private func claimReady(
         worker: String, kinds: [String], limit: Int, now: Double, expires: Double
@@ -31,33 +41,13 @@ extension PostgresJobStore {
         // 1. Jobs without categories: picked, locked (skipping rows other claimers hold) and marked
         //    running in one statement. Candidates with categories are only reported, not claimed.
         //    A last row (claimed NULL) reports that some lease has expired.
-        let rows = try await statement(
-            "claim",
-            """
-            WITH candidates AS (
-                SELECT j.id, j.has_categories FROM jobs j
-                WHERE j.state = 'ready' AND j.not_before <= \(now) AND j.kind = ANY(\(kinds))
-                    AND (NOT j.has_categories OR NOT EXISTS (
-                        SELECT 1 FROM job_categories c WHERE c.job = j.id
-                        AND (SELECT count(*) FROM holders h WHERE h.category = c.category) >= c.max_holders))
-                ORDER BY j.priority DESC, j.id
-                LIMIT \(limit)
-                FOR UPDATE SKIP LOCKED
-            ), claimed AS (
-                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
-                FROM candidates c WHERE j.id = c.id AND NOT c.has_categories
-                RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
-                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
-            )
-            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, input, true AS claimed
-                FROM claimed
-            UNION ALL
-            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
-            UNION ALL
-            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, NULL, NULL
-                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < \(now))
-            """)
+        var bindings = PostgresBindings(capacity: 5)
+        bindings.append(now)
+        bindings.append(kinds)
+        bindings.append(limit)
+        bindings.append(worker)
+        bindings.append(expires)
+        let rows = try await prepared("claim", Prepared<ClaimReady>(bindings: bindings))
         var claimed: [ClaimedJob] = []
         var withCategories: [Int64] = []
         var expired = false
@@ -75,6 +65,38 @@ extension PostgresJobStore {
                 withCategories, worker: worker, limit: limit - claimed.count, now: now, expires: expires)
         }
         return (claimed, expired)
+    }
+
+    /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
+    enum ClaimReady: PreparedText {
+        static let name = "baton_claim_ready_v3"
+        static let sql = """
+            WITH candidates AS (
+                SELECT j.id, j.has_categories FROM jobs j
+                WHERE j.state = 'ready' AND j.not_before <= $1 AND j.kind = ANY($2)
+                    AND (NOT j.has_categories OR NOT EXISTS (
+                        SELECT 1 FROM job_categories c WHERE c.job = j.id
+                        AND (SELECT count(*) FROM holders h WHERE h.category = c.category) >= c.max_holders))
+                ORDER BY j.priority DESC, j.id
+                LIMIT $3
+                FOR UPDATE SKIP LOCKED
+            ), early AS (
+                SELECT set_config('synchronous_commit', 'off', true)
+            ), claimed AS (
+                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
+                    lease_token = \(newToken), lease_expires = $5
+                FROM candidates c WHERE j.id = c.id AND NOT c.has_categories
+                RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+            )
+            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, input, true AS claimed
+                FROM claimed WHERE (SELECT count(*) FROM early) > 0
+            UNION ALL
+            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
+            UNION ALL
+            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, NULL, NULL
+                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < $1)
+            """
     }
 
     static func claimedJob(_ columns: PostgresRandomAccessRow, expires: Double) throws -> ClaimedJob {
@@ -148,9 +170,10 @@ extension PostgresJobStore {
             }
             let rows = try await connection.query(
                 """
+                WITH early AS (SELECT set_config('synchronous_commit', 'off', true))
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = nextval('lease_tokens'), lease_expires = \(expires)
-                WHERE j.id = ANY(\(chosen))
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(expires)
+                WHERE j.id = ANY(\(chosen)) AND (SELECT count(*) FROM early) > 0
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
                 """, logger: logger

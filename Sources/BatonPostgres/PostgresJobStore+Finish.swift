@@ -5,6 +5,11 @@ import NIOCore
 import PostgresNIO
 
 extension PostgresJobStore {
+    /// Retry-safe: a report that finished its attempt is recognised when it comes again — same
+    /// token, same kind of outcome (and the same output for a success) — and answered as the first
+    /// time, changing nothing. That is the store's own retry after a reply lost at `COMMIT` (the
+    /// connection dropped after the server committed), or a worker's. Any other report with a token
+    /// that is no longer current is rejected.
     public func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
         guard !reports.isEmpty else { return [] }
         let now = clock.now().storeTime
@@ -57,9 +62,14 @@ extension PostgresJobStore {
                 SELECT * FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
             ), done AS (
                 UPDATE jobs j SET state = 'succeeded', output = r.output, finished = \(now), lease_owner = NULL,
-                    lease_token = NULL, lease_expires = NULL
+                    lease_token = NULL, lease_expires = NULL, finished_by = r.token, finished_report = 'succeeded',
+                    finished_result = 'succeeded'
                 FROM r WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
                 RETURNING j.id, j.run, j.has_categories, r.token
+            ), again AS (
+                -- Reports that already finished their attempt (the statement's snapshot predates `done`).
+                SELECT j.id, r.token FROM jobs j JOIN r ON j.id = r.id
+                WHERE j.finished_by = r.token AND j.finished_report = 'succeeded' AND j.output = r.output
             ), freed AS (
                 DELETE FROM holders h USING done WHERE done.has_categories AND h.job = done.id RETURNING h.job
             ), counts AS (
@@ -80,6 +90,8 @@ extension PostgresJobStore {
                 WHERE EXISTS (SELECT 1 FROM readied WHERE state = 'ready') OR EXISTS (SELECT 1 FROM freed)
             )
             SELECT id, token, (SELECT count(*) FROM closed) + (SELECT count(*) FROM woken) FROM done
+            UNION ALL
+            SELECT id, token, 0 FROM again
             """)
         var accepted = Set<Lease>()
         for row in rows {
@@ -93,15 +105,51 @@ extension PostgresJobStore {
         _ connection: PostgresConnection, _ report: AttemptReport, now: Double, logger: Logger
     ) async throws -> FinishResult {
         let id = report.lease.job.rawValue
+        let token = report.lease.token
+        let kind: String
+        var output: Data?
+        switch report.outcome {
+        case .succeeded(let data): (kind, output) = ("succeeded", data)
+        case .failed: kind = "failed"
+        case .cancelled: kind = "cancelled"
+        }
         let rows = try await connection.query(
             """
             SELECT attempts, max_attempts, retry, cancel_request FROM jobs
-            WHERE id = \(id) AND state = 'running' AND lease_token = \(report.lease.token) FOR UPDATE
+            WHERE id = \(id) AND state = 'running' AND lease_token = \(token) FOR UPDATE
             """, logger: logger
         ).collect()
-        guard let row = rows.first else { return .rejected }
+        guard let row = rows.first else {
+            // The same report again, after the first one was committed: answered as then.
+            let earlier = try await connection.query(
+                """
+                SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
+                    AND finished_report = \(kind) AND (\(output == nil) OR output = \(output ?? Data()))
+                """, logger: logger
+            ).collect().first?.decode(String?.self)
+            return earlier.flatMap { $0 }.flatMap(DurableJobState.init(rawValue:)).map { .accepted($0) } ?? .rejected
+        }
         let (attempts, maxAttempts, retry, cancelRequest) = try row.decode((Int, Int, String, String?).self)
         try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+        let result = try await finishAttempt(
+            connection, report, attempts: attempts, maxAttempts: maxAttempts, retry: retry,
+            cancelRequest: cancelRequest, now: now, logger: logger)
+        if case .accepted(let state) = result {
+            try await connection.query(
+                """
+                UPDATE jobs SET finished_by = \(token), finished_report = \(kind), finished_result = \(state.rawValue)
+                WHERE id = \(id)
+                """, logger: logger)
+        }
+        return result
+    }
+
+    /// Records an attempt whose lease is current (its row locked, its categories freed).
+    private static func finishAttempt(
+        _ connection: PostgresConnection, _ report: AttemptReport, attempts: Int, maxAttempts: Int, retry: String,
+        cancelRequest: String?, now: Double, logger: Logger
+    ) async throws -> FinishResult {
+        let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
             try await finishJob(

@@ -4,14 +4,33 @@ import NIOCore
 import PostgresNIO
 
 extension PostgresJobStore {
+    /// Retry-safe and quick to start: see ``submit(_:uniqueKey:submission:)``.
     public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        try await submit(graph, uniqueKey: uniqueKey, submission: UUID().uuidString)
+    }
+
+    /// Stores the graph under `submission`, an identity of this call drawn by the caller.
+    ///
+    /// **Retry-safe.** A reply lost after the server committed (the connection dropped at `COMMIT`)
+    /// makes the store send the statement again; the run inserted the first time has this
+    /// submission, so the second insert does nothing and the first run is returned — never a
+    /// second copy of the graph, with or without a unique key.
+    ///
+    /// **Visible before it is durable, acknowledged only once it is.** The inserting statement
+    /// commits without waiting for the WAL flush (`synchronous_commit = off` for that transaction),
+    /// so its `NOTIFY` goes out and workers can claim its jobs while the flush runs. The call then
+    /// runs a small synchronous transaction whose commit flushes the WAL up to and past the run's,
+    /// and returns only after it, having checked that the run is still there: a caller that gets
+    /// an answer has a durable run, as before. What a server crash in that window can do is lose a
+    /// run whose jobs already started — the caller then got an error, not a run, and submits again;
+    /// the store's guarantees hold (its completions were never accepted: they would have flushed it).
+    func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
         try graph.validate()
         let now = clock.now().storeTime
         let encoder = JSONEncoder()
         let jobs = graph.jobs
         let retries = try jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
-        let logger = logger
         let channel = channel
         var remaining: [Int32] = []
         var inputs: [ByteBuffer] = []
@@ -56,20 +75,77 @@ extension PostgresJobStore {
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else
         // is inserted either, and the existing run is looked up.
-        let rows = try await statement(
-            "submit",
-            """
+        var bindings = PostgresBindings(capacity: 27)
+        bindings.append(graph.name)
+        bindings.append(uniqueKey)
+        bindings.append(now)
+        bindings.append(jobs.count)
+        bindings.append(jobs.isEmpty ? now : nil)
+        bindings.append(carrier)
+        bindings.append(submission)
+        bindings.append(indexes)
+        bindings.append(names)
+        bindings.append(kinds)
+        bindings.append(inputs)
+        bindings.append(hasInput)
+        bindings.append(inputFrom)
+        bindings.append(remaining)
+        bindings.append(maxAttempts)
+        bindings.append(retries)
+        bindings.append(priorities)
+        bindings.append(timeouts)
+        bindings.append(hasCategories)
+        bindings.append(notBefore)
+        bindings.append(edgeFrom)
+        bindings.append(edgeTo)
+        bindings.append(edgeRegardless)
+        bindings.append(categoryJob)
+        bindings.append(categoryName)
+        bindings.append(categoryLimit)
+        bindings.append(channel)
+        // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
+        // than once: the server that comes back flushes every commit before answering).
+        for _ in 0..<5 {
+            let submitted: SubmittedRun
+            let inserted = try await prepared("submit", Prepared<SubmitGraph>(bindings: bindings)).first
+            if let row = inserted {
+                let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                submitted = SubmittedRun(
+                    run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
+            } else {
+                submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
+            }
+            // A synchronous commit (it takes a transaction id) flushes the WAL past the run's commit.
+            let present = try await statement(
+                "submit",
+                "SELECT txid_current() > 0 AND EXISTS (SELECT 1 FROM runs WHERE id = \(submitted.run.rawValue))"
+            ).first?.decode(Bool.self)
+            if present == true { return submitted }
+            logger.notice(
+                "a submitted run was lost before it was flushed (server crash?); submitting it again",
+                metadata: ["graph": "\(graph.name)"])
+        }
+        throw DurableError(
+            code: .storeFailure,
+            message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// The inserting statement of a submission; its values are listed where it is run.
+    enum SubmitGraph: PreparedText {
+        static let name = "baton_submit_v3"
+        static let sql = """
             WITH new_run AS (
-                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context)
-                VALUES (\(graph.name), \(uniqueKey), \(now), \(jobs.count), \(jobs.isEmpty ? now : nil), \(carrier))
-                ON CONFLICT (unique_key) DO NOTHING RETURNING id
+                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
+                VALUES ($1, $2, $3, $4, $5, $6,
+                    $7)
+                ON CONFLICT DO NOTHING RETURNING id
             ), ids AS MATERIALIZED (
                 SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
-                FROM new_run, generate_series(0, \(jobs.count) - 1) AS g(idx) ORDER BY g.idx
+                FROM new_run, generate_series(0, $4 - 1) AS g(idx) ORDER BY g.idx
             ), t AS (
-                SELECT * FROM unnest(\(indexes), \(names), \(kinds), \(inputs), \(hasInput), \(inputFrom),
-                    \(remaining), \(maxAttempts), \(retries), \(priorities), \(timeouts), \(hasCategories),
-                    \(notBefore))
+                SELECT * FROM unnest($8, $9, $10, $11, $12, $13,
+                    $14, $15, $16, $17, $18, $19,
+                    $20)
                 AS t(idx, name, kind, input, has_input, input_from, remaining, max_attempts, retry, priority,
                     timeout, has_categories, not_before)
             ), inserted AS (
@@ -84,44 +160,49 @@ extension PostgresJobStore {
             ), new_edges AS (
                 INSERT INTO edges (dependency, job, run_regardless)
                 SELECT a.id, b.id, e.regardless
-                FROM unnest(\(edgeFrom), \(edgeTo), \(edgeRegardless)) AS e(dependency, job, regardless)
+                FROM unnest($21, $22, $23) AS e(dependency, job, regardless)
                     JOIN ids a ON a.idx = e.dependency JOIN ids b ON b.idx = e.job
             ), new_categories AS (
                 INSERT INTO job_categories (job, category, max_holders)
                 SELECT i.id, c.category, c.max_holders
-                FROM unnest(\(categoryJob), \(categoryName), \(categoryLimit)) AS c(job, category, max_holders)
+                FROM unnest($24, $25, $26) AS c(job, category, max_holders)
                     JOIN ids i ON i.idx = c.job
             ), woken AS (
-                SELECT pg_notify(\(channel), '') FROM new_run WHERE \(jobs.count) > 0
+                SELECT pg_notify($27, '') FROM new_run WHERE $4 > 0
+            ), early AS (
+                SELECT set_config('synchronous_commit', 'off', true)
             )
-            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted) AS done,
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted)
+                    + (SELECT count(*) FROM early) AS done,
                 (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs
             FROM new_run
-            """)
-        if let row = rows.first {
-            let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
-            return SubmittedRun(
-                run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
-        }
-        guard let uniqueKey else {
-            throw DurableError(code: .storeFailure, message: "PostgreSQL inserted no run for graph '\(graph.name)'")
-        }
+            """
+    }
+
+    /// The run an insert did nothing for: this submission's own (a retry after a lost reply), or the
+    /// one holding `uniqueKey`.
+    private func existingRun(graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
+        let logger = logger
         return try await transaction("submit") { connection in
-            let existing = try await connection.query(
-                "SELECT id FROM runs WHERE unique_key = \(uniqueKey)", logger: logger
+            let found = try await connection.query(
+                """
+                SELECT id, submission IS NOT DISTINCT FROM \(submission) FROM runs
+                WHERE submission = \(submission) OR unique_key = \(uniqueKey)
+                ORDER BY 2 DESC LIMIT 1
+                """, logger: logger
             ).collect()
-            guard let first = existing.first else {
+            guard let first = found.first else {
                 throw DurableError(
                     code: .storeFailure,
-                    message:
-                        "the run with unique key '\(uniqueKey)' was deleted while graph '\(graph.name)' was submitted; submit again"
-                )
+                    message: uniqueKey.map {
+                        "the run with unique key '\($0)' was deleted while graph '\(graph.name)' was submitted; submit again"
+                    } ?? "PostgreSQL inserted no run for graph '\(graph.name)'")
             }
-            let run = try first.decode(Int64.self)
+            let (run, own) = try first.decode((Int64, Bool).self)
             let ids = try await connection.query(
                 "SELECT id FROM jobs WHERE run = \(run) ORDER BY idx", logger: logger
             ).collect().map { try $0.decode(Int64.self) }
-            return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: true)
+            return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }
     }
 }

@@ -43,6 +43,8 @@ public final class PostgresJobStore: JobStore {
     let logger: Logger
     let hub = PostgresWakeupHub()
     let channel: String
+    /// Faults the tests arm (``PostgresFaults``).
+    let faults = PostgresFaults()
     private let runner: Task<Void, Never>
     private let listener: PostgresListener
 
@@ -127,8 +129,8 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
-            try await client.withConnection { connection in
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let result = try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
                     let result = try await body(connection)
@@ -139,6 +141,8 @@ public final class PostgresJobStore: JobStore {
                     throw error
                 }
             }
+            try faults.afterCommit(label)
+            return result
         }
     }
 
@@ -150,18 +154,43 @@ public final class PostgresJobStore: JobStore {
     /// deliver the rows of a transaction that was rolled back: a completion said accepted but never
     /// recorded (the chaos harness saw its job run again and accepted twice), a claim that holds
     /// nothing, a submission that is not there. The server answers requests in order, so the rows are
-    /// returned only once it has answered the next one on the same connection (`SELECT 1`: one more
-    /// round trip, no work); when that fails the statement is run again, as after any dropped
-    /// connection (a retried completion that had in fact committed is then rejected, never doubled).
+    /// returned only once it has answered the next one on the same connection (``confirmCommitted(on:)``);
+    /// when that fails the statement is run again, as after any dropped connection.
     func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client] in
-            try await client.withConnection { connection in
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let rows = try await client.withConnection { connection in
                 let rows = try await connection.query(query, logger: logger).collect()
-                _ = try await connection.query("SELECT 1", logger: logger).collect()
+                try await Self.confirmCommitted(on: connection, logger: logger)
                 return rows
             }
+            try faults.afterCommit(label)
+            return rows
         }
+    }
+
+    /// Runs a prepared statement (parsed and planned once per connection, then only bound and
+    /// executed: a claim or a submission is one round trip without the planning), retried as a
+    /// transaction is. Its rows count once the commit is confirmed, as ``statement(_:_:)`` explains.
+    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
+        let logger = logger
+        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+            let rows = try await client.withConnection { connection in
+                var rows: [PostgresRow] = []
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                try await Self.confirmCommitted(on: connection, logger: logger)
+                return rows
+            }
+            try faults.afterCommit(label)
+            return rows
+        }
+    }
+
+    /// Returns once the server has answered a request sent after the last statement on `connection`
+    /// (`SELECT 1`: one more round trip, no work) — so that statement's implicit transaction has been
+    /// committed — and throws as a lost connection does otherwise.
+    static func confirmCommitted(on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query("SELECT 1", logger: logger).collect()
     }
 
     /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
@@ -214,6 +243,45 @@ public final class PostgresJobStore: JobStore {
 
     /// Tells every listening process (and this one) that work may have become claimable.
     func notifySQL() -> String { "pg_notify('\(channel)', '')" }
+}
+
+/// The text of a prepared statement: its SQL, with `$1`, `$2`, … for the values, and a name that
+/// changes whenever the SQL does (connections keep prepared statements by name).
+protocol PreparedText {
+    static var name: String { get }
+    static var sql: String { get }
+}
+
+/// A statement of `Text` with its values, in the order of its placeholders.
+struct Prepared<Text: PreparedText>: PostgresPreparedStatement {
+    typealias Row = PostgresRow
+    static var name: String { Text.name }
+    static var sql: String { Text.sql }
+    var bindings: PostgresBindings
+    func makeBindings() throws -> PostgresBindings { bindings }
+    func decodeRow(_ row: PostgresRow) throws -> PostgresRow { row }
+}
+
+/// Faults injected by the tests: "the server committed, but the reply was lost" for the next call
+/// of an operation (by its label: "submit", "finish", …), which the store then retries as it would
+/// after a dropped connection. Nothing is armed outside the tests.
+final class PostgresFaults: Sendable {
+    private let armed = Protected([String: Int]())
+
+    /// The next `times` calls of `label` lose their reply after committing.
+    func loseReply(of label: String, times: Int = 1) {
+        armed.withLock { $0[label, default: 0] += times }
+    }
+
+    /// Throws as a lost connection would when a fault is armed for `label`.
+    func afterCommit(_ label: String) throws {
+        let fire = armed.withLock { armed -> Bool in
+            guard let left = armed[label], left > 0 else { return false }
+            armed[label] = left - 1
+            return true
+        }
+        if fire { throw PostgresTimeout() }
+    }
 }
 
 /// How a PostgreSQL error should be handled.

@@ -94,6 +94,19 @@ enum PostgresSchema {
         ],
         // 2: the submitter's trace context, kept with the run (NULL for runs submitted before).
         ["ALTER TABLE runs ADD COLUMN trace_context text"],
+        // 3: retry-safe calls. `submission`: the submitter's own identity for a `submit` call, so that
+        // the store's retry after a lost reply finds the run its first try committed instead of adding
+        // a second. `finished_by` / `finished_report` / `finished_result`: the token of the report that
+        // ended the last attempt, what it reported (succeeded, failed, cancelled) and what it made of the
+        // job, so that the same report sent again (a retry after a lost reply) is recognised. Lease
+        // tokens are random from this version on (see `PostgresJobStore.newToken`).
+        [
+            "ALTER TABLE runs ADD COLUMN submission text",
+            "CREATE UNIQUE INDEX runs_submission ON runs (submission)",
+            "ALTER TABLE jobs ADD COLUMN finished_by bigint",
+            "ALTER TABLE jobs ADD COLUMN finished_report text",
+            "ALTER TABLE jobs ADD COLUMN finished_result text",
+        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

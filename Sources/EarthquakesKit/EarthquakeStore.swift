@@ -249,6 +249,11 @@ public final class EarthquakeStore: Sendable {
     /// The first migration, which creates the table that readers need.
     static let createTable = "v1: create earthquake"
 
+    /// Creates a database file as versions before the `fingerprint` column made it (tests of upgrades).
+    static func createVersion1Database(at path: String) throws {
+        try migrator.migrate(DatabaseQueue(path: path), upTo: createTable)
+    }
+
     /// The number of earthquakes stored.
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.

@@ -148,7 +148,7 @@ struct FeedScanner {
             return try featuresInHalves(split, read)
         }
         var entries: [Element] = []
-        entries.reserveCapacity((bytes.count - index) / 800)
+        entries.reserveCapacity((bytes.count - index) / 500)
         _ = try featureElements(into: &entries, stoppingAt: nil, read)
         return entries
     }
@@ -219,14 +219,16 @@ struct FeedScanner {
             var entries: [Element] = []
             if part == 0 {
                 scanner.index = halves.start
-                entries.reserveCapacity((halves.bytes.count - halves.start) / 800)
+                // Room for both halves (features are rarely under 500 bytes), so that appending the second
+                // half does not copy the first; capacity never written is never touched.
+                entries.reserveCapacity((halves.bytes.count - halves.start) / 500)
                 guard let atSplit = try? scanner.featureElements(into: &entries, stoppingAt: halves.split, read) else {
                     return
                 }
                 halves.first = (entries, atSplit, scanner.index)
             } else {
                 scanner.index = halves.split
-                entries.reserveCapacity((halves.bytes.count - halves.split) / 800)
+                entries.reserveCapacity((halves.bytes.count - halves.split) / 500)
                 guard (try? scanner.featureElements(into: &entries, stoppingAt: nil, read)) != nil else { return }
                 halves.second = (entries, scanner.index)
             }
@@ -480,54 +482,96 @@ struct FeedScanner {
         return string
     }
 
+    /// A string with escapes, from its first byte at `start` (`index` is at its first backslash): finds its
+    /// end, then decodes it into a buffer as long as the text (decoding never lengthens it: `\/` is one
+    /// byte, `\uXXXX` at most three, a surrogate pair's twelve bytes four), copying the runs between
+    /// escapes whole.
     private mutating func escapedString(from start: Int) throws(GiveUp) -> String {
-        var buffer = Array(UnsafeBufferPointer(rebasing: bytes[start..<index]))
-        while index < bytes.count {
-            let byte = bytes[index]
-            index += 1
-            switch byte {
-            case UInt8(ascii: "\""):
-                return try buffer.withUnsafeBufferPointer { text throws(GiveUp) in try validated(text) }
-            case UInt8(ascii: "\\"):
-                guard index < bytes.count else { throw GiveUp() }
-                let escape = bytes[index]
-                index += 1
-                switch escape {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): buffer.append(escape)
-                case UInt8(ascii: "b"): buffer.append(0x08)
-                case UInt8(ascii: "f"): buffer.append(0x0C)
-                case UInt8(ascii: "n"): buffer.append(0x0A)
-                case UInt8(ascii: "r"): buffer.append(0x0D)
-                case UInt8(ascii: "t"): buffer.append(0x09)
-                case UInt8(ascii: "u"):
-                    var scalar = try hex4()
-                    if (0xD800..<0xDC00).contains(scalar) {
-                        // A high surrogate must be followed by an escaped low one.
-                        try literal([UInt8(ascii: "\\"), UInt8(ascii: "u")])
-                        let low = try hex4()
-                        guard (0xDC00..<0xE000).contains(low) else { throw GiveUp() }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if (0xDC00..<0xE000).contains(scalar) {
-                        throw GiveUp()
-                    }
-                    guard let unicode = Unicode.Scalar(scalar) else { throw GiveUp() }
-                    buffer.append(contentsOf: Array(String(Character(unicode)).utf8))
-                default: throw GiveUp()
-                }
-            default:
+        let backslash = UInt8(ascii: "\\")
+        var end = index
+        while true {
+            guard end < bytes.count else { throw GiveUp() }
+            let byte = bytes[end]
+            if byte == UInt8(ascii: "\"") { break }
+            if byte == backslash {
+                end += 2  // the escape itself is checked below
+            } else {
                 if byte < 0x20 { throw GiveUp() }
-                buffer.append(byte)
+                end += 1
             }
         }
-        throw GiveUp()
+        guard end < bytes.count else { throw GiveUp() }
+        let result: Result<String, GiveUp> = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: end - start) {
+            buffer in
+            do throws(GiveUp) {
+                let count = try decodeEscapes(start..<end, into: buffer)
+                return .success(try validated(UnsafeBufferPointer(rebasing: buffer[..<count])))
+            } catch {
+                return .failure(error)
+            }
+        }
+        index = end + 1
+        return try result.get()
     }
 
-    private mutating func hex4() throws(GiveUp) -> UInt32 {
-        guard index + 4 <= bytes.count else { throw GiveUp() }
+    /// Decodes the text of a string (without its quotes) into `buffer`; returns the decoded length.
+    private func decodeEscapes(_ text: Range<Int>, into buffer: UnsafeMutableBufferPointer<UInt8>) throws(GiveUp) -> Int
+    {
+        let backslash = UInt8(ascii: "\\")
+        var position = text.lowerBound
+        var count = 0
+        func put(_ byte: UInt8) {
+            buffer[count] = byte
+            count += 1
+        }
+        while position < text.upperBound {
+            if bytes[position] != backslash {
+                var runEnd = position + 1
+                while runEnd < text.upperBound, bytes[runEnd] != backslash { runEnd += 1 }
+                let run = UnsafeBufferPointer(rebasing: bytes[position..<runEnd])
+                _ = UnsafeMutableBufferPointer(rebasing: buffer[count..<(count + run.count)]).initialize(from: run)
+                count += run.count
+                position = runEnd
+                continue
+            }
+            guard position + 1 < text.upperBound else { throw GiveUp() }
+            let escape = bytes[position + 1]
+            position += 2
+            switch escape {
+            case UInt8(ascii: "\""), backslash, UInt8(ascii: "/"): put(escape)
+            case UInt8(ascii: "b"): put(0x08)
+            case UInt8(ascii: "f"): put(0x0C)
+            case UInt8(ascii: "n"): put(0x0A)
+            case UInt8(ascii: "r"): put(0x0D)
+            case UInt8(ascii: "t"): put(0x09)
+            case UInt8(ascii: "u"):
+                var scalar = try hexValue(at: position, before: text.upperBound)
+                position += 4
+                if (0xD800..<0xDC00).contains(scalar) {
+                    // A high surrogate must be followed by an escaped low one.
+                    guard position + 2 <= text.upperBound, bytes[position] == backslash,
+                        bytes[position + 1] == UInt8(ascii: "u")
+                    else { throw GiveUp() }
+                    let low = try hexValue(at: position + 2, before: text.upperBound)
+                    position += 6
+                    guard (0xDC00..<0xE000).contains(low) else { throw GiveUp() }
+                    scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+                } else if (0xDC00..<0xE000).contains(scalar) {
+                    throw GiveUp()
+                }
+                guard let unicode = Unicode.Scalar(scalar) else { throw GiveUp() }
+                for byte in UTF8.encode(unicode)! { put(byte) }
+            default: throw GiveUp()
+            }
+        }
+        return count
+    }
+
+    /// The value of the four hexadecimal digits at `position`, which must end by `limit`.
+    private func hexValue(at position: Int, before limit: Int) throws(GiveUp) -> UInt32 {
+        guard position + 4 <= limit else { throw GiveUp() }
         var value: UInt32 = 0
-        for _ in 0..<4 {
-            let byte = bytes[index]
-            index += 1
+        for byte in bytes[position..<(position + 4)] {
             let digit: UInt8
             switch byte {
             case UInt8(ascii: "0")...UInt8(ascii: "9"): digit = byte - UInt8(ascii: "0")

@@ -56,16 +56,23 @@ struct PostgresTracingTests {
             graph.add(Traced.self, input: "old", name: "old")
             let old = try await store.submit(graph)
             try await store.client.query("ALTER TABLE runs DROP COLUMN trace_context")
+            // Version 3's columns too, so that the schema is as version 1 left it.
+            try await store.client.query("ALTER TABLE runs DROP COLUMN submission")
+            try await store.client.query(
+                "ALTER TABLE jobs DROP COLUMN finished_by, DROP COLUMN finished_report, DROP COLUMN finished_result")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 2)
+            #expect(PostgresJobStore.schemaVersion == 3)
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])
+            let output = Data("\"done\"".utf8)
+            let report = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: output))
+            #expect(try await reopened.finish([report]) == [.accepted(.succeeded)])
         }
     }
 }

@@ -36,6 +36,7 @@ struct FeedScannerTests {
     static let tricky: [String] = [
         // escapes, non-ASCII text, surrogate pairs
         #"{"id":"e1","properties":{"place":"caf\u00e9 \"quoted\" \\ \/ \n tab\t","title":"Höfn 😀 \ud83d\ude00"},"geometry":{"coordinates":[1,2,3]}}"#,
+        #"{"id":"e2","properties":{"url":"https:\/\/example.org\/a\/b","title":"\u00e9\b\f\r\u0000\uffff\u20ac","place":"\\"},"geometry":{"coordinates":[1,2,3]}}"#,
         // numbers: exponents, negative zero, long fractions, large and small values
         #"{"id":"n1","properties":{"mag":-0.0,"time":1.7e12,"updated":1700000000123,"cdi":1E-3,"mmi":3.14159265358979323846},"geometry":{"coordinates":[-179.99999999999999,89.123456789012345,-2.5e-1]}}"#,
         // numeric id, boolean and integer tsunami, nulls everywhere, unknown members of every kind
@@ -66,6 +67,12 @@ struct FeedScannerTests {
             #"{"type":"FeatureCollection","features":[{"id":"a","properties":{"tz":4.5}}]}"#,
             #"{"type":"FeatureCollection","features":[{"id":"a","geometry":{"coordinates":[01,2,3]}}]}"#,
             #"{"type":"FeatureCollection","features":[{"id":"a\u12"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"a\q"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"a\udc00b"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"a\ud83d b"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"a\ud83d\u0041"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"\/\ud83d"}]}"#,
+            #"{"type":"FeatureCollection","features":[{"id":"a\"}]}"#,
         ])
     func givesWay(text: String) {
         #expect(!Self.scans(text))

@@ -175,6 +175,19 @@ struct ReimportSkipTests {
         #expect(try #require(located.1).map(\.hash) == (try #require(located.0)).map(\.hash))
     }
 
+    @Test("a database of the previous version is readable read-only, and gains fingerprints at its next import")
+    func previousVersion() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("old.sqlite")
+        try EarthquakeStore.createVersion1Database(at: path)
+        #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 0)
+        let store = try EarthquakeStore(path: path)
+        try store.importFeed(try FeedParser().parse(Self.feed(Self.base)))
+        #expect(try store.knownFeatures().count == 12)
+        #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 12)
+    }
+
     @Test("refreshing the same file twice: the second parse decodes nothing")
     func getEarthquakesTwice() async throws {
         let directory = try TemporaryDirectory()
@@ -187,5 +200,35 @@ struct ReimportSkipTests {
         #expect(try await again.run() == ImportSummary(unchanged: 12))
         #expect(again.feed?.undecodedCount == 12)
         #expect(again.feed?.earthquakes.count == 12)
+    }
+}
+
+/// A big first import builds the time and magnitude indexes after inserting, in its transaction.
+@Suite("First import: indexes rebuilt")
+struct FirstImportIndexTests {
+    static func quakes(_ count: Int) -> [Earthquake] {
+        (0..<count).map { Quakes.make("q\($0)", magnitude: Double($0 % 70) / 10, hoursAgo: Double($0 % 500)) }
+    }
+
+    @Test("a big first import leaves every index in place and usable")
+    func indexesKept() throws {
+        let store = try EarthquakeStore.inMemory()
+        let before = try store.secondaryIndexNames()
+        #expect(before == ["earthquake_magnitude", "earthquake_time"])
+        let count = EarthquakeStore.rebuildIndexesMinimum
+        #expect(try store.importFeed(Self.quakes(count)) == ImportSummary(inserted: count))
+        #expect(try store.secondaryIndexNames() == before)
+        #expect(try store.list(minMagnitude: 6.9).count == count / 70)
+        #expect(try store.list(limit: 1).first?.id == "q0")
+    }
+
+    @Test("a big first import that fails is rolled back with its indexes")
+    func failureKeepsIndexes() throws {
+        let store = try EarthquakeStore.inMemory()
+        var quakes = Self.quakes(EarthquakeStore.rebuildIndexesMinimum)
+        quakes[quakes.count - 1].latitude = 91
+        #expect(throws: StoreError.self) { try store.importFeed(quakes) }
+        #expect(try store.count() == 0)
+        #expect(try store.secondaryIndexNames() == ["earthquake_magnitude", "earthquake_time"])
     }
 }

@@ -48,7 +48,9 @@ public protocol JobStore: Sendable {
     /// failure with attempts left becomes a retry (`notBefore` from the job's ``RetryPolicy``); a final
     /// failure or a cancellation cancels the dependents that do not run regardless, transitively,
     /// with a reason that names the job. A report whose token is not current is rejected and changes
-    /// nothing.
+    /// nothing — except the report that ended the attempt, sent again (a retry after a reply lost at
+    /// commit), which a store reached over a network (the PostgreSQL store) answers as it did the
+    /// first time, changing nothing.
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult]
 
     /// ``finish(_:)`` followed by ``claim(worker:kinds:limit:lease:)``: what a worker does when its jobs

@@ -1,0 +1,114 @@
+import BatonDurable
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import BatonPostgres
+
+/// Calls whose reply is lost after the server committed (the connection dropped at `COMMIT`): the
+/// store sends them again, and so may a worker. Each test arms ``PostgresFaults`` so that the first
+/// call commits and then fails as a dropped connection does; the store's own retry follows.
+@Suite("PostgreSQL retried calls", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresRetryTests {
+    /// a → b; a retries.
+    static func graph() -> GraphSpec {
+        GraphSpec(
+            name: "retried",
+            jobs: [
+                JobSpec(name: "a", kind: "retry.k", input: Data("1".utf8), retry: .immediate(maxAttempts: 3)),
+                JobSpec(name: "b", kind: "retry.k", input: Data("2".utf8), dependencies: [.init(index: 0)]),
+            ])
+    }
+
+    static func claim(_ store: PostgresJobStore, _ worker: String = "w") async throws -> [ClaimedJob] {
+        try await store.claim(worker: worker, kinds: ["retry.k"], limit: 10, lease: .seconds(60))
+    }
+
+    static func number(_ store: PostgresJobStore, _ query: PostgresQuery) async throws -> Int {
+        try await store.client.query(query).collect()[0].decode(Int.self)
+    }
+
+    @Test("a completion committed but unanswered is accepted on retry, once; its dependent is readied once")
+    func finishReplyLost() async throws {
+        try await TestPostgres.withStore("finishlost") { store, _ in
+            let run = try await store.submit(Self.graph(), uniqueKey: nil)
+            let a = try await Self.claim(store)
+            #expect(a.map(\.name) == ["a"])
+            let report = AttemptReport(lease: a[0].lease, outcome: .succeeded(output: Data("\"a\"".utf8)))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([report]) == [.accepted(.succeeded)])
+            // The worker's own retry of the same report: the same answer, and nothing changes.
+            #expect(try await store.finish([report]) == [.accepted(.succeeded)])
+            #expect(try await Self.number(store, "SELECT unfinished FROM runs WHERE id = \(run.run.rawValue)") == 1)
+            #expect(try await Self.claim(store).map(\.name) == ["b"])
+            #expect(try await Self.claim(store).isEmpty)
+            // Not a repeat: another output under the same token.
+            let other = AttemptReport(lease: a[0].lease, outcome: .succeeded(output: Data("\"other\"".utf8)))
+            #expect(try await store.finish([other]) == [.rejected])
+            let output = try await store.snapshot(of: run.run).jobs.first { $0.name == "a" }?.output
+            #expect(output == Data("\"a\"".utf8))
+        }
+    }
+
+    @Test("a failure committed but unanswered is one retry, not two; a later attempt's token supersedes it")
+    func failureReplyLost() async throws {
+        try await TestPostgres.withStore("faillost") { store, _ in
+            _ = try await store.submit(Self.graph(), uniqueKey: nil)
+            let first = try await Self.claim(store)[0]
+            let failure = AttemptReport(lease: first.lease, outcome: .failed(message: "boom", retryable: true))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([failure]) == [.accepted(.ready)])
+            #expect(try await store.finish([failure]) == [.accepted(.ready)])
+            let second = try await Self.claim(store)
+            #expect(second.map(\.attempt) == [2])  // Not 3: the failure was counted once.
+            let success = AttemptReport(lease: second[0].lease, outcome: .succeeded(output: Data("0".utf8)))
+            #expect(try await store.finish([success]) == [.accepted(.succeeded)])
+            // The first attempt's failure, sent again after the second attempt finished: stale now.
+            #expect(try await store.finish([failure]) == [.rejected])
+            // A different kind of report under a finished token is not a repeat either.
+            let cancelled = AttemptReport(lease: second[0].lease, outcome: .cancelled(reason: "late"))
+            #expect(try await store.finish([cancelled]) == [.rejected])
+        }
+    }
+
+    @Test("a submission committed but unanswered is retried into the same run, not a second one")
+    func submitReplyLost() async throws {
+        try await TestPostgres.withStore("submitlost") { store, _ in
+            store.faults.loseReply(of: "submit")
+            let submitted = try await store.submit(Self.graph(), uniqueKey: nil)
+            #expect(submitted.existing == false)
+            #expect(submitted.jobs.count == 2)
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM runs") == 1)
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs") == 2)
+            // With a unique key too; a later submission with that key finds the run as existing.
+            store.faults.loseReply(of: "submit")
+            let keyed = try await store.submit(Self.graph(), uniqueKey: "nightly")
+            #expect(keyed.existing == false)
+            let again = try await store.submit(Self.graph(), uniqueKey: "nightly")
+            #expect(again.existing == true)
+            #expect(again.run == keyed.run)
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM runs") == 2)
+            // The same submission identity sent twice (a caller's own retry) stores one run.
+            let first = try await store.submit(Self.graph(), uniqueKey: nil, submission: "caller-1")
+            let second = try await store.submit(Self.graph(), uniqueKey: nil, submission: "caller-1")
+            #expect(first.run == second.run)
+            #expect(first.jobs == second.jobs)
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM runs") == 3)
+        }
+    }
+
+    @Test("claims commit without waiting for the flush but hand out distinct random tokens")
+    func claimTokens() async throws {
+        try await TestPostgres.withStore("tokens") { store, _ in
+            var graph = GraphSpec(name: "many")
+            for index in 0..<50 {
+                graph.jobs.append(JobSpec(name: "j\(index)", kind: "retry.k", input: Data("0".utf8)))
+            }
+            _ = try await store.submit(graph, uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["retry.k"], limit: 50, lease: .seconds(60))
+            #expect(claimed.count == 50)
+            #expect(Set(claimed.map(\.lease.token)).count == 50)
+            #expect(claimed.allSatisfy { $0.lease.token > 0 })
+        }
+    }
+}
