@@ -92,21 +92,40 @@ struct ChaosChecker {
         }
         // Category limits: a sweep over the attempts' intervals.
         for category in categories {
-            var events: [(Double, Int)] = []
-            for attempt in attempts where categoryOf[attempt.job] == category.name {
+            // (time, +1 start / -1 end, index in attempts); ends sort before starts at the same instant.
+            var events: [(Double, Int, Int)] = []
+            for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name {
                 let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
-                events.append((attempt.started, 1))
-                events.append((end, -1))
+                events.append((attempt.started, 1, index))
+                events.append((end, -1, index))
             }
             events.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
-            var current = 0
+            var running = Set<Int>()
             var most = 0
-            for (_, delta) in events {
-                current += delta
-                most = max(most, current)
+            var over: [Int] = []
+            for (_, delta, index) in events {
+                if delta > 0 { running.insert(index) } else { running.remove(index) }
+                most = max(most, running.count)
+                if over.isEmpty, running.count > category.limit { over = running.sorted() }
             }
             say("chaos: category \(category): at most \(most) at once")
-            if most > category.limit { failures.append("category \(category) had \(most) holders at once") }
+            if most > category.limit {
+                failures.append("category \(category) had \(most) holders at once")
+                for index in over {
+                    let attempt = attempts[index]
+                    say(
+                        "chaos: detail: over the limit: job \(attempt.job) attempt \(attempt.attempt) pid \(attempt.pid) "
+                            + String(
+                                format: "from %.3f to %@%@", attempt.started,
+                                attempt.ended.map { String(format: "%.3f", $0) } ?? "-",
+                                kills[attempt.pid].map { String(format: " (killed at %.3f)", $0) } ?? ""))
+                }
+                try await explain(
+                    PostgresQuery(
+                        unsafeSQL:
+                            "SELECT DISTINCT job FROM chaos_attempts WHERE job IN (\(over.map { String(attempts[$0].job) }.joined(separator: ", "))) ORDER BY 1"
+                    ))
+            }
         }
         // Orphans: attempts cut by a kill, and how long until their job was claimed again.
         var orphans = 0

@@ -26,10 +26,12 @@ final class SideLog: Sendable {
         for statement in Self.tables { try await query(PostgresQuery(unsafeSQL: statement)) }
     }
 
-    /// Runs one statement with the store's retries (while the server restarts) and timeouts.
+    /// Runs one statement with the store's retries (while the server restarts) and timeouts. Not
+    /// cancelled with the calling task: an attempt stopped after losing its lease still records it.
     @discardableResult
     func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await store.query(query)
+        let store = store
+        return try await Task { try await store.query(query) }.value
     }
 
     func started(job: Int64, attempt: Int, token: Int64, worker: String, pid: Int, at: Double) async throws -> Int64 {
