@@ -80,7 +80,7 @@ struct ParseFeed: DurableJob {
     static func read(_ path: String, strict: Bool) throws -> Feed {
         let data: Data
         do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .mappedIfSafe)
+            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
         } catch {
             throw FeedFileError(path: path, error: error)
         }

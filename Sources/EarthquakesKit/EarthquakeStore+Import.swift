@@ -105,6 +105,9 @@ extension EarthquakeStore {
         let hasDuplicates = summary.duplicates > 0
         // Into an empty table (a first import), with no id twice, every row is new: no lookups.
         let wasEmpty = try !RawStatement(connection, "SELECT 1 FROM earthquake LIMIT 1").step()
+        // A big first import builds the secondary indexes afterwards from sorted keys, rather than inserting
+        // every row into them in random order; in the same transaction, so no reader ever sees them missing.
+        let rebuiltIndexes = wasEmpty && feed.count >= rebuildIndexesMinimum ? try dropSecondaryIndexes(db) : []
         var position = 0
 
         func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
@@ -176,7 +179,37 @@ extension EarthquakeStore {
                 }
             }
         }
+        for sql in rebuiltIndexes { try db.execute(sql: sql) }
         return summary
+    }
+
+    /// The names of the earthquake table's indexes other than its primary key's, sorted (tests).
+    func secondaryIndexNames() throws(StoreError) -> [String] {
+        try read("list the indexes of") { db in
+            try String.fetchAll(
+                db,
+                sql:
+                    "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'earthquake' AND sql IS NOT NULL ORDER BY name"
+            )
+        }
+    }
+
+    /// From how many rows a first import drops and rebuilds the secondary indexes.
+    static let rebuildIndexesMinimum = 10_000
+
+    /// Drops the earthquake table's indexes other than its primary key's; returns the statements that make
+    /// them again.
+    private static func dropSecondaryIndexes(_ db: Database) throws -> [String] {
+        let indexes = try Row.fetchAll(
+            db,
+            sql:
+                "SELECT name, sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'earthquake' AND sql IS NOT NULL"
+        )
+        for index in indexes {
+            let name: String = index["name"]
+            try db.execute(sql: "DROP INDEX \(name.quotedDatabaseIdentifier)")
+        }
+        return indexes.map { $0["sql"] }
     }
 
     /// The index of the last earthquake of each id of `feed`, by position; counts the earlier ones as

@@ -19,7 +19,9 @@ public import FoundationNetworking
 ///    by `http_proxy`/`https_proxy` it checks the proxy), with the idle timeout ``timeout`` ("no data
 ///    from … within N seconds") and the optional ``totalTimeout``, failing on an HTTP error status
 ///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
-/// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke);
+/// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke), which does not decode the features
+///    the store already holds exactly (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``), so
+///    re-importing an unchanged feed costs little more than reading it;
 /// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
 ///    import runs at a time in its `ExclusivityScope` and a second refresh waits for the first one's
 ///    import (a ``StoreError`` on failure).

@@ -202,3 +202,33 @@ struct ReimportSkipTests {
         #expect(again.feed?.earthquakes.count == 12)
     }
 }
+
+/// A big first import builds the time and magnitude indexes after inserting, in its transaction.
+@Suite("First import: indexes rebuilt")
+struct FirstImportIndexTests {
+    static func quakes(_ count: Int) -> [Earthquake] {
+        (0..<count).map { Quakes.make("q\($0)", magnitude: Double($0 % 70) / 10, hoursAgo: Double($0 % 500)) }
+    }
+
+    @Test("a big first import leaves every index in place and usable")
+    func indexesKept() throws {
+        let store = try EarthquakeStore.inMemory()
+        let before = try store.secondaryIndexNames()
+        #expect(before == ["earthquake_magnitude", "earthquake_time"])
+        let count = EarthquakeStore.rebuildIndexesMinimum
+        #expect(try store.importFeed(Self.quakes(count)) == ImportSummary(inserted: count))
+        #expect(try store.secondaryIndexNames() == before)
+        #expect(try store.list(minMagnitude: 6.9).count == count / 70)
+        #expect(try store.list(limit: 1).first?.id == "q0")
+    }
+
+    @Test("a big first import that fails is rolled back with its indexes")
+    func failureKeepsIndexes() throws {
+        let store = try EarthquakeStore.inMemory()
+        var quakes = Self.quakes(EarthquakeStore.rebuildIndexesMinimum)
+        quakes[quakes.count - 1].latitude = 91
+        #expect(throws: StoreError.self) { try store.importFeed(quakes) }
+        #expect(try store.count() == 0)
+        #expect(try store.secondaryIndexNames() == ["earthquake_magnitude", "earthquake_time"])
+    }
+}
