@@ -65,10 +65,10 @@ extension EarthquakeStore {
     /// Imports every earthquake of a parsed feed, and counts its skipped features in the summary. See
     /// ``importFeed(_:whileWaiting:)-([Earthquake],_)``.
     ///
-    /// A feed parsed for this store (by ``GetEarthquakes`` or ``ParseFeedJob`` given the store) may hold
-    /// features left undecoded because the store had their fingerprint (see ``FeatureFingerprint``): each is
-    /// counted unchanged when its row still has that fingerprint in the import's transaction, and decoded
-    /// and imported like the others when not (another process changed or deleted the row meanwhile).
+    /// A feed parsed for this store (by ``GetEarthquakes``) may hold features left undecoded because the
+    /// store had their fingerprint (a hash of their exact bytes, kept with each row): each is counted
+    /// unchanged when its row still has that fingerprint in the import's transaction, and decoded and
+    /// imported like the others when not (another process changed or deleted the row meanwhile).
     @discardableResult
     public func importFeed(
         _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
