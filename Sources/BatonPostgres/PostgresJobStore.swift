@@ -147,11 +147,22 @@ public final class PostgresJobStore: JobStore {
     }
 
     /// Runs one statement (atomic by itself) and returns its rows, retried as a transaction is.
+    ///
+    /// Outside `BEGIN`/`COMMIT` the server commits a statement when it handles the `Sync` that
+    /// follows it, after it has sent the rows — and PostgresNIO hands the rows over as soon as they
+    /// are complete. A connection cut in between (a fast shutdown, `pg_terminate_backend`) would
+    /// deliver the rows of a transaction that was rolled back: a completion said accepted but never
+    /// recorded (the chaos harness saw its job run again and accepted twice), a claim that holds
+    /// nothing, a submission that is not there. The server answers requests in order, so the rows are
+    /// returned only once it has answered the next one on the same connection (``confirmCommitted(on:)``);
+    /// when that fails the statement is run again, as after any dropped connection.
     func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                try await connection.query(query, logger: logger).collect()
+                let rows = try await connection.query(query, logger: logger).collect()
+                try await Self.confirmCommitted(on: connection, logger: logger)
+                return rows
             }
             try faults.afterCommit(label)
             return rows
@@ -160,18 +171,26 @@ public final class PostgresJobStore: JobStore {
 
     /// Runs a prepared statement (parsed and planned once per connection, then only bound and
     /// executed: a claim or a submission is one round trip without the planning), retried as a
-    /// transaction is.
+    /// transaction is. Its rows count once the commit is confirmed, as ``statement(_:_:)`` explains.
     func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 var rows: [PostgresRow] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                try await Self.confirmCommitted(on: connection, logger: logger)
                 return rows
             }
             try faults.afterCommit(label)
             return rows
         }
+    }
+
+    /// Returns once the server has answered a request sent after the last statement on `connection`
+    /// (`SELECT 1`: one more round trip, no work) — so that statement's implicit transaction has been
+    /// committed — and throws as a lost connection does otherwise.
+    static func confirmCommitted(on connection: PostgresConnection, logger: Logger) async throws {
+        _ = try await connection.query("SELECT 1", logger: logger).collect()
     }
 
     /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling

@@ -35,7 +35,7 @@ struct PostgresBench {
     var sizes: Sizes {
         quick
             ? Sizes(
-                burn: 10_000, workers: [1, 2, 4], latencySamples: 50, chains: [200, 1000], dags: [2000, 10_000],
+                burn: 20_000, workers: [1, 2, 4], latencySamples: 50, chains: [200, 1000], dags: [2000, 10_000],
                 peerBurn: ["pgqueuer": 20_000, "procrastinate": 1000],
                 peerWorkers: ["pgqueuer": [1, 2], "procrastinate": [1]],
                 peerLatencySamples: 30, chancyChain: 3, chancyFanout: 20)

@@ -47,12 +47,28 @@ struct ChaosChecker {
             WHERE a.accepted AND convert_from(j.output, 'UTF8')::json->>'attempt' <> a.attempt::text
             """)
         if mismatched != 0 { failures.append("\(mismatched) accepted completions differ from the stored output") }
+        if duplicates != 0 || mismatched != 0 {
+            try await explain(
+                """
+                SELECT job FROM chaos_attempts WHERE accepted GROUP BY job HAVING count(*) > 1
+                UNION SELECT a.job FROM chaos_attempts a JOIN jobs j ON j.id = a.job
+                WHERE a.accepted AND convert_from(j.output, 'UTF8')::json->>'attempt' <> a.attempt::text
+                ORDER BY 1 LIMIT 5
+                """)
+        }
         let early = try await int(
             """
             SELECT count(*)::int FROM chaos_attempts a JOIN edges e ON e.job = a.job JOIN jobs d ON d.id = e.dependency
             WHERE d.finished IS NULL OR a.started < d.finished
             """)
-        if early != 0 { failures.append("\(early) attempts started before a dependency had completed") }
+        if early != 0 {
+            failures.append("\(early) attempts started before a dependency had completed")
+            try await explain(
+                """
+                SELECT DISTINCT a.job FROM chaos_attempts a JOIN edges e ON e.job = a.job
+                JOIN jobs d ON d.id = e.dependency WHERE d.finished IS NULL OR a.started < d.finished ORDER BY 1 LIMIT 5
+                """)
+        }
 
         // Attempts: those of killed processes end at the kill.
         var kills: [Int: Double] = [:]
@@ -76,21 +92,40 @@ struct ChaosChecker {
         }
         // Category limits: a sweep over the attempts' intervals.
         for category in categories {
-            var events: [(Double, Int)] = []
-            for attempt in attempts where categoryOf[attempt.job] == category.name {
+            // (time, +1 start / -1 end, index in attempts); ends sort before starts at the same instant.
+            var events: [(Double, Int, Int)] = []
+            for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name {
                 let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
-                events.append((attempt.started, 1))
-                events.append((end, -1))
+                events.append((attempt.started, 1, index))
+                events.append((end, -1, index))
             }
             events.sort { $0.0 != $1.0 ? $0.0 < $1.0 : $0.1 < $1.1 }
-            var current = 0
+            var running = Set<Int>()
             var most = 0
-            for (_, delta) in events {
-                current += delta
-                most = max(most, current)
+            var over: [Int] = []
+            for (_, delta, index) in events {
+                if delta > 0 { running.insert(index) } else { running.remove(index) }
+                most = max(most, running.count)
+                if over.isEmpty, running.count > category.limit { over = running.sorted() }
             }
             say("chaos: category \(category): at most \(most) at once")
-            if most > category.limit { failures.append("category \(category) had \(most) holders at once") }
+            if most > category.limit {
+                failures.append("category \(category) had \(most) holders at once")
+                for index in over {
+                    let attempt = attempts[index]
+                    say(
+                        "chaos: detail: over the limit: job \(attempt.job) attempt \(attempt.attempt) pid \(attempt.pid) "
+                            + String(
+                                format: "from %.3f to %@%@", attempt.started,
+                                attempt.ended.map { String(format: "%.3f", $0) } ?? "-",
+                                kills[attempt.pid].map { String(format: " (killed at %.3f)", $0) } ?? ""))
+                }
+                try await explain(
+                    PostgresQuery(
+                        unsafeSQL:
+                            "SELECT DISTINCT job FROM chaos_attempts WHERE job IN (\(over.map { String(attempts[$0].job) }.joined(separator: ", "))) ORDER BY 1"
+                    ))
+            }
         }
         // Orphans: attempts cut by a kill, and how long until their job was claimed again.
         var orphans = 0
@@ -128,5 +163,41 @@ struct ChaosChecker {
         for failure in failures { say("chaos: FAILED: \(failure)") }
         if failures.isEmpty { say("chaos: passed") }
         return failures.isEmpty
+    }
+
+    /// Prints what the store and the side log hold about the jobs `selection` names (at most a few), so
+    /// that a failed run can be understood without its database, which is gone once the server stops.
+    func explain(_ selection: PostgresQuery) async throws {
+        let restarts = try await side.query("SELECT began, ended FROM chaos_server_restarts").map {
+            try $0.decode((Double, Double).self)
+        }
+        for (began, ended) in restarts {
+            say(String(format: "chaos: detail: PostgreSQL restart from %.3f to %.3f", began, ended))
+        }
+        for row in try await side.query(selection) {
+            let job = try row.decode(Int64.self)
+            let (state, attempts, finished, output, error) = try await side.query(
+                """
+                SELECT state, attempts, finished, convert_from(output, 'UTF8'), last_error FROM jobs WHERE id = \(job)
+                """
+            )[0].decode((String, Int, Double?, String?, String?).self)
+            say(
+                "chaos: detail: job \(job): \(state) after \(attempts) attempts, finished \(finished.map { String(format: "%.3f", $0) } ?? "-"), output \(output ?? "-"), last error \(error ?? "-")"
+            )
+            for attempt in try await side.query(
+                """
+                SELECT a.attempt, a.token, a.worker, a.pid, a.started, a.ended, a.reporting, a.reported, a.accepted, k.at
+                FROM chaos_attempts a LEFT JOIN chaos_kills k ON k.pid = a.pid WHERE a.job = \(job) ORDER BY a.id
+                """
+            ) {
+                let (number, token, worker, pid, started, ended, reporting, reported, accepted, killed) =
+                    try attempt.decode(
+                        (Int, Int64, String, Int, Double, Double?, Double?, Double?, Bool?, Double?).self)
+                func time(_ value: Double?) -> String { value.map { String(format: "%.3f", $0) } ?? "-" }
+                say(
+                    "chaos: detail:   attempt \(number) token \(token) by \(worker) (pid \(pid)\(killed.map { ", killed at \(time($0))" } ?? "")): started \(time(started)), ended \(time(ended)), reported \(time(reporting))→\(time(reported)), accepted \(accepted.map(String.init) ?? "-")"
+                )
+            }
+        }
     }
 }

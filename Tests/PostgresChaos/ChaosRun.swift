@@ -86,17 +86,28 @@ struct ChaosRun {
             }
             if clock.now - start > deadline {
                 say("chaos: deadline of \(deadline) passed with \(finished) of \(jobs) jobs finished")
+                for row in try await side.query(
+                    """
+                    SELECT state, count(*)::int, count(*) FILTER (WHERE lease_expires < \(Date().timeIntervalSince1970))::int
+                    FROM jobs WHERE state NOT IN ('succeeded', 'failed', 'cancelled') GROUP BY state ORDER BY state
+                    """)
+                {
+                    let (state, count, expired) = try row.decode((String, Int, Int).self)
+                    say("chaos: unfinished: \(count) \(state) (\(expired) with an expired lease)")
+                }
                 break
             }
             if serverRestarts == 0, finished >= jobs * 2 / 5, let restartCommand {
                 say("chaos: restarting PostgreSQL at \(finished) of \(jobs) jobs")
                 // system(3), not Process: Foundation's Process did not always see this child exit.
+                let began = Date().timeIntervalSince1970
                 let status = system(restartCommand.joined(separator: " "))
                 guard status == 0 else {
                     say("chaos: FAILED to restart PostgreSQL (\(restartCommand.joined(separator: " ")): \(status))")
                     return false
                 }
                 serverRestarts += 1
+                try await side.serverRestarted(began: began, ended: Date().timeIntervalSince1970)
             }
             if clock.now >= nextKill {
                 let victim = Int.random(in: 0..<workers, using: &random)

@@ -26,7 +26,9 @@ struct ChaosWorker {
         let store = try await PostgresJobStore(url: url, schema: schema, logger: logger)
         let side = SideLog(store: store)
         let pid = Int(getpid())
+        // Each attempt's task, and when its lease ends as far as this worker knows (claim, renewals).
         let held = Protected([Lease: Task<Void, Never>]())
+        let expiries = Protected([Lease: Date]())
         let inflight = Protected(0)
         let (events, signal) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
         let lease = lease
@@ -49,9 +51,14 @@ struct ChaosWorker {
                 guard !current.isEmpty else { continue }
                 let leases = Array(current.keys)
                 guard let statuses = try? await store.renew(leases, worker: id, lease: lease) else { continue }
-                for (lease, status) in zip(leases, statuses) where status == .lost {
-                    // The lease is gone: stop the attempt (its completion would be rejected anyway).
-                    held.withLock { $0.removeValue(forKey: lease) }?.cancel()
+                for (lease, status) in zip(leases, statuses) {
+                    switch status {
+                    case .renewed(let until), .cancelRequested(_, let until):
+                        expiries.withLock { $0[lease] = until }
+                    case .lost:
+                        // The lease is gone: stop the attempt (its completion would be rejected anyway).
+                        held.withLock { $0.removeValue(forKey: lease) }?.cancel()
+                    }
                 }
             }
         }
@@ -74,31 +81,53 @@ struct ChaosWorker {
             if !claimed.isEmpty { signal.yield() }  // There may be more.
             for job in claimed {
                 inflight.withLock { $0 += 1 }
+                expiries.withLock { $0[job.lease] = job.leaseExpires }
                 let task = Task {
                     defer {
                         held.withLock { _ = $0.removeValue(forKey: job.lease) }
+                        expiries.withLock { _ = $0.removeValue(forKey: job.lease) }
                         inflight.withLock { $0 -= 1 }
                         signal.yield()
                     }
+                    var row: Int64?
+                    var workStart: Double?
                     do {
                         let input = try JSONDecoder().decode(Input.self, from: job.input)
-                        let row = try await side.started(
-                            job: job.job.rawValue, attempt: job.attempt, worker: id, pid: pid,
+                        row = try await side.started(
+                            job: job.job.rawValue, attempt: job.attempt, token: job.lease.token, worker: id, pid: pid,
                             at: Date().timeIntervalSince1970)
-                        // The work's interval starts once the attempt is on record (that write may wait out a
-                        // server restart, during which the lease may end and another worker take the job).
-                        let workStart = Date().timeIntervalSince1970
+                        // The work's interval starts once the attempt is on record. That write may wait out a
+                        // server restart while the renewals fail too: the work starts only with half a lease
+                        // left at least (it takes 3 ms at most), as a worker must not work on a lease that may
+                        // have ended and gone to another worker.
+                        let now = Date()
+                        guard let expires = expiries.withLock({ $0[job.lease] }),
+                            expires.timeIntervalSince(now) >= lease.seconds / 2
+                        else {
+                            try await side.ended(
+                                row: row!, started: now.timeIntervalSince1970, at: now.timeIntervalSince1970)
+                            return
+                        }
+                        workStart = now.timeIntervalSince1970
                         try await Task.sleep(for: .microseconds(input.micros))
                         let outcome: AttemptReport.Outcome =
                             job.attempt <= input.failAttempts
                             ? .failed(message: "planned failure on attempt \(job.attempt)", retryable: true)
                             : .succeeded(output: Data("{\"n\":\(input.n),\"attempt\":\(job.attempt)}".utf8))
-                        try await side.ended(row: row, started: workStart, at: Date().timeIntervalSince1970)
+                        try await side.ended(row: row!, started: workStart!, at: Date().timeIntervalSince1970)
+                        workStart = nil
+                        let sent = Date().timeIntervalSince1970
                         let result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
-                        try await side.reported(row: row, accepted: result == .accepted(.succeeded))
+                        try await side.reported(
+                            row: row!, accepted: result == .accepted(.succeeded), sent: sent,
+                            at: Date().timeIntervalSince1970)
                     } catch {
                         // Cancelled after a lost lease, or the server stayed away: the lease ends and the
-                        // job is claimed again.
+                        // job is claimed again. Work cut short ends now (the side log's writes are not
+                        // cancelled with the attempt).
+                        if let row, let workStart {
+                            try? await side.ended(row: row, started: workStart, at: Date().timeIntervalSince1970)
+                        }
                     }
                 }
                 held.withLock { $0[job.lease] = task }

@@ -15,26 +15,30 @@ final class SideLog: Sendable {
         """
         CREATE TABLE IF NOT EXISTS chaos_attempts (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint NOT NULL, attempt integer NOT NULL,
-            worker text NOT NULL, pid integer NOT NULL, started float8 NOT NULL, ended float8, accepted boolean)
+            worker text NOT NULL, pid integer NOT NULL, token bigint NOT NULL, started float8 NOT NULL,
+            ended float8, reporting float8, reported float8, accepted boolean)
         """,
         "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS chaos_server_restarts (began float8 NOT NULL, ended float8 NOT NULL)",
     ]
 
     func create() async throws {
         for statement in Self.tables { try await query(PostgresQuery(unsafeSQL: statement)) }
     }
 
-    /// Runs one statement with the store's retries (while the server restarts) and timeouts.
+    /// Runs one statement with the store's retries (while the server restarts) and timeouts. Not
+    /// cancelled with the calling task: an attempt stopped after losing its lease still records it.
     @discardableResult
     func query(_ query: PostgresQuery) async throws -> [PostgresRow] {
-        try await store.query(query)
+        let store = store
+        return try await Task { try await store.query(query) }.value
     }
 
-    func started(job: Int64, attempt: Int, worker: String, pid: Int, at: Double) async throws -> Int64 {
+    func started(job: Int64, attempt: Int, token: Int64, worker: String, pid: Int, at: Double) async throws -> Int64 {
         let rows = try await query(
             """
-            INSERT INTO chaos_attempts (job, attempt, worker, pid, started)
-            VALUES (\(job), \(attempt), \(worker), \(pid), \(at)) RETURNING id
+            INSERT INTO chaos_attempts (job, attempt, token, worker, pid, started)
+            VALUES (\(job), \(attempt), \(token), \(worker), \(pid), \(at)) RETURNING id
             """)
         return try rows[0].decode(Int64.self)
     }
@@ -43,11 +47,17 @@ final class SideLog: Sendable {
         try await query("UPDATE chaos_attempts SET started = \(started), ended = \(at) WHERE id = \(row)")
     }
 
-    func reported(row: Int64, accepted: Bool) async throws {
-        try await query("UPDATE chaos_attempts SET accepted = \(accepted) WHERE id = \(row)")
+    /// The outcome of the attempt's report to the store, and when the report was sent and answered.
+    func reported(row: Int64, accepted: Bool, sent: Double, at: Double) async throws {
+        try await query(
+            "UPDATE chaos_attempts SET accepted = \(accepted), reporting = \(sent), reported = \(at) WHERE id = \(row)")
     }
 
     func killed(pid: Int32, at: Double) async throws {
         try await query("INSERT INTO chaos_kills (pid, at) VALUES (\(Int(pid)), \(at))")
+    }
+
+    func serverRestarted(began: Double, ended: Double) async throws {
+        try await query("INSERT INTO chaos_server_restarts (began, ended) VALUES (\(began), \(ended))")
     }
 }

@@ -6,7 +6,7 @@ import Foundation
 //   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M]  # started by the above
 //   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none]  # speed beside the peers (Bench.swift)
 //
-// Full mode: 20,000 jobs; --quick: 3,000 (CI). The PostgreSQL restart uses `.ci/postgres restart`
+// Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
 // (set BATON_POSTGRES_RESTART to another command, or to an empty string to skip it).
 
 func value(_ name: String, in arguments: [String]) -> String? {

@@ -1,0 +1,185 @@
+import Baton
+import BatonDurable
+import Foundation
+import Testing
+
+@testable import BatonPostgres
+
+/// A statement outside `BEGIN`/`COMMIT` commits when the server handles the `Sync` after it — after
+/// the server has sent its rows. A connection cut in that window hands the client the rows of a
+/// transaction that is then rolled back. The full-size chaos run met it during its PostgreSQL
+/// restart: a completion was said accepted but never recorded, and the job ran and was accepted
+/// again. A proxy makes the window happen on purpose.
+@Suite("PostgreSQL commit window", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresCommitWindowTests {
+    @Test("a connection cut after a completion's rows but before its commit: the completion is recorded once")
+    func cutBeforeCommit() async throws {
+        try await TestPostgres.withStore("window") { direct, base in
+            try #require(
+                ["127.0.0.1", "localhost"].contains(base.host),
+                "the proxy forwards to 127.0.0.1, the server is elsewhere")
+            let proxy = try CuttingProxy(toLocalPort: base.port)
+            defer { proxy.stop() }
+            var configuration = base
+            configuration.port = proxy.port
+            // PostgresNIO sometimes leaves the check on the cut connection unanswered instead of failing
+            // it; the store then abandons it after the operation timeout and runs the statement again.
+            configuration.operationTimeout = .seconds(2)
+            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            defer { store.close() }
+            let run = try await store.submit(PostgresFaultTests.chaosGraph(micros: 0), uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
+            try #require(claimed.count == 1)
+
+            proxy.armed.withLock { $0 = true }
+            let result = try await store.finish([
+                .init(lease: claimed[0].lease, outcome: .succeeded(output: Data("\"done\"".utf8)))
+            ])
+            #expect(proxy.cuts.withLock { $0 } == 1, "the proxy cut no connection: the test did not test anything")
+            #expect(result == [.accepted(.succeeded)])
+            let record = try await direct.snapshot(of: run.run).jobs[0]
+            #expect(record.state == .succeeded, "the completion said accepted is not recorded")
+            #expect(record.output == Data("\"done\"".utf8))
+        }
+    }
+}
+
+/// A TCP proxy to the server that, once armed, turns the next `Sync` a client sends into a `Flush`
+/// (the server then sends the statement's rows and `CommandComplete` and waits, its transaction
+/// open), passes those on, and closes both sides: the server rolls the transaction back.
+/// Blocking sockets on threads of their own, never on the concurrency pool; it forwards to the
+/// server on 127.0.0.1.
+final class CuttingProxy: Sendable {
+    let port: Int
+    let armed = Protected(false)
+    let cuts = Protected(0)
+    private let listener: Int32
+    private let sockets = Protected<Set<Int32>>([])
+
+    init(toLocalPort serverPort: Int) throws {
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = Self.address(port: 0)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
+        }
+        guard bound == 0, named == 0, listen(listener, 16) == 0 else {
+            close(listener)
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "proxy: cannot listen"])
+        }
+        port = Int(UInt16(bigEndian: address.sin_port))
+        self.listener = listener
+        Thread.detachNewThread { [self] in
+            while true {
+                let client = accept(listener, nil, nil)
+                guard client >= 0 else { return }
+                let server = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+                var target = Self.address(port: serverPort)
+                let connected = withUnsafePointer(to: &target) {
+                    $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                        connect(server, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+                    }
+                }
+                guard connected == 0 else {
+                    close(client)
+                    close(server)
+                    continue
+                }
+                sockets.withLock { $0.formUnion([client, server]) }
+                let cutting = Protected(false)
+                let running = Protected(2)
+                for (source, destination, startup) in [(client, server, true), (server, client, false)] {
+                    Thread.detachNewThread { [self] in
+                        pump(from: source, to: destination, startup: startup, cutting: cutting)
+                        // The second pump to end closes the pair (out of the set first, so that stop()
+                        // never shuts a number the system has given to another file since).
+                        guard
+                            running.withLock({
+                                $0 -= 1; return $0 == 0
+                            })
+                        else { return }
+                        sockets.withLock { $0.subtract([client, server]) }
+                        close(client)
+                        close(server)
+                    }
+                }
+            }
+        }
+    }
+
+    static func address(port: Int) -> sockaddr_in {
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return address
+    }
+
+    /// Passes whole protocol messages from one socket to the other. Client to server: an armed
+    /// proxy's next `Sync` ('S') becomes a `Flush` ('H'). Server to client: after the
+    /// `CommandComplete` ('C') of that statement, both sockets are shut.
+    private func pump(from source: Int32, to destination: Int32, startup: Bool, cutting: Protected<Bool>) {
+        var pending: [UInt8] = []
+        var untyped = startup  // The client's first message (startup) has no type byte.
+        var chunk = [UInt8](repeating: 0, count: 65536)
+        while true {
+            let count = read(source, &chunk, chunk.count)
+            guard count > 0 else { break }
+            pending += chunk[0..<count]
+            var output: [UInt8] = []
+            var cut = false
+            while true {
+                let header = untyped ? 4 : 5
+                guard pending.count >= header else { break }
+                let lengthStart = untyped ? 0 : 1
+                let length = pending[lengthStart..<lengthStart + 4].reduce(0) { $0 << 8 | Int($1) }
+                let total = lengthStart + length
+                guard pending.count >= total else { break }
+                var message = Array(pending[0..<total])
+                pending.removeFirst(total)
+                if untyped {
+                    untyped = false
+                } else if startup, message[0] == UInt8(ascii: "S"),
+                    armed.withLock({ armed in
+                        defer { armed = false }
+                        return armed
+                    })
+                {
+                    cutting.withLock { $0 = true }
+                    message[0] = UInt8(ascii: "H")
+                } else if !startup, message[0] == UInt8(ascii: "C"), cutting.withLock({ $0 }) {
+                    output += message
+                    cut = true
+                    break
+                }
+                output += message
+            }
+            var written = 0
+            while written < output.count {
+                let step = output[written...].withUnsafeBytes { write(destination, $0.baseAddress, $0.count) }
+                guard step > 0 else { break }
+                written += step
+            }
+            if cut {
+                cuts.withLock { $0 += 1 }
+                shutdown(source, Int32(SHUT_RDWR))
+                shutdown(destination, Int32(SHUT_RDWR))
+                break
+            }
+        }
+        shutdown(destination, Int32(SHUT_WR))
+    }
+
+    func stop() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        close(listener)
+        sockets.withLock { sockets in
+            for socket in sockets { shutdown(socket, Int32(SHUT_RDWR)) }
+        }
+    }
+}
