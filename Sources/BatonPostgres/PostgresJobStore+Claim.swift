@@ -24,13 +24,16 @@ extension PostgresJobStore {
         return claimed
     }
 
-    /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim commits without
-    /// waiting for the WAL flush (`synchronous_commit = off` for its transaction — the claimed job
-    /// starts one disk flush sooner), and a server crash can lose such a commit *and* set a sequence
-    /// back, so a sequence could hand the lost claim's token out again while its worker still holds
-    /// it. A random token is never handed out twice for a job in practice. A lost claim costs no
-    /// guarantee: its worker's renewals and report are refused as any stale lease's are, and the job
-    /// is claimed again; every accepted report, being a synchronous commit, flushes the claim before it.
+    /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim of jobs without
+    /// categories commits without waiting for the WAL flush (`synchronous_commit = off` for its
+    /// transaction — the claimed job starts one disk flush sooner), and a server crash can lose such a
+    /// commit *and* set a sequence back, so a sequence could hand the lost claim's token out again while
+    /// its worker still holds it. A random token is never handed out twice for a job in practice. A lost
+    /// claim costs no completion guarantee: its worker's renewals and report are refused as any stale
+    /// lease's are, and the job is claimed again (so, as with any lost lease, it may run twice at once
+    /// until the first worker's next renewal); every accepted report, being a synchronous commit, flushes
+    /// the claim before it. Claims of jobs with categories commit synchronously: a lost one would let
+    /// a category's slot be held twice.
     static let newToken =
         "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
 
@@ -168,12 +171,14 @@ extension PostgresJobStore {
                     "INSERT INTO holders (category, job) SELECT * FROM unnest(\(holderCategories), \(holderJobs))",
                     logger: logger)
             }
+            // A synchronous commit, unlike the plain claim's: a claim of a category slot lost in a server
+            // crash would let a second holder take the slot while the first still works (until its
+            // next renewal is refused), and a category's limit holds across crashes.
             let rows = try await connection.query(
                 """
-                WITH early AS (SELECT set_config('synchronous_commit', 'off', true))
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
                     lease_token = \(unescaped: Self.newToken), lease_expires = \(expires)
-                WHERE j.id = ANY(\(chosen)) AND (SELECT count(*) FROM early) > 0
+                WHERE j.id = ANY(\(chosen))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
                 """, logger: logger

@@ -19,8 +19,9 @@ extension PostgresJobStore {
     /// **Visible before it is durable, acknowledged only once it is.** The inserting statement
     /// commits without waiting for the WAL flush (`synchronous_commit = off` for that transaction),
     /// so its `NOTIFY` goes out and workers can claim its jobs while the flush runs. The call then
-    /// runs a small synchronous transaction whose commit flushes the WAL up to and past the run's,
-    /// and returns only after it, having checked that the run is still there: a caller that gets
+    /// runs a small synchronous transaction that rewrites the run's row (a WAL-logged write, so its
+    /// commit flushes the WAL up to and past the run's), and returns only after it, having checked
+    /// that the run is still there: a caller that gets
     /// an answer has a durable run, as before. What a server crash in that window can do is lose a
     /// run whose jobs already started — the caller then got an error, not a run, and submits again;
     /// the store's guarantees hold (its completions were never accepted: they would have flushed it).
@@ -115,10 +116,13 @@ extension PostgresJobStore {
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
             }
-            // A synchronous commit (it takes a transaction id) flushes the WAL past the run's commit.
+            // A synchronous commit that writes WAL flushes the WAL past the run's commit. It must write:
+            // a transaction that only takes an id writes no WAL, and PostgreSQL commits it without a flush.
+            // Rewriting the run's row (the same values: a heap-only update) is a WAL-logged write, and it
+            // finds no row if the run was lost.
             let present = try await statement(
                 "submit",
-                "SELECT txid_current() > 0 AND EXISTS (SELECT 1 FROM runs WHERE id = \(submitted.run.rawValue))"
+                "UPDATE runs SET submission = submission WHERE id = \(submitted.run.rawValue) RETURNING true"
             ).first?.decode(Bool.self)
             if present == true { return submitted }
             logger.notice(

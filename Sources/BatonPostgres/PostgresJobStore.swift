@@ -155,7 +155,11 @@ public final class PostgresJobStore: JobStore {
     /// recorded (the chaos harness saw its job run again and accepted twice), a claim that holds
     /// nothing, a submission that is not there. The server answers requests in order, so the rows are
     /// returned only once it has answered the next one on the same connection (``confirmCommitted(on:)``);
-    /// when that fails the statement is run again, as after any dropped connection.
+    /// when that fails the statement is run again, as after any dropped connection. The statement may
+    /// have committed all the same: a repeated completion or submission recognises its own earlier
+    /// commit (the kept report, the submission id), while a repeated claim claims afresh, and the jobs
+    /// of the claim whose rows were dropped stay running under a lease nobody holds until it expires —
+    /// a delay of one lease, never a loss.
     func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
