@@ -160,7 +160,10 @@ let package = Package(
         ),
         .testTarget(
             name: "EarthquakesKitTests",
-            dependencies: ["EarthquakesKit", "Baton", "BatonTesting", "EarthquakesTestData"],
+            dependencies: [
+                "EarthquakesKit", "Baton", "BatonTesting", "EarthquakesTestData",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         // Where the recorded USGS feeds are (../shared/data, absent in a user's clone). Tests only.

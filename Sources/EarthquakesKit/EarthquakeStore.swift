@@ -128,14 +128,16 @@ public final class EarthquakeStore: Sendable {
         self.lockWait = lockWait
         let upToDate: Bool
         var readable = false
+        var superseded = false
         do {
             // Only write when the schema is behind: a reader must not need the write lock while
             // another process imports.
-            (upToDate, readable) = try queue.read { db in
+            (upToDate, readable, superseded) = try queue.read { db in
                 // Every later migration only adds what imports use: a reader needs the table.
                 (
                     try Self.migrator.hasCompletedMigrations(db),
-                    try Self.migrator.appliedIdentifiers(db).contains(Self.createTable)
+                    try Self.migrator.appliedIdentifiers(db).contains(Self.createTable),
+                    try Self.migrator.hasBeenSuperseded(db)
                 )
             }
             if !upToDate && !readOnly { try Self.migrator.migrate(queue) }
@@ -144,6 +146,15 @@ public final class EarthquakeStore: Sendable {
             throw StoreError(
                 .migrate, path: path, doing: "create or upgrade the earthquake table in", error: error,
                 advice: "The file may belong to another program or to a newer version of this one."
+            )
+        }
+        // A newer version's rules for its columns are unknown here: read such a file, never write it.
+        if superseded && !readOnly {
+            throw StoreError(
+                .migrate, path: path, doing: "write to",
+                reason: "it was written by a newer version of earthquakes, whose schema this version does not know",
+                advice:
+                    "Upgrade earthquakes, or give another database with --database (list and show can still read it)."
             )
         }
         if !upToDate && readOnly && !readable {
@@ -242,6 +253,27 @@ public final class EarthquakeStore: Sendable {
         migrator.registerMigration("v2: earthquake fingerprint") { db in
             // The fingerprint of the feature each row was read from (see `FeatureFingerprint`).
             try db.execute(sql: "ALTER TABLE earthquake ADD COLUMN fingerprint BLOB")
+        }
+        migrator.registerMigration("v3: fingerprint cleared by other writers") { db in
+            // A fingerprint says "this row holds exactly what these feature bytes say". This version
+            // replaces or clears it with every write of other values; an older version of this program
+            // (which knows nothing of the column) would change the values and leave a stale fingerprint
+            // behind, and a later re-import of the older bytes would then count the row unchanged.
+            // The trigger clears the fingerprint of a row whose values changed while it did not.
+            let values = [
+                "latitude", "longitude", "depth", "magnitude", "magnitudeType", "place", "time", "updated",
+                "timeZoneOffset", "url", "detailURL", "felt", "cdi", "mmi", "alert", "status", "tsunami",
+                "significance", "network", "code", "type", "title",
+            ]
+            try db.execute(
+                sql: """
+                    CREATE TRIGGER earthquake_stale_fingerprint AFTER UPDATE ON earthquake
+                    WHEN NEW.fingerprint IS NOT NULL AND NEW.fingerprint IS OLD.fingerprint
+                        AND (\(values.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")))
+                    BEGIN
+                        UPDATE earthquake SET fingerprint = NULL WHERE rowid = NEW.rowid;
+                    END
+                    """)
         }
         return migrator
     }

@@ -50,9 +50,12 @@ struct FeatureFingerprint: Hashable, Sendable {
 }
 
 /// A 128-bit hash of a byte string: two 64-bit lanes, each folding 8 bytes at a time through a full
-/// 64×64→128-bit multiplication with its own constants, then mixed with the length. Not
-/// cryptographic; the chance that two different features of real feeds collide is about 2⁻¹⁰⁰ per pair
-/// of texts.
+/// 64×64→128-bit multiplication with its own constants, then mixed with the length. Good against
+/// accidents — two different features of real feeds colliding is far less likely than a disk error —
+/// but not collision-resistant: someone crafting feed text on purpose could make two features collide
+/// with a feasible amount of work (the lanes are not one-to-one), so a collision would let such a feed
+/// keep a stale row unchanged. Feeds are trusted input here; a cryptographic hash would cost the
+/// re-import's speed.
 struct FeatureHash: Hashable, Sendable {
     var low: UInt64
     var high: UInt64

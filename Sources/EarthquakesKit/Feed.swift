@@ -74,13 +74,23 @@ public struct Feed: Sendable, Equatable {
         decoded.contains { $0.network == network } || pending.contains { $0.known.network == network }
     }
 
+    /// The same feed, reading its pending features from other bytes (tests: a file rewritten meanwhile).
+    func readingPending(from data: Data) -> Feed {
+        var copy = self
+        copy.source = source.map { (data, $0.factor) }
+        return copy
+    }
+
     /// Decodes a pending feature from the feed's bytes.
-    func decode(_ feature: PendingFeature) -> Earthquake {
+    ///
+    /// - Throws: ``FeedChangedError`` when the bytes are no longer those that were fingerprinted (the
+    ///   store had this fingerprint, so the same bytes were decoded before by this version of the parser:
+    ///   only a feed file rewritten while it was being read gets here).
+    func decode(_ feature: PendingFeature) throws(FeedChangedError) -> Earthquake {
         guard let source,
             let quake = FeedParser.decodePending(feature, in: source.data, factor: source.factor)
         else {
-            // The store had this fingerprint, so these bytes were decoded before by this version of the parser.
-            preconditionFailure("feature \(feature.featureIndex) of the feed could not be decoded again")
+            throw FeedChangedError(featureIndex: feature.featureIndex, id: feature.known.id)
         }
         return quake
     }
@@ -92,7 +102,13 @@ public struct Feed: Sendable, Equatable {
         forEachEntry { entry in
             switch entry {
             case .decoded(let index): all.append(decoded[index])
-            case .pending(let index): all.append(decode(pending[index]))
+            case .pending(let index):
+                do {
+                    all.append(try decode(pending[index]))
+                } catch {
+                    // A public property cannot throw; the import, which reads these bytes first, throws.
+                    preconditionFailure("\(error)")
+                }
             }
         }
         return all
@@ -220,5 +236,17 @@ public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible 
         case .skippedFeature(let index, let id, let problem):
             "skipped feature \(index)\(id.map { " (id \"\($0)\")" } ?? "") of the feed: it \(problem)"
         }
+    }
+}
+
+/// A feature of a feed read for a re-import is no longer the bytes that were read: the feed's file was
+/// rewritten while it was being imported.
+struct FeedChangedError: Error, CustomStringConvertible {
+    var featureIndex: Int
+    var id: String
+
+    var description: String {
+        "feature \(featureIndex) (id \"\(id)\") of the feed changed while it was being imported (was the feed's file "
+            + "rewritten meanwhile?); nothing was imported from it: run the refresh again"
     }
 }

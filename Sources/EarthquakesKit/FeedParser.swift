@@ -192,7 +192,12 @@ public struct FeedParser: Sendable {
     /// Decodes a feature that ``parse(_:known:)`` left pending; `nil` if it cannot be read.
     static func decodePending(_ feature: PendingFeature, in data: Data, factor: Double) -> Earthquake? {
         data.withUnsafeBytes { raw -> Earthquake? in
-            guard let wire = FeedScanner.feature(in: raw.bindMemory(to: UInt8.self), range: feature.range) else {
+            let bytes = raw.bindMemory(to: UInt8.self)
+            // The bytes are read again (a mapped file): they must still be those that were fingerprinted.
+            guard feature.range.lowerBound >= 0, feature.range.upperBound <= bytes.count,
+                FeatureHash(UnsafeBufferPointer(rebasing: bytes[feature.range])) == feature.fingerprint.hash,
+                let wire = FeedScanner.feature(in: bytes, range: feature.range)
+            else {
                 return nil
             }
             return try? earthquake(wire, index: feature.featureIndex, of: feature.featureIndex + 1, factor: factor)

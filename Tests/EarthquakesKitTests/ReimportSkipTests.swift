@@ -1,4 +1,5 @@
 import Foundation
+import GRDB
 import Testing
 
 @testable import EarthquakesKit
@@ -124,6 +125,26 @@ struct ReimportSkipTests {
         #expect(again.undecodedCount == 12)
     }
 
+    @Test("a feed file rewritten between the parse and the import: a clear error, and nothing imported")
+    func feedChangedMeanwhile() throws {
+        let store = try Self.store(holding: Self.base)
+        let feed = try FeedParser().parse(Self.feed(Self.base), known: try store.knownFeatures())
+        #expect(feed.undecodedCount == 12)
+        var meanwhile = try #require(try store.earthquake(id: "ev4"))
+        meanwhile.magnitude = 9
+        try store.importFeed([meanwhile])  // so the import must decode ev4's bytes again
+        // The same length, other bytes: what a mapped file shows once it was rewritten in place.
+        var rewritten = Self.base
+        rewritten[4] = Self.feature("ev4", magnitude: 3.5)
+        rewritten[7] = Self.feature("ev7", magnitude: 4.5)
+        let error = #expect(throws: StoreError.self) {
+            try store.importFeed(feed.readingPending(from: Self.feed(rewritten)))
+        }
+        #expect(error?.description.contains("(id \"ev4\") of the feed changed while it was being imported") == true)
+        #expect(error?.description.contains("run the refresh again") == true)
+        #expect(try store.earthquake(id: "ev4")?.magnitude == 9, "the import was rolled back")
+    }
+
     @Test("the same values written differently are unchanged, and the next re-import skips them too")
     func sameValuesOtherBytes() throws {
         let store = try Self.store(holding: Self.base)
@@ -173,6 +194,38 @@ struct ReimportSkipTests {
         #expect(oneRanges.count == 12)
         #expect(try #require(located.1).map(\.range) == oneRanges)
         #expect(try #require(located.1).map(\.hash) == (try #require(located.0)).map(\.hash))
+    }
+
+    @Test("a row changed by a writer that knows nothing of fingerprints loses its fingerprint, so it is re-imported")
+    func writerWithoutFingerprints() throws {
+        let store = try Self.store(holding: Self.base)
+        // What an older version of this program does to a row of a newer file: its own UPDATE, which
+        // leaves the fingerprint column as it was.
+        try store.database.write { db in
+            try db.execute(sql: "UPDATE earthquake SET magnitude = 9, place = 'elsewhere' WHERE id = 'ev3'")
+            try db.execute(sql: "UPDATE earthquake SET updated = updated WHERE id = 'ev5'")  // no value changed
+        }
+        let feed = try FeedParser().parse(Self.feed(Self.base), known: try store.knownFeatures())
+        #expect(feed.undecodedCount == 11, "only ev3 lost its fingerprint")
+        #expect(try store.importFeed(feed) == ImportSummary(updated: 1, unchanged: 11))
+        #expect(try store.earthquake(id: "ev3")?.magnitude == 2.5)
+        #expect(try store.earthquake(id: "ev3")?.place == "10 km N of Somewhere")
+        #expect(try store.knownFeatures().count == 12, "the re-import gave ev3 its fingerprint back")
+    }
+
+    @Test("a database written by a newer version is read, never written, and the error says to upgrade")
+    func newerVersion() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("newer.sqlite")
+        try EarthquakeStore(path: path).importFeed(try FeedParser().parse(Self.feed(Self.base)))
+        try DatabaseQueue(path: path).write { db in
+            try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES ('v99: from the future')")
+        }
+        #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 12)
+        let error = #expect(throws: StoreError.self) { try EarthquakeStore(path: path) }
+        #expect(error?.description.contains("written by a newer version of earthquakes") == true)
+        #expect(error?.description.contains("Upgrade earthquakes") == true)
     }
 
     @Test("a database of the previous version is readable read-only, and gains fingerprints at its next import")
