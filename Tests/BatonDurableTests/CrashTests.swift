@@ -48,7 +48,7 @@ struct CrashTests {
         try await withDeadline(.seconds(240), "the crash run (\(Self.jobCount) jobs)") {
             try await pool.chaos(untilFinished: run.run, seed: Self.seed &+ 1)
         }
-        pool.killAll()
+        await pool.stop()
         try await CrashChecker(store: store, log: log, run: run.run, kills: pool.kills).check()
         #expect(pool.kills.count >= 2, "the workers were killed \(pool.kills.count) times; the test needs crashes")
     }
@@ -82,8 +82,8 @@ struct CrashTests {
 ///
 /// The chaos loop runs on a thread of its own, not on the Swift concurrency pool: in a full `swift test`
 /// the pool is shared with hundreds of other tests, and a starved loop would let the workers finish the
-/// graph before the first kill. Its state is behind one lock, so that the test's `killAll()` (also run
-/// when a deadline fires while the loop is still going) and the loop never race.
+/// graph before the first kill. Its state is behind one lock, so that the test's `stop()` or
+/// `killAll()` (also run when a deadline fires while the loop is still going) and the loop never race.
 final class WorkerPool: @unchecked Sendable {
     // @unchecked Sendable: the mutable state is guarded by `lock`; nothing blocking runs while it is held.
     let path: String
@@ -126,13 +126,13 @@ final class WorkerPool: @unchecked Sendable {
         guard let name else { return }
         process.arguments = ["--db", path, "--id", name, "--lease-ms", "2000", "--renew-ms", "400"]
         try process.run()
-        let late: Bool = lock.withLock {
-            guard !stopped else { return true }
-            processes[slot] = process
+        let (late, replaced): (Bool, Process?) = lock.withLock {
+            guard !stopped else { return (true, nil) }
             names[slot] = name
-            return false
+            return (false, processes.updateValue(process, forKey: slot))
         }
-        if late {  // killAll() ran while this one started
+        _ = replaced  // the killed process it replaces is released here, not under the lock
+        if late {  // stop() ran while this one started
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
         }
@@ -195,17 +195,37 @@ final class WorkerPool: @unchecked Sendable {
         try start(slot: slot)
     }
 
-    /// Kills every worker and stops the pool: no worker starts after this.
+    /// Kills every worker and stops the pool: no worker starts after this. Sends the signals only (for a
+    /// `defer`); ``stop()`` also waits until the processes have exited.
     func killAll() {
-        let all: [Process] = lock.withLock {
+        for process in stopping() where process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+
+    /// Kills every worker, stops the pool and waits, on a thread of its own, until they have exited.
+    func stop() async {
+        let all = stopping()
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let thread = Thread {
+                for process in all where process.isRunning {
+                    kill(process.processIdentifier, SIGKILL)
+                    process.waitUntilExit()
+                }
+                continuation.resume()
+            }
+            thread.start()
+        }
+    }
+
+    /// Marks the pool stopped and hands its processes over (the table itself, so that nothing is
+    /// released under the lock).
+    private func stopping() -> [Process] {
+        let taken: [Int: Process] = lock.withLock {
             stopped = true
-            defer { processes.removeAll() }
-            return Array(processes.values)
+            let taken = processes
+            processes = [:]
+            return taken
         }
-        for process in all where process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
+        return Array(taken.values)
     }
 }
 
