@@ -103,7 +103,7 @@ open class GroupJob: Job, @unchecked Sendable {
         }
         enum Decision {
             case wait
-            case add(JobQueue, cancelled: Bool)
+            case add(JobQueue, cancelled: Bool, joining: UInt64)
             case tooLate(JobState)
         }
         let decision: Decision = withCore { core in
@@ -116,7 +116,10 @@ open class GroupJob: Job, @unchecked Sendable {
             }
             if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
                 group.group!.adding += 1  // keeps the group from finishing until they are counted
-                return .add(queue, cancelled: core.lifecycle.isCancelled)
+                let token = group.group!.nextJoining
+                group.group!.nextJoining += 1
+                group.group!.joining[token] = newChildren
+                return .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
             }
             return .tooLate(state)
         }
@@ -128,15 +131,22 @@ open class GroupJob: Job, @unchecked Sendable {
             Propagation.run { work in
                 for child in newChildren { work.abandon(child, outcome: .cancelled(error)) }
             }
-        case .add(let queue, let cancelled):
+        case .add(let queue, let cancelled, let token):
             if cancelled { newChildren.forEach { $0.cancel() } }  // a cancelled group runs no new work
             // Observers hear of a child before it can start (as with `produce`): a child that adds the
             // next one is always reported after the child that added it.
             for child in newChildren { announce(child) }
+            // A cancel of the group from now on reaches the children through `joining` (see
+            // `interruptBody`) until they are members of the queue, even one that a child's condition
+            // makes while `add` evaluates it, before the child could start.
             queue.add(newChildren)
-            // A cancel between the check above and the children joining did not reach them: pass it on.
+            // (`joining` already passed on any cancel since the check; this is the same rule, said once more.)
             if !cancelled, isCancelled { newChildren.forEach { $0.cancel() } }
-            withGroup { $0.adding -= 1 }
+            let joined = withGroup { group -> [Job]? in
+                group.adding -= 1
+                return group.joining.removeValue(forKey: token)
+            }
+            _ = joined  // released here, outside the lock
             Propagation.run { finishIfDone(&$0) }
         }
     }
@@ -244,7 +254,11 @@ open class GroupJob: Job, @unchecked Sendable {
     override func interruptBody(_ work: inout Propagation) {
         // The children are cancelled through the work list: cancelling groups nested deeply must not
         // recurse.
-        guard let childQueue = withGroup({ $0.childQueue }) else { return }
+        let (childQueue, joining) = withGroup { ($0.childQueue, $0.joining) }
+        for children in joining.values {
+            for child in children { work.cancel(child, reason: CancellationError()) }
+        }
+        guard let childQueue else { return }
         for child in childQueue.lock.withLock({ Array(childQueue.scheduler.members.values) }) {
             work.cancel(child, reason: CancellationError())
         }
@@ -292,6 +306,10 @@ struct GroupState {
     var unfinished = 0
     /// `addChildren` calls between their check and their children joining: the group must not finish.
     var adding = 0
+    /// The children of those calls, by call: a cancel of the group reaches them too (adding them to the
+    /// queue runs their conditions, which may cancel the group before they are its queue's members).
+    var joining: [UInt64: [Job]] = [:]
+    var nextJoining: UInt64 = 0
     var failures: [GroupJobError.Failure] = []
     var anyChildCancelled = false
     var childQueue: JobQueue?
