@@ -164,6 +164,35 @@ import Testing
         }
     }
 
+    /// The same for a child given before the group runs: its condition cancels the group while the
+    /// group's `execute` adds its children to the group's queue. (This one passed before the children
+    /// being added were kept in the group's state too: it guards the rule, not a seen failure.)
+    @Test func aFirstChildWhoseConditionCancelsItsGroupDoesNotRun() async throws {
+        struct CancelGroup: JobCondition {
+            let group: Protected<Job?>
+            func dependencies(for job: Job) -> [Job] {
+                group.current?.cancel()
+                return []
+            }
+            var requiresEvaluation: Bool { false }
+        }
+        for round in 0..<100 {
+            let queue = JobQueue(name: "q")
+            let ran = Protected(false)
+            let holder = Protected<Job?>(nil)
+            let late = BlockJob(name: "late") { ran.withLock { $0 = true } }
+            late.addCondition(CancelGroup(group: holder))
+            let group = GroupJob(name: "group", children: [late])
+            holder.withLock { $0 = group }
+            queue.add(group)
+            _ = await group.outcome
+            holder.withLock { $0 = nil }
+            #expect(await late.outcome.isCancelled, "round \(round)")
+            #expect(!ran.current, "round \(round): the child ran in a cancelled group")
+            if ran.current { break }
+        }
+    }
+
     /// A group started by hand and dropped, whose child then produces a job: no crash.
     @Test func aGroupStartedByHandAndDroppedStillFinishesItsChildren() async throws {
         let go = Gate()

@@ -173,18 +173,27 @@ open class GroupJob: Job, @unchecked Sendable {
             name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
             instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
             adoption: { [weak self] jobs in self?.adopt(jobs) })
-        let (initial, cancelled): ([Job], Bool) = withCore { core in
+        let (initial, cancelled, token): ([Job], Bool, UInt64) = withCore { core in
             let group = core.extrasForWriting()
             group.group!.childQueue = childQueue
             group.group!.started = true
             group.group!.adding += 1
+            // Joining, as in `addChildren`: a cancel while the queue adds them (a child's condition may
+            // make one) reaches them before they can start.
+            let token = group.group!.nextJoining
+            group.group!.nextJoining += 1
+            group.group!.joining[token] = group.group!.waiting
             defer { group.group!.waiting = [] }
-            return (group.group!.waiting, core.lifecycle.isCancelled)
+            return (group.group!.waiting, core.lifecycle.isCancelled, token)
         }
         if cancelled { initial.forEach { $0.cancel() } }
         childQueue.add(initial)
         if !cancelled, isCancelled { initial.forEach { $0.cancel() } }  // a cancel that came meanwhile
-        withGroup { $0.adding -= 1 }
+        let joined = withGroup { group -> [Job]? in
+            group.adding -= 1
+            return group.joining.removeValue(forKey: token)
+        }
+        _ = joined  // released here, outside the lock
         Propagation.run { finishIfDone(&$0) }
     }
 
