@@ -4,7 +4,10 @@ import NIOCore
 import PostgresNIO
 
 extension PostgresJobStore {
-    /// Retry-safe and quick to start: see ``submit(_:uniqueKey:submission:)``.
+    /// Stores the graph in one transaction. Retry-safe: the call carries a submission id of its own, so
+    /// when a reply lost after the commit makes the store send it again, the run stored the first time
+    /// is returned, never a second copy. Quick to start: the jobs are claimable before the commit is
+    /// flushed, and the call returns only once it is.
     public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
         try await submit(graph, uniqueKey: uniqueKey, submission: UUID().uuidString)
     }
