@@ -39,7 +39,8 @@ struct PostgresFaultTests {
         }
     }
 
-    @Test("a worker process killed with SIGKILL mid-job: its job is claimed again with the next attempt, category freed")
+    @Test(
+        "a worker process killed with SIGKILL mid-job: its job is claimed again with the next attempt, category freed")
     func workerKilled() async throws {
         let executable = try ChaosExecutable.locate()
         try await TestPostgres.withStore("killed") { store, configuration in

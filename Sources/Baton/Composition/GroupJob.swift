@@ -115,10 +115,7 @@ open class GroupJob: Job, @unchecked Sendable {
                 return .wait
             }
             if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
-                group.group!.adding += 1  // keeps the group from finishing until they are counted
-                let token = group.group!.nextJoining
-                group.group!.nextJoining += 1
-                group.group!.joining[token] = newChildren
+                let token = group.group!.beginJoining(newChildren)
                 return .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
             }
             return .tooLate(state)
@@ -132,23 +129,32 @@ open class GroupJob: Job, @unchecked Sendable {
                 for child in newChildren { work.abandon(child, outcome: .cancelled(error)) }
             }
         case .add(let queue, let cancelled, let token):
-            if cancelled { newChildren.forEach { $0.cancel() } }  // a cancelled group runs no new work
-            // Observers hear of a child before it can start (as with `produce`): a child that adds the
-            // next one is always reported after the child that added it.
-            for child in newChildren { announce(child) }
-            // A cancel of the group from now on reaches the children through `joining` (see
-            // `interruptBody`) until they are members of the queue, even one that a child's condition
-            // makes while `add` evaluates it, before the child could start.
-            queue.add(newChildren)
-            // (`joining` already passed on any cancel since the check; this is the same rule, said once more.)
-            if !cancelled, isCancelled { newChildren.forEach { $0.cancel() } }
-            let joined = withGroup { group -> [Job]? in
-                group.adding -= 1
-                return group.joining.removeValue(forKey: token)
+            join(newChildren, to: queue, token: token, cancelled: cancelled) {
+                // Observers hear of a child before it can start (as with `produce`): a child that adds
+                // the next one is always reported after the child that added it.
+                for child in newChildren { announce(child) }
             }
-            _ = joined  // released here, outside the lock
-            Propagation.run { finishIfDone(&$0) }
         }
+    }
+
+    /// Adds children that `GroupState.beginJoining` registered under `token` to the child queue, then
+    /// counts them as joined. `cancelled`: whether the group was cancelled when they were registered
+    /// (a cancelled group runs no new work). `beforeAdding` runs after that cancel, before the queue
+    /// can start them.
+    private func join(
+        _ children: [Job], to queue: JobQueue, token: UInt64, cancelled: Bool, beforeAdding: () -> Void = {}
+    ) {
+        if cancelled { children.forEach { $0.cancel() } }
+        beforeAdding()
+        // A cancel of the group from now on reaches the children through `joining` (see
+        // `interruptBody`) until they are members of the queue, even one that a child's condition makes
+        // while `add` evaluates it, before the child could start.
+        queue.add(children)
+        // (`joining` already passed on any cancel since the check; this is the same rule, said once more.)
+        if !cancelled, isCancelled { children.forEach { $0.cancel() } }
+        let joined = withGroup { $0.endJoining(token) }
+        _ = joined  // released here, outside the lock
+        Propagation.run { finishIfDone(&$0) }
     }
 
     /// The group finishes when its last child did, not when ``execute()`` returns.
@@ -177,24 +183,13 @@ open class GroupJob: Job, @unchecked Sendable {
             let group = core.extrasForWriting()
             group.group!.childQueue = childQueue
             group.group!.started = true
-            group.group!.adding += 1
             // Joining, as in `addChildren`: a cancel while the queue adds them (a child's condition may
             // make one) reaches them before they can start.
-            let token = group.group!.nextJoining
-            group.group!.nextJoining += 1
-            group.group!.joining[token] = group.group!.waiting
-            defer { group.group!.waiting = [] }
-            return (group.group!.waiting, core.lifecycle.isCancelled, token)
+            let initial = group.group!.waiting
+            group.group!.waiting = []
+            return (initial, core.lifecycle.isCancelled, group.group!.beginJoining(initial))
         }
-        if cancelled { initial.forEach { $0.cancel() } }
-        childQueue.add(initial)
-        if !cancelled, isCancelled { initial.forEach { $0.cancel() } }  // a cancel that came meanwhile
-        let joined = withGroup { group -> [Job]? in
-            group.adding -= 1
-            return group.joining.removeValue(forKey: token)
-        }
-        _ = joined  // released here, outside the lock
-        Propagation.run { finishIfDone(&$0) }
+        join(initial, to: childQueue, token: token, cancelled: cancelled)
     }
 
     /// Counts the jobs joining the child queue (added by ``addChild(_:)``, by a child's `produce`, or
@@ -328,6 +323,23 @@ struct GroupState {
     /// The categories the group claimed for itself and its children.
     var claimed: [ExclusivityCategory] = []
     var progress = GroupProgress()
+
+    /// Registers children about to join the child queue: the group cannot finish, and a cancel of the
+    /// group reaches them, until `endJoining` with the token returned.
+    mutating func beginJoining(_ children: [Job]) -> UInt64 {
+        adding += 1
+        let token = nextJoining
+        nextJoining += 1
+        joining[token] = children
+        return token
+    }
+
+    /// The children registered under `token` are members of the child queue now; returns them, to be
+    /// released by the caller outside the lock.
+    mutating func endJoining(_ token: UInt64) -> [Job]? {
+        adding -= 1
+        return joining.removeValue(forKey: token)
+    }
 }
 
 extension JobCore {
