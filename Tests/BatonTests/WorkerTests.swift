@@ -69,6 +69,40 @@ import Testing
         #expect(jobs.allSatisfy { ($0.outcomeIfDecided?.error as? JobError)?.code == .timedOut })
     }
 
+    /// `workerThreads: .dedicated`: synchronous bodies that block do not hold up each other's start: 32
+    /// bodies, each waiting until all 32 are inside, run at once, on the queue and as a group's children
+    /// (the group's child queue has dedicated threads too). On the shared threads (Dispatch's global
+    /// queue) this takes ~15 s on Linux with 2 cores: one thread per core, then about one more per second.
+    @Test(arguments: [false, true]) func blockingBodiesOnDedicatedThreadsDoNotHoldUpEachOther(
+        inAGroup: Bool
+    )
+        async throws
+    {
+        let count = 32
+        let queue = JobQueue(name: "blocking", maxConcurrentJobs: count, workerThreads: .dedicated)
+        let inside = ConcurrencyGauge()
+        let allInside = Gate()
+        let jobs = (0..<count).map { index in
+            BlockJob(name: "blocking \(index)") {
+                if inside.enter() == count { allInside.open() }
+                // Bounded, so that a failure ends instead of hanging; the test's deadline fires first.
+                _ = allInside.wait(timeoutSeconds: 60)
+                inside.leave()
+            }
+        }
+        if inAGroup {
+            queue.add(GroupJob(name: "group", children: jobs, maxConcurrentChildren: count))
+        } else {
+            queue.add(jobs)
+        }
+        // The deadline is kept by a thread of its own: on Linux, Swift's concurrency pool is Dispatch's
+        // global queue too, so a `Task.sleep` deadline would starve with the bodies it is to catch.
+        let allStarted = await offThePool { allInside.wait(timeoutSeconds: 10) }
+        #expect(allStarted, "within 10 s only \(inside.highest) of \(count) blocking bodies were inside at once")
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
+    }
+
     /// A finished job is let go of by the queue after it unlocks (the job's `deinit` locks it).
     @Test func theQueueHoldsNoFinishedJob() async {
         let queue = JobQueue(name: "release")
