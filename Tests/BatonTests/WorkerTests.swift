@@ -13,7 +13,8 @@ import Testing
     /// Issue 9, item 10: a serial queue's job whose finish is delivered by another thread (an observer
     /// of its cancel was still running when the body returned) frees the slot and starts the next job.
     @Test func aFinishDeliveredByAnotherThreadStartsTheNextJob() async throws {
-        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        // Threads of their own for the body and the cancel: both block until the test goes on.
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
         let bodyInside = Gate()
         let observerInside = Gate()
         let releaseObserver = Gate()
@@ -28,7 +29,7 @@ import Testing
         let second = BlockJob(name: "second") {}
         queue.add([first, second])
         await bodyInside.waitAsync()
-        DispatchQueue.global().async { first.cancel() }  // this thread delivers the cancel, then the finish
+        DispatchQueue(label: "canceller").async { first.cancel() }  // delivers the cancel, then the finish
         await observerInside.waitAsync()
         // The body has returned and its worker has nothing to run (the slot still looks taken): it ends.
         let workerEnded = await eventually { first.state == .finishing && workers(of: queue) == 0 }
