@@ -73,7 +73,7 @@ import Testing
     /// `workerThreads: .dedicated`: synchronous bodies that block do not hold up each other's start: 32
     /// bodies, each waiting until all 32 are inside, run at once, on the queue and as a group's children
     /// (the group's child queue has dedicated threads too). On the shared threads (Dispatch's global
-    /// queue) this takes ~15 s on Linux with 2 cores: one thread per core, then about one more per second.
+    /// queue) this took 30 s on Linux with 2 cores: one thread per core, then about one more per second.
     @Test(arguments: [false, true]) func blockingBodiesOnDedicatedThreadsDoNotHoldUpEachOther(
         inAGroup: Bool
     )
