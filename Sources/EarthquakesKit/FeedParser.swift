@@ -266,8 +266,9 @@ public struct FeedParser: Sendable {
         times.reserveCapacity(features.count)
         var readable = 0
         var hashed = false
-        for (index, entry) in features.enumerated() {
-            switch entry {
+        // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
+        for index in features.indices {
+            switch features[index] {
             case .feature(let feature):
                 if let time = feature.properties?.time { times.append(time) }
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
@@ -281,26 +282,107 @@ public struct FeedParser: Sendable {
         let unit = Self.detectTimeUnit(
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
-        let factor = unit.toMilliseconds
-
         var parsed = Parsed()
-        parsed.quakes.reserveCapacity(readable)
-        if hashed { parsed.fingerprints.reserveCapacity(readable) }
-        for (index, entry) in features.enumerated() {
-            guard case .feature(let feature) = entry else { continue }
-            do throws(FeedError) {
-                parsed.quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
-                if hashed { parsed.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) }) }
-            } catch {
-                if strict { throw error }
-                problems.append((index, feature.id, error.featureProblem ?? error.description))
-            }
-        }
+        let converted = Self.convert(features, unit: unit, hashed: hashed, strict: strict)
+        if let error = converted.error { throw error }
+        parsed.quakes = converted.quakes
+        parsed.fingerprints = converted.fingerprints
+        problems += converted.problems
         problems.sort { $0.index < $1.index }
         for problem in problems {
             warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
         }
         return parsed
+    }
+
+    /// The model values of the readable `features`, in order, with their fingerprints when `hashed`, and the
+    /// features that are not valid (or, when `strict`, the error of the first one, with the values so far).
+    ///
+    /// A big feed is converted in two halves at once, on two threads; the result is that of one pass.
+    private static func convert(
+        _ features: [WireEntry], unit: TimeUnit, hashed: Bool, strict: Bool
+    ) -> Converted {
+        features.withUnsafeBufferPointer { entries in
+            let parts = ConversionParts(entries: entries, unit: unit, hashed: hashed, strict: strict)
+            guard entries.count >= parallelConversionMinimum, ProcessInfo.processInfo.activeProcessorCount > 1 else {
+                return parts.convert(0..<entries.count, reservingFor: entries.count)
+            }
+            let middle = entries.count / 2
+            let count = entries.count
+            DispatchQueue.concurrentPerform(iterations: 2) { part in
+                if part == 0 {
+                    // Room for both halves, so that appending the second does not copy the first.
+                    parts.first = parts.convert(0..<middle, reservingFor: count)
+                } else {
+                    parts.second = parts.convert(middle..<count, reservingFor: count - middle)
+                }
+            }
+            guard var result = parts.first, let second = parts.second else {
+                preconditionFailure("both halves of the conversion ran")
+            }
+            parts.first = nil
+            parts.second = nil
+            // Under `strict`, the first half's error comes first in the feed.
+            guard result.error == nil else { return result }
+            result.quakes.append(contentsOf: second.quakes)
+            result.fingerprints.append(contentsOf: second.fingerprints)
+            result.problems.append(contentsOf: second.problems)
+            result.error = second.error
+            return result
+        }
+    }
+
+    /// From how many features ``convert(_:unit:hashed:strict:)`` works on two threads.
+    static let parallelConversionMinimum = 4096
+
+    /// What ``convert(_:unit:hashed:strict:)`` makes of some features.
+    struct Converted {
+        var quakes: [Earthquake] = []
+        var fingerprints: [FeatureFingerprint?] = []
+        var problems: [(index: Int, id: String?, problem: String)] = []
+        /// Under `strict`, the first invalid feature's error (and conversion stopped there).
+        var error: FeedError?
+    }
+
+    /// The two halves of ``convert(_:unit:hashed:strict:)``.
+    private final class ConversionParts: @unchecked Sendable {
+        // @unchecked Sendable: `first` is written only by the first iteration of `concurrentPerform`,
+        // `second` only by the second, and both are read after it returned; the rest is immutable (the
+        // entries outlive the conversion).
+        let entries: UnsafeBufferPointer<WireEntry>
+        let unit: TimeUnit
+        let hashed: Bool
+        let strict: Bool
+        var first: Converted?
+        var second: Converted?
+
+        init(entries: UnsafeBufferPointer<WireEntry>, unit: TimeUnit, hashed: Bool, strict: Bool) {
+            (self.entries, self.unit, self.hashed, self.strict) = (entries, unit, hashed, strict)
+        }
+
+        func convert(_ range: Range<Int>, reservingFor capacity: Int) -> Converted {
+            var result = Converted()
+            result.quakes.reserveCapacity(capacity)
+            if hashed { result.fingerprints.reserveCapacity(capacity) }
+            let factor = unit.toMilliseconds
+            for index in range {
+                guard case .feature(let feature) = entries[index] else { continue }
+                do throws(FeedError) {
+                    result.quakes.append(
+                        try FeedParser.earthquake(feature, index: index, of: entries.count, factor: factor))
+                    if hashed {
+                        result.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) })
+                    }
+                } catch {
+                    if strict {
+                        result.error = error
+                        return result
+                    }
+                    result.problems.append((index, feature.id, error.featureProblem ?? error.description))
+                }
+            }
+            return result
+        }
     }
 
     /// Validates one decoded feature and builds its model value.
