@@ -289,9 +289,11 @@ private final class RawStatement {
             resultCode: ResultCode(rawValue: extended), message: String(cString: sqlite3_errmsg(connection)))
     }
 
+    /// Makes the statement ready to run again. Its parameters keep their values (every use binds every
+    /// parameter): SQLite then reuses each text parameter's buffer instead of freeing it and allocating
+    /// it again for the next row.
     func reset() {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
     }
 
     func bind(text: String?, at position: Int32) {
