@@ -162,12 +162,15 @@ public final class PostgresJobStore: JobStore {
     /// never a loss. Claims skip the check (``prepared(_:_:confirm:)`` says why), and a completion
     /// followed by a claim on the same connection needs none of its own: the claim's answer is one
     /// (`finish(_:thenClaim:worker:kinds:lease:)`).
-    func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
+    ///
+    /// A statement that only reads (`readOnly`) skips the check: its rows hold whether or not its
+    /// transaction commits.
+    func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 let rows = try await connection.query(query, logger: logger).collect()
-                try await Self.confirmCommitted(on: connection, logger: logger)
+                if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                 return rows
             }
             try faults.afterCommit(label)
