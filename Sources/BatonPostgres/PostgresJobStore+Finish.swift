@@ -48,7 +48,37 @@ extension PostgresJobStore {
     /// free their categories, count their runs down, and make ready the dependents whose last
     /// dependency they were; notify listeners when that freed or readied anything.
     func finishSucceeded(_ reports: [AttemptReport], now: Double) async throws -> Set<Lease> {
-        try Self.acceptedLeases(try await statement("finish", finishSucceededQuery(reports, now: now)))
+        let accepted = try Self.acceptedLeases(try await statement("finish", finishSucceededQuery(reports, now: now)))
+        return try await recheck(reports, accepted: accepted)
+    }
+
+    /// `accepted`, with those of the other reports that an earlier send of the same call recorded after
+    /// all. The statement's own look for them (`again`) reads its snapshot, taken before it waited for the
+    /// row locks of a first send still in flight (abandoned after the operation timeout on a slow server,
+    /// not yet committed): that first send's commit is seen only by a statement started after it.
+    /// One more round trip, only when some report was not accepted.
+    func recheck(_ reports: [AttemptReport], accepted: Set<Lease>) async throws -> Set<Lease> {
+        let others = reports.filter { !accepted.contains($0.lease) }
+        guard !others.isEmpty else { return accepted }
+        let ids = others.map(\.lease.job.rawValue)
+        let tokens = others.map(\.lease.token)
+        let outputs = others.map { report -> ByteBuffer in
+            if case .succeeded(let output) = report.outcome { return ByteBuffer(bytes: output) }
+            return ByteBuffer()
+        }
+        let rows = try await statement(
+            "finish",
+            """
+            SELECT j.id, r.token FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
+                JOIN jobs j ON j.id = r.id
+            WHERE j.finished_by = r.token AND j.finished_report = 'succeeded' AND j.output = r.output
+            """, readOnly: true)
+        var result = accepted
+        for row in rows {
+            let (id, token) = try row.decode((Int64, Int64).self)
+            result.insert(Lease(job: DurableJobID(id), token: token))
+        }
+        return result
     }
 
     /// The leases of the reports that the statement of ``finishSucceededQuery(_:now:)`` accepted.
@@ -146,7 +176,7 @@ extension PostgresJobStore {
             try faults.afterCommit("finish")
             return rows
         }
-        let accepted = try Self.acceptedLeases(finished)
+        let accepted = try await recheck(reports, accepted: try Self.acceptedLeases(finished))
         let results = reports.map { accepted.contains($0.lease) ? FinishResult.accepted(.succeeded) : .rejected }
         let claimed = try await completeClaim(
             claimRows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)

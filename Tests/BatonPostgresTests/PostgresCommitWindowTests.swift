@@ -27,8 +27,10 @@ struct PostgresCommitWindowTests {
             configuration.operationTimeout = .seconds(2)
             let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
             defer { store.close() }
-            let run = try await store.submit(PostgresFaultTests.chaosGraph(micros: 0), uniqueKey: nil)
-            let claimed = try await store.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
+            // Submitted and claimed directly: only the call under test goes through the proxy and its short
+            // timeout (a claim abandoned on a slow machine would be taken again as a second claim, empty).
+            let run = try await direct.submit(PostgresFaultTests.chaosGraph(micros: 0), uniqueKey: nil)
+            let claimed = try await direct.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
             try #require(claimed.count == 1)
 
             proxy.armed.withLock { $0 = true }
@@ -61,8 +63,8 @@ struct PostgresCommitWindowTests {
             // Two independent jobs: one claimed now, the other claimed with the first one's completion.
             var graph = PostgresFaultTests.chaosGraph(micros: 0)
             graph.jobs.append(JobSpec(name: "second", kind: "chaos.work", input: graph.jobs[0].input))
-            let run = try await store.submit(graph, uniqueKey: nil)
-            let claimed = try await store.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
+            let run = try await direct.submit(graph, uniqueKey: nil)
+            let claimed = try await direct.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
             try #require(claimed.count == 1)
 
             proxy.armed.withLock { $0 = true }
