@@ -8,15 +8,31 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        // Expired leases are noticed by the claiming statement itself (no round trip of its own in the
-        // common case, where there are none); when there are, they are ended and the claim taken again.
+        let rows = try await prepared(
+            "claim", Self.claimStatement(worker: worker, kinds: kinds, limit: limit, now: now, expires: expires),
+            confirm: false)
+        return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+    }
+
+    /// The rest of a claim once the claiming statement has answered with `rows`: the candidates with
+    /// categories, and expired leases. Expired leases are noticed by the claiming statement itself (no
+    /// round trip of its own in the common case, where there are none); when there are, they are ended
+    /// and the claim taken again.
+    func completeClaim(
+        _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+    ) async throws -> [ClaimedJob] {
         var (claimed, expired) = try await claimReady(
-            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+            rows, worker: worker, limit: limit, now: now, expires: expires)
         if expired {
             try await endExpiredLeases(now: now)
             if claimed.count < limit {
+                let rows = try await prepared(
+                    "claim",
+                    Self.claimStatement(
+                        worker: worker, kinds: kinds, limit: limit - claimed.count, now: now, expires: expires),
+                    confirm: false)
                 claimed += try await claimReady(
-                    worker: worker, kinds: kinds, limit: limit - claimed.count, now: now, expires: expires
+                    rows, worker: worker, limit: limit - claimed.count, now: now, expires: expires
                 ).claimed
             }
         }
@@ -24,12 +40,25 @@ extension PostgresJobStore {
         return claimed
     }
 
+    static func claimStatement(
+        worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+    ) -> Prepared<ClaimReady> {
+        var bindings = PostgresBindings(capacity: 5)
+        bindings.append(now)
+        bindings.append(kinds)
+        bindings.append(limit)
+        bindings.append(worker)
+        bindings.append(expires)
+        return Prepared<ClaimReady>(bindings: bindings)
+    }
+
     /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim of jobs without
     /// categories commits without waiting for the WAL flush (`synchronous_commit = off` for its
     /// transaction — the claimed job starts one disk flush sooner), and a server crash can lose such a
     /// commit *and* set a sequence back, so a sequence could hand the lost claim's token out again while
     /// its worker still holds it. A random token is never handed out twice for a job in practice. A lost
-    /// claim costs no completion guarantee: its worker's renewals and report are refused as any stale
+    /// claim — lost in a crash, or rolled back by a connection cut after its rows were sent (its commit
+    /// is not awaited: the job starts one round trip sooner) — costs no completion guarantee: its worker's renewals and report are refused as any stale
     /// lease's are, and the job is claimed again (so, as with any lost lease, it may run twice at once
     /// until the first worker's next renewal); every accepted report, being a synchronous commit, flushes
     /// the claim before it. Claims of jobs with categories commit synchronously: a lost one would let
@@ -37,20 +66,14 @@ extension PostgresJobStore {
     static let newToken =
         "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
 
-    /// One claiming pass over the ready jobs; also says whether any lease has expired.
+    /// One claiming pass over the ready jobs, given the claiming statement's rows; also says whether any
+    /// lease has expired.
     private func claimReady(
-        worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+        _ rows: [PostgresRow], worker: String, limit: Int, now: Double, expires: Double
     ) async throws -> (claimed: [ClaimedJob], expired: Bool) {
-        // 1. Jobs without categories: picked, locked (skipping rows other claimers hold) and marked
-        //    running in one statement. Candidates with categories are only reported, not claimed.
+        // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
+        //    running by the statement. Candidates with categories are only reported, not claimed.
         //    A last row (claimed NULL) reports that some lease has expired.
-        var bindings = PostgresBindings(capacity: 5)
-        bindings.append(now)
-        bindings.append(kinds)
-        bindings.append(limit)
-        bindings.append(worker)
-        bindings.append(expires)
-        let rows = try await prepared("claim", Prepared<ClaimReady>(bindings: bindings))
         var claimed: [ClaimedJob] = []
         var withCategories: [Int64] = []
         var expired = false

@@ -48,6 +48,51 @@ extension PostgresJobStore {
     /// free their categories, count their runs down, and make ready the dependents whose last
     /// dependency they were; notify listeners when that freed or readied anything.
     func finishSucceeded(_ reports: [AttemptReport], now: Double) async throws -> Set<Lease> {
+        let accepted = try Self.acceptedLeases(try await statement("finish", finishSucceededQuery(reports, now: now)))
+        return try await recheck(reports, accepted: accepted)
+    }
+
+    /// `accepted`, with those of the other reports that an earlier send of the same call recorded after
+    /// all. The statement's own look for them (`again`) reads its snapshot, taken before it waited for the
+    /// row locks of a first send still in flight (abandoned after the operation timeout on a slow server,
+    /// not yet committed): that first send's commit is seen only by a statement started after it.
+    /// One more round trip, only when some report was not accepted.
+    func recheck(_ reports: [AttemptReport], accepted: Set<Lease>) async throws -> Set<Lease> {
+        let others = reports.filter { !accepted.contains($0.lease) }
+        guard !others.isEmpty else { return accepted }
+        let ids = others.map(\.lease.job.rawValue)
+        let tokens = others.map(\.lease.token)
+        let outputs = others.map { report -> ByteBuffer in
+            if case .succeeded(let output) = report.outcome { return ByteBuffer(bytes: output) }
+            return ByteBuffer()
+        }
+        let rows = try await statement(
+            "finish",
+            """
+            SELECT j.id, r.token FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
+                JOIN jobs j ON j.id = r.id
+            WHERE j.finished_by = r.token AND j.finished_report = 'succeeded' AND j.output = r.output
+            """, readOnly: true)
+        var result = accepted
+        for row in rows {
+            let (id, token) = try row.decode((Int64, Int64).self)
+            result.insert(Lease(job: DurableJobID(id), token: token))
+        }
+        return result
+    }
+
+    /// The leases of the reports that the statement of ``finishSucceededQuery(_:now:)`` accepted.
+    static func acceptedLeases(_ rows: [PostgresRow]) throws -> Set<Lease> {
+        var accepted = Set<Lease>()
+        for row in rows {
+            let (id, token, _) = try row.decode((Int64, Int64, Int64).self)
+            accepted.insert(Lease(job: DurableJobID(id), token: token))
+        }
+        return accepted
+    }
+
+    /// The statement of ``finishSucceeded(_:now:)``: one row (id, token, _) per accepted report.
+    func finishSucceededQuery(_ reports: [AttemptReport], now: Double) -> PostgresQuery {
         let ids = reports.map(\.lease.job.rawValue)
         let tokens = reports.map(\.lease.token)
         let outputs = reports.map { report -> ByteBuffer in
@@ -55,9 +100,7 @@ extension PostgresJobStore {
             return ByteBuffer()
         }
         let channel = channel
-        let rows = try await statement(
-            "finish",
-            """
+        return """
             WITH r AS (
                 SELECT * FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
             ), done AS (
@@ -92,13 +135,52 @@ extension PostgresJobStore {
             SELECT id, token, (SELECT count(*) FROM closed) + (SELECT count(*) FROM woken) FROM done
             UNION ALL
             SELECT id, token, 0 FROM again
-            """)
-        var accepted = Set<Lease>()
-        for row in rows {
-            let (id, token, _) = try row.decode((Int64, Int64, Int64).self)
-            accepted.insert(Lease(job: DurableJobID(id), token: token))
+            """
+    }
+
+    /// ``finish(_:)`` and then ``claim(worker:kinds:limit:lease:)``, for successes (the common case) in
+    /// two round trips: the completions' statement and then the claiming statement on the same
+    /// connection. The server answers in order, so the claim's answer also says that the completions
+    /// committed — they need no check of their own (a connection cut before it makes both run again;
+    /// the completions are then recognised as already recorded). Other reports go as ``finish(_:)``
+    /// sends them, followed by a claim.
+    public func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
+        let allSucceeded = reports.allSatisfy { report in
+            if case .succeeded = report.outcome { return true }
+            return false
         }
-        return accepted
+        guard limit > 0, !kinds.isEmpty, !reports.isEmpty, allSucceeded else {
+            let results = try await finish(reports)
+            guard limit > 0 else { return (results, []) }
+            return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
+        }
+        let now = clock.now().storeTime
+        let expires = now + lease.storeSeconds
+        let kinds = Array(Set(kinds)).sorted()
+        let finishQuery = finishSucceededQuery(reports, now: now)
+        let claimStatement = Self.claimStatement(
+            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        let logger = logger
+        let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
+            [client, faults] in
+            let rows = try await client.withConnection { connection in
+                let finished = try await connection.query(finishQuery, logger: logger).collect()
+                var claimed: [PostgresRow] = []
+                for try await row in try await connection.execute(claimStatement, logger: logger) {
+                    claimed.append(row)
+                }
+                return (finished, claimed)
+            }
+            try faults.afterCommit("finish")
+            return rows
+        }
+        let accepted = try await recheck(reports, accepted: try Self.acceptedLeases(finished))
+        let results = reports.map { accepted.contains($0.lease) ? FinishResult.accepted(.succeeded) : .rejected }
+        let claimed = try await completeClaim(
+            claimRows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        return (results, claimed)
     }
 
     static func finishAttempt(

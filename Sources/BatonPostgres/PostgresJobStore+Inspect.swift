@@ -97,12 +97,13 @@ extension PostgresJobStore {
     }
 
     public func traceCarrier(of run: DurableRunID) async throws -> [String: String] {
-        let rows = try await statement("traceCarrier", "SELECT trace_context FROM runs WHERE id = \(run.rawValue)")
+        let rows = try await statement(
+            "traceCarrier", "SELECT trace_context FROM runs WHERE id = \(run.rawValue)", readOnly: true)
         return TraceCarrierCoding.decode(try rows.first?.decode(String?.self) ?? nil)
     }
 
     public func run(of job: DurableJobID) async throws -> DurableRunID {
-        let rows = try await statement("run(of:)", "SELECT run FROM jobs WHERE id = \(job.rawValue)")
+        let rows = try await statement("run(of:)", "SELECT run FROM jobs WHERE id = \(job.rawValue)", readOnly: true)
         guard let row = rows.first else {
             throw DurableError(
                 code: .unknownJob, message: "\(job) is not in the store: never submitted here, or pruned.")
@@ -119,7 +120,7 @@ extension PostgresJobStore {
             SELECT LEAST(
                 (SELECT min(not_before) FROM jobs WHERE state = 'ready' AND not_before > \(now) AND kind = ANY(\(kinds))),
                 (SELECT min(lease_expires) FROM jobs WHERE state = 'running'))
-            """)
+            """, readOnly: true)
         return try rows.first?.decode(Double?.self).map(Date.init(storeTime:))
     }
 

@@ -24,10 +24,11 @@ extension PostgresJobStore {
     /// so its `NOTIFY` goes out and workers can claim its jobs while the flush runs. The call then
     /// runs a small synchronous transaction that rewrites the run's row (a WAL-logged write, so its
     /// commit flushes the WAL up to and past the run's), and returns only after it, having checked
-    /// that the run is still there: a caller that gets
-    /// an answer has a durable run, as before. What a server crash in that window can do is lose a
-    /// run whose jobs already started — the caller then got an error, not a run, and submits again;
-    /// the store's guarantees hold (its completions were never accepted: they would have flushed it).
+    /// that the run is still there — which also confirms the insert's commit, so the insert is not
+    /// awaited by a round trip of its own: a caller that gets an answer has a durable run, as before.
+    /// What a server crash (or a connection cut before the insert committed) can do in that window is
+    /// lose a run whose jobs already started — the store then submits it again; the store's guarantees
+    /// hold (its completions were never accepted: they would have flushed it).
     func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
         try graph.validate()
         let now = clock.now().storeTime
@@ -109,32 +110,52 @@ extension PostgresJobStore {
         bindings.append(channel)
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
+        let insert = Prepared<SubmitGraph>(bindings: bindings)
+        let logger = logger
         for _ in 0..<5 {
+            // The insert, then on the same connection the flush and check — sent once the server has
+            // answered the insert, so after its commit: a connection cut in between runs both again.
+            let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
+                [client, faults] in
+                let result = try await client.withConnection { connection -> (PostgresRow?, Bool?) in
+                    var rows: [PostgresRow] = []
+                    for try await row in try await connection.execute(insert, logger: logger) { rows.append(row) }
+                    guard let row = rows.first else { return (nil, nil) }
+                    let run = try row.decode((Int64, Int64, [Int64]?).self).0
+                    let present = try await connection.query(Self.flushRun(run), logger: logger).collect()
+                    try await Self.confirmCommitted(on: connection, logger: logger)
+                    return (row, try present.first?.decode(Bool.self) ?? false)
+                }
+                try faults.afterCommit("submit")
+                return result
+            }
             let submitted: SubmittedRun
-            let inserted = try await prepared("submit", Prepared<SubmitGraph>(bindings: bindings)).first
+            let present: Bool?
             if let row = inserted {
                 let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
                 submitted = SubmittedRun(
                     run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
+                present = checked
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
+                present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
             }
-            // A synchronous commit that writes WAL flushes the WAL past the run's commit. It must write:
-            // a transaction that only takes an id writes no WAL, and PostgreSQL commits it without a flush.
-            // Rewriting the run's row (the same values: a heap-only update) is a WAL-logged write, and it
-            // finds no row if the run was lost.
-            let present = try await statement(
-                "submit",
-                "UPDATE runs SET submission = submission WHERE id = \(submitted.run.rawValue) RETURNING true"
-            ).first?.decode(Bool.self)
             if present == true { return submitted }
             logger.notice(
-                "a submitted run was lost before it was flushed (server crash?); submitting it again",
+                "a submitted run was lost before it was flushed (server crash or dropped connection?); submitting it again",
                 metadata: ["graph": "\(graph.name)"])
         }
         throw DurableError(
             code: .storeFailure,
             message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// A synchronous commit that writes WAL flushes the WAL past the run's commit. It must write: a
+    /// transaction that only takes an id writes no WAL, and PostgreSQL commits it without a flush.
+    /// Rewriting the run's row (the same values: a heap-only update) is a WAL-logged write, and it finds
+    /// no row if the run was lost.
+    static func flushRun(_ run: Int64) -> PostgresQuery {
+        "UPDATE runs SET submission = submission WHERE id = \(run) RETURNING true"
     }
 
     /// The inserting statement of a submission; its values are listed where it is run.

@@ -157,15 +157,20 @@ public final class PostgresJobStore: JobStore {
     /// returned only once it has answered the next one on the same connection (``confirmCommitted(on:)``);
     /// when that fails the statement is run again, as after any dropped connection. The statement may
     /// have committed all the same: a repeated completion or submission recognises its own earlier
-    /// commit (the kept report, the submission id), while a repeated claim claims afresh, and the jobs
-    /// of the claim whose rows were dropped stay running under a lease nobody holds until it expires —
-    /// a delay of one lease, never a loss.
-    func statement(_ label: String, _ query: PostgresQuery) async throws -> [PostgresRow] {
+    /// commit (the kept report, the submission id); a claim whose rows were lost after it committed
+    /// leaves its jobs running under a lease nobody holds until it expires — a delay of one lease,
+    /// never a loss. Claims skip the check (``prepared(_:_:confirm:)`` says why), and a completion
+    /// followed by a claim on the same connection needs none of its own: the claim's answer is one
+    /// (`finish(_:thenClaim:worker:kinds:lease:)`).
+    ///
+    /// A statement that only reads (`readOnly`) skips the check: its rows hold whether or not its
+    /// transaction commits.
+    func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 let rows = try await connection.query(query, logger: logger).collect()
-                try await Self.confirmCommitted(on: connection, logger: logger)
+                if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                 return rows
             }
             try faults.afterCommit(label)
@@ -175,14 +180,19 @@ public final class PostgresJobStore: JobStore {
 
     /// Runs a prepared statement (parsed and planned once per connection, then only bound and
     /// executed: a claim or a submission is one round trip without the planning), retried as a
-    /// transaction is. Its rows count once the commit is confirmed, as ``statement(_:_:)`` explains.
-    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
+    /// transaction is. With `confirm`, its rows count once the commit is confirmed, as
+    /// ``statement(_:_:)`` explains. Without, they are returned as soon as they are complete — for a
+    /// claim, which a rollback after its rows were sent costs no guarantee: its worker's renewals and
+    /// report are then refused, as those of a claim lost in a server crash are.
+    func prepared<Text: PreparedText>(
+        _ label: String, _ statement: Prepared<Text>, confirm: Bool = true
+    ) async throws -> [PostgresRow] {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 var rows: [PostgresRow] = []
                 for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-                try await Self.confirmCommitted(on: connection, logger: logger)
+                if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
                 return rows
             }
             try faults.afterCommit(label)

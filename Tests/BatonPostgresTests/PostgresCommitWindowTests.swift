@@ -27,8 +27,10 @@ struct PostgresCommitWindowTests {
             configuration.operationTimeout = .seconds(2)
             let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
             defer { store.close() }
-            let run = try await store.submit(PostgresFaultTests.chaosGraph(micros: 0), uniqueKey: nil)
-            let claimed = try await store.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
+            // Submitted and claimed directly: only the call under test goes through the proxy and its short
+            // timeout (a claim abandoned on a slow machine would be taken again as a second claim, empty).
+            let run = try await direct.submit(PostgresFaultTests.chaosGraph(micros: 0), uniqueKey: nil)
+            let claimed = try await direct.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
             try #require(claimed.count == 1)
 
             proxy.armed.withLock { $0 = true }
@@ -40,6 +42,45 @@ struct PostgresCommitWindowTests {
             let record = try await direct.snapshot(of: run.run).jobs[0]
             #expect(record.state == .succeeded, "the completion said accepted is not recorded")
             #expect(record.output == Data("\"done\"".utf8))
+        }
+    }
+
+    @Test(
+        "the same cut in a completion followed by a claim on its connection: recorded once, the claim taken afterwards"
+    )
+    func cutBeforeCommitThenClaim() async throws {
+        try await TestPostgres.withStore("window2") { direct, base in
+            try #require(
+                ["127.0.0.1", "localhost"].contains(base.host),
+                "the proxy forwards to 127.0.0.1, the server is elsewhere")
+            let proxy = try CuttingProxy(toLocalPort: base.port)
+            defer { proxy.stop() }
+            var configuration = base
+            configuration.port = proxy.port
+            configuration.operationTimeout = .seconds(2)
+            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            defer { store.close() }
+            // Two independent jobs: one claimed now, the other claimed with the first one's completion.
+            var graph = PostgresFaultTests.chaosGraph(micros: 0)
+            graph.jobs.append(JobSpec(name: "second", kind: "chaos.work", input: graph.jobs[0].input))
+            let run = try await direct.submit(graph, uniqueKey: nil)
+            let claimed = try await direct.claim(worker: "w", kinds: ["chaos.work"], limit: 1, lease: .seconds(60))
+            try #require(claimed.count == 1)
+
+            proxy.armed.withLock { $0 = true }
+            let (results, next) = try await store.finish(
+                [.init(lease: claimed[0].lease, outcome: .succeeded(output: Data("\"done\"".utf8)))],
+                thenClaim: 1, worker: "w", kinds: ["chaos.work"], lease: .seconds(60))
+            #expect(proxy.cuts.withLock { $0 } == 1, "the proxy cut no connection: the test did not test anything")
+            #expect(results == [.accepted(.succeeded)])
+            #expect(next.map(\.job) == run.jobs.filter { $0 != claimed[0].job })
+            let records = try await direct.snapshot(of: run.run).jobs
+            let first = try #require(records.first { $0.id == claimed[0].job })
+            #expect(first.state == .succeeded, "the completion said accepted is not recorded")
+            #expect(first.output == Data("\"done\"".utf8))
+            let second = try #require(records.first { $0.id != claimed[0].job })
+            #expect(second.state == .running, "the job said claimed is not running")
+            #expect(second.attempts == 1)
         }
     }
 }

@@ -314,23 +314,35 @@ struct PostgresBench {
     }
 
     /// Worker loops on the store's protocol, as `DurableWorker` drives it (claim a batch of up to 100,
-    /// run, report the batch in one call), one loop per store; an empty claim waits 1 ms (a benchmark).
+    /// run, report the batch and claim the next in one call), one loop per store; an empty claim waits
+    /// 1 ms (a benchmark).
     func drain(_ stores: [PostgresJobStore], total: Int, span: BenchSpan) async throws {
         let done = BenchCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, store) in stores.enumerated() {
                 group.addTask {
+                    // As a DurableWorker does: each batch's reports go with the claim of the next batch.
+                    var claimed: [ClaimedJob] = []
                     while done.value < total {
-                        let claimed = try await store.claim(
-                            worker: "b\(index)", kinds: [BenchNoOp.kind], limit: 100, lease: .seconds(60))
                         if claimed.isEmpty {
-                            try await Task.sleep(for: .milliseconds(1))
-                            continue
+                            claimed = try await store.claim(
+                                worker: "b\(index)", kinds: [BenchNoOp.kind], limit: 100, lease: .seconds(60))
+                            if claimed.isEmpty {
+                                try await Task.sleep(for: .milliseconds(1))
+                                continue
+                            }
                         }
                         for _ in claimed { span.mark() }
-                        _ = try await store.finish(
-                            claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data("0".utf8))) })
-                        done.add(claimed.count)
+                        let finished = claimed.count
+                        claimed = try await store.finish(
+                            claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data("0".utf8))) },
+                            thenClaim: 100, worker: "b\(index)", kinds: [BenchNoOp.kind], lease: .seconds(60)
+                        ).claimed
+                        done.add(finished)
+                    }
+                    // Jobs claimed after the last count was reached: none are left (all `total` ran).
+                    if !claimed.isEmpty {
+                        throw BenchFailure("burn-down claimed \(claimed.count) jobs beyond \(total)")
                     }
                 }
             }

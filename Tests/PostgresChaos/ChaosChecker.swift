@@ -20,7 +20,8 @@ struct ChaosChecker {
     }
 
     func check(
-        kills: Int, workerRestarts: Int, serverRestarts: Int, elapsed: Duration, seed: UInt64, workers: Int,
+        kills: Int, workerRestarts: Int, serverRestarts: Int, crash: Bool, elapsed: Duration, seed: UInt64,
+        workers: Int,
         lease: Duration
     ) async throws -> Bool {
         var failures: [String] = []
@@ -140,11 +141,14 @@ struct ChaosChecker {
             }
         }
         let reclaimed = attempts.filter { $0.attempt > 1 }.count
+        // Reports the store refused: the attempt's lease had ended (expired, or its claim was lost in a crash).
+        let rejected = attempts.filter { $0.accepted == false }.count
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let summary: [String: Any] = [
             "harness": "postgres-chaos", "seed": seed, "jobs": jobs, "workers": workers, "lost": lost,
             "duplicate_completions": duplicates, "early_starts": early, "left_claimed": leftClaimed + leftHolders,
             "kills": kills.count, "worker_restarts": workerRestarts, "server_restarts": serverRestarts,
+            "server_restart_mode": crash ? "immediate" : "fast", "rejected_reports": rejected,
             "attempts": attempts.count, "reclaimed_attempts": reclaimed, "orphaned_attempts": orphans,
             "worst_reclaim_s": (worstReclaim * 1000).rounded() / 1000,
             "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
@@ -155,8 +159,9 @@ struct ChaosChecker {
         say(
             """
             chaos: \(jobs) jobs, \(workers) workers, \(String(format: "%.1f", seconds)) s: \(kills.count) SIGKILLs, \
-            \(workerRestarts) worker restarts, \(serverRestarts) PostgreSQL restart(s); \(attempts.count) attempts, \
-            \(reclaimed) re-claimed (planned failures included), \(orphans) orphaned by kills, worst re-claim \
+            \(workerRestarts) worker restarts, \(serverRestarts) PostgreSQL \(crash ? "crash(es)" : "restart(s)"); \
+            \(attempts.count) attempts, \(reclaimed) re-claimed (planned failures included), \(rejected) reports \
+            refused, \(orphans) orphaned by kills, worst re-claim \
             \(String(format: "%.2f", worstReclaim)) s (lease \(lease)); lost \(lost), duplicate completions \
             \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders)
             """)

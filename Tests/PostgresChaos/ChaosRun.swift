@@ -15,6 +15,8 @@ struct ChaosRun {
     var workers: Int
     var deadline: Duration
     var restartCommand: [String]?
+    /// Whether `restartCommand` crashes the server (`-m immediate`) rather than stopping it cleanly.
+    var crash = false
     var lease: Duration = .seconds(2)
 
     func run() async throws -> Bool {
@@ -98,7 +100,9 @@ struct ChaosRun {
                 break
             }
             if serverRestarts == 0, finished >= jobs * 2 / 5, let restartCommand {
-                say("chaos: restarting PostgreSQL at \(finished) of \(jobs) jobs")
+                say(
+                    "chaos: \(crash ? "crashing (-m immediate) and restarting" : "restarting") PostgreSQL at \(finished) of \(jobs) jobs"
+                )
                 // system(3), not Process: Foundation's Process did not always see this child exit.
                 let began = Date().timeIntervalSince1970
                 let status = system(restartCommand.joined(separator: " "))
@@ -131,7 +135,8 @@ struct ChaosRun {
         defer { store.close() }
         let checker = ChaosChecker(side: side, jobs: jobs, categories: categories)
         return try await checker.check(
-            kills: kills, workerRestarts: workerRestarts, serverRestarts: serverRestarts, elapsed: elapsed,
+            kills: kills, workerRestarts: workerRestarts, serverRestarts: serverRestarts, crash: crash,
+            elapsed: elapsed,
             seed: seed, workers: workers, lease: lease)
     }
 

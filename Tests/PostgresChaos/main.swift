@@ -2,12 +2,14 @@ import Foundation
 
 // baton-postgres-chaos: the chaos test of BatonPostgres with real processes and a real server.
 //
-//   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick]    # needs BATON_POSTGRES_URL
+//   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick] [--crash]  # needs BATON_POSTGRES_URL
 //   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M]  # started by the above
 //   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none]  # speed beside the peers (Bench.swift)
 //
 // Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
-// (set BATON_POSTGRES_RESTART to another command, or to an empty string to skip it).
+// (set BATON_POSTGRES_RESTART to another command, or to an empty string to skip it); with --crash,
+// `.ci/postgres crash`: an immediate shutdown, as in a power loss — claims and submissions that
+// committed without waiting for the WAL flush are lost, and workers' leases on them with them.
 
 func value(_ name: String, in arguments: [String]) -> String? {
     guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
@@ -46,12 +48,12 @@ var restart: [String]? = nil
 if let command = environment["BATON_POSTGRES_RESTART"] {
     restart = command.isEmpty ? nil : [command]
 } else if environment["BATON_POSTGRES_DATA"] != nil, FileManager.default.isExecutableFile(atPath: ".ci/postgres") {
-    restart = [".ci/postgres", "restart"]
+    restart = [".ci/postgres", arguments.contains("--crash") ? "crash" : "restart"]
 }
 if restart == nil { say("chaos: no PostgreSQL restart (run from the package root after `source .ci/postgres`)") }
 let passed = try await ChaosRun(
     url: url, jobs: jobs, seed: seed, workers: workers, deadline: quick ? .seconds(240) : .seconds(900),
-    restartCommand: restart
+    restartCommand: restart, crash: arguments.contains("--crash")
 ).run()
 exit(passed ? 0 : 1)
 
