@@ -289,16 +289,28 @@ private final class RawStatement {
             resultCode: ResultCode(rawValue: extended), message: String(cString: sqlite3_errmsg(connection)))
     }
 
+    /// Makes the statement ready to run again. Its parameters keep their values (every use binds every
+    /// parameter): SQLite then reuses each text parameter's buffer instead of freeing it and allocating
+    /// it again for the next row.
     func reset() {
         sqlite3_reset(handle)
-        sqlite3_clear_bindings(handle)
     }
 
     func bind(text: String?, at position: Int32) {
-        if let text {
-            sqlite3_bind_text(handle, position, text, -1, Self.transient)
-        } else {
+        guard var text else {
             sqlite3_bind_null(handle, position)
+            return
+        }
+        // The string's own UTF-8 bytes with their length (SQLite copies them): passing the `String` itself
+        // would make a NUL-terminated copy of it first, one allocation per column and row.
+        text.withUTF8 { utf8 in
+            if let start = utf8.baseAddress {
+                _ = start.withMemoryRebound(to: CChar.self, capacity: utf8.count) { characters in
+                    sqlite3_bind_text(handle, position, characters, Int32(utf8.count), Self.transient)
+                }
+            } else {
+                sqlite3_bind_text(handle, position, "", 0, Self.transient)
+            }
         }
     }
 

@@ -1,3 +1,4 @@
+import Baton
 public import Foundation
 
 /// A parsed USGS GeoJSON summary feed: its metadata and its earthquakes, newest first as
@@ -14,15 +15,16 @@ public struct Feed: Sendable, Equatable {
     /// The events of the feed, in the feed's order (the USGS publishes newest first).
     ///
     /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``) may
-    /// hold features that were not decoded because the store already has them; reading this property
-    /// decodes them (each time: keep the result rather than reading it again).
+    /// hold features that were not decoded because the store already has them; the first read of this
+    /// property decodes them, and later reads (of this value or its copies) return the same array.
     public var earthquakes: [Earthquake] {
-        get { pending.isEmpty ? decoded : materialized() }
+        get { pending.isEmpty ? decoded : materializedOnce.earthquakes { materialized() } }
         set {
             decoded = newValue
             fingerprints = []
             pending = []
             source = nil
+            materializedOnce = MaterializedEarthquakes()
         }
     }
     /// What the parser repaired on the way. Empty for a well-formed USGS feed.
@@ -36,6 +38,9 @@ public struct Feed: Sendable, Equatable {
     private(set) var pending: [PendingFeature] = []
     /// The feed's bytes, to decode ``pending`` features from, and the factor of its times to milliseconds.
     private(set) var source: (data: Data, factor: Double)?
+    /// ``earthquakes`` once decoded from ``source``: shared by the copies of this value, replaced whenever
+    /// ``decoded``, ``pending`` or ``source`` change.
+    private var materializedOnce = MaterializedEarthquakes()
 
     /// Creates a feed value.
     public init(metadata: Metadata, earthquakes: [Earthquake], warnings: [FeedWarning] = []) {
@@ -78,6 +83,7 @@ public struct Feed: Sendable, Equatable {
     func readingPending(from data: Data) -> Feed {
         var copy = self
         copy.source = source.map { (data, $0.factor) }
+        copy.materializedOnce = MaterializedEarthquakes()
         return copy
     }
 
@@ -248,5 +254,23 @@ struct FeedChangedError: Error, CustomStringConvertible {
     var description: String {
         "feature \(featureIndex) (id \"\(id)\") of the feed changed while it was being imported (was the feed's file "
             + "rewritten meanwhile?); nothing was imported from it: run the refresh again"
+    }
+}
+
+/// The earthquakes of a ``Feed`` with pending features, decoded by the first read of ``Feed/earthquakes``.
+private final class MaterializedEarthquakes: @unchecked Sendable {
+    // @unchecked Sendable: `value` is read and written only under `lock`.
+    private let lock = Lock()
+    private var value: [Earthquake]?
+
+    /// The stored earthquakes, or those `make` returns (called outside the lock; when two threads race,
+    /// the first to finish is kept).
+    func earthquakes(_ make: () -> [Earthquake]) -> [Earthquake] {
+        if let value = lock.withLock({ value }) { return value }
+        let made = make()
+        return lock.withLock {
+            if value == nil { value = made }
+            return value ?? made
+        }
     }
 }

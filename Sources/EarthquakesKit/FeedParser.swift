@@ -266,8 +266,9 @@ public struct FeedParser: Sendable {
         times.reserveCapacity(features.count)
         var readable = 0
         var hashed = false
-        for (index, entry) in features.enumerated() {
-            switch entry {
+        // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
+        for index in features.indices {
+            switch features[index] {
             case .feature(let feature):
                 if let time = feature.properties?.time { times.append(time) }
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
@@ -281,26 +282,151 @@ public struct FeedParser: Sendable {
         let unit = Self.detectTimeUnit(
             times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
-        let factor = unit.toMilliseconds
-
         var parsed = Parsed()
-        parsed.quakes.reserveCapacity(readable)
-        if hashed { parsed.fingerprints.reserveCapacity(readable) }
-        for (index, entry) in features.enumerated() {
-            guard case .feature(let feature) = entry else { continue }
-            do throws(FeedError) {
-                parsed.quakes.append(try Self.earthquake(feature, index: index, of: features.count, factor: factor))
-                if hashed { parsed.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) }) }
-            } catch {
-                if strict { throw error }
-                problems.append((index, feature.id, error.featureProblem ?? error.description))
-            }
-        }
+        let converted = Self.convert(features, unit: unit, hashed: hashed, strict: strict)
+        if let error = converted.error { throw error }
+        parsed.quakes = converted.quakes
+        parsed.fingerprints = converted.fingerprints
+        problems += converted.problems
         problems.sort { $0.index < $1.index }
         for problem in problems {
             warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
         }
         return parsed
+    }
+
+    /// The model values of the readable `features`, in order, with their fingerprints when `hashed`, and the
+    /// features that are not valid (or, when `strict`, the error of the first one).
+    ///
+    /// A big feed is converted in two halves at once, on two threads, straight into the one result array
+    /// (the second half from the slot after the first half's features, moved down over the slots of the
+    /// first half's invalid features afterwards); the result is that of one pass.
+    private static func convert(
+        _ features: [WireEntry], unit: TimeUnit, hashed: Bool, strict: Bool
+    ) -> Converted {
+        features.withUnsafeBufferPointer { entries in
+            let parallel =
+                entries.count >= parallelConversionMinimum && ProcessInfo.processInfo.activeProcessorCount > 1
+            let middle = parallel ? entries.count / 2 : entries.count
+            var inFirstHalf = 0
+            var readable = 0
+            for index in entries.indices {
+                guard case .feature = entries[index] else { continue }
+                readable += 1
+                if index < middle { inFirstHalf += 1 }
+            }
+            var result = Converted()
+            result.quakes = Array(unsafeUninitializedCapacity: readable) { output, initialized in
+                let parts = ConversionParts(
+                    entries: entries, output: output, unit: unit, hashed: hashed, strict: strict)
+                guard parallel else {
+                    let whole = parts.convert(0..<entries.count, from: 0)
+                    initialized = whole.count
+                    (result.fingerprints, result.problems, result.error) = (
+                        whole.fingerprints, whole.problems, whole.error
+                    )
+                    return
+                }
+                let count = entries.count
+                let secondSlot = inFirstHalf
+                DispatchQueue.concurrentPerform(iterations: 2) { part in
+                    if part == 0 {
+                        parts.first = parts.convert(0..<middle, from: 0)
+                    } else {
+                        parts.second = parts.convert(middle..<count, from: secondSlot)
+                    }
+                }
+                guard var first = parts.first, let second = parts.second else {
+                    preconditionFailure("both halves of the conversion ran")
+                }
+                parts.first = nil
+                parts.second = nil
+                // (No slot at all when no feature is readable.)
+                let start = output.baseAddress
+                if first.error != nil {
+                    // Under `strict`, the first half's error comes first in the feed.
+                    if let start { (start + secondSlot).deinitialize(count: second.count) }
+                } else {
+                    if first.count < secondSlot, let start {
+                        (start + first.count).moveInitialize(from: start + secondSlot, count: second.count)
+                    }
+                    first.count += second.count
+                    first.fingerprints.append(contentsOf: second.fingerprints)
+                    first.problems.append(contentsOf: second.problems)
+                    first.error = second.error
+                }
+                initialized = first.count
+                (result.fingerprints, result.problems, result.error) = (first.fingerprints, first.problems, first.error)
+            }
+            return result
+        }
+    }
+
+    /// From how many features ``convert(_:unit:hashed:strict:)`` works on two threads.
+    static let parallelConversionMinimum = 4096
+
+    /// What ``convert(_:unit:hashed:strict:)`` makes of the features.
+    struct Converted {
+        var quakes: [Earthquake] = []
+        var fingerprints: [FeatureFingerprint?] = []
+        var problems: [(index: Int, id: String?, problem: String)] = []
+        /// Under `strict`, the first invalid feature's error (and conversion stopped there).
+        var error: FeedError?
+    }
+
+    /// What one part of ``convert(_:unit:hashed:strict:)`` wrote: `count` earthquakes from its first slot.
+    struct ConvertedPart {
+        var count = 0
+        var fingerprints: [FeatureFingerprint?] = []
+        var problems: [(index: Int, id: String?, problem: String)] = []
+        var error: FeedError?
+    }
+
+    /// The two halves of ``convert(_:unit:hashed:strict:)``.
+    private final class ConversionParts: @unchecked Sendable {
+        // @unchecked Sendable: `first` is written only by the first iteration of `concurrentPerform`,
+        // `second` only by the second, and both are read after it returned; each half initializes its own
+        // slots of `output` (see `convert`); the rest is immutable (the entries outlive the conversion).
+        let entries: UnsafeBufferPointer<WireEntry>
+        let output: UnsafeMutableBufferPointer<Earthquake>
+        let unit: TimeUnit
+        let hashed: Bool
+        let strict: Bool
+        var first: ConvertedPart?
+        var second: ConvertedPart?
+
+        init(
+            entries: UnsafeBufferPointer<WireEntry>, output: UnsafeMutableBufferPointer<Earthquake>, unit: TimeUnit,
+            hashed: Bool, strict: Bool
+        ) {
+            (self.entries, self.output, self.unit, self.hashed, self.strict) = (entries, output, unit, hashed, strict)
+        }
+
+        /// Converts the features of `range` into the slots of `output` from `slot` on (one slot for each of
+        /// their readable features at most).
+        func convert(_ range: Range<Int>, from slot: Int) -> ConvertedPart {
+            var part = ConvertedPart()
+            if hashed { part.fingerprints.reserveCapacity(range.count) }
+            let factor = unit.toMilliseconds
+            for index in range {
+                guard case .feature(let feature) = entries[index] else { continue }
+                do throws(FeedError) {
+                    let quake = try FeedParser.earthquake(feature, index: index, of: entries.count, factor: factor)
+                    (output.baseAddress! + slot + part.count).initialize(to: quake)
+                    part.count += 1
+                    if hashed {
+                        part.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) })
+                    }
+                } catch {
+                    if strict {
+                        part.error = error
+                        return part
+                    }
+                    part.problems.append((index, feature.id, error.featureProblem ?? error.description))
+                }
+            }
+            return part
+        }
     }
 
     /// Validates one decoded feature and builds its model value.

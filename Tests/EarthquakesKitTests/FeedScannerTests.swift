@@ -117,6 +117,33 @@ struct FeedScannerHalvesTests {
         #expect(try FeedParser().parse(data) == FeedScannerTests.slow.parse(data))
     }
 
+    @Test("a feed of thousands of features, bad ones in both halves: converted in order, as in one pass")
+    func bigFeedWithBadFeatures() throws {
+        let count = FeedParser.parallelConversionMinimum + 100
+        let bad: Set = [3, count / 2 - 1, count / 2, count - 1]
+        let features = (0..<count).map { index in
+            bad.contains(index)
+                ? #"{"type":"Feature","geometry":{"type":"Point","coordinates":[1,2,null]},"id":"e\#(index)"}"#
+                : Self.feature("e\(index)")
+        }
+        let data = Data(Self.collection(features).utf8)
+        let feed = try FeedParser().parse(data)
+        #expect(feed.earthquakes.map(\.id) == (0..<count).filter { !bad.contains($0) }.map { "e\($0)" })
+        #expect(feed.skippedFeatures.map(\.index) == bad.sorted())
+        #expect(feed.skippedFeatures.map(\.id) == bad.sorted().map { "e\($0)" })
+        #expect(try feed == FeedScannerTests.slow.parse(data))
+        // Strict: the first bad feature in the feed's order is the one reported, whichever half it is in.
+        for first in [3, count / 2, count - 1] {
+            let onlyLater = features.enumerated().map { index, text in
+                bad.contains(index) && index < first ? Self.feature("e\(index)") : text
+            }
+            let error = #expect(throws: FeedError.self) {
+                try FeedParser(strict: true).parse(Data(Self.collection(onlyLater).utf8))
+            }
+            #expect(error?.description.contains("\"e\(first)\"") == true, "\(String(describing: error))")
+        }
+    }
+
     @Test("a split where a feature starts gives the features of one pass, in order")
     func splitAtFeature() throws {
         let text = Self.collection(["a", "b", "c", "d"].map { Self.feature($0) })

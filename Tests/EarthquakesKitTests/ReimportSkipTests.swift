@@ -109,14 +109,22 @@ struct ReimportSkipTests {
         #expect(skipping.description == full.description)
     }
 
-    @Test("a row changed by another import after the parse is decoded and imported after all")
-    func rowChangedMeanwhile() throws {
-        let store = try Self.store(holding: Self.base)
-        let feed = try FeedParser().parse(Self.feed(Self.base), known: try store.knownFeatures())
+    /// A store holding `base`, the base feed parsed for a re-import into it (every feature left
+    /// undecoded), and then ev4's row changed (magnitude 9) by another import: as if another process
+    /// wrote it between the parse and the import.
+    private static func parsedThenEV4Changed() throws -> (EarthquakeStore, Feed) {
+        let store = try store(holding: base)
+        let feed = try FeedParser().parse(Self.feed(base), known: try store.knownFeatures())
         #expect(feed.undecodedCount == 12)
         var meanwhile = try #require(try store.earthquake(id: "ev4"))
         meanwhile.magnitude = 9
         try store.importFeed([meanwhile])
+        return (store, feed)
+    }
+
+    @Test("a row changed by another import after the parse is decoded and imported after all")
+    func rowChangedMeanwhile() throws {
+        let (store, feed) = try Self.parsedThenEV4Changed()
         try store.importFeed(try FeedParser().parse(Self.feed([Self.feature("ev9", magnitude: 1)])))
         #expect(try store.importFeed(feed) == ImportSummary(updated: 2, unchanged: 10))
         #expect(try store.earthquake(id: "ev4")?.magnitude == 2.5)
@@ -127,12 +135,7 @@ struct ReimportSkipTests {
 
     @Test("a feed file rewritten between the parse and the import: a clear error, and nothing imported")
     func feedChangedMeanwhile() throws {
-        let store = try Self.store(holding: Self.base)
-        let feed = try FeedParser().parse(Self.feed(Self.base), known: try store.knownFeatures())
-        #expect(feed.undecodedCount == 12)
-        var meanwhile = try #require(try store.earthquake(id: "ev4"))
-        meanwhile.magnitude = 9
-        try store.importFeed([meanwhile])  // so the import must decode ev4's bytes again
+        let (store, feed) = try Self.parsedThenEV4Changed()  // so the import must decode ev4's bytes again
         // The same length, other bytes: what a mapped file shows once it was rewritten in place.
         var rewritten = Self.base
         rewritten[4] = Self.feature("ev4", magnitude: 3.5)
@@ -143,6 +146,31 @@ struct ReimportSkipTests {
         #expect(error?.description.contains("(id \"ev4\") of the feed changed while it was being imported") == true)
         #expect(error?.description.contains("run the refresh again") == true)
         #expect(try store.earthquake(id: "ev4")?.magnitude == 9, "the import was rolled back")
+    }
+
+    @Test("a re-import feed's earthquakes are decoded by the first read; later reads and copies reuse them")
+    func earthquakesDecodedOnce() throws {
+        let store = try Self.store(holding: Self.base)
+        var rewritten = Self.base
+        rewritten[4] = Self.feature("ev4", magnitude: 3.5)
+        let original = Self.feed(Self.base)
+        let changed = Self.feed(rewritten)
+        try #require(changed.count == original.count)
+        // Bytes that can change under the parsed feed, as a mapped file's can.
+        let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: original.count, alignment: 1)
+        defer { buffer.deallocate() }
+        buffer.copyBytes(from: original)
+        let bytes = Data(bytesNoCopy: try #require(buffer.baseAddress), count: buffer.count, deallocator: .none)
+        let feed = try FeedParser().parse(bytes, known: try store.knownFeatures())
+        #expect(feed.undecodedCount == 12)
+        let first = feed.earthquakes
+        #expect(first.map(\.id) == (0..<12).map { "ev\($0)" })
+        // Decoding again now would find ev4's bytes changed (and stop the process).
+        buffer.copyBytes(from: changed)
+        let copy = feed
+        #expect(feed.earthquakes == first)
+        #expect(copy.earthquakes == first)
+        #expect(feed.earthquakes[4].magnitude == 2.5)
     }
 
     @Test("the same values written differently are unchanged, and the next re-import skips them too")
