@@ -48,7 +48,8 @@ extension PostgresJobStore {
     /// free their categories, count their runs down, and make ready the dependents whose last
     /// dependency they were; notify listeners when that freed or readied anything.
     func finishSucceeded(_ reports: [AttemptReport], now: Double) async throws -> Set<Lease> {
-        let accepted = try Self.acceptedLeases(try await statement("finish", finishSucceededQuery(reports, now: now)))
+        let accepted = try Self.acceptedLeases(
+            try await prepared("finish", finishSucceededStatement(reports, now: now)))
         return try await recheck(reports, accepted: accepted)
     }
 
@@ -81,7 +82,7 @@ extension PostgresJobStore {
         return result
     }
 
-    /// The leases of the reports that the statement of ``finishSucceededQuery(_:now:)`` accepted.
+    /// The leases of the reports that the statement of ``finishSucceededStatement(_:now:)`` accepted.
     static func acceptedLeases(_ rows: [PostgresRow]) throws -> Set<Lease> {
         var accepted = Set<Lease>()
         for row in rows {
@@ -92,19 +93,30 @@ extension PostgresJobStore {
     }
 
     /// The statement of ``finishSucceeded(_:now:)``: one row (id, token, _) per accepted report.
-    func finishSucceededQuery(_ reports: [AttemptReport], now: Double) -> PostgresQuery {
+    func finishSucceededStatement(_ reports: [AttemptReport], now: Double) -> Prepared<FinishSucceeded> {
         let ids = reports.map(\.lease.job.rawValue)
         let tokens = reports.map(\.lease.token)
         let outputs = reports.map { report -> ByteBuffer in
             if case .succeeded(let output) = report.outcome { return ByteBuffer(bytes: output) }
             return ByteBuffer()
         }
-        let channel = channel
-        return """
+        var bindings = PostgresBindings(capacity: 5)
+        bindings.append(ids)
+        bindings.append(tokens)
+        bindings.append(outputs)
+        bindings.append(now)
+        bindings.append(channel)
+        return Prepared<FinishSucceeded>(bindings: bindings)
+    }
+
+    /// The completing statement: $1 job ids, $2 lease tokens, $3 outputs, $4 now, $5 the wake-up channel.
+    enum FinishSucceeded: PreparedText {
+        static let name = "baton_finish_succeeded_v1"
+        static let sql = """
             WITH r AS (
-                SELECT * FROM unnest(\(ids), \(tokens), \(outputs)) AS r(id, token, output)
+                SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS r(id, token, output)
             ), done AS (
-                UPDATE jobs j SET state = 'succeeded', output = r.output, finished = \(now), lease_owner = NULL,
+                UPDATE jobs j SET state = 'succeeded', output = r.output, finished = $4::float8, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, finished_by = r.token, finished_report = 'succeeded',
                     finished_result = 'succeeded'
                 FROM r WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
@@ -119,7 +131,7 @@ extension PostgresJobStore {
                 SELECT run, count(*)::int AS n FROM done GROUP BY run
             ), closed AS (
                 UPDATE runs u SET unfinished = u.unfinished - counts.n,
-                    finished = CASE WHEN u.unfinished - counts.n = 0 THEN \(now) ELSE u.finished END
+                    finished = CASE WHEN u.unfinished - counts.n = 0 THEN $4::float8 ELSE u.finished END
                 FROM counts WHERE u.id = counts.run RETURNING u.id
             ), deps AS (
                 SELECT e.job, count(*)::int AS n FROM edges e JOIN done ON e.dependency = done.id GROUP BY e.job
@@ -129,7 +141,7 @@ extension PostgresJobStore {
                 FROM deps WHERE d.id = deps.job AND d.state = 'pending'
                 RETURNING d.state
             ), woken AS (
-                SELECT pg_notify(\(channel), '') FROM (SELECT 1) one
+                SELECT pg_notify($5, '') FROM (SELECT 1) one
                 WHERE EXISTS (SELECT 1 FROM readied WHERE state = 'ready') OR EXISTS (SELECT 1 FROM freed)
             )
             SELECT id, token, (SELECT count(*) FROM closed) + (SELECT count(*) FROM woken) FROM done
@@ -159,14 +171,17 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let finishQuery = finishSucceededQuery(reports, now: now)
+        let finishStatement = finishSucceededStatement(reports, now: now)
         let claimStatement = Self.claimStatement(
             worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let logger = logger
         let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
             [client, faults] in
             let rows = try await client.withConnection { connection in
-                let finished = try await connection.query(finishQuery, logger: logger).collect()
+                var finished: [PostgresRow] = []
+                for try await row in try await connection.execute(finishStatement, logger: logger) {
+                    finished.append(row)
+                }
                 var claimed: [PostgresRow] = []
                 for try await row in try await connection.execute(claimStatement, logger: logger) {
                     claimed.append(row)

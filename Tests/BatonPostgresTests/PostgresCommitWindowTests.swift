@@ -85,7 +85,7 @@ struct PostgresCommitWindowTests {
     }
 }
 
-/// A TCP proxy to the server that, once armed, turns the next `Sync` a client sends into a `Flush`
+/// A TCP proxy to the server that, once armed, turns the next `Sync` that ends an `Execute` into a `Flush`
 /// (the server then sends the statement's rows and `CommandComplete` and waits, its transaction
 /// open), passes those on, and closes both sides: the server rolls the transaction back.
 /// Blocking sockets on threads of their own, never on the concurrency pool; it forwards to the
@@ -162,11 +162,14 @@ final class CuttingProxy: Sendable {
     }
 
     /// Passes whole protocol messages from one socket to the other. Client to server: an armed
-    /// proxy's next `Sync` ('S') becomes a `Flush` ('H'). Server to client: after the
+    /// proxy's next `Sync` ('S') after an `Execute` ('E') becomes a `Flush` ('H'). Server to client: after the
     /// `CommandComplete` ('C') of that statement, both sockets are shut.
     private func pump(from source: Int32, to destination: Int32, startup: Bool, cutting: Protected<Bool>) {
         var pending: [UInt8] = []
         var untyped = startup  // The client's first message (startup) has no type byte.
+        // Whether the client has sent an `Execute` since its last `Sync` (a `Sync` that only ends the
+        // preparation of a statement is passed on).
+        var executing = false
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = read(source, &chunk, chunk.count)
@@ -185,7 +188,9 @@ final class CuttingProxy: Sendable {
                 pending.removeFirst(total)
                 if untyped {
                     untyped = false
-                } else if startup, message[0] == UInt8(ascii: "S"),
+                } else if startup, message[0] == UInt8(ascii: "E") {
+                    executing = true
+                } else if startup, message[0] == UInt8(ascii: "S"), executing,
                     armed.withLock({ armed in
                         defer { armed = false }
                         return armed
@@ -193,6 +198,8 @@ final class CuttingProxy: Sendable {
                 {
                     cutting.withLock { $0 = true }
                     message[0] = UInt8(ascii: "H")
+                } else if startup, message[0] == UInt8(ascii: "S") {
+                    executing = false
                 } else if !startup, message[0] == UInt8(ascii: "C"), cutting.withLock({ $0 }) {
                     output += message
                     cut = true

@@ -97,6 +97,9 @@ struct ChaosChecker {
             var events: [(Double, Int, Int)] = []
             for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name {
                 let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
+                // An attempt that did no work (its lease too short to start, ended as it started) holds
+                // nothing; its end would sort before its own start and leave it counted forever.
+                if end <= attempt.started { continue }
                 events.append((attempt.started, 1, index))
                 events.append((end, -1, index))
             }
