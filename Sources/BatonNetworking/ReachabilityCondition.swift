@@ -74,7 +74,9 @@ public struct ReachabilityCondition: JobCondition {
             let once = ResumeOnce(continuation)
             let (host, port, seconds) = (host, port, timeout.seconds)
             let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
-            DispatchQueue.global().async {
+            // A thread of its own (a serial queue, served by Dispatch's overcommitting pool): getaddrinfo
+            // and connect block, and on Linux `DispatchQueue.global()` is Swift concurrency's pool.
+            DispatchQueue(label: "BatonNetworking.reachability").async {
                 do throws(NetworkError) {
                     once.resume(.success(try HostProbe.connect(host: host, port: port, timeout: seconds, url: url)))
                 } catch {

@@ -134,10 +134,12 @@ struct ImportFeed: DurableJob {
     }
 }
 
-/// Runs blocking work (parsing, a database transaction) on a Dispatch thread, not on one of the few
-/// threads of Swift concurrency's pool.
+/// Runs blocking work (parsing, a database transaction that may wait for another process's lock) on a
+/// thread of its own, not on one of the few threads of Swift concurrency's pool. Not on
+/// `DispatchQueue.global()` either: on Linux that *is* the pool. A serial queue made for the call is
+/// served by Dispatch's overcommitting pool, which gives it a thread at once.
 func offThePool<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
     try await withCheckedThrowingContinuation { continuation in
-        DispatchQueue.global().async { continuation.resume(with: Result { try body() }) }
+        DispatchQueue(label: "earthquakes.blocking").async { continuation.resume(with: Result { try body() }) }
     }
 }

@@ -51,7 +51,10 @@ import Testing
 
     @Test func gaugesShowReadyJobsWaitingForTheOneSlot() async throws {
         let metrics = TestMetrics()
-        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, instruments: [JobMetrics(factory: metrics)])
+        // Dedicated threads: the holder's wait never holds a thread of Swift concurrency's pool.
+        let queue = JobQueue(
+            name: "serial", maxConcurrentJobs: 1, instruments: [JobMetrics(factory: metrics)],
+            workerThreads: .dedicated)
         let gate = Gate()
         let entered = Gate()
         let holder = BlockJob(name: "holder") {

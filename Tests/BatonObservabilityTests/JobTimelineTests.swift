@@ -191,8 +191,13 @@ import FoundationXML
         process.standardOutput = output
         process.standardError = FileHandle.nullDevice
         try process.run()
-        let dom = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
+        // Read and wait on a thread of its own: the browser takes seconds, and a pool thread blocked that
+        // long stalls the other tests (on Linux, Swift concurrency's pool is Dispatch's global queue).
+        let dom = await offThePool { () -> String in
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            return String(decoding: data, as: UTF8.self)
+        }
         #expect(process.terminationStatus == 0)
         // The browser built the SVG: every job's group is in its DOM.
         for job in jobs { #expect(dom.contains("data-id=\"\(job.id)\""), "\(job.name)") }

@@ -39,7 +39,7 @@ import Testing
             override func didCancel(reason: any Error) { cancelled.open() }
         }
         let job = Loop(inside: inside, saw: sawCancel)
-        JobQueue().add(job)
+        JobQueue(workerThreads: .dedicated).add(job)  // its body waits on a thread of its own
         await inside.waitAsync()
         job.cancel()
         #expect(await job.outcome.isCancelled)

@@ -37,7 +37,7 @@ import Testing
     }
 
     @Test func aDependencyAddedToAWaitingJobIsHonoured() async {
-        let queue = JobQueue(name: "late")
+        let queue = JobQueue(name: "late", workerThreads: .dedicated)  // `first` waits on a thread of its own
         let blocker = Gate()
         let order = Recorder<String>()
         let first = BlockJob(name: "first") { blocker.wait() }

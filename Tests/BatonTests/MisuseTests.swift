@@ -98,6 +98,13 @@ import Testing
         }
         expect(result, toSay: "maxConcurrentJobs of queue 'zero' must be at least 1")
     }
+
+    @Test func aDispatchQueueWithDedicatedThreadsStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = JobQueue(name: "both", dispatchQueue: .global(), workerThreads: .dedicated)
+        }
+        expect(result, toSay: "queue 'both' was given both a dispatchQueue and workerThreads: .dedicated")
+    }
 }
 
 /// Checks that a child process that stopped said `message` on its standard error.

@@ -245,7 +245,8 @@ import Testing
         }
         JobQueue(name: "q").add(job)
         await job.bodyInside.waitAsync()
-        DispatchQueue.global().async { job.cancel() }
+        // A thread of its own: the observer blocks it until the test, on Swift concurrency's pool, goes on.
+        DispatchQueue(label: "canceller").async { job.cancel() }
         await observerInside.waitAsync()
         #expect(job.finishedAtDidCancel.current == false)  // already told, before the observer
         job.finish()

@@ -13,7 +13,8 @@ import Testing
     /// Issue 9, item 10: a serial queue's job whose finish is delivered by another thread (an observer
     /// of its cancel was still running when the body returned) frees the slot and starts the next job.
     @Test func aFinishDeliveredByAnotherThreadStartsTheNextJob() async throws {
-        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        // Threads of their own for the body and the cancel: both block until the test goes on.
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
         let bodyInside = Gate()
         let observerInside = Gate()
         let releaseObserver = Gate()
@@ -28,7 +29,7 @@ import Testing
         let second = BlockJob(name: "second") {}
         queue.add([first, second])
         await bodyInside.waitAsync()
-        DispatchQueue.global().async { first.cancel() }  // this thread delivers the cancel, then the finish
+        DispatchQueue(label: "canceller").async { first.cancel() }  // delivers the cancel, then the finish
         await observerInside.waitAsync()
         // The body has returned and its worker has nothing to run (the slot still looks taken): it ends.
         let workerEnded = await eventually { first.state == .finishing && workers(of: queue) == 0 }
@@ -67,6 +68,40 @@ import Testing
         }
         await queue.waitUntilAllJobsAreFinished()
         #expect(jobs.allSatisfy { ($0.outcomeIfDecided?.error as? JobError)?.code == .timedOut })
+    }
+
+    /// `workerThreads: .dedicated`: synchronous bodies that block do not hold up each other's start: 32
+    /// bodies, each waiting until all 32 are inside, run at once, on the queue and as a group's children
+    /// (the group's child queue has dedicated threads too). On the shared threads (Dispatch's global
+    /// queue) this took 30 s on Linux with 2 cores: one thread per core, then about one more per second.
+    @Test(arguments: [false, true]) func blockingBodiesOnDedicatedThreadsDoNotHoldUpEachOther(
+        inAGroup: Bool
+    )
+        async throws
+    {
+        let count = 32
+        let queue = JobQueue(name: "blocking", maxConcurrentJobs: count, workerThreads: .dedicated)
+        let inside = ConcurrencyGauge()
+        let allInside = Gate()
+        let jobs = (0..<count).map { index in
+            BlockJob(name: "blocking \(index)") {
+                if inside.enter() == count { allInside.open() }
+                // Bounded, so that a failure ends instead of hanging; the test's deadline fires first.
+                _ = allInside.wait(timeoutSeconds: 60)
+                inside.leave()
+            }
+        }
+        if inAGroup {
+            queue.add(GroupJob(name: "group", children: jobs, maxConcurrentChildren: count))
+        } else {
+            queue.add(jobs)
+        }
+        // The deadline is kept by a thread of its own: on Linux, Swift's concurrency pool is Dispatch's
+        // global queue too, so a `Task.sleep` deadline would starve with the bodies it is to catch.
+        let allStarted = await offThePool { allInside.wait(timeoutSeconds: 10) }
+        #expect(allStarted, "within 10 s only \(inside.highest) of \(count) blocking bodies were inside at once")
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
     }
 
     /// A finished job is let go of by the queue after it unlocks (the job's `deinit` locks it).

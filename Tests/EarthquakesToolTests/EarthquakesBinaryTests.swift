@@ -1,3 +1,4 @@
+import BatonTesting
 import EarthquakesKit
 import Foundation
 import Testing
@@ -21,24 +22,15 @@ import Testing
         var stderr: String
     }
 
-    /// Runs the executable to its end on a Dispatch thread, so the wait never holds one of the few
-    /// threads of Swift concurrency's pool that the other tests run on.
+    /// Runs the executable to its end on a thread of its own (`offThePool`), so the wait never holds one
+    /// of the few threads of Swift concurrency's pool that the other tests run on.
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
-        try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue.global().async {
-                continuation.resume(with: Result { try runBlocking(arguments, environment: environment) })
-            }
-        }
+        try await offThePool { try runBlocking(arguments, environment: environment) }
     }
 
-    /// Waits for a process on a Dispatch thread (see ``run(_:environment:)``).
+    /// Waits for a process on a thread of its own (see ``run(_:environment:)``).
     static func waitOffThePool(_ process: Process) async {
-        await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
-                process.waitUntilExit()
-                continuation.resume()
-            }
-        }
+        await offThePool { process.waitUntilExit() }
     }
 
     private static func runBlocking(_ arguments: [String], environment: [String: String]) throws -> Run {

@@ -175,8 +175,12 @@ open class GroupJob: Job, @unchecked Sendable {
         let outer = parentQueue?.exclusivityScope ?? .processWide
         let claimed = withGroup { $0.claimed }
         let scope = claimed.isEmpty ? outer : ExclusivityScope(lending: claimed, of: name, parent: outer)
+        // Children run on Dispatch's global queue, or on threads of their own if the group's queue
+        // gives its bodies threads of their own (``JobQueue/WorkerThreads/dedicated``).
+        let dedicated = parentQueue.map { $0.dispatchQueue == nil } ?? false
         let childQueue = JobQueue(
-            name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: nil, exclusivityScope: scope,
+            name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: dedicated ? nil : .global(),
+            exclusivityScope: scope,
             instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
             adoption: { [weak self] jobs in self?.adopt(jobs) })
         let (initial, cancelled, token): ([Job], Bool, UInt64) = withCore { core in

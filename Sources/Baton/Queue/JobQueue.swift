@@ -37,7 +37,9 @@ public final class JobQueue: @unchecked Sendable {
     public let name: String
     /// Where the exclusivity categories of this queue's jobs are arbitrated.
     public let exclusivityScope: ExclusivityScope
-    let dispatchQueue: DispatchQueue
+    /// Where worker loops run; `nil`: each loop on a serial Dispatch queue of its own
+    /// (``WorkerThreads/dedicated``).
+    let dispatchQueue: DispatchQueue?
     let lock = Lock(adaptive: true)
     @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
@@ -63,23 +65,51 @@ public final class JobQueue: @unchecked Sendable {
     /// - Parameters:
     ///   - name: Used in diagnostics.
     ///   - maxConcurrentJobs: At most this many jobs execute at once; 1 makes a serial queue.
-    ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue.
+    ///   - dispatchQueue: Where synchronous bodies run. Defaults to the global concurrent queue (see
+    ///     `workerThreads`).
     ///   - exclusivityScope: Where exclusivity categories are arbitrated. Defaults to
     ///     ``ExclusivityScope/processWide``, shared by every queue that is not given one.
     ///   - instruments: What watches the queue's jobs (metrics, traces, a timeline); see
     ///     ``JobInstrument``. Defaults to ``defaultInstruments``.
-    /// - Precondition: `maxConcurrentJobs >= 1`.
+    ///   - workerThreads: ``WorkerThreads/shared`` (the default) runs synchronous bodies on
+    ///     `dispatchQueue`; ``WorkerThreads/dedicated`` gives each running body a thread of its own, for
+    ///     bodies that block. Give `dedicated` without a `dispatchQueue`.
+    /// - Precondition: `maxConcurrentJobs >= 1`, and no `dispatchQueue` with `.dedicated` threads.
     public convenience init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
         dispatchQueue: DispatchQueue? = nil,
         exclusivityScope: ExclusivityScope = .processWide,
-        instruments: [any JobInstrument]? = nil
+        instruments: [any JobInstrument]? = nil,
+        workerThreads: WorkerThreads = .shared
     ) {
+        if workerThreads == .dedicated, dispatchQueue != nil {
+            fatalError(
+                "Baton: queue '\(name)' was given both a dispatchQueue and workerThreads: .dedicated; its bodies "
+                    + "can run on one or the other. Leave out the dispatchQueue to give each body a thread of "
+                    + "its own, or leave out workerThreads to run them on the dispatchQueue.")
+        }
         self.init(
-            name: name, maxConcurrentJobs: maxConcurrentJobs, dispatchQueue: dispatchQueue,
+            name: name, maxConcurrentJobs: maxConcurrentJobs,
+            dispatchQueue: workerThreads == .dedicated ? nil : (dispatchQueue ?? .global()),
             exclusivityScope: exclusivityScope, instruments: instruments ?? JobQueue.defaultInstruments,
             adoption: nil)
+    }
+
+    /// Which threads run a queue's synchronous bodies (asynchronous bodies always run on Swift
+    /// concurrency's pool, or their own executor).
+    public enum WorkerThreads: Sendable {
+        /// Dispatch's global concurrent queue, or the `dispatchQueue` given: the fastest for bodies that
+        /// compute and return. Not for bodies that block (wait for I/O, a lock, another job, a child
+        /// process) on Linux: there that queue is also Swift concurrency's pool, runs one block per core,
+        /// and adds a thread for blocked ones only about once a second, so a few blocked bodies delay
+        /// every job and every task of the process by seconds.
+        case shared
+        /// A thread for each worker loop (a serial Dispatch queue made for it, which Dispatch's
+        /// overcommitting pool serves at once): up to `maxConcurrentJobs` bodies (at most 64 per queue)
+        /// block at the same time without holding up anything else. Each start of a loop may wake or
+        /// make a thread, so jobs that only compute run slower than on ``shared``.
+        case dedicated
     }
 
     init(
@@ -94,7 +124,7 @@ public final class JobQueue: @unchecked Sendable {
         }
         self.name = name
         self.exclusivityScope = exclusivityScope
-        self.dispatchQueue = dispatchQueue ?? .global()
+        self.dispatchQueue = dispatchQueue
         self.scheduler = QueueScheduler(
             maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
     }
@@ -292,8 +322,17 @@ public final class JobQueue: @unchecked Sendable {
     }
 
     func startWorkers(_ count: Int) {
-        for _ in 0..<count {
+        for _ in 0..<count { dispatchWorker() }
+    }
+
+    /// Starts a worker loop on the queue's Dispatch queue, or, for ``WorkerThreads/dedicated``, on a
+    /// serial queue made for it: such a queue targets Dispatch's overcommitting pool, which gives it a
+    /// thread at once (an idle one, or a new one).
+    private func dispatchWorker() {
+        if let dispatchQueue {
             dispatchQueue.async { self.runWorker() }
+        } else {
+            DispatchQueue(label: "Baton.JobQueue.worker").async { self.runWorker() }
         }
     }
 
@@ -321,7 +360,7 @@ public final class JobQueue: @unchecked Sendable {
         }
         context.departed.removeAll(keepingCapacity: true)  // outside the lock
         for waiter in waiters { waiter.resume() }
-        dispatchQueue.async { self.runWorker() }
+        dispatchWorker()
     }
 }
 
