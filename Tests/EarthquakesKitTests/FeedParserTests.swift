@@ -307,18 +307,22 @@ struct FeedParserTests {
 
         @Test("timing: the 1,349-feature feed, reported for the record")
         func timing() throws {
+            // Reported, not asserted: the suite runs on shared, noisy machines (and under ThreadSanitizer),
+            // so speed is judged by the benchmarks against named peers, never by a time limit here.
             let data = try USGSData.data("2.5_month-2025-10.geojson")
-            _ = try parser.parse(data)  // warm up
+            let warmUp = try parser.parse(data)
             let clock = ContinuousClock()
             var best = Duration.seconds(1_000)
             for _ in 0..<5 {
-                let elapsed = try clock.measure { _ = try parser.parse(data) }
+                var parsed: Feed?
+                let elapsed = try clock.measure { parsed = try parser.parse(data) }
                 best = min(best, elapsed)
+                #expect(parsed == warmUp, "every parse of the same bytes gives the same feed")
             }
+            #expect(warmUp.earthquakes.count == 1349)
             print(
                 "FeedParser: 2.5_month-2025-10.geojson (1349 features, \(data.count) bytes) parsed in \(best) (best of 5)"
             )
-            #expect(best < .seconds(2), "far too slow even for a debug build")
         }
     }
 }
