@@ -116,8 +116,8 @@ extension PostgresJobStore {
             // The insert, then on the same connection the flush and check — sent once the server has
             // answered the insert, so after its commit: a connection cut in between runs both again.
             let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
-                [client, faults] in
-                let result = try await client.withConnection { connection -> (PostgresRow?, Bool?) in
+                [submitClient, faults] in
+                let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     var rows: [PostgresRow] = []
                     for try await row in try await connection.execute(insert, logger: logger) { rows.append(row) }
                     guard let row = rows.first else { return (nil, nil) }

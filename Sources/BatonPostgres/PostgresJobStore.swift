@@ -40,12 +40,16 @@ public final class PostgresJobStore: JobStore {
     public let clock: DurableClock
     public let configuration: PostgresStoreConfiguration
     let client: PostgresClient
+    /// The connections of submissions' inserts: generic plans only (`plan_cache_mode`), see
+    /// ``clientConfiguration(_:genericPlans:)``.
+    let submitClient: PostgresClient
     let logger: Logger
     let hub = PostgresWakeupHub()
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
     let faults = PostgresFaults()
     private let runner: Task<Void, Never>
+    private let submitRunner: Task<Void, Never>
     private let listener: PostgresListener
 
     /// The schema version this build writes and understands.
@@ -68,6 +72,10 @@ public final class PostgresJobStore: JobStore {
         let client = PostgresClient(configuration: Self.clientConfiguration(configuration), backgroundLogger: logger)
         self.client = client
         self.runner = Task { await client.run() }
+        let submitClient = PostgresClient(
+            configuration: Self.clientConfiguration(configuration, genericPlans: true), backgroundLogger: logger)
+        self.submitClient = submitClient
+        self.submitRunner = Task { await submitClient.run() }
         self.listener = PostgresListener(
             configuration: configuration, channel: channel, hub: hub, logger: logger)
         do {
@@ -78,6 +86,7 @@ public final class PostgresJobStore: JobStore {
             }
         } catch {
             runner.cancel()
+            submitRunner.cancel()
             throw error
         }
         listener.start()
@@ -96,12 +105,14 @@ public final class PostgresJobStore: JobStore {
     public func close() {
         listener.stop()
         runner.cancel()
+        submitRunner.cancel()
         hub.finishAll()
     }
 
     deinit {
         listener.stop()
         runner.cancel()
+        submitRunner.cancel()
     }
 
     public func wakeups() -> AsyncStream<Void> { hub.stream() }
@@ -110,14 +121,26 @@ public final class PostgresJobStore: JobStore {
     /// woken by polling).
     public var isListening: Bool { listener.isListening }
 
-    static func clientConfiguration(_ configuration: PostgresStoreConfiguration) -> PostgresClient.Configuration {
+    /// The pool's settings. With `genericPlans` (the submissions' pool), the connections plan each
+    /// prepared statement once for any values (`plan_cache_mode = force_generic_plan`), and at most
+    /// half as many are opened (at least one; none before the first submission). By default the
+    /// server plans the submitting statement anew for each call's values, its generic plan looking
+    /// costlier: for a one-job graph that planning took 0.4–0.5 ms of server time, more than the
+    /// insert itself, on every call (0.07 ms with the generic plan, which joins by hashing and ran a
+    /// 50,000-job graph as fast as the custom one). The other statements keep the server's default
+    /// choice: the claiming statement's forced generic plan took tens of milliseconds in a trial.
+    static func clientConfiguration(
+        _ configuration: PostgresStoreConfiguration, genericPlans: Bool = false
+    ) -> PostgresClient.Configuration {
         var result = PostgresClient.Configuration(
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database, tls: .disable)
         result.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", configuration.applicationName),
         ]
-        result.options.maximumConnections = configuration.maximumConnections
+        if genericPlans { result.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan")) }
+        result.options.maximumConnections =
+            genericPlans ? max(1, configuration.maximumConnections / 2) : configuration.maximumConnections
         result.options.connectTimeout = configuration.connectTimeout
         return result
     }

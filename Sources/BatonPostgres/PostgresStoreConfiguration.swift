@@ -16,7 +16,8 @@ public struct PostgresStoreConfiguration: Sendable {
     /// The PostgreSQL schema (namespace) holding the store's tables. Letters, digits and `_` only.
     public var schema: String
     /// The most connections the store opens for claims, completions and queries (the listener for
-    /// wake-ups has one more of its own).
+    /// wake-ups has one more of its own, and submissions up to half as many again, opened only when
+    /// the store submits).
     public var maximumConnections: Int
     /// How long a connection attempt may take before it fails (and is retried with backoff).
     public var connectTimeout: Duration
