@@ -139,8 +139,10 @@ struct PostgresFaultTests {
             ).collect()[0].decode(Int.self)
             #expect(terminated >= 2)  // The pool's connection and the listener's.
             // Woken while cut off (polling fallback, then the reconnect's own wake-up) without any NOTIFY.
-            var iterator = wakeups.makeAsyncIterator()
-            #expect(await iterator.next() != nil)
+            try await withDeadline(.seconds(60), "a wake-up of the cut-off worker (polling fallback or reconnect)") {
+                var iterator = wakeups.makeAsyncIterator()
+                #expect(await iterator.next() != nil)
+            }
             try await Self.eventually("the listener is back") { worker.isListening }
             // The worker's next call runs on a new connection; its lease held through the partition.
             let result = try await worker.finish([

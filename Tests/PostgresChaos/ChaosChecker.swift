@@ -17,6 +17,7 @@ struct ChaosChecker {
         var started: Double
         var ended: Double?
         var accepted: Bool?
+        var refused: Bool?
     }
 
     func check(
@@ -79,11 +80,13 @@ struct ChaosChecker {
             kills[pid] = at
         }
         var attempts: [Attempt] = []
-        for (job, attempt, pid, started, ended, accepted) in try await side.query(
-            "SELECT job, attempt, pid, started, ended, accepted FROM chaos_attempts ORDER BY job, attempt"
-        ).map({ try $0.decode((Int64, Int, Int, Double, Double?, Bool?).self) }) {
+        for (job, attempt, pid, started, ended, accepted, refused) in try await side.query(
+            "SELECT job, attempt, pid, started, ended, accepted, refused FROM chaos_attempts ORDER BY job, attempt"
+        ).map({ try $0.decode((Int64, Int, Int, Double, Double?, Bool?, Bool?).self) }) {
             attempts.append(
-                Attempt(job: job, attempt: attempt, pid: pid, started: started, ended: ended, accepted: accepted))
+                Attempt(
+                    job: job, attempt: attempt, pid: pid, started: started, ended: ended, accepted: accepted,
+                    refused: refused))
         }
         var categoryOf: [Int64: String] = [:]
         for (job, category) in try await side.query("SELECT job, category FROM job_categories").map({
@@ -144,14 +147,17 @@ struct ChaosChecker {
             }
         }
         let reclaimed = attempts.filter { $0.attempt > 1 }.count
-        // Reports the store refused: the attempt's lease had ended (expired, or its claim was lost in a crash).
-        let rejected = attempts.filter { $0.accepted == false }.count
+        // Reports the store refused: the attempt's lease had ended (expired, or its claim was lost in a
+        // crash). Planned failures that the store accepted, to retry the job, are not among them.
+        let rejected = attempts.filter { $0.refused == true }.count
+        let retried = attempts.filter { $0.accepted == false && $0.refused == false }.count
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let summary: [String: Any] = [
             "harness": "postgres-chaos", "seed": seed, "jobs": jobs, "workers": workers, "lost": lost,
             "duplicate_completions": duplicates, "early_starts": early, "left_claimed": leftClaimed + leftHolders,
             "kills": kills.count, "worker_restarts": workerRestarts, "server_restarts": serverRestarts,
             "server_restart_mode": crash ? "immediate" : "fast", "rejected_reports": rejected,
+            "failures_accepted_for_retry": retried,
             "attempts": attempts.count, "reclaimed_attempts": reclaimed, "orphaned_attempts": orphans,
             "worst_reclaim_s": (worstReclaim * 1000).rounded() / 1000,
             "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
@@ -163,8 +169,8 @@ struct ChaosChecker {
             """
             chaos: \(jobs) jobs, \(workers) workers, \(String(format: "%.1f", seconds)) s: \(kills.count) SIGKILLs, \
             \(workerRestarts) worker restarts, \(serverRestarts) PostgreSQL \(crash ? "crash(es)" : "restart(s)"); \
-            \(attempts.count) attempts, \(reclaimed) re-claimed (planned failures included), \(rejected) reports \
-            refused, \(orphans) orphaned by kills, worst re-claim \
+            \(attempts.count) attempts, \(reclaimed) re-claimed (planned failures included), \(retried) planned \
+            failures accepted for a retry, \(rejected) reports refused, \(orphans) orphaned by kills, worst re-claim \
             \(String(format: "%.2f", worstReclaim)) s (lease \(lease)); lost \(lost), duplicate completions \
             \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders)
             """)

@@ -32,13 +32,12 @@ struct ChaosRun {
         var random = SeededRandom(seed: seed)
         let categories = [DurableCategory.named("one", limit: 1), .named("two", limit: 2), .named("three", limit: 3)]
         var remaining = jobs
-        var runCount = 0
+        var graphs: [GraphSpec] = []
         let encoder = JSONEncoder()
         let clock = ContinuousClock()
-        let submitStart = clock.now
         while remaining > 0 {
             let size = min(1000, remaining)
-            var graph = GraphSpec(name: "chaos-\(runCount)")
+            var graph = GraphSpec(name: "chaos-\(graphs.count)")
             for index in 0..<size {
                 var dependencies: [JobSpec.Dependency] = []
                 if index > 0 {
@@ -61,11 +60,28 @@ struct ChaosRun {
                         categories: Double.random(in: 0..<1, using: &random) < 0.15
                             ? [categories[Int.random(in: 0..<3, using: &random)]] : []))
             }
-            _ = try await store.submit(graph, uniqueKey: "chaos-\(seed)-\(runCount)")
+            graphs.append(graph)
             remaining -= size
-            runCount += 1
         }
-        say("chaos: submitted \(jobs) jobs in \(runCount) runs in \(clock.now - submitStart)")
+        // The last runs are held back and submitted while PostgreSQL restarts (or crashes): a submission
+        // cut off there is retried by the store into the same run, and one lost in a crash with its
+        // unflushed insert is stored again — never twice (the checker counts the jobs).
+        let late = restartCommand == nil ? 0 : min(2, graphs.count / 3)  // most of the jobs go first
+        let submitStart = clock.now
+        for (index, graph) in graphs.enumerated().dropLast(late) {
+            _ = try await store.submit(graph, uniqueKey: "chaos-\(seed)-\(index)")
+        }
+        say(
+            "chaos: submitted \(graphs.dropLast(late).reduce(0) { $0 + $1.jobs.count }) jobs in \(graphs.count - late) runs in \(clock.now - submitStart)"
+                + (late > 0 ? "; \(late) more runs to submit while PostgreSQL restarts" : ""))
+        var lateSubmissions: Task<LateSubmissions, any Error>?
+        // Their store, opened now (not while the server goes down), logs the calls it retries.
+        let retries = Protected(0)
+        let lateFailure = Protected<String?>(nil)
+        var counting = Logger(label: "chaos.submit") { _ in RetryCountingLogHandler(count: retries) }
+        counting.logLevel = .notice
+        let lateStore = late > 0 ? try await PostgresJobStore(url: url, schema: schema, logger: counting) : nil
+        defer { lateStore?.close() }
 
         // Workers, kills and restarts.
         var processes = try (0..<workers).map { try spawn(worker: $0, schema: schema) }
@@ -82,6 +98,11 @@ struct ChaosRun {
                 "SELECT count(*)::int FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled')"
             )[0].decode(Int.self)
             if finished >= jobs { break }
+            if let failure = lateFailure.withLock({ $0 }) {
+                say("chaos: FAILED: \(failure)")
+                for process in processes { process.terminate() }
+                return false
+            }
             if clock.now >= nextReport {
                 say("chaos: \(finished) of \(jobs) jobs finished, \(kills) kills so far")
                 nextReport = clock.now + .seconds(5)
@@ -103,6 +124,11 @@ struct ChaosRun {
                 say(
                     "chaos: \(crash ? "crashing (-m immediate) and restarting" : "restarting") PostgreSQL at \(finished) of \(jobs) jobs"
                 )
+                if let lateStore {
+                    lateSubmissions = submitLate(
+                        Array(graphs.enumerated().suffix(late)), seed: seed, store: lateStore, retries: retries,
+                        failure: lateFailure)
+                }
                 // system(3), not Process: Foundation's Process did not always see this child exit.
                 let began = Date().timeIntervalSince1970
                 let status = system(restartCommand.joined(separator: " "))
@@ -133,11 +159,56 @@ struct ChaosRun {
             process.waitUntilExit()
         }
         defer { store.close() }
+        if let lateSubmissions {
+            let result = try await lateSubmissions.value
+            let restart = try await side.query("SELECT began, ended FROM chaos_server_restarts").map {
+                try $0.decode((Double, Double).self)
+            }.first
+            say(
+                "chaos: \(result.runs) runs submitted while PostgreSQL restarted: "
+                    + result.calls.map { call in
+                        String(format: "%.3f–%.3f s", call.began - (restart?.0 ?? 0), call.ended - (restart?.0 ?? 0))
+                    }.joined(separator: ", ")
+                    + String(format: " after the restart began (it took %.3f s)", (restart?.1 ?? 0) - (restart?.0 ?? 0))
+                    + "; \(result.retries) calls the store retried")
+        }
         let checker = ChaosChecker(side: side, jobs: jobs, categories: categories)
         return try await checker.check(
             kills: kills, workerRestarts: workerRestarts, serverRestarts: serverRestarts, crash: crash,
             elapsed: elapsed,
             seed: seed, workers: workers, lease: lease)
+    }
+
+    struct LateSubmissions: Sendable {
+        var runs = 0
+        var calls: [(began: Double, ended: Double)] = []
+        var retries = 0
+    }
+
+    /// Submits `graphs` one after the other, 150 ms apart, through `store`, whose log handler counts
+    /// in `retries` the calls it retried (proof that a submission met the restarting server). A failed
+    /// call is also put in `failure`, which the orchestrator checks while it waits.
+    func submitLate(
+        _ graphs: [(offset: Int, element: GraphSpec)], seed: UInt64, store: PostgresJobStore, retries: Protected<Int>,
+        failure: Protected<String?>
+    ) -> Task<LateSubmissions, any Error> {
+        Task {
+            var result = LateSubmissions()
+            for (index, graph) in graphs {
+                let began = Date().timeIntervalSince1970
+                do {
+                    _ = try await store.submit(graph, uniqueKey: "chaos-\(seed)-\(index)")
+                } catch {
+                    failure.withLock { $0 = "submitting run \(index) while PostgreSQL restarted failed: \(error)" }
+                    throw error
+                }
+                result.calls.append((began, Date().timeIntervalSince1970))
+                result.runs += 1
+                try await Task.sleep(for: .milliseconds(150))
+            }
+            result.retries = retries.withLock { $0 }
+            return result
+        }
     }
 
     func spawn(worker: Int, schema: String) throws -> Process {
@@ -154,5 +225,22 @@ struct ChaosRun {
         ]
         try process.run()
         return process
+    }
+}
+
+/// Counts the store's "retrying" notices; prints nothing.
+struct RetryCountingLogHandler: LogHandler {
+    let count: Protected<Int>
+    var logLevel: Logger.Level = .notice
+    var metadata: Logger.Metadata = [:]
+    var metadataProvider: Logger.MetadataProvider?
+
+    func log(event: LogEvent) {
+        if event.message.description.contains("retrying") { count.withLock { $0 += 1 } }
+    }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
     }
 }

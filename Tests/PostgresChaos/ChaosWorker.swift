@@ -119,7 +119,7 @@ struct ChaosWorker {
                         let sent = Date().timeIntervalSince1970
                         let result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
                         try await side.reported(
-                            row: row!, accepted: result == .accepted(.succeeded), sent: sent,
+                            row: row!, result: result, sent: sent,
                             at: Date().timeIntervalSince1970)
                     } catch {
                         // Cancelled after a lost lease, or the server stayed away: the lease ends and the

@@ -1,10 +1,11 @@
+import BatonDurable
 import BatonPostgres
 import Foundation
 import Logging
 import PostgresNIO
 
 /// The chaos run's side log, in the store's database but written apart from the store: one row per
-/// execution attempt (started, ended, whether its completion was accepted) and one per SIGKILL.
+/// execution attempt (started, ended, what the store did with its report) and one per SIGKILL.
 /// Every write is its own transaction, retried while the server restarts.
 final class SideLog: Sendable {
     let store: PostgresJobStore
@@ -16,7 +17,7 @@ final class SideLog: Sendable {
         CREATE TABLE IF NOT EXISTS chaos_attempts (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint NOT NULL, attempt integer NOT NULL,
             worker text NOT NULL, pid integer NOT NULL, token bigint NOT NULL, started float8 NOT NULL,
-            ended float8, reporting float8, reported float8, accepted boolean)
+            ended float8, reporting float8, reported float8, accepted boolean, refused boolean)
         """,
         "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
         "CREATE TABLE IF NOT EXISTS chaos_server_restarts (began float8 NOT NULL, ended float8 NOT NULL)",
@@ -47,10 +48,17 @@ final class SideLog: Sendable {
         try await query("UPDATE chaos_attempts SET started = \(started), ended = \(at) WHERE id = \(row)")
     }
 
-    /// The outcome of the attempt's report to the store, and when the report was sent and answered.
-    func reported(row: Int64, accepted: Bool, sent: Double, at: Double) async throws {
+    /// What the store did with the attempt's report, and when the report was sent and answered.
+    /// `accepted`: recorded as the job's completion (it succeeded); `refused`: the store rejected the
+    /// report (the lease had ended). A planned failure the store accepted, to be retried, is neither.
+    func reported(row: Int64, result: FinishResult, sent: Double, at: Double) async throws {
+        let accepted = result == .accepted(.succeeded)
+        let refused = result == .rejected
         try await query(
-            "UPDATE chaos_attempts SET accepted = \(accepted), reporting = \(sent), reported = \(at) WHERE id = \(row)")
+            """
+            UPDATE chaos_attempts SET accepted = \(accepted), refused = \(refused), reporting = \(sent), reported = \(at)
+            WHERE id = \(row)
+            """)
     }
 
     func killed(pid: Int32, at: Double) async throws {
