@@ -155,6 +155,10 @@ public struct FeedParser: Sendable {
             var parsed = Parsed()
             parsed.source = (data, unit.toMilliseconds)
             var problems: [(index: Int, id: String?, problem: String)] = []
+            // Strict: the first unreadable feature's error, returned only once every feature was located
+            // and scanned — a later one that the scanner cannot read sends the feed to the full parse,
+            // whose error (for the whole document) is then the one to give, as a first import would.
+            var strictFailure: FeedError?
             for (index, feature) in located.enumerated() {
                 let offset = jsonRange.lowerBound
                 let range = (feature.range.lowerBound + offset)..<(feature.range.upperBound + offset)
@@ -172,10 +176,14 @@ public struct FeedParser: Sendable {
                         try Self.earthquake(wire, index: index, of: located.count, factor: unit.toMilliseconds))
                     parsed.fingerprints.append(fingerprint)
                 } catch {
-                    if strict { return .failure(error) }
+                    if strict {
+                        if strictFailure == nil { strictFailure = error }
+                        continue
+                    }
                     problems.append((index, wire.id, error.featureProblem ?? error.description))
                 }
             }
+            if let strictFailure { return .failure(strictFailure) }
             return .success(
                 Located(
                     metadata: document.metadata, parsed: parsed, problems: problems,
