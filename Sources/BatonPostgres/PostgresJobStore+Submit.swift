@@ -34,7 +34,14 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let encoder = JSONEncoder()
         let jobs = graph.jobs
-        let retries = try jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        // Encoded once per distinct policy: a graph's jobs mostly share one.
+        var encodedRetries: [RetryPolicy: String] = [:]
+        let retries = try jobs.map { job in
+            if let text = encodedRetries[job.retry] { return text }
+            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
+            encodedRetries[job.retry] = text
+            return text
+        }
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let channel = channel
         var remaining: [Int32] = []
