@@ -147,6 +147,8 @@ struct JSONSyntaxChecker {
                 }
             case 0x00..<0x20:
                 throw fail("control character \(describe(byte)) inside a string (not allowed in JSON)")
+            case 0x80...:
+                try checkUTF8Sequence()
             default:
                 index += 1
             }
@@ -155,7 +157,42 @@ struct JSONSyntaxChecker {
         throw Failure(offset: start, reason: "unexpected end of input inside a string that starts here")
     }
 
+    /// One UTF-8 encoded character of two to four bytes (RFC 3629: no overlong forms, no surrogates).
+    private mutating func checkUTF8Sequence() throws(Failure) {
+        let lead = bytes[index]
+        let (count, secondRange): (Int, ClosedRange<UInt8>) =
+            switch lead {
+            case 0xC2...0xDF: (1, 0x80...0xBF)
+            case 0xE0: (2, 0xA0...0xBF)
+            case 0xED: (2, 0x80...0x9F)
+            case 0xE1...0xEF: (2, 0x80...0xBF)
+            case 0xF0: (3, 0x90...0xBF)
+            case 0xF1...0xF3: (3, 0x80...0xBF)
+            case 0xF4: (3, 0x80...0x8F)
+            default: (0, 0x80...0xBF)
+            }
+        let notUTF8 = fail("\(describe(lead)) in a string is not UTF-8 text (the feed must be UTF-8)")
+        guard count > 0 else { throw notUTF8 }
+        for offset in 1...count {
+            guard index + offset < bytes.count else { throw notUTF8 }
+            let byte = bytes[index + offset]
+            guard offset == 1 ? secondRange.contains(byte) : (0x80...0xBF).contains(byte) else { throw notUTF8 }
+        }
+        index += count + 1
+    }
+
     private mutating func checkNumber() throws(Failure) {
+        let start = index
+        try checkNumberSyntax()
+        // A well-formed number too large for a 64-bit float: JSON decoders refuse it as "not valid JSON".
+        let text = String(decoding: UnsafeBufferPointer(rebasing: bytes[start..<index]), as: UTF8.self)
+        if let value = Double(text), !value.isFinite {
+            throw Failure(
+                offset: start, reason: "the number \(text) is too large (beyond ±1.8e308, a 64-bit float's range)")
+        }
+    }
+
+    private mutating func checkNumberSyntax() throws(Failure) {
         if bytes[index] == UInt8(ascii: "-") { index += 1 }
         guard index < bytes.count, isDigit(bytes[index]) else {
             throw index < bytes.count
