@@ -461,8 +461,17 @@ public struct FeedParser: Sendable {
         guard (-180.0...180.0).contains(longitude) else {
             throw invalid("has longitude \(longitude), outside -180...180")
         }
-
         let p = feature.properties
+        // A number written beyond a 64-bit float's range (1e999) reads as infinity: not a measurement.
+        for (value, path) in [
+            (depth, "depth (geometry.coordinates[2])"), (p?.mag, "magnitude (properties.mag)"),
+            (p?.cdi, "intensity (properties.cdi)"), (p?.mmi, "intensity (properties.mmi)"),
+        ] {
+            if let value, !value.isFinite {
+                throw invalid("has \(path) \(value): a number beyond a 64-bit float's range is not a measurement")
+            }
+        }
+
         return Earthquake(
             id: id,
             latitude: latitude,

@@ -21,6 +21,12 @@ struct FeedParserLeniencyTests {
         (#"{"id":"swapped","geometry":{"coordinates":[35,139,2]}}"#, "swapped", "latitude 139.0"),
         (#"{"id":"stringmag","properties":{"mag":"4.5"},"geometry":{"coordinates":[1,2,3]}}"#, nil, "properties.mag"),
         (#"{"id":"absurd","properties":{"time":1e300},"geometry":{"coordinates":[1,2,3]}}"#, "absurd", "time"),
+        (#"{"id":"hugemag","properties":{"mag":1e999},"geometry":{"coordinates":[1,2,3]}}"#, "hugemag", "magnitude"),
+        (#"{"id":"hugedepth","geometry":{"coordinates":[1,2,-1e400]}}"#, "hugedepth", "depth (geometry"),
+        (
+            #"{"id":"hugecdi","properties":{"cdi":2e308},"geometry":{"coordinates":[1,2,3]}}"#, "hugecdi",
+            "properties.cdi"
+        ),
     ]
 
     @Test("the good features are read and each bad one is named in a warning", arguments: 0..<badFeatures.count)
