@@ -64,6 +64,11 @@ public struct ListOptions: Sendable, Equatable {
     ///
     /// - Throws: ``CLIError`` (a usage error) when the minimum is above the maximum.
     public func validated() throws(CLIError) -> ListOptions {
+        for (option, value) in [("--min-magnitude", minMagnitude), ("--max-magnitude", maxMagnitude)] {
+            if let value, !value.isFinite {
+                throw CLIError.usage("\(option) must be a number such as 4.5 or -0.5; got \(value)")
+            }
+        }
         if let minMagnitude, let maxMagnitude, minMagnitude > maxMagnitude {
             throw CLIError.usage(
                 "--min-magnitude \(minMagnitude) is above --max-magnitude \(maxMagnitude); nothing could match")

@@ -88,6 +88,11 @@ import Testing
             matching: ListOptions(minMagnitude: -1, maxMagnitude: 3.1).filter, order: .magnitude, limit: nil)
         #expect(between.map(\.earthquake.id) == ["x1", "q1", "e2"])
         #expect(throws: CLIError.self) { try ListOptions(minMagnitude: 5, maxMagnitude: 4).validated() }
+        // "nan" and "inf" parse as numbers but match nothing (or everything): a usage error that says so.
+        for options in [ListOptions(minMagnitude: .nan), ListOptions(maxMagnitude: .infinity)] {
+            let error = try #require(throws: CLIError.self) { try options.validated() }
+            #expect(error.isUsage && error.message.contains("must be a number such as 4.5"), "\(error.message)")
+        }
     }
 
     /// Defect 10: `--near` ranks in SQL and gives the same answer as the reference ranking in Swift.
