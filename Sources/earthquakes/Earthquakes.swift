@@ -75,13 +75,21 @@ struct Refresh: AsyncParsableCommand {
     )
     var resume = false
 
+    // `.unconditional`: a negative value is the option's (refused below, saying why), not a missing one.
     @Option(
+        parsing: .unconditional,
         help: ArgumentHelp(
             "Give up when no byte has arrived for this long (a slow but steady download is never cut).",
             valueName: "seconds"))
     var timeout: Double = 30
-    @Option(help: ArgumentHelp("Also give up when the whole download takes longer than this.", valueName: "seconds"))
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp("Also give up when the whole download takes longer than this.", valueName: "seconds"))
     var totalTimeout: Double?
+
+    /// The longest wait either timeout accepts: a week (a larger number cannot be a deliberate limit,
+    /// and one beyond about 9e9 seconds cannot even be represented as a duration).
+    static let longestTimeout: Double = 7 * 86_400
 
     @Flag(
         help:
@@ -100,11 +108,17 @@ struct Refresh: AsyncParsableCommand {
             try RunPicture.check(timeline, option: "--timeline")
             try RunPicture.check(trace, option: "--trace")
         }
-        guard timeout > 0, timeout.isFinite else {
-            throw ValidationError("--timeout must be a positive number of seconds, for example 30")
+        let longest = Int(Self.longestTimeout)
+        guard timeout > 0, timeout <= Self.longestTimeout else {
+            throw ValidationError(
+                "--timeout must be a positive number of seconds, at most \(longest) (a week), for example 30")
         }
-        if let totalTimeout, !(totalTimeout > 0 && totalTimeout.isFinite) {
-            throw ValidationError("--total-timeout must be a positive number of seconds, for example 600")
+        if let totalTimeout, !(totalTimeout > 0 && totalTimeout <= Self.longestTimeout) {
+            throw ValidationError(
+                "--total-timeout must be a positive number of seconds, at most \(longest) (a week), for example 600")
+        }
+        if feed.contains(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
+            throw ValidationError("--feed is empty; give an http(s) address or a file path, for example --feed day")
         }
         try usageChecked { for feed in allFeeds { _ = try EarthquakesCLI.source(feed) } }
     }

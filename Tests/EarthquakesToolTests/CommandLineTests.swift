@@ -60,6 +60,13 @@ import Testing
                 "earthquakes refresh"
             ),
             (["refresh", "--timeout", "0"], "--timeout must be a positive number", "earthquakes refresh"),
+            // A timeout too large for a duration trapped (exit 132) before it was refused.
+            (["refresh", "--timeout", "1e300"], "at most 604800 (a week)", "earthquakes refresh"),
+            (["refresh", "--total-timeout", "1e300"], "--total-timeout must be", "earthquakes refresh"),
+            (["refresh", "--timeout", "-1"], "--timeout must be a positive number", "earthquakes refresh"),
+            (["refresh", "--timeout", "nan"], "--timeout must be a positive number", "earthquakes refresh"),
+            (["refresh", "--feed", ""], "--feed is empty", "earthquakes refresh"),
+            (["list", "--min-magnitude", "nan"], "--min-magnitude must be a number", "earthquakes list"),
             (["show"], "Missing expected argument", "earthquakes show"),
             (["frobnicate"], "Unexpected argument", "earthquakes"),
         ])
