@@ -133,12 +133,23 @@ public enum SinceParser {
     /// - Parameter option: The option being read, for the message (`--since`, `--before`).
     public static func parse(_ text: String, now: Date, option: String = "--since") throws(CLIError) -> Date {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if let age = age(trimmed) { return now.addingTimeInterval(-age) }
+        if let age = age(trimmed) {
+            guard age <= longestAge else {
+                throw CLIError.usage(
+                    "\(option) \"\(text)\" reaches too far back: an age can be at most 3652500d (10,000 years); for example \(examples)"
+                )
+            }
+            return now.addingTimeInterval(-age)
+        }
         if let date = try moment(trimmed, original: text, option: option) { return date }
         throw CLIError.usage(
             "\(option) \"\(text)\" is not a date, a time or an age; for example \(examples) (times are UTC unless a zone is given)"
         )
     }
+
+    /// The largest age accepted: 10,000 years (a time much further back, about 290 million years, cannot
+    /// even be written as milliseconds since 1970).
+    static let longestAge: TimeInterval = 3_652_500 * 86_400
 
     private static func age(_ text: String) -> TimeInterval? {
         guard let unit = text.last, text.count >= 2 else { return nil }

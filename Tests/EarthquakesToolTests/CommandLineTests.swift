@@ -67,6 +67,11 @@ import Testing
             (["refresh", "--timeout", "nan"], "--timeout must be a positive number", "earthquakes refresh"),
             (["refresh", "--feed", ""], "--feed is empty", "earthquakes refresh"),
             (["list", "--min-magnitude", "nan"], "--min-magnitude must be a number", "earthquakes list"),
+            (["list", "--since", "99999999999999999999d"], "reaches too far back", "earthquakes list"),
+            (
+                ["prune", "--before", "9999999999w"], "--before \"9999999999w\" reaches too far back",
+                "earthquakes prune"
+            ),
             (["show"], "Missing expected argument", "earthquakes show"),
             (["frobnicate"], "Unexpected argument", "earthquakes"),
         ])
