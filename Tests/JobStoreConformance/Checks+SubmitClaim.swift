@@ -41,6 +41,37 @@ extension JobStoreConformance {
             }
             try expectEqual(try await store.claimAll().count, 0, "claimable jobs")
         },
+        check("numbers beyond a store's 32-bit integers are rejected before anything is stored") { store, _ in
+            var cases: [(String, JobSpec)] = []
+            var job = Build.job("a", priority: Int.max)
+            cases.append(("a priority beyond Int32", job))
+            job = Build.job("a", retry: .immediate(maxAttempts: 3))
+            job.retry.maxAttempts = 0
+            cases.append(("no attempt at all", job))
+            job.retry.maxAttempts = Int(Int32.max) + 1
+            cases.append(("attempts beyond Int32", job))
+            job = Build.job("a", categories: [.named("c")])
+            job.categories[0].limit = 0
+            cases.append(("a category limit of 0", job))
+            job = Build.job("a")
+            job.timeout = .zero
+            cases.append(("a zero timeout", job))
+            for (what, job) in cases {
+                let error = try await expectDurableError(.invalidGraph) {
+                    _ = try await store.submit(GraphSpec(name: what, jobs: [job]), uniqueKey: nil)
+                }
+                try expect(error.message.contains("'a'") && error.jobs == ["a"], "\(what): \(error.message)")
+            }
+            try expectEqual(try await store.claimAll(["k", "big"]).count, 0, "claimable jobs")
+            // The largest values accepted are stored and handed out as given.
+            let big = Build.job(
+                "big", kind: "big", priority: Int(Int32.max), retry: .immediate(maxAttempts: Int(Int32.max)),
+                categories: [.named("wide", limit: Int(Int32.max))])
+            _ = try await store.submit(GraphSpec(name: "edges", jobs: [big]), uniqueKey: nil)
+            let claimed = try await store.claimAll(["big"])
+            try expectEqual(claimed.map(\.priority), [Int(Int32.max)], "priority of the claimed job")
+            try expectEqual(claimed.map(\.maxAttempts), [Int(Int32.max)], "attempts of the claimed job")
+        },
         check("a unique key returns the existing run") { store, _ in
             let first = try await store.submit(Build.graph("g", Build.job("a"), Build.job("b")), uniqueKey: "key-1")
             let again = try await store.submit(Build.graph("g", Build.job("a"), Build.job("b")), uniqueKey: "key-1")

@@ -30,6 +30,29 @@ extension GraphSpec {
             for category in job.categories where category.name.isEmpty {
                 throw invalid("job '\(job.name)' names a category with an empty name.", [job.name])
             }
+            // Stores keep these as 32-bit integers (PostgreSQL's integer): a value beyond is refused here,
+            // the same way by every store, instead of trapping or being cut short.
+            let int32 = Int(Int32.min)...Int(Int32.max)
+            if !int32.contains(job.priority) {
+                throw invalid(
+                    "job '\(job.name)' has priority \(job.priority); a priority must be within \(int32) (JobPriority's raw values are 0...4).",
+                    [job.name])
+            }
+            if !(1...Int(Int32.max)).contains(job.retry.maxAttempts) {
+                throw invalid(
+                    "job '\(job.name)' allows \(job.retry.maxAttempts) attempts; give 1...\(Int32.max) (1: no retry).",
+                    [job.name])
+            }
+            for category in job.categories where !(1...Int(Int32.max)).contains(category.limit) {
+                throw invalid(
+                    "job '\(job.name)' names category \(category) with limit \(category.limit); a limit must be within 1...\(Int32.max).",
+                    [job.name])
+            }
+            if let timeout = job.timeout, timeout <= .zero {
+                throw invalid(
+                    "job '\(job.name)' has a timeout of \(timeout); give a positive duration, or nil for none.",
+                    [job.name])
+            }
         }
         if let cycle = findCycle() {
             let names = cycle.map { jobs[$0].name }
