@@ -24,7 +24,7 @@ extension EarthquakesCLI {
                 from: ($0.0.latitude, $0.0.longitude), to: (quake.latitude, quake.longitude))
         }
         if share {
-            console.print(Self.shareLine(quake))
+            console.print(TerminalText.safe(Self.shareLine(quake)))
             return
         }
         if json {
@@ -56,7 +56,7 @@ extension EarthquakesCLI {
         ]
         for (name, value) in fields {
             guard let value else { continue }
-            console.print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + value)
+            console.print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + TerminalText.safe(value))
         }
         if let age = try dataAge(store) { console.print("\n" + age) }
     }

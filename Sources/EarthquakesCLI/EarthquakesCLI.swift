@@ -168,9 +168,9 @@ public struct EarthquakesCLI: Sendable {
                 removedSampleEvents: oldSample)
             console.print(try JSONText.encode(result))
         } else {
-            for warning in warnings { console.error("warning: \(warning)\n") }
+            for warning in warnings { console.error("warning: \(TerminalText.safe("\(warning)"))\n") }
             if summary.duplicates > 0 {
-                let shown = summary.duplicateIDs.prefix(5).joined(separator: ", ")
+                let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
                 let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
                 console.error(
                     "warning: \(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "

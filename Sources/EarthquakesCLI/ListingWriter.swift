@@ -112,7 +112,7 @@ final class ListingWriter {
             width += 1
         }
         appendSpaces(Self.placeWidth - width + 2)
-        buffer.append(contentsOf: row.id)
+        appendClipped(row.id, room: .max)
         buffer.append(UInt8(ascii: "\n"))
     }
 
@@ -134,6 +134,16 @@ final class ListingWriter {
     /// number of characters appended. Characters are counted as Unicode scalars.
     @discardableResult
     private func appendClipped(_ text: UnsafeBufferPointer<UInt8>, room: Int) -> Int {
+        if TerminalText.mayBeUnsafe(text) {
+            // Feed text reaching a terminal: control and bidirectional characters replaced (rare; the
+            // common case below appends the bytes as they are).
+            var safe = TerminalText.safe(String(decoding: text, as: UTF8.self))
+            return safe.withUTF8 { appendClippedSafe($0, room: room) }
+        }
+        return appendClippedSafe(text, room: room)
+    }
+
+    private func appendClippedSafe(_ text: UnsafeBufferPointer<UInt8>, room: Int) -> Int {
         var scalars = 0
         for byte in text where byte & 0xC0 != 0x80 { scalars += 1 }
         if scalars <= room {
