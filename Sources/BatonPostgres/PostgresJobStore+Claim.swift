@@ -95,14 +95,14 @@ extension PostgresJobStore {
 
     /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v3"
+        static let name = "baton_claim_ready_v4"
         static let sql = """
             WITH candidates AS (
                 SELECT j.id, j.has_categories FROM jobs j
                 WHERE j.state = 'ready' AND j.not_before <= $1 AND j.kind = ANY($2)
-                    AND (NOT j.has_categories OR NOT EXISTS (
-                        SELECT 1 FROM job_categories c WHERE c.job = j.id
-                        AND (SELECT count(*) FROM holders h WHERE h.category = c.category) >= c.max_holders))
+                    AND (NOT j.has_categories OR COALESCE((
+                        SELECT bool_and((SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
+                        FROM job_categories c WHERE c.job = j.id), true))
                 ORDER BY j.priority DESC, j.id
                 LIMIT $3
                 FOR UPDATE SKIP LOCKED
@@ -111,7 +111,7 @@ extension PostgresJobStore {
             ), claimed AS (
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
                     lease_token = \(newToken), lease_expires = $5
-                FROM candidates c WHERE j.id = c.id AND NOT c.has_categories
+                WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
             )

@@ -111,7 +111,7 @@ extension PostgresJobStore {
 
     /// The completing statement: $1 job ids, $2 lease tokens, $3 outputs, $4 now, $5 the wake-up channel.
     enum FinishSucceeded: PreparedText {
-        static let name = "baton_finish_succeeded_v1"
+        static let name = "baton_finish_succeeded_v2"
         static let sql = """
             WITH r AS (
                 SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[]) AS r(id, token, output)
@@ -119,7 +119,7 @@ extension PostgresJobStore {
                 UPDATE jobs j SET state = 'succeeded', output = r.output, finished = $4::float8, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, finished_by = r.token, finished_report = 'succeeded',
                     finished_result = 'succeeded'
-                FROM r WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
+                FROM r WHERE j.id = r.id AND j.lease_token = r.token AND (j.state = 'running') IS TRUE
                 RETURNING j.id, j.run, j.has_categories, r.token
             ), again AS (
                 -- Reports that already finished their attempt (the statement's snapshot predates `done`).
@@ -134,7 +134,8 @@ extension PostgresJobStore {
                     finished = CASE WHEN u.unfinished - counts.n = 0 THEN $4::float8 ELSE u.finished END
                 FROM counts WHERE u.id = counts.run RETURNING u.id
             ), deps AS (
-                SELECT e.job, count(*)::int AS n FROM edges e JOIN done ON e.dependency = done.id GROUP BY e.job
+                SELECT e.job, count(*)::int AS n FROM edges e
+                WHERE e.dependency = ANY(ARRAY(SELECT id FROM done)) GROUP BY e.job
             ), readied AS (
                 UPDATE jobs d SET remaining = d.remaining - deps.n,
                     state = CASE WHEN d.remaining - deps.n = 0 THEN 'ready' ELSE d.state END

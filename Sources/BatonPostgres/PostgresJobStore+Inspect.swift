@@ -96,6 +96,23 @@ extension PostgresJobStore {
         }
     }
 
+    /// One row, not the run's snapshot: a worker running `until:` a run asks this whenever it finds
+    /// nothing to claim, and reading every job of a large run each time made each step of a long chain
+    /// cost time in proportion to the chain's length.
+    public func record(of run: DurableRunID) async throws -> RunRecord {
+        let rows = try await statement(
+            "record(of:)", "SELECT name, unique_key, created, finished FROM runs WHERE id = \(run.rawValue)",
+            readOnly: true)
+        guard let row = rows.first else {
+            throw DurableError(
+                code: .unknownRun, message: "\(run) is not in the store: it was never submitted here, or was pruned.")
+        }
+        let (name, uniqueKey, created, finished) = try row.decode((String, String?, Double, Double?).self)
+        return RunRecord(
+            id: run, name: name, uniqueKey: uniqueKey, created: Date(storeTime: created),
+            finished: finished.map(Date.init(storeTime:)))
+    }
+
     public func traceCarrier(of run: DurableRunID) async throws -> [String: String] {
         let rows = try await statement(
             "traceCarrier", "SELECT trace_context FROM runs WHERE id = \(run.rawValue)", readOnly: true)

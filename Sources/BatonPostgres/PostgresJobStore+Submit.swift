@@ -147,7 +147,10 @@ extension PostgresJobStore {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
                 present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
             }
-            if present == true { return submitted }
+            if present == true {
+                if !submitted.existing && jobs.count >= Self.analyzedSubmission { await refreshStatistics() }
+                return submitted
+            }
             logger.notice(
                 "a submitted run was lost before it was flushed (server crash or dropped connection?); submitting it again",
                 metadata: ["graph": "\(graph.name)"])
@@ -155,6 +158,26 @@ extension PostgresJobStore {
         throw DurableError(
             code: .storeFailure,
             message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
+    static let analyzedSubmission = 1000
+
+    /// Refreshes the planner's statistics of the tables a large submission filled (`ANALYZE`, which
+    /// reads a sample of at most 30,000 rows a table: tens of milliseconds).
+    ///
+    /// Without it, PostgreSQL plans the steps of the new run from statistics that predate it — none
+    /// at all for a new store — until autovacuum's next pass (a minute or more). It then guessed
+    /// dozens of dependents per finished job and read the whole jobs table at every completion
+    /// instead of looking the one dependent up: each step of a 10,000-job chain took about twice as
+    /// long as in a 1,000-job chain. `SKIP_LOCKED`: when another process is analyzing a table, its
+    /// statistics will do. A failure is logged, not thrown: the run is stored and durable.
+    func refreshStatistics() async {
+        do {
+            try await client.query("ANALYZE (SKIP_LOCKED) jobs, edges, job_categories", logger: logger)
+        } catch {
+            logger.notice("could not refresh the planner's statistics after a large submission: \(error)")
+        }
     }
 
     /// A synchronous commit that writes WAL flushes the WAL past the run's commit. It must write: a

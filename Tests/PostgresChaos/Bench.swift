@@ -18,6 +18,13 @@ struct PostgresBench {
     /// A Python with the peers installed; `nil`: run `Benchmarks/peers/setup.sh`; `"none"`: skip them.
     var peersPython: String?
     var runs: Int
+    /// `--only burndown,worker,latency,chain,dag`: just these of Baton's workloads (for profiling one);
+    /// `nil`: all of them.
+    var only: Set<String>? = nil
+    /// `--chains 1000,10000`: the chain lengths instead of the mode's.
+    var chainLengths: [Int]? = nil
+
+    func wanted(_ workload: String) -> Bool { only?.contains(workload) ?? true }
 
     struct Sizes {
         var burn: Int
@@ -68,7 +75,7 @@ struct PostgresBench {
             emit(line)
         }
 
-        for workers in sizes.workers {
+        for workers in sizes.workers where wanted("burndown") {
             var rates: [Double] = []
             var walls: [Double] = []
             for _ in 0..<runs {
@@ -82,20 +89,25 @@ struct PostgresBench {
             ])
         }
         // The same burn-down run by one DurableWorker (what users run), not by claim loops of 100.
-        let (workerRate, workerWall) = try await workerBurnDown(jobs: sizes.burn, logger: logger)
-        record([
-            "peer": "baton", "workload": "burndown-worker", "n": sizes.burn, "workers": 1,
-            "jobs_per_s": round1(workerRate), "wall_jobs_per_s": round1(workerWall), "runs": 1,
-        ])
-        let (p50, p99) = try await latency(samples: sizes.latencySamples, logger: logger)
-        record([
-            "peer": "baton", "workload": "latency", "samples": sizes.latencySamples, "p50_ms": p50, "p99_ms": p99,
-        ])
-        for length in sizes.chains {
+        if wanted("worker") {
+            let (workerRate, workerWall) = try await workerBurnDown(jobs: sizes.burn, logger: logger)
+            record([
+                "peer": "baton", "workload": "burndown-worker", "n": sizes.burn, "workers": 1,
+                "jobs_per_s": round1(workerRate), "wall_jobs_per_s": round1(workerWall), "runs": 1,
+            ])
+        }
+        if wanted("latency") {
+            let (p50, p99) = try await latency(samples: sizes.latencySamples, logger: logger)
+            record([
+                "peer": "baton", "workload": "latency", "samples": sizes.latencySamples, "p50_ms": p50,
+                "p99_ms": p99,
+            ])
+        }
+        for length in chainLengths ?? sizes.chains where wanted("chain") {
             let perStep = try await chain(length: length, logger: logger)
             record(["peer": "baton", "workload": "chain", "n": length, "ms_per_step": round3(perStep)])
         }
-        for count in sizes.dags {
+        for count in sizes.dags where wanted("dag") {
             let (seconds, submit) = try await dag(jobs: count, workers: 2, logger: logger)
             record([
                 "peer": "baton", "workload": "dag", "n": count, "workers": 2, "seconds": round3(seconds),
@@ -145,6 +157,11 @@ struct PostgresBench {
     func fresh(_ name: String) -> String { "bench_\(name)_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))" }
 
     func dropSchema(_ schema: String, using store: PostgresJobStore) async {
+        // For looking at the tables afterwards (EXPLAIN, sizes): BATON_BENCH_KEEP_SCHEMAS=1.
+        if ProcessInfo.processInfo.environment["BATON_BENCH_KEEP_SCHEMAS"] == "1" {
+            progress("kept schema \(schema)")
+            return
+        }
         _ = try? await store.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
     }
 
@@ -278,7 +295,8 @@ struct PostgresBench {
         store.close()
         guard ran == length else { throw BenchFailure("chain ran \(ran) of \(length) jobs") }
         let perStep = span.seconds * 1000 / Double(length - 1)
-        progress("baton chain n=\(length): \(round3(perStep)) ms per step")
+        let tenths = span.tenths().map { "\(round3($0))" }.joined(separator: " ")
+        progress("baton chain n=\(length): \(round3(perStep)) ms per step (by tenth of the chain: \(tenths))")
         return perStep
     }
 
@@ -517,12 +535,24 @@ struct BenchStamp: DurableJob {
 final class BenchSpan: Sendable {
     private let state = Protected<(first: ContinuousClock.Instant?, last: ContinuousClock.Instant?, count: Int)>(
         (nil, nil, 0))
+    private let marks = Protected<[ContinuousClock.Instant]>([])
     func mark() {
         let now = ContinuousClock.now
         state.withLock { state in
             if state.first == nil { state.first = now }
             state.last = now
             state.count += 1
+        }
+        marks.withLock { $0.append(now) }
+    }
+    /// Milliseconds per start in each tenth of the starts, in order (shows whether steps slow down).
+    func tenths() -> [Double] {
+        let marks = marks.withLock { $0 }
+        guard marks.count >= 20 else { return [] }
+        return (0..<10).map { part in
+            let from = part * (marks.count - 1) / 10
+            let to = (part + 1) * (marks.count - 1) / 10
+            return (marks[to] - marks[from]).seconds * 1000 / Double(max(1, to - from))
         }
     }
     var count: Int { state.withLock { $0.count } }

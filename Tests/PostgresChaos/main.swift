@@ -4,7 +4,7 @@ import Foundation
 //
 //   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick] [--crash]  # needs BATON_POSTGRES_URL
 //   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M]  # started by the above
-//   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none]  # speed beside the peers (Bench.swift)
+//   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none] [--only W,..] [--chains N,..]  # speed beside the peers (Bench.swift)
 //
 // Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
 // (set BATON_POSTGRES_RESTART to another command, or to an empty string to skip it); with --crash,
@@ -37,8 +37,13 @@ guard let url = value("--url", in: arguments) ?? environment["BATON_POSTGRES_URL
 let quick = arguments.contains("--quick")
 if arguments.first == "bench" {
     let runs = Int(value("--runs", in: arguments) ?? "") ?? (quick ? 1 : 3)
-    try await PostgresBench(url: url, quick: quick, peersPython: value("--peers", in: arguments), runs: max(1, runs))
-        .run()
+    var bench = PostgresBench(
+        url: url, quick: quick, peersPython: value("--peers", in: arguments), runs: max(1, runs))
+    if let only = value("--only", in: arguments) { bench.only = Set(only.split(separator: ",").map(String.init)) }
+    if let chains = value("--chains", in: arguments) {
+        bench.chainLengths = chains.split(separator: ",").compactMap { Int($0) }
+    }
+    try await bench.run()
     exit(0)
 }
 let jobs = Int(value("--jobs", in: arguments) ?? "") ?? (quick ? 3000 : 20000)
