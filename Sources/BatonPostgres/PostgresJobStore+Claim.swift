@@ -94,6 +94,12 @@ extension PostgresJobStore {
     }
 
     /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
+    ///
+    /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
+    /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
+    /// to the candidates (which the planner did by hashing the whole table when it expected many
+    /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
+    /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
         static let name = "baton_claim_ready_v4"
         static let sql = """
