@@ -32,15 +32,29 @@ extension PostgresJobStore {
     func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
         try graph.validate()
         let now = clock.now().storeTime
-        let encoder = JSONEncoder()
         let jobs = graph.jobs
-        // Encoded once per distinct policy: a graph's jobs mostly share one.
-        var encodedRetries: [RetryPolicy: String] = [:]
+        // Encoded once per distinct policy: a graph's jobs mostly share one, and so do a program's graphs
+        // (encoding one took 0.05 ms, a tenth of a one-job submission's time before its insert).
+        var encodedRetries = retryTexts.withLock { $0 }
+        var encoder: JSONEncoder?
+        var learned = false
         let retries = try jobs.map { job in
             if let text = encodedRetries[job.retry] { return text }
-            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
+            let coder = encoder ?? JSONEncoder()
+            encoder = coder
+            let text = String(decoding: try coder.encode(job.retry), as: UTF8.self)
             encodedRetries[job.retry] = text
+            learned = true
             return text
+        }
+        if learned {
+            // A program uses a handful of policies; one that makes new ones per graph starts the cache over.
+            let dropped = retryTexts.withLock { cache in
+                let old = cache
+                cache = encodedRetries.count <= 64 ? encodedRetries : [:]
+                return old
+            }
+            _ = dropped  // released outside the lock
         }
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let channel = channel
@@ -129,7 +143,10 @@ extension PostgresJobStore {
                     for try await row in try await connection.execute(insert, logger: logger) { rows.append(row) }
                     guard let row = rows.first else { return (nil, nil) }
                     let run = try row.decode((Int64, Int64, [Int64]?).self).0
-                    let present = try await connection.query(Self.flushRun(run), logger: logger).collect()
+                    var present: [PostgresRow] = []
+                    for try await row in try await connection.execute(Self.flushPrepared(run), logger: logger) {
+                        present.append(row)
+                    }
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return (row, try present.first?.decode(Bool.self) ?? false)
                 }
@@ -186,6 +203,20 @@ extension PostgresJobStore {
     /// no row if the run was lost.
     static func flushRun(_ run: Int64) -> PostgresQuery {
         "UPDATE runs SET submission = submission WHERE id = \(run) RETURNING true"
+    }
+
+    /// ``flushRun(_:)`` as a statement prepared once per connection: parsed and planned anew for every
+    /// submission, it took a quarter of a millisecond of the server's time, while the worker woken by
+    /// the submission claims on the same two cores.
+    static func flushPrepared(_ run: Int64) -> Prepared<FlushRun> {
+        var bindings = PostgresBindings(capacity: 1)
+        bindings.append(run)
+        return Prepared<FlushRun>(bindings: bindings)
+    }
+
+    enum FlushRun: PreparedText {
+        static let name = "baton_flush_run_v1"
+        static let sql = "UPDATE runs SET submission = submission WHERE id = $1 RETURNING true"
     }
 
     /// The inserting statement of a submission; its values are listed where it is run.

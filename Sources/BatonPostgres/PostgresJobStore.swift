@@ -48,6 +48,8 @@ public final class PostgresJobStore: JobStore {
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
     let faults = PostgresFaults()
+    /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
+    let retryTexts = Protected<[RetryPolicy: String]>([:])
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
     private let listener: PostgresListener

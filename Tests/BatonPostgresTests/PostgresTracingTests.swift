@@ -66,7 +66,7 @@ struct PostgresTracingTests {
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 3)
+            #expect(PostgresJobStore.schemaVersion == 4)
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])

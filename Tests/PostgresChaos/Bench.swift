@@ -265,6 +265,7 @@ struct PostgresBench {
         workerStore.close()
         await dropSchema(schema, using: submitter)
         submitter.close()
+        let ping = try await roundTrip(logger: logger)
         latencies.sort()
         func percentile(_ p: Double) -> Double {
             round3(latencies[min(latencies.count - 1, Int((p / 100 * Double(latencies.count - 1)).rounded()))])
@@ -272,8 +273,29 @@ struct PostgresBench {
         submitCalls.sort()
         progress(
             "baton latency: p50 \(percentile(50)) ms, p99 \(percentile(99)) ms "
-                + "(the submit call itself: p50 \(round3(submitCalls[submitCalls.count / 2])) ms)")
+                + "(the submit call itself: p50 \(round3(submitCalls[submitCalls.count / 2])) ms; "
+                + "a `SELECT 1` through postgres-nio's pool: p50 \(round3(ping)) ms)")
         return (percentile(50), percentile(99))
+    }
+
+    /// The median time of `SELECT 1` through a postgres-nio pool of this process: the floor under each
+    /// of the round trips that submit→start is made of.
+    func roundTrip(logger: Logger) async throws -> Double {
+        let configuration = try PostgresStoreConfiguration(url: url)
+        let client = PostgresClient(
+            configuration: PostgresClient.Configuration(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: .disable))
+        let running = Task { await client.run() }
+        defer { running.cancel() }
+        var times: [Double] = []
+        for index in 0..<300 {
+            let start = ContinuousClock.now
+            _ = try await client.query("SELECT 1", logger: logger).collect()
+            if index >= 100 { times.append((ContinuousClock.now - start).seconds * 1000) }
+        }
+        times.sort()
+        return times[times.count / 2]
     }
 
     /// A chain of N jobs, each taking the output of the one before as its input, run by one worker.
