@@ -190,8 +190,13 @@ extension PostgresJobStore {
     /// long as in a 1,000-job chain. `SKIP_LOCKED`: when another process is analyzing a table, its
     /// statistics will do. A failure is logged, not thrown: the run is stored and durable.
     func refreshStatistics() async {
+        let logger = logger
         do {
-            try await client.query("ANALYZE (SKIP_LOCKED) jobs, edges, job_categories", logger: logger)
+            // Bounded like any call: a connection that stops answering must not hold the submission.
+            try await PostgresTimeout.run(configuration.operationTimeout) { [client] in
+                _ = try await client.query("ANALYZE (SKIP_LOCKED) jobs, edges, job_categories", logger: logger)
+                    .collect()
+            }
         } catch {
             logger.notice("could not refresh the planner's statistics after a large submission: \(error)")
         }

@@ -12,8 +12,8 @@ import Testing
 /// proportion to the table: a 10,000-job chain took 3.6–4.5 ms per step against 2.0 ms for 1,000.
 ///
 /// Checked with generic plans (`plan_cache_mode = force_generic_plan`), the plans a long-lived
-/// connection ends up with for prepared statements, on three kinds of statistics: those of a store
-/// that just took two large submissions, "mostly pending" and "mostly finished".
+/// connection ends up with for prepared statements, on four kinds of statistics: those of a store
+/// that just took two large submissions, "mostly pending", "mostly ready" and "mostly finished".
 @Suite("PostgreSQL statement plans", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresPlanTests {
     /// The scans that read a whole table of jobs, edges or categories, in `plan`'s text.
@@ -77,6 +77,7 @@ struct PostgresPlanTests {
             let situations: [(String, String?)] = [
                 ("as submitted (large submissions refresh the statistics)", nil),
                 ("statistics: mostly pending", "ANALYZE jobs; ANALYZE edges"),
+                ("statistics: mostly ready", "UPDATE jobs SET state = 'ready'; ANALYZE jobs; ANALYZE edges"),
                 (
                     "statistics: mostly finished",
                     "UPDATE jobs SET state = 'succeeded' WHERE name <> 'c2999'; ANALYZE jobs; ANALYZE edges"
