@@ -75,20 +75,23 @@ struct PostgresBench {
             emit(line)
         }
 
-        for workers in sizes.workers where wanted("burndown") {
-            var rates: [Double] = []
-            var walls: [Double] = []
-            for _ in 0..<runs {
-                let (rate, wall) = try await burnDown(jobs: sizes.burn, workers: workers, logger: logger)
-                rates.append(rate)
-                walls.append(wall)
+        for batch in Self.batches where wanted("burndown") {
+            for workers in sizes.workers {
+                var rates: [Double] = []
+                var walls: [Double] = []
+                for _ in 0..<runs {
+                    let (rate, wall) = try await burnDown(
+                        jobs: sizes.burn, workers: workers, batch: batch, logger: logger)
+                    rates.append(rate)
+                    walls.append(wall)
+                }
+                record([
+                    "peer": "baton", "workload": "burndown", "n": sizes.burn, "workers": workers, "batch": batch,
+                    "jobs_per_s": round1(median(rates)), "wall_jobs_per_s": round1(median(walls)), "runs": runs,
+                ])
             }
-            record([
-                "peer": "baton", "workload": "burndown", "n": sizes.burn, "workers": workers,
-                "jobs_per_s": round1(median(rates)), "wall_jobs_per_s": round1(median(walls)), "runs": runs,
-            ])
         }
-        // The same burn-down run by one DurableWorker (what users run), not by claim loops of 100.
+        // The same burn-down run by one DurableWorker (what users run), not by claim loops.
         if wanted("worker") {
             let (workerRate, workerWall) = try await workerBurnDown(jobs: sizes.burn, logger: logger)
             record([
@@ -117,15 +120,18 @@ struct PostgresBench {
 
         if let python = await peers() {
             for peer in ["pgqueuer", "procrastinate"] {
-                for workers in sizes.peerWorkers[peer] ?? [] {
-                    if let line = await runPeer(
-                        python,
-                        [
-                            "--peer", peer, "--workload", "burndown", "--n", "\(sizes.peerBurn[peer] ?? 1000)",
-                            "--workers", "\(workers)",
-                        ])
-                    {
-                        record(line)
+                // pgqueuer's batch size is its throughput knob: the same two sizes as Baton's loops.
+                for batch in peer == "pgqueuer" ? Self.batches : [0] {
+                    for workers in sizes.peerWorkers[peer] ?? [] {
+                        if let line = await runPeer(
+                            python,
+                            [
+                                "--peer", peer, "--workload", "burndown", "--n", "\(sizes.peerBurn[peer] ?? 1000)",
+                                "--workers", "\(workers)",
+                            ] + (batch > 0 ? ["--batch", "\(batch)"] : []))
+                        {
+                            record(line)
+                        }
                     }
                 }
                 if let line = await runPeer(
@@ -177,7 +183,7 @@ struct PostgresBench {
     /// protocol (``drain(_:total:span:)``), each with its own store, until every job is reported. The rate is
     /// N / (last start − release of the connected loops), as the peers' is measured (from the release of
     /// their connected, waiting processes); the wall rate is N / (release → all reported).
-    func burnDown(jobs: Int, workers: Int, logger: Logger) async throws -> (Double, Double) {
+    func burnDown(jobs: Int, workers: Int, batch: Int, logger: Logger) async throws -> (Double, Double) {
         let schema = fresh("burn")
         let submitter = try await store(schema, logger)
         var graph = JobGraph(name: "burn")
@@ -186,7 +192,7 @@ struct PostgresBench {
         let stores = try await (0..<workers).asyncMap { _ in try await store(schema, logger) }
         let span = BenchSpan()
         let start = ContinuousClock.now
-        try await drain(stores, total: jobs, span: span)
+        try await drain(stores, total: jobs, batch: batch, span: span)
         let wall = ContinuousClock.now - start
         for store in stores { store.close() }
         let ran = span.count
@@ -197,7 +203,7 @@ struct PostgresBench {
             throw BenchFailure("burn-down ran \(ran) of \(jobs) jobs")
         }
         let rate = Double(jobs) / seconds
-        progress("baton burndown n=\(jobs) workers=\(workers): \(Int(rate)) jobs/s")
+        progress("baton burndown n=\(jobs) workers=\(workers) batch=\(batch): \(Int(rate)) jobs/s")
         return (rate, Double(jobs) / wall.seconds)
     }
 
@@ -343,7 +349,7 @@ struct PostgresBench {
         let submit = (ContinuousClock.now - submitStart).seconds
         let span = BenchSpan()
         let stores = try await (0..<workers).asyncMap { _ in try await store(schema, logger) }
-        try await drain(stores, total: jobs, span: span)
+        try await drain(stores, total: jobs, batch: 100, span: span)
         for store in stores { store.close() }
         let ran = span.count
         await dropSchema(schema, using: submitter)
@@ -353,10 +359,16 @@ struct PostgresBench {
         return (span.seconds, submit)
     }
 
-    /// Worker loops on the store's protocol, as `DurableWorker` drives it (claim a batch of up to 100,
+    /// Worker loops on the store's protocol, as `DurableWorker` drives it (claim a batch of up to `batch`,
     /// run, report the batch and claim the next in one call), one loop per store; an empty claim waits
     /// 1 ms (a benchmark).
-    func drain(_ stores: [PostgresJobStore], total: Int, span: BenchSpan) async throws {
+    /// The batch sizes of the burn-down: Baton's loops claim (and report) up to this many jobs at a
+    /// time, and pgqueuer dequeues this many (its `batch_size`). 100 was pgqueuer's tuning in the issue;
+    /// 500 suits both better here (a sweep of 100 / 250 / 500 / 1,000 on 24 Nov: pgqueuer's best was
+    /// 15–17k jobs/s at 250–1,000, Baton's 46k at 500, with 1,000 slower for Baton).
+    static let batches = [100, 500]
+
+    func drain(_ stores: [PostgresJobStore], total: Int, batch: Int, span: BenchSpan) async throws {
         let done = BenchCounter()
         try await withThrowingTaskGroup(of: Void.self) { group in
             for (index, store) in stores.enumerated() {
@@ -366,7 +378,7 @@ struct PostgresBench {
                     while done.value < total {
                         if claimed.isEmpty {
                             claimed = try await store.claim(
-                                worker: "b\(index)", kinds: [BenchNoOp.kind], limit: 100, lease: .seconds(60))
+                                worker: "b\(index)", kinds: [BenchNoOp.kind], limit: batch, lease: .seconds(60))
                             if claimed.isEmpty {
                                 try await Task.sleep(for: .milliseconds(1))
                                 continue
@@ -376,7 +388,7 @@ struct PostgresBench {
                         let finished = claimed.count
                         claimed = try await store.finish(
                             claimed.map { .init(lease: $0.lease, outcome: .succeeded(output: Data("0".utf8))) },
-                            thenClaim: 100, worker: "b\(index)", kinds: [BenchNoOp.kind], lease: .seconds(60)
+                            thenClaim: batch, worker: "b\(index)", kinds: [BenchNoOp.kind], lease: .seconds(60)
                         ).claimed
                         done.add(finished)
                     }
@@ -451,10 +463,15 @@ struct PostgresBench {
             let theirs = number(bestPeer, "jobs_per_s")
         {
             summary["burndown_best_baton_over_best_peer"] = round3(ours / theirs)
-            summary["burndown_best_peer"] = "\(bestPeer["peer"] ?? "?") ×\(bestPeer["workers"] ?? "?") workers"
+            let peerBatch = (bestPeer["tuning"] as? [String: Any])?["batch_size"].map { ", batch \($0)" } ?? ""
+            summary["burndown_best_peer"] =
+                "\(bestPeer["peer"] ?? "?") ×\(bestPeer["workers"] ?? "?") workers\(peerBatch)"
+            summary["burndown_best_baton"] =
+                "\(bestBaton["workers"] ?? "?") worker loops, batch \(bestBaton["batch"] ?? "?")"
             for line in batonBurns {
                 if let rate = number(line, "jobs_per_s") {
-                    summary["burndown_\(line["workers"] ?? "?")w_over_best_peer"] = round3(rate / theirs)
+                    let key = "burndown_\(line["workers"] ?? "?")w_b\(line["batch"] ?? "?")_over_best_peer"
+                    summary[key] = round3(rate / theirs)
                 }
             }
         }
