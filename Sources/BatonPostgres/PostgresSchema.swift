@@ -111,7 +111,7 @@ enum PostgresSchema {
         // submission (a one-job graph's whole insert took two tenths), and a few microseconds per job
         // of a large one. The store keeps the relation itself: a run and its jobs are inserted by one
         // statement, and `prune` deletes a run's jobs, edges and categories before the run
-        // (`PostgresSchemaTests` checks that nothing is left).
+        // (`PostgresIntegrityTests` checks that nothing is left).
         ["ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_run_fkey"],
     ]
 
