@@ -1,5 +1,6 @@
 public import BatonDurable
 import Foundation
+import Logging
 import NIOCore
 import PostgresNIO
 
@@ -29,7 +30,12 @@ extension PostgresJobStore {
     /// What a server crash (or a connection cut before the insert committed) can do in that window is
     /// lose a run whose jobs already started — the store then submits it again; the store's guarantees
     /// hold (its completions were never accepted: they would have flushed it).
-    func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
+    ///
+    /// `general`: store the graph with the statement for any graph even when it has no dependencies,
+    /// categories or inputs taken from other jobs (the tests compare the two statements' rows).
+    func submit(
+        _ graph: GraphSpec, uniqueKey: String?, submission: String, general: Bool = false
+    ) async throws -> SubmittedRun {
         try graph.validate()
         let now = clock.now().storeTime
         let jobs = graph.jobs
@@ -91,6 +97,11 @@ extension PostgresJobStore {
                 categoryLimit.append(Int32(category.limit))
             }
         }
+        // Independent jobs (no dependency, category or input from another job) are stored by a lighter
+        // statement: no job identities drawn ahead, no edges or categories to insert (0.1 ms less of the
+        // server's time for a one-job graph, a third of its insert).
+        let independent =
+            !general && !jobs.isEmpty && edgeFrom.isEmpty && categoryJob.isEmpty && inputFrom.allSatisfy { $0 < 0 }
         let names = jobs.map(\.name)
         let kinds = jobs.map(\.kind)
         let indexes = (0..<jobs.count).map { Int32($0) }
@@ -114,24 +125,28 @@ extension PostgresJobStore {
         bindings.append(kinds)
         bindings.append(inputs)
         bindings.append(hasInput)
-        bindings.append(inputFrom)
-        bindings.append(remaining)
+        if !independent {
+            bindings.append(inputFrom)
+            bindings.append(remaining)
+        }
         bindings.append(maxAttempts)
         bindings.append(retries)
         bindings.append(priorities)
         bindings.append(timeouts)
-        bindings.append(hasCategories)
+        if !independent { bindings.append(hasCategories) }
         bindings.append(notBefore)
-        bindings.append(edgeFrom)
-        bindings.append(edgeTo)
-        bindings.append(edgeRegardless)
-        bindings.append(categoryJob)
-        bindings.append(categoryName)
-        bindings.append(categoryLimit)
+        if !independent {
+            bindings.append(edgeFrom)
+            bindings.append(edgeTo)
+            bindings.append(edgeRegardless)
+            bindings.append(categoryJob)
+            bindings.append(categoryName)
+            bindings.append(categoryLimit)
+        }
         bindings.append(channel)
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
-        let insert = Prepared<SubmitGraph>(bindings: bindings)
+        let insert = SubmitStatement(independent: independent, bindings: bindings)
         let logger = logger
         for _ in 0..<5 {
             // The insert, then on the same connection the flush and check — sent once the server has
@@ -139,8 +154,7 @@ extension PostgresJobStore {
             let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
                 [submitClient, faults] in
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
-                    var rows: [PostgresRow] = []
-                    for try await row in try await connection.execute(insert, logger: logger) { rows.append(row) }
+                    let rows = try await insert.execute(on: connection, logger: logger)
                     guard let row = rows.first else { return (nil, nil) }
                     let run = try row.decode((Int64, Int64, [Int64]?).self).0
                     var present: [PostgresRow] = []
@@ -222,6 +236,60 @@ extension PostgresJobStore {
     enum FlushRun: PreparedText {
         static let name = "baton_flush_run_v1"
         static let sql = "UPDATE runs SET submission = submission WHERE id = $1 RETURNING true"
+    }
+
+    /// The inserting statement of a submission: ``SubmitIndependent`` when the graph's jobs are
+    /// independent, ``SubmitGraph`` otherwise.
+    struct SubmitStatement: Sendable {
+        let independent: Bool
+        let bindings: PostgresBindings
+
+        func execute(on connection: PostgresConnection, logger: Logger) async throws -> [PostgresRow] {
+            var rows: [PostgresRow] = []
+            if independent {
+                let statement = Prepared<SubmitIndependent>(bindings: bindings)
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            } else {
+                let statement = Prepared<SubmitGraph>(bindings: bindings)
+                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            }
+            return rows
+        }
+    }
+
+    /// The inserting statement of a graph of independent jobs — no dependency, no category, no input
+    /// from another job: ``SubmitGraph`` without the identities drawn ahead (the insert draws them, in
+    /// job order) and without edges and categories. Its rows must be those ``SubmitGraph`` writes for
+    /// the same graph (``PostgresIntegrityTests`` compares them). Values as ``SubmitGraph``'s, less
+    /// `input_from`, `remaining`, `has_categories`, the edges and the categories: $1 name, $2 unique
+    /// key, $3 now, $4 job count, $5 finished, $6 trace context, $7 submission, $8 indexes, $9 names,
+    /// $10 kinds, $11 inputs, $12 has input, $13 maximum attempts, $14 retry policies, $15 priorities,
+    /// $16 timeouts, $17 not before, $18 channel.
+    enum SubmitIndependent: PreparedText {
+        static let name = "baton_submit_independent_v1"
+        static let sql = """
+            WITH new_run AS (
+                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
+                VALUES ($1, $2, $3, $4, $5, $6, $7)
+                ON CONFLICT DO NOTHING RETURNING id
+            ), inserted AS (
+                INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
+                    timeout, has_categories, not_before)
+                SELECT new_run.id, t.idx, t.name, t.kind, 'ready', CASE WHEN t.has_input THEN t.input END, 0,
+                    t.max_attempts, t.retry, t.priority, NULLIF(t.timeout, -1), false, t.not_before
+                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before)
+                ORDER BY t.idx
+                RETURNING id, idx
+            ), woken AS (
+                SELECT pg_notify($18, '') FROM new_run
+            ), early AS (
+                SELECT set_config('synchronous_commit', 'off', true)
+            )
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM early) AS done,
+                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs
+            FROM new_run
+            """
     }
 
     /// The inserting statement of a submission; its values are listed where it is run.

@@ -93,4 +93,63 @@ struct PostgresIntegrityTests {
             }
         }
     }
+
+    static func texts(
+        _ store: PostgresJobStore, _ sql: String, _ value: some PostgresEncodable & Sendable
+    ) async throws -> [String] {
+        var bindings = PostgresBindings()
+        try bindings.append(value)
+        return try await store.client.query(PostgresQuery(unsafeSQL: sql, binds: bindings)).collect()
+            .map { try $0.decode(String.self) }
+    }
+
+    /// Independent jobs are stored by a statement of their own (``PostgresJobStore/SubmitIndependent``);
+    /// it must write what the statement for any graph writes.
+    @Test("a graph of independent jobs is stored exactly as the statement for any graph stores it")
+    func independentJobsAreStoredAsAnyGraphIs() async throws {
+        try await TestPostgres.withStore("independent") { store, _ in
+            let start = Date(timeIntervalSince1970: 1_800_000_000)
+            func graph(_ count: Int) -> GraphSpec {
+                GraphSpec(
+                    name: "independent \(count)",
+                    jobs: (0..<count).map { index in
+                        JobSpec(
+                            name: "job \(index)", kind: index % 3 == 0 ? "a" : "b",
+                            input: Data(index % 4 == 0 ? "null".utf8 : "\(index)".utf8), priority: index % 5,
+                            retry: index % 2 == 0
+                                ? .never : .constant(maxAttempts: 2 + index % 3, delay: .milliseconds(index)),
+                            timeout: index % 3 == 1 ? .seconds(index) : nil,
+                            notBefore: index % 7 == 0 ? start.addingTimeInterval(Double(index)) : nil)
+                    },
+                    traceCarrier: ["traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"])
+            }
+            // Every column but the identities; retry policies as JSON values (their text's key order may vary).
+            let jobColumns = """
+                SELECT (to_jsonb(j) - 'id' - 'run' || jsonb_build_object('retry', j.retry::jsonb))::text
+                FROM jobs j WHERE run = $1 ORDER BY idx
+                """
+            let runColumns = "SELECT (to_jsonb(r) - 'id' - 'submission' - 'created')::text FROM runs r WHERE id = $1"
+            let idsInOrder = "SELECT id::text FROM jobs WHERE run = $1 ORDER BY idx"
+            for count in [1, 7, 1500] {
+                let light = try await store.submit(graph(count), uniqueKey: nil, submission: UUID().uuidString)
+                let general = try await store.submit(
+                    graph(count), uniqueKey: nil, submission: UUID().uuidString, general: true)
+                let lightJobs = try await Self.texts(store, jobColumns, light.run.rawValue)
+                #expect(lightJobs.count == count)
+                let generalJobs = try await Self.texts(store, jobColumns, general.run.rawValue)
+                #expect(generalJobs.count == count)
+                let differing = zip(lightJobs, generalJobs).first { $0 != $1 }
+                #expect(differing == nil, "jobs of \(count): \(differing.map { "\($0.0) against \($0.1)" } ?? "")")
+                #expect(
+                    try await Self.texts(store, runColumns, light.run.rawValue)
+                        == (try await Self.texts(store, runColumns, general.run.rawValue)), "run of \(count)")
+                // Identities in job order (older means submitted first), and returned in that order.
+                for run in [light, general] {
+                    let ids = try await Self.texts(store, idsInOrder, run.run.rawValue).compactMap { Int64($0) }
+                    #expect(ids == ids.sorted(), "identities drawn in job order (\(count) jobs)")
+                    #expect(ids == run.jobs.map(\.rawValue), "identities returned in job order (\(count) jobs)")
+                }
+            }
+        }
+    }
 }

@@ -188,7 +188,9 @@ struct PostgresBench {
         let submitter = try await store(schema, logger)
         var graph = JobGraph(name: "burn")
         for index in 0..<jobs { graph.add(BenchNoOp.self, input: index, name: "j\(index)", retry: .never) }
+        let submitted = ContinuousClock.now
         _ = try await submitter.submit(graph)
+        progress("baton burndown n=\(jobs): submitted in \(round3((ContinuousClock.now - submitted).seconds)) s")
         let stores = try await (0..<workers).asyncMap { _ in try await store(schema, logger) }
         let span = BenchSpan()
         let start = ContinuousClock.now
