@@ -245,13 +245,17 @@ extension PostgresJobStore {
         let bindings: PostgresBindings
 
         func execute(on connection: PostgresConnection, logger: Logger) async throws -> [PostgresRow] {
+            independent
+                ? try await rows(of: SubmitIndependent.self, on: connection, logger: logger)
+                : try await rows(of: SubmitGraph.self, on: connection, logger: logger)
+        }
+
+        private func rows<Text: PreparedText>(
+            of text: Text.Type, on connection: PostgresConnection, logger: Logger
+        ) async throws -> [PostgresRow] {
             var rows: [PostgresRow] = []
-            if independent {
-                let statement = Prepared<SubmitIndependent>(bindings: bindings)
-                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
-            } else {
-                let statement = Prepared<SubmitGraph>(bindings: bindings)
-                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+            for try await row in try await connection.execute(Prepared<Text>(bindings: bindings), logger: logger) {
+                rows.append(row)
             }
             return rows
         }
