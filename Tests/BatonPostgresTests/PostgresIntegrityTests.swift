@@ -28,7 +28,7 @@ struct PostgresIntegrityTests {
     func version4DropsTheForeignKey() async throws {
         let configuration = try TestPostgres.configuration("v3")
         try await TestPostgres.withStore("v3setup") { setup, _ in
-            try await setup.client.withConnection { connection in
+            _ = try await setup.client.withConnection { connection in
                 try await PostgresSchema.migrate(
                     on: connection, schema: configuration.schema, logger: TestPostgres.logger, target: 3)
             }
