@@ -240,7 +240,8 @@ enum ChaosExecutable {
         CREATE TABLE chaos_attempts (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint NOT NULL, attempt integer NOT NULL,
             worker text NOT NULL, pid integer NOT NULL, token bigint NOT NULL, started float8 NOT NULL,
-            ended float8, reporting float8, reported float8, accepted boolean)
+            ended float8, reporting float8, reported float8, accepted boolean, refused boolean,
+            UNIQUE (job, token))
         """,
         "CREATE TABLE chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
     ]

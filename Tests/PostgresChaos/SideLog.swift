@@ -17,7 +17,8 @@ final class SideLog: Sendable {
         CREATE TABLE IF NOT EXISTS chaos_attempts (
             id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, job bigint NOT NULL, attempt integer NOT NULL,
             worker text NOT NULL, pid integer NOT NULL, token bigint NOT NULL, started float8 NOT NULL,
-            ended float8, reporting float8, reported float8, accepted boolean, refused boolean)
+            ended float8, reporting float8, reported float8, accepted boolean, refused boolean,
+            UNIQUE (job, token))
         """,
         "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
         "CREATE TABLE IF NOT EXISTS chaos_server_restarts (began float8 NOT NULL, ended float8 NOT NULL)",
@@ -35,11 +36,15 @@ final class SideLog: Sendable {
         return try await Task { try await store.query(query) }.value
     }
 
+    /// Logs an attempt's start; the row's id. Retry-safe: one lease (job and token) is one attempt, so
+    /// an insert sent again after its first send committed and lost its reply (the server restarting)
+    /// finds the row the first send wrote instead of adding a second that would never end.
     func started(job: Int64, attempt: Int, token: Int64, worker: String, pid: Int, at: Double) async throws -> Int64 {
         let rows = try await query(
             """
             INSERT INTO chaos_attempts (job, attempt, token, worker, pid, started)
-            VALUES (\(job), \(attempt), \(token), \(worker), \(pid), \(at)) RETURNING id
+            VALUES (\(job), \(attempt), \(token), \(worker), \(pid), \(at))
+            ON CONFLICT (job, token) DO UPDATE SET started = chaos_attempts.started RETURNING id
             """)
         return try rows[0].decode(Int64.self)
     }
