@@ -8,10 +8,39 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let rows = try await prepared(
-            "claim", Self.claimStatement(worker: worker, kinds: kinds, limit: limit, now: now, expires: expires),
-            confirm: false)
+        let statement = Self.claimStatement(worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        let rows: [PostgresRow]
+        if let early = await claimOnListener(statement) {
+            rows = early
+        } else {
+            rows = try await prepared("claim", statement, confirm: false)
+        }
         return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+    }
+
+    /// The claiming statement's rows, run on the listening connection when it is free
+    /// (``PostgresListener/lend(_:)``); nil when it is not, or when it failed (the caller then claims
+    /// through the pool, with its retries: a claim that committed before the failure is a lost claim,
+    /// whose jobs are claimed again when its lease expires).
+    func claimOnListener(_ statement: Prepared<ClaimReady>) async -> [PostgresRow]? {
+        let logger = logger
+        do {
+            return try await listener.lend { [faults] connection in
+                try await PostgresTimeout.run(configuration.operationTimeout) {
+                    var rows: [PostgresRow] = []
+                    for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                    try faults.afterCommit("claim on the wake-up connection")
+                    return rows
+                }
+            }
+        } catch is CancellationError {
+            return nil
+        } catch {
+            logger.notice(
+                "claiming on the wake-up connection failed; claiming through the pool",
+                metadata: ["error": "\(PostgresFailure.describe(error))"])
+            return nil
+        }
     }
 
     /// The rest of a claim once the claiming statement has answered with `rows`: the candidates with

@@ -52,7 +52,7 @@ public final class PostgresJobStore: JobStore {
     let retryTexts = Protected<[RetryPolicy: String]>([:])
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
-    private let listener: PostgresListener
+    let listener: PostgresListener
 
     /// The schema version this build writes and understands.
     public static var schemaVersion: Int { PostgresSchema.current }

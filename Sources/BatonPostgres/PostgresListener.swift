@@ -61,6 +61,9 @@ final class PostgresListener: Sendable {
         var task: Task<Void, Never>?
         var listening = false
         var stopped = false
+        /// The listening connection while it listens, and whether a call has it (``lend(_:)``).
+        var connection: PostgresConnection?
+        var lent = false
     }
 
     init(configuration: PostgresStoreConfiguration, channel: String, hub: PostgresWakeupHub, logger: Logger) {
@@ -91,7 +94,38 @@ final class PostgresListener: Sendable {
         task?.cancel()
     }
 
-    private func setListening(_ value: Bool) { state.withLock { $0.listening = value } }
+    private func setListening(_ value: Bool, connection: PostgresConnection? = nil) {
+        let previous = state.withLock { state -> PostgresConnection? in
+            state.listening = value
+            defer { state.connection = value ? connection : nil }
+            return state.connection
+        }
+        _ = previous  // released outside the lock
+    }
+
+    /// Runs `body` on the listening connection — when it is listening and no other call has it — and
+    /// returns its result; nil when the connection is not available. A failure is thrown; one that
+    /// says the connection is lost or stopped answering also closes it (the listener reconnects, and
+    /// wakes the workers once it is back).
+    ///
+    /// For a claim that follows a wake-up: the server process behind this connection has just sent the
+    /// notification and is awake, where a pooled connection's has slept since its last call, and on
+    /// a virtual machine waking it costs most of a round trip.
+    func lend<T: Sendable>(_ body: (PostgresConnection) async throws -> T) async throws -> T? {
+        let connection = state.withLock { state -> PostgresConnection? in
+            guard state.listening, !state.lent, let connection = state.connection else { return nil }
+            state.lent = true
+            return connection
+        }
+        guard let connection else { return nil }
+        defer { state.withLock { $0.lent = false } }
+        do {
+            return try await body(connection)
+        } catch {
+            if PostgresFailure.classify(error) == .unreachable { connection.close().whenComplete { _ in } }
+            throw error
+        }
+    }
 
     private func loop() async {
         var wait = Duration.milliseconds(100)
@@ -122,7 +156,7 @@ final class PostgresListener: Sendable {
             host: configuration.host, port: configuration.port, username: configuration.username,
             password: configuration.password, database: configuration.database, tls: .disable)
         connectionConfiguration.options.additionalStartupParameters = [
-            ("application_name", configuration.applicationName)
+            ("search_path", configuration.schema), ("application_name", configuration.applicationName),
         ]
         connectionConfiguration.options.connectTimeout = .milliseconds(
             Int64(configuration.connectTimeout.storeSeconds * 1000))
@@ -135,7 +169,7 @@ final class PostgresListener: Sendable {
             try await withTaskCancellationHandler {
                 try await connection.listen(on: channel) { notifications in
                     connected()
-                    self.setListening(true)
+                    self.setListening(true, connection: connection)
                     hub.wake()  // Anything that happened while we were not listening.
                     for try await _ in notifications { hub.wake() }
                 }
