@@ -157,6 +157,15 @@ struct PostgresFaultTests {
             store.faults.loseReply(of: "claim on the wake-up connection")
             let second = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(10))
             #expect(second.count == 1)
+            // The wake-up connection was closed (its state unknown after the lost reply) and comes back.
+            // Checked before the store's next claim, which may run on the new connection (and replace the
+            // `LISTEN` that identifies it here).
+            try await Self.eventually("the store listens on a new connection") {
+                let now = try await observer.client.query(
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND query ILIKE 'LISTEN%'"
+                ).collect().map { try $0.decode(Int.self) }
+                return store.isListening && now.count == 1 && now != listening
+            }
             let jobs = try await observer.snapshot(of: run.run).jobs
             let running = jobs.filter { $0.state == .running }
             #expect(running.count == 3, "the lost claim holds the third job: \(jobs.map(\.state))")
@@ -172,14 +181,6 @@ struct PostgresFaultTests {
             let again = try await store.claim(worker: "w", kinds: ["k"], limit: 3, lease: .seconds(10))
             #expect(again.map(\.job) == [lost!.id])
             #expect(again.map(\.attempt) == [2])
-
-            // The wake-up connection was closed (its state unknown after the lost reply) and comes back.
-            try await Self.eventually("the store listens on a new connection") {
-                let now = try await observer.client.query(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND query ILIKE 'LISTEN%'"
-                ).collect().map { try $0.decode(Int.self) }
-                return store.isListening && now.count == 1 && now != listening
-            }
         }
     }
 
