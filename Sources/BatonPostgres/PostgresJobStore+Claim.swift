@@ -27,8 +27,7 @@ extension PostgresJobStore {
         do {
             return try await listener.lend { [faults] connection in
                 try await PostgresTimeout.run(configuration.operationTimeout) {
-                    var rows: [PostgresRow] = []
-                    for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                    let rows = try await connection.rows(of: statement, logger: logger)
                     try faults.afterCommit("claim on the wake-up connection")
                     return rows
                 }

@@ -194,15 +194,8 @@ extension PostgresJobStore {
         let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
             [client, faults] in
             let rows = try await client.withConnection { connection in
-                var finished: [PostgresRow] = []
-                for try await row in try await connection.execute(finishStatement, logger: logger) {
-                    finished.append(row)
-                }
-                var claimed: [PostgresRow] = []
-                for try await row in try await connection.execute(claimStatement, logger: logger) {
-                    claimed.append(row)
-                }
-                return (finished, claimed)
+                let finished = try await connection.rows(of: finishStatement, logger: logger)
+                return (finished, try await connection.rows(of: claimStatement, logger: logger))
             }
             try faults.afterCommit("finish")
             return rows

@@ -157,10 +157,7 @@ extension PostgresJobStore {
                     let rows = try await insert.execute(on: connection, logger: logger)
                     guard let row = rows.first else { return (nil, nil) }
                     let run = try row.decode((Int64, Int64, [Int64]?).self).0
-                    var present: [PostgresRow] = []
-                    for try await row in try await connection.execute(Self.flushPrepared(run), logger: logger) {
-                        present.append(row)
-                    }
+                    let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return (row, try present.first?.decode(Bool.self) ?? false)
                 }
@@ -246,18 +243,8 @@ extension PostgresJobStore {
 
         func execute(on connection: PostgresConnection, logger: Logger) async throws -> [PostgresRow] {
             independent
-                ? try await rows(of: SubmitIndependent.self, on: connection, logger: logger)
-                : try await rows(of: SubmitGraph.self, on: connection, logger: logger)
-        }
-
-        private func rows<Text: PreparedText>(
-            of text: Text.Type, on connection: PostgresConnection, logger: Logger
-        ) async throws -> [PostgresRow] {
-            var rows: [PostgresRow] = []
-            for try await row in try await connection.execute(Prepared<Text>(bindings: bindings), logger: logger) {
-                rows.append(row)
-            }
-            return rows
+                ? try await connection.rows(of: Prepared<SubmitIndependent>(bindings: bindings), logger: logger)
+                : try await connection.rows(of: Prepared<SubmitGraph>(bindings: bindings), logger: logger)
         }
     }
 

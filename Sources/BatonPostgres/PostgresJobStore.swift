@@ -215,8 +215,7 @@ public final class PostgresJobStore: JobStore {
         let logger = logger
         return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                var rows: [PostgresRow] = []
-                for try await row in try await connection.execute(statement, logger: logger) { rows.append(row) }
+                let rows = try await connection.rows(of: statement, logger: logger)
                 if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
                 return rows
             }
@@ -289,6 +288,15 @@ public final class PostgresJobStore: JobStore {
 protocol PreparedText {
     static var name: String { get }
     static var sql: String { get }
+}
+
+extension PostgresConnection {
+    /// Runs a prepared statement and returns all its rows.
+    func rows<Text: PreparedText>(of statement: Prepared<Text>, logger: Logger) async throws -> [PostgresRow] {
+        var rows: [PostgresRow] = []
+        for try await row in try await execute(statement, logger: logger) { rows.append(row) }
+        return rows
+    }
 }
 
 /// A statement of `Text` with its values, in the order of its placeholders.

@@ -54,6 +54,18 @@ struct PostgresPlanTests {
         }
     }
 
+    /// A chain of `count` jobs of `kind`, each depending on the one before.
+    static func chain(_ count: Int, kind: String) -> GraphSpec {
+        var chain = GraphSpec(name: "chain")
+        for index in 0..<count {
+            chain.jobs.append(
+                JobSpec(
+                    name: "c\(index)", kind: kind, input: Data(),
+                    dependencies: index > 0 ? [.init(index: index - 1)] : [], retry: .never))
+        }
+        return chain
+    }
+
     /// The plan the server makes for one call's values (`force_custom_plan`: what it does for the first
     /// executions of a prepared statement on each connection, and whenever it judges the generic plan
     /// costlier), for `sql` with parameters of `types` and the literal `arguments`.
@@ -82,14 +94,7 @@ struct PostgresPlanTests {
         try await TestPostgres.withStore("plans_batch") { store, _ in
             // A chain that is not claimed (kind "other") so that edges have rows and statistics, then the
             // jobs the worker claims.
-            var chain = GraphSpec(name: "chain")
-            for index in 0..<3000 {
-                chain.jobs.append(
-                    JobSpec(
-                        name: "c\(index)", kind: "other", input: Data(),
-                        dependencies: index > 0 ? [.init(index: index - 1)] : [], retry: .never))
-            }
-            _ = try await store.submit(chain, uniqueKey: nil)
+            _ = try await store.submit(Self.chain(3000, kind: "other"), uniqueKey: nil)
             var wide = GraphSpec(name: "wide")
             for index in 0..<5000 {
                 wide.jobs.append(JobSpec(name: "w\(index)", kind: "k", input: Data(), retry: .never))
@@ -126,14 +131,7 @@ struct PostgresPlanTests {
         try await TestPostgres.withStore("plans") { store, _ in
             // A 3,000-job chain and 2,000 independent jobs, half of them in categories: large enough that
             // a full scan costs more than an index scan by any estimate.
-            var chain = GraphSpec(name: "chain")
-            for index in 0..<3000 {
-                chain.jobs.append(
-                    JobSpec(
-                        name: "c\(index)", kind: "k", input: Data(),
-                        dependencies: index > 0 ? [.init(index: index - 1)] : [], retry: .never))
-            }
-            _ = try await store.submit(chain, uniqueKey: nil)
+            _ = try await store.submit(Self.chain(3000, kind: "k"), uniqueKey: nil)
             var wide = GraphSpec(name: "wide")
             for index in 0..<2000 {
                 wide.jobs.append(
