@@ -46,6 +46,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
     ///   - acceptableStatusCodes: Status codes that count as success; `200..<300` by default.
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without receiving a byte; `nil` for no limit.
+    ///   - clock: The clock both limits are measured on; the continuous clock by default.
     ///   - progress: Told how many bytes arrived; see ``URLSessionTaskJob/ProgressHandler``.
     public init(
         name: String? = nil,
@@ -55,6 +56,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
         acceptableStatusCodes: Range<Int>? = 200..<300,
         timeout: Duration? = nil,
         idleTimeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
         progress: ProgressHandler? = nil
     ) {
         self.destination = destination
@@ -66,6 +68,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
             acceptableStatusCodes: acceptableStatusCodes,
             timeout: timeout,
             idleTimeout: idleTimeout,
+            clock: clock,
             progress: progress
         )
     }

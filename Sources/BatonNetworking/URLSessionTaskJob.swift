@@ -34,7 +34,9 @@ public import FoundationNetworking
 ///   failures give ``NetworkError/Code/transport``.
 /// - ``idleTimeout``: the job fails with ``NetworkError/Code/timedOut`` ("no data from … within 30
 ///   seconds") when no byte arrived for that long — a slow but steady transfer is never cut.
-///   ``timeout`` is a separate limit on the whole transfer, from its start; both are optional.
+///   ``timeout`` is a separate limit on the whole transfer, from its start; both are optional. Both are
+///   measured on ``clock`` (the continuous clock unless you pass another, such as `BatonTesting`'s
+///   `ManualClock` in a test that moves time by hand).
 /// - For a ``Kind/download(directory:)`` task, the body is written, as it arrives, to a hidden file
 ///   (named with ``temporaryFilePrefix``) in the given folder, and handed over as ``downloadedFile``
 ///   when the transfer succeeded. On failure, timeout or cancellation that file is removed: no
@@ -78,6 +80,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     public let timeout: Duration?
     /// The longest the transfer may go without receiving a byte; `nil` for no limit.
     public let idleTimeout: Duration?
+    /// The clock ``timeout`` and ``idleTimeout`` are measured on.
+    public let clock: any Clock<Duration>
 
     private let lock = Lock()
     // MARK: Guarded by `lock`
@@ -86,13 +90,16 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var storedData: Data?
     private var storedFile: URL?
     private var progressHandler: ProgressHandler?
-    private var watchdog: (any DispatchSourceTimer)?
+    private var watchdog: Task<Void, Never>?
+    /// Measures time on ``clock`` from the start of the transfer; set when the job starts.
+    private var stopwatch: Stopwatch?
     private var timedOutError: NetworkError?
     private var writeError: (any Error)?
     private var completed = false
     private var received: Int64 = 0
     private var expected: Int64?
-    private var lastActivity = DispatchTime.now()
+    /// When the last byte (or the response) arrived, on ``stopwatch``.
+    private var lastActivity: Duration = .zero
     private var lastReport = DispatchTime(uptimeNanoseconds: 0)
     private var reportScheduled = false
     // MARK: Used only by the delegate callbacks, which run one at a time on the session's serial queue
@@ -109,6 +116,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     ///   - acceptableStatusCodes: Status codes that count as success; `nil` accepts every response.
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without a byte; `nil` for no limit.
+    ///   - clock: The clock both limits are measured on; the continuous clock by default.
     ///   - progress: Told how many bytes arrived; see ``ProgressHandler``.
     public init(
         name: String? = nil,
@@ -118,6 +126,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         acceptableStatusCodes: Range<Int>? = 200..<300,
         timeout: Duration? = nil,
         idleTimeout: Duration? = nil,
+        clock: any Clock<Duration> = ContinuousClock(),
         progress: ProgressHandler? = nil
     ) {
         self.request = request
@@ -126,6 +135,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         self.acceptableStatusCodes = acceptableStatusCodes
         self.timeout = timeout
         self.idleTimeout = idleTimeout
+        self.clock = clock
         self.progressHandler = progress
         super.init(name: name)
     }
@@ -158,13 +168,13 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let task = ownSession.dataTask(with: request)
         // The session keeps its delegate until it is invalidated: let it go once the task completed.
         ownSession.finishTasksAndInvalidate()
-        let timer = makeWatchdog()
+        let stopwatch = clock.startStopwatch()
+        let timer = timeout == nil && idleTimeout == nil ? nil : Task { await self.watch(on: stopwatch) }
         lock.withLock {
             storedTask = task
+            self.stopwatch = stopwatch
             watchdog = timer
-            lastActivity = .now()
         }
-        timer?.resume()
         task.resume()
         // A cancel that arrived before `storedTask` was set could not reach the task.
         if isCancelled { task.cancel() }
@@ -174,42 +184,48 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         task?.cancel()
     }
 
-    /// A timer that enforces ``timeout`` and ``idleTimeout``; `nil` when there are none.
-    private func makeWatchdog() -> (any DispatchSourceTimer)? {
-        guard timeout != nil || idleTimeout != nil else { return nil }
-        let limits = [timeout, idleTimeout].compactMap { $0 }
-        let period = max(0.01, min(0.25, (limits.min() ?? .seconds(1)).seconds / 8))
-        let started = DispatchTime.now()
-        let timer = DispatchSource.makeTimerSource(queue: .global())
-        timer.schedule(deadline: .now() + period, repeating: period)
-        timer.setEventHandler { [weak self] in self?.checkLimits(started: started) }
-        return timer
-    }
-
-    private func checkLimits(started: DispatchTime) {
-        // A job cancelled by its owner stays cancelled, however long the task takes to stop.
-        if isCancelled { return }
-        let now = DispatchTime.now()
-        let error: NetworkError? = lock.withLock {
-            guard !completed, timedOutError == nil else { return nil }
-            let idle = Double(now.uptimeNanoseconds - lastActivity.uptimeNanoseconds) / 1e9
-            let elapsed = Double(now.uptimeNanoseconds - started.uptimeNanoseconds) / 1e9
-            if let idleTimeout, idle >= idleTimeout.seconds {
-                timedOutError = .stalled(
-                    url: request.url, after: idleTimeout.seconds, received: received, expected: expected)
-            } else if let timeout, elapsed >= timeout.seconds {
-                timedOutError = .timedOut(url: request.url, after: timeout.seconds)
+    /// Enforces ``timeout`` and ``idleTimeout``: sleeps on ``clock`` until the earlier of the two could
+    /// be reached, then checks again (a byte that arrived meanwhile moves the idle limit on). Ends when
+    /// the task completes (which cancels it) or a limit is reached.
+    private func watch(on stopwatch: Stopwatch) async {
+        while !Task.isCancelled {
+            let due: Duration? = lock.withLock {
+                guard !completed, timedOutError == nil else { return nil }
+                let idleDue = idleTimeout.map { lastActivity + $0 }
+                return [timeout, idleDue].compactMap { $0 }.min()
             }
-            return timedOutError
+            guard let due else { return }
+            do {
+                try await stopwatch.sleep(due)
+            } catch {
+                return
+            }
+            // A job cancelled by its owner stays cancelled, however long the task takes to stop.
+            if isCancelled { return }
+            let now = stopwatch.elapsed()
+            let error: NetworkError? = lock.withLock {
+                guard !completed, timedOutError == nil else { return nil }
+                if let idleTimeout, now - lastActivity >= idleTimeout {
+                    timedOutError = .stalled(
+                        url: request.url, after: idleTimeout.seconds, received: received, expected: expected)
+                } else if let timeout, now >= timeout {
+                    timedOutError = .timedOut(url: request.url, after: timeout.seconds)
+                }
+                return timedOutError
+            }
+            if let error {
+                cancel(reason: error)
+                return
+            }
         }
-        if let error { cancel(reason: error) }
     }
 
     // MARK: Delegate callbacks (serial, on the session's delegate queue)
 
     fileprivate func didReceive(response: URLResponse) {
+        let now = lock.withLock { stopwatch }?.elapsed()
         lock.withLock {
-            lastActivity = .now()
+            if let now { lastActivity = now }
             storedResponse = response
             let length = response.expectedContentLength
             expected = length > 0 ? length : nil
@@ -229,16 +245,18 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
                 failure = error
             }
         }
+        let arrived = lock.withLock { stopwatch }?.elapsed()
+        let wallClock = DispatchTime.now()
         let (report, scheduleAt): ((ProgressHandler, Int64, Int64?)?, DispatchTime?) = lock.withLock {
-            lastActivity = .now()
+            if let arrived { lastActivity = arrived }
             received += Int64(chunk.count)
             if let failure, writeError == nil { writeError = failure }
             guard let progressHandler else { return (nil, nil) }
             // About ten reports a second, not one per chunk; a count held back is reported at the next tick
             // even when no further byte arrives.
             let next = DispatchTime(uptimeNanoseconds: lastReport.uptimeNanoseconds + 100_000_000)
-            if lastActivity >= next {
-                lastReport = lastActivity
+            if wallClock >= next {
+                lastReport = wallClock
                 return ((progressHandler, received, expected), nil)
             }
             if reportScheduled { return (nil, nil) }
@@ -388,5 +406,24 @@ extension Duration {
     var seconds: Double {
         let (seconds, attoseconds) = components
         return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+/// Time on a clock since a start, for the limits of a transfer: keeps the clock's own instants out of
+/// ``URLSessionTaskJob``, which is not generic over its clock.
+private struct Stopwatch: Sendable {
+    /// Time since the start.
+    let elapsed: @Sendable () -> Duration
+    /// Sleeps until the given time after the start; throws when the task is cancelled.
+    let sleep: @Sendable (_ until: Duration) async throws -> Void
+}
+
+extension Clock where Duration == Swift.Duration {
+    /// A stopwatch on this clock that starts now.
+    fileprivate func startStopwatch() -> Stopwatch {
+        let start = now
+        return Stopwatch(
+            elapsed: { start.duration(to: self.now) },
+            sleep: { try await self.sleep(until: start.advanced(by: $0), tolerance: nil) })
     }
 }

@@ -42,17 +42,40 @@ import FoundationNetworking
         let folder = try ScratchFolder()
         defer { folder.remove() }
         let body = sampleBody(count: 12_000)
-        // 12 pieces, 400 ms apart: at least 4.8 s in all, longer than the idle timeout, never idle that long.
+        // 12 pieces; the test sends each one and moves the job's clock 2 s on after it arrived: 22 s in
+        // all, far past the 3 s idle timeout, but never 3 s without a byte.
+        let send = (0..<12).map { _ in Gate() }
+        let arrived = (0..<12).map { _ in Gate() }
         let server = try await TestHTTPServer.start { _ in
-            .drip(body: body, chunkSize: 1_000, interval: .milliseconds(400))
+            .paced(body: body, chunkSize: 1_000, next: { await send[$0].waitAsync() })
         }
+        let clock = ManualClock()
         let job = HTTPDownloadJob(
             url: server.url("/feed"), to: folder.file("feed.geojson"), session: .forTests(),
-            idleTimeout: .seconds(3))
+            idleTimeout: .seconds(3), clock: clock,
+            progress: { received, _ in
+                for piece in 0..<12 where received >= Int64(piece + 1) * 1_000 { arrived[piece].open() }
+            })
         JobQueue().add(job)
+        // A job that fails early (a wrong idle limit) must not leave the loop below waiting for a piece.
+        Task {
+            _ = await job.outcome
+            arrived.forEach { $0.open() }
+        }
+        try await withDeadline(.seconds(30), "the paced download", report: { "clock at \(clock.now)" }) {
+            await clock.waitForSleepers(1)  // the idle limit is being watched
+            for piece in 0..<12 {
+                send[piece].open()
+                await arrived[piece].waitAsync()
+                if job.outcomeIfDecided != nil { break }
+                if piece < 11 { clock.advance(by: .seconds(2)) }
+            }
+        }
+        send.forEach { $0.open() }  // lets the server's pacing task end if the loop stopped early
         let outcome = await job.outcome
         await server.shutdown()
         #expect(outcome.isSucceeded, "\(String(describing: outcome.error))")
+        #expect(clock.now.offset == .seconds(22))
         #expect(try Data(contentsOf: folder.file("feed.geojson")) == body)
     }
 
@@ -64,9 +87,21 @@ import FoundationNetworking
             .partial(body: sampleBody(count: 40_000), sentBeforeGate: 20_480, sent: nil, release: release)
         }
         let url = server.url("/feed")
+        let clock = ManualClock()
+        let firstHalf = Gate()
         let job = HTTPDownloadJob(
-            url: url, to: folder.file("feed.geojson"), session: .forTests(), idleTimeout: .seconds(1))
+            url: url, to: folder.file("feed.geojson"), session: .forTests(), idleTimeout: .seconds(30), clock: clock,
+            progress: { received, _ in if received >= 20_480 { firstHalf.open() } })
         JobQueue().add(job)
+        try await withDeadline(.seconds(30), "the first 20 KB and the idle watch") {
+            await firstHalf.waitAsync()
+            await clock.waitForSleepers(1)
+        }
+        clock.advance(by: .seconds(29))
+        #expect(job.outcomeIfDecided == nil)  // not yet: 29 s without a byte
+        clock.advance(by: .seconds(1))
+        // Measured on the test's clock: the job fails now, not 30 real seconds later.
+        try await withDeadline(.seconds(10), "the idle timeout on the test's clock") { _ = await job.outcome }
         let error = try #require(await job.outcome.error as? NetworkError)
         release.open()
         await server.shutdown()
@@ -74,9 +109,7 @@ import FoundationNetworking
         #expect(error.code == .timedOut)
         #expect(
             error.description.hasPrefix(
-                "no data from \(url.absoluteString) within 1 second ("))
-        let wording = NetworkError.stalled(url: url, after: 30, received: 20_480, expected: 40_000).description
-        #expect(wording.contains("within 30 seconds (20 KB of 39 KB received)"))
+                "no data from \(url.absoluteString) within 30 seconds (20 KB of 39 KB received)"))
         #expect(error.description.contains("stalled"))
         #expect(folder.contents.isEmpty)  // no partial, no temporary file
     }

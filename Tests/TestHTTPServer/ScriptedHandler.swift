@@ -59,9 +59,7 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             context.flush()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
-            let chunks = stride(from: 0, to: body.count, by: max(1, chunkSize)).map {
-                body[body.startIndex + $0..<body.startIndex + min(body.count, $0 + max(1, chunkSize))]
-            }
+            let chunks = Self.pieces(of: body, size: chunkSize)
             // Scheduled on the event loop, so the pace does not depend on how busy the test's threads are.
             @Sendable func send(_ index: Int) {
                 guard index < chunks.count else { return }
@@ -82,6 +80,28 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
             send(0)
+        case .paced(let body, let chunkSize, let next):
+            writeHead(
+                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
+                context: context)
+            context.flush()
+            let loop = context.eventLoop
+            let bound = NIOLoopBound((self, context), eventLoop: loop)
+            let chunks = Self.pieces(of: body, size: chunkSize)
+            Task(executorPreference: ReplyExecutor.shared) {
+                for (index, chunk) in chunks.enumerated() {
+                    await next(index)
+                    let last = index == chunks.count - 1
+                    let stillOpen = try? await loop.submit {
+                        let (handler, context) = bound.value
+                        guard context.channel.isActive else { return false }
+                        handler.writeBody(chunk, context: context)
+                        if last { handler.end(context: context) } else { context.flush() }
+                        return true
+                    }.get()
+                    guard stillOpen == true else { return }
+                }
+            }
         case .cutOff(let body, let sentBeforeClose):
             writeHead(
                 status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
@@ -109,6 +129,13 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
                     handler.end(context: context)
                 }
             }
+        }
+    }
+
+    /// `body` cut into pieces of `size` bytes (the last one may be shorter).
+    private static func pieces(of body: Data, size: Int) -> [Data] {
+        stride(from: 0, to: body.count, by: max(1, size)).map {
+            body[body.startIndex + $0..<body.startIndex + min(body.count, $0 + max(1, size))]
         }
     }
 

@@ -41,6 +41,9 @@ public final class TestHTTPServer: Sendable {
         /// Sends the headers (with the full `Content-Length`) and the body in pieces of `chunkSize` bytes,
         /// waiting `interval` before each piece: a slow but steady transfer.
         case drip(body: Data, chunkSize: Int, interval: Duration)
+        /// Sends the headers (with the full `Content-Length`) and the body in pieces of `chunkSize` bytes,
+        /// each once `next` returned for its index (0, 1, …): a transfer paced by the test.
+        case paced(body: Data, chunkSize: Int, next: @Sendable (_ piece: Int) async -> Void)
         /// Sends the headers (with the full `Content-Length`) and `body.prefix(sentBeforeClose)`, then
         /// closes the connection: a transfer cut off.
         case cutOff(body: Data, sentBeforeClose: Int)
