@@ -90,7 +90,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var storedData: Data?
     private var storedFile: URL?
     private var progressHandler: ProgressHandler?
-    private var watchdog: Task<Void, Never>?
+    private var watchdog: (any DispatchSourceTimer)?
     /// Measures time on ``clock`` from the start of the transfer; set when the job starts.
     private var stopwatch: Stopwatch?
     private var timedOutError: NetworkError?
@@ -169,12 +169,13 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         // The session keeps its delegate until it is invalidated: let it go once the task completed.
         ownSession.finishTasksAndInvalidate()
         let stopwatch = clock.startStopwatch()
-        let timer = timeout == nil && idleTimeout == nil ? nil : Task { await self.watch(on: stopwatch) }
+        let timer = makeWatchdog(stopwatch)
         lock.withLock {
             storedTask = task
             self.stopwatch = stopwatch
             watchdog = timer
         }
+        timer?.resume()
         task.resume()
         // A cancel that arrived before `storedTask` was set could not reach the task.
         if isCancelled { task.cancel() }
@@ -184,40 +185,34 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         task?.cancel()
     }
 
-    /// Enforces ``timeout`` and ``idleTimeout``: sleeps on ``clock`` until the earlier of the two could
-    /// be reached, then checks again (a byte that arrived meanwhile moves the idle limit on). Ends when
-    /// the task completes (which cancels it) or a limit is reached.
-    private func watch(on stopwatch: Stopwatch) async {
-        while !Task.isCancelled {
-            let due: Duration? = lock.withLock {
-                guard !completed, timedOutError == nil else { return nil }
-                let idleDue = idleTimeout.map { lastActivity + $0 }
-                return [timeout, idleDue].compactMap { $0 }.min()
+    /// A timer that enforces ``timeout`` and ``idleTimeout``; `nil` when there are none. It ticks on a
+    /// Dispatch queue, not in a task: a timeout must fire even when every thread of Swift concurrency's
+    /// pool is busy (which is when transfers stall). Each tick reads the time on ``clock``.
+    private func makeWatchdog(_ stopwatch: Stopwatch) -> (any DispatchSourceTimer)? {
+        guard timeout != nil || idleTimeout != nil else { return nil }
+        let limits = [timeout, idleTimeout].compactMap { $0 }
+        let period = max(0.01, min(0.25, (limits.min() ?? .seconds(1)).seconds / 8))
+        let timer = DispatchSource.makeTimerSource(queue: .global())
+        timer.schedule(deadline: .now() + period, repeating: period)
+        timer.setEventHandler { [weak self] in self?.checkLimits(now: stopwatch.elapsed()) }
+        return timer
+    }
+
+    /// Fails the job when a limit was reached at `now` (time since the start, on ``clock``).
+    private func checkLimits(now: Duration) {
+        // A job cancelled by its owner stays cancelled, however long the task takes to stop.
+        if isCancelled { return }
+        let error: NetworkError? = lock.withLock {
+            guard !completed, timedOutError == nil else { return nil }
+            if let idleTimeout, now - lastActivity >= idleTimeout {
+                timedOutError = .stalled(
+                    url: request.url, after: idleTimeout.seconds, received: received, expected: expected)
+            } else if let timeout, now >= timeout {
+                timedOutError = .timedOut(url: request.url, after: timeout.seconds)
             }
-            guard let due else { return }
-            do {
-                try await stopwatch.sleep(due)
-            } catch {
-                return
-            }
-            // A job cancelled by its owner stays cancelled, however long the task takes to stop.
-            if isCancelled { return }
-            let now = stopwatch.elapsed()
-            let error: NetworkError? = lock.withLock {
-                guard !completed, timedOutError == nil else { return nil }
-                if let idleTimeout, now - lastActivity >= idleTimeout {
-                    timedOutError = .stalled(
-                        url: request.url, after: idleTimeout.seconds, received: received, expected: expected)
-                } else if let timeout, now >= timeout {
-                    timedOutError = .timedOut(url: request.url, after: timeout.seconds)
-                }
-                return timedOutError
-            }
-            if let error {
-                cancel(reason: error)
-                return
-            }
+            return timedOutError
         }
+        if let error { cancel(reason: error) }
     }
 
     // MARK: Delegate callbacks (serial, on the session's delegate queue)
@@ -414,16 +409,12 @@ extension Duration {
 private struct Stopwatch: Sendable {
     /// Time since the start.
     let elapsed: @Sendable () -> Duration
-    /// Sleeps until the given time after the start; throws when the task is cancelled.
-    let sleep: @Sendable (_ until: Duration) async throws -> Void
 }
 
 extension Clock where Duration == Swift.Duration {
     /// A stopwatch on this clock that starts now.
     fileprivate func startStopwatch() -> Stopwatch {
         let start = now
-        return Stopwatch(
-            elapsed: { start.duration(to: self.now) },
-            sleep: { try await self.sleep(until: start.advanced(by: $0), tolerance: nil) })
+        return Stopwatch(elapsed: { start.duration(to: self.now) })
     }
 }

@@ -63,7 +63,6 @@ import FoundationNetworking
             arrived.forEach { $0.open() }
         }
         try await withDeadline(.seconds(30), "the paced download", report: { "clock at \(clock.now)" }) {
-            await clock.waitForSleepers(1)  // the idle limit is being watched
             for piece in 0..<12 {
                 send[piece].open()
                 await arrived[piece].waitAsync()
@@ -93,10 +92,7 @@ import FoundationNetworking
             url: url, to: folder.file("feed.geojson"), session: .forTests(), idleTimeout: .seconds(30), clock: clock,
             progress: { received, _ in if received >= 20_480 { firstHalf.open() } })
         JobQueue().add(job)
-        try await withDeadline(.seconds(30), "the first 20 KB and the idle watch") {
-            await firstHalf.waitAsync()
-            await clock.waitForSleepers(1)
-        }
+        try await withDeadline(.seconds(30), "the first 20 KB") { await firstHalf.waitAsync() }
         clock.advance(by: .seconds(29))
         #expect(job.outcomeIfDecided == nil)  // not yet: 29 s without a byte
         clock.advance(by: .seconds(1))
