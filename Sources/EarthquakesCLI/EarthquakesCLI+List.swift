@@ -14,6 +14,7 @@ extension EarthquakesCLI {
         _ options: ListOptions, database: String?, json: Bool, explicitSort: Bool = true, sample: Bool = false
     ) throws {
         let (store, path) = try openForReading(database, sample: sample)
+        defer { closeAtEnd(store) }
         let filter = options.filter
         let order: ListingOrder
         if let point = options.near {
@@ -58,6 +59,7 @@ extension EarthquakesCLI {
         try DatabaseLocation.checkReadable(path)
         try DatabaseLocation.prepareForWriting(path, explicit: true)
         let store = try EarthquakeStore(path: path, mode: .mustExist)
+        defer { closeAtEnd(store) }
         let deleted = try Self.mappingReadOnly(path) { () throws(StoreError) in
             try store.deleteEarthquakes(before: date)
         }

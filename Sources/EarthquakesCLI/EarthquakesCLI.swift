@@ -70,6 +70,7 @@ public struct EarthquakesCLI: Sendable {
             store = try EarthquakeStore.inMemory()
             notSaved = Self.message(for: error)
         }
+        defer { closeAtEnd(store) }
         let get = GetEarthquakes(source: .data(SampleFeed.data, label: "the built-in sample feed"), store: store)
         let summary = try await get.run()
         let quakes = Array((get.feed?.earthquakes ?? []).prefix(limit))
@@ -133,6 +134,7 @@ public struct EarthquakesCLI: Sendable {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         let store = try openForWriting(path)
+        defer { closeAtEnd(store) }
         let display = console.isErrorTerminal ? ProgressDisplay(console: console) : nil
         var progress: (@Sendable (GetEarthquakes.Progress) -> Void)?
         if let display { progress = { display.report($0) } }
@@ -270,6 +272,17 @@ public struct EarthquakesCLI: Sendable {
 
     private func samplePath(_ option: String?) -> String {
         DatabaseLocation.samplePath(forDatabase: DatabaseLocation.path(option: option, environment: environment))
+    }
+
+    /// Closes a command's store when it is done, so that no `-wal` file is left beside the database
+    /// (see ``EarthquakeStore/close()``). A failure to close is a warning: the command's result stands,
+    /// and SQLite reads the log when the file is next opened.
+    func closeAtEnd(_ store: EarthquakeStore) {
+        do {
+            try store.close()
+        } catch {
+            console.error("warning: \(Self.message(for: error))\n")
+        }
     }
 
     /// Opens an existing database for a read command; never creates a file or a folder.

@@ -39,7 +39,7 @@ extension EarthquakeStore {
         let previous = lockWait.setObserver(whileWaiting)
         defer { _ = lockWait.setObserver(previous) }
         do {
-            return try database.writeWithoutTransaction { db in
+            return try onConnection { db in
                 // A page cache big enough for the indexes being changed, so that the transaction writes each
                 // page to the journal once instead of spilling and rewriting it (SQLite's default is 2 MB).
                 let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000

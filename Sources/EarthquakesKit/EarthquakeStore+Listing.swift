@@ -325,7 +325,14 @@ extension EarthquakeStore {
     /// Runs a write transaction, wrapping failures in a ``StoreError`` that names `operation`.
     func write<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
-            return try database.write(body)
+            return try onConnection { db in
+                var result: T?
+                try db.inTransaction {
+                    result = try body(db)
+                    return .commit
+                }
+                return result!
+            }
         } catch {
             throw StoreError(.write, path: path, doing: operation, error: error)
         }

@@ -48,6 +48,8 @@ public final class EarthquakeStore: Sendable {
     /// before failing with ``StoreError/Code/busy``.
     public let busyTimeout: Duration
     let database: DatabaseQueue
+    /// Opened ``OpenMode/readOnly``: every change is refused, whether or not the connection could write.
+    let refusesWrites: Bool
     /// Told once when an operation starts waiting for another connection's lock; set for the
     /// duration of an import.
     let lockWait: LockWait
@@ -61,8 +63,10 @@ public final class EarthquakeStore: Sendable {
         case createIfMissing
         /// Read and write; fail with ``StoreError/Code/missing`` if the file does not exist.
         case mustExist
-        /// Only read: fail with ``StoreError/Code/missing`` if the file does not exist, never create or
-        /// change anything (imports fail with ``StoreError/Code/readOnly``). For commands that only read.
+        /// Only read: fail with ``StoreError/Code/missing`` if the file does not exist, never create it or
+        /// change its data (imports fail with ``StoreError/Code/readOnly``). For commands that only read.
+        /// The connection is opened for writing when this process may write the file and its folder (so
+        /// that ``EarthquakeStore/close()`` can remove SQLite's log), and SQLite refuses every change.
         case readOnly
     }
 
@@ -95,8 +99,14 @@ public final class EarthquakeStore: Sendable {
         let lockWait = LockWait(timeout: busyTimeout)
         let queue: DatabaseQueue
         do {
-            var configuration = Self.configuration(lockWait: lockWait, wal: true)
-            configuration.readonly = mode == .readOnly
+            // A connection opened read-only can neither copy SQLite's log into the file nor remove the log
+            // when it closes: every read command would leave `-wal` and `-shm` files beside the database.
+            // So when the file and its folder may be written, a read-only store opens the file for writing
+            // and has SQLite refuse every change of its own (see ``onConnection(_:)``); otherwise it opens
+            // it read-only.
+            let opensForWriting = mode != .readOnly || Self.mayWrite(path)
+            var configuration = Self.configuration(lockWait: lockWait, wal: mode != .readOnly)
+            configuration.readonly = !opensForWriting
             queue = try DatabaseQueue(path: path, configuration: configuration)
         } catch {
             throw StoreError.opening(path: path, error: error, timeout: busyTimeout)
@@ -123,6 +133,7 @@ public final class EarthquakeStore: Sendable {
         queue: DatabaseQueue, path: String?, busyTimeout: Duration, lockWait: LockWait, readOnly: Bool
     ) throws(StoreError) {
         self.database = queue
+        self.refusesWrites = readOnly
         self.path = path
         self.busyTimeout = busyTimeout
         self.lockWait = lockWait
@@ -185,6 +196,28 @@ public final class EarthquakeStore: Sendable {
         return configuration
     }
 
+    /// Closes the database. SQLite first copies its write-ahead log into the file and removes the
+    /// `-wal` and `-shm` side files, so the file alone holds every row (to copy or move it). Without a
+    /// close, the connection closes when the store is released; a process that exits first leaves the
+    /// log beside the file (nothing is lost: SQLite reads the log when the file is next opened, but a
+    /// copy of the file alone lacks those rows).
+    ///
+    /// A store opened ``OpenMode/readOnly`` does the same when this process may write the file and its
+    /// folder; otherwise SQLite cannot remove the log, and the files are left as they were.
+    ///
+    /// Call it once you are done; closing twice does nothing. Every later call on the store fails
+    /// with a ``StoreError`` that says the connection is closed.
+    ///
+    /// - Throws: ``StoreError`` when SQLite cannot close the connection now (a statement is still
+    ///   running); the connection is then closed when the store is released.
+    public func close() throws(StoreError) {
+        do {
+            try database.close()
+        } catch {
+            throw StoreError(.write, path: path, doing: "close", error: error)
+        }
+    }
+
     /// Checks, without changing anything, that an import could write to the database: that the
     /// connection is not read-only and that the folder (where SQLite keeps its journal) is writable.
     /// Call it before a long download to fail early.
@@ -194,7 +227,7 @@ public final class EarthquakeStore: Sendable {
         guard let path else { return }
         let readOnly: Bool
         do {
-            readOnly = try database.read { db in sqlite3_db_readonly(db.sqliteConnection, "main") == 1 }
+            readOnly = try refusesWrites || onConnection { db in sqlite3_db_readonly(db.sqliteConnection, "main") == 1 }
         } catch {
             throw StoreError(.read, path: path, doing: "check", error: error)
         }
@@ -212,6 +245,12 @@ public final class EarthquakeStore: Sendable {
                 advice: "Make the folder writable or use a database file in another folder."
             )
         }
+    }
+
+    /// Whether this process may write the file at `path` and its folder (where SQLite keeps its log).
+    private static func mayWrite(_ path: String) -> Bool {
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return access(path, W_OK) == 0 && access(folder, W_OK) == 0
     }
 
     /// The schema, as a list of migrations that GRDB applies once each, in order.
@@ -303,11 +342,34 @@ public final class EarthquakeStore: Sendable {
         }
     }
 
+    /// Runs `body` on the connection, or throws ``StoreClosed`` once ``close()`` ran. The check runs on
+    /// the connection's own queue, as `close()` does: a call racing with a close runs before it or is
+    /// refused, never on a closed connection (which GRDB does not check for every call).
+    ///
+    /// A store opened ``OpenMode/readOnly`` runs `body` in SQLite's `query_only` mode, so that SQLite
+    /// refuses every change even when the connection was opened for writing.
+    func onConnection<T>(_ body: (Database) throws -> T) throws -> T {
+        try database.writeWithoutTransaction { db in
+            guard db.sqliteConnection != nil else { throw StoreClosed() }
+            return refusesWrites ? try db.readOnly { try body(db) } : try body(db)
+        }
+    }
+
     /// Runs a read, wrapping failures in a ``StoreError`` that names `operation` (ending with
     /// its preposition, as in `"list earthquakes in"`).
     func read<T>(_ operation: String, _ body: (Database) throws -> T) throws(StoreError) -> T {
         do {
-            return try database.read(body)
+            return try onConnection { db in
+                // As GRDB's `read`: read-only, in one transaction (one snapshot of the file).
+                try db.readOnly {
+                    var result: T?
+                    try db.inSavepoint {
+                        result = try body(db)
+                        return .commit
+                    }
+                    return result!
+                }
+            }
         } catch {
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(.read, path: path, doing: operation, error: error)

@@ -152,3 +152,8 @@ struct RowFailure: Error, CustomStringConvertible {
 
     var description: String { "row \(index) (id \"\(id)\") was refused: \(underlying)" }
 }
+
+/// A call on a store after ``EarthquakeStore/close()``.
+struct StoreClosed: Error, CustomStringConvertible {
+    var description: String { "the store was closed (EarthquakeStore.close()); open the database again to use it" }
+}

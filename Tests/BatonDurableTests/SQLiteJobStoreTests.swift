@@ -17,6 +17,32 @@ struct SQLiteJobStoreTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == garbage)
     }
 
+    @Test("closing writes the log into the file: no side file is left, the file alone holds the run")
+    func closeLeavesNoLog() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        let run = try await store.submit(
+            GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: "u")
+        _ = try await store.record(of: run.run)  // a read too: the pool's reader connection is open
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))  // open: the rows are in the log
+        try store.close()
+        try store.close()  // a second close does nothing
+        for suffix in ["-wal", "-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: path + suffix), "\(suffix) left")
+        }
+        let error = await #expect(throws: DurableError.self) { _ = try await store.record(of: run.run) }
+        #expect(error?.code == .storeFailure)
+        #expect(error?.message.contains("was closed") == true)
+        await #expect(throws: DurableError.self) {
+            _ = try await store.submit(GraphSpec(name: "h", jobs: [JobSpec(name: "b", kind: "k")]), uniqueKey: nil)
+        }
+
+        let copy = directory.path("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        #expect(try await SQLiteJobStore(path: copy).record(of: run.run).name == "g")
+    }
+
     @Test("a store written by a newer schema is refused and not changed")
     func newerSchema() async throws {
         let directory = try TemporaryDirectory()

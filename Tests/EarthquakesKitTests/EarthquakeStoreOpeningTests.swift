@@ -36,6 +36,27 @@ struct EarthquakeStoreOpeningTests {
         #expect(get.jobs.allSatisfy { $0.outcomeIfDecided == nil })
     }
 
+    @Test("closing writes the log into the file: no side file is left, the file alone holds the rows")
+    func closeLeavesNoLog() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        let store = try EarthquakeStore(path: path)
+        try store.importFeed([Quakes.tokyo, Quakes.sanFrancisco])
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))  // open: the rows are in the log
+        try store.close()
+        try store.close()  // a second close does nothing
+        for suffix in ["-wal", "-shm"] {
+            #expect(!FileManager.default.fileExists(atPath: path + suffix), "\(suffix) left")
+        }
+        let error = try #require(throws: StoreError.self) { try store.count() }
+        #expect(error.description.contains("closed"), "\(error)")
+
+        let copy = directory.path("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        #expect(try EarthquakeStore(path: copy, mode: .readOnly).count() == 2)
+    }
+
     @Test("a missing file is an error, not a new database, unless the store may create it")
     func missing() throws {
         let directory = try TemporaryDirectory()

@@ -30,6 +30,8 @@ import Testing
         #expect(lines.contains { $0.contains("[SAMPLE]") && $0.hasSuffix("sample0001") })
         #expect(captured.stdout.contains("`earthquakes --remove-sample` deletes it"))
         #expect(captured.stderr.isEmpty)
+        // Closed before the command returned: the file alone holds the sample (no SQLite log beside it).
+        #expect(SQLiteSideFiles.left(beside: samplePath).isEmpty)
         #expect(try EarthquakeStore(path: samplePath).count() == 40)
         #expect(!FileManager.default.fileExists(atPath: path))  // the user's database is not created
 
@@ -42,6 +44,34 @@ import Testing
         try EarthquakesCLI.forTests(removed).removeSample(database: path)
         #expect(removed.stdout == "Removed the sample database \(samplePath).\n")
         #expect(!FileManager.default.fileExists(atPath: samplePath))
+    }
+
+    /// A process that exits before its database is closed leaves SQLite's log beside the file; a copy
+    /// of the file alone then lacks the log's rows. Every command closes what it opened.
+    @Test func everyCommandClosesItsDatabase() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("quakes.sqlite")
+        let feed = scratch.path("feed.geojson")
+        try SampleFeed.geoJSON(count: 30).write(to: URL(fileURLWithPath: feed))
+        let cli = EarthquakesCLI.forTests(CapturedConsole())
+        try await cli.refresh(feed: feed, database: path, json: false)
+        #expect(SQLiteSideFiles.left(beside: path).isEmpty, "after refresh: \(SQLiteSideFiles.left(beside: path))")
+        let copy = scratch.path("copy.sqlite")
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        #expect(try EarthquakeStore(path: copy, mode: .readOnly).count() == 30)  // the file alone has every row
+
+        let id = try #require(try EarthquakeStore(path: path, mode: .readOnly).list(limit: 1).first?.id)
+        let commands: [(String, () async throws -> Void)] = [
+            ("list", { try cli.list(ListOptions(limit: 5), database: path, json: true) }),
+            ("show", { try cli.show(id: id, database: path, json: true) }),
+            ("status", { try cli.status(database: path) }),
+            ("prune", { try cli.prune(before: Date(timeIntervalSince1970: 0), database: path) }),
+        ]
+        for (name, command) in commands {
+            try await command()
+            #expect(SQLiteSideFiles.left(beside: path).isEmpty, "after \(name): \(SQLiteSideFiles.left(beside: path))")
+        }
     }
 
     @Test func listFiltersByMagnitudeAndLimit() async throws {

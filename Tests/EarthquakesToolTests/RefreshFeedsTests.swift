@@ -65,6 +65,12 @@ import Darwin
         #expect(captured.stdout.hasSuffix("Refreshed 3 feeds into \(database).\n"), "\(captured.stdout)")
         // The graph lives in a job store next to the database; the downloads are gone.
         #expect(FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
+        // Both files were closed: each holds its rows alone, with no SQLite log beside it.
+        for file in [database, FeedRefresh.jobStorePath(forDatabase: database)] {
+            #expect(
+                SQLiteSideFiles.left(beside: file).isEmpty, "left beside \(file): \(SQLiteSideFiles.left(beside: file))"
+            )
+        }
         let downloads = (try? FileManager.default.contentsOfDirectory(atPath: database + ".downloads")) ?? []
         #expect(downloads.isEmpty, "left behind: \(downloads)")
 

@@ -4,7 +4,7 @@ import GRDB
 extension SQLiteJobStore {
     public func snapshot(of run: DurableRunID) async throws -> RunSnapshot {
         let now = clock.now()
-        return try await writer.read { db in
+        return try await reading { db in
             guard
                 let runRow = try Row.fetchOne(
                     db, sql: "SELECT id, name, unique_key, created, finished FROM baton_runs WHERE id = ?",
@@ -105,7 +105,7 @@ extension SQLiteJobStore {
     }
 
     public func record(of run: DurableRunID) async throws -> RunRecord {
-        let record = try await writer.read { db -> RunRecord? in
+        let record = try await reading { db -> RunRecord? in
             guard
                 let row = try Row.fetchOne(
                     db, sql: "SELECT id, name, unique_key, created, finished FROM baton_runs WHERE id = ?",
@@ -123,7 +123,7 @@ extension SQLiteJobStore {
     }
 
     public func traceCarrier(of run: DurableRunID) async throws -> [String: String] {
-        let text = try await writer.read { db in
+        let text = try await reading { db in
             try String?.fetchOne(
                 db, sql: "SELECT trace_context FROM baton_runs WHERE id = ?", arguments: [run.rawValue])
         }
@@ -131,7 +131,7 @@ extension SQLiteJobStore {
     }
 
     public func run(of job: DurableJobID) async throws -> DurableRunID {
-        let run = try await writer.read { db in
+        let run = try await reading { db in
             try Int64.fetchOne(db, sql: "SELECT run FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
         }
         guard let run else {
@@ -145,7 +145,7 @@ extension SQLiteJobStore {
         guard !kinds.isEmpty else { return nil }
         let now = clock.now().storeTime
         let placeholders = Array(repeating: "?", count: kinds.count).joined(separator: ",")
-        let next = try await writer.read { db -> Double? in
+        let next = try await reading { db -> Double? in
             let ready = try Double.fetchOne(
                 db,
                 sql:

@@ -5,7 +5,7 @@ extension SQLiteJobStore {
     /// The runs not finished yet whose name is `name`, newest first: what a program that was
     /// interrupted (killed, crashed) finds to resume.
     public func unfinishedRuns(named name: String) async throws -> [RunRecord] {
-        try await writer.read { db in
+        try await reading { db in
             try Row.fetchAll(
                 db,
                 sql: """

@@ -32,6 +32,10 @@ public final class SQLiteJobStore: JobStore {
     public let busyTimeout: TimeInterval
     let writer: any DatabaseWriter
     let wakeupHub = WakeupHub()
+    /// Set by ``close()``: later calls are refused with a clear error rather than reaching a closed connection.
+    private let closed = Protected(false)
+    /// The file's path, or "memory", for messages.
+    private let location: String
     let outcomeHub = WakeupHub()
 
     /// Opens (or creates) the store in the SQLite file at `path`.
@@ -64,6 +68,7 @@ public final class SQLiteJobStore: JobStore {
 
     init(writer: any DatabaseWriter, clock: DurableClock, busyTimeout: TimeInterval, description: String) throws {
         self.writer = writer
+        self.location = description
         self.clock = clock
         self.busyTimeout = busyTimeout
         do {
@@ -85,6 +90,51 @@ public final class SQLiteJobStore: JobStore {
         }
     }
 
+    /// Closes the file. SQLite first copies its write-ahead log into it and removes the `-wal` and
+    /// `-shm` side files, so the file alone holds the store (to copy or move it). Without a close, the
+    /// connections close when the store is released; a process that exits first leaves the log beside
+    /// the file (nothing is lost: SQLite reads it when the file is next opened).
+    ///
+    /// Call it once no worker uses the store (after ``DurableWorker/run(until:)`` returned or the
+    /// worker shut down); closing twice does nothing. Every later call fails with
+    /// ``DurableError/Code/storeFailure``.
+    ///
+    /// - Throws: ``DurableError`` with code ``DurableError/Code/storeFailure`` when SQLite cannot close
+    ///   a connection now (a statement is still running); the store then stays open.
+    public func close() throws {
+        let first = closed.withLock { isClosed -> Bool in
+            defer { isClosed = true }
+            return !isClosed
+        }
+        guard first else { return }
+        do {
+            // The last connection to close copies the log into the file and removes it, and only a
+            // connection that may write can: the pool's readers are read-only, so they close first.
+            (writer as? DatabasePool)?.releaseMemory()
+            try writer.close()
+        } catch {
+            closed.withLock { $0 = false }
+            throw DurableError(
+                code: .storeFailure, message: "cannot close the job store at '\(location)': \(error)", underlying: error
+            )
+        }
+    }
+
+    /// Throws once ``close()`` ran.
+    func checkOpen() throws {
+        if closed.withLock({ $0 }) {
+            throw DurableError(
+                code: .storeFailure,
+                message: "the job store at '\(location)' was closed (SQLiteJobStore.close()); open it again to use it")
+        }
+    }
+
+    /// Runs a read, once the store is known to be open.
+    func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try checkOpen()
+        return try await writer.read(body)
+    }
+
     public func wakeups() -> AsyncStream<Void> { wakeupHub.stream() }
 
     /// Wakes after each transaction of this process that changed the state of jobs (recorded outcomes —
@@ -96,6 +146,7 @@ public final class SQLiteJobStore: JobStore {
 
     /// Runs `body` in a write transaction and wakes this process's workers if `wake` is set.
     func write<T: Sendable>(wake: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
+        try checkOpen()
         let result = try await writer.write(body)
         if wake {
             wakeupHub.wake()

@@ -68,3 +68,12 @@ extension EarthquakeStore {
         try list(sort: .time).sorted { $0.id < $1.id }
     }
 }
+
+/// SQLite's side files beside a database: a write-ahead log (`-wal`) and its index (`-shm`) left by a
+/// connection that was not closed, or a rollback journal.
+enum SQLiteSideFiles {
+    /// The suffixes of the side files that exist beside `path`.
+    static func left(beside path: String) -> [String] {
+        ["-wal", "-shm", "-journal"].filter { FileManager.default.fileExists(atPath: path + $0) }
+    }
+}
