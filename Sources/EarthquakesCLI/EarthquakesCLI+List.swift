@@ -14,7 +14,7 @@ extension EarthquakesCLI {
         _ options: ListOptions, database: String?, json: Bool, explicitSort: Bool = true, sample: Bool = false
     ) throws {
         let (store, path) = try openForReading(database, sample: sample)
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         let filter = options.filter
         let order: ListingOrder
         if let point = options.near {
@@ -59,7 +59,7 @@ extension EarthquakesCLI {
         try DatabaseLocation.checkReadable(path)
         try DatabaseLocation.prepareForWriting(path, explicit: true)
         let store = try EarthquakeStore(path: path, mode: .mustExist)
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         let deleted = try Self.mappingReadOnly(path) { () throws(StoreError) in
             try store.deleteEarthquakes(before: date)
         }

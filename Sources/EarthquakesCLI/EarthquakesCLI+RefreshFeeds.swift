@@ -105,16 +105,6 @@ struct FeedsRefreshJSON: Encodable {
 }
 
 extension EarthquakesCLI {
-    /// Closes the job store of `refresh --feeds` when it is done, as `closeAtEnd(_:)` does the
-    /// database: no `-wal` file is left beside it.
-    func closeAtEnd(_ jobs: SQLiteJobStore) {
-        do {
-            try jobs.close()
-        } catch {
-            console.error("warning: \(Self.message(for: error))\n")
-        }
-    }
-
     /// `refresh --feed A --feed B …` (or `--feeds A,B`, or `--resume`): one durable graph, fetch → parse →
     /// import for each feed, imports one at a time. See ``FeedRefresh``.
     ///
@@ -130,10 +120,10 @@ extension EarthquakesCLI {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         try store.checkWritable()
         let jobs = try SQLiteJobStore(path: FeedRefresh.jobStorePath(forDatabase: path))
-        defer { closeAtEnd(jobs) }
+        defer { closeAtEnd(jobs.close) }
 
         var feeds = feeds.map(FeedRefresh.expand)
         var strict = strict

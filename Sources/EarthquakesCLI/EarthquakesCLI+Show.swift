@@ -8,7 +8,7 @@ extension EarthquakesCLI {
         id: String, database: String?, json: Bool, sample: Bool = false, from: Coordinate? = nil, share: Bool = false
     ) throws {
         let (store, path) = try openForReading(database, sample: sample)
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         guard let quake = try store.earthquake(id: id) else {
             throw CLIError("no earthquake with id \"\(id)\" in \(path); `earthquakes list` shows the ids")
         }
@@ -86,7 +86,7 @@ extension EarthquakesCLI {
         if FileManager.default.fileExists(atPath: path) {
             try DatabaseLocation.checkReadable(path)
             let store = try EarthquakeStore(path: path, mode: .readOnly)
-            defer { closeAtEnd(store) }
+            defer { closeAtEnd(store.close) }
             let types = try store.typeCounts()
             let total = types.reduce(0) { $0 + $1.count }
             let kinds = types.map { "\($0.count) \(Self.plural($0.type ?? "of no type", $0.count))" }

@@ -70,7 +70,7 @@ public struct EarthquakesCLI: Sendable {
             store = try EarthquakeStore.inMemory()
             notSaved = Self.message(for: error)
         }
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         let get = GetEarthquakes(source: .data(SampleFeed.data, label: "the built-in sample feed"), store: store)
         let summary = try await get.run()
         let quakes = Array((get.feed?.earthquakes ?? []).prefix(limit))
@@ -134,7 +134,7 @@ public struct EarthquakesCLI: Sendable {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         let store = try openForWriting(path)
-        defer { closeAtEnd(store) }
+        defer { closeAtEnd(store.close) }
         let display = console.isErrorTerminal ? ProgressDisplay(console: console) : nil
         var progress: (@Sendable (GetEarthquakes.Progress) -> Void)?
         if let display { progress = { display.report($0) } }
@@ -274,12 +274,13 @@ public struct EarthquakesCLI: Sendable {
         DatabaseLocation.samplePath(forDatabase: DatabaseLocation.path(option: option, environment: environment))
     }
 
-    /// Closes a command's store when it is done, so that no `-wal` file is left beside the database
-    /// (see ``EarthquakeStore/close()``). A failure to close is a warning: the command's result stands,
-    /// and SQLite reads the log when the file is next opened.
-    func closeAtEnd(_ store: EarthquakeStore) {
+    /// Runs a store's `close` when a command is done (`defer { closeAtEnd(store.close) }`), so that no
+    /// `-wal` file is left beside the database or the job store of `refresh --feeds` (see
+    /// ``EarthquakeStore/close()``). A failure to close is a warning: the command's result stands, and
+    /// SQLite reads the log when the file is next opened.
+    func closeAtEnd(_ close: () throws -> Void) {
         do {
-            try store.close()
+            try close()
         } catch {
             console.error("warning: \(Self.message(for: error))\n")
         }

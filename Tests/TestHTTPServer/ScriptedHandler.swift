@@ -53,9 +53,7 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             writeBody(body, context: context)
             end(context: context)
         case .drip(let body, let chunkSize, let interval):
-            writeHead(
-                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
-                context: context)
+            writeFeedHead(length: body.count, version: version, context: context)
             context.flush()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
@@ -81,9 +79,7 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             send(0)
         case .paced(let body, let chunkSize, let next):
-            writeHead(
-                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
-                context: context)
+            writeFeedHead(length: body.count, version: version, context: context)
             context.flush()
             let loop = context.eventLoop
             let bound = NIOLoopBound((self, context), eventLoop: loop)
@@ -103,17 +99,13 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
                 }
             }
         case .cutOff(let body, let sentBeforeClose):
-            writeHead(
-                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
-                context: context)
+            writeFeedHead(length: body.count, version: version, context: context)
             writeBody(body.prefix(sentBeforeClose), context: context)
             let channel = context.channel
             context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(channel.allocator.buffer(capacity: 0)))))
                 .whenComplete { _ in channel.close(promise: nil) }
         case .partial(let body, let sentBeforeGate, let sent, let release):
-            writeHead(
-                status: 200, headers: [("Content-Type", "application/json")], length: body.count, version: version,
-                context: context)
+            writeFeedHead(length: body.count, version: version, context: context)
             writeBody(body.prefix(sentBeforeGate), context: context)
             context.flush()
             let loop = context.eventLoop
@@ -137,6 +129,13 @@ final class ScriptedHandler: ChannelInboundHandler, RemovableChannelHandler {
         stride(from: 0, to: body.count, by: max(1, size)).map {
             body[body.startIndex + $0..<body.startIndex + min(body.count, $0 + max(1, size))]
         }
+    }
+
+    /// The head of a 200 response with a JSON body of `length` bytes, sent part by part.
+    private func writeFeedHead(length: Int, version: HTTPVersion, context: ChannelHandlerContext) {
+        writeHead(
+            status: 200, headers: [("Content-Type", "application/json")], length: length, version: version,
+            context: context)
     }
 
     private func writeHead(
