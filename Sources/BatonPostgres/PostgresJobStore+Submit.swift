@@ -108,6 +108,14 @@ extension PostgresJobStore {
         let priorities = jobs.map { Int32($0.priority) }
         let maxAttempts = jobs.map { Int32($0.retry.maxAttempts) }
         let hasCategories = jobs.map { !$0.categories.isEmpty }
+        // Jobs due now of a graph of independent jobs are claimed in the insert itself for idle workers
+        // of this store, when some have offered room (``PostgresHandoff``).
+        let ticket =
+            independent
+            ? handoff.reserve(
+                kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now }, now: now)
+            : nil
+        defer { if let ticket { handoff.cancel(ticket) } }  // nothing if the jobs were handed over
         // One statement (one round trip): the run, its jobs (identities drawn in job order, so that
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else
@@ -144,11 +152,18 @@ extension PostgresJobStore {
             bindings.append(categoryLimit)
         }
         bindings.append(channel)
+        var handing = bindings
+        if independent {
+            bindings.appendHandoff(nil, count: jobs.count)
+            handing.appendHandoff(ticket, count: jobs.count)
+        }
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
-        let insert = SubmitStatement(independent: independent, bindings: bindings)
+        let plainInsert = SubmitStatement(independent: independent, bindings: bindings)
         let logger = logger
-        for _ in 0..<5 {
+        for attempt in 0..<5 {
+            // A run lost and submitted again is claimed the usual way: its hand-over was made.
+            let insert = attempt == 0 ? SubmitStatement(independent: independent, bindings: handing) : plainInsert
             // The insert, then on the same connection the flush and check — sent once the server has
             // answered the insert, so after its commit: a connection cut in between runs both again.
             let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
@@ -156,7 +171,8 @@ extension PostgresJobStore {
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     let rows = try await insert.execute(on: connection, logger: logger)
                     guard let row = rows.first else { return (nil, nil) }
-                    let run = try row.decode((Int64, Int64, [Int64]?).self).0
+                    let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                    if attempt == 0, let ticket { await self.handOver(ticket, graph: graph, run: run, ids: ids ?? []) }
                     let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return (row, try present.first?.decode(Bool.self) ?? false)
@@ -173,6 +189,11 @@ extension PostgresJobStore {
                 present = checked
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
+                if attempt == 0, let ticket, !submitted.existing {
+                    // The first insert's reply was lost: its jobs are claimed for their workers all the same.
+                    await handOver(
+                        ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue))
+                }
                 present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
             }
             if present == true {
@@ -186,6 +207,33 @@ extension PostgresJobStore {
         throw DurableError(
             code: .storeFailure,
             message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// Hands the jobs of `ticket` over to their workers once their run is inserted (`ids`: its jobs'
+    /// identities, by index), and wakes them; those of workers that stopped meanwhile are given back.
+    func handOver(_ ticket: PostgresHandoff.Ticket, graph: GraphSpec, run: Int64, ids: [Int64]) async {
+        let handed = ticket.workers.compactMap { index, hand -> (worker: String, job: ClaimedJob)? in
+            guard index < ids.count, index < graph.jobs.count else { return nil }
+            let job = graph.jobs[index]
+            return (
+                hand.worker,
+                ClaimedJob(
+                    lease: Lease(job: DurableJobID(ids[index]), token: hand.token), run: DurableRunID(run),
+                    name: job.name, kind: job.kind, input: job.input ?? Data(), attempt: 1,
+                    maxAttempts: job.retry.maxAttempts, priority: job.priority,
+                    timeout: job.timeout.map { .seconds($0.storeSeconds) }, leaseExpires: Date(storeTime: hand.expires))
+            )
+        }.sorted { ($0.job.priority, $1.job.lease.job.rawValue) > ($1.job.priority, $0.job.lease.job.rawValue) }
+        let orphans = handoff.deliver(ticket, handed)
+        hub.wake()
+        guard !orphans.isEmpty else { return }
+        do {
+            try await release(orphans.map(\.lease))
+        } catch {
+            logger.notice(
+                "giving back jobs claimed for a worker that stopped failed; they are claimed again when their leases expire",
+                metadata: ["error": "\(PostgresFailure.describe(error))"])
+        }
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
@@ -255,9 +303,11 @@ extension PostgresJobStore {
     /// `input_from`, `remaining`, `has_categories`, the edges and the categories: $1 name, $2 unique
     /// key, $3 now, $4 job count, $5 finished, $6 trace context, $7 submission, $8 indexes, $9 names,
     /// $10 kinds, $11 inputs, $12 has input, $13 maximum attempts, $14 retry policies, $15 priorities,
-    /// $16 timeouts, $17 not before, $18 channel.
+    /// $16 timeouts, $17 not before, $18 channel; and the jobs claimed in the insert for idle workers of
+    /// the submitting store (``PostgresHandoff``): $19 their workers ('' for a job inserted ready),
+    /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job).
     enum SubmitIndependent: PreparedText {
-        static let name = "baton_submit_independent_v1"
+        static let name = "baton_submit_independent_v2"
         static let sql = """
             WITH new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
@@ -265,15 +315,18 @@ extension PostgresJobStore {
                 ON CONFLICT DO NOTHING RETURNING id
             ), inserted AS (
                 INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
-                    timeout, has_categories, not_before)
-                SELECT new_run.id, t.idx, t.name, t.kind, 'ready', CASE WHEN t.has_input THEN t.input END, 0,
-                    t.max_attempts, t.retry, t.priority, NULLIF(t.timeout, -1), false, t.not_before
-                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before)
+                    timeout, has_categories, not_before, attempts, lease_owner, lease_token, lease_expires)
+                SELECT new_run.id, t.idx, t.name, t.kind, CASE WHEN t.owner = '' THEN 'ready' ELSE 'running' END,
+                    CASE WHEN t.has_input THEN t.input END, 0, t.max_attempts, t.retry, t.priority,
+                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN t.owner = '' THEN 0 ELSE 1 END,
+                    NULLIF(t.owner, ''), NULLIF(t.token, 0), CASE WHEN t.owner <> '' THEN t.expires END
+                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21)
+                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before,
+                        owner, token, expires)
                 ORDER BY t.idx
                 RETURNING id, idx
             ), woken AS (
-                SELECT pg_notify($18, '') FROM new_run
+                SELECT pg_notify($18, '') FROM new_run WHERE $4 > $22
             ), early AS (
                 SELECT set_config('synchronous_commit', 'off', true)
             )
@@ -357,5 +410,23 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }
+    }
+}
+
+extension PostgresBindings {
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs.
+    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int) {
+        var owners = [String](repeating: "", count: count)
+        var tokens = [Int64](repeating: 0, count: count)
+        var expiries = [Double](repeating: 0, count: count)
+        for (index, hand) in ticket?.workers ?? [:] where index < count {
+            owners[index] = hand.worker
+            tokens[index] = hand.token
+            expiries[index] = hand.expires
+        }
+        append(owners)
+        append(tokens)
+        append(expiries)
+        append(ticket?.workers.count ?? 0)
     }
 }

@@ -45,6 +45,8 @@ public final class PostgresJobStore: JobStore {
     let submitClient: PostgresClient
     let logger: Logger
     let hub = PostgresWakeupHub()
+    /// Claims made by submissions for idle workers of this store (``parkClaim(worker:kinds:limit:lease:)``).
+    let handoff = PostgresHandoff()
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
     let faults = PostgresFaults()

@@ -112,6 +112,15 @@ public protocol JobStore: Sendable {
     /// processes' changes as it can (SQLite: not at all — workers poll; PostgreSQL: `LISTEN/NOTIFY`).
     /// Each call returns a new stream; it ends when the caller stops iterating.
     func wakeups() -> AsyncStream<Void>
+
+    /// Says that `worker` has room for `limit` more jobs of `kinds` and will call
+    /// ``claim(worker:kinds:limit:lease:)`` as soon as ``wakeups()`` yields. The store may claim jobs
+    /// for it ahead of that call — at most `limit`, under leases of `lease` — and return them from it.
+    /// A limit of 0 withdraws the offer; so does every claim of the worker, and
+    /// ``unregister(worker:)``, which also gives back what was claimed ahead and not yet returned.
+    /// The default does nothing (the store claims nothing ahead). `DurableWorker` offers its room
+    /// whenever it goes idle.
+    func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration)
 }
 
 /// A job claimed by a worker: what it needs to run one attempt.
@@ -204,6 +213,9 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
 }
 
 extension JobStore {
+    /// Claims nothing ahead.
+    public func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration) {}
+
     /// Calls ``finish(_:)``, then ``claim(worker:kinds:limit:lease:)`` when `limit` is positive.
     public func finish(
         _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration

@@ -10,6 +10,8 @@ extension DurableWorker {
         while true {
             let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
             if let deadline {
+                // Shutting down: nothing more may be claimed for this worker.
+                store.parkClaim(worker: configuration.id, kinds: kinds, limit: 0, lease: configuration.leaseDuration)
                 if active == 0 { return }
                 if ContinuousClock.now >= deadline {
                     cancelForShutdown()
@@ -46,6 +48,16 @@ extension DurableWorker {
             if free > 0, claimed == 0, let due = try? await store.nextDueDate(kinds: kinds) {
                 let wait = Duration.seconds(max(due.timeIntervalSince(store.clock.now()), 0.001))
                 timeout = min(timeout, wait)
+            }
+            if free > 0, claimed < free {
+                // Idle with room: the store may claim for this worker before it is woken (a PostgreSQL
+                // store does, in the insert of a submission through it). Its next claim withdraws the offer.
+                let room = state.withLock { state in
+                    state.shutdownDeadline == nil
+                        ? max(0, configuration.maxConcurrentJobs - state.active.count - state.reserved) : 0
+                }
+                store.parkClaim(
+                    worker: configuration.id, kinds: kinds, limit: room, lease: configuration.leaseDuration)
             }
             await claimSignal.wait(timeout: timeout)
         }
