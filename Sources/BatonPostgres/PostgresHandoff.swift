@@ -4,24 +4,31 @@ import Foundation
 
 /// Claims that a submission makes, in its own inserting statement, for the idle workers of the same
 /// store object (``PostgresJobStore/parkClaim(worker:kinds:limit:lease:)``), and hands them over at the
-/// workers' next ``PostgresJobStore/claim(worker:kinds:limit:lease:)`` — with no `NOTIFY` and no
-/// claiming statement in between.
+/// workers' next claim — with no `NOTIFY` and no claiming statement in between.
 ///
 /// The jobs are inserted already running under the worker's lease, with a token drawn here, so a
-/// handed-over job is claimed exactly as a claiming statement would claim it: the same row, the same
-/// fencing. What can go wrong costs time, never a guarantee: a hand-over that never arrives (the
-/// process died, the worker stopped) leaves a running job whose lease expires, and it is claimed again
-/// like any orphan; ``retire(_:)`` gives back at once what a stopping worker will not run.
+/// handed-over job is claimed as a claiming statement would claim it: the same row, the same fencing.
+/// What can go wrong costs time, never a guarantee: a hand-over that never arrives (the process died,
+/// the worker stopped) leaves a running job whose lease expires, and it is claimed again like any
+/// orphan; ``retire(_:)`` gives back at once what a stopping worker will not run.
 ///
-/// Counting: a worker offers at most its free room, and every claim of its withdraws the offer. Jobs
-/// reserved by a submission still in flight are left out of the worker's next claim (``take(for:limit:)``),
-/// so the worker never holds more than the room it offered.
+/// Counting: a worker offers its free room, less what is already on its way to it or waiting for it,
+/// and every claim of its withdraws the offer and leaves out the jobs still on their way
+/// (``take(for:limit:)``), so the worker never holds more than its limit.
+///
+/// Nothing is released under the lock: what a change removes is handed out of it and dropped after.
 final class PostgresHandoff: Sendable {
-    /// Jobs of one submission assigned to parked workers: job index → worker, token and lease expiry.
+    /// Jobs of one submission assigned to parked workers: job index → worker, token and lease length.
     struct Ticket: Sendable {
         let id: UInt64
-        var workers: [Int: (worker: String, token: Int64, expires: Double)] = [:]
+        var workers: [Int: Hand] = [:]
         var isEmpty: Bool { workers.isEmpty }
+    }
+
+    struct Hand: Sendable {
+        let worker: String
+        let token: Int64
+        let lease: Duration
     }
 
     private struct Parked {
@@ -38,84 +45,116 @@ final class PostgresHandoff: Sendable {
         var inFlight: [String: Int] = [:]
         /// Open tickets: ticket → the workers it reserved for (one entry per job).
         var tickets: [UInt64: [String]] = [:]
-        /// Workers that unregistered: what arrives for them is given back.
+        /// Workers that unregistered while jobs were on their way to them: those are given back.
         var retired: Set<String> = []
         var nextTicket: UInt64 = 0
+    }
+
+    /// What a change took out of the state, to be released after the lock.
+    private struct Removed {
+        var parked: [Parked] = []
+        var names: [String] = []
+        var jobs: [[ClaimedJob]] = []
     }
 
     private let state = Protected(State())
 
     /// `worker` has room for `limit` jobs of `kinds` and claims again when woken (0: withdraws the offer).
+    /// Jobs already on their way to it or waiting for it count against that room.
     func park(_ worker: String, kinds: [String], limit: Int, lease: Duration) {
-        let offer = limit > 0 ? Parked(kinds: Set(kinds), room: limit, lease: lease) : nil
-        let replaced = state.withLock { state in
-            state.retired.remove(worker)
-            return offer.map { state.parked.updateValue($0, forKey: worker) }
-                ?? state.parked.removeValue(forKey: worker)
+        let kinds = Set(kinds)
+        let removed = state.withLock { state -> Removed in
+            var removed = Removed()
+            if let name = state.retired.remove(worker) { removed.names.append(name) }
+            let pending = state.inFlight[worker, default: 0] + (state.inbox[worker]?.count ?? 0)
+            let room = limit - pending
+            if room > 0 {
+                if let old = state.parked.updateValue(Parked(kinds: kinds, room: room, lease: lease), forKey: worker) {
+                    removed.parked.append(old)
+                }
+            } else if let old = state.parked.removeValue(forKey: worker) {
+                removed.parked.append(old)
+            }
+            return removed
         }
-        _ = replaced  // released outside the lock
+        _ = removed
     }
 
-    /// A claim by `worker`: withdraws its offer and takes up to `limit` jobs handed over to it. Also
-    /// says how many more are on their way (reserved by submissions in flight), which the claim must
-    /// leave room for.
-    func take(for worker: String, limit: Int) -> (jobs: [ClaimedJob], coming: Int) {
-        let (jobs, coming, withdrawn) = state.withLock { state in
-            let withdrawn = state.parked.removeValue(forKey: worker)
+    /// A claim by `worker`: withdraws its offer and takes up to `limit` jobs handed over to it, higher
+    /// priority first. `room`: what is left of `limit` for the claim itself, less the jobs still on
+    /// their way to the worker (their submissions' inserts have not answered yet).
+    func take(for worker: String, limit: Int) -> (jobs: [ClaimedJob], room: Int) {
+        let (jobs, coming, removed) = state.withLock { state -> ([ClaimedJob], Int, Removed) in
+            var removed = Removed()
+            if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
             let coming = state.inFlight[worker, default: 0]
-            guard var waiting = state.inbox.removeValue(forKey: worker) else {
-                return ([ClaimedJob](), coming, withdrawn)
-            }
-            let count = min(limit, waiting.count)
+            guard var waiting = state.inbox.removeValue(forKey: worker) else { return ([], coming, removed) }
+            let count = min(max(limit, 0), waiting.count)
             let jobs = Array(waiting.prefix(count))
-            waiting.removeFirst(count)
-            if !waiting.isEmpty { state.inbox[worker] = waiting }
-            return (jobs, coming, withdrawn)
+            if count < waiting.count {
+                waiting.removeFirst(count)
+                state.inbox[worker] = waiting
+            } else {
+                removed.jobs.append(waiting)
+            }
+            return (jobs, coming, removed)
         }
-        _ = withdrawn  // released outside the lock
-        return (jobs, coming)
+        _ = removed
+        let sorted = jobs.sorted { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+        return (sorted, max(0, limit - jobs.count - coming))
+    }
+
+    /// Puts back jobs that ``take(for:limit:)`` returned to a claim that then failed: the worker's
+    /// next claim returns them.
+    func restore(_ jobs: [ClaimedJob], for worker: String) {
+        guard !jobs.isEmpty else { return }
+        state.withLock { state in state.inbox[worker, default: []].insert(contentsOf: jobs, at: 0) }
     }
 
     /// Assigns the eligible jobs of a submission (by index: kind and priority), higher priority first,
-    /// to parked workers of their kind, as far as their room goes. `now`: the submission's time.
-    func reserve(kinds: [String], priorities: [Int32], eligible: [Bool], now: Double) -> Ticket? {
+    /// then in index order, to parked workers of their kind, as far as their room goes.
+    func reserve(kinds: [String], priorities: [Int32], eligible: [Bool]) -> Ticket? {
         guard state.withLock({ !$0.parked.isEmpty }), eligible.contains(true) else { return nil }
         let order = kinds.indices.filter { eligible[$0] }.sorted { (priorities[$0], $1) > (priorities[$1], $0) }
-        var filled: [Parked] = []
-        defer { filled = [] }  // released outside the lock
-        return state.withLock { state -> Ticket? in
-            guard !state.parked.isEmpty else { return nil }
+        let tokens = (0..<order.count).map { _ in Int64.random(in: 1..<(1 << 62)) }
+        let (ticket, removed) = state.withLock { state -> (Ticket?, Removed) in
+            var removed = Removed()
+            guard !state.parked.isEmpty else { return (nil, removed) }
             state.nextTicket += 1
             var ticket = Ticket(id: state.nextTicket)
             var reservedFor: [String] = []
-            for index in order {
+            for (position, index) in order.enumerated() {
                 if state.parked.isEmpty { break }
-                guard
-                    let worker = state.parked.keys.sorted().first(where: { name in
-                        state.parked[name].map { $0.room > 0 && $0.kinds.contains(kinds[index]) } ?? false
-                    }),
-                    let parked = state.parked[worker]
-                else { continue }
-                ticket.workers[index] = (
-                    worker, Int64.random(in: 1..<(1 << 62)), now + parked.lease.storeSeconds
-                )
+                // The first parked worker by name with room for this kind.
+                var chosen: String?
+                for (name, parked) in state.parked where parked.kinds.contains(kinds[index]) {
+                    if chosen.map({ name < $0 }) ?? true { chosen = name }
+                }
+                guard let worker = chosen, let parked = state.parked[worker] else { continue }
+                ticket.workers[index] = Hand(worker: worker, token: tokens[position], lease: parked.lease)
                 reservedFor.append(worker)
-                state.parked[worker]?.room -= 1
-                if parked.room == 1, let full = state.parked.removeValue(forKey: worker) { filled.append(full) }
+                if parked.room > 1 {
+                    state.parked[worker]?.room -= 1
+                } else if let full = state.parked.removeValue(forKey: worker) {
+                    removed.parked.append(full)
+                }
                 state.inFlight[worker, default: 0] += 1
             }
-            guard !ticket.isEmpty else { return nil }
+            guard !ticket.isEmpty else { return (nil, removed) }
             state.tickets[ticket.id] = reservedFor
-            return ticket
+            return (ticket, removed)
         }
+        _ = removed
+        return ticket
     }
 
     /// The submission's statement stored the ticket's jobs (`jobs`: the claimed jobs it built). Puts them
     /// in their workers' inboxes; returns those whose workers have retired since (to give back).
     /// Does nothing for a ticket already delivered or cancelled.
     func deliver(_ ticket: Ticket, _ jobs: [(worker: String, job: ClaimedJob)]) -> [ClaimedJob] {
-        state.withLock { state -> [ClaimedJob] in
-            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return [] }
+        let (orphans, removed) = state.withLock { state -> ([ClaimedJob], Removed) in
+            var removed = Removed()
+            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return ([], removed) }
             var orphans: [ClaimedJob] = []
             for (worker, job) in jobs {
                 if state.retired.contains(worker) {
@@ -124,28 +163,34 @@ final class PostgresHandoff: Sendable {
                     state.inbox[worker, default: []].append(job)
                 }
             }
-            Self.settle(reserved, in: &state)
-            return orphans
+            Self.settle(reserved, in: &state, removed: &removed)
+            return (orphans, removed)
         }
+        _ = removed
+        return orphans
     }
 
     /// The submission stored none of the ticket's jobs (it failed, or a run with its unique key exists).
     func cancel(_ ticket: Ticket) {
-        state.withLock { state in
-            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return }
-            Self.settle(reserved, in: &state)
+        let removed = state.withLock { state -> Removed in
+            var removed = Removed()
+            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return removed }
+            Self.settle(reserved, in: &state, removed: &removed)
+            return removed
         }
+        _ = removed
     }
 
     /// Ends the reservations of a ticket; a retired worker with none left is forgotten.
-    private static func settle(_ reserved: [String], in state: inout State) {
+    private static func settle(_ reserved: [String], in state: inout State, removed: inout Removed) {
+        removed.names += reserved
         for worker in reserved {
             let left = state.inFlight[worker, default: 0] - 1
             if left > 0 {
                 state.inFlight[worker] = left
             } else {
                 state.inFlight[worker] = nil
-                state.retired.remove(worker)
+                if let name = state.retired.remove(worker) { removed.names.append(name) }
             }
         }
     }
@@ -158,12 +203,55 @@ final class PostgresHandoff: Sendable {
     /// `worker` stopped: withdraws its offer and returns what was handed over and not taken; what arrives
     /// for it later is returned by ``deliver(_:_:)``.
     func retire(_ worker: String) -> [ClaimedJob] {
-        let (jobs, withdrawn) = state.withLock { state in
+        let (jobs, removed) = state.withLock { state -> ([ClaimedJob], Removed) in
+            var removed = Removed()
             // Remembered only while something may still arrive for it.
             if state.inFlight[worker] != nil { state.retired.insert(worker) }
-            return (state.inbox.removeValue(forKey: worker) ?? [], state.parked.removeValue(forKey: worker))
+            if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
+            return (state.inbox.removeValue(forKey: worker) ?? [], removed)
         }
-        _ = withdrawn  // released outside the lock
+        _ = removed
         return jobs
+    }
+}
+
+extension PostgresHandoff.Ticket {
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs, with
+    /// leases from `now` (the time this try of the insert is sent).
+    func values(count: Int, now: Double) -> (owners: [String], tokens: [Int64], expiries: [Double]) {
+        var owners = [String](repeating: "", count: count)
+        var tokens = [Int64](repeating: 0, count: count)
+        var expiries = [Double](repeating: 0, count: count)
+        for (index, hand) in workers where index < count {
+            owners[index] = hand.worker
+            tokens[index] = hand.token
+            expiries[index] = now + hand.lease.storeSeconds
+        }
+        return (owners, tokens, expiries)
+    }
+}
+
+/// Where a submission's hand-over stands across the tries of its insert.
+final class HandoverProgress: Sendable {
+    private let state = Protected((earliest: Double?.none, delivered: false))
+
+    /// A try of the insert is about to be sent at `now`: the time its leases count from, or nil when
+    /// the jobs were handed over already (the try then stores them ready).
+    func sending(at now: Double) -> Double? {
+        state.withLock { state in
+            guard !state.delivered else { return nil }
+            state.earliest = min(state.earliest ?? now, now)
+            return now
+        }
+    }
+
+    /// The hand-over is being made: the earliest time a try was sent at, or nil when none was sent or
+    /// it was made already.
+    func delivering() -> Double? {
+        state.withLock { state in
+            guard !state.delivered, let earliest = state.earliest else { return nil }
+            state.delivered = true
+            return earliest
+        }
     }
 }

@@ -5,7 +5,7 @@ import PostgresNIO
 extension PostgresJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
-        let (handed, coming) = handoff.take(for: worker, limit: limit)
+        let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
             // Claimed for this worker by a submission through this store: they start with no round trip.
             // The worker is woken to claim again: for jobs it may have missed meanwhile, and to offer
@@ -14,7 +14,7 @@ extension PostgresJobStore {
             return handed
         }
         // Jobs on their way to this worker (their submission's insert has not answered yet) need room.
-        let limit = limit - coming
+        let limit = room
         guard limit > 0 else { return [] }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds

@@ -184,6 +184,24 @@ extension PostgresJobStore {
             guard limit > 0 else { return (results, []) }
             return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
         }
+        // Jobs handed over to this worker come first; the claim is for the room they and the jobs still
+        // on their way leave. Put back if the call fails.
+        let (handed, room) = handoff.take(for: worker, limit: limit)
+        do {
+            let (results, claimed) = try await finishSucceeded(
+                reports, thenClaim: room, worker: worker, kinds: kinds, lease: lease)
+            return (results, handed + claimed)
+        } catch {
+            handoff.restore(handed, for: worker)
+            throw error
+        }
+    }
+
+    /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, once the jobs handed over are taken.
+    private func finishSucceeded(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
+        guard limit > 0 else { return (try await finish(reports), []) }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()

@@ -112,8 +112,7 @@ extension PostgresJobStore {
         // of this store, when some have offered room (``PostgresHandoff``).
         let ticket =
             independent
-            ? handoff.reserve(
-                kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now }, now: now)
+            ? handoff.reserve(kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now })
             : nil
         defer { if let ticket { handoff.cancel(ticket) } }  // nothing if the jobs were handed over
         // One statement (one round trip): the run, its jobs (identities drawn in job order, so that
@@ -152,27 +151,38 @@ extension PostgresJobStore {
             bindings.append(categoryLimit)
         }
         bindings.append(channel)
-        var handing = bindings
-        if independent {
-            bindings.appendHandoff(nil, count: jobs.count)
-            handing.appendHandoff(ticket, count: jobs.count)
-        }
+        let base = bindings
+        if independent { bindings.appendHandoff(nil, count: jobs.count, now: now) }
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
         let plainInsert = SubmitStatement(independent: independent, bindings: bindings)
         let logger = logger
+        let handing = HandoverProgress()
         for attempt in 0..<5 {
-            // A run lost and submitted again is claimed the usual way: its hand-over was made.
-            let insert = attempt == 0 ? SubmitStatement(independent: independent, bindings: handing) : plainInsert
             // The insert, then on the same connection the flush and check — sent once the server has
             // answered the insert, so after its commit: a connection cut in between runs both again.
             let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
-                [submitClient, faults] in
+                [submitClient, faults, clock] in
+                // Jobs are claimed in the insert until they have been handed over once: rows answered by
+                // an insert whose commit then failed were handed over all the same (as a lost claim, their
+                // leases are refused), and a try sent after that stores the jobs ready. A run lost after
+                // its commit is submitted again the usual way. Leases count from the time of each try.
+                var insert = plainInsert
+                var handingOver = false
+                if attempt == 0, let ticket, let sent = handing.sending(at: clock.now().storeTime) {
+                    var values = base
+                    values.appendHandoff(ticket, count: jobs.count, now: sent)
+                    insert = SubmitStatement(independent: true, bindings: values)
+                    handingOver = true
+                }
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     let rows = try await insert.execute(on: connection, logger: logger)
+                    try faults.afterCommit("submit insert")
                     guard let row = rows.first else { return (nil, nil) }
                     let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
-                    if attempt == 0, let ticket { await self.handOver(ticket, graph: graph, run: run, ids: ids ?? []) }
+                    if handingOver, let ticket, let sent = handing.delivering() {
+                        await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                    }
                     let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return (row, try present.first?.decode(Bool.self) ?? false)
@@ -189,10 +199,12 @@ extension PostgresJobStore {
                 present = checked
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
-                if attempt == 0, let ticket, !submitted.existing {
-                    // The first insert's reply was lost: its jobs are claimed for their workers all the same.
+                if attempt == 0, let ticket, !submitted.existing, let sent = handing.delivering() {
+                    // An insert's reply was lost after its commit: its jobs were claimed for their workers,
+                    // under leases from the earliest try (an earlier expiry than the row's, never a later).
                     await handOver(
-                        ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue))
+                        ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue),
+                        sent: sent)
                 }
                 present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
             }
@@ -211,7 +223,8 @@ extension PostgresJobStore {
 
     /// Hands the jobs of `ticket` over to their workers once their run is inserted (`ids`: its jobs'
     /// identities, by index), and wakes them; those of workers that stopped meanwhile are given back.
-    func handOver(_ ticket: PostgresHandoff.Ticket, graph: GraphSpec, run: Int64, ids: [Int64]) async {
+    /// `sent`: the time the leases count from.
+    func handOver(_ ticket: PostgresHandoff.Ticket, graph: GraphSpec, run: Int64, ids: [Int64], sent: Double) async {
         let handed = ticket.workers.compactMap { index, hand -> (worker: String, job: ClaimedJob)? in
             guard index < ids.count, index < graph.jobs.count else { return nil }
             let job = graph.jobs[index]
@@ -221,9 +234,10 @@ extension PostgresJobStore {
                     lease: Lease(job: DurableJobID(ids[index]), token: hand.token), run: DurableRunID(run),
                     name: job.name, kind: job.kind, input: job.input ?? Data(), attempt: 1,
                     maxAttempts: job.retry.maxAttempts, priority: job.priority,
-                    timeout: job.timeout.map { .seconds($0.storeSeconds) }, leaseExpires: Date(storeTime: hand.expires))
+                    timeout: job.timeout.map { .seconds($0.storeSeconds) },
+                    leaseExpires: Date(storeTime: sent + hand.lease.storeSeconds))
             )
-        }.sorted { ($0.job.priority, $1.job.lease.job.rawValue) > ($1.job.priority, $0.job.lease.job.rawValue) }
+        }
         let orphans = handoff.deliver(ticket, handed)
         hub.wake()
         guard !orphans.isEmpty else { return }
@@ -414,16 +428,15 @@ extension PostgresJobStore {
 }
 
 extension PostgresBindings {
-    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs.
-    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int) {
-        var owners = [String](repeating: "", count: count)
-        var tokens = [Int64](repeating: 0, count: count)
-        var expiries = [Double](repeating: 0, count: count)
-        for (index, hand) in ticket?.workers ?? [:] where index < count {
-            owners[index] = hand.worker
-            tokens[index] = hand.token
-            expiries[index] = hand.expires
-        }
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs, with
+    /// leases from `now`; no ticket: every job is inserted ready.
+    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double) {
+        let (owners, tokens, expiries) =
+            ticket?.values(count: count, now: now)
+            ?? (
+                [String](repeating: "", count: count), [Int64](repeating: 0, count: count),
+                [Double](repeating: 0, count: count)
+            )
         append(owners)
         append(tokens)
         append(expiries)

@@ -23,7 +23,9 @@ public import PostgresNIO
 /// **Wake-ups** use `LISTEN/NOTIFY` on a connection of their own: a submission, a completion that
 /// makes jobs ready or frees a category, a release and a cancellation notify every listening
 /// process at once. When that connection drops, the store reconnects it with backoff and meanwhile
-/// wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling).
+/// wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling). Idle workers
+/// of this store object get the due independent jobs of its own submissions handed over instead:
+/// claimed for them in the submission's insert (``parkClaim(worker:kinds:limit:lease:)``).
 ///
 /// **Faults**: a call that fails because the server went away (restart, a terminated backend, a
 /// refused connection) is retried with backoff for up to

@@ -19,37 +19,70 @@ struct PostgresHandoffBookTests {
     @Test("an offer is bounded by its room and its kinds, and fills higher priority first, then older first")
     func offerBounds() throws {
         let book = PostgresHandoff()
-        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0) == nil, "no offer, no ticket")
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil, "no offer, no ticket")
         book.park("w", kinds: ["k"], limit: 2, lease: .seconds(10))
         let ticket = try #require(
             book.reserve(
                 kinds: ["k", "other", "k", "k", "k"], priorities: [1, 9, 1, 5, 9],
-                eligible: [true, true, true, true, false],
-                now: 100))
+                eligible: [true, true, true, true, false]))
         // Index 4 is not due and index 1 is of another kind: the two best remaining are 3 (priority 5), then 0.
         #expect(ticket.workers.keys.sorted() == [0, 3])
-        #expect(ticket.workers.values.allSatisfy { $0.worker == "w" && $0.expires == 110 && $0.token > 0 })
+        for hand in ticket.workers.values {
+            #expect(hand.worker == "w" && hand.lease == .seconds(10) && hand.token > 0)
+        }
+        let values = ticket.values(count: 5, now: 100)
+        #expect(values.owners == ["w", "", "", "w", ""])
+        #expect(values.expiries == [110, 0, 0, 110, 0], "leases count from the time the insert is sent")
+        #expect(values.tokens[0] != values.tokens[3] && values.tokens[1] == 0)
         #expect(book.offer(of: "w") == nil, "the room is used up")
-        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0) == nil)
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil)
     }
 
     @Test("a claim withdraws the offer and leaves room for jobs on their way; a ticket settles once")
     func claimWithdraws() throws {
         let book = PostgresHandoff()
         book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
-        let ticket = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0))
+        let ticket = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
         #expect(book.offer(of: "w") == 2)
         let early = book.take(for: "w", limit: 3)
         #expect(early.jobs.isEmpty)
-        #expect(early.coming == 1, "the reserved job is on its way")
+        #expect(early.room == 2, "the reserved job is on its way: room for 2 of the 3")
         #expect(book.offer(of: "w") == nil, "a claim withdraws the offer")
-        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0) == nil)
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil)
         #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty)
         #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty, "a second delivery does nothing")
         book.cancel(ticket)
         let late = book.take(for: "w", limit: 3)
         #expect(late.jobs.map(\.job) == [DurableJobID(7)], "delivered once")
-        #expect(late.coming == 0)
+        #expect(late.room == 2)
+    }
+
+    @Test("an offer counts the jobs already on their way to the worker, or waiting for it, against its room")
+    func offerCountsPending() throws {
+        let book = PostgresHandoff()
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        let ticket = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        _ = book.take(for: "w", limit: 3)
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        #expect(book.offer(of: "w") == 2, "one job is on its way")
+        _ = book.deliver(ticket, [("w", Self.claimed(1))])
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        #expect(book.offer(of: "w") == 2, "one job waits for the worker's claim")
+        book.park("w", kinds: ["k"], limit: 1, lease: .seconds(10))
+        #expect(book.offer(of: "w") == nil, "no room beside the waiting job")
+        let taken = book.take(for: "w", limit: 3)
+        #expect(taken.jobs.count == 1 && taken.room == 2)
+    }
+
+    @Test("a submission's tries hand over once: a try sent after the hand-over stores its jobs ready")
+    func progressHandsOverOnce() {
+        let progress = HandoverProgress()
+        #expect(progress.delivering() == nil, "nothing was sent")
+        #expect(progress.sending(at: 5) == 5)
+        #expect(progress.sending(at: 7) == 7, "a retry before the hand-over claims again, leases from its own time")
+        #expect(progress.delivering() == 5, "the hand-over's leases count from the earliest try")
+        #expect(progress.sending(at: 9) == nil, "after the hand-over, a retry claims nothing")
+        #expect(progress.delivering() == nil)
     }
 
     @Test("a claim takes no more than its limit; what a retired worker had, or receives later, is given back")
@@ -57,16 +90,18 @@ struct PostgresHandoffBookTests {
         let book = PostgresHandoff()
         book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
         let first = try #require(
-            book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true], now: 0))
-        let second = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0))
+            book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
+        let second = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
         _ = book.deliver(first, [("w", Self.claimed(1)), ("w", Self.claimed(2))])
         #expect(book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(1)])
+        book.restore([Self.claimed(9)], for: "w")
+        #expect(book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(9)], "a restored job comes first")
         #expect(book.retire("w").map(\.job) == [DurableJobID(2)], "the job not taken is given back")
         #expect(book.deliver(second, [("w", Self.claimed(3))]).map(\.job) == [DurableJobID(3)])
         #expect(book.take(for: "w", limit: 5).jobs.isEmpty)
         // Parking again brings the worker back.
         book.park("w", kinds: ["k"], limit: 1, lease: .seconds(10))
-        let third = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0))
+        let third = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
         #expect(book.deliver(third, [("w", Self.claimed(4))]).isEmpty)
     }
 }
@@ -160,12 +195,35 @@ struct PostgresHandoffTests {
             let ready = try await store.submit(Self.graph("ready", [("k", 0, true)]), uniqueKey: nil)
             store.parkClaim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
             // A submission's insert in flight (reserved, not yet answered).
-            let ticket = try #require(store.handoff.reserve(kinds: ["k"], priorities: [0], eligible: [true], now: 0))
+            let ticket = try #require(store.handoff.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
             #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30)).isEmpty)
             #expect(try await Self.rows(store, run: ready.run)["j0"]?.0 == "ready", "the claim took no job")
             let more = try await store.claim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
             #expect(more.map(\.name) == ["j0"], "room for one beside the job on its way")
             store.handoff.cancel(ticket)
+        }
+    }
+
+    @Test("a worker's completion-and-claim returns the jobs handed to it first, and claims only the room left")
+    func finishThenClaimTakesHandedJobs() async throws {
+        try await TestPostgres.withStore("handover_finish") { store, _ in
+            _ = try await store.submit(Self.graph("first", [("k", 0, true)]), uniqueKey: nil)
+            let first = try await store.claim(worker: "w", kinds: ["k"], limit: 3, lease: .seconds(30))
+            try #require(first.count == 1)
+            let waiting = try await store.submit(Self.graph("waiting", [("k", 0, true)]), uniqueKey: nil)
+            // One attempt running, room for two more: the next submission's two jobs are handed over.
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
+            let handed = try await store.submit(Self.graph("handed", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
+            let done = AttemptReport(lease: first[0].lease, outcome: .succeeded(output: Data("1".utf8)))
+            let (results, claimed) = try await store.finish(
+                [done], thenClaim: 2, worker: "w", kinds: ["k"], lease: .seconds(30))
+            #expect(results == [.accepted(.succeeded)])
+            #expect(Set(claimed.map(\.job)) == Set(handed.jobs), "the handed-over jobs, and nothing beyond the room")
+            #expect(try await Self.rows(store, run: waiting.run)["j0"]?.0 == "ready")
+            // With room left over, the same call claims the ready job too.
+            let next = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: Data("1".utf8)))
+            let (_, more) = try await store.finish([next], thenClaim: 2, worker: "w", kinds: ["k"], lease: .seconds(30))
+            #expect(more.map(\.job) == waiting.jobs)
         }
     }
 
@@ -186,11 +244,13 @@ struct PostgresHandoffTests {
         }
     }
 
-    @Test("the first insert's reply is lost: the run is stored once, and its job handed over once")
-    func lostReply() async throws {
+    @Test(
+        "the insert's reply is lost after its commit, or the flush's: the run is stored once, and its job handed over once",
+        arguments: ["submit insert", "submit"])
+    func lostReply(fault: String) async throws {
         try await TestPostgres.withStore("handover_lost") { store, _ in
             store.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
-            store.faults.loseReply(of: "submit")
+            store.faults.loseReply(of: fault)
             let run = try await store.submit(Self.graph("lost", [("k", 0, true)]), uniqueKey: nil)
             let count = try await store.client.query(
                 "SELECT count(*)::int FROM \(unescaped: store.configuration.schema).runs"
