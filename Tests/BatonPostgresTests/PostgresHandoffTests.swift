@@ -1,6 +1,7 @@
 import Baton
 import BatonDurable
 import BatonTesting
+import JobStoreConformance
 import Foundation
 import PostgresNIO
 import Testing
@@ -224,6 +225,30 @@ struct PostgresHandoffTests {
             let next = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: Data("1".utf8)))
             let (_, more) = try await store.finish([next], thenClaim: 2, worker: "w", kinds: ["k"], lease: .seconds(30))
             #expect(more.map(\.job) == waiting.jobs)
+        }
+    }
+
+    @Test(
+        "jobs handed over to a worker whose process dies before it takes them are orphans like any claimed job: claimed again when their leases expire"
+    )
+    func handedJobsOfADeadProcess() async throws {
+        try await TestPostgres.withStore("handover_dead") { observer, configuration in
+            let clock = ManualDurableClock()
+            let dying = try await PostgresJobStore(
+                configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
+            dying.parkClaim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(10))
+            let run = try await dying.submit(Self.graph("orphans", [("k", 0, true)]), uniqueKey: nil)
+            #expect(try await Self.rows(observer, run: run.run)["j0"]?.2 == "w")
+            dying.close()  // the process is gone: the handed-over job was never taken
+
+            let survivor = try await PostgresJobStore(
+                configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
+            defer { survivor.close() }
+            #expect(try await survivor.claim(worker: "v", kinds: ["k"], limit: 2, lease: .seconds(10)).isEmpty)
+            clock.advance(by: .seconds(11))
+            let again = try await survivor.claim(worker: "v", kinds: ["k"], limit: 2, lease: .seconds(10))
+            #expect(again.map(\.job) == run.jobs)
+            #expect(again.map(\.attempt) == [2], "the handed-over claim counted as an attempt, as a lost claim does")
         }
     }
 
