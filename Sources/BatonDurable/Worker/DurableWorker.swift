@@ -26,7 +26,10 @@ public import Tracing
 /// most 8 s, and another worker — which wakes up when the earliest lease ends, or at least every
 /// ``Configuration/pollInterval`` (1 s) — claims them again within about 9 s (attempt + 1). Within one
 /// process, new work wakes workers at once; across processes sharing a SQLite file, within the
-/// polling interval.
+/// polling interval. An idle worker offers its free room to its store
+/// (``JobStore/parkClaim(worker:kinds:limit:lease:)``): a store that supports it (PostgreSQL) claims
+/// the jobs of its own submissions for the worker as it stores them, and the worker starts them
+/// without a claiming round trip.
 ///
 /// **Shutdown**: cancelling the task that runs ``run()`` (or a graceful shutdown of the
 /// `ServiceGroup` it runs in, or ``shutdown()``) stops claiming, lets running jobs finish for up to
