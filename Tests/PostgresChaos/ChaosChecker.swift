@@ -28,11 +28,25 @@ struct ChaosChecker {
         var failures: [String] = []
         func int(_ sql: PostgresQuery) async throws -> Int { try await side.query(sql)[0].decode(Int.self) }
 
-        let total = try await int("SELECT count(*)::int FROM jobs")
-        let succeeded = try await int("SELECT count(*)::int FROM jobs WHERE state = 'succeeded'")
-        let lost = total - succeeded
+        // The harness's runs (unique keys `chaos-…`), and the side runs the workers submitted (`side-…`).
+        let total = try await int(
+            "SELECT count(*)::int FROM jobs j JOIN runs r ON r.id = j.run WHERE r.unique_key LIKE 'chaos-%'")
+        let lost = try await int("SELECT count(*)::int FROM jobs WHERE state <> 'succeeded'")
         if total != jobs { failures.append("the store holds \(total) jobs, \(jobs) were submitted") }
         if lost != 0 { failures.append("\(lost) jobs did not succeed") }
+        let sideRuns = try await int("SELECT count(*)::int FROM chaos_side_runs")
+        let sideLost = try await int(
+            "SELECT count(*)::int FROM chaos_side_runs s LEFT JOIN runs r ON r.id = s.run WHERE r.id IS NULL")
+        if sideLost != 0 { failures.append("\(sideLost) side runs were submitted and are not in the store") }
+        let sideJobs = try await int(
+            "SELECT count(*)::int FROM jobs j JOIN runs r ON r.id = j.run WHERE r.unique_key LIKE 'side-%'")
+        // Side jobs whose first attempt ran in the process that submitted them: handed over in the insert
+        // (no NOTIFY goes out for those), or claimed by that process first.
+        let sideLocal = try await int(
+            """
+            SELECT count(*)::int FROM chaos_side_runs s JOIN jobs j ON j.run = s.run
+            JOIN chaos_attempts a ON a.job = j.id AND a.attempt = 1 WHERE a.pid = s.pid
+            """)
         let leftClaimed = try await int("SELECT count(*)::int FROM jobs WHERE state = 'running'")
         let leftHolders = try await int("SELECT count(*)::int FROM holders")
         if leftClaimed + leftHolders != 0 {
@@ -163,6 +177,8 @@ struct ChaosChecker {
             "attempts": attempts.count, "reclaimed_attempts": reclaimed, "orphaned_attempts": orphans,
             "worst_reclaim_s": (worstReclaim * 1000).rounded() / 1000,
             "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
+            "side_runs": sideRuns, "side_jobs": sideJobs, "side_first_attempt_by_submitter": sideLocal,
+            "side_runs_lost": sideLost,
             "passed": failures.isEmpty,
         ]
         let json = try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])
@@ -174,7 +190,9 @@ struct ChaosChecker {
             \(attempts.count) attempts, \(reclaimed) re-claimed (planned failures included), \(retried) planned \
             failures accepted for a retry, \(rejected) reports refused, \(orphans) orphaned by kills, worst re-claim \
             \(String(format: "%.2f", worstReclaim)) s (lease \(lease)); lost \(lost), duplicate completions \
-            \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders)
+            \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders); \(sideRuns) side runs \
+            submitted by workers (\(sideJobs) jobs; \(sideLocal) first attempts in the submitting process, \
+            \(sideLost) lost)
             """)
         for failure in failures { say("chaos: FAILED: \(failure)") }
         if failures.isEmpty { say("chaos: passed") }

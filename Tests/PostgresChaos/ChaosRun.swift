@@ -94,10 +94,18 @@ struct ChaosRun {
         var nextReport = clock.now + .seconds(5)
         while true {
             try await Task.sleep(for: .milliseconds(100))
-            finished = try await side.query(
-                "SELECT count(*)::int FROM jobs WHERE state IN ('succeeded', 'failed', 'cancelled')"
-            )[0].decode(Int.self)
-            if finished >= jobs { break }
+            // Every job of the harness's runs finished, and every job at all (the workers' side runs,
+            // submitted before the reports of the jobs they belong to).
+            let (done, unfinished) = try await side.query(
+                """
+                SELECT count(*) FILTER (WHERE j.state IN ('succeeded', 'failed', 'cancelled')
+                        AND r.unique_key LIKE 'chaos-%')::int,
+                    count(*) FILTER (WHERE j.state NOT IN ('succeeded', 'failed', 'cancelled'))::int
+                FROM jobs j JOIN runs r ON r.id = j.run
+                """
+            )[0].decode((Int, Int).self)
+            finished = done
+            if finished >= jobs && unfinished == 0 { break }
             if let failure = lateFailure.withLock({ $0 }) {
                 say("chaos: FAILED: \(failure)")
                 for process in processes { process.terminate() }

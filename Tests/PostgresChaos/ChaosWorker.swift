@@ -7,6 +7,13 @@ import Logging
 /// One chaos worker process: claims `chaos.work` jobs, runs each (a short sleep, and a planned
 /// failure on the attempts its input names), renews its leases every third of a lease, reports the
 /// outcome with its lease token, and logs every attempt in the side log.
+///
+/// Like a `DurableWorker`, it offers its free room to its store when a claim leaves some
+/// (`parkClaim`). Before reporting a successful attempt of every eighth job of the harness's graph, it
+/// submits a one-job side run through its own store (unique key per job, so a second attempt finds the
+/// first's run), whose job the store hands over to this worker when it is idle: the hand-over meets
+/// the kills and the server restart too. Side runs are logged once submitted; the checker finds each
+/// one, and each of their jobs succeeded once.
 struct ChaosWorker {
     let url: String
     let schema: String
@@ -79,6 +86,9 @@ struct ChaosWorker {
                 continue
             }
             if !claimed.isEmpty { signal.yield() }  // There may be more.
+            if claimed.count < room {
+                store.parkClaim(worker: id, kinds: ["chaos.work"], limit: room - claimed.count, lease: lease)
+            }
             for job in claimed {
                 inflight.withLock { $0 += 1 }
                 expiries.withLock { $0[job.lease] = job.leaseExpires }
@@ -116,6 +126,9 @@ struct ChaosWorker {
                             : .succeeded(output: Data("{\"n\":\(input.n),\"attempt\":\(job.attempt)}".utf8))
                         try await side.ended(row: row!, started: workStart!, at: Date().timeIntervalSince1970)
                         workStart = nil
+                        if case .succeeded = outcome, input.n >= 0, input.n % 8 == 0 {
+                            try await submitSide(for: job, input: input, store: store, side: side, pid: pid)
+                        }
                         let sent = Date().timeIntervalSince1970
                         let result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
                         try await side.reported(
@@ -133,5 +146,20 @@ struct ChaosWorker {
                 held.withLock { $0[job.lease] = task }
             }
         }
+    }
+
+    /// The side run of `job` (see the type's note), submitted before the job's report so that every
+    /// side run exists once the harness's jobs have all completed.
+    func submitSide(for job: ClaimedJob, input: Input, store: PostgresJobStore, side: SideLog, pid: Int) async throws {
+        let sideInput = Input(n: -1 - input.n, micros: input.micros, failAttempts: 0)
+        let graph = GraphSpec(
+            name: "side-\(input.n)",
+            jobs: [
+                JobSpec(
+                    name: "side", kind: "chaos.work", input: try JSONEncoder().encode(sideInput),
+                    retry: .constant(maxAttempts: 20, delay: .milliseconds(20)))
+            ])
+        let submitted = try await store.submit(graph, uniqueKey: "side-\(job.job.rawValue)")
+        try await side.sideRun(submitted.run.rawValue, of: job.job.rawValue, pid: pid)
     }
 }

@@ -21,6 +21,7 @@ final class SideLog: Sendable {
             UNIQUE (job, token))
         """,
         "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS chaos_side_runs (run bigint PRIMARY KEY, job bigint NOT NULL, pid integer NOT NULL)",
         "CREATE TABLE IF NOT EXISTS chaos_server_restarts (began float8 NOT NULL, ended float8 NOT NULL)",
     ]
 
@@ -64,6 +65,12 @@ final class SideLog: Sendable {
             UPDATE chaos_attempts SET accepted = \(accepted), refused = \(refused), reporting = \(sent), reported = \(at)
             WHERE id = \(row)
             """)
+    }
+
+    /// A worker submitted the side run `run` for the harness's job `job` (``ChaosWorker``).
+    func sideRun(_ run: Int64, of job: Int64, pid: Int) async throws {
+        try await query(
+            "INSERT INTO chaos_side_runs (run, job, pid) VALUES (\(run), \(job), \(pid)) ON CONFLICT DO NOTHING")
     }
 
     func killed(pid: Int32, at: Double) async throws {
