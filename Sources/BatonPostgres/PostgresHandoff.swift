@@ -104,11 +104,16 @@ final class PostgresHandoff: Sendable {
         return (sorted, max(0, limit - jobs.count - coming))
     }
 
-    /// Puts back jobs that ``take(for:limit:)`` returned to a claim that then failed: the worker's
-    /// next claim returns them.
-    func restore(_ jobs: [ClaimedJob], for worker: String) {
-        guard !jobs.isEmpty else { return }
-        state.withLock { state in state.inbox[worker, default: []].insert(contentsOf: jobs, at: 0) }
+    /// A claim by `worker` that takes its handed-over jobs after its statement: withdraws the offer and
+    /// says how many jobs wait for the worker or are on their way to it (the statement's claim leaves
+    /// them room).
+    func withdraw(_ worker: String) -> Int {
+        let (pending, removed) = state.withLock { state -> (Int, Parked?) in
+            let pending = state.inFlight[worker, default: 0] + (state.inbox[worker]?.count ?? 0)
+            return (pending, state.parked.removeValue(forKey: worker))
+        }
+        _ = removed
+        return pending
     }
 
     /// Assigns the eligible jobs of a submission (by index: kind and priority), higher priority first,
@@ -171,14 +176,16 @@ final class PostgresHandoff: Sendable {
     }
 
     /// The submission stored none of the ticket's jobs (it failed, or a run with its unique key exists).
-    func cancel(_ ticket: Ticket) {
-        let removed = state.withLock { state -> Removed in
+    /// Returns whether that ended reservations (a worker's claim may have left them room: wake it).
+    @discardableResult
+    func cancel(_ ticket: Ticket) -> Bool {
+        let removed = state.withLock { state -> Removed? in
             var removed = Removed()
-            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return removed }
+            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return nil }
             Self.settle(reserved, in: &state, removed: &removed)
             return removed
         }
-        _ = removed
+        return removed != nil
     }
 
     /// Ends the reservations of a ticket; a retired worker with none left is forgotten.

@@ -37,6 +37,21 @@ extension PostgresJobStore {
         handoff.park(worker, kinds: kinds, limit: limit, lease: lease)
     }
 
+    /// Withdraws `worker`'s offer for good and gives back, as ``release(_:)`` does, the jobs handed
+    /// over to it and not taken (and, as they arrive, those still on their way). See
+    /// `JobStore.withdrawClaim(worker:)`.
+    public func withdrawClaim(worker: String) async {
+        let handed = handoff.retire(worker)
+        guard !handed.isEmpty else { return }
+        do {
+            try await release(handed.map(\.lease))
+        } catch {
+            logger.notice(
+                "giving back jobs claimed ahead for a stopping worker failed; they are claimed again when their leases expire",
+                metadata: ["worker": "\(worker)", "error": "\(PostgresFailure.describe(error))"])
+        }
+    }
+
     /// The claiming statement's rows, run on the listening connection when it is free
     /// (``PostgresListener/lend(_:)``); nil when it is not, or when it failed (the caller then claims
     /// through the pool, with its retries: a claim that committed before the failure is a lost claim,

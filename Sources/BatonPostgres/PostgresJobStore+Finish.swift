@@ -184,17 +184,15 @@ extension PostgresJobStore {
             guard limit > 0 else { return (results, []) }
             return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
         }
-        // Jobs handed over to this worker come first; the claim is for the room they and the jobs still
-        // on their way leave. Put back if the call fails.
-        let (handed, room) = handoff.take(for: worker, limit: limit)
-        do {
-            let (results, claimed) = try await finishSucceeded(
-                reports, thenClaim: room, worker: worker, kinds: kinds, lease: lease)
-            return (results, handed + claimed)
-        } catch {
-            handoff.restore(handed, for: worker)
-            throw error
-        }
+        // Jobs handed over to this worker, waiting or on their way, keep their room: the statement claims
+        // what is left, and they are taken once it has answered (so a failed call leaves them waiting,
+        // and they wait no longer than the call).
+        let pending = handoff.withdraw(worker)
+        let (results, claimed) = try await finishSucceeded(
+            reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
+        let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
+        if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
+        return (results, handed + claimed)
     }
 
     /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, once the jobs handed over are taken.

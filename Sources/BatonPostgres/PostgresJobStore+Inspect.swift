@@ -173,8 +173,7 @@ extension PostgresJobStore {
 
     public func unregister(worker: String) async throws {
         // Jobs claimed for it by submissions and not taken yet go back to the ready ones.
-        let handed = handoff.retire(worker)
-        if !handed.isEmpty { try await release(handed.map(\.lease)) }
+        await withdrawClaim(worker: worker)
         _ = try await statement("unregister", "DELETE FROM workers WHERE id = \(worker)")
     }
 }

@@ -114,7 +114,10 @@ extension PostgresJobStore {
             independent
             ? handoff.reserve(kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now })
             : nil
-        defer { if let ticket { handoff.cancel(ticket) } }  // nothing if the jobs were handed over
+        defer {
+            // Nothing if the jobs were handed over. Else the workers' claims left room for them: wake them.
+            if let ticket, handoff.cancel(ticket) { hub.wake() }
+        }
         // One statement (one round trip): the run, its jobs (identities drawn in job order, so that
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else

@@ -1,8 +1,8 @@
 import Baton
 import BatonDurable
 import BatonTesting
-import JobStoreConformance
 import Foundation
+import JobStoreConformance
 import PostgresNIO
 import Testing
 
@@ -52,7 +52,7 @@ struct PostgresHandoffBookTests {
         #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil)
         #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty)
         #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty, "a second delivery does nothing")
-        book.cancel(ticket)
+        #expect(!book.cancel(ticket), "a delivered ticket has nothing left to cancel")
         let late = book.take(for: "w", limit: 3)
         #expect(late.jobs.map(\.job) == [DurableJobID(7)], "delivered once")
         #expect(late.room == 2)
@@ -95,8 +95,7 @@ struct PostgresHandoffBookTests {
         let second = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
         _ = book.deliver(first, [("w", Self.claimed(1)), ("w", Self.claimed(2))])
         #expect(book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(1)])
-        book.restore([Self.claimed(9)], for: "w")
-        #expect(book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(9)], "a restored job comes first")
+        #expect(book.withdraw("w") == 2, "one job waits for the worker, one is on its way")
         #expect(book.retire("w").map(\.job) == [DurableJobID(2)], "the job not taken is given back")
         #expect(book.deliver(second, [("w", Self.claimed(3))]).map(\.job) == [DurableJobID(3)])
         #expect(book.take(for: "w", limit: 5).jobs.isEmpty)
@@ -162,7 +161,11 @@ struct PostgresHandoffTests {
             }
             // Their leases are the store's like any claim's: renewed, and completed once.
             let renewed = try await store.renew(claimed.map(\.lease), worker: "w", lease: .seconds(30))
-            #expect(renewed.count == 2)
+            #expect(
+                renewed.allSatisfy {
+                    if case .renewed = $0 { return true }
+                    return false
+                }, "\(renewed)")
             let reports = claimed.map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8))) }
             #expect(try await store.finish(reports) == [.accepted(.succeeded), .accepted(.succeeded)])
             let forged = claimed.map {
@@ -252,13 +255,19 @@ struct PostgresHandoffTests {
         }
     }
 
-    @Test("a worker that unregisters gives back the jobs handed to it and not taken, and gets no more")
-    func unregisterGivesBack() async throws {
+    @Test(
+        "a worker that stops (withdraws its offer for good, or unregisters) gives back the jobs handed to it and not taken, and gets no more",
+        arguments: [false, true])
+    func stoppingGivesBack(unregisters: Bool) async throws {
         try await TestPostgres.withStore("handover_retired") { store, _ in
             store.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
             let run = try await store.submit(Self.graph("two", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
             #expect(try await Self.rows(store, run: run.run).values.allSatisfy { $0.0 == "running" })
-            try await store.unregister(worker: "w")
+            if unregisters {
+                try await store.unregister(worker: "w")
+            } else {
+                await store.withdrawClaim(worker: "w")
+            }
             let rows = try await Self.rows(store, run: run.run)
             #expect(rows.values.allSatisfy { $0.0 == "ready" && $0.1 == 0 && $0.2 == nil }, "\(rows)")
             let later = try await store.submit(Self.graph("later", [("k", 0, true)]), uniqueKey: nil)

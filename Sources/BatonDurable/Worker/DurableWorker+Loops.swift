@@ -7,11 +7,16 @@ extension DurableWorker {
     /// Claims while there are free slots; waits for a wake-up, the next due date or the polling interval.
     /// Returns when shut down and every claimed job is reported or given back.
     func claimLoop(until run: DurableRunID?) async {
+        var withdrewOffer = false
         while true {
             let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
             if let deadline {
-                // Shutting down: nothing more may be claimed for this worker.
-                store.parkClaim(worker: configuration.id, kinds: kinds, limit: 0, lease: configuration.leaseDuration)
+                // Shutting down: nothing more may be claimed for this worker, and what the store claimed
+                // ahead for it goes back at once (its leases would lapse while the running jobs end).
+                if !withdrewOffer {
+                    withdrewOffer = true
+                    await store.withdrawClaim(worker: configuration.id)
+                }
                 if active == 0 { return }
                 if ContinuousClock.now >= deadline {
                     cancelForShutdown()
@@ -49,18 +54,32 @@ extension DurableWorker {
                 let wait = Duration.seconds(max(due.timeIntervalSince(store.clock.now()), 0.001))
                 timeout = min(timeout, wait)
             }
-            if free > 0, claimed < free {
-                // Idle with room: the store may claim for this worker before it is woken (a PostgreSQL
-                // store does, in the insert of a submission through it). Its next claim withdraws the offer.
-                let room = state.withLock { state in
-                    state.shutdownDeadline == nil
-                        ? max(0, configuration.maxConcurrentJobs - state.active.count - state.reserved) : 0
-                }
-                store.parkClaim(
-                    worker: configuration.id, kinds: kinds, limit: room, lease: configuration.leaseDuration)
-            }
+            if free > 0, claimed < free { offerRoom() }
             await claimSignal.wait(timeout: timeout)
         }
+    }
+
+    /// Idle with room: the store may claim for this worker before it is woken (a PostgreSQL store does,
+    /// in the insert of a submission through it); its next claim withdraws the offer. A reservation
+    /// made between reading the room and offering it (the report loop's claim) makes the offer again
+    /// with the room left, so the store never claims ahead more than the worker can start.
+    func offerRoom() {
+        func room() -> (Int, UInt64) {
+            state.withLock { state in
+                let room =
+                    state.shutdownDeadline == nil
+                    ? max(0, configuration.maxConcurrentJobs - state.active.count - state.reserved) : 0
+                return (room, state.reservations)
+            }
+        }
+        var (limit, seen) = room()
+        for _ in 0..<3 {
+            store.parkClaim(worker: configuration.id, kinds: kinds, limit: limit, lease: configuration.leaseDuration)
+            let (now, count) = room()
+            if count == seen { return }
+            (limit, seen) = (now, count)
+        }
+        store.parkClaim(worker: configuration.id, kinds: kinds, limit: 0, lease: configuration.leaseDuration)
     }
 
     /// Reserves the room left beside the active attempts, not counting `finishing` of them whose
@@ -72,6 +91,7 @@ extension DurableWorker {
             let free = max(0, configuration.maxConcurrentJobs - busy - state.reserved)
             if free == 0, state.reserved > 0 { state.claimWanted = true }
             state.reserved += free
+            if free > 0 { state.reservations &+= 1 }
             return free
         }
     }

@@ -52,6 +52,9 @@ struct WorkerState: Sendable {
     /// Slots of `maxConcurrentJobs` promised to a claim under way (the claim loop's, or the report
     /// loop's claim in the same transaction as its reports), so two claims never take the same room.
     var reserved = 0
+    /// How many reservations were made: the claim loop offers its room to the store
+    /// (`JobStore.parkClaim`) and checks that no reservation came in between.
+    var reservations: UInt64 = 0
     /// The claim loop found no room because of a reservation: the reservation's holder wakes it after.
     var claimWanted = false
 }
