@@ -195,7 +195,8 @@ extension PostgresJobStore {
         return (results, handed + claimed)
     }
 
-    /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, once the jobs handed over are taken.
+    /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, claiming the room that the jobs handed
+    /// over to the worker leave.
     private func finishSucceeded(
         _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
