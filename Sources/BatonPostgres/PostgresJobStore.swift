@@ -409,8 +409,12 @@ struct PostgresTimeout: Error {
         let timer = Task {
             try? await Task.sleep(for: limit)
             if !Task.isCancelled {
-                work.cancel()
+                // Settled before the work is cancelled: the cancelled request's own error (the pool's
+                // `requestCancelled`, not retried) used to win the race now and then, and the call then
+                // failed instead of being retried (a commit-window test, opening its store on a loaded
+                // machine, failed so in CI).
                 settle(.failure(PostgresTimeout()))
+                work.cancel()
             }
         }
         defer { timer.cancel() }
