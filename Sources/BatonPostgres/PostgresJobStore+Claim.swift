@@ -41,14 +41,19 @@ extension PostgresJobStore {
     /// over to it and not taken (and, as they arrive, those still on their way). See
     /// `JobStore.withdrawClaim(worker:)`.
     public func withdrawClaim(worker: String) async {
-        let handed = handoff.retire(worker)
-        guard !handed.isEmpty else { return }
+        await giveBack(handoff.retire(worker))
+    }
+
+    /// Releases jobs claimed ahead for workers that stopped (``release(_:)``); a failure is logged: they
+    /// are claimed again when their leases expire.
+    func giveBack(_ jobs: [ClaimedJob]) async {
+        guard !jobs.isEmpty else { return }
         do {
-            try await release(handed.map(\.lease))
+            try await release(jobs.map(\.lease))
         } catch {
             logger.notice(
-                "giving back jobs claimed ahead for a stopping worker failed; they are claimed again when their leases expire",
-                metadata: ["worker": "\(worker)", "error": "\(PostgresFailure.describe(error))"])
+                "giving back jobs claimed ahead for a stopped worker failed; they are claimed again when their leases expire",
+                metadata: ["error": "\(PostgresFailure.describe(error))"])
         }
     }
 

@@ -243,14 +243,7 @@ extension PostgresJobStore {
         }
         let orphans = handoff.deliver(ticket, handed)
         hub.wake()
-        guard !orphans.isEmpty else { return }
-        do {
-            try await release(orphans.map(\.lease))
-        } catch {
-            logger.notice(
-                "giving back jobs claimed for a worker that stopped failed; they are claimed again when their leases expire",
-                metadata: ["error": "\(PostgresFailure.describe(error))"])
-        }
+        await giveBack(orphans)
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
