@@ -2,245 +2,263 @@ import Baton
 import BatonDurable
 import Foundation
 
-/// The worker side of hand-overs: idle workers' offers of room, and the jobs that submissions claimed
-/// for them.
+/// Claims that a submission makes, in its own inserting statement, for the idle workers of the same
+/// store object (``PostgresJobStore/parkClaim(worker:kinds:limit:lease:)``), and hands them over at the
+/// workers' next claim — with no `NOTIFY` and no claiming statement in between.
 ///
-/// **How a hand-over goes.** An idle worker offers its room (``PostgresJobStore/parkClaim(worker:kinds:limit:lease:)``):
-/// the store writes the offer to the `offers` table under a key of its own, with the identity of the
-/// server process that listens for its wake-ups. A submission of independent jobs, in any process,
-/// picks one live offer in its inserting statement, inserts the due jobs that fit already running
-/// under that worker's lease, and sends their claims in its `NOTIFY` (see
-/// ``PostgresJobStore/SubmitIndependent``). The listener of the store that made the offer puts them in
-/// the worker's inbox (``receive(key:jobs:)``) and wakes it; the worker's next claim takes them
-/// (``take(for:limit:)``) with no statement: submit → start is the insert and the notification.
+/// The jobs are inserted already running under the worker's lease, with a token drawn here, so a
+/// handed-over job is claimed as a claiming statement would claim it: the same row, the same fencing.
+/// What can go wrong costs time, never a guarantee: a hand-over that never arrives (the process died,
+/// the worker stopped) leaves a running job whose lease expires, and it is claimed again like any
+/// orphan; ``retire(_:)`` gives back at once what a stopping worker will not run.
 ///
-/// **Counting.** The offer's row counts the jobs handed over under it (`handed`); the store counts those
-/// that arrived (`received`). The difference is on its way. A claim of the worker withdraws the offer
-/// in its claiming statement and claims that many fewer jobs; an offer made again offers that many
-/// fewer — so the worker never holds more than its limit. Writes of an offer carry a sequence number,
-/// and the row keeps the latest: an offer written late never undoes the withdrawal of a claim made
-/// after it.
-///
-/// What can go wrong costs time, never a guarantee: a notification that never arrives (the listening
-/// connection dropped, the process died) leaves running jobs whose lease expires, and they are claimed
-/// again like any orphan; an offer whose listening server process has ended is skipped by submissions;
-/// ``retire(_:)`` gives back what a stopping worker will not run.
+/// Counting: a worker offers its free room, less what is already on its way to it or waiting for it,
+/// and every claim of its withdraws the offer and leaves out the jobs still on their way
+/// (``take(for:limit:)``), so the worker never holds more than its limit.
 ///
 /// Nothing is released under the lock: what a change removes is handed out of it and dropped after.
 final class PostgresHandoff: Sendable {
-    /// One worker's offers, under one key for the life of the worker in this store.
-    private struct Offers {
-        let key: String
-        /// Whether an offer with room may stand in the table (no claim has withdrawn it since).
-        var isOpen = false
-        /// Jobs handed over under this key that arrived here.
-        var received: Int64 = 0
-        var retired = false
+    /// Jobs of one submission assigned to parked workers: job index → worker, token and lease length.
+    struct Ticket: Sendable {
+        let id: UInt64
+        var workers: [Int: Hand] = [:]
+        var isEmpty: Bool { workers.isEmpty }
     }
 
-    /// An offer to write (`room` 0: none).
-    struct Offer: Sendable, Equatable {
-        let key: String
+    struct Hand: Sendable {
         let worker: String
-        let kinds: [String]
-        let room: Int
+        let token: Int64
         let lease: Duration
-        let sequence: Int64
-        let received: Int64
     }
 
-    /// What a claiming statement must withdraw: the worker's open offer.
-    struct Withdrawal: Sendable, Equatable {
-        let key: String
-        let sequence: Int64
-        let received: Int64
+    private struct Parked {
+        var kinds: Set<String>
+        var room: Int
+        var lease: Duration
     }
 
     private struct State {
-        var workers: [String: Offers] = [:]
-        /// key → worker, for every key this store has used (retired ones too).
-        var keys: [String: String] = [:]
+        var parked: [String: Parked] = [:]
         /// Claimed jobs not yet taken by their workers' claims.
         var inbox: [String: [ClaimedJob]] = [:]
-        var sequence: Int64 = 0
+        /// Jobs reserved for each worker by submissions whose statements have not answered yet.
+        var inFlight: [String: Int] = [:]
+        /// Open tickets: ticket → the workers it reserved for (one entry per job).
+        var tickets: [UInt64: [String]] = [:]
+        /// Workers that unregistered while jobs were on their way to them: those are given back.
+        var retired: Set<String> = []
+        var nextTicket: UInt64 = 0
+    }
+
+    /// What a change took out of the state, to be released after the lock.
+    private struct Removed {
+        var parked: [Parked] = []
+        var names: [String] = []
+        var jobs: [[ClaimedJob]] = []
     }
 
     private let state = Protected(State())
 
-    /// `worker` has room for `limit` jobs of `kinds` and claims again when woken. Returns the offer to
-    /// write (the room less the jobs waiting for the worker), or nil when there is none to write (no
-    /// room, and no open offer to close).
-    func park(_ worker: String, kinds: [String], limit: Int, lease: Duration) -> Offer? {
-        let kinds = Array(Set(kinds)).sorted()
-        let (offer, removed) = state.withLock { state -> (Offer?, Offers?) in
-            var removed: Offers?
-            if state.workers[worker]?.retired == true { removed = state.workers.removeValue(forKey: worker) }
-            var offers = state.workers[worker] ?? Offers(key: UUID().uuidString)
-            state.keys[offers.key] = worker
-            let room = max(0, limit - (state.inbox[worker]?.count ?? 0))
-            guard room > 0 || offers.isOpen else {
-                state.workers[worker] = offers
-                return (nil, removed)
+    /// `worker` has room for `limit` jobs of `kinds` and claims again when woken (0: withdraws the offer).
+    /// Jobs already on their way to it or waiting for it count against that room.
+    func park(_ worker: String, kinds: [String], limit: Int, lease: Duration) {
+        let kinds = Set(kinds)
+        let removed = state.withLock { state -> Removed in
+            var removed = Removed()
+            if let name = state.retired.remove(worker) { removed.names.append(name) }
+            let pending = state.inFlight[worker, default: 0] + (state.inbox[worker]?.count ?? 0)
+            let room = limit - pending
+            if room > 0 {
+                if let old = state.parked.updateValue(Parked(kinds: kinds, room: room, lease: lease), forKey: worker) {
+                    removed.parked.append(old)
+                }
+            } else if let old = state.parked.removeValue(forKey: worker) {
+                removed.parked.append(old)
             }
-            state.sequence += 1
-            // An offer of no room keeps the offer counted open: if its write fails, a claim withdraws it.
-            if room > 0 { offers.isOpen = true }
-            state.workers[worker] = offers
-            let offer = Offer(
-                key: offers.key, worker: worker, kinds: kinds, room: room, lease: lease, sequence: state.sequence,
-                received: offers.received)
-            return (offer, removed)
+            return removed
         }
         _ = removed
-        return offer
     }
 
-    /// A claim by `worker`: takes up to `limit` jobs handed over to it, higher priority first, and says
-    /// what its claiming statement (if it makes one) must withdraw.
-    func take(for worker: String, limit: Int) -> (jobs: [ClaimedJob], withdrawal: Withdrawal?) {
-        let (jobs, withdrawal, removed) = state.withLock { state -> ([ClaimedJob], Withdrawal?, [ClaimedJob]) in
-            var withdrawal: Withdrawal?
-            if var offers = state.workers[worker], offers.isOpen, !offers.retired {
-                state.sequence += 1
-                withdrawal = Withdrawal(key: offers.key, sequence: state.sequence, received: offers.received)
-                offers.isOpen = false  // the statement's withdrawal settles it in the table
-                state.workers[worker] = offers
-            }
-            guard var waiting = state.inbox.removeValue(forKey: worker) else { return ([], withdrawal, []) }
-            waiting.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+    /// A claim by `worker`: withdraws its offer and takes up to `limit` jobs handed over to it, higher
+    /// priority first. `room`: what is left of `limit` for the claim itself, less the jobs still on
+    /// their way to the worker (their submissions' inserts have not answered yet).
+    func take(for worker: String, limit: Int) -> (jobs: [ClaimedJob], room: Int) {
+        let (jobs, coming, removed) = state.withLock { state -> ([ClaimedJob], Int, Removed) in
+            var removed = Removed()
+            if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
+            let coming = state.inFlight[worker, default: 0]
+            guard var waiting = state.inbox.removeValue(forKey: worker) else { return ([], coming, removed) }
             let count = min(max(limit, 0), waiting.count)
             let jobs = Array(waiting.prefix(count))
-            var removed: [ClaimedJob] = []
             if count < waiting.count {
                 waiting.removeFirst(count)
                 state.inbox[worker] = waiting
             } else {
-                removed = waiting
+                removed.jobs.append(waiting)
             }
-            return (jobs, withdrawal, removed)
+            return (jobs, coming, removed)
         }
         _ = removed
-        return (jobs, withdrawal)
+        let sorted = jobs.sorted { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+        return (sorted, max(0, limit - jobs.count - coming))
     }
 
-    /// A claiming statement that withdrew `withdrawal` failed: the offer stays open in the table, and the
-    /// next claim withdraws it.
-    func withdrawalFailed(_ withdrawal: Withdrawal, worker: String) {
-        state.withLock { state in
-            guard var offers = state.workers[worker], offers.key == withdrawal.key, !offers.retired else { return }
-            offers.isOpen = true
-            state.workers[worker] = offers
+    /// A claim by `worker` that takes its handed-over jobs after its statement: withdraws the offer and
+    /// says how many jobs wait for the worker or are on their way to it (the statement's claim leaves
+    /// them room).
+    func withdraw(_ worker: String) -> Int {
+        let (pending, removed) = state.withLock { state -> (Int, Parked?) in
+            let pending = state.inFlight[worker, default: 0] + (state.inbox[worker]?.count ?? 0)
+            return (pending, state.parked.removeValue(forKey: worker))
         }
+        _ = removed
+        return pending
     }
 
-    /// Jobs a submission handed over under `key` arrived. Returns nil when the key is not this store's
-    /// (another process's offer: nothing to do); else the jobs to give back (their worker has stopped).
-    func receive(key: String, jobs: [ClaimedJob]) -> [ClaimedJob]? {
-        state.withLock { state -> [ClaimedJob]? in
-            guard let worker = state.keys[key] else { return nil }
-            guard var offers = state.workers[worker], offers.key == key, !offers.retired else { return jobs }
-            offers.received += Int64(jobs.count)
-            state.workers[worker] = offers
-            state.inbox[worker, default: []].append(contentsOf: jobs)
-            return []
-        }
-    }
-
-    /// Whether `key` names offers of this store.
-    func owns(key: Substring) -> Bool {
-        state.withLock { $0.keys[String(key)] != nil }
-    }
-
-    /// How many jobs wait for `worker`'s claim.
-    func waiting(for worker: String) -> Int {
-        state.withLock { $0.inbox[worker]?.count ?? 0 }
-    }
-
-    /// `worker` stopped: returns the key of its offers (to delete) and what was handed over and not
-    /// taken; what arrives for it later is returned by ``receive(key:jobs:)``.
-    func retire(_ worker: String) -> (key: String?, jobs: [ClaimedJob]) {
-        state.withLock { state in
-            var key: String?
-            if var offers = state.workers[worker] {
-                offers.retired = true
-                key = offers.key
-                state.workers[worker] = offers
+    /// Assigns the eligible jobs of a submission (by index: kind and priority), higher priority first,
+    /// then in index order, to parked workers of their kind, as far as their room goes.
+    func reserve(kinds: [String], priorities: [Int32], eligible: [Bool]) -> Ticket? {
+        guard state.withLock({ !$0.parked.isEmpty }), eligible.contains(true) else { return nil }
+        let order = kinds.indices.filter { eligible[$0] }.sorted { (priorities[$0], $1) > (priorities[$1], $0) }
+        let tokens = (0..<order.count).map { _ in Int64.random(in: 1..<(1 << 62)) }
+        let (ticket, removed) = state.withLock { state -> (Ticket?, Removed) in
+            var removed = Removed()
+            guard !state.parked.isEmpty else { return (nil, removed) }
+            state.nextTicket += 1
+            var ticket = Ticket(id: state.nextTicket)
+            var reservedFor: [String] = []
+            for (position, index) in order.enumerated() {
+                if state.parked.isEmpty { break }
+                // The first parked worker by name with room for this kind.
+                var chosen: String?
+                for (name, parked) in state.parked where parked.kinds.contains(kinds[index]) {
+                    if chosen.map({ name < $0 }) ?? true { chosen = name }
+                }
+                guard let worker = chosen, let parked = state.parked[worker] else { continue }
+                ticket.workers[index] = Hand(worker: worker, token: tokens[position], lease: parked.lease)
+                reservedFor.append(worker)
+                if parked.room > 1 {
+                    state.parked[worker]?.room -= 1
+                } else if let full = state.parked.removeValue(forKey: worker) {
+                    removed.parked.append(full)
+                }
+                state.inFlight[worker, default: 0] += 1
             }
-            return (key, state.inbox.removeValue(forKey: worker) ?? [])
+            guard !ticket.isEmpty else { return (nil, removed) }
+            state.tickets[ticket.id] = reservedFor
+            return (ticket, removed)
+        }
+        _ = removed
+        return ticket
+    }
+
+    /// The submission's statement stored the ticket's jobs (`jobs`: the claimed jobs it built). Puts them
+    /// in their workers' inboxes; returns those whose workers have retired since (to give back).
+    /// Does nothing for a ticket already delivered or cancelled.
+    func deliver(_ ticket: Ticket, _ jobs: [(worker: String, job: ClaimedJob)]) -> [ClaimedJob] {
+        let (orphans, removed) = state.withLock { state -> ([ClaimedJob], Removed) in
+            var removed = Removed()
+            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return ([], removed) }
+            var orphans: [ClaimedJob] = []
+            for (worker, job) in jobs {
+                if state.retired.contains(worker) {
+                    orphans.append(job)
+                } else {
+                    state.inbox[worker, default: []].append(job)
+                }
+            }
+            Self.settle(reserved, in: &state, removed: &removed)
+            return (orphans, removed)
+        }
+        _ = removed
+        return orphans
+    }
+
+    /// The submission stored none of the ticket's jobs (it failed, or a run with its unique key exists).
+    /// Returns whether that ended reservations (a worker's claim may have left them room: wake it).
+    @discardableResult
+    func cancel(_ ticket: Ticket) -> Bool {
+        let removed = state.withLock { state -> Removed? in
+            var removed = Removed()
+            guard let reserved = state.tickets.removeValue(forKey: ticket.id) else { return nil }
+            Self.settle(reserved, in: &state, removed: &removed)
+            return removed
+        }
+        return removed != nil
+    }
+
+    /// Ends the reservations of a ticket; a retired worker with none left is forgotten.
+    private static func settle(_ reserved: [String], in state: inout State, removed: inout Removed) {
+        removed.names += reserved
+        for worker in reserved {
+            let left = state.inFlight[worker, default: 0] - 1
+            if left > 0 {
+                state.inFlight[worker] = left
+            } else {
+                state.inFlight[worker] = nil
+                if let name = state.retired.remove(worker) { removed.names.append(name) }
+            }
         }
     }
 
-    /// The key of `worker`'s offers in this store (nil: it never offered); for tests.
-    func key(of worker: String) -> String? {
-        state.withLock { $0.workers[worker]?.key }
+    /// The room `worker` offers now (nil: none); for tests.
+    func offer(of worker: String) -> Int? {
+        state.withLock { $0.parked[worker]?.room }
+    }
+
+    /// `worker` stopped: withdraws its offer and returns what was handed over and not taken; what arrives
+    /// for it later is returned by ``deliver(_:_:)``.
+    func retire(_ worker: String) -> [ClaimedJob] {
+        let (jobs, removed) = state.withLock { state -> ([ClaimedJob], Removed) in
+            var removed = Removed()
+            // Remembered only while something may still arrive for it.
+            if state.inFlight[worker] != nil { state.retired.insert(worker) }
+            if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
+            return (state.inbox.removeValue(forKey: worker) ?? [], removed)
+        }
+        _ = removed
+        return jobs
     }
 }
 
-/// The claims of a hand-over as its `NOTIFY` carries them: `h`, the offer's key, a space, and a JSON
-/// object — `e` the lease expiry, `r` the run, `j` one array per job: id, token, name, kind, input
-/// (base64, or null), maximum attempts, priority, timeout (or null).
-enum HandoverNote {
-    /// The key of a hand-over's notification, or nil when the payload is not one.
-    static func key(of payload: String) -> Substring? {
-        guard payload.hasPrefix("h"), let space = payload.firstIndex(of: " ") else { return nil }
-        return payload[payload.index(after: payload.startIndex)..<space]
+extension PostgresHandoff.Ticket {
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs, with
+    /// leases from `now` (the time this try of the insert is sent).
+    func values(count: Int, now: Double) -> (owners: [String], tokens: [Int64], expiries: [Double]) {
+        var owners = [String](repeating: "", count: count)
+        var tokens = [Int64](repeating: 0, count: count)
+        var expiries = [Double](repeating: 0, count: count)
+        for (index, hand) in workers where index < count {
+            owners[index] = hand.worker
+            tokens[index] = hand.token
+            expiries[index] = now + hand.lease.storeSeconds
+        }
+        return (owners, tokens, expiries)
     }
+}
 
-    /// The claimed jobs of a hand-over's notification.
-    static func jobs(of payload: String) throws -> [ClaimedJob] {
-        guard let space = payload.firstIndex(of: " ") else { throw DecodingError.dataCorrupted(.init(codingPath: [], debugDescription: "no key")) }
-        let note = try JSONDecoder().decode(Note.self, from: Data(payload[payload.index(after: space)...].utf8))
-        let expires = Date(storeTime: note.e)
-        return note.j.map { entry in
-            ClaimedJob(
-                lease: Lease(job: DurableJobID(entry.id), token: entry.token), run: DurableRunID(note.r),
-                name: entry.name, kind: entry.kind, input: entry.input, attempt: 1, maxAttempts: entry.maxAttempts,
-                priority: entry.priority, timeout: entry.timeout.map { .seconds($0) }, leaseExpires: expires)
+/// Where a submission's hand-over stands across the tries of its insert.
+final class HandoverProgress: Sendable {
+    private let state = Protected((earliest: Double?.none, delivered: false))
+
+    /// A try of the insert is about to be sent at `now`: the time its leases count from, or nil when
+    /// the jobs were handed over already (the try then stores them ready).
+    func sending(at now: Double) -> Double? {
+        state.withLock { state in
+            guard !state.delivered else { return nil }
+            state.earliest = min(state.earliest ?? now, now)
+            return now
         }
     }
 
-    /// The most a hand-over's jobs may take of a notification's payload (PostgreSQL's limit: 8,000
-    /// bytes), counted by ``size(name:kind:input:)``.
-    static let budget = 7000
-
-    /// An upper bound of the bytes a job takes in a hand-over's payload: every character of its name and
-    /// kind escaped (6 bytes), its input in base64 with PostgreSQL's line breaks escaped, and the rest.
-    static func size(name: String, kind: String, input: Data?) -> Int {
-        let input = input.map { ($0.count + 2) / 3 * 4 + ($0.count / 57 + 1) * 2 } ?? 0
-        return 96 + 6 * (name.utf8.count + kind.utf8.count) + input
-    }
-
-    private struct Note: Decodable {
-        let e: Double
-        let r: Int64
-        let j: [Entry]
-    }
-
-    private struct Entry: Decodable {
-        let id: Int64
-        let token: Int64
-        let name: String
-        let kind: String
-        let input: Data
-        let maxAttempts: Int
-        let priority: Int
-        let timeout: Double?
-
-        init(from decoder: any Decoder) throws {
-            var values = try decoder.unkeyedContainer()
-            id = try values.decode(Int64.self)
-            token = try values.decode(Int64.self)
-            name = try values.decode(String.self)
-            kind = try values.decode(String.self)
-            let text = try values.decodeIfPresent(String.self)
-            guard let data = text.map({ Data(base64Encoded: $0, options: .ignoreUnknownCharacters) }) ?? Data()
-            else {
-                throw DecodingError.dataCorruptedError(in: values, debugDescription: "input is not base64")
-            }
-            input = data
-            maxAttempts = try values.decode(Int.self)
-            priority = try values.decode(Int.self)
-            timeout = try values.decodeIfPresent(Double.self)
+    /// The hand-over is being made: the earliest time a try was sent at, or nil when none was sent or
+    /// it was made already.
+    func delivering() -> Double? {
+        state.withLock { state in
+            guard !state.delivered, let earliest = state.earliest else { return nil }
+            state.delivered = true
+            return earliest
         }
     }
 }

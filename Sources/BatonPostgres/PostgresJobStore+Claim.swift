@@ -5,153 +5,43 @@ import PostgresNIO
 extension PostgresJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
-        let (handed, withdrawal) = handoff.take(for: worker, limit: limit)
+        let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
-            // Claimed for this worker by a submission: they start with no round trip. The worker is
-            // woken to claim again — for jobs it may have missed meanwhile, and to withdraw its offer
-            // or make it again.
-            if let withdrawal { handoff.withdrawalFailed(withdrawal, worker: worker) }  // still open
+            // Claimed for this worker by a submission through this store: they start with no round trip.
+            // The worker is woken to claim again: for jobs it may have missed meanwhile, and to offer
+            // its room again.
             hub.wake()
             return handed
         }
+        // Jobs on their way to this worker (their submission's insert has not answered yet) need room.
+        let limit = room
+        guard limit > 0 else { return [] }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let statement = Self.claimStatement(
-            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires, withdrawing: withdrawal)
+        let statement = Self.claimStatement(worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let rows: [PostgresRow]
-        do {
-            if let early = await claimOnListener(statement) {
-                rows = early
-            } else {
-                rows = try await prepared("claim", statement, confirm: false)
-            }
-        } catch {
-            if let withdrawal { handoff.withdrawalFailed(withdrawal, worker: worker) }
-            throw error
+        if let early = await claimOnListener(statement) {
+            rows = early
+        } else {
+            rows = try await prepared("claim", statement, confirm: false)
         }
         return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
     }
 
-    /// Offers `worker`'s room to submissions, in this process and in others: their due independent jobs
-    /// of `kinds` are claimed for it in their inserting statement and sent to this store in their
-    /// `NOTIFY`; its next ``claim(worker:kinds:limit:lease:)`` returns them — from submission to start,
-    /// the insert and the notification, with no claiming statement (see ``PostgresHandoff``). The offer
-    /// is written in the background; nothing is offered while the wake-up connection is down. See
+    /// Offers `worker`'s room to submissions through this store: their jobs of `kinds` that are due are
+    /// claimed for it in their inserting statement, and returned by its next
+    /// ``claim(worker:kinds:limit:lease:)`` — one round trip from submission to start, not three. See
     /// `JobStore.parkClaim(worker:kinds:limit:lease:)`.
     public func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration) {
-        // Counted here, before any later claim of the worker (which withdraws it); written in the background.
-        guard let statement = offerStatement(worker: worker, kinds: kinds, limit: limit, lease: lease) else { return }
-        let logger = logger
-        Task { [self] in
-            do {
-                _ = try await prepared("offer", statement)
-            } catch {
-                // Nothing is lost: the worker is woken by notifications, as without an offer.
-                logger.debug(
-                    "offering an idle worker's room failed", metadata: ["error": "\(PostgresFailure.describe(error))"])
-            }
-        }
-    }
-
-    /// Writes `worker`'s offer (``parkClaim(worker:kinds:limit:lease:)``) and returns once its commit is
-    /// confirmed; false when nothing was written (no room and no offer to close, or the wake-up
-    /// connection is down).
-    @discardableResult
-    func offer(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> Bool {
-        guard let statement = offerStatement(worker: worker, kinds: kinds, limit: limit, lease: lease) else {
-            return false
-        }
-        _ = try await prepared("offer", statement)
-        return true
-    }
-
-    /// Counts `worker`'s offer in ``handoff`` and returns the statement that writes it, or nil when there
-    /// is nothing to write or no listening server process to name.
-    private func offerStatement(
-        worker: String, kinds: [String], limit: Int, lease: Duration
-    ) -> Prepared<WriteOffer>? {
-        guard let backend = listener.backend,
-            let offer = handoff.park(worker, kinds: kinds, limit: limit, lease: lease)
-        else { return nil }
-        return Self.offerStatement(offer, backend: backend, now: clock.now().storeTime)
+        handoff.park(worker, kinds: kinds, limit: limit, lease: lease)
     }
 
     /// Withdraws `worker`'s offer for good and gives back, as ``release(_:)`` does, the jobs handed
     /// over to it and not taken (and, as they arrive, those still on their way). See
     /// `JobStore.withdrawClaim(worker:)`.
     public func withdrawClaim(worker: String) async {
-        let (key, jobs) = handoff.retire(worker)
-        if let key {
-            do {
-                _ = try await statement("withdraw offer", "DELETE FROM offers WHERE key = \(key)")
-            } catch {
-                logger.notice(
-                    "withdrawing a stopping worker's offer failed; submissions may still hand it jobs, which it gives back",
-                    metadata: ["error": "\(PostgresFailure.describe(error))"])
-            }
-        }
-        await giveBack(jobs)
-    }
-
-    /// A hand-over's notification (``HandoverNote``): the jobs go to the worker whose offer it filled, if
-    /// that offer is this store's, and the worker is woken; those of a stopped worker are given back.
-    func receive(handover payload: String) {
-        guard let key = HandoverNote.key(of: payload) else {
-            hub.wake()  // not a hand-over: a wake-up
-            return
-        }
-        guard handoff.owns(key: key) else { return }  // another store's worker
-        let jobs: [ClaimedJob]
-        do {
-            jobs = try HandoverNote.jobs(of: payload)
-        } catch {
-            logger.error(
-                "a hand-over's notification could not be read; its jobs are claimed again when their leases expire",
-                metadata: ["error": "\(error)", "payload": "\(payload.prefix(200))"])
-            hub.wake()
-            return
-        }
-        guard let orphans = handoff.receive(key: String(key), jobs: jobs) else { return }
-        hub.wake()
-        if !orphans.isEmpty { Task { await giveBack(orphans) } }
-    }
-
-    /// The statement writing `offer` (an upsert that keeps the latest sequence number): its room less
-    /// the jobs handed over under its key that have not arrived yet. It also deletes rows unchanged for
-    /// a day (offers of processes long gone).
-    static func offerStatement(
-        _ offer: PostgresHandoff.Offer, backend: PostgresListener.Backend, now: Double
-    ) -> Prepared<WriteOffer> {
-        var bindings = PostgresBindings(capacity: 10)
-        bindings.append(offer.key)
-        bindings.append(offer.worker)
-        bindings.append(offer.kinds)
-        bindings.append(offer.room)
-        bindings.append(offer.received)
-        bindings.append(offer.lease.storeSeconds)
-        bindings.append(offer.sequence)
-        bindings.append(backend.pid)
-        bindings.append(backend.started)
-        bindings.append(now)
-        return Prepared<WriteOffer>(bindings: bindings)
-    }
-
-    /// $1 key, $2 worker, $3 kinds, $4 room, $5 jobs received under the key, $6 lease (seconds),
-    /// $7 sequence number, $8 and $9 the listening server process, $10 now.
-    enum WriteOffer: PreparedText {
-        static let name = "baton_write_offer_v1"
-        static let sql = """
-            WITH stale AS (
-                DELETE FROM offers WHERE updated < $10 - 86400 AND key <> $1
-            )
-            INSERT INTO offers AS o (key, worker, kinds, room, handed, lease, sequence, pid, backend_start, updated)
-            VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
-            ON CONFLICT (key) DO UPDATE SET kinds = EXCLUDED.kinds, room = GREATEST(0, EXCLUDED.room - (o.handed - $5)),
-                lease = EXCLUDED.lease, sequence = EXCLUDED.sequence, pid = EXCLUDED.pid,
-                backend_start = EXCLUDED.backend_start, updated = EXCLUDED.updated
-            WHERE o.sequence < EXCLUDED.sequence
-            """
+        await giveBack(handoff.retire(worker))
     }
 
     /// Releases jobs claimed ahead for workers that stopped (``release(_:)``); a failure is logged: they
@@ -217,21 +107,15 @@ extension PostgresJobStore {
         return claimed
     }
 
-    /// `withdrawing`: the worker's open offer, which the statement withdraws, claiming as many jobs fewer
-    /// as were handed over under it and have not arrived.
     static func claimStatement(
-        worker: String, kinds: [String], limit: Int, now: Double, expires: Double,
-        withdrawing withdrawal: PostgresHandoff.Withdrawal? = nil
+        worker: String, kinds: [String], limit: Int, now: Double, expires: Double
     ) -> Prepared<ClaimReady> {
-        var bindings = PostgresBindings(capacity: 8)
+        var bindings = PostgresBindings(capacity: 5)
         bindings.append(now)
         bindings.append(kinds)
         bindings.append(limit)
         bindings.append(worker)
         bindings.append(expires)
-        bindings.append(withdrawal?.key ?? "")
-        bindings.append(withdrawal?.sequence ?? 0)
-        bindings.append(withdrawal?.received ?? 0)
         return Prepared<ClaimReady>(bindings: bindings)
     }
 
@@ -276,11 +160,7 @@ extension PostgresJobStore {
         return (claimed, expired)
     }
 
-    /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry; and the offer it
-    /// withdraws (``PostgresHandoff``): $6 its key ('' for none), $7 the withdrawal's sequence number,
-    /// $8 the jobs received under the key. The withdrawal waits for a submission filling the offer to
-    /// commit, and then sees how many jobs it handed over: those not received are on their way, and
-    /// the claim leaves them room.
+    /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
     ///
     /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
     /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
@@ -288,22 +168,16 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v5"
+        static let name = "baton_claim_ready_v4"
         static let sql = """
-            WITH withdrawn AS (
-                INSERT INTO offers AS o (key, worker, kinds, room, handed, lease, sequence, pid, backend_start, updated)
-                SELECT $6, $4, '{}', 0, $8, 0, $7, 0, NULL, $1 WHERE $6 <> ''
-                ON CONFLICT (key) DO UPDATE SET room = 0, sequence = EXCLUDED.sequence, updated = EXCLUDED.updated
-                WHERE o.sequence <= EXCLUDED.sequence
-                RETURNING o.handed
-            ), candidates AS (
+            WITH candidates AS (
                 SELECT j.id, j.has_categories FROM jobs j
                 WHERE j.state = 'ready' AND j.not_before <= $1 AND j.kind = ANY($2)
                     AND (NOT j.has_categories OR COALESCE((
                         SELECT bool_and((SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
                         FROM job_categories c WHERE c.job = j.id), true))
                 ORDER BY j.priority DESC, j.id
-                LIMIT GREATEST(0, $3 - (COALESCE((SELECT handed FROM withdrawn), $8) - $8))
+                LIMIT $3
                 FOR UPDATE SKIP LOCKED
             ), early AS (
                 SELECT set_config('synchronous_commit', 'off', true)

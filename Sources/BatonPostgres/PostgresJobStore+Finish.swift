@@ -184,38 +184,29 @@ extension PostgresJobStore {
             guard limit > 0 else { return (results, []) }
             return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
         }
-        // Jobs handed over to this worker keep their room: those waiting for it here, and (counted by the
-        // claiming statement's withdrawal of its offer) those on their way. They are taken once the
-        // statement has answered, so a failed call leaves them waiting, and they wait no longer than it.
-        let waiting = handoff.waiting(for: worker)
-        let withdrawal = handoff.take(for: worker, limit: 0).withdrawal
-        let (results, claimed): ([FinishResult], [ClaimedJob])
-        do {
-            (results, claimed) = try await finishSucceeded(
-                reports, thenClaim: max(0, limit - waiting), worker: worker, kinds: kinds, lease: lease,
-                withdrawing: withdrawal)
-        } catch {
-            if let withdrawal { handoff.withdrawalFailed(withdrawal, worker: worker) }
-            throw error
-        }
+        // Jobs handed over to this worker, waiting or on their way, keep their room: the statement claims
+        // what is left, and they are taken once it has answered (so a failed call leaves them waiting,
+        // and they wait no longer than the call).
+        let pending = handoff.withdraw(worker)
+        let (results, claimed) = try await finishSucceeded(
+            reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
         let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
         if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
         return (results, handed + claimed)
     }
 
     /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, claiming the room that the jobs handed
-    /// over to the worker leave, and withdrawing its offer.
+    /// over to the worker leave.
     private func finishSucceeded(
-        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration,
-        withdrawing withdrawal: PostgresHandoff.Withdrawal?
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
-        guard limit > 0 || withdrawal != nil else { return (try await finish(reports), []) }
+        guard limit > 0 else { return (try await finish(reports), []) }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
         let finishStatement = finishSucceededStatement(reports, now: now)
         let claimStatement = Self.claimStatement(
-            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires, withdrawing: withdrawal)
+            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let logger = logger
         let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
             [client, faults] in

@@ -108,20 +108,15 @@ extension PostgresJobStore {
         let priorities = jobs.map { Int32($0.priority) }
         let maxAttempts = jobs.map { Int32($0.retry.maxAttempts) }
         let hasCategories = jobs.map { !$0.categories.isEmpty }
-        // Jobs due now of a graph of independent jobs may be handed over in the insert itself to an idle
-        // worker that offered room (``PostgresHandoff``): those whose claims fit in a notification.
-        // Their tokens are drawn here (0: not eligible); all eligible claims together fit in the payload.
-        var handoverTokens: [Int64] = []
-        if independent {
-            var budget = HandoverNote.budget
-            for (index, job) in jobs.enumerated() {
-                let size = HandoverNote.size(name: job.name, kind: job.kind, input: job.input)
-                let eligible = notBefore[index] <= now && size <= budget
-                handoverTokens.append(eligible ? Int64.random(in: 1..<(1 << 62)) : 0)
-                if eligible { budget -= size }
-                if budget < HandoverNote.size(name: "", kind: "", input: nil) { break }
-            }
-            handoverTokens += repeatElement(0, count: jobs.count - handoverTokens.count)
+        // Jobs due now of a graph of independent jobs are claimed in the insert itself for idle workers
+        // of this store, when some have offered room (``PostgresHandoff``).
+        let ticket =
+            independent
+            ? handoff.reserve(kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now })
+            : nil
+        defer {
+            // Nothing if the jobs were handed over. Else the workers' claims left room for them: wake them.
+            if let ticket, handoff.cancel(ticket) { hub.wake() }
         }
         // One statement (one round trip): the run, its jobs (identities drawn in job order, so that
         // older means submitted first), their edges and categories by job index, and the wake-up.
@@ -159,21 +154,38 @@ extension PostgresJobStore {
             bindings.append(categoryLimit)
         }
         bindings.append(channel)
-        if independent { bindings.append(handoverTokens) }
+        let base = bindings
+        if independent { bindings.appendHandoff(nil, count: jobs.count, now: now) }
         // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
         // than once: the server that comes back flushes every commit before answering).
-        let insert = SubmitStatement(independent: independent, bindings: bindings)
+        let plainInsert = SubmitStatement(independent: independent, bindings: bindings)
         let logger = logger
-        for _ in 0..<5 {
+        let handing = HandoverProgress()
+        for attempt in 0..<5 {
             // The insert, then on the same connection the flush and check — sent once the server has
             // answered the insert, so after its commit: a connection cut in between runs both again.
             let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
-                [submitClient, faults] in
+                [submitClient, faults, clock] in
+                // Jobs are claimed in the insert until they have been handed over once: rows answered by
+                // an insert whose commit then failed were handed over all the same (as a lost claim, their
+                // leases are refused), and a try sent after that stores the jobs ready. A run lost after
+                // its commit is submitted again the usual way. Leases count from the time of each try.
+                var insert = plainInsert
+                var handingOver = false
+                if attempt == 0, let ticket, let sent = handing.sending(at: clock.now().storeTime) {
+                    var values = base
+                    values.appendHandoff(ticket, count: jobs.count, now: sent)
+                    insert = SubmitStatement(independent: true, bindings: values)
+                    handingOver = true
+                }
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     let rows = try await insert.execute(on: connection, logger: logger)
                     try faults.afterCommit("submit insert")
                     guard let row = rows.first else { return (nil, nil) }
-                    let (run, _, _) = try row.decode((Int64, Int64, [Int64]?).self)
+                    let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                    if handingOver, let ticket, let sent = handing.delivering() {
+                        await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                    }
                     let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return (row, try present.first?.decode(Bool.self) ?? false)
@@ -190,6 +202,13 @@ extension PostgresJobStore {
                 present = checked
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
+                if attempt == 0, let ticket, !submitted.existing, let sent = handing.delivering() {
+                    // An insert's reply was lost after its commit: its jobs were claimed for their workers,
+                    // under leases from the earliest try (an earlier expiry than the row's, never a later).
+                    await handOver(
+                        ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue),
+                        sent: sent)
+                }
                 present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
             }
             if present == true {
@@ -203,6 +222,28 @@ extension PostgresJobStore {
         throw DurableError(
             code: .storeFailure,
             message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
+    }
+
+    /// Hands the jobs of `ticket` over to their workers once their run is inserted (`ids`: its jobs'
+    /// identities, by index), and wakes them; those of workers that stopped meanwhile are given back.
+    /// `sent`: the time the leases count from.
+    func handOver(_ ticket: PostgresHandoff.Ticket, graph: GraphSpec, run: Int64, ids: [Int64], sent: Double) async {
+        let handed = ticket.workers.compactMap { index, hand -> (worker: String, job: ClaimedJob)? in
+            guard index < ids.count, index < graph.jobs.count else { return nil }
+            let job = graph.jobs[index]
+            return (
+                hand.worker,
+                ClaimedJob(
+                    lease: Lease(job: DurableJobID(ids[index]), token: hand.token), run: DurableRunID(run),
+                    name: job.name, kind: job.kind, input: job.input ?? Data(), attempt: 1,
+                    maxAttempts: job.retry.maxAttempts, priority: job.priority,
+                    timeout: job.timeout.map { .seconds($0.storeSeconds) },
+                    leaseExpires: Date(storeTime: sent + hand.lease.storeSeconds))
+            )
+        }
+        let orphans = handoff.deliver(ticket, handed)
+        hub.wake()
+        await giveBack(orphans)
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
@@ -268,76 +309,38 @@ extension PostgresJobStore {
     /// The inserting statement of a graph of independent jobs — no dependency, no category, no input
     /// from another job: ``SubmitGraph`` without the identities drawn ahead (the insert draws them, in
     /// job order) and without edges and categories. Its rows must be those ``SubmitGraph`` writes for
-    /// the same graph when no worker has offered room (``PostgresIntegrityTests`` compares them).
-    /// Values as ``SubmitGraph``'s, less `input_from`, `remaining`, `has_categories`, the edges and the
-    /// categories: $1 name, $2 unique key, $3 now, $4 job count, $5 finished, $6 trace context,
-    /// $7 submission, $8 indexes, $9 names, $10 kinds, $11 inputs, $12 has input, $13 maximum attempts,
-    /// $14 retry policies, $15 priorities, $16 timeouts, $17 not before, $18 channel; and $19 the lease
-    /// tokens of the jobs that may be handed over (0 for the others: not due yet, or their claims
-    /// would not fit in the notification).
-    ///
-    /// **Hand-over** (``PostgresHandoff``): the statement takes one idle worker's offer — with room, for
-    /// kinds of the graph, whose listening server process is alive, not locked by another submission —
-    /// and inserts as many of those jobs as its room allows, higher priority first, already running
-    /// under that worker's lease (`attempts` 1, as a claim makes it). Their claims go out in a
-    /// notification to the offering store; the other jobs are inserted ready, with the usual wake-up.
+    /// the same graph (``PostgresIntegrityTests`` compares them). Values as ``SubmitGraph``'s, less
+    /// `input_from`, `remaining`, `has_categories`, the edges and the categories: $1 name, $2 unique
+    /// key, $3 now, $4 job count, $5 finished, $6 trace context, $7 submission, $8 indexes, $9 names,
+    /// $10 kinds, $11 inputs, $12 has input, $13 maximum attempts, $14 retry policies, $15 priorities,
+    /// $16 timeouts, $17 not before, $18 channel; and the jobs claimed in the insert for idle workers of
+    /// the submitting store (``PostgresHandoff``): $19 their workers ('' for a job inserted ready),
+    /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job).
     enum SubmitIndependent: PreparedText {
-        static let name = "baton_submit_independent_v3"
+        static let name = "baton_submit_independent_v2"
         static let sql = """
             WITH new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
                 VALUES ($1, $2, $3, $4, $5, $6, $7)
                 ON CONFLICT DO NOTHING RETURNING id
-            ), t AS MATERIALIZED (
-                SELECT * FROM unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19)
-                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before, token)
-            ), host AS MATERIALIZED (
-                SELECT o.key, o.worker, o.kinds, o.room, $3 + o.lease AS expires FROM offers o
-                WHERE o.room > 0 AND o.kinds && $10 AND EXISTS (SELECT 1 FROM new_run)
-                    AND EXISTS (
-                        SELECT 1 FROM pg_stat_get_activity(o.pid) a
-                        WHERE a.backend_start IS NULL OR extract(epoch FROM a.backend_start)::float8 = o.backend_start)
-                ORDER BY o.room DESC, o.key
-                LIMIT 1
-                FOR UPDATE OF o SKIP LOCKED
-            ), pick AS MATERIALIZED (
-                SELECT s.idx, s.token FROM (
-                    SELECT t.idx, t.token, row_number() OVER (ORDER BY t.priority DESC, t.idx) AS n
-                    FROM t, host WHERE t.token <> 0 AND t.kind = ANY(host.kinds)
-                ) s, host
-                WHERE s.n <= host.room
             ), inserted AS (
                 INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
                     timeout, has_categories, not_before, attempts, lease_owner, lease_token, lease_expires)
-                SELECT new_run.id, t.idx, t.name, t.kind, CASE WHEN p.idx IS NULL THEN 'ready' ELSE 'running' END,
+                SELECT new_run.id, t.idx, t.name, t.kind, CASE WHEN t.owner = '' THEN 'ready' ELSE 'running' END,
                     CASE WHEN t.has_input THEN t.input END, 0, t.max_attempts, t.retry, t.priority,
-                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN p.idx IS NULL THEN 0 ELSE 1 END,
-                    CASE WHEN p.idx IS NOT NULL THEN (SELECT worker FROM host) END, p.token,
-                    CASE WHEN p.idx IS NOT NULL THEN (SELECT expires FROM host) END
-                FROM new_run, t LEFT JOIN pick p ON p.idx = t.idx
+                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN t.owner = '' THEN 0 ELSE 1 END,
+                    NULLIF(t.owner, ''), NULLIF(t.token, 0), CASE WHEN t.owner <> '' THEN t.expires END
+                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21)
+                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before,
+                        owner, token, expires)
                 ORDER BY t.idx
                 RETURNING id, idx
-            ), took AS (
-                UPDATE offers o SET room = o.room - c.n, handed = o.handed + c.n
-                FROM (SELECT count(*) AS n FROM pick) c, host
-                WHERE o.key = host.key AND c.n > 0
-                RETURNING o.key
-            ), told AS (
-                SELECT pg_notify($18, 'h' || host.key || ' ' || json_build_object(
-                    'e', host.expires, 'r', (SELECT id FROM new_run),
-                    'j', (SELECT json_agg(json_build_array(i.id, p.token, t.name, t.kind,
-                                CASE WHEN t.has_input THEN encode(t.input, 'base64') END, t.max_attempts,
-                                t.priority, NULLIF(t.timeout, -1)))
-                        FROM pick p JOIN t ON t.idx = p.idx JOIN inserted i ON i.idx = p.idx))::text)
-                FROM host WHERE EXISTS (SELECT 1 FROM pick)
             ), woken AS (
-                SELECT pg_notify($18, '') FROM new_run WHERE $4 > (SELECT count(*) FROM pick)
+                SELECT pg_notify($18, '') FROM new_run WHERE $4 > $22
             ), early AS (
                 SELECT set_config('synchronous_commit', 'off', true)
             )
-            SELECT new_run.id,
-                (SELECT count(*) FROM woken) + (SELECT count(*) FROM early) + (SELECT count(*) FROM told)
-                    + (SELECT count(*) FROM took) AS done,
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM early) AS done,
                 (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs
             FROM new_run
             """
@@ -417,5 +420,22 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }
+    }
+}
+
+extension PostgresBindings {
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs, with
+    /// leases from `now`; no ticket: every job is inserted ready.
+    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double) {
+        let (owners, tokens, expiries) =
+            ticket?.values(count: count, now: now)
+            ?? (
+                [String](repeating: "", count: count), [Int64](repeating: 0, count: count),
+                [Double](repeating: 0, count: count)
+            )
+        append(owners)
+        append(tokens)
+        append(expiries)
+        append(ticket?.workers.count ?? 0)
     }
 }

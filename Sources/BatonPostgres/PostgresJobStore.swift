@@ -47,7 +47,7 @@ public final class PostgresJobStore: JobStore {
     let submitClient: PostgresClient
     let logger: Logger
     let hub = PostgresWakeupHub()
-    /// Idle workers' offers and the jobs submissions handed over to them (``parkClaim(worker:kinds:limit:lease:)``).
+    /// Claims made by submissions for idle workers of this store (``parkClaim(worker:kinds:limit:lease:)``).
     let handoff = PostgresHandoff()
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
@@ -82,10 +82,8 @@ public final class PostgresJobStore: JobStore {
             configuration: Self.clientConfiguration(configuration, genericPlans: true), backgroundLogger: logger)
         self.submitClient = submitClient
         self.submitRunner = Task { await submitClient.run() }
-        let owner = Protected(WeakStore())
         self.listener = PostgresListener(
-            configuration: configuration, channel: channel, hub: hub, logger: logger,
-            handover: { payload in owner.withLock { $0.store }?.receive(handover: payload) })
+            configuration: configuration, channel: channel, hub: hub, logger: logger)
         do {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
                 try await client.withConnection { connection in
@@ -97,13 +95,7 @@ public final class PostgresJobStore: JobStore {
             submitRunner.cancel()
             throw error
         }
-        owner.withLock { $0.store = self }
         listener.start()
-    }
-
-    /// The store, for its listener, without keeping it alive.
-    private struct WeakStore {
-        weak var store: PostgresJobStore?
     }
 
     /// Opens the store at a `postgres://user[:password]@host[:port]/database` address.

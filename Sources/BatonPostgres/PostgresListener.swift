@@ -50,23 +50,12 @@ final class PostgresWakeupHub: Sendable {
 /// The `LISTEN` side of wake-ups: one connection of its own, reconnected with backoff when it drops;
 /// while it is down the hub is woken every `fallbackPollInterval` instead (polling), and once more
 /// right after it is back (a notification may have been missed meanwhile).
-///
-/// A notification with an empty payload wakes the workers; one that carries a hand-over
-/// (``HandoverNote``) goes to `handover`, which delivers it if the offer is this store's.
 final class PostgresListener: Sendable {
     let configuration: PostgresStoreConfiguration
     let channel: String
     let hub: PostgresWakeupHub
     let logger: Logger
-    let handover: @Sendable (String) -> Void
     private let state = Protected(State())
-
-    /// The server process that listens: offers name it, and submissions use an offer only while it lives.
-    struct Backend: Sendable, Equatable {
-        let pid: Int32
-        /// `backend_start` in seconds since 1970 (nil where the server does not show it to this role).
-        let started: Double?
-    }
 
     private struct State {
         var task: Task<Void, Never>?
@@ -75,24 +64,16 @@ final class PostgresListener: Sendable {
         /// The listening connection while it listens, and whether a call has it (``lend(_:)``).
         var connection: PostgresConnection?
         var lent = false
-        var backend: Backend?
     }
 
-    init(
-        configuration: PostgresStoreConfiguration, channel: String, hub: PostgresWakeupHub, logger: Logger,
-        handover: @escaping @Sendable (String) -> Void
-    ) {
+    init(configuration: PostgresStoreConfiguration, channel: String, hub: PostgresWakeupHub, logger: Logger) {
         self.configuration = configuration
         self.channel = channel
         self.hub = hub
         self.logger = logger
-        self.handover = handover
     }
 
     var isListening: Bool { state.withLock { $0.listening } }
-
-    /// The server process listening now (nil while the connection is down).
-    var backend: Backend? { state.withLock { $0.listening ? $0.backend : nil } }
 
     func start() {
         let task = Task { [self] in await self.loop() }
@@ -113,10 +94,9 @@ final class PostgresListener: Sendable {
         task?.cancel()
     }
 
-    private func setListening(_ value: Bool, connection: PostgresConnection? = nil, backend: Backend? = nil) {
+    private func setListening(_ value: Bool, connection: PostgresConnection? = nil) {
         let previous = state.withLock { state -> PostgresConnection? in
             state.listening = value
-            state.backend = value ? backend : nil
             defer { state.connection = value ? connection : nil }
             return state.connection
         }
@@ -187,28 +167,11 @@ final class PostgresListener: Sendable {
         do {
             let hub = hub
             try await withTaskCancellationHandler {
-                // Which server process listens: offers name it (before `LISTEN`, which stays the
-                // connection's last statement while it only listens).
-                let backend = try await PostgresTimeout.run(configuration.operationTimeout) { [logger] in
-                    try await connection.query(
-                        """
-                        SELECT pg_backend_pid(), extract(epoch FROM backend_start)::float8
-                        FROM pg_stat_get_activity(pg_backend_pid())
-                        """, logger: logger
-                    ).collect().first?.decode((Int32, Double?).self)
-                }
                 try await connection.listen(on: channel) { notifications in
                     connected()
-                    self.setListening(
-                        true, connection: connection, backend: backend.map { Backend(pid: $0.0, started: $0.1) })
+                    self.setListening(true, connection: connection)
                     hub.wake()  // Anything that happened while we were not listening.
-                    for try await notification in notifications {
-                        if notification.payload.isEmpty {
-                            hub.wake()
-                        } else {
-                            self.handover(notification.payload)
-                        }
-                    }
+                    for try await _ in notifications { hub.wake() }
                 }
             } onCancel: {
                 connection.close().whenComplete { _ in }

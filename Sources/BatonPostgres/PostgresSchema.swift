@@ -113,28 +113,6 @@ enum PostgresSchema {
         // statement, and `prune` deletes a run's jobs, edges and categories before the run
         // (`PostgresIntegrityTests` checks that nothing is left).
         ["ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_run_fkey"],
-        // 5: idle workers' offers of room, which submissions fill in their insert (`PostgresHandoff`).
-        // `key`: the offering store's identity for the worker; `room`: jobs it may still be handed;
-        // `handed`: jobs handed over under the key so far (the store counts those that arrived);
-        // `sequence`: the latest write's number (a late write of an older offer changes nothing);
-        // `pid` / `backend_start`: the server process listening for the store's wake-ups (0 / NULL
-        // for a row that only records a withdrawal), which must be alive for the offer to be used.
-        [
-            """
-            CREATE TABLE offers (
-                key text PRIMARY KEY,
-                worker text NOT NULL,
-                kinds text[] NOT NULL,
-                room integer NOT NULL,
-                handed bigint NOT NULL,
-                lease float8 NOT NULL,
-                sequence bigint NOT NULL,
-                pid integer NOT NULL,
-                backend_start float8,
-                updated float8 NOT NULL
-            )
-            """
-        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

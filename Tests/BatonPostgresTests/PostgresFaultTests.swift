@@ -150,7 +150,7 @@ struct PostgresFaultTests {
                 "SELECT query FROM pg_stat_activity WHERE pid = \(listening[0])"
             ).collect().first?.decode(String.self)
             #expect(
-                lastQuery?.contains("), candidates AS (") == true,
+                lastQuery?.contains("WITH candidates AS") == true,
                 "the claim did not run on the wake-up connection; its last statement: \(lastQuery ?? "none")")
 
             // The claim on the wake-up connection commits and its reply is lost: the pool claims the next job.

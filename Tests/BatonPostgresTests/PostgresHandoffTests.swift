@@ -17,89 +17,96 @@ struct PostgresHandoffBookTests {
             input: Data(), attempt: 1, maxAttempts: 1, priority: 0, timeout: nil, leaseExpires: Date())
     }
 
-    @Test("an offer is the room less the jobs waiting for the worker; none is written without room unless one is open")
-    func offerCountsWaiting() throws {
+    @Test("an offer is bounded by its room and its kinds, and fills higher priority first, then older first")
+    func offerBounds() throws {
         let book = PostgresHandoff()
-        #expect(book.park("w", kinds: ["k"], limit: 0, lease: .seconds(10)) == nil, "no room, nothing open")
-        let first = try #require(book.park("w", kinds: ["k", "k", "a"], limit: 3, lease: .seconds(10)))
-        #expect(first.room == 3 && first.kinds == ["a", "k"] && first.worker == "w" && first.received == 0)
-        let key = try #require(book.key(of: "w"))
-        #expect(first.key == key)
-        #expect(book.receive(key: key, jobs: [Self.claimed(1)]) == [], "taken in")
-        let second = try #require(book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10)))
-        #expect(second.room == 2, "one job waits for the worker")
-        #expect(second.received == 1 && second.sequence > first.sequence && second.key == key)
-        let closing = try #require(book.park("w", kinds: ["k"], limit: 1, lease: .seconds(10)))
-        #expect(closing.room == 0, "an open offer is written again with no room")
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil, "no offer, no ticket")
+        book.park("w", kinds: ["k"], limit: 2, lease: .seconds(10))
+        let ticket = try #require(
+            book.reserve(
+                kinds: ["k", "other", "k", "k", "k"], priorities: [1, 9, 1, 5, 9],
+                eligible: [true, true, true, true, false]))
+        // Index 4 is not due and index 1 is of another kind: the two best remaining are 3 (priority 5), then 0.
+        #expect(ticket.workers.keys.sorted() == [0, 3])
+        for hand in ticket.workers.values {
+            #expect(hand.worker == "w" && hand.lease == .seconds(10) && hand.token > 0)
+        }
+        let values = ticket.values(count: 5, now: 100)
+        #expect(values.owners == ["w", "", "", "w", ""])
+        #expect(values.expiries == [110, 0, 0, 110, 0], "leases count from the time the insert is sent")
+        #expect(values.tokens[0] != values.tokens[3] && values.tokens[1] == 0)
+        #expect(book.offer(of: "w") == nil, "the room is used up")
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil)
     }
 
-    @Test("a claim withdraws an open offer once; a failed withdrawal leaves it open for the next claim")
+    @Test("a claim withdraws the offer and leaves room for jobs on their way; a ticket settles once")
     func claimWithdraws() throws {
         let book = PostgresHandoff()
-        #expect(book.take(for: "w", limit: 4).withdrawal == nil, "nothing offered")
-        let offer = try #require(book.park("w", kinds: ["k"], limit: 2, lease: .seconds(10)))
-        let first = try #require(book.take(for: "w", limit: 4).withdrawal)
-        #expect(first.key == offer.key && first.sequence > offer.sequence && first.received == 0)
-        #expect(book.take(for: "w", limit: 4).withdrawal == nil, "withdrawn already")
-        book.withdrawalFailed(first, worker: "w")
-        let again = try #require(book.take(for: "w", limit: 4).withdrawal)
-        #expect(again.sequence > first.sequence)
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        let ticket = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        #expect(book.offer(of: "w") == 2)
+        let early = book.take(for: "w", limit: 3)
+        #expect(early.jobs.isEmpty)
+        #expect(early.room == 2, "the reserved job is on its way: room for 2 of the 3")
+        #expect(book.offer(of: "w") == nil, "a claim withdraws the offer")
+        #expect(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil)
+        #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty)
+        #expect(book.deliver(ticket, [("w", Self.claimed(7))]).isEmpty, "a second delivery does nothing")
+        #expect(!book.cancel(ticket), "a delivered ticket has nothing left to cancel")
+        let late = book.take(for: "w", limit: 3)
+        #expect(late.jobs.map(\.job) == [DurableJobID(7)], "delivered once")
+        #expect(late.room == 2)
     }
 
-    @Test("hand-overs arrive in their worker's inbox, counted; a claim takes no more than its limit, higher priority first")
-    func receiveAndTake() throws {
+    @Test("an offer counts the jobs already on their way to the worker, or waiting for it, against its room")
+    func offerCountsPending() throws {
         let book = PostgresHandoff()
-        #expect(book.receive(key: "elsewhere", jobs: [Self.claimed(9)]) == nil, "another store's offer")
-        _ = try #require(book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10)))
-        let key = try #require(book.key(of: "w"))
-        #expect(book.owns(key: Substring(key)) && !book.owns(key: "elsewhere"))
-        var low = Self.claimed(1)
-        low = ClaimedJob(
-            lease: low.lease, run: low.run, name: low.name, kind: low.kind, input: low.input, attempt: 1,
-            maxAttempts: 1, priority: -1, timeout: nil, leaseExpires: low.leaseExpires)
-        #expect(book.receive(key: key, jobs: [low, Self.claimed(2), Self.claimed(3)]) == [])
-        #expect(book.waiting(for: "w") == 3)
-        let taken = book.take(for: "w", limit: 2)
-        #expect(taken.jobs.map(\.job) == [DurableJobID(2), DurableJobID(3)], "priority 0 before -1, older first")
-        #expect(book.take(for: "w", limit: 5).jobs.map(\.job) == [DurableJobID(1)])
-        let next = try #require(book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10)))
-        #expect(next.received == 3, "what arrived is counted, taken or not")
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        let ticket = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        _ = book.take(for: "w", limit: 3)
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        #expect(book.offer(of: "w") == 2, "one job is on its way")
+        _ = book.deliver(ticket, [("w", Self.claimed(1))])
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        #expect(book.offer(of: "w") == 2, "one job waits for the worker's claim")
+        book.park("w", kinds: ["k"], limit: 1, lease: .seconds(10))
+        #expect(book.offer(of: "w") == nil, "no room beside the waiting job")
+        let taken = book.take(for: "w", limit: 3)
+        #expect(taken.jobs.count == 1 && taken.room == 2)
     }
 
-    @Test("a retired worker's waiting jobs are given back, and so is what arrives for it later; parking again starts a new key")
+    @Test("a submission's tries hand over once: a try sent after the hand-over stores its jobs ready")
+    func progressHandsOverOnce() {
+        let progress = HandoverProgress()
+        #expect(progress.delivering() == nil, "nothing was sent")
+        #expect(progress.sending(at: 5) == 5)
+        #expect(progress.sending(at: 7) == 7, "a retry before the hand-over claims again, leases from its own time")
+        #expect(progress.delivering() == 5, "the hand-over's leases count from the earliest try")
+        #expect(progress.sending(at: 9) == nil, "after the hand-over, a retry claims nothing")
+        #expect(progress.delivering() == nil)
+    }
+
+    @Test("a claim takes no more than its limit; what a retired worker had, or receives later, is given back")
     func retire() throws {
         let book = PostgresHandoff()
-        _ = try #require(book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10)))
-        let key = try #require(book.key(of: "w"))
-        #expect(book.receive(key: key, jobs: [Self.claimed(1)]) == [])
-        let retired = book.retire("w")
-        #expect(retired.key == key && retired.jobs.map(\.job) == [DurableJobID(1)])
-        #expect(book.receive(key: key, jobs: [Self.claimed(2)])?.map(\.job) == [DurableJobID(2)], "given back")
-        #expect(book.take(for: "w", limit: 5).jobs.isEmpty && book.take(for: "w", limit: 5).withdrawal == nil)
-        let fresh = try #require(book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10)))
-        #expect(fresh.key != key && fresh.received == 0)
-        #expect(book.receive(key: key, jobs: [Self.claimed(3)])?.count == 1, "the old key stays retired")
-    }
-
-    @Test("a hand-over's notification is read back as the claims it carries; anything else is not one")
-    func notes() throws {
-        #expect(HandoverNote.key(of: "") == nil && HandoverNote.key(of: "hkey") == nil)
-        #expect(HandoverNote.key(of: "habc {}") == "abc")
-        let payload =
-            #"habc {"e" : 1795691963.5, "r" : 7, "j" : [[11, 4611686018427387903, "n\"ame", "k", "aGk=\n", 3, -2, 1.5], [12, 5, "m", "k", null, 1, 0, null]]}"#
-        let jobs = try HandoverNote.jobs(of: payload)
-        #expect(jobs.count == 2)
-        #expect(jobs[0].lease == Lease(job: DurableJobID(11), token: 4_611_686_018_427_387_903))
-        #expect(jobs[0].name == "n\"ame" && jobs[0].input == Data("hi".utf8) && jobs[0].maxAttempts == 3)
-        #expect(jobs[0].priority == -2 && jobs[0].timeout == .seconds(1.5) && jobs[0].attempt == 1)
-        #expect(jobs[0].run == DurableRunID(7) && jobs[0].leaseExpires == Date(storeTime: 1_795_691_963.5))
-        #expect(jobs[1].input.isEmpty && jobs[1].timeout == nil)
-        #expect(throws: (any Error).self) { try HandoverNote.jobs(of: #"habc {"e" : 1, "r" : 1, "j" : [[1]]}"#) }
+        book.park("w", kinds: ["k"], limit: 3, lease: .seconds(10))
+        let first = try #require(
+            book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
+        let second = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        _ = book.deliver(first, [("w", Self.claimed(1)), ("w", Self.claimed(2))])
+        #expect(book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(1)])
+        #expect(book.withdraw("w") == 2, "one job waits for the worker, one is on its way")
+        #expect(book.retire("w").map(\.job) == [DurableJobID(2)], "the job not taken is given back")
+        #expect(book.deliver(second, [("w", Self.claimed(3))]).map(\.job) == [DurableJobID(3)])
+        #expect(book.take(for: "w", limit: 5).jobs.isEmpty)
+        // Parking again brings the worker back.
+        book.park("w", kinds: ["k"], limit: 1, lease: .seconds(10))
+        let third = try #require(book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        #expect(book.deliver(third, [("w", Self.claimed(4))]).isEmpty)
     }
 }
 
-/// Submissions, through any store, claim their jobs for idle workers that offered room in the inserting
-/// statement, and send the claims to the offering store in their notification.
+/// Submissions through a store claim their jobs for the store's idle workers in the inserting statement.
 @Suite("PostgreSQL hand-over", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresHandoffTests {
     static func graph(_ name: String, _ jobs: [(kind: String, priority: Int, due: Bool)]) -> GraphSpec {
@@ -125,44 +132,15 @@ struct PostgresHandoffTests {
         return result
     }
 
-    /// `worker`'s offer as the table has it: (room, handed), nil without a row.
-    static func offer(_ store: PostgresJobStore, _ worker: String) async throws -> (room: Int, handed: Int)? {
-        guard let key = store.handoff.key(of: worker) else { return nil }
-        return try await store.client.query(
-            "SELECT room, handed::int FROM \(unescaped: store.configuration.schema).offers WHERE key = \(key)"
-        ).collect().first?.decode((Int, Int).self)
-    }
-
-    /// Offers `worker`'s room, once the store listens, and returns once the offer is written.
-    static func park(_ store: PostgresJobStore, _ worker: String, limit: Int, lease: Duration = .seconds(30)) async throws {
-        try #require(await eventually(within: .seconds(30)) { store.isListening }, "the store is not listening")
-        try #require(
-            try await store.offer(worker: worker, kinds: ["k"], limit: limit, lease: lease), "no offer was written")
-    }
-
-    /// Waits until `count` jobs wait for `worker` in `store` (their notification arrived).
-    static func arrived(_ store: PostgresJobStore, _ worker: String, _ count: Int) async throws {
-        try #require(
-            await eventually(within: .seconds(30)) { store.handoff.waiting(for: worker) == count },
-            "\(count) handed-over jobs did not arrive for \(worker) within 30 s (\(store.handoff.waiting(for: worker)) did)")
-    }
-
-    /// A second store on the same tables: a submitter in another process.
-    static func other(_ configuration: PostgresStoreConfiguration) async throws -> PostgresJobStore {
-        try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
-    }
-
     @Test(
-        "a submission in another process claims due jobs of the offered kinds for an idle worker, within its room, and sends them to the worker's store"
+        "the insert claims due jobs of the offered kinds for an idle worker, within its room, and its next claim returns them as claimed"
     )
     func handsOverInTheInsert() async throws {
-        try await TestPostgres.withStore("handover") { store, configuration in
-            let submitter = try await Self.other(configuration)
-            defer { submitter.close() }
-            try await Self.park(store, "w", limit: 2)
+        try await TestPostgres.withStore("handover") { store, _ in
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
             let graph = Self.graph(
                 "four", [("k", 1, true), ("other", 9, true), ("k", 5, true), ("k", 3, true), ("k", 9, false)])
-            let run = try await submitter.submit(graph, uniqueKey: nil)
+            let run = try await store.submit(graph, uniqueKey: nil)
             let rows = try await Self.rows(store, run: run.run)
             // j2 (priority 5) and j3 (3) are handed over; j0 has the room of none, j1 is of another kind,
             // j4 is not due.
@@ -171,16 +149,13 @@ struct PostgresHandoffTests {
             for name in ["j0", "j1", "j4"] {
                 #expect(rows[name]?.0 == "ready" && rows[name]?.1 == 0 && rows[name]?.2 == nil, "\(name)")
             }
-            let offer = try await Self.offer(store, "w")
-            #expect(offer?.room == 0 && offer?.handed == 2, "\(String(describing: offer))")
-            try await Self.arrived(store, "w", 2)
-            #expect(submitter.handoff.waiting(for: "w") == 0, "only the offering store takes them")
+            #expect(store.handoff.offer(of: "w") == nil)
 
             let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 5, lease: .seconds(30))
             #expect(claimed.map(\.name) == ["j2", "j3"], "the handed-over jobs alone, higher priority first")
             for job in claimed {
                 #expect(job.lease.token == rows[job.name]?.3, "the token stored with the job")
-                #expect(job.attempt == 1 && job.maxAttempts == 2 && job.kind == "k" && job.run == run.run)
+                #expect(job.attempt == 1 && job.maxAttempts == 2 && job.kind == "k")
                 #expect(job.timeout == .seconds(30))
                 #expect(job.input == Data(job.name.dropFirst().utf8))
             }
@@ -207,10 +182,8 @@ struct PostgresHandoffTests {
     @Test("a claim withdraws the offer: the next submission's jobs are inserted ready, for any worker")
     func claimWithdrawsTheOffer() async throws {
         try await TestPostgres.withStore("handover_withdrawn") { store, _ in
-            try await Self.park(store, "w", limit: 4)
-            #expect(try await Self.offer(store, "w")?.room == 4)
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
             #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30)).isEmpty)
-            #expect(try await Self.offer(store, "w")?.room == 0)
             let run = try await store.submit(Self.graph("one", [("k", 0, true)]), uniqueKey: nil)
             #expect(try await Self.rows(store, run: run.run)["j0"]?.0 == "ready")
             let other = try await store.claim(worker: "other", kinds: ["k"], limit: 4, lease: .seconds(30))
@@ -218,51 +191,33 @@ struct PostgresHandoffTests {
         }
     }
 
-    @Test("an offer written late (an older sequence number) does not undo the withdrawal of a claim made after it")
-    func lateOfferChangesNothing() async throws {
-        try await TestPostgres.withStore("handover_late") { store, _ in
-            try await Self.park(store, "w", limit: 4)
-            let backend = try #require(store.listener.backend)
-            let late = try #require(store.handoff.park("w", kinds: ["k"], limit: 4, lease: .seconds(30)))
-            #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30)).isEmpty)
-            _ = try await store.prepared("offer", PostgresJobStore.offerStatement(late, backend: backend, now: 0))
-            #expect(try await Self.offer(store, "w")?.room == 0, "the claim's withdrawal stands")
-        }
-    }
-
     @Test(
-        "a claim leaves room for the jobs a submission handed over that have not arrived: the worker never holds more than it offered"
+        "a claim leaves room for the jobs a submission in flight is handing over: the worker never holds more than it offered"
     )
     func roomForJobsOnTheirWay() async throws {
         try await TestPostgres.withStore("handover_coming") { store, _ in
-            let ready = try await store.submit(Self.graph("ready", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
-            try await Self.park(store, "w", limit: 2)
-            // A submission handed one job over; its notification has not arrived.
-            _ = try await store.query("UPDATE offers SET room = room - 1, handed = handed + 1")
-            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
-            #expect(claimed.count == 1, "room for one beside the job on its way")
-            // The next offer counts it too, until it arrives.
-            try #require(try await store.offer(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30)))
-            #expect(try await Self.offer(store, "w")?.room == 0)
-            let rows = try await Self.rows(store, run: ready.run)
-            #expect(rows.values.filter { $0.0 == "ready" }.count == 1)
+            let ready = try await store.submit(Self.graph("ready", [("k", 0, true)]), uniqueKey: nil)
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            // A submission's insert in flight (reserved, not yet answered).
+            let ticket = try #require(store.handoff.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+            #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30)).isEmpty)
+            #expect(try await Self.rows(store, run: ready.run)["j0"]?.0 == "ready", "the claim took no job")
+            let more = try await store.claim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
+            #expect(more.map(\.name) == ["j0"], "room for one beside the job on its way")
+            store.handoff.cancel(ticket)
         }
     }
 
     @Test("a worker's completion-and-claim returns the jobs handed to it first, and claims only the room left")
     func finishThenClaimTakesHandedJobs() async throws {
-        try await TestPostgres.withStore("handover_finish") { store, configuration in
-            let submitter = try await Self.other(configuration)
-            defer { submitter.close() }
-            _ = try await submitter.submit(Self.graph("first", [("k", 0, true)]), uniqueKey: nil)
+        try await TestPostgres.withStore("handover_finish") { store, _ in
+            _ = try await store.submit(Self.graph("first", [("k", 0, true)]), uniqueKey: nil)
             let first = try await store.claim(worker: "w", kinds: ["k"], limit: 3, lease: .seconds(30))
             try #require(first.count == 1)
-            let waiting = try await submitter.submit(Self.graph("waiting", [("k", 0, true)]), uniqueKey: nil)
+            let waiting = try await store.submit(Self.graph("waiting", [("k", 0, true)]), uniqueKey: nil)
             // One attempt running, room for two more: the next submission's two jobs are handed over.
-            try await Self.park(store, "w", limit: 2)
-            let handed = try await submitter.submit(
-                Self.graph("handed", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
-            try await Self.arrived(store, "w", 2)
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(30))
+            let handed = try await store.submit(Self.graph("handed", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
             let done = AttemptReport(lease: first[0].lease, outcome: .succeeded(output: Data("1".utf8)))
             let (results, claimed) = try await store.finish(
                 [done], thenClaim: 2, worker: "w", kinds: ["k"], lease: .seconds(30))
@@ -284,7 +239,7 @@ struct PostgresHandoffTests {
             let clock = ManualDurableClock()
             let dying = try await PostgresJobStore(
                 configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
-            try await Self.park(dying, "w", limit: 2, lease: .seconds(10))
+            dying.parkClaim(worker: "w", kinds: ["k"], limit: 2, lease: .seconds(10))
             let run = try await dying.submit(Self.graph("orphans", [("k", 0, true)]), uniqueKey: nil)
             #expect(try await Self.rows(observer, run: run.run)["j0"]?.2 == "w")
             dying.close()  // the process is gone: the handed-over job was never taken
@@ -301,41 +256,13 @@ struct PostgresHandoffTests {
     }
 
     @Test(
-        "an offer whose listening server process has ended (the process died, or its connection was cut) is not used",
-        arguments: [false, true])
-    func offerOfAnEndedListener(closes: Bool) async throws {
-        try await TestPostgres.withStore("handover_ended") { observer, configuration in
-            let worker = try await Self.other(configuration)
-            defer { worker.close() }
-            try await Self.park(worker, "w", limit: 2)
-            let pid = try #require(worker.listener.backend?.pid)
-            if closes {
-                worker.close()
-            } else {
-                _ = try await observer.query("SELECT pg_terminate_backend(\(pid))")
-            }
-            try await withDeadline(.seconds(30), "the listening server process ending") {
-                while try await observer.query("SELECT 1 FROM pg_stat_activity WHERE pid = \(pid)").count > 0 {
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-            }
-            let key = try #require(worker.handoff.key(of: "w"))
-            let room = try await observer.query("SELECT room FROM offers WHERE key = \(key)").first?.decode(Int.self)
-            #expect(room == 2, "the offer is still in the table")
-            let run = try await observer.submit(Self.graph("after", [("k", 0, true)]), uniqueKey: nil)
-            #expect(try await Self.rows(observer, run: run.run)["j0"]?.0 == "ready", "not handed to a dead listener")
-        }
-    }
-
-    @Test(
         "a worker that stops (withdraws its offer for good, or unregisters) gives back the jobs handed to it and not taken, and gets no more",
         arguments: [false, true])
     func stoppingGivesBack(unregisters: Bool) async throws {
         try await TestPostgres.withStore("handover_retired") { store, _ in
-            try await Self.park(store, "w", limit: 4)
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
             let run = try await store.submit(Self.graph("two", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
             #expect(try await Self.rows(store, run: run.run).values.allSatisfy { $0.0 == "running" })
-            try await Self.arrived(store, "w", 2)
             if unregisters {
                 try await store.unregister(worker: "w")
             } else {
@@ -343,7 +270,6 @@ struct PostgresHandoffTests {
             }
             let rows = try await Self.rows(store, run: run.run)
             #expect(rows.values.allSatisfy { $0.0 == "ready" && $0.1 == 0 && $0.2 == nil }, "\(rows)")
-            #expect(try await store.query("SELECT 1 FROM offers").isEmpty, "the offer is deleted")
             let later = try await store.submit(Self.graph("later", [("k", 0, true)]), uniqueKey: nil)
             #expect(try await Self.rows(store, run: later.run)["j0"]?.0 == "ready")
             let claimed = try await store.claim(worker: "other", kinds: ["k"], limit: 5, lease: .seconds(30))
@@ -352,38 +278,12 @@ struct PostgresHandoffTests {
         }
     }
 
-    @Test("jobs that arrive for a worker that has stopped are given back")
-    func lateArrivalGivenBack() async throws {
-        try await TestPostgres.withStore("handover_late_arrival") { store, configuration in
-            let submitter = try await Self.other(configuration)
-            defer { submitter.close() }
-            try await Self.park(store, "w", limit: 1)
-            let key = try #require(store.handoff.key(of: "w"))
-            // The hand-over is made while the worker stops: its notification is held back (as if in
-            // flight) and delivered afterwards.
-            let run = try await submitter.submit(Self.graph("late", [("k", 0, true)]), uniqueKey: nil)
-            try await Self.arrived(store, "w", 1)
-            let job = try #require(store.handoff.take(for: "w", limit: 1).jobs.first)
-            await store.withdrawClaim(worker: "w")
-            #expect(try await Self.rows(store, run: run.run)["j0"]?.0 == "running", "taken before the stop")
-            store.receive(
-                handover: "h\(key) "
-                    + #"{"e" : 1, "r" : \#(run.run.rawValue), "j" : [[\#(job.job.rawValue), \#(job.lease.token), "j0", "k", null, 2, 0, null]]}"#
-            )
-            try await withDeadline(.seconds(30), "the late job given back") {
-                while try await Self.rows(store, run: run.run)["j0"]?.0 != "ready" {
-                    try await Task.sleep(for: .milliseconds(5))
-                }
-            }
-        }
-    }
-
     @Test(
         "the insert's reply is lost after its commit, or the flush's: the run is stored once, and its job handed over once",
         arguments: ["submit insert", "submit"])
     func lostReply(fault: String) async throws {
         try await TestPostgres.withStore("handover_lost") { store, _ in
-            try await Self.park(store, "w", limit: 4)
+            store.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
             store.faults.loseReply(of: fault)
             let run = try await store.submit(Self.graph("lost", [("k", 0, true)]), uniqueKey: nil)
             let count = try await store.client.query(
@@ -391,39 +291,10 @@ struct PostgresHandoffTests {
             ).collect().first?.decode(Int.self)
             #expect(count == 1)
             let rows = try await Self.rows(store, run: run.run)
-            try await Self.arrived(store, "w", 1)
             let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
             #expect(claimed.map(\.name) == ["j0"])
             #expect(claimed.first?.lease.token == rows["j0"]?.3)
             #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30)).isEmpty)
-            #expect(try await Self.offer(store, "w")?.handed == 1)
-        }
-    }
-
-    @Test("claims that fill the notification travel intact; a job whose claim would not fit is inserted ready")
-    func largeClaims() async throws {
-        try await TestPostgres.withStore("handover_large") { store, configuration in
-            let submitter = try await Self.other(configuration)
-            defer { submitter.close() }
-            try await Self.park(store, "w", limit: 8)
-            // Names that escape to six bytes a character, inputs of every byte value.
-            let name = String(repeating: "\u{1}\"é", count: 100)
-            let input = Data((0..<2000).map { UInt8($0 % 256) })
-            let big = Data(repeating: 7, count: 6000)
-            let graph = GraphSpec(
-                name: "large",
-                jobs: [
-                    JobSpec(name: name, kind: "k", input: input, retry: .immediate(maxAttempts: 1)),
-                    JobSpec(name: "big", kind: "k", input: big, retry: .immediate(maxAttempts: 1)),
-                    JobSpec(name: "small", kind: "k", input: Data("s".utf8), retry: .immediate(maxAttempts: 1)),
-                ])
-            let run = try await submitter.submit(graph, uniqueKey: nil)
-            try await Self.arrived(store, "w", 2)
-            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 8, lease: .seconds(30))
-            #expect(Set(claimed.map(\.name)) == [name, "small"])
-            #expect(claimed.first { $0.name == name }?.input == input)
-            let rows = try await Self.rows(store, run: run.run)
-            #expect(rows["big"]?.0 == "ready", "its claim would not fit in the notification")
         }
     }
 
@@ -463,25 +334,11 @@ struct PostgresHandoffTests {
         }
     }
 
-    /// Waits until `worker`'s offer in the table has `room` (nil: any room); throws after 30 s.
-    static func offered(_ store: PostgresJobStore, _ worker: String, room: Int? = nil) async throws {
-        try await withDeadline(.seconds(30), "\(worker) offering room \(room.map(String.init) ?? "")") {
-            while true {
-                if let offer = try await Self.offer(store, worker), room.map({ offer.room == $0 }) ?? (offer.room > 0) {
-                    return
-                }
-                try await Task.sleep(for: .milliseconds(2))
-            }
-        }
-    }
-
     @Test(
-        "a worker with submissions from many tasks at once, on its store or another: every job runs once, never more at once than the worker's limit",
-        arguments: [false, true])
-    func workerWithManySubmitters(elsewhere: Bool) async throws {
-        try await TestPostgres.withStore("handover_worker") { store, configuration in
-            let submitter = elsewhere ? try await Self.other(configuration) : store
-            defer { if elsewhere { submitter.close() } }
+        "a worker on the submitting store, with submissions from many tasks at once: every job runs once, never more at once than the worker's limit"
+    )
+    func workerOnTheSubmittingStore() async throws {
+        try await TestPostgres.withStore("handover_worker") { store, _ in
             let total = 120
             let gauge = Gauge(total: total)
             let worker = try DurableWorker(
@@ -489,7 +346,8 @@ struct PostgresHandoffTests {
                 configuration: .init(id: "local", maxConcurrentJobs: 3, pollInterval: .seconds(30)))
             let running = Task { try await worker.run() }
             defer { running.cancel() }
-            try await Self.offered(store, "local")
+            let offered = await eventually(within: .seconds(30)) { store.handoff.offer(of: "local") != nil }
+            try #require(offered, "the idle worker did not offer its room within 30 s")
             try await withDeadline(.seconds(120), "submitting \(total) one-job graphs from 4 tasks") {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     for part in 0..<4 {
@@ -497,7 +355,7 @@ struct PostgresHandoffTests {
                             for index in stride(from: part, to: total, by: 4) {
                                 var graph = JobGraph(name: "g\(index)")
                                 graph.add(Gauged.self, input: index, retry: .never)
-                                _ = try await submitter.submit(graph)
+                                _ = try await store.submit(graph)
                             }
                         }
                     }
@@ -505,8 +363,6 @@ struct PostgresHandoffTests {
                 }
             }
             try await withDeadline(.seconds(120), "every job running") { await gauge.done.waitAsync() }
-            let handed = try #require(try await Self.offer(store, "local")?.handed)
-            #expect(handed > 0, "no job was handed over")
             // A graceful shutdown sends every report before it returns.
             worker.shutdown()
             try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
@@ -539,10 +395,15 @@ struct PostgresHandoffTests {
                 graph.add(Gauged.self, input: index, retry: .never)
                 _ = try await store.submit(graph)
             }
-            try await Self.offered(store, "local", room: 3)  // the idle worker offers its 3 slots
+            try #require(
+                await eventually(within: .seconds(30)) { store.handoff.offer(of: "local") == 3 },
+                "the idle worker did not offer its 3 slots")
             try await submit(0)
             try #require(await eventually(within: .seconds(30)) { gauge.running == 1 }, "the first job did not start")
-            try await Self.offered(store, "local", room: 2)  // with one attempt running, 2 slots
+            try #require(
+                await eventually(within: .seconds(30)) { store.handoff.offer(of: "local") == 2 },
+                "with one attempt running, the worker should offer 2 slots; it offers \(String(describing: store.handoff.offer(of: "local")))"
+            )
             for index in 1..<6 { try await submit(index) }
             try #require(
                 await eventually(within: .seconds(30)) { gauge.running == 3 }, "the worker did not fill its 3 slots")
