@@ -112,12 +112,30 @@ final class JobLoggerSource: Sendable {
 }
 
 /// The JSON coding of inputs and outputs, the same on every side.
+///
+/// Dates are written as Foundation writes them by default — seconds since 2001 as a JSON number, the
+/// exact value, so a `Date` comes back equal to the one stored — and read from that, or from the
+/// ISO 8601 text (whole seconds) that earlier versions wrote.
 public enum DurableCoding {
     public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
-        encoder.dateEncodingStrategy = .iso8601
+        encoder.dateEncodingStrategy = .deferredToDate
         return try encoder.encode(value)
+    }
+
+    /// Reads a date as ``encode(_:)`` writes it, or as ISO 8601 text.
+    static func decodeDate(_ decoder: any Decoder) throws -> Date {
+        let container = try decoder.singleValueContainer()
+        if let seconds = try? container.decode(Double.self) { return Date(timeIntervalSinceReferenceDate: seconds) }
+        let text = try container.decode(String.self)
+        for style in [
+            Date.ISO8601FormatStyle(), Date.ISO8601FormatStyle(includingFractionalSeconds: true),
+        ] {
+            if let date = try? style.parse(text) { return date }
+        }
+        throw DecodingError.dataCorruptedError(
+            in: container, debugDescription: "'\(text)' is not a date (seconds since 2001, or ISO 8601)")
     }
 
     /// Decodes a stored value, with an error that names the job, the type and what did not match.
@@ -125,7 +143,7 @@ public enum DurableCoding {
         _ type: Value.Type, from data: Data, what: String, job: String, kind: String
     ) throws(DurableError) -> Value {
         let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .iso8601
+        decoder.dateDecodingStrategy = .custom(decodeDate)
         do {
             return try decoder.decode(type, from: data)
         } catch {

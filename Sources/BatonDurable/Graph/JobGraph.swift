@@ -133,7 +133,15 @@ extension JobStore {
     ) async throws -> DurableRun {
         var spec = try graph.spec()
         spec.traceCarrier = spec.carrierToStore(instrument: instrument)
-        return DurableRun(try await submit(spec, uniqueKey: uniqueKey))
+        let run = DurableRun(try await submit(spec, uniqueKey: uniqueKey))
+        if run.existing, run.jobs.count != spec.jobs.count {
+            throw DurableError(
+                code: .uniqueKeyConflict,
+                message:
+                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), a run of \(run.jobs.count) jobs; graph '\(spec.name)' has \(spec.jobs.count), so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
+            )
+        }
+        return run
     }
 
     /// Per job of the run: state, attempts, last error, and what it waits for.
@@ -148,6 +156,12 @@ extension JobStore {
     /// - Throws: ``DurableError`` (``DurableError/Code/decoding``) naming the job when the stored output no
     ///   longer decodes as `Output`.
     public func output<Output>(of handle: JobGraph.Handle<Output>, in run: DurableRun) async throws -> Output? {
+        guard run.jobs.indices.contains(handle.index) else {
+            throw DurableError(
+                code: .unknownJob,
+                message:
+                    "\(run.id) has \(run.jobs.count) jobs; this handle is of job \(handle.index + 1) of another graph. Use the handles of the graph submitted as this run.")
+        }
         let record = try await record(of: run[handle])
         guard record.state == .succeeded, let data = record.output else { return nil }
         return try DurableCoding.decode(Output.self, from: data, what: "output", job: record.name, kind: record.kind)

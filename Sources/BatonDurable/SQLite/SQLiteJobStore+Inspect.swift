@@ -163,6 +163,7 @@ extension SQLiteJobStore {
             let runs = try Int64.fetchAll(
                 db, sql: "SELECT id FROM baton_runs WHERE finished IS NOT NULL AND finished < ?",
                 arguments: [date.storeTime])
+            if !runs.isEmpty { try Self.recordIDFloors(db) }
             for run in runs {
                 let jobs = "SELECT id FROM baton_jobs WHERE run = ?"
                 try db.execute(sql: "DELETE FROM baton_edges WHERE job IN (\(jobs))", arguments: [run])

@@ -52,11 +52,7 @@ public final class SQLiteJobStore: JobStore {
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
         } catch {
-            throw DurableError(
-                code: .notAStore,
-                message:
-                    "cannot open the job store at '\(path)': \(error). It is not a SQLite database, or it is damaged; move it away to start a new store.",
-                underlying: error)
+            throw Self.storeError(error, location: path, doing: "open")
         }
         try self.init(writer: pool, clock: clock, busyTimeout: busyTimeout, description: path)
     }
@@ -73,20 +69,47 @@ public final class SQLiteJobStore: JobStore {
         self.busyTimeout = busyTimeout
         do {
             try writer.write { db in try Self.prepareSchema(db, description: description) }
-        } catch let error as DurableError {
-            throw error
-        } catch let error as DatabaseError
-            where error.resultCode == .SQLITE_NOTADB || error.resultCode == .SQLITE_CORRUPT
-        {
-            throw DurableError(
+        } catch {
+            throw Self.storeError(error, location: description, doing: "prepare")
+        }
+    }
+
+    /// A failure of SQLite as a ``DurableError`` that says what is wrong and what to do: a file that is
+    /// not a database or is damaged (``DurableError/Code/notAStore``), one this process may not open or
+    /// write, a full disk, a lock held too long by another process (``DurableError/Code/storeFailure``).
+    /// Errors that are already ``DurableError``s, and cancellations, pass through.
+    static func storeError(_ error: any Error, location: String, doing action: String) -> any Error {
+        if error is DurableError || error is CancellationError { return error }
+        guard let database = error as? DatabaseError else {
+            return DurableError(
+                code: .storeFailure, message: "cannot \(action) the job store at '\(location)': \(error)",
+                underlying: error)
+        }
+        let detail = database.message ?? "\(database)"
+        func failure(_ advice: String) -> DurableError {
+            DurableError(
+                code: .storeFailure, message: "cannot \(action) the job store at '\(location)' (\(detail)). \(advice)",
+                underlying: error)
+        }
+        switch database.resultCode {
+        case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+            return DurableError(
                 code: .notAStore,
                 message:
-                    "the job store at '\(description)' is not a SQLite database, or it is damaged (\(error.message ?? "\(error)")). Move the file away to start a new store.",
+                    "the job store at '\(location)' is not a SQLite database, or it is damaged (\(detail)). Move the file away to start a new store.",
                 underlying: error)
-        } catch {
-            throw DurableError(
-                code: .storeFailure, message: "cannot prepare the job store at '\(description)': \(error)",
-                underlying: error)
+        case .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_AUTH:
+            return failure(
+                "Check that its directory exists and that this process may read and write the file and its directory (SQLite keeps -wal and -shm files beside it).")
+        case .SQLITE_BUSY, .SQLITE_LOCKED:
+            return failure(
+                "Another connection held the database longer than the busy timeout; retry, or open the store with a longer busyTimeout.")
+        case .SQLITE_FULL:
+            return failure("The disk is full; free space and retry.")
+        case .SQLITE_IOERR:
+            return failure("The disk or file system failed; check it, then retry.")
+        default:
+            return failure("SQLite refused the operation.")
         }
     }
 
@@ -132,7 +155,11 @@ public final class SQLiteJobStore: JobStore {
     /// Runs a read, once the store is known to be open.
     func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try checkOpen()
-        return try await writer.read(body)
+        do {
+            return try await writer.read(body)
+        } catch {
+            throw Self.storeError(error, location: location, doing: "read")
+        }
     }
 
     public func wakeups() -> AsyncStream<Void> { wakeupHub.stream() }
@@ -147,7 +174,12 @@ public final class SQLiteJobStore: JobStore {
     /// Runs `body` in a write transaction and wakes this process's workers if `wake` is set.
     func write<T: Sendable>(wake: Bool, _ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try checkOpen()
-        let result = try await writer.write(body)
+        let result: T
+        do {
+            result = try await writer.write(body)
+        } catch {
+            throw Self.storeError(error, location: location, doing: "write to")
+        }
         if wake {
             wakeupHub.wake()
             outcomeHub.wake()

@@ -6,7 +6,7 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case dependencyCycle, invalidGraph, unknownRun, unknownJob, notAStore, newerSchema, decoding, noWorker
-            case leaseLost, storeFailure
+            case leaseLost, storeFailure, invalidConfiguration, uniqueKeyConflict
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -32,6 +32,12 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
         public static let leaseLost = Code(.leaseLost)
         /// The database failed (I/O, locked beyond the busy timeout, …); ``DurableError/underlying`` says how.
         public static let storeFailure = Code(.storeFailure)
+        /// A worker's configuration cannot work (a lease no longer than its renewal interval, an interval
+        /// of zero, …); the message says which setting to change.
+        public static let invalidConfiguration = Code(.invalidConfiguration)
+        /// A run with the unique key exists, and its graph has another shape than the one submitted, so
+        /// the submitted graph's handles would not name its jobs.
+        public static let uniqueKeyConflict = Code(.uniqueKeyConflict)
 
         public var description: String { "\(base)" }
     }

@@ -48,6 +48,16 @@ extension GraphSpec {
                     "job '\(job.name)' names category \(category) with limit \(category.limit); a limit must be within 1...\(Int32.max).",
                     [job.name])
             }
+            if case .exponential(_, let multiplier, _, let jitter) = job.retry.delay,
+                !multiplier.isFinite || !jitter.isFinite || multiplier < 0 || !(0...1).contains(jitter)
+            {
+                throw invalid(
+                    "job '\(job.name)' has a retry policy with multiplier \(multiplier) and jitter \(jitter); give a finite multiplier of 0 or more and a jitter within 0...1.",
+                    [job.name])
+            }
+            if let notBefore = job.notBefore, !notBefore.timeIntervalSince1970.isFinite {
+                throw invalid("job '\(job.name)' has notBefore \(notBefore); give a real date, or nil.", [job.name])
+            }
             if let timeout = job.timeout, timeout <= .zero {
                 throw invalid(
                     "job '\(job.name)' has a timeout of \(timeout); give a positive duration, or nil for none.",

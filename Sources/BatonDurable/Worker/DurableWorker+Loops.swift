@@ -9,7 +9,7 @@ extension DurableWorker {
     func claimLoop(until run: DurableRunID?) async {
         var withdrewOffer = false
         while true {
-            let (active, deadline) = state.withLock { ($0.active.count, $0.shutdownDeadline) }
+            let (active, reserved, deadline) = state.withLock { ($0.active.count, $0.reserved, $0.shutdownDeadline) }
             if let deadline {
                 // Shutting down: nothing more may be claimed for this worker, and what the store claimed
                 // ahead for it goes back at once (its leases would lapse while the running jobs end).
@@ -17,7 +17,8 @@ extension DurableWorker {
                     withdrewOffer = true
                     await store.withdrawClaim(worker: configuration.id)
                 }
-                if active == 0 { return }
+                // A claim under way (the report loop's) may still start jobs: wait for it too.
+                if active == 0 && reserved == 0 { return }
                 if ContinuousClock.now >= deadline {
                     cancelForShutdown()
                     await claimSignal.wait(timeout: .seconds(1))
@@ -43,11 +44,9 @@ extension DurableWorker {
                 }
                 if claimed == free { continue }
             }
-            if claimed == 0, let run {
-                if let record = try? await store.record(of: run), record.finished != nil {
-                    shutdown()
-                    continue
-                }
+            if claimed == 0, let run, await isFinished(run) {
+                shutdown()
+                continue
             }
             var timeout = configuration.pollInterval
             if free > 0, claimed == 0, let due = try? await store.nextDueDate(kinds: kinds) {
@@ -56,6 +55,18 @@ extension DurableWorker {
             }
             if free > 0, claimed < free { offerRoom() }
             await claimSignal.wait(timeout: timeout)
+        }
+    }
+
+    /// Whether `run` has finished — or is gone (pruned, by this worker's retention or another's): it
+    /// finished before. A failure to read it says nothing (the next pass looks again).
+    private func isFinished(_ run: DurableRunID) async -> Bool {
+        do {
+            return try await store.record(of: run).finished != nil
+        } catch let error as DurableError where error.code == .unknownRun {
+            return true
+        } catch {
+            return false
         }
     }
 
@@ -137,9 +148,16 @@ extension DurableWorker {
                 BlockObserver(onFinish: { [weak self] _, outcome in
                     self?.attemptFinished(claim, outcome: outcome, output: output.current)
                 }))
-            state.withLock {
-                $0.active[claim.lease] = ActiveAttempt(
-                    claimed: claim, job: job, leaseExpires: claim.leaseExpires, span: span?.span)
+            let stopping = state.withLock { state -> Bool in
+                // Claimed by a claim that was under way when the grace period ended: given back at once.
+                let stopping = state.cancelledForShutdown
+                state.active[claim.lease] = ActiveAttempt(
+                    claimed: claim, job: job, cause: stopping ? .shutdown : nil, leaseExpires: claim.leaseExpires,
+                    span: span?.span)
+                return stopping
+            }
+            if stopping {
+                job.cancel(reason: DurableCancellation(message: "job '\(job.name)' stopped: its worker is shutting down"))
             }
             tellClaimed(claim, job: job)
             if let span { traced.append((job, span.context)) } else { jobs.append(job) }

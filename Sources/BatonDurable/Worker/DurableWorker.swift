@@ -81,6 +81,30 @@ public final class DurableWorker: Service, Sendable {
             self.instruments = instruments
             self.tracer = tracer
         }
+
+        /// Throws when the settings cannot work: durations must be positive (a zero interval spins
+        /// against the store). A renewal interval not shorter than the lease is allowed (tests renew by
+        /// hand) but warned about: such a lease expires before it is renewed, and its job runs again
+        /// elsewhere while this attempt still runs.
+        func validate() throws {
+            func fail(_ message: String) -> DurableError {
+                DurableError(code: .invalidConfiguration, message: "DurableWorker '\(id)': \(message)")
+            }
+            for (name, value) in [
+                ("leaseDuration", leaseDuration), ("renewInterval", renewInterval), ("pollInterval", pollInterval),
+            ] where value <= .zero {
+                throw fail("\(name) is \(value); it must be more than zero.")
+            }
+            if shutdownGracePeriod < .zero {
+                throw fail("shutdownGracePeriod is \(shutdownGracePeriod); use zero or more.")
+            }
+            if let retention, retention < .zero { throw fail("retention is \(retention); use zero or more, or nil.") }
+            if renewInterval >= leaseDuration {
+                logger.warning(
+                    "DurableWorker '\(id)': renewInterval (\(renewInterval)) is not shorter than leaseDuration (\(leaseDuration)): leases expire before they are renewed, and their jobs run again on other workers. A third of the lease is a good interval."
+                )
+            }
+        }
     }
 
     public let store: any JobStore
@@ -103,8 +127,10 @@ public final class DurableWorker: Service, Sendable {
     /// Raised to renew leases now (tests, cancellation).
     let renewSignal = WakeSignal()
 
-    /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice.
+    /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice;
+    ///   (``DurableError/Code/invalidConfiguration``) when the configuration cannot work.
     public init(store: any JobStore, jobs: [any DurableJob], configuration: Configuration = Configuration()) throws {
+        try configuration.validate()
         var runners: [String: JobRunner] = [:]
         for job in jobs {
             let runner = JobRunner(job)
@@ -144,7 +170,15 @@ public final class DurableWorker: Service, Sendable {
     @discardableResult
     public func run(until run: DurableRun) async throws -> RunExplanation {
         try await work(until: run.id)
-        return try await store.explain(run: run.id)
+        do {
+            return try await store.explain(run: run.id)
+        } catch let error as DurableError where error.code == .unknownRun {
+            throw DurableError(
+                code: .unknownRun,
+                message:
+                    "\(run.id) finished, and was pruned before its explanation could be read (a worker's retention, or prune(finishedBefore:)); keep finished runs longer to read them after run(until:).",
+                underlying: error)
+        }
     }
 
     /// Begins a graceful shutdown: no new claims; running jobs get ``Configuration/shutdownGracePeriod``.
@@ -160,7 +194,14 @@ public final class DurableWorker: Service, Sendable {
 
     func work(until run: DurableRunID?) async throws {
         if let run { _ = try await store.record(of: run) }  // an unknown run: fail now, not wait forever
-        state.withLock { $0 = WorkerState() }
+        // Starts the next run() afresh — keeping a shutdown() called before this one began, which it obeys.
+        defer {
+            let old = state.withLock { state -> WorkerState in
+                defer { state = WorkerState() }
+                return state
+            }
+            _ = old  // released outside the lock
+        }
         try await registerSelf()
         // The loops run in a task of their own, which the caller's cancellation does not reach: it
         // becomes an immediate shutdown instead, so that leases are still given back and reports sent.

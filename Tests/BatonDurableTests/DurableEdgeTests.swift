@@ -1,0 +1,243 @@
+import Baton
+import BatonTesting
+import Foundation
+import Testing
+
+@testable import BatonDurable
+
+/// A store that forwards to another, with hooks the tests set: a gate before completion-and-claim
+/// calls, and a prune just before reads of a run's record.
+final class HookedStore: JobStore {
+    let base: SQLiteJobStore
+    /// When set, `finish(_:thenClaim:…)` calls wait for it (and `finishEntered` opens first).
+    let finishGate = Protected<Gate?>(nil)
+    let finishEntered = Gate()
+    /// When set, `record(of:)` prunes every finished run first (another worker's retention, say).
+    let pruneBeforeRecord = Protected(false)
+    /// Opens when a worker begins shutting down (it withdraws from claiming).
+    let withdrawn = Gate()
+
+    init(_ base: SQLiteJobStore) { self.base = base }
+
+    var clock: DurableClock { base.clock }
+    func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        try await base.submit(graph, uniqueKey: uniqueKey)
+    }
+    func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
+        try await base.claim(worker: worker, kinds: kinds, limit: limit, lease: lease)
+    }
+    func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
+        try await base.renew(leases, worker: worker, lease: lease)
+    }
+    func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] { try await base.finish(reports) }
+    func finish(
+        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
+    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
+        if let gate = finishGate.withLock({ $0 }) {
+            finishEntered.open()
+            await gate.waitAsync()
+        }
+        return try await base.finish(reports, thenClaim: limit, worker: worker, kinds: kinds, lease: lease)
+    }
+    func release(_ leases: [Lease]) async throws { try await base.release(leases) }
+    func cancel(run: DurableRunID, reason: String) async throws { try await base.cancel(run: run, reason: reason) }
+    func cancel(job: DurableJobID, reason: String) async throws { try await base.cancel(job: job, reason: reason) }
+    func register(_ worker: WorkerRecord) async throws { try await base.register(worker) }
+    func unregister(worker: String) async throws { try await base.unregister(worker: worker) }
+    func snapshot(of run: DurableRunID) async throws -> RunSnapshot { try await base.snapshot(of: run) }
+    func run(of job: DurableJobID) async throws -> DurableRunID { try await base.run(of: job) }
+    func traceCarrier(of run: DurableRunID) async throws -> [String: String] { try await base.traceCarrier(of: run) }
+    func record(of job: DurableJobID) async throws -> JobRecord { try await base.record(of: job) }
+    func record(of run: DurableRunID) async throws -> RunRecord {
+        if pruneBeforeRecord.withLock({ $0 }) { _ = try await base.prune(finishedBefore: .distantFuture) }
+        return try await base.record(of: run)
+    }
+    func nextDueDate(kinds: [String]) async throws -> Date? { try await base.nextDueDate(kinds: kinds) }
+    func prune(finishedBefore date: Date) async throws -> Int { try await base.prune(finishedBefore: date) }
+    func wakeups() -> AsyncStream<Void> { base.wakeups() }
+    func withdrawClaim(worker: String) async {
+        await base.withdrawClaim(worker: worker)
+        withdrawn.open()
+    }
+}
+
+/// Returns its input at once.
+struct Echo: DurableJob {
+    static let kind = "test.echo"
+    func run(_ input: String, context: DurableJobContext) async throws -> String { input }
+}
+
+@Suite("DurableWorker and store edge cases")
+struct DurableEdgeTests {
+    @Test("a shutdown() called before run() begins is obeyed: run() returns instead of running on")
+    func shutdownBeforeRun() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let worker = try makeWorker(store, [Echo()])
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "run() after shutdown()") { try await worker.run() }
+        // The next run() starts afresh and runs until told to stop again.
+        var graph = JobGraph(name: "g")
+        let echo = graph.add(Echo.self, input: "again")
+        let run = try await store.submit(graph)
+        try await withDeadline(.seconds(30), "run(until:) on a worker that was shut down before") {
+            try await worker.run(until: run)
+        }
+        #expect(try await store.output(of: echo, in: run) == "again")
+    }
+
+    @Test("run(until:) returns when its run is pruned before the worker sees it finish")
+    func runPrunedBeforeSeenFinished() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        var graph = JobGraph(name: "g")
+        graph.add(Echo.self, input: "x")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Echo()])
+        // Every read of the run's record finds it pruned once it has finished.
+        store.pruneBeforeRecord.withLock { $0 = true }
+        let running = Task { try await worker.run(until: run) }
+        await #expect {
+            try await withDeadline(.seconds(30), "run(until:) of a pruned run") { _ = try await running.value }
+        } throws: { error in
+            guard let error = error as? DurableError else { return false }
+            return error.code == .unknownRun || error.message.contains("pruned")
+        }
+    }
+
+    @Test(
+        "an immediate shutdown while a completion-and-claim is under way: the jobs it claims are given back, unattempted, and run() returns"
+    )
+    func shutdownDuringClaim() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "chain")
+        let first = graph.add(Echo.self, input: "first")
+        let second = graph.add(Blocker.self, input: "second", after: [first])
+        let run = try await store.submit(graph)
+        let gate = Gate()
+        store.finishGate.withLock { $0 = gate }
+        let worker = try makeWorker(store, [Echo(), Blocker(started: started, endings: endings)])
+        let running = Task { try await worker.run() }
+        defer { gate.open() }
+        // The first job's report and the claim of the second are held at the store.
+        try await withDeadline(.seconds(30), "the report of the first job") { await store.finishEntered.waitAsync() }
+        running.cancel()  // an immediate shutdown
+        // The shutdown begins while the call is held.
+        try await withDeadline(.seconds(30), "the shutdown beginning") { await store.withdrawn.waitAsync() }
+        gate.open()
+        try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
+        let record = try await base.record(of: run[second])
+        #expect(record.state == .ready, "the second job was claimed and not given back: \(record.state)")
+        #expect(record.attempts == 0)
+        #expect(try await base.record(of: run[first]).state == .succeeded)
+    }
+
+    @Test("a configuration that cannot work is refused with a message naming the setting")
+    func configurationIsValidated() throws {
+        let store = try SQLiteJobStore.inMemory()
+        for (configuration, setting) in [
+            (DurableWorker.Configuration(renewInterval: .zero), "renewInterval"),
+            (DurableWorker.Configuration(pollInterval: .zero), "pollInterval"),
+            (DurableWorker.Configuration(leaseDuration: .seconds(-1)), "leaseDuration"),
+            (DurableWorker.Configuration(retention: .seconds(-5)), "retention"),
+        ] {
+            #expect {
+                _ = try DurableWorker(store: store, jobs: [Echo()], configuration: configuration)
+            } throws: { error in
+                guard let error = error as? DurableError else { return false }
+                return error.code == .invalidConfiguration && error.message.contains(setting)
+            }
+        }
+        _ = try DurableWorker(store: store, jobs: [Echo()], configuration: .init())
+    }
+
+    @Test("a unique key held by a run of another shape is refused; one of the same shape returns the run")
+    func uniqueKeyOfAnotherShape() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var one = JobGraph(name: "one")
+        one.add(Echo.self, input: "a")
+        let first = try await store.submit(one, uniqueKey: "k")
+        #expect(try await store.submit(one, uniqueKey: "k") == DurableRun(
+            SubmittedRun(run: first.id, jobs: first.jobs, existing: true)))
+        var two = JobGraph(name: "two")
+        two.add(Echo.self, input: "a", name: "a")
+        let b = two.add(Echo.self, input: "b", name: "b")
+        await #expect {
+            _ = try await store.submit(two, uniqueKey: "k")
+        } throws: { error in
+            (error as? DurableError)?.code == .uniqueKeyConflict
+        }
+        // A handle of another graph is an error, not a crash.
+        await #expect {
+            _ = try await store.output(of: b, in: first)
+        } throws: { error in
+            (error as? DurableError)?.code == .unknownJob
+        }
+    }
+
+    @Test("identities are never given twice, even after pruning deleted the newest runs")
+    func identitiesAfterPrune() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "g")
+        graph.add(Echo.self, input: "x")
+        let first = try await store.submit(graph)
+        let worker = try makeWorker(store, [Echo()])
+        try await withDeadline(.seconds(30), "the first run") { try await worker.run(until: first) }
+        #expect(try await store.prune(finishedBefore: .distantFuture) == 1)
+        let second = try await store.submit(graph)
+        #expect(second.id != first.id)
+        #expect(Set(second.jobs).isDisjoint(with: first.jobs))
+        #expect(second.id.rawValue > first.id.rawValue)
+    }
+
+    @Test("a store that cannot be opened says why: a missing directory is not called a damaged database")
+    func openErrors() throws {
+        let missing = FileManager.default.temporaryDirectory
+            .appendingPathComponent("baton-missing-\(UUID().uuidString)/store.sqlite").path
+        #expect {
+            _ = try SQLiteJobStore(path: missing)
+        } throws: { error in
+            guard let error = error as? DurableError else { return false }
+            return error.code == .storeFailure && error.message.contains("directory exists")
+        }
+        let garbage = FileManager.default.temporaryDirectory
+            .appendingPathComponent("baton-garbage-\(UUID().uuidString).sqlite")
+        try Data(repeating: 0x5a, count: 8192).write(to: garbage)
+        defer { try? FileManager.default.removeItem(at: garbage) }
+        #expect {
+            _ = try SQLiteJobStore(path: garbage.path)
+        } throws: { error in
+            (error as? DurableError)?.code == .notAStore
+        }
+    }
+
+    @Test("a retry policy or a date that no store can keep is refused before anything is written")
+    func unkeepableValues() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        for retry in [
+            RetryPolicy.exponential(maxAttempts: 3, multiplier: .nan),
+            .exponential(maxAttempts: 3, multiplier: .infinity),
+            .exponential(maxAttempts: 3, jitter: 2),
+        ] {
+            var graph = JobGraph(name: "g")
+            graph.add(Echo.self, input: "x", retry: retry)
+            await #expect {
+                _ = try await store.submit(graph)
+            } throws: { error in
+                (error as? DurableError)?.code == .invalidGraph
+            }
+        }
+    }
+
+    @Test("dates in inputs and outputs come back exactly; those stored as ISO 8601 text still read")
+    func datesRoundTrip() throws {
+        let date = Date(timeIntervalSinceReferenceDate: 817_000_000.123_456_7)
+        let data = try DurableCoding.encode([date])
+        #expect(try DurableCoding.decode([Date].self, from: data, what: "output", job: "j", kind: "k") == [date])
+        let old = Data(#"["2026-11-26T10:00:00Z","2026-11-26T10:00:00.250Z"]"#.utf8)
+        let read = try DurableCoding.decode([Date].self, from: old, what: "output", job: "j", kind: "k")
+        #expect(read.map(\.timeIntervalSince1970) == [1_795_687_200, 1_795_687_200.25])
+    }
+}
