@@ -86,9 +86,10 @@ public final class ExclusivityScope: @unchecked Sendable {
     }
 
     /// A job finished or gave its claim up: releases what it held or stops it waiting. Returns the
-    /// tickets granted as a result (the caller tells their jobs, outside the lock).
-    func release(_ ticket: ClaimTicket) -> [ClaimTicket] {
-        lock.withLock { machine.release(ticket) }
+    /// tickets granted as a result, each with its job read under the lock (a ticket's job is guarded
+    /// by it), for the caller to tell outside the lock.
+    func release(_ ticket: ClaimTicket) -> [(ticket: ClaimTicket, job: Job)] {
+        lock.withLock { machine.release(ticket).compactMap { granted in granted.job.map { (granted, $0) } } }
     }
 
     /// The jobs that hold `category` now.

@@ -62,7 +62,7 @@ extension Job {
             let registration = dependency.registerDependent(self, batch: 0, index: 0)
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {
-                    for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
+                    for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
                 }
                 switch registration {
                 case .finished:

@@ -285,6 +285,9 @@ extension Job {
             }
         }
         if case .notExecuting(let state)? = refusal {
+            // A cancelled job may be finished by its `didCancel` and by its work racing it (the usual
+            // pattern of an asynchronous operation): the first finish decided, a later one is ignored.
+            if state >= .finishing && isCancelled { return }
             let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
             fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
         }
@@ -344,7 +347,9 @@ extension Job {
             case .progress(let fraction):
                 for observer in observers { observer.job(self, didReportProgress: fraction) }
             case .finish(let outcome):
-                for observer in observers { observer.jobDidFinish(self, outcome: outcome) }
+                FinishDelivery.telling(self, outcome) {
+                    for observer in observers { observer.jobDidFinish(self, outcome: outcome) }
+                }
                 // Observers added while the finish was being delivered hear of it too.
                 var told = observers.count
                 while true {
@@ -358,7 +363,9 @@ extension Job {
                     }
                     if let completion { return complete(completion, &work) }
                     told += late.count
-                    for observer in late { observer.jobDidFinish(self, outcome: outcome) }
+                    FinishDelivery.telling(self, outcome) {
+                        for observer in late { observer.jobDidFinish(self, outcome: outcome) }
+                    }
                 }
             }
         }
@@ -374,7 +381,7 @@ extension Job {
         if ending.claimed, let scope = completion.queue?.exclusivityScope,
             let ticket = completion.released.extras?.claim
         {
-            for granted in scope.release(ticket) { granted.job?.claimGranted(granted, &work) }
+            for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
         }
         if let queue = completion.queue {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }

@@ -1,5 +1,13 @@
 import Dispatch
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 extension Job {
     /// The job's outcome, once it finished.
     ///
@@ -35,11 +43,16 @@ extension Job {
 
     /// Blocks the calling thread until the job finished, and returns its outcome.
     ///
+    /// Called from one of the job's own finish observers (``onFinish(_:)``), which run before the job
+    /// reports ``isFinished``, it returns the outcome they are being told at once: waiting there would
+    /// wait for itself.
+    ///
     /// - Important: Never call it from the thread that must run the job (for example the main thread
     ///   for ``JobQueue/main``), or it waits forever.
     @available(*, noasync, message: "Use 'await job.outcome' instead")
     @discardableResult
     public func waitUntilFinished() -> JobOutcome {
+        if let outcome = FinishDelivery.outcome(of: self) { return outcome }
         let semaphore = DispatchSemaphore(value: 0)
         let outcome: JobOutcome? = withCore { core in
             if core.lifecycle.isFinished { return core.lifecycle.outcome }
@@ -49,5 +62,50 @@ extension Job {
         if let outcome { return outcome }
         semaphore.wait()
         return withCore { $0.lifecycle.outcome! }
+    }
+}
+
+/// The finishes being told to observers on the current thread (innermost first), so that a job's own
+/// finish observer that waits for the job gets its outcome instead of waiting for itself.
+final class FinishDelivery {
+    let job: ObjectIdentifier
+    let outcome: JobOutcome
+    let outer: FinishDelivery?
+
+    private init(job: ObjectIdentifier, outcome: JobOutcome, outer: FinishDelivery?) {
+        self.job = job
+        self.outcome = outcome
+        self.outer = outer
+    }
+
+    /// Runs `body` (the observers of `job`'s finish) with the finish recorded for this thread.
+    static func telling(_ job: Job, _ outcome: JobOutcome, _ body: () -> Void) {
+        let delivery = FinishDelivery(job: ObjectIdentifier(job), outcome: outcome, outer: current)
+        current = delivery
+        defer { current = delivery.outer }
+        withExtendedLifetime(delivery) { body() }
+    }
+
+    /// The outcome of `job`'s finish if this thread is telling it to observers.
+    static func outcome(of job: Job) -> JobOutcome? {
+        var delivery = current
+        while let each = delivery {
+            if each.job == ObjectIdentifier(job) { return each.outcome }
+            delivery = each.outer
+        }
+        return nil
+    }
+
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key, nil)
+        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
+        return key
+    }()
+
+    /// Not retained: `telling` keeps it alive while it is set.
+    private static var current: FinishDelivery? {
+        get { pthread_getspecific(key).map { Unmanaged<FinishDelivery>.fromOpaque($0).takeUnretainedValue() } }
+        set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
     }
 }

@@ -261,7 +261,8 @@ extension Job {
                 "Baton: job '\(name)' produced '\(job.name)' while \(state)\(queue == nil ? " and in no queue" : ""). Produce jobs from the body of a job that a queue runs."
             )
         }
-        queue.add(job)
+        // Observers hear of the job before it can start (as with a group's children).
         if mustDeliver { Propagation.run { deliver(&$0) } }
+        queue.add(job)
     }
 }

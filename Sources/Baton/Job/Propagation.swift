@@ -13,6 +13,8 @@ struct Propagation {
     private var firstReady: JobQueue.ReadyJob?
     private var moreReady: [JobQueue.ReadyJob] = []
     private var readyQueue: JobQueue?
+    /// The order in which jobs of one `add` call become ready on their queue (see ``orderReady(on:by:)``).
+    private var readyOrder: (queue: JobQueue, positions: [UInt64: Int])?
 
     /// Makes a work list, lets `body` fill it, and runs it.
     static func run(_ body: (inout Propagation) -> Void) {
@@ -49,8 +51,22 @@ struct Propagation {
         if firstReady == nil { firstReady = entry } else { moreReady.append(entry) }
     }
 
+    /// Jobs of `queue` that become ready during this run are handed to it in the order of `positions`
+    /// (job identifier → position in its `add` call), those not listed last, each group in the order
+    /// it became ready.
+    mutating func orderReady(on queue: JobQueue, by positions: [UInt64: Int]) {
+        readyOrder = (queue, positions)
+    }
+
     private mutating func flushReady() {
-        guard let queue = readyQueue, let first = firstReady else { return }
+        guard let queue = readyQueue, var first = firstReady else { return }
+        if let order = readyOrder, order.queue === queue, !moreReady.isEmpty {
+            var all = [first] + moreReady
+            let rank = all.enumerated().map { (order.positions[$0.element.id] ?? Int.max, $0.offset) }
+            all = zip(rank, all).sorted { $0.0 < $1.0 }.map(\.1)
+            first = all[0]
+            moreReady = Array(all.dropFirst())
+        }
         queue.jobsBecameReady(first, moreReady)
         firstReady = nil
         moreReady.removeAll(keepingCapacity: true)

@@ -69,7 +69,9 @@ open class CallbackJob: Job, @unchecked Sendable {
     /// `CancellationError` (see ``Job/cancel(reason:)`` for what a cancel request changes).
     ///
     /// - Precondition: The job is executing, and this is the first call. Finishing twice is a bug in
-    ///   the calling code, like resuming a continuation twice, and stops the program.
+    ///   the calling code, like resuming a continuation twice, and stops the program — except once the
+    ///   job was asked to cancel: then ``Job/didCancel(reason:)`` and the work it stops may both finish
+    ///   it, in either order, and the later call is ignored.
     public final func finish(_ error: (any Error)? = nil) {
         bodyCompleted(error: error)
     }

@@ -196,16 +196,30 @@ public final class JobQueue: @unchecked Sendable {
             case .moved(let action): moved.append((job, action))
             }
         }
+        // A batch whose jobs all start at once goes on the ready lists now. In one where some must first
+        // wait for dependencies, conditions or categories, those that are ready at once wait for the
+        // others' first steps: the jobs that are ready by the end of this call become ready in the
+        // batch's order (a serial queue runs `add([a, b])` as a, then b, though a's finished dependency
+        // is only seen below).
+        let ordered = !ready.isEmpty && (!waiting.isEmpty || !moved.isEmpty)
         startWorkers(
             lock.withLock {
-                for (job, entry) in ready { scheduler.insert(entry.id, job, readyWith: entry.priority) }
+                for (job, entry) in ready {
+                    scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority)
+                }
                 for (job, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
                 for (job, _) in moved { scheduler.insert(job.id, job, readyWith: nil) }
-                return ready.isEmpty ? 0 : scheduler.workersToStart()
+                return ready.isEmpty || ordered ? 0 : scheduler.workersToStart()
             })
         // 4. Register waiting jobs with their unfinished dependencies, look for cycles, then drop the
         //    registration holds: a job can only move on once all of this is done.
         Propagation.run { work in
+            if ordered {
+                var positions: [UInt64: Int] = [:]
+                for (index, job) in jobs.enumerated() { positions[job.id] = index }
+                work.orderReady(on: self, by: positions)
+                for (_, entry) in ready { work.enqueueReady(entry, on: self) }
+            }
             for (job, action) in moved {
                 job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
             }
