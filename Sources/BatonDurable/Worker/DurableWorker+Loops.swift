@@ -292,12 +292,17 @@ extension DurableWorker {
         }
     }
 
-    /// One renewal round: refreshes the registration and every held lease.
+    /// One renewal round: refreshes the registration and every held lease, then prunes if it is time
+    /// (after the leases: a long prune must not make them late).
     func renewLeases() async {
         let held = state.withLock { state in state.active.values.map(\.claimed.lease) }
         let expires = store.clock.now().adding(configuration.leaseDuration)
         try? await store.register(WorkerRecord(id: configuration.id, kinds: kinds, expires: expires))
+        await renew(held)
         await pruneIfDue()
+    }
+
+    private func renew(_ held: [Lease]) async {
         guard !held.isEmpty else { return }
         var toCancel: [(AsyncJob, DurableCancellation)] = []
         var lost: [ActiveAttempt] = []
