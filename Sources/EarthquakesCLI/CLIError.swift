@@ -31,6 +31,11 @@ public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Ctrl-C stopped a refresh before its import committed.
     public static let cancelled = CLIError(cancelled: "Cancelled; the database was not changed.")
 
+    /// Ctrl-C stopped a refresh of several feeds: the feeds already imported are kept.
+    public static let cancelledKeepingImports = CLIError(
+        cancelled:
+            "Cancelled; the feeds imported so far are kept. `earthquakes refresh --resume` finishes the rest.")
+
     /// The process's exit status for this error: 64 for usage errors, 130 for Ctrl-C, else 1.
     public var exitStatus: Int32 { isUsage ? 64 : isCancellation ? 130 : 1 }
 

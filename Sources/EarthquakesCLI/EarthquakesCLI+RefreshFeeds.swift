@@ -71,6 +71,73 @@ public enum FeedRefresh {
         return "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/\(name).geojson"
     }
 
+    /// `feeds` without repeats, in order: the same address twice (`day` and `2.5_day` once expanded), or
+    /// the same file by two spellings, is one feed.
+    static func distinct(_ feeds: [String]) -> [String] {
+        var seen: Set<String> = []
+        return feeds.filter { feed in
+            var key = feed
+            if case .url(let url)? = try? EarthquakesCLI.source(feed) {
+                key = url.isFileURL ? "file:" + RunPicture.canonical(url.path) : url.absoluteString
+            }
+            return seen.insert(key).inserted
+        }
+    }
+
+    /// The graph of a refresh of `feeds` (in order) into the database at `database`: fetch → parse →
+    /// import for each feed; the handles of the imports, and the folder of the run's downloads.
+    static func graph(
+        feeds: [String], strict: Bool, database: String
+    ) -> (graph: JobGraph, imports: [JobGraph.Handle<ImportFeed.Output>], folder: URL) {
+        let folder = URL(fileURLWithPath: downloadFolder(forDatabase: database))
+            .appendingPathComponent(folderName(uniqueKey(feeds: feeds, strict: strict)), isDirectory: true)
+        var graph = JobGraph(name: runName)
+        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
+        for (index, feed) in feeds.enumerated() {
+            let fetch = graph.add(
+                FetchFeed.self,
+                input: FetchFeed.Input(
+                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
+                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
+            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
+            imports.append(
+                graph.add(
+                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
+                    categories: [importCategory]))
+        }
+        return (graph, imports, folder)
+    }
+
+    /// What to say when the refresh's graph was already in the job store. "Interrupted" only when it was:
+    /// a worker that held its jobs is gone. A live worker (another `refresh` of the same feeds running
+    /// now) is joined; a run that nothing has started yet was just submitted by another refresh, or was
+    /// stopped before it began.
+    static func existingRunNote(
+        imported: Int, of count: Int, liveWorkers: Int, deadWorkers: Int, started: Bool
+    ) -> String {
+        let done = "\(imported) of \(count) feeds imported so far"
+        if liveWorkers > 0 {
+            return "Another refresh of these feeds is running; joining it (\(done), not downloaded again)."
+        }
+        if deadWorkers > 0 {
+            return "Resuming the interrupted refresh: \(imported) of \(count) feeds were imported before it "
+                + "stopped and are not downloaded again."
+        }
+        if !started {
+            return "Joining a refresh of these feeds that another refresh submitted and has not started yet."
+        }
+        return "Finishing an unfinished refresh of these feeds (\(done), not downloaded again)."
+    }
+
+    /// Submits the graph of a refresh without running it, as another `refresh` of these feeds does just
+    /// before it starts (tests).
+    static func submitOnly(feeds: [String], strict: Bool, database: String) async throws {
+        let jobs = try SQLiteJobStore(path: jobStorePath(forDatabase: database))
+        defer { try? jobs.close() }
+        let graph = graph(feeds: feeds, strict: strict, database: database).graph
+        _ = try await jobs.submit(graph, uniqueKey: uniqueKey(feeds: feeds, strict: strict))
+    }
+
     /// The worker id of this process: `earthquakes-<host>-<pid>`.
     static func workerID() -> String {
         "earthquakes-\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
@@ -117,7 +184,13 @@ extension EarthquakesCLI {
         feeds: [String], resume: Bool, database: String?, json: Bool, timeout: Duration = .seconds(30),
         totalTimeout: Duration? = nil, strict: Bool = false, picture: RunPicture = RunPicture()
     ) async throws {
+        let given = feeds.map(FeedRefresh.expand)
+        if FeedRefresh.distinct(given).count < given.count, !json {
+            console.error(
+                "note: a feed was given more than once (after expanding short names); it is refreshed once.\n")
+        }
         let path = DatabaseLocation.path(option: database, environment: environment)
+        try picture.check(database: path, feeds: feeds.map(FeedRefresh.expand))
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
         defer { closeAtEnd(store.close) }
@@ -125,7 +198,7 @@ extension EarthquakesCLI {
         let jobs = try SQLiteJobStore(path: FeedRefresh.jobStorePath(forDatabase: path))
         defer { closeAtEnd(jobs.close) }
 
-        var feeds = feeds.map(FeedRefresh.expand)
+        var feeds = FeedRefresh.distinct(feeds.map(FeedRefresh.expand))
         var strict = strict
         if feeds.isEmpty {
             guard resume else { throw CLIError.usage("give the feeds to refresh (--feed or --feeds), or --resume") }
@@ -141,27 +214,13 @@ extension EarthquakesCLI {
         for feed in feeds {
             if case .url(let url) = try Self.source(feed), url.isFileURL { try Self.checkFeedFile(url.path) }
         }
+        try picture.check(database: path, feeds: feeds)  // (the feeds of a resumed refresh are known only now)
 
         // Finished refreshes are kept until the next one starts (for inspection), then pruned: their
         // unique keys are free again, so the same feeds are downloaded afresh.
         _ = try await jobs.prune(finishedBefore: jobs.clock.now().addingTimeInterval(1))
         let key = FeedRefresh.uniqueKey(feeds: feeds, strict: strict)
-        let folder = URL(fileURLWithPath: FeedRefresh.downloadFolder(forDatabase: path))
-            .appendingPathComponent(FeedRefresh.folderName(key), isDirectory: true)
-        var graph = JobGraph(name: FeedRefresh.runName)
-        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
-        for (index, feed) in feeds.enumerated() {
-            let fetch = graph.add(
-                FetchFeed.self,
-                input: FetchFeed.Input(
-                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
-                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
-            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
-            imports.append(
-                graph.add(
-                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
-                    categories: [FeedRefresh.importCategory]))
-        }
+        let (graph, imports, folder) = FeedRefresh.graph(feeds: feeds, strict: strict, database: path)
         let run = try await jobs.submit(graph, uniqueKey: key)
         var before: [Int: ImportFeed.Output] = [:]
         if run.existing {
@@ -171,13 +230,15 @@ extension EarthquakesCLI {
             for (index, handle) in imports.enumerated() {
                 if let output = try await jobs.output(of: handle, in: run) { before[index] = output }
             }
-            for owner in Set(snapshot.jobs.compactMap(\.leaseOwner)) where FeedRefresh.isGone(owner) {
-                try await jobs.endLeases(ofWorker: owner)
-            }
+            let owners = Set(snapshot.jobs.compactMap(\.leaseOwner))
+            let gone = owners.filter(FeedRefresh.isGone)
+            for owner in gone { try await jobs.endLeases(ofWorker: owner) }
             if !json {
+                let live = owners.subtracting(gone).subtracting([FeedRefresh.workerID()])
                 console.error(
-                    "Resuming the interrupted refresh: \(before.count) of \(feeds.count) feeds were imported before it "
-                        + "stopped and are not downloaded again.\n")
+                    FeedRefresh.existingRunNote(
+                        imported: before.count, of: feeds.count, liveWorkers: live.count, deadWorkers: gone.count,
+                        started: snapshot.jobs.contains { $0.attempts > 0 }) + "\n")
             }
         } else if resume, !json {
             console.error("There was no interrupted refresh of these feeds; refreshing them all.\n")
@@ -218,6 +279,7 @@ extension EarthquakesCLI {
             watcher.cancel()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
+            if interrupts.wasInterrupted { throw CLIError.cancelledKeepingImports }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
         }
@@ -226,11 +288,7 @@ extension EarthquakesCLI {
         let outcome = record.finished == nil ? " (unfinished)" : ""
         try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
-            if interrupts.wasInterrupted {
-                throw CLIError(
-                    "refresh cancelled; the feeds imported so far are kept. `earthquakes refresh --resume` finishes the rest"
-                )
-            }
+            if interrupts.wasInterrupted { throw CLIError.cancelledKeepingImports }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
@@ -291,8 +349,12 @@ extension EarthquakesCLI {
 
     static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {
         let summary = output.summary
-        var line = "Imported \(summary.total) events from \(output.feed) into \(path) (\(counts(summary)))"
-        if summary.skipped > 0 { line += "; \(summary.skipped) unreadable features skipped" }
+        var line =
+            "Imported \(summary.total) event\(summary.total == 1 ? "" : "s") from \(output.feed) into \(path) (\(counts(summary)))"
+        if summary.skipped > 0 {
+            line += "; \(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped"
+        }
+        if let deleted = deletedNote(summary) { line += "; " + deleted }
         return line + "."
     }
 }

@@ -15,7 +15,7 @@ extension EarthquakesCLI {
         let origin: (Coordinate, String)?
         if let from {
             origin = (from, "from \(Self.text(from))")
-        } else if let home = try HomeLocation.read(environment: environment) {
+        } else if let home = HomeLocation.readOrWarn(environment: environment, console: console) {
             origin = (home, "from home (\(Self.text(home)))")
         } else {
             origin = nil
@@ -66,6 +66,7 @@ extension EarthquakesCLI {
     public func home(set coordinate: Coordinate?, clear: Bool) throws {
         let file = HomeLocation.path(environment: environment)
         if clear {
+            try HomeLocation.checkNotFolder(file)
             try? FileManager.default.removeItem(atPath: file)
             console.print("Forgot the home location.")
         } else if let coordinate {
@@ -106,7 +107,7 @@ extension EarthquakesCLI {
         if FileManager.default.fileExists(atPath: sample) {
             console.print("Sample     \(sample) (made-up events, kept apart); `earthquakes --remove-sample` deletes it")
         }
-        if let home = try HomeLocation.read(environment: environment) {
+        if let home = HomeLocation.readOrWarn(environment: environment, console: console) {
             console.print("Home       \(Self.text(home))")
         }
     }
@@ -114,7 +115,7 @@ extension EarthquakesCLI {
     /// One line to paste in a message: magnitude, kind, place, time and a link.
     static func shareLine(_ quake: Earthquake) -> String {
         let magnitude = quake.magnitude.map { "M " + QuakeTable.fixed($0, 1) + " " } ?? ""
-        let kind = quake.type ?? "earthquake"
+        let kind = quake.normalizedType
         let place = quake.place.map { " \(Self.placePhrase($0))" } ?? ""
         let time = quake.time.map { ", " + QuakeTable.minute($0) + " UTC" } ?? ""
         let link = quake.url ?? mapURL(quake)
@@ -190,19 +191,43 @@ enum HomeLocation {
 
     static func read(environment: [String: String]) throws(CLIError) -> Coordinate? {
         let file = path(environment: environment)
+        try checkNotFolder(file)
         guard let data = FileManager.default.contents(atPath: file) else { return nil }
         let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         do {
             return try Coordinate(parsing: text, option: "the home location")
         } catch {
+            let shown = TerminalText.safe(String(text.prefix(40)))
             throw CLIError(
-                "the home location in \(file) is not LAT,LON (\"\(text)\"); set it again with `earthquakes home LAT,LON`"
-            )
+                "the home location in \(file) is not LAT,LON (\"\(shown)\"); set it again with "
+                    + "`earthquakes home LAT,LON`, or forget it with `earthquakes home --clear`")
+        }
+    }
+
+    /// The home location for a command that only measures distances with it (`show`, `status`): a file
+    /// that cannot be read is a warning on standard error naming it, and the command goes on without.
+    static func readOrWarn(environment: [String: String], console: Console) -> Coordinate? {
+        do {
+            return try read(environment: environment)
+        } catch {
+            console.error("warning: \(error.message); distances from home are left out\n")
+            return nil
+        }
+    }
+
+    /// Throws when the home location's file is a folder (which nothing here made, and nothing deletes).
+    static func checkNotFolder(_ file: String) throws(CLIError) {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: file, isDirectory: &isFolder), isFolder.boolValue {
+            throw CLIError(
+                "the home location file \(file) is a folder, not a file; remove or rename that folder, "
+                    + "or set $XDG_CONFIG_HOME to another folder")
         }
     }
 
     static func write(_ coordinate: Coordinate, environment: [String: String]) throws(CLIError) {
         let file = path(environment: environment)
+        try checkNotFolder(file)
         do {
             try FileManager.default.createDirectory(
                 atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)

@@ -58,7 +58,7 @@ public struct EarthquakesCLI: Sendable {
     ///
     /// When the sample database cannot be written (a read-only home, say), the sample is shown from memory.
     public func sample(database: String?, limit: Int = 15) async throws {
-        let path = samplePath(database)
+        let path = try samplePath(database)
         var store: EarthquakeStore
         var savedTo: String?
         var notSaved: String?
@@ -99,7 +99,7 @@ public struct EarthquakesCLI: Sendable {
 
     /// `--remove-sample`: deletes the sample database (and SQLite's side files). The user's database is not touched.
     public func removeSample(database: String?) throws {
-        let path = samplePath(database)
+        let path = try samplePath(database)
         var removed = false
         for file in [path, path + "-wal", path + "-shm", path + "-journal"]
         where FileManager.default.fileExists(atPath: file) {
@@ -130,9 +130,11 @@ public struct EarthquakesCLI: Sendable {
         strict: Bool = false, picture: RunPicture = RunPicture()
     ) async throws {
         let source = try Self.source(feed)
-        if case .url(let url) = source, url.isFileURL { try Self.checkFeedFile(url.path) }
         let path = DatabaseLocation.path(option: database, environment: environment)
+        try picture.check(database: path, feeds: feed.map { [$0] } ?? [])
+        if case .url(let url) = source, url.isFileURL { try Self.checkFeedFile(url.path) }
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
+        let created = !FileManager.default.fileExists(atPath: path)
         let store = try openForWriting(path)
         defer { closeAtEnd(store.close) }
         let display = console.isErrorTerminal ? ProgressDisplay(console: console) : nil
@@ -149,6 +151,11 @@ public struct EarthquakesCLI: Sendable {
             display?.finish()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(source) (failed)", console: console)
+            // "The database was not changed": a database this refresh created is not left behind empty.
+            if created {
+                try? store.close()
+                Self.removeDatabaseFiles(path)
+            }
             if error is CancellationError, interrupts.wasInterrupted { throw CLIError.cancelled }
             throw Self.refreshFailure(error, source: source, database: path)
         }
@@ -167,7 +174,7 @@ public struct EarthquakesCLI: Sendable {
                 unchanged: summary.unchanged, total: summary.total, duplicates: summary.duplicates,
                 duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, warnings: warnings,
                 types: Dictionary(types.map { ($0.type, $0.count) }, uniquingKeysWith: +),
-                removedSampleEvents: oldSample)
+                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
             console.print(try JSONText.encode(result))
         } else {
             for warning in warnings { console.error("warning: \(TerminalText.safe("\(warning)"))\n") }
@@ -176,11 +183,12 @@ public struct EarthquakesCLI: Sendable {
                 let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
                 console.error(
                     "warning: \(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
-                        + "given earlier in it (\(shown)\(more)); only the last feature of each id was imported\n")
+                        + "given earlier in it (\(shown)\(more)); only the newest copy of each id (by its updated time; the last on a tie) was imported\n"
+                )
             }
             let onlyEarthquakes = types.allSatisfy { $0.type == "earthquake" }
-            var line =
-                "Imported \(summary.total) \(onlyEarthquakes ? "earthquakes" : "events") from \(source) into \(path) (\(Self.counts(summary)))"
+            let noun = (onlyEarthquakes ? "earthquake" : "event") + (summary.total == 1 ? "" : "s")
+            var line = "Imported \(summary.total) \(noun) from \(source) into \(path) (\(Self.counts(summary)))"
             if !onlyEarthquakes {
                 line += ": " + types.map { "\($0.count) \(Self.plural($0.type, $0.count))" }.joined(separator: ", ")
             }
@@ -193,6 +201,7 @@ public struct EarthquakesCLI: Sendable {
                     "\(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped (see the warnings; --strict refuses such a feed)"
                 )
             }
+            if let deleted = Self.deletedNote(summary) { notes.append(deleted) }
             console.print(line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + ".")
             if oldSample > 0 {
                 console.print(
@@ -224,8 +233,12 @@ public struct EarthquakesCLI: Sendable {
     /// The source named by `--feed`: an http(s) URL, a file URL, or a path.
     public static func source(_ feed: String?) throws(CLIError) -> GetEarthquakes.Source {
         guard let feed, !feed.isEmpty else { return .url(defaultFeedURL) }
-        if let scheme = feed.range(of: "://").map({ feed[..<$0.lowerBound].lowercased() }) {
-            guard let url = URL(string: feed), ["http", "https", "file"].contains(scheme) else {
+        if let schemeEnd = feed.range(of: "://") {
+            // Schemes are case-insensitive (HTTP://… is http://…); URLSession wants them in lower case.
+            let scheme = feed[..<schemeEnd.lowerBound].lowercased()
+            guard ["http", "https", "file"].contains(scheme),
+                let url = URL(string: scheme + feed[schemeEnd.lowerBound...])
+            else {
                 throw CLIError.usage("--feed \(feed): use an http(s) address or a file path")
             }
             return .url(url)
@@ -261,6 +274,13 @@ public struct EarthquakesCLI: Sendable {
         return text + "."
     }
 
+    /// "2 events marked deleted by the USGS not stored (1 removed from the database)", or nil.
+    static func deletedNote(_ summary: ImportSummary) -> String? {
+        guard summary.deleted > 0 else { return nil }
+        let events = summary.deleted == 1 ? "1 event" : "\(summary.deleted) events"
+        return "\(events) marked deleted by the USGS not stored (\(summary.removed) removed from the database)"
+    }
+
     static func counts(_ summary: ImportSummary) -> String {
         "\(summary.inserted) new, \(summary.updated) updated, \(summary.unchanged) unchanged"
     }
@@ -270,8 +290,20 @@ public struct EarthquakesCLI: Sendable {
         (option?.isEmpty == false) || (environment[DatabaseLocation.environmentVariable]?.isEmpty == false)
     }
 
-    private func samplePath(_ option: String?) -> String {
-        DatabaseLocation.samplePath(forDatabase: DatabaseLocation.path(option: option, environment: environment))
+    /// The sample database beside the user's database.
+    ///
+    /// - Throws: ``CLIError`` when the user's database is itself named ``DatabaseLocation/sampleFileName``:
+    ///   it would be its own sample database (the sample mixed into it, `--remove-sample` deleting it).
+    private func samplePath(_ option: String?) throws(CLIError) -> String {
+        let database = DatabaseLocation.path(option: option, environment: environment)
+        let sample = DatabaseLocation.samplePath(forDatabase: database)
+        guard RunPicture.canonical(sample) != RunPicture.canonical(database) else {
+            throw CLIError(
+                "the database \(database) has the name of the sample database (\(DatabaseLocation.sampleFileName)), "
+                    + "which is kept beside your database; the sample commands would mix made-up events into it or "
+                    + "delete it. Rename it, or give a database of another name with --database")
+        }
+        return sample
     }
 
     /// Runs a store's `close` when a command is done (`defer { closeAtEnd(store.close) }`), so that no
@@ -288,7 +320,7 @@ public struct EarthquakesCLI: Sendable {
 
     /// Opens an existing database for a read command; never creates a file or a folder.
     func openForReading(_ option: String?, sample: Bool) throws -> (EarthquakeStore, String) {
-        let path = sample ? samplePath(option) : DatabaseLocation.path(option: option, environment: environment)
+        let path = sample ? try samplePath(option) : DatabaseLocation.path(option: option, environment: environment)
         if sample, !FileManager.default.fileExists(atPath: path) {
             throw CLIError("there is no sample database at \(path); run `earthquakes` (no arguments) to create it")
         }
@@ -299,6 +331,13 @@ public struct EarthquakesCLI: Sendable {
     /// Opens (creating if needed) the database a refresh writes to, after ``DatabaseLocation/prepareForWriting(_:explicit:)``.
     private func openForWriting(_ path: String) throws -> EarthquakeStore {
         try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
+    }
+
+    /// Deletes a database file and SQLite's side files beside it, ignoring those that do not exist.
+    static func removeDatabaseFiles(_ path: String) {
+        for file in [path, path + "-wal", path + "-shm", path + "-journal"] {
+            try? FileManager.default.removeItem(atPath: file)
+        }
     }
 
     /// A `--feed` path must be a file: a folder or a missing file is named before anything else happens.

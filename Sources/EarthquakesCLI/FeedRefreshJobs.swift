@@ -107,11 +107,15 @@ struct ImportFeed: DurableJob {
         var warnings: [String]
         /// Whether the feed itself holds sample events (a saved sample feed).
         var hasSample: Bool
+        /// Events marked deleted, and stored copies removed (optional: outputs recorded by older versions
+        /// have neither).
+        var deleted: Int?
+        var removed: Int?
 
         var summary: ImportSummary {
             ImportSummary(
                 inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates, skipped: skipped,
-                otherTypes: otherTypes)
+                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0)
         }
     }
 
@@ -129,7 +133,8 @@ struct ImportFeed: DurableJob {
                 feed: input.feed, inserted: summary.inserted, updated: summary.updated, unchanged: summary.unchanged,
                 duplicates: summary.duplicates, skipped: summary.skipped, otherTypes: summary.otherTypes,
                 warnings: feed.warnings.map(\.description),
-                hasSample: feed.earthquakes.contains { $0.network == "sample" })
+                hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
+                removed: summary.removed)
         }
     }
 }

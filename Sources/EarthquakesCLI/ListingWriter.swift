@@ -124,7 +124,9 @@ final class ListingWriter {
         return nil
     }
 
+    /// Whether a type is "earthquake" (any case) or empty: ``Earthquake/normalizedType(_:)``'s rule.
     static func isEarthquake(_ type: UnsafeBufferPointer<UInt8>) -> Bool {
+        if type.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return true }
         let word = "earthquake".utf8
         guard type.count == word.count else { return false }
         return zip(type, word).allSatisfy { $0 | 0x20 == $1 }

@@ -83,7 +83,8 @@ struct RefreshJSON: Encodable {
     var updated: Int
     var unchanged: Int
     var total: Int
-    /// Features that repeated an id given earlier in the feed (only the last of each was imported).
+    /// Features that repeated an id given in the feed (only the newest copy of each, by `updated`, was
+    /// imported).
     var duplicates: Int
     var duplicateIDs: [String]
     /// Unreadable features that were skipped (each named in ``warnings``).
@@ -93,6 +94,9 @@ struct RefreshJSON: Encodable {
     var types: [String: Int]
     /// Sample events an older version had put into this database, removed after the import.
     var removedSampleEvents: Int
+    /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
+    var deleted: Int
+    var removedDeleted: Int
 }
 
 enum JSONText {

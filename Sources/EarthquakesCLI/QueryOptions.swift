@@ -73,6 +73,10 @@ public struct ListOptions: Sendable, Equatable {
             throw CLIError.usage(
                 "--min-magnitude \(minMagnitude) is above --max-magnitude \(maxMagnitude); nothing could match")
         }
+        if let limit, limit < 1 {
+            throw CLIError.usage(
+                "--limit must be at least 1 (--all lists every match); got \(limit), for example --limit 50")
+        }
         return self
     }
 }

@@ -21,14 +21,62 @@ public struct RunPicture: Sendable {
     /// For the refresh's queue: the timeline, or `nil` (the default instruments) without a picture.
     public var instruments: [any JobInstrument]? { timeline.map { [$0] } }
 
-    /// Usage errors: a path whose folder does not exist.
+    /// Usage errors: a path whose folder does not exist, or that is a folder itself.
     public static func check(_ path: String?, option: String) throws(CLIError) {
         guard let path else { return }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
-            throw CLIError("\(option) \(path): the folder \(folder) does not exist; create it or give another path")
+            throw CLIError.usage(
+                "\(option) \(path): the folder \(folder) does not exist; create it or give another path")
         }
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            throw CLIError.usage(
+                "\(option) \(path) is a folder; give a file path inside it, for example "
+                    + (path as NSString).appendingPathComponent(option == "--trace" ? "run.json" : "run.html"))
+        }
+    }
+
+    /// Usage errors, checked before a refresh does anything: a picture path that is a folder, or that
+    /// names a file the refresh reads or writes — the database (its SQLite side files, its sample
+    /// database, its job store), a feed file — or the other picture. Paths are compared after
+    /// resolving `..`, `.` and symbolic links, so another spelling of the same file is caught too.
+    public func check(database: String, feeds: [String]) throws(CLIError) {
+        try Self.check(htmlPath, option: "--timeline")
+        try Self.check(tracePath, option: "--trace")
+        let databaseFiles =
+            ["", "-wal", "-shm", "-journal", ".jobs", ".jobs-wal", ".jobs-shm", ".jobs-journal"]
+            .map { (database + $0, "the database \(database)") }
+            + [(DatabaseLocation.samplePath(forDatabase: database), "the sample database")]
+        var feedFiles: [(String, String)] = []
+        for feed in feeds {
+            if case .url(let url)? = try? EarthquakesCLI.source(feed), url.isFileURL {
+                feedFiles.append((url.path, "the feed file \(feed)"))
+            }
+        }
+        let pictures = [(htmlPath, "--timeline"), (tracePath, "--trace")].compactMap { path, option in
+            path.map { (path: $0, option: option) }
+        }
+        for (index, picture) in pictures.enumerated() {
+            let mine = Self.canonical(picture.path)
+            var taken = databaseFiles + feedFiles
+            if index == 1 { taken.append((pictures[0].path, "the \(pictures[0].option) file")) }
+            for (path, what) in taken where Self.canonical(path) == mine {
+                let shown = what.hasPrefix("the database") || what.hasPrefix("the feed") ? what : "\(what) \(path)"
+                throw CLIError.usage(
+                    "\(picture.option) \(picture.path) would overwrite \(shown); give another path, "
+                        + "for example \(picture.option) \(picture.option == "--trace" ? "run.json" : "run.html")")
+            }
+        }
+    }
+
+    /// `path` made absolute and standard, with symbolic links resolved (in its folder when the file
+    /// itself does not exist yet).
+    static func canonical(_ path: String) -> String {
+        let url = URL(fileURLWithPath: path).standardizedFileURL
+        if FileManager.default.fileExists(atPath: url.path) { return url.resolvingSymlinksInPath().path }
+        let folder = url.deletingLastPathComponent().resolvingSymlinksInPath()
+        return folder.appendingPathComponent(url.lastPathComponent).standardizedFileURL.path
     }
 
     /// Writes the files asked for and says so on `console`'s standard error.

@@ -164,3 +164,25 @@ extension Date {
         Int64((timeIntervalSince1970 * 1000).rounded())
     }
 }
+
+extension Earthquake {
+    /// The type of an event whose `type` is missing or empty: the USGS feeds only earthquakes untyped.
+    public static let defaultType = "earthquake"
+
+    /// The one rule for event types, used by import counts, `list --type` and `status`: a missing or
+    /// blank type is ``defaultType``; otherwise the type trimmed and lower-cased, so `"Earthquake"`
+    /// and `"earthquake"` are the same type.
+    public static func normalizedType(_ type: String?) -> String {
+        let trimmed = (type ?? "").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        return trimmed.isEmpty ? defaultType : trimmed
+    }
+
+    /// ``type`` by the rule of ``normalizedType(_:)``.
+    public var normalizedType: String { Self.normalizedType(type) }
+
+    /// Whether the event is an earthquake (typed so, or untyped).
+    public var isEarthquakeType: Bool { normalizedType == Self.defaultType }
+
+    /// Whether the USGS marks the event deleted (`status` "deleted"): such events are not stored.
+    public var isDeleted: Bool { status?.lowercased() == "deleted" }
+}

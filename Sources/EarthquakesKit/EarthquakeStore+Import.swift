@@ -9,8 +9,12 @@ extension EarthquakeStore {
     /// The import is all-or-nothing: if any row is refused (for example a latitude outside
     /// -90...90) or the disk fails, the transaction is rolled back and the table is exactly as
     /// it was before the call. A row whose stored value is already identical is counted as
-    /// unchanged and not rewritten. When `quakes` holds the same id more than once, only the last
-    /// one is imported, and the summary counts the others in ``ImportSummary/duplicates``.
+    /// unchanged and not rewritten. An earthquake whose `updated` time is older than the stored row's
+    /// does not replace it (it is counted as unchanged). An earthquake the USGS marks deleted
+    /// (`status` "deleted") is not stored, and removes a stored row of its id (``ImportSummary/deleted``,
+    /// ``ImportSummary/removed``). When `quakes` holds the same id more than once, only the newest copy
+    /// (by `updated`; the last on a tie) is imported, and the summary counts the others in
+    /// ``ImportSummary/duplicates``.
     ///
     /// When another connection (another process) is importing into the same file, the transaction
     /// waits up to ``busyTimeout`` for it, calling `whileWaiting` once when the wait starts.
@@ -97,6 +101,9 @@ extension EarthquakeStore {
             "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")), fingerprint = ? WHERE id = ?"
         )
         let fingerprintOnly = try RawStatement(connection, "UPDATE earthquake SET fingerprint = ? WHERE id = ?")
+        let delete = try RawStatement(connection, "DELETE FROM earthquake WHERE id = ?")
+        // The stored `updated` time, in the columns `select` reads (after the id).
+        let updatedColumn = Int32(columns.firstIndex(of: "updated")! - 1)
         let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE rowid = ?")
         let fingerprintColumn = Int32(columns.count - 1)
 
@@ -111,12 +118,38 @@ extension EarthquakeStore {
         var position = 0
 
         func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
-            if let type = quake.type, type != "earthquake" { summary.otherTypes[type, default: 0] += 1 }
             var found = false
             if !wasEmpty {
                 select.bind(text: quake.id, at: 1)
                 found = try select.step()
             }
+            // An older copy of an event (its `updated` time before the stored one's) never replaces a
+            // newer one: the stored row is kept, and counted as unchanged.
+            if found, let incoming = quake.updated?.usgsMilliseconds, let stored = select.int64(orNilAt: updatedColumn),
+                incoming < stored
+            {
+                select.reset()
+                if quake.isDeleted {
+                    summary.deleted += 1
+                } else {
+                    if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
+                    summary.unchanged += 1
+                }
+                return
+            }
+            // An event the USGS marks deleted is not stored, and a stored copy of it is removed.
+            if quake.isDeleted {
+                select.reset()
+                summary.deleted += 1
+                if found {
+                    delete.bind(text: quake.id, at: 1)
+                    _ = try delete.step()
+                    delete.reset()
+                    summary.removed += 1
+                }
+                return
+            }
+            if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
             let same = found && select.matches(quake, from: 0)
             let refingerprint = same && fingerprint != nil && select.fingerprint(at: fingerprintColumn) != fingerprint
             select.reset()
@@ -167,9 +200,8 @@ extension EarthquakeStore {
                         try storedFingerprint.step() && storedFingerprint.fingerprint(at: 0) == pending.fingerprint
                     storedFingerprint.reset()
                     if still {
-                        if let type = pending.known.type, type != "earthquake" {
-                            summary.otherTypes[type, default: 0] += 1
-                        }
+                        let type = Earthquake.normalizedType(pending.known.type)
+                        if type != Earthquake.defaultType { summary.otherTypes[type, default: 0] += 1 }
                         summary.unchanged += 1
                     } else {
                         try importDecoded(feed.decode(pending), fingerprint: pending.fingerprint)
@@ -212,8 +244,12 @@ extension EarthquakeStore {
         return indexes.map { $0["sql"] }
     }
 
-    /// The index of the last earthquake of each id of `feed`, by position; counts the earlier ones as
-    /// duplicates. (Empty when no id repeats: then every earthquake is imported.)
+    /// The position of the earthquake imported for each id of `feed`; counts the others as duplicates.
+    /// (Empty when no id repeats: then every earthquake is imported.)
+    ///
+    /// Among the features of one id, the newest copy wins: a later feature replaces an earlier one
+    /// unless both have an `updated` time and the later one's is older (so on a tie, or when either
+    /// time is unknown, the last one wins, as before).
     static func lastIndexByID(_ feed: Feed, summary: inout ImportSummary) -> [String: Int] {
         var lastIndex: [String: Int] = [:]
         lastIndex.reserveCapacity(feed.count)
@@ -231,7 +267,29 @@ extension EarthquakeStore {
             }
             position += 1
         }
-        return summary.duplicates > 0 ? lastIndex : [:]
+        guard summary.duplicates > 0 else { return [:] }
+        // Only for the repeated ids: their copies' `updated` times (a pending feature is decoded for it).
+        var chosen: [String: (position: Int, updated: Int64?)] = [:]
+        position = 0
+        feed.forEachEntry { entry in
+            defer { position += 1 }
+            let id: String
+            let updated: Int64?
+            switch entry {
+            case .decoded(let index):
+                id = feed.decoded[index].id
+                guard repeated.contains(id) else { return }
+                updated = feed.decoded[index].updated?.usgsMilliseconds
+            case .pending(let index):
+                id = feed.pending[index].known.id
+                guard repeated.contains(id) else { return }
+                updated = (try? feed.decode(feed.pending[index]))?.updated?.usgsMilliseconds
+            }
+            if let current = chosen[id], let old = current.updated, let new = updated, new < old { return }
+            chosen[id] = (position, updated)
+        }
+        for (id, choice) in chosen { lastIndex[id] = choice.position }
+        return lastIndex
     }
 
     /// The store's rows that have a fingerprint, by fingerprint: what ``FeedParser/parse(_:known:)`` needs
@@ -242,7 +300,10 @@ extension EarthquakeStore {
         try read("read the fingerprints of") { db in
             let statement = try RawStatement(
                 db.sqliteConnection,
-                "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL")
+                "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL "
+                    // A row an older version stored although the USGS marked it deleted is decoded again
+                    // (and removed), not skipped as known.
+                    + "AND (status IS NULL OR status != 'deleted')")
             var entries: [(fingerprint: FeatureFingerprint, feature: KnownFeature)] = []
             while try statement.step() {
                 guard let fingerprint = statement.fingerprint(at: 0), let id = statement.text(at: 1) else { continue }
@@ -335,6 +396,11 @@ private final class RawStatement {
 
     /// The integer in column `column` of the current row.
     func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    /// The integer in column `column` of the current row; `nil` for NULL.
+    func int64(orNilAt column: Int32) -> Int64? {
+        sqlite3_column_type(handle, column) == SQLITE_NULL ? nil : sqlite3_column_int64(handle, column)
+    }
 
     func bind(_ value: Int64, at position: Int32) { sqlite3_bind_int64(handle, position, value) }
 

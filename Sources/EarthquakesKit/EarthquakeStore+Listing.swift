@@ -186,16 +186,24 @@ extension EarthquakeStore {
         }
     }
 
-    /// How many earthquakes there are of each type (`nil`: no type), most common first.
+    /// How many earthquakes there are of each type, most common first. Types follow
+    /// ``Earthquake/normalizedType(_:)`` (no type or an empty one is "earthquake"; lower case), as the
+    /// import's counts and `--type` do, so the type is never `nil`.
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func typeCounts() throws(StoreError) -> [(type: String?, count: Int)] {
         try read("count the event types in") { db in
             try Row.fetchAll(
-                db, sql: "SELECT type, COUNT(*) AS n FROM earthquake GROUP BY type ORDER BY n DESC, type"
-            ).map { ($0["type"], $0["n"]) }
+                db,
+                sql:
+                    "SELECT \(Self.normalizedType) AS kind, COUNT(*) AS n FROM earthquake GROUP BY kind ORDER BY n DESC, kind"
+            ).map { ($0["kind"], $0["n"]) }
         }
     }
+
+    /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, "earthquake" when
+    /// missing or empty.
+    static let normalizedType = "COALESCE(NULLIF(lower(trim(type)), ''), '\(Earthquake.defaultType)')"
 
     /// Deletes the earthquakes whose time is before `date` (events without a time are kept).
     ///
@@ -306,13 +314,13 @@ extension EarthquakeStore {
             arguments += [since.usgsMilliseconds]
         }
         if !filter.types.isEmpty {
-            conditions.append("lower(type) IN (\(filter.types.map { _ in "?" }.joined(separator: ", ")))")
-            arguments += StatementArguments(filter.types.map { $0.lowercased() })
+            conditions.append("\(normalizedType) IN (\(filter.types.map { _ in "?" }.joined(separator: ", ")))")
+            arguments += StatementArguments(filter.types.map(Earthquake.normalizedType))
         }
         if !filter.excludedTypes.isEmpty {
             let marks = filter.excludedTypes.map { _ in "?" }.joined(separator: ", ")
-            conditions.append("(type IS NULL OR lower(type) NOT IN (\(marks)))")
-            arguments += StatementArguments(filter.excludedTypes.map { $0.lowercased() })
+            conditions.append("\(normalizedType) NOT IN (\(marks))")
+            arguments += StatementArguments(filter.excludedTypes.map(Earthquake.normalizedType))
         }
         return (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "), arguments)
     }

@@ -231,9 +231,14 @@ public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible 
     /// One feature could not be read (no id, no geometry, a null depth, a value of the wrong type…) and
     /// was left out; the other features were read. A strict ``FeedParser`` rejects the feed instead.
     case skippedFeature(index: Int, id: String?, problem: String)
+    /// The document has no `"type"` (the USGS always writes `"FeatureCollection"`); its `features` were
+    /// read as those of a FeatureCollection.
+    case missingDocumentType
 
     public var description: String {
         switch self {
+        case .missingDocumentType:
+            "the feed has no \"type\" (a USGS feed says \"type\": \"FeatureCollection\"); read its features anyway"
         case .strippedGeoJSONPWrapper(let callback):
             "the input was GeoJSONP; removed the JavaScript wrapper \(callback)(…); and parsed the JSON inside"
         case .convertedSecondsToMilliseconds(let count):

@@ -16,11 +16,13 @@ public import Foundation
 ///   parsed; ``Feed/warnings`` records ``FeedWarning/strippedGeoJSONPWrapper(callback:)``.
 /// - **Times in seconds** instead of milliseconds (third-party rewrites): converted, and
 ///   recorded as ``FeedWarning/convertedSecondsToMilliseconds(count:)``. The times are
-///   taken as seconds when *every* event time is below 10¹¹ in magnitude (10¹¹ ms is
-///   1973-03-03; 10¹¹ s is the year 5138), unless `metadata.generated` shows that the
-///   seconds reading would put events more than a day after the feed was generated (then
-///   the feed really is an archive of 1966–1973 events in milliseconds). A feed mixing
-///   small and large values is read as milliseconds.
+///   taken as seconds only when that is the one sensible reading (``detectTimeUnit(times:updated:generatedMilliseconds:)``):
+///   *every* event time and `updated` time is below 10¹¹ in magnitude (10¹¹ ms is 1973-03-03;
+///   10¹¹ s is the year 5138), no time read as seconds falls before 1500 and no `updated` before
+///   1970 (small negative values are 1966–1970 in milliseconds), and `metadata.generated` does not
+///   show that the seconds reading would put events more than a day after the feed was generated
+///   (then the feed really is an archive of 1966–1973 events in milliseconds). A feed mixing
+///   small and large values is read as milliseconds, and a value of 10¹¹ or more is never scaled.
 /// - Uppercase `status` (`"REVIEWED"`) is lower-cased; `tsunami` as 0/1, a boolean or null;
 ///   an `id` given as a number.
 /// - Trailing commas, which Foundation's `JSONDecoder` tolerates. (When decoding fails, the
@@ -149,9 +151,12 @@ public struct FeedParser: Sendable {
             else { return .success(nil) }
             let document = light.document
             if let declared = document.metadata?.count, declared != located.count { return .success(nil) }
+            // Anything but a typed FeatureCollection: the full parse words the error or the warning.
+            if document.type != "FeatureCollection" { return .success(nil) }
             let times = located.compactMap(\.time)
             let unit = Self.detectTimeUnit(
-                times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+                times: times, updated: located.compactMap(\.updated),
+                generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
             var parsed = Parsed()
             parsed.source = (data, unit.toMilliseconds)
             var problems: [(index: Int, id: String?, problem: String)] = []
@@ -258,6 +263,12 @@ public struct FeedParser: Sendable {
         -> Parsed
     {
         if document.type == "Feature" { throw FeedError.detailDocument(id: document.id) }
+        if let type = document.type, type != "FeatureCollection" {
+            let found =
+                document.features == nil
+                ? "its type is \"\(type)\" and it has no \"features\" array" : "its type is \"\(type)\""
+            throw FeedError.notAFeatureCollection(found: found)
+        }
         guard let features = document.features else {
             let found =
                 document.type.map { "its type is \"\($0)\" and it has no \"features\" array" }
@@ -267,11 +278,13 @@ public struct FeedParser: Sendable {
         if let declared = document.metadata?.count, declared != features.count {
             throw FeedError.countMismatch(declared: declared, actual: features.count)
         }
+        if document.type == nil { warnings.append(.missingDocumentType) }
 
         // Two passes over the features, rather than a copy of the readable ones.
         var problems: [(index: Int, id: String?, problem: String)] = []
         var times: [Double] = []
         times.reserveCapacity(features.count)
+        var updatedTimes: [Double] = []
         var readable = 0
         var hashed = false
         // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
@@ -279,6 +292,7 @@ public struct FeedParser: Sendable {
             switch features[index] {
             case .feature(let feature):
                 if let time = feature.properties?.time { times.append(time) }
+                if let updated = feature.properties?.updated { updatedTimes.append(updated) }
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
                 readable += 1
             case .unreadable(let error):
@@ -288,7 +302,8 @@ public struct FeedParser: Sendable {
         }
 
         let unit = Self.detectTimeUnit(
-            times: times, generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+            times: times, updated: updatedTimes,
+            generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
         if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
         var parsed = Parsed()
         let converted = Self.convert(features, unit: unit, hashed: hashed, strict: strict)
@@ -445,7 +460,10 @@ public struct FeedParser: Sendable {
             FeedError.invalidFeature(index: index, of: count, id: feature.id, problem: problem)
         }
         func date(_ raw: Double?, _ path: String) throws(FeedError) -> Date? {
-            try Self.date(milliseconds: raw.map { $0 * factor }, path: path, featureIndex: index)
+            // A value that is clearly milliseconds already (10¹¹ or more) is never scaled.
+            try Self.date(
+                milliseconds: raw.map { abs($0) >= secondsThreshold ? $0 : $0 * factor }, path: path,
+                featureIndex: index)
         }
         guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
         guard let coordinates = feature.geometry?.coordinates else { throw invalid("has no geometry.coordinates") }

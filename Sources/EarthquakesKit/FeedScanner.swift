@@ -51,12 +51,13 @@ struct FeedScanner {
         }
     }
 
-    /// A feature located by ``scanLight(_:)``: where it is, its hash, and its `properties.time` (which
-    /// decides the feed's time unit), read exactly as a full scan reads them.
+    /// A feature located by ``scanLight(_:)``: where it is, its hash, and its `properties.time` and
+    /// `properties.updated` (which decide the feed's time unit), read exactly as a full scan reads them.
     struct LightFeature {
         var range: Range<Int>
         var hash: FeatureHash
         var time: Double?
+        var updated: Double?
     }
 
     /// The document in `bytes` with its features located but not decoded (`document.features` is `nil`
@@ -255,22 +256,31 @@ struct FeedScanner {
         return feature
     }
 
-    /// A feature located: its extent and hash, and its `properties.time` read as ``properties()`` reads
+    /// A feature located: its extent and hash, and its `properties.time` and `updated` read as ``properties()`` reads
     /// it (the last `properties` member counts, and within it the last `time`). Every other value is
     /// only checked for syntax.
     private mutating func lightFeature() throws(GiveUp) -> LightFeature {
         let start = index
         var time: Double?
+        var updated: Double?
         try object { scanner, key throws(GiveUp) in
             guard key == scanner.keys.properties else { return try scanner.skipValue() }
             time = nil
+            updated = nil
             if try scanner.consumeNull() { return }
             try scanner.object { scanner, key throws(GiveUp) in
-                if key == scanner.keys.time { time = try scanner.optionalDouble() } else { try scanner.skipValue() }
+                if key == scanner.keys.time {
+                    time = try scanner.optionalDouble()
+                } else if key == scanner.keys.updated {
+                    updated = try scanner.optionalDouble()
+                } else {
+                    try scanner.skipValue()
+                }
             }
         }
         return LightFeature(
-            range: start..<index, hash: FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index])), time: time)
+            range: start..<index, hash: FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index])), time: time,
+            updated: updated)
     }
 
     private mutating func feature() throws(GiveUp) -> FeedParser.WireFeature {

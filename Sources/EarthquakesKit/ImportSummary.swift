@@ -15,8 +15,8 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var updated: Int
     /// Earthquakes already stored with exactly these values; not rewritten.
     public var unchanged: Int
-    /// Features that repeated an id seen earlier in the same import. Only the last feature of each id
-    /// was imported; the earlier ones are counted here and nowhere else.
+    /// Features that repeated an id seen in the same import. Only one feature of each id was imported
+    /// (the newest by `updated`, the last on a tie); the others are counted here and nowhere else.
     public var duplicates: Int
     /// The ids that appeared more than once in the import, in the order they first appeared.
     public var duplicateIDs: [String]
@@ -24,15 +24,21 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     /// ``FeedWarning/skippedFeature(index:id:problem:)``); not part of ``total``.
     public var skipped: Int
     /// How many of the imported events (``total``) are not earthquakes, by their USGS `type`
-    /// (`"quarry blast"`, `"explosion"`, `"ice quake"`…). Events typed `"earthquake"` or untyped are
-    /// not counted here.
+    /// (`"quarry blast"`, `"explosion"`, `"ice quake"`…), lower-cased. Events typed `"earthquake"` (in
+    /// any case), untyped or typed `""` are not counted here (``Earthquake/normalizedType(_:)``).
     public var otherTypes: [String: Int]
+    /// Events the feed marks deleted (`status` "deleted"): not stored, and not part of ``total``.
+    public var deleted: Int
+    /// Stored events removed because the feed marks them deleted (at most ``deleted``).
+    public var removed: Int
 
     /// Creates a summary.
     public init(
         inserted: Int = 0, updated: Int = 0, unchanged: Int = 0, duplicates: Int = 0, duplicateIDs: [String] = [],
-        skipped: Int = 0, otherTypes: [String: Int] = [:]
+        skipped: Int = 0, otherTypes: [String: Int] = [:], deleted: Int = 0, removed: Int = 0
     ) {
+        self.deleted = deleted
+        self.removed = removed
         self.inserted = inserted
         self.updated = updated
         self.unchanged = unchanged
@@ -53,9 +59,10 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
         if duplicates > 0 {
             let shown = duplicateIDs.prefix(5).joined(separator: ", ") + (duplicateIDs.count > 5 ? ", …" : "")
             text +=
-                "; \(duplicates) repeated id\(duplicates == 1 ? "" : "s") (the last of each kept: \(shown))"
+                "; \(duplicates) repeated id\(duplicates == 1 ? "" : "s") (the newest of each kept: \(shown))"
         }
         if skipped > 0 { text += "; \(skipped) feature\(skipped == 1 ? "" : "s") skipped" }
+        if deleted > 0 { text += "; \(deleted) marked deleted (\(removed) removed)" }
         return text
     }
 }

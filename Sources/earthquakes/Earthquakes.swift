@@ -109,13 +109,21 @@ struct Refresh: AsyncParsableCommand {
             try RunPicture.check(trace, option: "--trace")
         }
         let longest = Int(Self.longestTimeout)
-        guard timeout > 0, timeout <= Self.longestTimeout else {
+        // At least a millisecond, the unit the timeouts are kept in: a smaller value would round to 0
+        // (which gives up at once, or for --total-timeout means no limit at all).
+        guard timeout >= 0.001, timeout <= Self.longestTimeout else {
             throw ValidationError(
-                "--timeout must be a positive number of seconds, at most \(longest) (a week), for example 30")
+                "--timeout must be a positive number of seconds, at least 0.001 (1 ms) and at most \(longest) "
+                    + "(a week), for example 30")
         }
-        if let totalTimeout, !(totalTimeout > 0 && totalTimeout <= Self.longestTimeout) {
+        if let totalTimeout, !(totalTimeout >= 0.001 && totalTimeout <= Self.longestTimeout) {
             throw ValidationError(
-                "--total-timeout must be a positive number of seconds, at most \(longest) (a week), for example 600")
+                "--total-timeout must be a positive number of seconds, at least 0.001 (1 ms) and at most "
+                    + "\(longest) (a week), for example 600")
+        }
+        if let feeds, allFeeds.count == feed.count {
+            throw ValidationError(
+                "--feeds \"\(feeds)\" names no feed; give feeds separated by commas, for example --feeds hour,day")
         }
         if feed.contains(where: { $0.trimmingCharacters(in: .whitespaces).isEmpty }) {
             throw ValidationError("--feed is empty; give an http(s) address or a file path, for example --feed day")
@@ -195,7 +203,6 @@ struct List: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
-        guard limit >= 0 else { throw ValidationError("--limit must not be negative; for example --limit 50") }
         guard !(json && csv) else { throw ValidationError("--json and --csv cannot be used together; pick one") }
         try usageChecked { _ = try options(now: Date()) }
     }
@@ -259,11 +266,22 @@ struct Home: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Show, set or forget the home location that `show` measures distances from.")
 
-    @Argument(help: ArgumentHelp("The new home, for example -33.87,151.21.", valueName: "lat,lon"))
-    var location: String?
+    // `.allUnrecognized`: a southern or western home (-33.87,151.21) starts with "-" and is the
+    // argument, not an option (as --near and --from take it).
+    @Argument(
+        parsing: .allUnrecognized,
+        help: ArgumentHelp("The new home, for example -33.87,151.21.", valueName: "lat,lon"))
+    var locations: [String] = []
     @Flag(help: "Forget the home location.") var clear = false
 
+    var location: String? { locations.first }
+
     func validate() throws {
+        guard locations.count <= 1 else {
+            throw ValidationError(
+                "give one location, for example -33.87,151.21 (no space after the comma); got \(locations.joined(separator: " "))"
+            )
+        }
         guard !(clear && location != nil) else { throw ValidationError("give a location or --clear, not both") }
         try usageChecked {
             _ = try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") }

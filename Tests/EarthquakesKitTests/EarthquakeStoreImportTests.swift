@@ -44,7 +44,7 @@ struct EarthquakeStoreImportTests {
         let summary = try store.importFeed([Quakes.tokyo, Quakes.sanFrancisco, later, Quakes.sanFrancisco])
         #expect(
             summary == ImportSummary(inserted: 2, duplicates: 2, duplicateIDs: ["tokyo", "sf"]))
-        #expect(summary.description.contains("2 repeated ids (the last of each kept: tokyo, sf)"))
+        #expect(summary.description.contains("2 repeated ids (the newest of each kept: tokyo, sf)"))
         #expect(try store.earthquake(id: "tokyo")?.magnitude == 7)
         #expect(try store.count() == 2)
     }

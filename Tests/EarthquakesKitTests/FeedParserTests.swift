@@ -89,6 +89,18 @@ struct FeedParserTests {
         }
     }
 
+    /// The probe: `{"type":"Polygon","features":[]}` was accepted as a feed.
+    @Test("a document of another type with a features array is not a FeatureCollection; no type is a warning")
+    func typedOtherThanFeatureCollection() throws {
+        for text in [#"{"type":"Polygon","features":[]}"#, #"{"type":"GeometryCollection","features":[]}"#] {
+            let error = try #require(throws: FeedError.self) { try parser.parse(Data(text.utf8)) }
+            #expect(error.code == .notAFeatureCollection, "\(text)")
+            #expect(error.description.contains("its type is \""), "\(error.description)")
+        }
+        let untyped = try parser.parse(Data(#"{"features":[]}"#.utf8))
+        #expect(untyped.warnings == [.missingDocumentType])
+    }
+
     @Test("strict: a feature without id or coordinates is rejected, naming its index")
     func invalidFeatures() throws {
         let parser = FeedParser(strict: true)

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 
 @testable import EarthquakesKit
@@ -22,6 +23,46 @@ struct FeedParserTimeUnitsTests {
     )
     func detect(times: [Double], generated: Double?, expected: Unit) {
         #expect(FeedParser.detectTimeUnit(times: times, generatedMilliseconds: generated) == expected)
+    }
+
+    /// Before 1970 in milliseconds: the probe's 1968 event came out in the year 480, its `updated` time
+    /// (2020, in milliseconds) multiplied by a thousand.
+    @Test(
+        "a pre-1970 feed in milliseconds is not read as seconds",
+        arguments: [
+            ([-47_000_000_000], [Double](), nil as Double?),  // 1968 in ms; as seconds the year 480
+            ([-1_000_000_000], [1_600_000_000_000], nil),  // updated in ms (2020) says milliseconds
+            ([-1_000_000_000], [-900_000_000], nil),  // an update before 1970 in seconds: milliseconds
+            ([40_000_000], [50_000_000], 45_000_000_000),  // as seconds, updated after generated
+        ]
+    )
+    func preEpochMilliseconds(times: [Double], updated: [Double], generated: Double?) {
+        #expect(
+            FeedParser.detectTimeUnit(times: times, updated: updated, generatedMilliseconds: generated)
+                == .milliseconds)
+    }
+
+    @Test("a feed in seconds with a historical event and updates in seconds stays seconds")
+    func historicalSeconds() {
+        // 1906-04-18 (San Francisco) and 2001, updated in 2020, all in seconds.
+        #expect(
+            FeedParser.detectTimeUnit(
+                times: [-2_010_000_000, 1_000_000_000], updated: [1_600_000_000, 1_600_000_000],
+                generatedMilliseconds: 1_761_770_396_000) == .seconds)
+    }
+
+    @Test("a 1968 feed in milliseconds keeps its times")
+    func parsedPreEpochFeed() throws {
+        let json = """
+            {"type":"FeatureCollection","metadata":{"generated":1761770396000,"count":1},"features":[
+            {"type":"Feature","id":"old1","properties":{"mag":5,"time":-47000000000,"updated":1600000000000},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}}]}
+            """
+        let feed = try FeedParser().parse(Data(json.utf8))
+        let quake = try #require(feed.earthquakes.first)
+        #expect(quake.time == Date(timeIntervalSince1970: -47_000_000))
+        #expect(quake.updated == Date(timeIntervalSince1970: 1_600_000_000))
+        #expect(feed.warnings.isEmpty)
     }
 
     @Test("generated is read as seconds when small")

@@ -52,7 +52,13 @@ import Testing
             (["list", "--since", "2018-06-14garbage"], "for example 2018-06-14", "earthquakes list"),
             (["list", "--near", "95,10"], "latitude must be in -90...90", "earthquakes list"),
             (["list", "--near", "Sydney"], "--near expects LAT,LON", "earthquakes list"),
-            (["list", "--limit", "-1"], "--limit must not be negative", "earthquakes list"),
+            (["list", "--limit", "-1"], "--limit must be at least 1", "earthquakes list"),
+            // The probe: --limit 0 said "No earthquakes match (3364 stored)".
+            (["list", "--limit", "0"], "--limit must be at least 1 (--all lists every match)", "earthquakes list"),
+            // The probe: "," fell back to the default network feed; 0.0001 s rounded to 0 ms.
+            (["refresh", "--feeds", ","], "--feeds \",\" names no feed", "earthquakes refresh"),
+            (["refresh", "--timeout", "0.0001"], "at least 0.001 (1 ms)", "earthquakes refresh"),
+            (["refresh", "--total-timeout", "0.0001"], "at least 0.001 (1 ms)", "earthquakes refresh"),
             (["list", "--min-magnitude", "big"], "big", "earthquakes list"),
             (["list", "--near"], "Missing value", "earthquakes list"),
             (

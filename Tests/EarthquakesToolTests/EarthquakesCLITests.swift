@@ -46,6 +46,26 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: samplePath))
     }
 
+    /// The probe: a database named earthquakes-sample.sqlite was its own sample database — the default
+    /// command mixed sample events into it and `--remove-sample` deleted it.
+    @Test func aDatabaseWithTheSampleDatabasesNameIsNeverTreatedAsItsSample() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path(DatabaseLocation.sampleFileName)
+        let store = try EarthquakeStore(path: path)
+        try store.importFeed([Earthquake(id: "real1", latitude: 1, longitude: 2, depth: 3, magnitude: 4)])
+        try store.close()
+        let cli = EarthquakesCLI.forTests(CapturedConsole())
+        let sampled = await #expect(throws: CLIError.self) { try await cli.sample(database: path) }
+        #expect(sampled?.message.contains("has the name of the sample database") == true)
+        let removed = #expect(throws: CLIError.self) { try cli.removeSample(database: path) }
+        #expect(removed?.message.contains("--database") == true)
+        #expect(throws: CLIError.self) {
+            try cli.list(ListOptions(limit: 5), database: path, json: true, sample: true)
+        }
+        #expect(try EarthquakeStore(path: path).count() == 1)
+    }
+
     /// A process that exits before its database is closed leaves SQLite's log beside the file; a copy
     /// of the file alone then lacks the log's rows. Every command closes what it opened.
     @Test func everyCommandClosesItsDatabase() async throws {

@@ -143,7 +143,9 @@ import Testing
         let firstImporting = Gate()
         let releaseFirst = Gate()
         let firstFeed = SampleFeed.geoJSON(count: 30, seed: 1)
-        let secondFeed = SampleFeed.geoJSON(count: 10, seed: 2)  // same ids sample0001…0010, other values
+        // The same ids sample0001…0010, other values, revised later (an older copy would not replace them).
+        let secondFeed = SampleFeed.geoJSON(
+            count: 10, seed: 2, referenceDate: SampleFeed.referenceDate.addingTimeInterval(8 * 86_400))
         let server = try await TestHTTPServer.start { request in
             .ok(request.path == "/first" ? firstFeed : secondFeed)
         }

@@ -67,4 +67,50 @@ import Testing
         )
         #expect(throws: Never.self) { try RunPicture.check(nil, option: "--trace") }
     }
+
+    /// The probe: `--timeline` naming the database overwrote it with HTML, `--trace` the feed file, and a
+    /// folder was found only after the import. All are refused before anything is read or written.
+    @Test func aPicturePathThatIsTheDatabaseAFeedOrAFolderIsRefusedFirst() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (database, feed) = (scratch.path("q.sqlite"), scratch.path("feed.geojson"))
+        try EarthquakeStore.withSample(at: database).close()
+        try SampleFeed.data.write(to: URL(fileURLWithPath: feed))
+        try FileManager.default.createDirectory(atPath: scratch.path("folder"), withIntermediateDirectories: true)
+        try FileManager.default.createSymbolicLink(atPath: scratch.path("link"), withDestinationPath: scratch.url.path)
+        let databaseBytes = try Data(contentsOf: URL(fileURLWithPath: database))
+        let cases: [(RunPicture, String)] = [
+            (RunPicture(timeline: database, trace: nil), "would overwrite the database"),
+            (RunPicture(timeline: scratch.path("link") + "/q.sqlite", trace: nil), "would overwrite the database"),
+            (RunPicture(timeline: nil, trace: database + "-wal"), "would overwrite the database"),
+            (
+                RunPicture(timeline: nil, trace: scratch.path("./folder/../earthquakes-sample.sqlite")),
+                "sample database"
+            ),
+            (RunPicture(timeline: nil, trace: feed), "would overwrite the feed file"),
+            (RunPicture(timeline: scratch.path("folder"), trace: nil), "is a folder"),
+            (RunPicture(timeline: scratch.path("same"), trace: scratch.path("same")), "the --timeline file"),
+        ]
+        for (picture, expected) in cases {
+            for several in [false, true] {
+                let captured = CapturedConsole()
+                let cli = EarthquakesCLI.forTests(captured)
+                let error = await #expect(throws: CLIError.self) {
+                    if several {
+                        try await cli.refresh(
+                            feeds: [feed, feed + ".b"], resume: false, database: database, json: false,
+                            picture: picture)
+                    } else {
+                        try await cli.refresh(feed: feed, database: database, json: false, picture: picture)
+                    }
+                }
+                #expect(error?.isUsage == true)
+                #expect(error?.message.contains(expected) == true, "\(error?.message ?? "no error")")
+                #expect(!captured.stdout.contains("Imported"))
+            }
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == databaseBytes)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: feed)) == SampleFeed.data)
+        #expect(!FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
+    }
 }
