@@ -106,6 +106,36 @@ import Testing
         #expect(group.calls.current == 0)
     }
 
+    /// Holds a job weakly.
+    final class WeakJob: @unchecked Sendable {
+        weak var job: Job?
+        init(_ job: Job) { self.job = job }
+    }
+
+    @Test("a repeating job lets go of its finished iterations")
+    func repeatJobReleasesFinishedIterations() async throws {
+        let hold = Gate()
+        let made = Protected(0)
+        let (repeating, first): (RepeatJob, WeakJob) = {
+            let job = ValueJob<[UInt8]>(name: "first") { _ in [UInt8](repeating: 1, count: 1 << 20) }
+            let repeating = RepeatJob(name: "poll", first: job) { _, _ in
+                let count = made.withLock { made -> Int in
+                    made += 1
+                    return made
+                }
+                return count == 1 ? AsyncJob(name: "second") { _ in await hold.waitAsync() } : nil
+            }
+            return (repeating, WeakJob(job))
+        }()
+        JobQueue().add(repeating)
+        defer { hold.open() }
+        let second = await eventually(within: .seconds(30)) { repeating.iterations == 2 && first.job == nil }
+        #expect(second, "the finished first iteration is still alive")
+        #expect(repeating.childJobs.map(\.name) == ["second"])
+        hold.open()
+        try await withDeadline(.seconds(30), "the repeating job") { _ = await repeating.outcome }
+    }
+
     @Test("observers hear of a produced job before it can start")
     func producedJobIsAnnouncedBeforeItStarts() async throws {
         for _ in 0..<50 {

@@ -80,7 +80,8 @@ open class GroupJob: Job, @unchecked Sendable {
         }
     }
 
-    /// Every child added so far (empty once the group finished).
+    /// Every child added so far (empty once the group finished; a ``RepeatJob`` lists only its current
+    /// iteration).
     public var childJobs: [Job] { withGroup { $0.children + $0.waiting } }
 
     /// Adds a child. Before the group executes it waits; while it executes it is added at once.
@@ -233,8 +234,13 @@ open class GroupJob: Job, @unchecked Sendable {
             ? GroupJobError.Failure(childName: child.name, childID: child.id, error: outcome.error!) : nil
         // One locked step: count the child, update the group's progress, decide whether it is done.
         var progress: (recorded: (parent: GroupJob?, mustDeliver: Bool)?, fraction: Double)?
+        var forgotten: Job?
+        let keeps = keepsFinishedChildren
         let decided: (failures: [GroupJobError.Failure], cancelled: Bool)? = withCore { core in
             guard let extras = core.extras, extras.group != nil else { return nil }
+            if !keeps, let index = extras.group!.children.firstIndex(where: { $0 === child }) {
+                forgotten = extras.group!.children.remove(at: index)  // released after the lock
+            }
             if let failure { extras.group!.failures.append(failure) }
             if outcome.isCancelled { extras.group!.anyChildCancelled = true }
             extras.group!.unfinished -= 1
@@ -243,9 +249,14 @@ open class GroupJob: Job, @unchecked Sendable {
             }
             return core.decideToFinish()
         }
+        _ = forgotten
         if let progress { Job.propagate(progress.recorded, from: self, progress.fraction) }
         finish(decided, &work)
     }
+
+    /// Whether ``childJobs`` keeps the children that finished (a group that runs one child after
+    /// another without end lets go of them: ``RepeatJob``).
+    var keepsFinishedChildren: Bool { true }
 
     /// A child reported progress; returns the group's new progress, for the caller to report.
     func childProgressed(_ child: Job, _ fraction: Double) -> Double? {

@@ -163,6 +163,10 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
     /// How many iterations were started so far.
     public var iterations: Int { mutex.withLock { iterationCount } }
 
+    /// A poll may run for ever: finished iterations are let go of (``GroupJob/childJobs`` lists the
+    /// current one).
+    override var keepsFinishedChildren: Bool { false }
+
     public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
         let (isLatest, cancelled) = withCore { core in (child === latest, core.lifecycle.isCancelled) }
         guard isLatest, !cancelled, let following = next(child, outcome) else { return }
