@@ -159,8 +159,10 @@ struct DurableEdgeTests {
         var one = JobGraph(name: "one")
         one.add(Echo.self, input: "a")
         let first = try await store.submit(one, uniqueKey: "k")
-        #expect(try await store.submit(one, uniqueKey: "k") == DurableRun(
-            SubmittedRun(run: first.id, jobs: first.jobs, existing: true)))
+        #expect(
+            try await store.submit(one, uniqueKey: "k")
+                == DurableRun(
+                    SubmittedRun(run: first.id, jobs: first.jobs, existing: true)))
         var two = JobGraph(name: "two")
         two.add(Echo.self, input: "a", name: "a")
         let b = two.add(Echo.self, input: "b", name: "b")

@@ -63,7 +63,9 @@ import Testing
         }
     }
 
-    @Test("a cancelled callback job finished by its didCancel and by its work: the first finish counts, the second is ignored")
+    @Test(
+        "a cancelled callback job finished by its didCancel and by its work: the first finish counts, the second is ignored"
+    )
     func finishAfterCancelIsIgnored() async throws {
         for _ in 0..<50 {
             let job = RacingFinish(name: "racing")
@@ -92,7 +94,11 @@ import Testing
     final class Retrying: GroupJob, @unchecked Sendable {
         let calls = Protected(0)
         override func childDidFinish(_ child: Job, outcome: JobOutcome) {
-            if calls.withLock({ $0 += 1; return $0 }) < 10_000, !outcome.isSucceeded { addChild(BlockJob {}) }
+            if calls.withLock({
+                $0 += 1; return $0
+            }) < 10_000, !outcome.isSucceeded {
+                addChild(BlockJob {})
+            }
         }
     }
 
@@ -152,7 +158,9 @@ import Testing
                 _ = await produced.outcome
             }
             let state = stateWhenTold.current
-            #expect(state != .executing && state != .finished, "told when the produced job was \(String(describing: state))")
+            #expect(
+                state != .executing && state != .finished, "told when the produced job was \(String(describing: state))"
+            )
         }
     }
 }

@@ -160,7 +160,8 @@ extension JobStore {
             throw DurableError(
                 code: .unknownJob,
                 message:
-                    "\(run.id) has \(run.jobs.count) jobs; this handle is of job \(handle.index + 1) of another graph. Use the handles of the graph submitted as this run.")
+                    "\(run.id) has \(run.jobs.count) jobs; this handle is of job \(handle.index + 1) of another graph. Use the handles of the graph submitted as this run."
+            )
         }
         let record = try await record(of: run[handle])
         guard record.state == .succeeded, let data = record.output else { return nil }

@@ -100,10 +100,12 @@ public final class SQLiteJobStore: JobStore {
                 underlying: error)
         case .SQLITE_CANTOPEN, .SQLITE_READONLY, .SQLITE_PERM, .SQLITE_AUTH:
             return failure(
-                "Check that its directory exists and that this process may read and write the file and its directory (SQLite keeps -wal and -shm files beside it).")
+                "Check that its directory exists and that this process may read and write the file and its directory (SQLite keeps -wal and -shm files beside it)."
+            )
         case .SQLITE_BUSY, .SQLITE_LOCKED:
             return failure(
-                "Another connection held the database longer than the busy timeout; retry, or open the store with a longer busyTimeout.")
+                "Another connection held the database longer than the busy timeout; retry, or open the store with a longer busyTimeout."
+            )
         case .SQLITE_FULL:
             return failure("The disk is full; free space and retry.")
         case .SQLITE_IOERR:

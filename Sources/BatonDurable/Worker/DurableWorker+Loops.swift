@@ -157,7 +157,8 @@ extension DurableWorker {
                 return stopping
             }
             if stopping {
-                job.cancel(reason: DurableCancellation(message: "job '\(job.name)' stopped: its worker is shutting down"))
+                job.cancel(
+                    reason: DurableCancellation(message: "job '\(job.name)' stopped: its worker is shutting down"))
             }
             tellClaimed(claim, job: job)
             if let span { traced.append((job, span.context)) } else { jobs.append(job) }
