@@ -24,7 +24,9 @@ extension FeedParser {
             return syntaxError(in: data, jsonRange: jsonRange)
                 ?? FeedError.notAFeatureCollection(found: "the top level is not a JSON object")
         case .typeMismatch(let type, let context):
-            return unexpectedValue(context, "expected \(describe(type)); \(context.debugDescription)")
+            return unexpectedValue(context, "\(found(in: context)), not \(describe(type))")
+        case .valueNotFound(_, let context) where context.codingPath.isEmpty:
+            return FeedError.notAFeatureCollection(found: "the feed is null")
         case .valueNotFound(let type, let context):
             return unexpectedValue(context, "expected \(describe(type)), found null")
         case .keyNotFound(let key, let context):
@@ -81,7 +83,20 @@ extension FeedParser {
         case is String.Type: "a string"
         case is Double.Type, is Int.Type, is Int64.Type: "a number"
         case is Bool.Type: "a boolean"
-        default: "a value of type \(type)"
+        default:
+            String(describing: type).hasPrefix("Dictionary")
+                ? "an object" : String(describing: type).hasPrefix("Array") ? "an array" : "a value of type \(type)"
         }
+    }
+
+    /// What a type mismatch found, from Foundation's "Expected to decode Double but found a string
+    /// instead." ("a string"); "another kind of value" when the wording is not that.
+    private static func found(in context: DecodingError.Context) -> String {
+        let text = context.debugDescription
+        guard let start = text.range(of: "found "),
+            let end = text.range(of: " instead", range: start.upperBound..<text.endIndex)
+        else { return "another kind of value" }
+        let what = text[start.upperBound..<end.lowerBound]
+        return what == "null value" ? "null" : String(what)
     }
 }

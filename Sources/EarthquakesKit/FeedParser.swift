@@ -466,6 +466,7 @@ public struct FeedParser: Sendable {
                 featureIndex: index)
         }
         guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
+        guard id.contains(where: { !$0.isWhitespace }) else { throw invalid("has an \"id\" of only spaces") }
         guard let coordinates = feature.geometry?.coordinates else { throw invalid("has no geometry.coordinates") }
         guard coordinates.count >= 3 else {
             throw invalid("has \(coordinates.count) coordinate value(s) where 3 are needed")
@@ -488,6 +489,18 @@ public struct FeedParser: Sendable {
             if let value, !value.isFinite {
                 throw invalid("has \(path) \(value): a number beyond a 64-bit float's range is not a measurement")
             }
+        }
+        // Values no instrument reports (the largest earthquake measured is 9.5, the smallest near −2;
+        // the deepest about 750 km, and events above sea level have a small negative depth).
+        if let magnitude = p?.mag, abs(magnitude) > maximumMagnitude {
+            throw invalid(
+                "has magnitude (properties.mag) \(magnitude), outside -\(Int(maximumMagnitude))...\(Int(maximumMagnitude)): not a real magnitude"
+            )
+        }
+        guard depthRange.contains(depth) else {
+            throw invalid(
+                "has depth (geometry.coordinates[2]) \(depth) km, outside \(Int(depthRange.lowerBound))...\(Int(depthRange.upperBound)) km: not a real depth"
+            )
         }
 
         return Earthquake(
@@ -528,6 +541,13 @@ public struct FeedParser: Sendable {
         return String(line)
     }
 
+    /// The largest magnitude, either side of zero, a feature may have: beyond it a value is an error.
+    static let maximumMagnitude: Double = 12
+
+    /// The depths, in km, a feature may have: from a high mountain (negative: above sea level) to
+    /// beyond the deepest earthquake recorded (about 750 km).
+    static let depthRange: ClosedRange<Double> = -15...1000
+
     /// The largest time a JavaScript `Date` can hold, in milliseconds (about 275 760 years
     /// either side of 1970): anything beyond is not a time.
     static let maximumMilliseconds: Double = 8.64e15
@@ -536,9 +556,14 @@ public struct FeedParser: Sendable {
     static func date(milliseconds: Double?, path: String, featureIndex: Int?) throws(FeedError) -> Date? {
         guard let milliseconds else { return nil }
         guard abs(milliseconds) <= maximumMilliseconds else {
+            // `features[5].properties.time` → `properties.time`, for "skipped feature 5: it has …".
+            let inFeature = featureIndex.flatMap { _ in path.firstIndex(of: ".") }.map {
+                String(path[$0...].dropFirst())
+            }
             throw FeedError.unexpectedValue(
                 path: path, featureIndex: featureIndex,
-                problem: "\(milliseconds) milliseconds since 1970 is not a representable time")
+                problem: "\(milliseconds) milliseconds since 1970 is not a representable time", pathInFeature: inFeature
+            )
         }
         return Date(usgsMilliseconds: Int64(milliseconds.rounded()))
     }

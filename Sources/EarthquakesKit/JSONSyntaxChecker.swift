@@ -136,12 +136,32 @@ struct JSONSyntaxChecker {
                     UInt8(ascii: "f"), UInt8(ascii: "n"), UInt8(ascii: "r"), UInt8(ascii: "t"):
                     index += 1
                 case UInt8(ascii: "u"):
-                    for _ in 0..<4 {
-                        index += 1
-                        guard index < bytes.count else { break }
-                        guard isHexDigit(bytes[index]) else { throw fail("invalid \\u escape in a string") }
+                    let escape = index - 1
+                    guard let unit = try hexUnit() else { break }
+                    // UTF-16 surrogates come in pairs (RFC 8259 §7): a lone half is no character at all.
+                    if (0xDC00...0xDFFF).contains(unit) {
+                        throw Failure(
+                            offset: escape,
+                            reason: "invalid \\u escape \\u\(hex(unit)) in a string: the second half of a UTF-16 "
+                                + "surrogate pair without its first half")
                     }
-                    index += 1
+                    if (0xD800...0xDBFF).contains(unit) {
+                        let next = index
+                        var low: UInt16?
+                        if index + 1 < bytes.count, bytes[index] == UInt8(ascii: "\\"),
+                            bytes[index + 1] == UInt8(ascii: "u")
+                        {
+                            index += 1
+                            low = try hexUnit()
+                        }
+                        guard let low, (0xDC00...0xDFFF).contains(low) else {
+                            index = next
+                            throw Failure(
+                                offset: escape,
+                                reason: "invalid \\u escape \\u\(hex(unit)) in a string: the first half of a UTF-16 "
+                                    + "surrogate pair without its second half")
+                        }
+                    }
                 default:
                     throw fail("invalid escape '\\\(describeRaw(bytes[index]))' in a string")
                 }
@@ -252,6 +272,24 @@ struct JSONSyntaxChecker {
     }
 
     private func fail(_ reason: String) -> Failure { Failure(offset: index, reason: reason) }
+
+    /// The four hex digits after the `u` of a `\\u` escape at `index`, leaving `index` after them; `nil`
+    /// at the end of the input.
+    private mutating func hexUnit() throws(Failure) -> UInt16? {
+        var unit: UInt16 = 0
+        for _ in 0..<4 {
+            index += 1
+            guard index < bytes.count else { return nil }
+            let byte = bytes[index]
+            guard isHexDigit(byte) else { throw fail("invalid \\u escape in a string") }
+            let digit = isDigit(byte) ? byte - UInt8(ascii: "0") : (byte | 0x20) - UInt8(ascii: "a") + 10
+            unit = unit << 4 | UInt16(digit)
+        }
+        index += 1
+        return unit
+    }
+
+    private func hex(_ unit: UInt16) -> String { String(unit, radix: 16, uppercase: false) }
 
     private func describe(_ byte: UInt8) -> String {
         if byte >= 0x20 && byte < 0x7F { return "character '\(describeRaw(byte))'" }
