@@ -53,20 +53,42 @@ extension EarthquakesCLI {
         }
     }
 
-    /// `prune --before WHEN`: deletes the earthquakes older than a moment.
-    public func prune(before date: Date, database: String?) throws {
+    /// `prune --before WHEN [--dry-run]`: deletes the events (of every type) older than a moment, or with
+    /// `dryRun` only counts them. Events without a time are never deleted (their age is unknown); the
+    /// line says how many are left and how many of those have no time. A cut-off that is not in the past
+    /// (a date to come, `0d`) is pointed out on standard error: it deletes every event that has a time.
+    public func prune(before date: Date, database: String?, dryRun: Bool = false) throws {
         let path = DatabaseLocation.path(option: database, environment: environment)
-        try DatabaseLocation.checkReadable(path)
-        try DatabaseLocation.prepareForWriting(path, explicit: true)
-        let store = try EarthquakeStore(path: path, mode: .mustExist)
-        defer { closeAtEnd(store.close) }
-        let deleted = try Self.mappingReadOnly(path) { () throws(StoreError) in
-            try store.deleteEarthquakes(before: date)
+        let store: EarthquakeStore
+        if dryRun {
+            store = try openForReading(database, sample: false).0
+        } else {
+            try DatabaseLocation.checkReadable(path)
+            try DatabaseLocation.prepareForWriting(path, explicit: true)
+            store = try EarthquakeStore(path: path, mode: .mustExist)
         }
-        let left = try store.count()
-        console.print(
-            "Deleted \(deleted) earthquake\(deleted == 1 ? "" : "s") before \(CivilTime.minute(date.millisecondsSince1970)) UTC from \(path); \(left) left."
-        )
+        defer { closeAtEnd(store.close) }
+        let older =
+            dryRun
+            ? try store.countEarthquakes(before: date)
+            : try Self.mappingReadOnly(path) { () throws(StoreError) in try store.deleteEarthquakes(before: date) }
+        let left = try store.count() - (dryRun ? older : 0)
+        let untimed = try store.countEarthquakesWithoutTime()
+        let cutOff = "\(CivilTime.minute(date.millisecondsSince1970)) UTC"
+        var line =
+            dryRun
+            ? "Would delete \(Self.counted(older, "event")) before \(cutOff) from \(path); \(left) would be left"
+            : "Deleted \(Self.counted(older, "event")) before \(cutOff) from \(path); \(left) left"
+        if untimed > 0 { line += " (\(untimed) with no time, which prune never deletes)" }
+        console.print(line + (dryRun ? ". Nothing was deleted (--dry-run)." : "."))
+        // A minute's leeway: `--before 0d` means now, computed a moment before this.
+        let now = now()
+        if date > now.addingTimeInterval(-60) {
+            let when = date > now ? "in the future" : "now"
+            console.error(
+                "warning: the cut-off \(cutOff) is \(when): every event older than it \(dryRun ? "would be" : "was") "
+                    + "deleted (only events with no time are kept)\n")
+        }
     }
 
     /// Runs a write; SQLite's "readonly database" becomes the message that names the file and the fix.
@@ -174,8 +196,9 @@ public enum RelativeTime {
         case ..<3600: return "\(Int(seconds / 60)) min"
         case ..<(2 * 86_400): return "\(Int(seconds / 3600)) h"
         case ..<(60 * 86_400): return "\(Int(seconds / 86_400)) d"
-        case ..<(730 * 86_400): return "\(Int(seconds / (365.25 * 86_400 / 12))) months"
-        default: return "\(Int(seconds / (365.25 * 86_400))) years"
+        // Rounded, not cut: 60 days is "2 months" (not "1 months"), 730 days "2 years".
+        case ..<(730 * 86_400): return "\(Int((seconds / (365.25 * 86_400 / 12)).rounded())) months"
+        default: return "\(Int((seconds / (365.25 * 86_400)).rounded())) years"
         }
     }
 }

@@ -115,13 +115,15 @@ public enum FeedRefresh {
     static func existingRunNote(
         imported: Int, of count: Int, liveWorkers: Int, deadWorkers: Int, started: Bool
     ) -> String {
-        let done = "\(imported) of \(count) feeds imported so far"
+        let done = "\(imported) of \(EarthquakesCLI.counted(count, "feed")) imported so far"
         if liveWorkers > 0 {
             return "Another refresh of these feeds is running; joining it (\(done), not downloaded again)."
         }
         if deadWorkers > 0 {
-            return "Resuming the interrupted refresh: \(imported) of \(count) feeds were imported before it "
-                + "stopped and are not downloaded again."
+            // ("1 of 3 feeds were imported … and are not", "1 of 1 feed was imported … and is not")
+            return "Resuming the interrupted refresh: \(imported) of \(EarthquakesCLI.counted(count, "feed")) "
+                + "\(count == 1 ? "was" : "were") imported before it stopped and \(count == 1 ? "is" : "are") not "
+                + "downloaded again."
         }
         if !started {
             return "Joining a refresh of these feeds that another refresh submitted and has not started yet."
@@ -150,6 +152,23 @@ public enum FeedRefresh {
             pid != ProcessInfo.processInfo.processIdentifier
         else { return false }
         return kill(pid, 0) == -1 && errno == ESRCH
+    }
+}
+
+/// Which of a refresh's files did not exist before it: those it may remove again when it imports nothing.
+struct FirstRefreshFiles {
+    var path: String
+    var database: Bool
+    var jobStore: Bool
+    var downloads: Bool
+
+    /// Looks at the files of the database at `path` (before the refresh opens them).
+    init(database path: String) {
+        let missing = { (file: String) in !FileManager.default.fileExists(atPath: file) }
+        self.path = path
+        database = missing(path)
+        jobStore = missing(FeedRefresh.jobStorePath(forDatabase: path))
+        downloads = missing(FeedRefresh.downloadFolder(forDatabase: path))
     }
 }
 
@@ -192,6 +211,8 @@ extension EarthquakesCLI {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try picture.check(database: path, feeds: feeds.map(FeedRefresh.expand))
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
+        // What this refresh creates, to remove again if it imports nothing (see `removeIfNothingImported`).
+        let created = FirstRefreshFiles(database: path)
         let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
         defer { closeAtEnd(store.close) }
         try store.checkWritable()
@@ -279,7 +300,12 @@ extension EarthquakesCLI {
             watcher.cancel()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
-            if interrupts.wasInterrupted { throw CLIError.cancelledKeepingImports }
+            if interrupts.wasInterrupted {
+                // A first refresh cancelled before any import leaves nothing behind, as one feed's does.
+                let removed = await removeIfNothingImported(
+                    created, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                throw removed ? CLIError.cancelled : CLIError.cancelledKeepingImports
+            }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
         }
@@ -288,20 +314,51 @@ extension EarthquakesCLI {
         let outcome = record.finished == nil ? " (unfinished)" : ""
         try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
-            if interrupts.wasInterrupted { throw CLIError.cancelledKeepingImports }
+            if interrupts.wasInterrupted {
+                let removed = await removeIfNothingImported(
+                    created, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                throw removed ? CLIError.cancelled : CLIError.cancelledKeepingImports
+            }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
         try await report(
             run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
-            path: path, json: json)
+            path: path, json: json, created: created)
+    }
+
+    /// Removes the database, the job store and the downloads folder that this refresh created when no
+    /// feed was imported into the database (every feed failed, or the refresh was cancelled first): a
+    /// failed first refresh leaves nothing behind, as a refresh of one feed does. Nothing is removed when
+    /// any of them existed before, when a feed was imported (now or before a resume), when the database
+    /// holds an event, or when another worker (another `refresh` that joined this one) still holds a job.
+    ///
+    /// Closes the database and the job store first; returns whether the files were removed.
+    private func removeIfNothingImported(
+        _ created: FirstRefreshFiles, run: DurableRun, imports: [JobGraph.Handle<ImportFeed.Output>],
+        before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore
+    ) async -> Bool {
+        guard created.database, created.jobStore, before.isEmpty, (try? store.count()) == 0 else { return false }
+        for handle in imports {
+            if (try? await jobs.output(of: handle, in: run)) != nil { return false }
+        }
+        guard let snapshot = try? await jobs.snapshot(of: run.id),
+            snapshot.jobs.allSatisfy({ $0.leaseOwner == nil || $0.leaseOwner == FeedRefresh.workerID() })
+        else { return false }
+        guard (try? store.close()) != nil, (try? jobs.close()) != nil else { return false }
+        Self.removeDatabaseFiles(created.path)
+        Self.removeDatabaseFiles(FeedRefresh.jobStorePath(forDatabase: created.path))
+        if created.downloads {
+            try? FileManager.default.removeItem(atPath: FeedRefresh.downloadFolder(forDatabase: created.path))
+        }
+        return true
     }
 
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
     private func report(
         run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
         before: [Int: ImportFeed.Output], printed: Set<Int>, jobs: SQLiteJobStore, store: EarthquakeStore, path: String,
-        json: Bool
+        json: Bool, created: FirstRefreshFiles
     ) async throws {
         let snapshot = try await jobs.snapshot(of: run.id)
         let records = Dictionary(snapshot.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -329,7 +386,14 @@ extension EarthquakesCLI {
             failures.append("\(feed): \(reason)")
             results.append(FeedsRefreshJSON.FeedResult(source: feed, error: reason))
         }
-        if !hasSample { _ = try? store.deleteSampleEarthquakes() }
+        let imported = feeds.count - failures.count
+        // (When nothing was imported, the database is left as it was.)
+        if !hasSample, imported > 0 { _ = try? store.deleteSampleEarthquakes() }
+        let removed =
+            imported == 0
+            ? await removeIfNothingImported(
+                created, run: run, imports: imports, before: before, jobs: jobs, store: store)
+            : false
         if json {
             console.print(
                 try JSONText.encode(FeedsRefreshJSON(database: path, resumed: !before.isEmpty, feeds: results)))
@@ -339,12 +403,18 @@ extension EarthquakesCLI {
             }
         }
         guard failures.isEmpty else {
-            let imported = feeds.count - failures.count
-            throw CLIError(
-                "\(failures.count) of \(feeds.count) feeds could not be refreshed: \(failures.joined(separator: " "))"
-                    + " The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path).")
+            let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed: "
+            let rest: String
+            if imported > 0 {
+                rest = "The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path)."
+            } else if removed {
+                rest = "Nothing was imported, so the new database \(path) was not kept."
+            } else {
+                rest = "Nothing was imported; the database was not changed."
+            }
+            throw CLIError(failed + failures.joined(separator: " ") + " " + rest)
         }
-        if !json { console.print("Refreshed \(feeds.count) feeds into \(path).") }
+        if !json { console.print("Refreshed \(Self.counted(feeds.count, "feed")) into \(path).") }
     }
 
     static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {

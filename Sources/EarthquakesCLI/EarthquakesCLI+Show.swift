@@ -92,7 +92,8 @@ extension EarthquakesCLI {
             let total = types.reduce(0) { $0 + $1.count }
             let kinds = types.map { "\($0.count) \(Self.plural($0.type ?? "of no type", $0.count))" }
             console.print(
-                "Database   \(path): \(total) events" + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))"))
+                "Database   \(path): \(Self.counted(total, "event"))"
+                    + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))"))
             if let last = try store.lastRefresh() {
                 console.print(
                     "Refreshed  \(RelativeTime.ago(last.date, now: now())) (\(CivilTime.minute(last.date.millisecondsSince1970)) UTC) from \(Self.feedName(last.source)): \(Self.counts(last.summary))"
@@ -159,6 +160,11 @@ extension EarthquakesCLI {
     /// "105 km WNW of Höfn" reads after the kind as is; a bare region ("Fiji region") gets "in".
     private static func placePhrase(_ place: String) -> String {
         place.range(of: " of ") != nil ? place : "in \(place)"
+    }
+
+    /// "1 feed", "2 feeds": a count and its word, plural unless the count is 1 (`plural` for irregular words).
+    static func counted(_ count: Int, _ word: String, plural: String? = nil) -> String {
+        "\(count) \(count == 1 ? word : plural ?? word + "s")"
     }
 
     static func plural(_ type: String, _ count: Int) -> String {

@@ -192,8 +192,18 @@ final class ListingWriter {
         buffer.append(UInt8(ascii: "\n"))
     }
 
-    /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180).
+    /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180). Control characters other
+    /// than line breaks (which the quotes keep) are replaced: see ``TerminalText/csvSafe(_:)``.
     private func appendCSV(_ text: UnsafeBufferPointer<UInt8>) {
+        if TerminalText.mayHaveCSVControl(text) {
+            var safe = TerminalText.csvSafe(String(decoding: text, as: UTF8.self))
+            safe.withUTF8 { appendCSVSafe($0) }
+            return
+        }
+        appendCSVSafe(text)
+    }
+
+    private func appendCSVSafe(_ text: UnsafeBufferPointer<UInt8>) {
         let special = text.contains { $0 == UInt8(ascii: ",") || $0 == UInt8(ascii: "\"") || $0 == 10 || $0 == 13 }
         guard special else {
             buffer.append(contentsOf: text)

@@ -23,9 +23,9 @@ final class ProgressDisplay: @unchecked Sendable {
         case .downloading(let received, let expected):
             line = "Downloading… \(Self.size(received))" + (expected.map { " of \(Self.size($0))" } ?? "")
         case .parsing: line = "Parsing the feed…"
-        case .importing(let count): line = "Importing \(count) earthquakes…"
+        case .importing(let count): line = "Importing \(EarthquakesCLI.counted(count, "earthquake"))…"
         case .waitingForDatabase: line = "Waiting for another refresh of this database to finish…"
-        case .imported(let summary): line = "Imported \(summary.total) earthquakes."
+        case .imported(let summary): line = "Imported \(EarthquakesCLI.counted(summary.total, "earthquake"))."
         }
         let changed = lock.withLock {
             defer { lastLine = line }
@@ -44,7 +44,7 @@ final class ProgressDisplay: @unchecked Sendable {
     }
 
     static func size(_ bytes: Int64) -> String {
-        if bytes < 1024 { return "\(bytes) bytes" }
+        if bytes < 1024 { return EarthquakesCLI.counted(Int(bytes), "byte") }
         if bytes < 1024 * 1024 { return "\(bytes / 1024) KB" }
         return QuakeTable.fixed(Double(bytes) / 1_048_576, 1) + " MB"
     }

@@ -93,7 +93,7 @@ public struct RunPicture: Sendable {
             } catch {
                 throw CLIError("could not write the \(what) to \(path): \(error.localizedDescription)")
             }
-            console.error("Wrote the \(what) of \(count) jobs to \(path).\n")
+            console.error("Wrote the \(what) of \(EarthquakesCLI.counted(count, "job")) to \(path).\n")
         }
     }
 }

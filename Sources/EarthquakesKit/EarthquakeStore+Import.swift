@@ -60,7 +60,7 @@ extension EarthquakeStore {
         } catch {
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(
-                    .write, path: path, doing: "import \(count) earthquakes into", error: error,
+                    .write, path: path, doing: "import \(count) earthquake\(count == 1 ? "" : "s") into", error: error,
                     advice: "Nothing was changed: the import was rolled back."
                 )
         }

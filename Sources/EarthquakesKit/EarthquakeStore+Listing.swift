@@ -205,6 +205,25 @@ extension EarthquakeStore {
     /// missing or empty.
     static let normalizedType = "COALESCE(NULLIF(lower(trim(type)), ''), '\(Earthquake.defaultType)')"
 
+    /// The number of events whose time is before `date`: what ``deleteEarthquakes(before:)`` would delete.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func countEarthquakes(before date: Date) throws(StoreError) -> Int {
+        try read("count old earthquakes in") { db in
+            try Int.fetchOne(
+                db, sql: "SELECT COUNT(*) FROM earthquake WHERE time < ?", arguments: [date.usgsMilliseconds]) ?? 0
+        }
+    }
+
+    /// The number of events without a time, which ``deleteEarthquakes(before:)`` never deletes.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func countEarthquakesWithoutTime() throws(StoreError) -> Int {
+        try read("count the earthquakes without a time in") { db in
+            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake WHERE time IS NULL") ?? 0
+        }
+    }
+
     /// Deletes the earthquakes whose time is before `date` (events without a time are kept).
     ///
     /// - Returns: how many were deleted.

@@ -78,7 +78,8 @@ public final class EarthquakeStore: Sendable {
     ///   - busyTimeout: How long to wait for another process that holds the database's write lock.
     /// - Important: The folder that contains `path` must exist and be writable.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/open``, ``StoreError/Code/missing``,
-    ///   ``StoreError/Code/notADatabase``, ``StoreError/Code/busy`` or ``StoreError/Code/migrate``.
+    ///   ``StoreError/Code/notADatabase``, ``StoreError/Code/busy``, ``StoreError/Code/migrate`` or
+    ///   ``StoreError/Code/foreign`` (another program's `earthquake` table: the file is not changed).
     public convenience init(
         path: String, mode: OpenMode = .createIfMissing, busyTimeout: Duration = .seconds(60)
     ) throws(StoreError) {
@@ -140,19 +141,31 @@ public final class EarthquakeStore: Sendable {
         let upToDate: Bool
         var readable = false
         var superseded = false
+        var foreign = false
         do {
             // Only write when the schema is behind: a reader must not need the write lock while
             // another process imports.
-            (upToDate, readable, superseded) = try queue.read { db in
+            (upToDate, readable, superseded, foreign) = try queue.read { db in
                 // Every later migration only adds what imports use: a reader needs the table.
                 (
                     try Self.migrator.hasCompletedMigrations(db),
                     try Self.migrator.appliedIdentifiers(db).contains(Self.createTable),
-                    try Self.migrator.hasBeenSuperseded(db)
+                    try Self.migrator.hasBeenSuperseded(db),
+                    try Self.hasForeignTable(db)
+                )
+            }
+            // Another program's `earthquake` table: never touched (the migration would fail on it anyway).
+            if foreign {
+                throw StoreError(
+                    .foreign, path: path, doing: "use",
+                    reason: "it holds a table named earthquake that this program did not create, so the "
+                        + "database belongs to something else",
+                    advice: "Nothing was changed; choose another database file (--database PATH)."
                 )
             }
             if !upToDate && !readOnly { try Self.migrator.migrate(queue) }
         } catch {
+            if let failure = error as? StoreError { throw failure }
             if let failure = StoreError.classified(path: path, error: error, timeout: busyTimeout) { throw failure }
             throw StoreError(
                 .migrate, path: path, doing: "create or upgrade the earthquake table in", error: error,
@@ -184,8 +197,10 @@ public final class EarthquakeStore: Sendable {
             // Not GRDB's `journalMode = .wal`, which writes to the file at every opening: switch only a
             // file that is not yet in WAL mode, so opening never needs a lock another process holds.
             configuration.prepareDatabase { db in
+                // (Nor another program's database: see ``hasForeignTable(_:)``.)
                 guard !db.configuration.readonly,
-                    try String.fetchOne(db, sql: "PRAGMA journal_mode")?.lowercased() != "wal"
+                    try String.fetchOne(db, sql: "PRAGMA journal_mode")?.lowercased() != "wal",
+                    try !hasForeignTable(db)
                 else { return }
                 try db.execute(sql: "PRAGMA journal_mode = WAL")
             }
@@ -319,6 +334,13 @@ public final class EarthquakeStore: Sendable {
 
     /// The first migration, which creates the table that readers need.
     static let createTable = "v1: create earthquake"
+
+    /// Whether the file holds a table named `earthquake` that this program did not create: every version
+    /// creates it by the migration ``createTable``, so a table without that migration recorded is
+    /// another program's. Such a file is never changed (not even switched to WAL mode).
+    static func hasForeignTable(_ db: Database) throws -> Bool {
+        try db.tableExists("earthquake") && !migrator.appliedIdentifiers(db).contains(createTable)
+    }
 
     /// Creates a database file as versions before the `fingerprint` column made it (tests of upgrades).
     static func createVersion1Database(at path: String) throws {

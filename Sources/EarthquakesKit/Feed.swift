@@ -243,7 +243,7 @@ public enum FeedWarning: Sendable, Equatable, Hashable, CustomStringConvertible 
             "the input was GeoJSONP; removed the JavaScript wrapper \(callback)(…); and parsed the JSON inside"
         case .convertedSecondsToMilliseconds(let count):
             "event times look like seconds, not the milliseconds the USGS format uses; "
-                + "converted \(count) times to milliseconds (check the feed's producer)"
+                + "converted \(count) time\(count == 1 ? "" : "s") to milliseconds (check the feed's producer)"
         case .skippedFeature(let index, let id, let problem):
             "skipped feature \(index)\(id.map { " (id \"\($0)\")" } ?? "") of the feed: it \(problem)"
         }

@@ -152,7 +152,7 @@ extension FeedError {
     static func countMismatch(declared: Int, actual: Int) -> FeedError {
         FeedError(
             .countMismatch,
-            "the feed declares metadata.count = \(declared) but contains \(actual) features; "
+            "the feed declares metadata.count = \(declared) but contains \(actual) feature\(actual == 1 ? "" : "s"); "
                 + "it was probably truncated. Download it again; nothing was imported from it.",
             declaredCount: declared,
             actualCount: actual

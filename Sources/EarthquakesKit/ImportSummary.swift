@@ -55,7 +55,8 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var earthquakes: Int { total - otherTypes.values.reduce(0, +) }
 
     public var description: String {
-        var text = "\(total) earthquakes: \(inserted) inserted, \(updated) updated, \(unchanged) unchanged"
+        var text =
+            "\(total) earthquake\(total == 1 ? "" : "s"): \(inserted) inserted, \(updated) updated, \(unchanged) unchanged"
         if duplicates > 0 {
             let shown = duplicateIDs.prefix(5).joined(separator: ", ") + (duplicateIDs.count > 5 ? ", …" : "")
             text +=

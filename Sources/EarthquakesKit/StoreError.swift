@@ -105,7 +105,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A value type and `Sendable`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Hashable, Sendable {
-            case open, migrate, write, read, busy, readOnly, notADatabase, missing
+            case open, migrate, write, read, busy, readOnly, notADatabase, missing, foreign
         }
         private let kind: Kind
         private init(_ kind: Kind) { self.kind = kind }
@@ -125,6 +125,9 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let readOnly = Code(.readOnly)
         /// The file is not a SQLite database, or is damaged.
         public static let notADatabase = Code(.notADatabase)
+        /// The file holds a table named `earthquake` that this program did not create: it belongs to
+        /// another program and is never changed.
+        public static let foreign = Code(.foreign)
         /// The file does not exist and the store was opened with ``EarthquakeStore/OpenMode/mustExist``.
         public static let missing = Code(.missing)
 

@@ -309,7 +309,15 @@ struct Status: AsyncParsableCommand {
 }
 
 struct Prune: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Delete earthquakes older than a date or an age.")
+    static let configuration = CommandConfiguration(
+        abstract: "Delete events older than a date or an age.",
+        discussion: """
+            Deletes events of every type (earthquakes, quarry blasts, ...) whose time is before the cut-off. \
+            Events with no time are never deleted: their age is unknown, so a prune by age keeps them (the \
+            result line counts them). A cut-off in the future (or 0d, now) deletes every event that has a \
+            time, with a warning; --dry-run says how many would go, deleting nothing.
+            """
+    )
 
     @Option(
         parsing: .unconditional,
@@ -317,6 +325,7 @@ struct Prune: AsyncParsableCommand {
             "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days). UTC unless a zone is given.",
             valueName: "when"))
     var before: String
+    @Flag(help: "Only say how many events would be deleted; delete nothing.") var dryRun = false
 
     @OptionGroup var database: DatabaseOption
 
@@ -327,7 +336,8 @@ struct Prune: AsyncParsableCommand {
     func run() async throws {
         try await reportingErrors(Self.self) { cli in
             try cli.prune(
-                before: try SinceParser.parse(before, now: cli.now(), option: "--before"), database: database.path)
+                before: try SinceParser.parse(before, now: cli.now(), option: "--before"), database: database.path,
+                dryRun: dryRun)
         }
     }
 }

@@ -1,5 +1,6 @@
 import EarthquakesKit
 import Foundation
+import GRDB
 import Testing
 
 @Suite("EarthquakeStore: opening modes and clear errors")
@@ -89,5 +90,32 @@ struct EarthquakeStoreOpeningTests {
         #expect(error.code == .notADatabase)
         #expect(error.description.contains("not a SQLite database"))
         #expect(error.description.contains("Move it aside"))
+    }
+
+    @Test("another program's table named earthquake: refused in every mode, the file left byte for byte")
+    func foreignTable() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("other.sqlite")
+        let other = try DatabaseQueue(path: path)
+        try other.write { db in
+            try db.execute(
+                sql: "CREATE TABLE earthquake (name TEXT, felt_at TEXT); INSERT INTO earthquake VALUES ('x', 'y')")
+        }
+        try other.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        for mode in [EarthquakeStore.OpenMode.createIfMissing, .mustExist, .readOnly] {
+            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
+            #expect(error.code == .foreign, "\(mode)")
+            #expect(error.description.contains("belongs to something else"), "\(error)")
+            #expect(!error.description.contains("already exists"), "\(error)")
+            #expect(!error.description.contains("import a feed into it"), "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file was changed")
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "switched to WAL mode")
+        // This program's own database (its table made by its migration) still opens.
+        let ours = directory.path("ours.sqlite")
+        try EarthquakeStore(path: ours).importFeed([Quakes.tokyo])
+        #expect(try EarthquakeStore(path: ours, mode: .readOnly).count() == 1)
     }
 }
