@@ -189,7 +189,7 @@ let package = Package(
             name: "EarthquakesToolTests",
             dependencies: [
                 "EarthquakesCLI", "EarthquakesKit", "BatonNetworking", "BatonTesting", "TestHTTPServer",
-                "EarthquakesTestData",
+                "EarthquakesTestData", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),
