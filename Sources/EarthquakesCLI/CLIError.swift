@@ -31,6 +31,12 @@ public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
     /// Ctrl-C stopped a refresh before its import committed.
     public static let cancelled = CLIError(cancelled: "Cancelled; the database was not changed.")
 
+    /// Ctrl-C stopped a refresh before anything was imported; `unchanged` says what the database holds
+    /// (``EarthquakesCLI/nothingImported(createdEmpty:database:)``), `more` what to do next.
+    public static func cancelled(_ unchanged: String, more: String = "") -> CLIError {
+        CLIError(cancelled: "Cancelled. " + unchanged + (more.isEmpty ? "" : " " + more))
+    }
+
     /// Ctrl-C stopped a refresh of several feeds: the feeds already imported are kept.
     public static let cancelledKeepingImports = CLIError(
         cancelled:

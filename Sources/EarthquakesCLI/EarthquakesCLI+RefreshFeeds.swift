@@ -155,23 +155,6 @@ public enum FeedRefresh {
     }
 }
 
-/// Which of a refresh's files did not exist before it: those it may remove again when it imports nothing.
-struct FirstRefreshFiles {
-    var path: String
-    var database: Bool
-    var jobStore: Bool
-    var downloads: Bool
-
-    /// Looks at the files of the database at `path` (before the refresh opens them).
-    init(database path: String) {
-        let missing = { (file: String) in !FileManager.default.fileExists(atPath: file) }
-        self.path = path
-        database = missing(path)
-        jobStore = missing(FeedRefresh.jobStorePath(forDatabase: path))
-        downloads = missing(FeedRefresh.downloadFolder(forDatabase: path))
-    }
-}
-
 /// What `refresh --json` prints for several feeds.
 struct FeedsRefreshJSON: Encodable {
     struct FeedResult: Encodable {
@@ -211,8 +194,9 @@ extension EarthquakesCLI {
         let path = DatabaseLocation.path(option: database, environment: environment)
         try picture.check(database: path, feeds: feeds.map(FeedRefresh.expand))
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
-        // What this refresh creates, to remove again if it imports nothing (see `removeIfNothingImported`).
-        let created = FirstRefreshFiles(database: path)
+        // Whether this refresh creates the database: only for what a refresh that imports nothing says. No
+        // file is ever deleted for it (another process may have opened the database or the job store).
+        let created = !FileManager.default.fileExists(atPath: path)
         let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
         defer { closeAtEnd(store.close) }
         try store.checkWritable()
@@ -301,10 +285,8 @@ extension EarthquakesCLI {
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {
-                // A first refresh cancelled before any import leaves nothing behind, as one feed's does.
-                let removed = await removeIfNothingImported(
-                    created, run: run, imports: imports, before: before, jobs: jobs, store: store)
-                throw removed ? CLIError.cancelled : CLIError.cancelledKeepingImports
+                throw await cancellation(
+                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
             }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
@@ -315,9 +297,8 @@ extension EarthquakesCLI {
         try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
             if interrupts.wasInterrupted {
-                let removed = await removeIfNothingImported(
-                    created, run: run, imports: imports, before: before, jobs: jobs, store: store)
-                throw removed ? CLIError.cancelled : CLIError.cancelledKeepingImports
+                throw await cancellation(
+                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
             }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
@@ -327,38 +308,27 @@ extension EarthquakesCLI {
             path: path, json: json, created: created)
     }
 
-    /// Removes the database, the job store and the downloads folder that this refresh created when no
-    /// feed was imported into the database (every feed failed, or the refresh was cancelled first): a
-    /// failed first refresh leaves nothing behind, as a refresh of one feed does. Nothing is removed when
-    /// any of them existed before, when a feed was imported (now or before a resume), when the database
-    /// holds an event, or when another worker (another `refresh` that joined this one) still holds a job.
-    ///
-    /// Closes the database and the job store first; returns whether the files were removed.
-    private func removeIfNothingImported(
-        _ created: FirstRefreshFiles, run: DurableRun, imports: [JobGraph.Handle<ImportFeed.Output>],
+    /// The error of a refresh that Ctrl-C stopped: the feeds imported so far are kept; when there are none,
+    /// what the database holds (a database this refresh created is never deleted: another process may
+    /// have opened it, even written to it, meanwhile).
+    private func cancellation(
+        created: Bool, path: String, run: DurableRun, imports: [JobGraph.Handle<ImportFeed.Output>],
         before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore
-    ) async -> Bool {
-        guard created.database, created.jobStore, before.isEmpty, (try? store.count()) == 0 else { return false }
-        for handle in imports {
-            if (try? await jobs.output(of: handle, in: run)) != nil { return false }
+    ) async -> CLIError {
+        var importedAny = !before.isEmpty
+        for handle in imports where !importedAny {
+            if (try? await jobs.output(of: handle, in: run)) != nil { importedAny = true }
         }
-        guard let snapshot = try? await jobs.snapshot(of: run.id),
-            snapshot.jobs.allSatisfy({ $0.leaseOwner == nil || $0.leaseOwner == FeedRefresh.workerID() })
-        else { return false }
-        guard (try? store.close()) != nil, (try? jobs.close()) != nil else { return false }
-        Self.removeDatabaseFiles(created.path)
-        Self.removeDatabaseFiles(FeedRefresh.jobStorePath(forDatabase: created.path))
-        if created.downloads {
-            try? FileManager.default.removeItem(atPath: FeedRefresh.downloadFolder(forDatabase: created.path))
-        }
-        return true
+        if importedAny { return CLIError.cancelledKeepingImports }
+        let unchanged = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
+        return CLIError.cancelled(unchanged, more: "`earthquakes refresh --resume` finishes the refresh.")
     }
 
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
     private func report(
         run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
         before: [Int: ImportFeed.Output], printed: Set<Int>, jobs: SQLiteJobStore, store: EarthquakeStore, path: String,
-        json: Bool, created: FirstRefreshFiles
+        json: Bool, created: Bool
     ) async throws {
         let snapshot = try await jobs.snapshot(of: run.id)
         let records = Dictionary(snapshot.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -389,11 +359,6 @@ extension EarthquakesCLI {
         let imported = feeds.count - failures.count
         // (When nothing was imported, the database is left as it was.)
         if !hasSample, imported > 0 { _ = try? store.deleteSampleEarthquakes() }
-        let removed =
-            imported == 0
-            ? await removeIfNothingImported(
-                created, run: run, imports: imports, before: before, jobs: jobs, store: store)
-            : false
         if json {
             console.print(
                 try JSONText.encode(FeedsRefreshJSON(database: path, resumed: !before.isEmpty, feeds: results)))
@@ -407,10 +372,8 @@ extension EarthquakesCLI {
             let rest: String
             if imported > 0 {
                 rest = "The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path)."
-            } else if removed {
-                rest = "Nothing was imported, so the new database \(path) was not kept."
             } else {
-                rest = "Nothing was imported; the database was not changed."
+                rest = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
             }
             throw CLIError(failed + failures.joined(separator: " ") + " " + rest)
         }

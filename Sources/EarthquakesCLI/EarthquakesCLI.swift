@@ -151,13 +151,17 @@ public struct EarthquakesCLI: Sendable {
             display?.finish()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(source) (failed)", console: console)
-            // "The database was not changed": a database this refresh created is not left behind empty.
-            if created {
-                try? store.close()
-                Self.removeDatabaseFiles(path)
+            // Nothing is deleted, not even a database this refresh created: another process (another
+            // refresh, a `list`) may have opened it meanwhile and written to it, and deleting a SQLite file
+            // (or its -wal) under a connection loses that process's writes. The message says what is there.
+            let createdEmpty = created && (try? store.count()) == 0
+            let unchanged =
+                createdEmpty
+                ? Self.nothingImported(createdEmpty: true, database: path) : "The database was not changed."
+            if error is CancellationError, interrupts.wasInterrupted {
+                throw createdEmpty ? CLIError.cancelled(unchanged) : CLIError.cancelled
             }
-            if error is CancellationError, interrupts.wasInterrupted { throw CLIError.cancelled }
-            throw Self.refreshFailure(error, source: source, database: path)
+            throw Self.refreshFailure(error, source: source, database: path, unchanged: unchanged)
         }
         try picture.write(title: "earthquakes refresh \(source)", console: console)
         let warnings = (get.feed?.warnings ?? []).map { (warning: FeedWarning) in warning.description }
@@ -246,25 +250,37 @@ public struct EarthquakesCLI: Sendable {
         return .url(URL(fileURLWithPath: feed))
     }
 
-    /// Adds the source to feed errors and says that the database was not changed.
-    static func refreshFailure(_ error: any Error, source: GetEarthquakes.Source, database: String) -> any Error {
+    /// Adds the source to feed errors and says what the database holds (`unchanged`, from
+    /// ``nothingImported(createdEmpty:database:)``).
+    static func refreshFailure(
+        _ error: any Error, source: GetEarthquakes.Source, database: String,
+        unchanged: String = "The database was not changed."
+    ) -> any Error {
         switch error {
         case is CancellationError:
-            return CLIError("refresh cancelled; the database was not changed")
+            return CLIError("refresh cancelled. \(unchanged)")
         case let error as FeedError where looksLikeHTML(error):
             return CLIError(
                 "\(source) sent an HTML page, not a GeoJSON feed: check the address (USGS feeds end in .geojson, "
-                    + "for example \(defaultFeedURL.absoluteString)). The database was not changed.")
+                    + "for example \(defaultFeedURL.absoluteString)). \(unchanged)")
         case let error as StoreError where error.code == .readOnly || error.underlying.contains("SQLite error 8"):
             return DatabaseLocation.readOnlyError(database)
         case let error as FeedError:
             return CLIError(
-                "the feed from \(source) is not usable: \(sentence(error.description)) The database was not changed.")
+                "the feed from \(source) is not usable: \(sentence(error.description)) \(unchanged)")
         case let error as StoreError:
             return error
         default:
-            return CLIError("\(sentence(message(for: error))) The database was not changed.")
+            return CLIError("\(sentence(message(for: error))) \(unchanged)")
         }
+    }
+
+    /// What a refresh that imported nothing says of the database: a database it created (which it never
+    /// deletes: another process may have it open) and that holds no events is named as such.
+    static func nothingImported(createdEmpty: Bool, database: String) -> String {
+        createdEmpty
+            ? "Nothing was imported; the new database \(database) holds no events."
+            : "Nothing was imported; the database was not changed."
     }
 
     /// `text` ending with exactly one full stop.
@@ -331,13 +347,6 @@ public struct EarthquakesCLI: Sendable {
     /// Opens (creating if needed) the database a refresh writes to, after ``DatabaseLocation/prepareForWriting(_:explicit:)``.
     private func openForWriting(_ path: String) throws -> EarthquakeStore {
         try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
-    }
-
-    /// Deletes a database file and SQLite's side files beside it, ignoring those that do not exist.
-    static func removeDatabaseFiles(_ path: String) {
-        for file in [path, path + "-wal", path + "-shm", path + "-journal"] {
-            try? FileManager.default.removeItem(atPath: file)
-        }
     }
 
     /// A `--feed` path must be a file: a folder or a missing file is named before anything else happens.

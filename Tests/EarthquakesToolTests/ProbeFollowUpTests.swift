@@ -64,9 +64,9 @@ import FoundationNetworking
         #expect(scratch.contents == ["feed.geojson", "feed2.geojson", "other.sqlite"], "\(scratch.contents)")
     }
 
-    /// A first refresh of several feeds that all failed left an empty database and its job store (and
-    /// said "The other 0 feeds were imported"); one feed's failed first refresh leaves nothing.
-    @Test func aFirstRefreshOfSeveralFeedsThatAllFailLeavesNothing() async throws {
+    /// A first refresh of several feeds that all failed said "The other 0 feeds were imported". The database
+    /// it created is kept (another process may have it open), and said to hold no events.
+    @Test func aFirstRefreshOfSeveralFeedsThatAllFailSaysWhatIsLeft() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let (a, b) = (scratch.path("a.geojson"), scratch.path("b.geojson"))
@@ -77,21 +77,25 @@ import FoundationNetworking
         let text = try #require(
             await message { try await cli.refresh(feeds: [a, b], resume: false, database: database, json: false) })
         #expect(text.contains("2 of 2 feeds could not be refreshed"), "\(text)")
-        #expect(text.contains("Nothing was imported, so the new database \(database) was not kept"), "\(text)")
+        #expect(text.contains("Nothing was imported; the new database \(database) holds no events."), "\(text)")
         #expect(!text.contains("The other 0"), "\(text)")
-        #expect(scratch.contents == ["a.geojson", "b.geojson"], "left behind: \(scratch.contents)")
+        #expect(!text.contains("not kept"), "\(text)")
+        #expect(try EarthquakeStore(path: database).count() == 0)
 
-        // A database that existed is kept, and said to be unchanged.
-        try EarthquakeStore.withSample(at: database).close()
+        // A database that existed is said to be unchanged.
+        try EarthquakeStore.withSample(at: scratch.path("other.sqlite")).close()
         let again = try #require(
-            await message { try await cli.refresh(feeds: [a, b], resume: false, database: database, json: false) })
+            await message {
+                try await cli.refresh(
+                    feeds: [a, b], resume: false, database: scratch.path("other.sqlite"), json: false)
+            })
         #expect(again.contains("Nothing was imported; the database was not changed"), "\(again)")
-        #expect(try EarthquakeStore(path: database).count() == 40)
+        #expect(try EarthquakeStore(path: scratch.path("other.sqlite")).count() == 40)
     }
 
-    /// A first refresh of several feeds cancelled before any import left its empty database, its job
-    /// store and its downloads folder, and said "the feeds imported so far are kept".
-    @Test func aCancelledFirstRefreshOfSeveralFeedsLeavesNothing() async throws {
+    /// A first refresh of several feeds cancelled before any import said "the feeds imported so far are
+    /// kept". It deletes nothing, and says the new database holds no events.
+    @Test func aCancelledFirstRefreshOfSeveralFeedsSaysNothingWasImported() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let halfSent = Gate()
@@ -118,9 +122,11 @@ import FoundationNetworking
         let failure: (any Error)?
         if case .failure(let error) = result { failure = error } else { failure = nil }
         let error = try #require(failure as? CLIError)
-        #expect(error == CLIError.cancelled, "\(error)")
+        #expect(error.isCancellation)
         #expect(error.exitStatus == 130)
-        #expect(scratch.contents.isEmpty, "left behind: \(scratch.contents)")
+        #expect(error.message.contains("the new database \(database) holds no events"), "\(error)")
+        #expect(!error.message.contains("imported so far are kept"), "\(error)")
+        #expect(try EarthquakeStore(path: database).count() == 0)
     }
 
     /// "Refreshed 1 feeds", "Database …: 1 events", "1 months ago".
