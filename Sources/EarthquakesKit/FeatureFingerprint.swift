@@ -15,17 +15,24 @@ import Foundation
 struct FeatureFingerprint: Hashable, Sendable {
     /// The hash of the feature's bytes.
     var hash: FeatureHash
-    /// `1` when the feed's times were read as seconds, `0` for milliseconds.
+    /// The units the feed's times were read in: `0` milliseconds, `1` seconds (both `time` and
+    /// `updated`), `2` `time` in seconds and `updated` in milliseconds, `3` the other way round.
     var unit: UInt8
 
     /// The version of the parsing rules, stored first in ``blob``.
-    static let version: UInt8 = 1
+    /// (2: types trimmed, blank types nil; `time` and `updated` units decided apart.)
+    static let version: UInt8 = 2
     /// The stored size: version, unit and the two words of the hash.
     static let blobCount = 18
 
-    init(hash: FeatureHash, unit: FeedParser.TimeUnit) {
+    init(hash: FeatureHash, units: FeedParser.TimeUnits) {
         self.hash = hash
-        self.unit = unit == .seconds ? 1 : 0
+        switch (units.time, units.updated) {
+        case (.milliseconds, .milliseconds): unit = 0
+        case (.seconds, .seconds): unit = 1
+        case (.seconds, .milliseconds): unit = 2
+        case (.milliseconds, .seconds): unit = 3
+        }
     }
 
     /// Reads a stored value; `nil` for another version or size.

@@ -37,7 +37,7 @@ public struct Feed: Sendable, Equatable {
     /// The features not decoded because the store has their fingerprint, by ascending position.
     private(set) var pending: [PendingFeature] = []
     /// The feed's bytes, to decode ``pending`` features from, and the factor of its times to milliseconds.
-    private(set) var source: (data: Data, factor: Double)?
+    private(set) var source: (data: Data, units: FeedParser.TimeUnits)?
     /// ``earthquakes`` once decoded from ``source``: shared by the copies of this value, replaced whenever
     /// ``decoded``, ``pending`` or ``source`` change.
     private var materializedOnce = MaterializedEarthquakes()
@@ -52,7 +52,7 @@ public struct Feed: Sendable, Equatable {
     /// A feed from a re-import parse: decoded earthquakes with their fingerprints, and the features left pending.
     init(
         metadata: Metadata, decoded: [Earthquake], fingerprints: [FeatureFingerprint?], pending: [PendingFeature],
-        source: (data: Data, factor: Double)?, warnings: [FeedWarning]
+        source: (data: Data, units: FeedParser.TimeUnits)?, warnings: [FeedWarning]
     ) {
         self.metadata = metadata
         self.decoded = decoded
@@ -82,7 +82,7 @@ public struct Feed: Sendable, Equatable {
     /// The same feed, reading its pending features from other bytes (tests: a file rewritten meanwhile).
     func readingPending(from data: Data) -> Feed {
         var copy = self
-        copy.source = source.map { (data, $0.factor) }
+        copy.source = source.map { (data, $0.units) }
         copy.materializedOnce = MaterializedEarthquakes()
         return copy
     }
@@ -94,7 +94,7 @@ public struct Feed: Sendable, Equatable {
     ///   only a feed file rewritten while it was being read gets here).
     func decode(_ feature: PendingFeature) throws(FeedChangedError) -> Earthquake {
         guard let source,
-            let quake = FeedParser.decodePending(feature, in: source.data, factor: source.factor)
+            let quake = FeedParser.decodePending(feature, in: source.data, units: source.units)
         else {
             throw FeedChangedError(featureIndex: feature.featureIndex, id: feature.known.id)
         }

@@ -16,13 +16,15 @@ public import Foundation
 ///   parsed; ``Feed/warnings`` records ``FeedWarning/strippedGeoJSONPWrapper(callback:)``.
 /// - **Times in seconds** instead of milliseconds (third-party rewrites): converted, and
 ///   recorded as ``FeedWarning/convertedSecondsToMilliseconds(count:)``. The times are
-///   taken as seconds only when that is the one sensible reading (``detectTimeUnit(times:updated:generatedMilliseconds:)``):
-///   *every* event time and `updated` time is below 10¹¹ in magnitude (10¹¹ ms is 1973-03-03;
-///   10¹¹ s is the year 5138), no time read as seconds falls before 1500 and no `updated` before
-///   1970 (small negative values are 1966–1970 in milliseconds), and `metadata.generated` does not
-///   show that the seconds reading would put events more than a day after the feed was generated
-///   (then the feed really is an archive of 1966–1973 events in milliseconds). A feed mixing
-///   small and large values is read as milliseconds, and a value of 10¹¹ or more is never scaled.
+///   taken as seconds only when that is the one sensible reading of the `time` values
+///   (``detectTimeUnit(times:updated:generatedMilliseconds:)``): every event time is below 10¹¹ in
+///   magnitude (10¹¹ ms is 1973-03-03; 10¹¹ s is the year 5138), none read as seconds falls before
+///   1500, and `metadata.generated` does not show that the seconds reading would put events more than
+///   a day after the feed was generated (then the feed is an archive of 1966–1973 events in
+///   milliseconds). `updated` only breaks a tie, when a time is negative or every time is before 2001
+///   read as seconds: an `updated` of 10¹¹ or more, a negative one, or one after `generated` read as
+///   seconds, then says milliseconds. `updated` values are read in the times' unit, except that a
+///   value of 10¹¹ or more is never scaled (times in seconds, revisions in milliseconds).
 /// - Uppercase `status` (`"REVIEWED"`) is lower-cased; `tsunami` as 0/1, a boolean or null;
 ///   an `id` given as a number.
 /// - Trailing commas, which Foundation's `JSONDecoder` tolerates. (When decoding fails, the
@@ -105,7 +107,7 @@ public struct FeedParser: Sendable {
         var quakes: [Earthquake] = []
         var fingerprints: [FeatureFingerprint?] = []
         var pending: [PendingFeature] = []
-        var source: (data: Data, factor: Double)?
+        var source: (data: Data, units: TimeUnits)?
     }
 
     private func feed(metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning]) throws(FeedError) -> Feed {
@@ -154,11 +156,12 @@ public struct FeedParser: Sendable {
             // Anything but a typed FeatureCollection: the full parse words the error or the warning.
             if document.type != "FeatureCollection" { return .success(nil) }
             let times = located.compactMap(\.time)
-            let unit = Self.detectTimeUnit(
-                times: times, updated: located.compactMap(\.updated),
+            let updatedTimes = located.compactMap(\.updated)
+            let units = Self.detectTimeUnits(
+                times: times, updated: updatedTimes,
                 generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
             var parsed = Parsed()
-            parsed.source = (data, unit.toMilliseconds)
+            parsed.source = (data, units)
             var problems: [(index: Int, id: String?, problem: String)] = []
             // Strict: the first unreadable feature's error, returned only once every feature was located
             // and scanned — a later one that the scanner cannot read sends the feed to the full parse,
@@ -167,7 +170,7 @@ public struct FeedParser: Sendable {
             for (index, feature) in located.enumerated() {
                 let offset = jsonRange.lowerBound
                 let range = (feature.range.lowerBound + offset)..<(feature.range.upperBound + offset)
-                let fingerprint = FeatureFingerprint(hash: feature.hash, unit: unit)
+                let fingerprint = FeatureFingerprint(hash: feature.hash, units: units)
                 if let stored = known[fingerprint] {
                     parsed.pending.append(
                         PendingFeature(
@@ -178,7 +181,7 @@ public struct FeedParser: Sendable {
                 guard let wire = FeedScanner.feature(in: all, range: range) else { return .success(nil) }
                 do throws(FeedError) {
                     parsed.quakes.append(
-                        try Self.earthquake(wire, index: index, of: located.count, factor: unit.toMilliseconds))
+                        try Self.earthquake(wire, index: index, of: located.count, units: units))
                     parsed.fingerprints.append(fingerprint)
                 } catch {
                     if strict {
@@ -192,10 +195,12 @@ public struct FeedParser: Sendable {
             return .success(
                 Located(
                     metadata: document.metadata, parsed: parsed, problems: problems,
-                    secondsConverted: unit == .seconds ? times.count : nil))
+                    secondsConverted: Self.convertedCount(times: times, updated: updatedTimes, units: units)))
         }
         guard let located = try result.get() else { return nil }
-        if let count = located.secondsConverted { warnings.append(.convertedSecondsToMilliseconds(count: count)) }
+        if let count = located.secondsConverted, count > 0 {
+            warnings.append(.convertedSecondsToMilliseconds(count: count))
+        }
         for problem in located.problems {
             warnings.append(.skippedFeature(index: problem.index, id: problem.id, problem: problem.problem))
         }
@@ -203,7 +208,7 @@ public struct FeedParser: Sendable {
     }
 
     /// Decodes a feature that ``parse(_:known:)`` left pending; `nil` if it cannot be read.
-    static func decodePending(_ feature: PendingFeature, in data: Data, factor: Double) -> Earthquake? {
+    static func decodePending(_ feature: PendingFeature, in data: Data, units: TimeUnits) -> Earthquake? {
         data.withUnsafeBytes { raw -> Earthquake? in
             let bytes = raw.bindMemory(to: UInt8.self)
             // The bytes are read again (a mapped file): they must still be those that were fingerprinted.
@@ -213,7 +218,7 @@ public struct FeedParser: Sendable {
             else {
                 return nil
             }
-            return try? earthquake(wire, index: feature.featureIndex, of: feature.featureIndex + 1, factor: factor)
+            return try? earthquake(wire, index: feature.featureIndex, of: feature.featureIndex + 1, units: units)
         }
     }
 
@@ -301,12 +306,13 @@ public struct FeedParser: Sendable {
             }
         }
 
-        let unit = Self.detectTimeUnit(
+        let units = Self.detectTimeUnits(
             times: times, updated: updatedTimes,
             generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
-        if unit == .seconds { warnings.append(.convertedSecondsToMilliseconds(count: times.count)) }
+        let secondsConverted = Self.convertedCount(times: times, updated: updatedTimes, units: units)
+        if secondsConverted > 0 { warnings.append(.convertedSecondsToMilliseconds(count: secondsConverted)) }
         var parsed = Parsed()
-        let converted = Self.convert(features, unit: unit, hashed: hashed, strict: strict)
+        let converted = Self.convert(features, units: units, hashed: hashed, strict: strict)
         if let error = converted.error { throw error }
         parsed.quakes = converted.quakes
         parsed.fingerprints = converted.fingerprints
@@ -325,7 +331,7 @@ public struct FeedParser: Sendable {
     /// (the second half from the slot after the first half's features, moved down over the slots of the
     /// first half's invalid features afterwards); the result is that of one pass.
     private static func convert(
-        _ features: [WireEntry], unit: TimeUnit, hashed: Bool, strict: Bool
+        _ features: [WireEntry], units: TimeUnits, hashed: Bool, strict: Bool
     ) -> Converted {
         features.withUnsafeBufferPointer { entries in
             let parallel =
@@ -341,7 +347,7 @@ public struct FeedParser: Sendable {
             var result = Converted()
             result.quakes = Array(unsafeUninitializedCapacity: readable) { output, initialized in
                 let parts = ConversionParts(
-                    entries: entries, output: output, unit: unit, hashed: hashed, strict: strict)
+                    entries: entries, output: output, units: units, hashed: hashed, strict: strict)
                 guard parallel else {
                     let whole = parts.convert(0..<entries.count, from: 0)
                     initialized = whole.count
@@ -412,17 +418,17 @@ public struct FeedParser: Sendable {
         // slots of `output` (see `convert`); the rest is immutable (the entries outlive the conversion).
         let entries: UnsafeBufferPointer<WireEntry>
         let output: UnsafeMutableBufferPointer<Earthquake>
-        let unit: TimeUnit
+        let units: TimeUnits
         let hashed: Bool
         let strict: Bool
         var first: ConvertedPart?
         var second: ConvertedPart?
 
         init(
-            entries: UnsafeBufferPointer<WireEntry>, output: UnsafeMutableBufferPointer<Earthquake>, unit: TimeUnit,
-            hashed: Bool, strict: Bool
+            entries: UnsafeBufferPointer<WireEntry>, output: UnsafeMutableBufferPointer<Earthquake>,
+            units: TimeUnits, hashed: Bool, strict: Bool
         ) {
-            (self.entries, self.output, self.unit, self.hashed, self.strict) = (entries, output, unit, hashed, strict)
+            (self.entries, self.output, self.units, self.hashed, self.strict) = (entries, output, units, hashed, strict)
         }
 
         /// Converts the features of `range` into the slots of `output` from `slot` on (one slot for each of
@@ -430,15 +436,14 @@ public struct FeedParser: Sendable {
         func convert(_ range: Range<Int>, from slot: Int) -> ConvertedPart {
             var part = ConvertedPart()
             if hashed { part.fingerprints.reserveCapacity(range.count) }
-            let factor = unit.toMilliseconds
             for index in range {
                 guard case .feature(let feature) = entries[index] else { continue }
                 do throws(FeedError) {
-                    let quake = try FeedParser.earthquake(feature, index: index, of: entries.count, factor: factor)
+                    let quake = try FeedParser.earthquake(feature, index: index, of: entries.count, units: units)
                     (output.baseAddress! + slot + part.count).initialize(to: quake)
                     part.count += 1
                     if hashed {
-                        part.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, unit: unit) })
+                        part.fingerprints.append(feature.hash.map { FeatureFingerprint(hash: $0, units: units) })
                     }
                 } catch {
                     if strict {
@@ -454,16 +459,13 @@ public struct FeedParser: Sendable {
 
     /// Validates one decoded feature and builds its model value.
     private static func earthquake(
-        _ feature: WireFeature, index: Int, of count: Int, factor: Double
+        _ feature: WireFeature, index: Int, of count: Int, units: TimeUnits
     ) throws(FeedError) -> Earthquake {
         func invalid(_ problem: String) -> FeedError {
             FeedError.invalidFeature(index: index, of: count, id: feature.id, problem: problem)
         }
-        func date(_ raw: Double?, _ path: String) throws(FeedError) -> Date? {
-            // A value that is clearly milliseconds already (10¹¹ or more) is never scaled.
-            try Self.date(
-                milliseconds: raw.map { abs($0) >= secondsThreshold ? $0 : $0 * factor }, path: path,
-                featureIndex: index)
+        func date(_ milliseconds: Double?, _ path: String) throws(FeedError) -> Date? {
+            try Self.date(milliseconds: milliseconds, path: path, featureIndex: index)
         }
         guard let id = feature.id, !id.isEmpty else { throw invalid("has no \"id\"") }
         guard id.contains(where: { !$0.isWhitespace }) else { throw invalid("has an \"id\" of only spaces") }
@@ -511,8 +513,9 @@ public struct FeedParser: Sendable {
             magnitude: p?.mag,
             magnitudeType: p?.magType,
             place: p?.place,
-            time: try date(p?.time, "features[\(index)].properties.time"),
-            updated: try date(p?.updated, "features[\(index)].properties.updated"),
+            // A value that is clearly milliseconds already (10¹¹ or more) is never scaled (``TimeUnits``).
+            time: try date(p?.time.map(units.time), "features[\(index)].properties.time"),
+            updated: try date(p?.updated.map(units.updated), "features[\(index)].properties.updated"),
             timeZoneOffset: p?.tz,
             url: p?.url,
             detailURL: p?.detail,

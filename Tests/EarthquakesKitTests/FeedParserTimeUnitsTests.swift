@@ -71,4 +71,44 @@ struct FeedParserTimeUnitsTests {
         #expect(FeedParser.generatedMilliseconds(1_688_421_209) == 1_688_421_209_000)
         #expect(FeedParser.generatedMilliseconds(1_688_421_209_000) == 1_688_421_209_000)
     }
+
+    /// Times in seconds beside `updated` in milliseconds: the whole feed was read as milliseconds (the
+    /// 2023 event in 1970-01-20), with no warning. The times' unit comes from the times.
+    @Test("times in seconds with updated in milliseconds")
+    func mixedUnits() throws {
+        let json = """
+            {"type":"FeatureCollection","metadata":{"generated":1700000600000,"count":1},"features":[
+            {"type":"Feature","id":"m1","properties":{"mag":5,"time":1700000000,"updated":1700000500000},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}}]}
+            """
+        let feed = try FeedParser().parse(Data(json.utf8))
+        let quake = try #require(feed.earthquakes.first)
+        #expect(quake.time == Date(timeIntervalSince1970: 1_700_000_000))
+        #expect(quake.updated == Date(timeIntervalSince1970: 1_700_000_500))
+        #expect(feed.hadTimesInSeconds)
+        #expect(
+            FeedParser.detectTimeUnits(times: [1_700_000_000], updated: [1_700_000_500_000], generatedMilliseconds: nil)
+                == FeedParser.TimeUnits(time: .seconds, updated: .seconds))
+    }
+
+    /// The per-value guard: an `updated` of 10¹¹ or more is never scaled, whatever the unit; a small one
+    /// in the same feed is.
+    @Test("an updated value of 1e11 or more is never scaled")
+    func largeUpdatedIsNeverScaled() throws {
+        let json = """
+            {"type":"FeatureCollection","features":[
+            {"type":"Feature","id":"a","properties":{"time":1700000000,"updated":1700000500000},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}},
+            {"type":"Feature","id":"b","properties":{"time":1700000100,"updated":1700000600},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}}]}
+            """
+        let feed = try FeedParser().parse(Data(json.utf8))
+        #expect(
+            feed.earthquakes.map(\.updated) == [1_700_000_500, 1_700_000_600].map { Date(timeIntervalSince1970: $0) })
+        #expect(feed.earthquakes.map(\.time) == [1_700_000_000, 1_700_000_100].map { Date(timeIntervalSince1970: $0) })
+        let units = FeedParser.TimeUnits(time: .seconds, updated: .seconds)
+        #expect(units.updated(1_700_000_500) == 1_700_000_500_000)
+        #expect(units.updated(1_700_000_500_000) == 1_700_000_500_000)
+        #expect(units.time(-1_000) == -1_000_000)
+    }
 }
