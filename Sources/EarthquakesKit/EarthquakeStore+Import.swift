@@ -10,11 +10,13 @@ extension EarthquakeStore {
     /// -90...90) or the disk fails, the transaction is rolled back and the table is exactly as
     /// it was before the call. A row whose stored value is already identical is counted as
     /// unchanged and not rewritten. An earthquake whose `updated` time is older than the stored row's
-    /// does not replace it (it is counted as unchanged). An earthquake the USGS marks deleted
-    /// (`status` "deleted") is not stored, and removes a stored row of its id (``ImportSummary/deleted``,
-    /// ``ImportSummary/removed``). When `quakes` holds the same id more than once, only the newest copy
-    /// (by `updated`; the last on a tie) is imported, and the summary counts the others in
-    /// ``ImportSummary/duplicates``.
+    /// does not replace it (it is counted as unchanged). An `updated` time more than a day after now is
+    /// no clock's reading: stored, it blocks nothing; incoming, it is stored as unknown (nil). An
+    /// earthquake the USGS marks deleted (`status` "deleted") is not stored, and removes a stored row of
+    /// its id (``ImportSummary/deleted``, ``ImportSummary/removed``); nothing of it is kept, so an older
+    /// copy imported later stores it again. When `quakes` holds the same id more than once, only the
+    /// newest copy is imported (the latest known `updated`; copies without one rank below those with
+    /// one; the last on a tie), and the summary counts the others in ``ImportSummary/duplicates``.
     ///
     /// When another connection (another process) is importing into the same file, the transaction
     /// waits up to ``busyTimeout`` for it, calling `whileWaiting` once when the wait starts.
@@ -108,7 +110,8 @@ extension EarthquakeStore {
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
-        let lastIndex = Self.lastIndexByID(feed, summary: &summary)
+        let latest = Self.latestKnownUpdated()
+        let lastIndex = Self.lastIndexByID(feed, summary: &summary, latest: latest)
         let hasDuplicates = summary.duplicates > 0
         // Into an empty table (a first import), with no id twice, every row is new: no lookups.
         let wasEmpty = try !RawStatement(connection, "SELECT 1 FROM earthquake LIMIT 1").step()
@@ -118,15 +121,24 @@ extension EarthquakeStore {
         var position = 0
 
         func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
+            var (quake, fingerprint) = (quake, fingerprint)
+            // An `updated` time more than a day ahead of now is no clock's reading (the seconds bug of older
+            // versions stored 1.6e15, the year 52 000): it is stored as unknown (no fingerprint then: the row
+            // is not what decoding the feature gives) and never wins a comparison.
+            if let updated = quake.updated?.usgsMilliseconds, updated > latest {
+                quake.updated = nil
+                fingerprint = nil
+            }
             var found = false
             if !wasEmpty {
                 select.bind(text: quake.id, at: 1)
                 found = try select.step()
             }
             // An older copy of an event (its `updated` time before the stored one's) never replaces a
-            // newer one: the stored row is kept, and counted as unchanged.
+            // newer one: the stored row is kept, and counted as unchanged. A stored time beyond any clock is
+            // unknown: it blocks nothing.
             if found, let incoming = quake.updated?.usgsMilliseconds, let stored = select.int64(orNilAt: updatedColumn),
-                incoming < stored
+                stored <= latest, incoming < stored
             {
                 select.reset()
                 if quake.isDeleted {
@@ -215,6 +227,12 @@ extension EarthquakeStore {
         return summary
     }
 
+    /// The latest `updated` time (milliseconds) an import believes: a day after now. Later ones are no
+    /// clock's reading, and count as unknown.
+    static func latestKnownUpdated(now: Date = Date()) -> Int64 {
+        now.usgsMilliseconds + 86_400_000
+    }
+
     /// The names of the earthquake table's indexes other than its primary key's, sorted (tests).
     func secondaryIndexNames() throws(StoreError) -> [String] {
         try read("list the indexes of") { db in
@@ -247,10 +265,12 @@ extension EarthquakeStore {
     /// The position of the earthquake imported for each id of `feed`; counts the others as duplicates.
     /// (Empty when no id repeats: then every earthquake is imported.)
     ///
-    /// Among the features of one id, the newest copy wins: a later feature replaces an earlier one
-    /// unless both have an `updated` time and the later one's is older (so on a tie, or when either
-    /// time is unknown, the last one wins, as before).
-    static func lastIndexByID(_ feed: Feed, summary: inout ImportSummary) -> [String: Int] {
+    /// Among the features of one id, the newest copy wins, by an explicit ranking: the latest known
+    /// `updated` time wins; copies without one (or with one after `latest`, no clock's reading) rank
+    /// below every copy with one; on a tie, the last copy wins.
+    static func lastIndexByID(
+        _ feed: Feed, summary: inout ImportSummary, latest: Int64 = .max
+    ) -> [String: Int] {
         var lastIndex: [String: Int] = [:]
         lastIndex.reserveCapacity(feed.count)
         var repeated: Set<String> = []
@@ -285,8 +305,10 @@ extension EarthquakeStore {
                 guard repeated.contains(id) else { return }
                 updated = (try? feed.decode(feed.pending[index]))?.updated?.usgsMilliseconds
             }
-            if let current = chosen[id], let old = current.updated, let new = updated, new < old { return }
-            chosen[id] = (position, updated)
+            let known = updated.flatMap { $0 <= latest ? $0 : nil }
+            // (`nil` ranks below every time: Optional's order is not used, to say it plainly.)
+            if let current = chosen[id], let old = current.updated, (known.map { $0 < old } ?? true) { return }
+            chosen[id] = (position, known)
         }
         for (id, choice) in chosen { lastIndex[id] = choice.position }
         return lastIndex

@@ -1,6 +1,8 @@
-import EarthquakesKit
 import Foundation
+import GRDB
 import Testing
+
+@testable import EarthquakesKit
 
 /// Which copy of an event an import keeps: `updated` times and USGS deletions.
 @Suite("EarthquakeStore.importFeed: newer copies and deletions")
@@ -69,5 +71,45 @@ struct EarthquakeStoreVersionTests {
         #expect(summary.inserted == 1)
         #expect(summary.deleted == 1)
         #expect(try store.earthquake(id: "a") == nil)
+    }
+
+    /// A row stored with an `updated` time in the year 52 000 (1.6e15 ms, from the old seconds bug) made
+    /// every later copy "older": the bad row stayed for good. Such a time is unknown for the comparison;
+    /// an incoming one is stored as unknown.
+    @Test("an updated time far in the future blocks no correction, and is stored as unknown")
+    func futureUpdatedIsUnknown() throws {
+        let store = try EarthquakeStore.inMemory()
+        var bad = Self.copy(Quakes.tokyo, magnitude: 9.9, updated: nil)
+        bad.updated = Date(usgsMilliseconds: 1_600_000_000_000_000)
+        try store.importFeed([bad])
+        #expect(try store.earthquake(id: "tokyo")?.updated == nil, "stored as unknown")
+        // A row such a time was stored in by an older version.
+        try store.write("set updated in") { db in
+            try db.execute(sql: "UPDATE earthquake SET updated = 1600000000000000 WHERE id = 'tokyo'")
+        }
+        let summary = try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100)])
+        #expect(summary.updated == 1, "\(summary)")
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.1)
+        // An incoming far-future copy is no newer than a known time either.
+        var future = Self.copy(Quakes.tokyo, magnitude: 9.8, updated: nil)
+        future.updated = Date().addingTimeInterval(3 * 86_400)
+        #expect(try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100), future]).duplicates == 1)
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.1, "the known time wins within a feed")
+    }
+
+    /// Copies A (updated T+5s), B (no updated), C (T+3s): B replaced A (unknown), then C replaced B, so
+    /// the oldest known copy was stored. Copies are ranked: the latest known time wins; unknown below.
+    @Test("the newest-copy rule is transitive: a copy without updated ranks below every copy with one")
+    func unknownUpdatedRanksLowest() throws {
+        let store = try EarthquakeStore.inMemory()
+        try store.importFeed([
+            Self.copy(Quakes.tokyo, magnitude: 6.5, updated: 5),
+            Self.copy(Quakes.tokyo, magnitude: 6.0, updated: nil),
+            Self.copy(Quakes.tokyo, magnitude: 6.3, updated: 3),
+            Self.copy(Quakes.sanFrancisco, magnitude: 4.0, updated: nil),
+            Self.copy(Quakes.sanFrancisco, magnitude: 4.1, updated: nil),
+        ])
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.5)
+        #expect(try store.earthquake(id: "sf")?.magnitude == 4.1, "among unknown times, the last")
     }
 }
