@@ -100,7 +100,7 @@ final class ListingWriter {
         var width = 0
         if let type = row.type, !Self.isEarthquake(type) {
             buffer.append(UInt8(ascii: "["))
-            width += 1 + appendClipped(type, room: Self.placeWidth - 2)
+            width += 1 + appendClipped(Self.trimmed(type), room: Self.placeWidth - 2)
             buffer.append(UInt8(ascii: "]"))
             buffer.append(UInt8(ascii: " "))
             width += 2
@@ -116,6 +116,15 @@ final class ListingWriter {
         buffer.append(UInt8(ascii: "\n"))
     }
 
+    /// `text` without the tabs, line breaks and spaces around it (a type stored before the import trimmed
+    /// types: ``Earthquake/storedType(_:)``).
+    static func trimmed(_ text: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
+        let blank: (UInt8) -> Bool = { $0 == 9 || $0 == 10 || $0 == 13 || $0 == 32 }
+        guard let start = text.firstIndex(where: { !blank($0) }), let end = text.lastIndex(where: { !blank($0) })
+        else { return UnsafeBufferPointer(rebasing: text[0..<0]) }
+        return UnsafeBufferPointer(rebasing: text[start...end])
+    }
+
     /// ANSI colour for a magnitude: yellow from 2.5, red from 4.5, bold red from 6.
     static func colour(_ magnitude: Double) -> String? {
         if magnitude >= 6 { return "\u{1B}[1;31m" }
@@ -126,7 +135,8 @@ final class ListingWriter {
 
     /// Whether a type is "earthquake" (any case) or empty: ``Earthquake/normalizedType(_:)``'s rule.
     static func isEarthquake(_ type: UnsafeBufferPointer<UInt8>) -> Bool {
-        if type.allSatisfy({ $0 == UInt8(ascii: " ") || $0 == UInt8(ascii: "\t") }) { return true }
+        let type = trimmed(type)
+        if type.isEmpty { return true }
         let word = "earthquake".utf8
         guard type.count == word.count else { return false }
         return zip(type, word).allSatisfy { $0 | 0x20 == $1 }
@@ -182,7 +192,7 @@ final class ListingWriter {
         buffer.append(UInt8(ascii: ","))
         if let magnitude = row.magnitude { append(String(magnitude)) }
         buffer.append(UInt8(ascii: ","))
-        if let type = row.type { appendCSV(type) }
+        if let type = row.type { appendCSV(Self.trimmed(type)) }
         buffer.append(UInt8(ascii: ","))
         if let place = row.place { appendCSV(place) }
         if let distance = row.distanceKilometers {

@@ -123,7 +123,7 @@ public struct Earthquake: Sendable, Equatable, Hashable, Codable {
         self.significance = significance
         self.network = network
         self.code = code
-        self.type = type
+        self.type = Self.storedType(type)
         self.title = title
     }
 
@@ -175,6 +175,20 @@ extension Earthquake {
     public static func normalizedType(_ type: String?) -> String {
         let trimmed = (type ?? "").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
         return trimmed.isEmpty ? defaultType : trimmed
+    }
+
+    /// The type as stored (and kept in ``type``): trimmed of whitespace and line breaks, `nil` when blank,
+    /// so that the database, its SQL queries and every display agree. Case is kept (``normalizedType(_:)``
+    /// compares without it).
+    public static func storedType(_ type: String?) -> String? {
+        guard let type else { return nil }
+        if let first = type.unicodeScalars.first, let last = type.unicodeScalars.last,
+            !first.properties.isWhitespace, !last.properties.isWhitespace
+        {
+            return type
+        }
+        let trimmed = type.trimmingCharacters(in: .whitespacesAndNewlines)
+        return trimmed.isEmpty ? nil : trimmed
     }
 
     /// ``type`` by the rule of ``normalizedType(_:)``.

@@ -471,7 +471,7 @@ private final class RawStatement {
         bind(quake.significance.map(Int64.init), at: next())
         bind(text: quake.network, at: next())
         bind(text: quake.code, at: next())
-        bind(text: quake.type, at: next())
+        bind(text: Earthquake.storedType(quake.type), at: next())
         bind(text: quake.title, at: next())
     }
 
@@ -510,6 +510,7 @@ private final class RawStatement {
             && same(quake.url) && same(quake.detailURL) && same(quake.felt.map(Int64.init)) && same(quake.cdi)
             && same(quake.mmi) && same(quake.alert) && same(quake.status?.lowercased())
             && same(quake.tsunami.map { $0 ? Int64(1) : Int64(0) }) && same(quake.significance.map(Int64.init))
-            && same(quake.network) && same(quake.code) && same(quake.type) && same(quake.title)
+            && same(quake.network) && same(quake.code) && same(Earthquake.storedType(quake.type))
+            && same(quake.title)
     }
 }

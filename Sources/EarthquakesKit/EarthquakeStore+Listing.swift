@@ -203,7 +203,10 @@ extension EarthquakeStore {
 
     /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, "earthquake" when
     /// missing or empty.
-    static let normalizedType = "COALESCE(NULLIF(lower(trim(type)), ''), '\(Earthquake.defaultType)')"
+    /// (Tabs, line breaks and spaces are trimmed, as ``Earthquake/storedType(_:)`` trims them on import, for
+    /// rows stored before it did.)
+    static let normalizedType =
+        "COALESCE(NULLIF(lower(trim(type, char(9, 10, 13, 32))), ''), '\(Earthquake.defaultType)')"
 
     /// The number of events whose time is before `date`: what ``deleteEarthquakes(before:)`` would delete.
     ///

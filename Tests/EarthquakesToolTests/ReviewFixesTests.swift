@@ -1,6 +1,7 @@
 import BatonTesting
 import EarthquakesKit
 import Foundation
+import GRDB
 import TestHTTPServer
 import Testing
 
@@ -44,5 +45,50 @@ import FoundationNetworking
         let text = EarthquakesCLI.message(for: try #require(failure))
         #expect(text.contains("The database was not changed."), "\(text)")
         #expect(try EarthquakeStore(path: database).count() == 25, "B's events were lost")
+    }
+}
+
+extension ReviewFixesTests {
+    /// "\tearthquake" was an earthquake to refresh, a raw tab in status, "[ earthquake]" in list, and left
+    /// out by `--type earthquake`. Types are trimmed once, on import; queries trim rows stored before.
+    @Test func typesWithTabsAndLineBreaksFollowOneRule() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        let types: [String?] = ["\tearthquake", "earthquake\n", " \t\r\n", "\tQuarry Blast\n"]
+        let quakes = types.enumerated().map { index, type in
+            Earthquake(
+                id: "t\(index)", latitude: 1, longitude: 2, depth: 3, magnitude: 2, place: "place \(index)",
+                time: SampleFeed.referenceDate, type: type)
+        }
+        #expect(quakes.map(\.type) == ["earthquake", "earthquake", nil, "Quarry Blast"])
+        let store = try EarthquakeStore(path: database)
+        #expect(try store.importFeed(quakes).otherTypes == ["quarry blast": 1])
+        // A row stored by a version that did not trim.
+        try store.close()
+        let raw = try GRDB.DatabaseQueue(path: database)
+        try await raw.write { db in
+            try db.execute(
+                sql: "INSERT INTO earthquake (id, latitude, longitude, depth, magnitude, place, time, type) "
+                    + "VALUES ('old', 1, 2, 3, 2, 'old place', 1700000000000, ?)",
+                arguments: ["\r\n\tEarthquake \t"])
+        }
+        try raw.close()
+        let captured = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(captured)
+        try cli.status(database: database)
+        #expect(captured.stdout.contains("5 events (4 earthquakes, 1 quarry blast)"), "\(captured.stdout)")
+        #expect(!captured.stdout.contains("\t"), "\(captured.stdout.debugDescription)")
+        let listed = CapturedConsole()
+        try EarthquakesCLI.forTests(listed).list(ListOptions(limit: 10), database: database, json: false)
+        #expect(!listed.stdout.contains("[ earthquake]") && !listed.stdout.contains("arthquake]"), "\(listed.stdout)")
+        #expect(listed.stdout.contains("[Quarry Blast] place 3"), "\(listed.stdout)")
+        let only = CapturedConsole()
+        try EarthquakesCLI.forTests(only).list(
+            ListOptions(limit: 10, types: ["earthquake"]), database: database, json: false)
+        for place in ["place 0", "place 1", "place 2", "old place"] {
+            #expect(only.stdout.contains(place), "\(place): \(only.stdout)")
+        }
+        #expect(!only.stdout.contains("place 3"))
     }
 }
