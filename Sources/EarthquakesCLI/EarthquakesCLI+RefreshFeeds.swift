@@ -73,7 +73,7 @@ public enum FeedRefresh {
 
     /// `feeds` without repeats, in order: the same address twice (`day` and `2.5_day` once expanded), or
     /// the same file by two spellings, is one feed.
-    static func distinct(_ feeds: [String]) -> [String] {
+    public static func distinct(_ feeds: [String]) -> [String] {
         var seen: Set<String> = []
         return feeds.filter { feed in
             var key = feed

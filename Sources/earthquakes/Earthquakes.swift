@@ -141,7 +141,9 @@ struct Refresh: AsyncParsableCommand {
 
     func run() async throws {
         let feeds = allFeeds
-        if feeds.count > 1 || resume {
+        // The path is chosen after repeats are removed: `--feed X --feed X` is one feed, with no job store.
+        let distinct = FeedRefresh.distinct(feeds)
+        if distinct.count > 1 || resume {
             try await reportingErrors(Self.self) { cli in
                 try await cli.refresh(
                     feeds: feeds, resume: resume, database: database.path, json: json,
@@ -152,8 +154,13 @@ struct Refresh: AsyncParsableCommand {
             return
         }
         try await reportingErrors(Self.self) { cli in
+            if distinct.count < feeds.count, !json {
+                cli.console.error(
+                    "note: a feed was given more than once (after expanding short names); it is refreshed once.\n")
+            }
             try await cli.refresh(
-                feed: feeds.first, database: database.path, json: json, timeout: .milliseconds(Int64(timeout * 1000)),
+                feed: distinct.first, database: database.path, json: json,
+                timeout: .milliseconds(Int64(timeout * 1000)),
                 totalTimeout: totalTimeout.map { .milliseconds(Int64($0 * 1000)) }, strict: strict,
                 picture: RunPicture(timeline: timeline, trace: trace))
         }
@@ -264,7 +271,8 @@ struct Show: AsyncParsableCommand {
 
 struct Home: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Show, set or forget the home location that `show` measures distances from.")
+        abstract: "Show, set or forget the home location that `show` measures distances from.",
+        usage: "earthquakes home [<lat,lon>] [--clear]")
 
     // `.allUnrecognized`: a southern or western home (-33.87,151.21) starts with "-" and is the
     // argument, not an option (as --near and --from take it).
@@ -277,6 +285,11 @@ struct Home: AsyncParsableCommand {
     var location: String? { locations.first }
 
     func validate() throws {
+        // `.allUnrecognized` takes every unknown option too: a word starting with "-" is the location only
+        // when it is a pair of numbers (-33.87,151.21); `--cler` or `-x` is an unknown option.
+        for text in locations where text.hasPrefix("-") && !Self.isNumberPair(text) {
+            throw ValidationError("Unknown option '\(text)'")
+        }
         guard locations.count <= 1 else {
             throw ValidationError(
                 "give one location, for example -33.87,151.21 (no space after the comma); got \(locations.joined(separator: " "))"
@@ -286,6 +299,13 @@ struct Home: AsyncParsableCommand {
         try usageChecked {
             _ = try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") }
         }
+    }
+
+    /// Whether `text` reads as two numbers separated by a comma (whether they make a valid location is
+    /// checked after).
+    static func isNumberPair(_ text: String) -> Bool {
+        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
+        return parts.count == 2 && parts.allSatisfy { Double($0.trimmingCharacters(in: .whitespaces)) != nil }
     }
 
     func run() async throws {

@@ -92,3 +92,42 @@ extension ReviewFixesTests {
         #expect(!only.stdout.contains("place 3"))
     }
 }
+
+extension ReviewFixesTests {
+    typealias Binary = EarthquakesBinaryTests
+
+    /// `home --cler` and `home -x` were taken for locations ("home expects LAT,LON … got "--cler""), and the
+    /// usage said `[<lat,lon> ...]`. A word starting with "-" is a location only when it is a number pair.
+    @Test(.enabled(if: Binary.executable != nil, "the earthquakes executable is not built; skipping"))
+    func homeRefusesUnknownOptions() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let environment = ["XDG_CONFIG_HOME": scratch.path("config")]
+        for option in ["--cler", "-x"] {
+            let run = try await Binary.run(["home", option], environment: environment)
+            #expect(run.status == 64, "\(option): \(run.stderr)")
+            #expect(run.stderr.contains("Unknown option '\(option)'"), "\(run.stderr)")
+            #expect(!run.stderr.contains("expects"), "\(run.stderr)")
+        }
+        let help = try await Binary.run(["home", "--help"], environment: environment)
+        #expect(help.stdout.contains("earthquakes home [<lat,lon>] [--clear]"), "\(help.stdout)")
+        #expect(!help.stdout.contains("..."), "\(help.stdout)")
+        let set = try await Binary.run(["home", "-33.87,151.21"], environment: environment)
+        #expect(set.status == 0, "\(set.stderr)")
+    }
+
+    /// `--feed X --feed X` went down the several-feeds path (a job store for one feed).
+    @Test(.enabled(if: Binary.executable != nil, "the earthquakes executable is not built; skipping"))
+    func aFeedGivenTwiceIsOneFeedWithNoJobStore() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let feed = scratch.path("feed.geojson")
+        try SampleFeed.geoJSON(count: 3).write(to: URL(fileURLWithPath: feed))
+        let database = scratch.path("q.sqlite")
+        let run = try await Binary.run(["refresh", "--feed", feed, "--feed", feed, "--database", database])
+        #expect(run.status == 0, "\(run.stderr)")
+        #expect(run.stderr.contains("given more than once"), "\(run.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
+        #expect(try EarthquakeStore(path: database).count() == 3)
+    }
+}
