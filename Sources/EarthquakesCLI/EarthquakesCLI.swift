@@ -187,7 +187,7 @@ public struct EarthquakesCLI: Sendable {
                 let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
                 console.error(
                     "warning: \(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
-                        + "given earlier in it (\(shown)\(more)); only the newest copy of each id (by its updated time; the last on a tie) was imported\n"
+                        + "given earlier in it (\(shown)\(more)); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported\n"
                 )
             }
             let onlyEarthquakes = types.allSatisfy { $0.type == "earthquake" }

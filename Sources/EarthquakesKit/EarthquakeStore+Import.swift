@@ -121,14 +121,9 @@ extension EarthquakeStore {
         var position = 0
 
         func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
-            var (quake, fingerprint) = (quake, fingerprint)
             // An `updated` time more than a day ahead of now is no clock's reading (the seconds bug of older
-            // versions stored 1.6e15, the year 52 000): it is stored as unknown (no fingerprint then: the row
-            // is not what decoding the feature gives) and never wins a comparison.
-            if let updated = quake.updated?.usgsMilliseconds, updated > latest {
-                quake.updated = nil
-                fingerprint = nil
-            }
+            // versions stored 1.6e15, the year 52 000): it is stored as given, but it wins and blocks no
+            // comparison — so a machine whose clock is behind loses only that protection, never data.
             var found = false
             if !wasEmpty {
                 select.bind(text: quake.id, at: 1)
@@ -138,7 +133,7 @@ extension EarthquakeStore {
             // newer one: the stored row is kept, and counted as unchanged. A stored time beyond any clock is
             // unknown: it blocks nothing.
             if found, let incoming = quake.updated?.usgsMilliseconds, let stored = select.int64(orNilAt: updatedColumn),
-                stored <= latest, incoming < stored
+                stored <= latest, incoming <= latest, incoming < stored
             {
                 select.reset()
                 if quake.isDeleted {

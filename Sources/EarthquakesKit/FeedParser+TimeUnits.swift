@@ -90,7 +90,7 @@ extension FeedParser {
     }
 
     /// The units of a feed's `time` and `updated` values: both that of the times
-    /// (``detectTimeUnit(times:updated:generatedMilliseconds:)``), but an `updated` value of 10¹¹ or more
+    /// (`detectTimeUnit(times:updated:generatedMilliseconds:)`), but an `updated` value of 10¹¹ or more
     /// is milliseconds and never scaled (``TimeUnits``), so times in seconds may have revisions in
     /// milliseconds. (Times in milliseconds with revisions in seconds are not recognised: the revisions
     /// read as 1970–1973.)

@@ -17,7 +17,7 @@ public import Foundation
 /// - **Times in seconds** instead of milliseconds (third-party rewrites): converted, and
 ///   recorded as ``FeedWarning/convertedSecondsToMilliseconds(count:)``. The times are
 ///   taken as seconds only when that is the one sensible reading of the `time` values
-///   (``detectTimeUnit(times:updated:generatedMilliseconds:)``): every event time is below 10¹¹ in
+///   (`detectTimeUnit(times:updated:generatedMilliseconds:)`): every event time is below 10¹¹ in
 ///   magnitude (10¹¹ ms is 1973-03-03; 10¹¹ s is the year 5138), none read as seconds falls before
 ///   1500, and `metadata.generated` does not show that the seconds reading would put events more than
 ///   a day after the feed was generated (then the feed is an archive of 1966–1973 events in

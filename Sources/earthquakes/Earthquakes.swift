@@ -287,7 +287,9 @@ struct Home: AsyncParsableCommand {
     func validate() throws {
         // `.allUnrecognized` takes every unknown option too: a word starting with "-" is the location only
         // when it is a pair of numbers (-33.87,151.21); `--cler` or `-x` is an unknown option.
-        for text in locations where text.hasPrefix("-") && !Self.isNumberPair(text) {
+        // Only a dash followed by a letter looks like an option; "-33.87," (a space after the comma) is a
+        // malformed location, for the messages below.
+        for text in locations where Self.looksLikeOption(text) && !Self.isNumberPair(text) {
             throw ValidationError("Unknown option '\(text)'")
         }
         guard locations.count <= 1 else {
@@ -303,6 +305,12 @@ struct Home: AsyncParsableCommand {
 
     /// Whether `text` reads as two numbers separated by a comma (whether they make a valid location is
     /// checked after).
+    /// "-x" or "--clear"-like words: a dash, or two, and a letter.
+    static func looksLikeOption(_ text: String) -> Bool {
+        let rest = text.drop { $0 == "-" }
+        return rest.count < text.count && text.count - rest.count <= 2 && (rest.first?.isLetter ?? true)
+    }
+
     static func isNumberPair(_ text: String) -> Bool {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false)
         return parts.count == 2 && parts.allSatisfy { Double($0.trimmingCharacters(in: .whitespaces)) != nil }

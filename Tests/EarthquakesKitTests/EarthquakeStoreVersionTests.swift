@@ -82,7 +82,11 @@ struct EarthquakeStoreVersionTests {
         var bad = Self.copy(Quakes.tokyo, magnitude: 9.9, updated: nil)
         bad.updated = Date(usgsMilliseconds: 1_600_000_000_000_000)
         try store.importFeed([bad])
-        #expect(try store.earthquake(id: "tokyo")?.updated == nil, "stored as unknown")
+        #expect(try store.earthquake(id: "tokyo")?.updated == bad.updated, "kept as given")
+        // It blocks no correction, and a far-future copy replaces no known one.
+        let known = Self.copy(Quakes.tokyo, magnitude: 6.0, updated: 50)
+        #expect(try store.importFeed([known]).updated == 1)
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.0)
         // A row such a time was stored in by an older version.
         try store.write("set updated in") { db in
             try db.execute(sql: "UPDATE earthquake SET updated = 1600000000000000 WHERE id = 'tokyo'")

@@ -58,8 +58,8 @@ import FoundationNetworking
         }
         let interrupts = Interrupts()
         let captured = CapturedConsole()
-        // (An existing database: a new one that nothing was imported into is not kept, and there is nothing
-        // to resume; see `ProbeFollowUpTests.aCancelledFirstRefreshOfSeveralFeedsLeavesNothing`.)
+        // (An existing database: for a new one that nothing was imported into, the message says so instead;
+        // see `ProbeFollowUpTests.aCancelledFirstRefreshOfSeveralFeedsSaysNothingWasImported`.)
         try EarthquakeStore(path: scratch.path("q.sqlite")).close()
         let cli = EarthquakesCLI(
             console: captured.console, environment: ["HOME": "/nonexistent-home"],

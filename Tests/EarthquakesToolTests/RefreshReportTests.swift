@@ -43,7 +43,7 @@ import Testing
         #expect(run.stdout.contains("1 unreadable feature skipped"))
         #expect(
             run.stderr.contains(
-                "warning: 1 feature of the feed repeated an id given earlier in it (\(repeatedID)); only the newest copy of each id (by its updated time; the last on a tie) was imported"
+                "warning: 1 feature of the feed repeated an id given earlier in it (\(repeatedID)); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported"
             ))
         #expect(run.stderr.contains("warning: skipped feature 4 (id \"\(brokenID)\")"))
 

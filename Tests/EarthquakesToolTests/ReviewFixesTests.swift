@@ -114,6 +114,10 @@ extension ReviewFixesTests {
         #expect(!help.stdout.contains("..."), "\(help.stdout)")
         let set = try await Binary.run(["home", "-33.87,151.21"], environment: environment)
         #expect(set.status == 0, "\(set.stderr)")
+        // A southern home typed with a space after the comma is a malformed location, not an option.
+        let spaced = try await Binary.run(["home", "-33.87,", "151.21"], environment: environment)
+        #expect(spaced.status == 64, "\(spaced.stderr)")
+        #expect(spaced.stderr.contains("no space after the comma"), "\(spaced.stderr)")
     }
 
     /// `--feed X --feed X` went down the several-feeds path (a job store for one feed).
