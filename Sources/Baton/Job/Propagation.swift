@@ -13,8 +13,9 @@ struct Propagation {
     private var firstReady: JobQueue.ReadyJob?
     private var moreReady: [JobQueue.ReadyJob] = []
     private var readyQueue: JobQueue?
-    /// The order in which jobs of one `add` call become ready on their queue (see ``orderReady(on:by:)``).
-    private var readyOrder: (queue: JobQueue, positions: [UInt64: Int])?
+    /// The order in which jobs of one `add` call become ready on their queue (see ``orderReady(on:of:)``):
+    /// the call's jobs, and their positions by identifier once a flush needed them.
+    private var readyOrder: (queue: JobQueue, jobs: [Job], positions: [UInt64: Int]?)?
 
     /// Makes a work list, lets `body` fill it, and runs it.
     static func run(_ body: (inout Propagation) -> Void) {
@@ -51,18 +52,22 @@ struct Propagation {
         if firstReady == nil { firstReady = entry } else { moreReady.append(entry) }
     }
 
-    /// Jobs of `queue` that become ready during this run are handed to it in the order of `positions`
-    /// (job identifier → position in its `add` call), those not listed last, each group in the order
-    /// it became ready.
-    mutating func orderReady(on queue: JobQueue, by positions: [UInt64: Int]) {
-        readyOrder = (queue, positions)
+    /// Jobs of `queue` that become ready during this run are handed to it in the order of `jobs` (an
+    /// `add` call's), those not in it last, each group in the order it became ready.
+    mutating func orderReady(on queue: JobQueue, of jobs: [Job]) {
+        readyOrder = (queue, jobs, nil)
     }
 
     private mutating func flushReady() {
         guard let queue = readyQueue, var first = firstReady else { return }
-        if let order = readyOrder, order.queue === queue, !moreReady.isEmpty {
+        if var order = readyOrder, order.queue === queue, !moreReady.isEmpty {
+            // Made when first needed: a chain's batch, whose one job ready at once is alone, never needs it.
+            let positions =
+                order.positions ?? Dictionary(order.jobs.enumerated().map { ($1.id, $0) }) { first, _ in first }
+            order.positions = positions
+            readyOrder = order
             var all = [first] + moreReady
-            let rank = all.enumerated().map { (order.positions[$0.element.id] ?? Int.max, $0.offset) }
+            let rank = all.enumerated().map { (positions[$0.element.id] ?? Int.max, $0.offset) }
             all = zip(rank, all).sorted { $0.0 < $1.0 }.map(\.1)
             first = all[0]
             moreReady = Array(all.dropFirst())

@@ -215,9 +215,7 @@ public final class JobQueue: @unchecked Sendable {
         //    registration holds: a job can only move on once all of this is done.
         Propagation.run { work in
             if ordered {
-                var positions: [UInt64: Int] = [:]
-                for (index, job) in jobs.enumerated() { positions[job.id] = index }
-                work.orderReady(on: self, by: positions)
+                work.orderReady(on: self, of: jobs)
                 for (_, entry) in ready { work.enqueueReady(entry, on: self) }
             }
             for (job, action) in moved {
