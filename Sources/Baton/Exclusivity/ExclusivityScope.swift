@@ -89,7 +89,12 @@ public final class ExclusivityScope: @unchecked Sendable {
     /// tickets granted as a result, each with its job read under the lock (a ticket's job is guarded
     /// by it), for the caller to tell outside the lock.
     func release(_ ticket: ClaimTicket) -> [(ticket: ClaimTicket, job: Job)] {
-        lock.withLock { machine.release(ticket).compactMap { granted in granted.job.map { (granted, $0) } } }
+        let (granted, jobs) = lock.withLock { () -> ([ClaimTicket], [(ticket: ClaimTicket, job: Job)]) in
+            let granted = machine.release(ticket)
+            return (granted, granted.compactMap { granted in granted.job.map { (granted, $0) } })
+        }
+        _ = granted  // released outside the lock
+        return jobs
     }
 
     /// The jobs that hold `category` now.
