@@ -11,7 +11,7 @@ extension EarthquakeStore {
     /// it was before the call. A row whose stored value is already identical is counted as
     /// unchanged and not rewritten. An earthquake whose `updated` time is older than the stored row's
     /// does not replace it (it is counted as unchanged). An `updated` time more than a day after now is
-    /// no clock's reading: stored, it blocks nothing; incoming, it is stored as unknown (nil). An
+    /// no clock's reading: it is stored as given, and blocks and wins no comparison. An
     /// earthquake the USGS marks deleted (`status` "deleted") is not stored, and removes a stored row of
     /// its id (``ImportSummary/deleted``, ``ImportSummary/removed``); nothing of it is kept, so an older
     /// copy imported later stores it again. When `quakes` holds the same id more than once, only the
