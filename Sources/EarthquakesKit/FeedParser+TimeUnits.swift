@@ -56,7 +56,9 @@ extension FeedParser {
     ///    1500, they are milliseconds (events of 1966–1970).
     /// 3. If `metadata.generated` (itself read as seconds when below 10¹¹) is more than a day before the
     ///    latest time read as seconds, they are milliseconds: a feed holds no events from after it was
-    ///    generated (an archive of 1966–1973 events).
+    ///    generated (an archive of 1966–1973 events). Likewise if a feature's time read as seconds is
+    ///    more than a day after its own `updated` in milliseconds (10¹¹ or more): no event happens after
+    ///    its revision, so the times are milliseconds (such an archive without `generated`).
     /// 4. Only when a time is negative or every time is small (below 10⁹: before 2001 in seconds, in the
     ///    first twelve days of 1970 in milliseconds) does `updated` break the tie: an `updated` of 10¹¹
     ///    or more (milliseconds), a negative one (no catalog was revised before 1970), or one that read
@@ -67,8 +69,11 @@ extension FeedParser {
     ///   - times: the raw `time` values of the features that have one.
     ///   - updated: the raw `updated` values of the features that have one.
     ///   - generated: `metadata.generated` in milliseconds, when present.
+    ///   - afterRevision: whether some feature's time read as seconds comes more than a day after its
+    ///     own `updated` in milliseconds (``timeAfterRevisionAsSeconds(time:updated:)``).
     static func detectTimeUnit(
-        times: [Double], updated: [Double] = [], generatedMilliseconds generated: Double?
+        times: [Double], updated: [Double] = [], generatedMilliseconds generated: Double?,
+        afterRevision: Bool = false
     ) -> TimeUnit {
         guard !times.isEmpty else { return .milliseconds }
         var latest = -Double.infinity
@@ -79,6 +84,7 @@ extension FeedParser {
             negative = negative || time < 0
         }
         if let generated, latest * 1000 > generated + oneDayInMilliseconds { return .milliseconds }
+        if afterRevision { return .milliseconds }
         if negative || latest < smallTime {
             for value in updated where abs(value) >= secondsThreshold || value < 0 { return .milliseconds }
             // A revision read as seconds after the feed was generated: the small values are milliseconds.
@@ -95,12 +101,24 @@ extension FeedParser {
     /// milliseconds. (Times in milliseconds with revisions in seconds are not recognised: the revisions
     /// read as 1970–1973.)
     static func detectTimeUnits(
-        times: [Double], updated: [Double], generatedMilliseconds generated: Double?
+        times: [Double], updated: [Double], generatedMilliseconds generated: Double?,
+        afterRevision: Bool = false
     )
         -> TimeUnits
     {
-        let time = detectTimeUnit(times: times, updated: updated, generatedMilliseconds: generated)
+        let time = detectTimeUnit(
+            times: times, updated: updated, generatedMilliseconds: generated, afterRevision: afterRevision)
         return TimeUnits(time: time, updated: time)
+    }
+
+    /// Whether one feature's `time`, read as seconds, is more than a day after its own `updated` when
+    /// that is in milliseconds beyond doubt (10¹¹ or more, never scaled): impossible, as no event
+    /// happens after its revision, so the feed's small times are milliseconds.
+    static func timeAfterRevisionAsSeconds(time: Double?, updated: Double?) -> Bool {
+        guard let time, let updated, abs(time) < secondsThreshold, updated >= secondsThreshold else {
+            return false
+        }
+        return time * 1000 > updated + oneDayInMilliseconds
     }
 
     /// How many values the units convert from seconds (for the warning): every time when the times are

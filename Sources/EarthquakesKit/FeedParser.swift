@@ -21,7 +21,8 @@ public import Foundation
 ///   magnitude (10¹¹ ms is 1973-03-03; 10¹¹ s is the year 5138), none read as seconds falls before
 ///   1500, and `metadata.generated` does not show that the seconds reading would put events more than
 ///   a day after the feed was generated (then the feed is an archive of 1966–1973 events in
-///   milliseconds). `updated` only breaks a tie, when a time is negative or every time is before 2001
+///   milliseconds), nor one feature's time more than a day after its own `updated` of 10¹¹ or more
+///   (no event comes after its revision). `updated` only breaks a tie, when a time is negative or every time is before 2001
 ///   read as seconds: an `updated` of 10¹¹ or more, a negative one, or one after `generated` read as
 ///   seconds, then says milliseconds. `updated` values are read in the times' unit, except that a
 ///   value of 10¹¹ or more is never scaled (times in seconds, revisions in milliseconds).
@@ -157,9 +158,13 @@ public struct FeedParser: Sendable {
             if document.type != "FeatureCollection" { return .success(nil) }
             let times = located.compactMap(\.time)
             let updatedTimes = located.compactMap(\.updated)
+            let afterRevision = located.contains {
+                Self.timeAfterRevisionAsSeconds(time: $0.time, updated: $0.updated)
+            }
             let units = Self.detectTimeUnits(
                 times: times, updated: updatedTimes,
-                generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+                generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated),
+                afterRevision: afterRevision)
             var parsed = Parsed()
             parsed.source = (data, units)
             var problems: [(index: Int, id: String?, problem: String)] = []
@@ -290,6 +295,7 @@ public struct FeedParser: Sendable {
         var times: [Double] = []
         times.reserveCapacity(features.count)
         var updatedTimes: [Double] = []
+        var afterRevision = false
         var readable = 0
         var hashed = false
         // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
@@ -298,6 +304,10 @@ public struct FeedParser: Sendable {
             case .feature(let feature):
                 if let time = feature.properties?.time { times.append(time) }
                 if let updated = feature.properties?.updated { updatedTimes.append(updated) }
+                afterRevision =
+                    afterRevision
+                    || Self.timeAfterRevisionAsSeconds(
+                        time: feature.properties?.time, updated: feature.properties?.updated)
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
                 readable += 1
             case .unreadable(let error):
@@ -308,7 +318,8 @@ public struct FeedParser: Sendable {
 
         let units = Self.detectTimeUnits(
             times: times, updated: updatedTimes,
-            generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated))
+            generatedMilliseconds: Self.generatedMilliseconds(document.metadata?.generated),
+            afterRevision: afterRevision)
         let secondsConverted = Self.convertedCount(times: times, updated: updatedTimes, units: units)
         if secondsConverted > 0 { warnings.append(.convertedSecondsToMilliseconds(count: secondsConverted)) }
         var parsed = Parsed()

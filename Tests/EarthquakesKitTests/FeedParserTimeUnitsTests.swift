@@ -65,6 +65,32 @@ struct FeedParserTimeUnitsTests {
         #expect(feed.warnings.isEmpty)
     }
 
+    /// A 1971 archive in milliseconds with no `metadata.generated`, revised in 2020 (milliseconds): read
+    /// as seconds its events fell in the years 3200–3500, long after their own revisions.
+    @Test("a 1971 millisecond archive without generated keeps its times")
+    func archiveWithoutGenerated() throws {
+        let json = """
+            {"type":"FeatureCollection","features":[
+            {"type":"Feature","id":"a","properties":{"mag":5,"time":40000000000,"updated":1600000000000},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}},
+            {"type":"Feature","id":"b","properties":{"mag":4,"time":50000000000},
+             "geometry":{"type":"Point","coordinates":[10,20,5]}}]}
+            """
+        // Both paths: the scanner's, and the full decoding's (which a document without `type` takes).
+        let untyped = json.replacingOccurrences(of: #"{"type":"FeatureCollection","#, with: "{")
+        for (text, warnings) in [(json, [FeedWarning]()), (untyped, [.missingDocumentType])] {
+            let feed = try FeedParser().parse(Data(text.utf8))
+            #expect(feed.earthquakes.map(\.time) == [40_000_000, 50_000_000].map { Date(timeIntervalSince1970: $0) })
+            #expect(!feed.hadTimesInSeconds)
+            #expect(feed.warnings == warnings)
+        }
+        #expect(FeedParser.timeAfterRevisionAsSeconds(time: 40_000_000_000, updated: 1_600_000_000_000))
+        // A rewritten feed in seconds with revisions in milliseconds is consistent: no contradiction.
+        #expect(!FeedParser.timeAfterRevisionAsSeconds(time: 1_700_000_000, updated: 1_700_000_500_000))
+        #expect(!FeedParser.timeAfterRevisionAsSeconds(time: 40_000_000_000, updated: nil))
+        #expect(!FeedParser.timeAfterRevisionAsSeconds(time: 40_000_000_000, updated: 45_000_000_000))
+    }
+
     @Test("generated is read as seconds when small")
     func generated() {
         #expect(FeedParser.generatedMilliseconds(nil) == nil)
