@@ -2,6 +2,7 @@ import Baton
 public import BatonDurable
 import Foundation
 public import Logging
+import NIOPosix
 public import PostgresNIO
 
 /// A durable job store on PostgreSQL, for workers in many processes on many machines.
@@ -93,9 +94,38 @@ public final class PostgresJobStore: JobStore {
         } catch {
             runner.cancel()
             submitRunner.cancel()
+            // The pool retries a connection that fails and only says it timed out: one connection of
+            // our own tells why (a refused certificate, a password, a missing database).
+            if let durable = error as? DurableError, durable.code == .storeFailure,
+                let reason = await Self.connectionFailure(configuration, logger: logger)
+            {
+                throw DurableError(
+                    code: .storeFailure,
+                    message: "PostgreSQL failed during open: cannot connect to \(configuration.endpoint): \(reason)",
+                    underlying: error)
+            }
             throw error
         }
         listener.start()
+    }
+
+    /// Why one connection with the store's settings fails, or `nil` when it succeeds (or takes longer
+    /// than the connect timeout to fail).
+    static func connectionFailure(_ configuration: PostgresStoreConfiguration, logger: Logger) async -> String? {
+        do {
+            let connection = try await PostgresTimeout.run(configuration.connectTimeout) {
+                try await PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.next(),
+                    configuration: try configuration.connectionConfiguration(), id: 0, logger: logger
+                ).get()
+            }
+            try? await connection.close()
+            return nil
+        } catch is PostgresTimeout {
+            return nil
+        } catch {
+            return PostgresFailure.describe(error)
+        }
     }
 
     /// Opens the store at a `postgres://user[:password]@host[:port]/database` address.
@@ -138,9 +168,22 @@ public final class PostgresJobStore: JobStore {
     static func clientConfiguration(
         _ configuration: PostgresStoreConfiguration, genericPlans: Bool = false
     ) -> PostgresClient.Configuration {
-        var result = PostgresClient.Configuration(
-            host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database, tls: .disable)
+        var result: PostgresClient.Configuration
+        if let socket = configuration.unixSocketPath {
+            result = PostgresClient.Configuration(
+                unixSocketPath: socket, username: configuration.username, password: configuration.password,
+                database: configuration.database)
+        } else {
+            let tls: PostgresClient.Configuration.TLS =
+                switch configuration.tlsConfiguration {
+                case nil: .disable
+                case .some((let settings, required: true)): .require(settings)
+                case .some((let settings, required: false)): .prefer(settings)
+                }
+            result = PostgresClient.Configuration(
+                host: configuration.host, port: configuration.port, username: configuration.username,
+                password: configuration.password, database: configuration.database, tls: tls)
+        }
         result.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", configuration.applicationName),
         ]

@@ -152,14 +152,7 @@ final class PostgresListener: Sendable {
 
     /// Connects, listens and forwards notifications until the connection ends.
     private func listenOnce(connected: () -> Void) async throws {
-        var connectionConfiguration = PostgresConnection.Configuration(
-            host: configuration.host, port: configuration.port, username: configuration.username,
-            password: configuration.password, database: configuration.database, tls: .disable)
-        connectionConfiguration.options.additionalStartupParameters = [
-            ("search_path", configuration.schema), ("application_name", configuration.applicationName),
-        ]
-        connectionConfiguration.options.connectTimeout = .milliseconds(
-            Int64(configuration.connectTimeout.storeSeconds * 1000))
+        let connectionConfiguration = try configuration.connectionConfiguration()
         let connection = try await PostgresConnection.connect(
             on: MultiThreadedEventLoopGroup.singleton.next(), configuration: connectionConfiguration, id: 1,
             logger: logger

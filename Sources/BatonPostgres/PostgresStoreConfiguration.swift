@@ -1,5 +1,7 @@
 import Foundation
 import Logging
+import NIOSSL
+import PostgresNIO
 
 /// Where a ``PostgresJobStore`` keeps its tables, and how it connects.
 ///
@@ -8,6 +10,42 @@ import Logging
 ///
 /// Thread safety: a value type; share it freely.
 public struct PostgresStoreConfiguration: Sendable {
+    /// Whether connections are encrypted with TLS, and how the server's certificate is checked: the
+    /// modes of libpq's `sslmode`, with the same names in ``init(url:schema:environment:)``.
+    ///
+    /// Connections through a Unix-domain socket (a ``host`` starting with `/`) never use TLS, as with
+    /// libpq.
+    public enum TLSMode: Sendable, Equatable {
+        /// Never TLS (`sslmode=disable`).
+        case disable
+        /// TLS when the server offers it, plain otherwise; the certificate is not checked
+        /// (`sslmode=prefer`, libpq's default). Protects against eavesdropping only.
+        case prefer
+        /// TLS or no connection; the certificate is not checked (`sslmode=require`).
+        case require
+        /// TLS, with a certificate signed by a trusted authority, whatever name it is for
+        /// (`sslmode=verify-ca`). `rootCertificates`: a PEM file of the authorities to trust
+        /// (`sslrootcert`); `nil` trusts the system's.
+        case verifyCA(rootCertificates: String? = nil)
+        /// TLS, with a certificate signed by a trusted authority and issued for ``host``
+        /// (`sslmode=verify-full`), the mode to use across an untrusted network. `rootCertificates` as
+        /// for ``verifyCA(rootCertificates:)``.
+        case verifyFull(rootCertificates: String? = nil)
+
+        /// libpq's name for the mode.
+        public var name: String {
+            switch self {
+            case .disable: "disable"
+            case .prefer: "prefer"
+            case .require: "require"
+            case .verifyCA: "verify-ca"
+            case .verifyFull: "verify-full"
+            }
+        }
+    }
+
+    /// The server's host name or IP address; or, starting with `/`, the directory holding its
+    /// Unix-domain socket (`.s.PGSQL.<port>` inside it, as libpq reads `host`).
     public var host: String
     public var port: Int
     public var username: String
@@ -31,6 +69,17 @@ public struct PostgresStoreConfiguration: Sendable {
     public var operationTimeout: Duration = .seconds(10)
     /// The `application_name` of the store's connections, as `pg_stat_activity` shows it.
     public var applicationName: String = "baton"
+    /// TLS for the connections: ``TLSMode/prefer`` unless set (libpq's default).
+    public var tls: TLSMode = .prefer
+
+    /// Where the store connects, for messages: `host:port`, or the socket's path.
+    var endpoint: String { unixSocketPath ?? "\(host):\(port)" }
+
+    /// The path of the server's Unix-domain socket when ``host`` names its directory.
+    var unixSocketPath: String? {
+        guard host.hasPrefix("/") else { return nil }
+        return (host.hasSuffix("/") ? host : host + "/") + ".s.PGSQL.\(port)"
+    }
 
     public init(
         host: String = "127.0.0.1", port: Int = 5432, username: String, password: String? = nil,
@@ -50,28 +99,151 @@ public struct PostgresStoreConfiguration: Sendable {
         self.fallbackPollInterval = fallbackPollInterval
     }
 
-    /// Reads a `postgres://user[:password]@host[:port]/database` address (`postgresql://` also works).
+    /// Reads a `postgres://user[:password]@host[:port]/database[?parameter=value&…]` address
+    /// (`postgresql://` also works), as libpq reads one.
     ///
+    /// Parameters: `sslmode` (`disable`, `prefer`, `require`, `verify-ca`, `verify-full`; without it,
+    /// the `PGSSLMODE` environment variable, else `prefer`), `sslrootcert` (a PEM file of the
+    /// authorities to trust; else `PGSSLROOTCERT`), `host` (a host name, or the directory of a
+    /// Unix-domain socket: `postgres://app@/app?host=/var/run/postgresql`, or the directory
+    /// percent-encoded in place of the host), `port`, `user`, `password`, `dbname`,
+    /// `application_name` and `connect_timeout` (seconds). Any other parameter is an error rather than
+    /// ignored: an address that asks for something the store would not do must not connect as if it
+    /// had not asked. A user name or password with `@`, `:` or `/` is written percent-encoded.
+    ///
+    /// - Parameter environment: where `PGSSLMODE` and `PGSSLROOTCERT` are read; `nil`, the process's.
     /// - Throws: ``PostgresStoreError`` naming what is wrong with the address.
-    public init(url: String, schema: String = "baton") throws {
+    public init(
+        url: String, schema: String = "baton",
+        environment: [String: String]? = nil
+    ) throws {
+        let environment = environment ?? ProcessInfo.processInfo.environment
         guard let components = URLComponents(string: url),
             let scheme = components.scheme, scheme == "postgres" || scheme == "postgresql"
         else {
             throw PostgresStoreError.badConfiguration(
-                "'\(url)' is not a PostgreSQL address; write postgres://user[:password]@host[:port]/database")
+                "'\(Self.redacted(url))' is not a PostgreSQL address; write postgres://user[:password]@host[:port]/database"
+            )
         }
-        guard let user = components.user, !user.isEmpty else {
+        var parameters: [String: String] = [:]
+        for item in components.queryItems ?? [] {
+            guard parameters[item.name] == nil else {
+                throw PostgresStoreError.badConfiguration(
+                    "'\(Self.redacted(url))' gives the parameter '\(item.name)' twice; keep one")
+            }
+            parameters[item.name] = item.value ?? ""
+        }
+        let known: Set = [
+            "sslmode", "sslrootcert", "host", "port", "user", "password", "dbname", "application_name",
+            "connect_timeout",
+        ]
+        if let unknown = parameters.keys.sorted().first(where: { !known.contains($0) }) {
             throw PostgresStoreError.badConfiguration(
-                "'\(url)' names no user; write postgres://user@host/database")
+                "'\(Self.redacted(url))' has the parameter '\(unknown)', which PostgresJobStore does not support; "
+                    + "remove it (supported: \(known.sorted().joined(separator: ", ")))")
         }
-        let database = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let user = parameters["user"] ?? components.user ?? ""
+        guard !user.isEmpty else {
+            throw PostgresStoreError.badConfiguration(
+                "'\(Self.redacted(url))' names no user; write postgres://user@host/database")
+        }
+        let path = components.path.hasPrefix("/") ? String(components.path.dropFirst()) : components.path
+        let database = parameters["dbname"] ?? path
         guard !database.isEmpty else {
             throw PostgresStoreError.badConfiguration(
-                "'\(url)' names no database; add it after the host: postgres://\(user)@host/database")
+                "'\(Self.redacted(url))' names no database; add it after the host: postgres://\(user)@host/database")
+        }
+        var host = "127.0.0.1"
+        if let given = parameters["host"], !given.isEmpty {
+            host = given
+        } else if let encoded = components.percentEncodedHost, !encoded.isEmpty {
+            host = encoded.removingPercentEncoding ?? encoded
+        }
+        var port = components.port ?? 5432
+        if let text = parameters["port"] {
+            guard let value = Int(text), (1...65_535).contains(value) else {
+                throw PostgresStoreError.badConfiguration(
+                    "'\(Self.redacted(url))' has port '\(text)'; give a number from 1 to 65535")
+            }
+            port = value
         }
         self.init(
-            host: components.host.flatMap { $0.isEmpty ? nil : $0 } ?? "127.0.0.1", port: components.port ?? 5432,
-            username: user, password: components.password, database: database, schema: schema)
+            host: host, port: port, username: user, password: parameters["password"] ?? components.password,
+            database: database, schema: schema)
+        if let name = parameters["application_name"] { applicationName = name }
+        if let text = parameters["connect_timeout"] {
+            guard let seconds = Int(text), seconds >= 0 else {
+                throw PostgresStoreError.badConfiguration(
+                    "'\(Self.redacted(url))' has connect_timeout '\(text)'; give whole seconds")
+            }
+            // libpq: 0 waits for ever; a store call still gives up after `reconnectDeadline`.
+            if seconds > 0 { connectTimeout = .seconds(seconds) } else { connectTimeout = reconnectDeadline }
+        }
+        let modeName = parameters["sslmode"] ?? environment["PGSSLMODE"].flatMap { $0.isEmpty ? nil : $0 }
+        let root = parameters["sslrootcert"] ?? environment["PGSSLROOTCERT"].flatMap { $0.isEmpty ? nil : $0 }
+        switch modeName ?? "prefer" {
+        case "disable", "allow": tls = .disable
+        case "prefer": tls = .prefer
+        case "require" where root == nil: tls = .require
+        // libpq: `require` with a root certificate file checks the authority, as `verify-ca`.
+        case "require", "verify-ca": tls = .verifyCA(rootCertificates: root)
+        case "verify-full": tls = .verifyFull(rootCertificates: root)
+        case let other:
+            throw PostgresStoreError.badConfiguration(
+                "sslmode '\(other)'\(parameters["sslmode"] == nil ? " (from PGSSLMODE)" : "") is not one of disable, "
+                    + "allow, prefer, require, verify-ca, verify-full")
+        }
+    }
+
+    /// The address with its password replaced by `***`, for messages.
+    static func redacted(_ url: String) -> String {
+        guard var components = URLComponents(string: url) else { return url }
+        if components.password != nil { components.password = "***" }
+        if let items = components.queryItems, items.contains(where: { $0.name == "password" }) {
+            components.queryItems = items.map {
+                $0.name == "password" ? URLQueryItem(name: "password", value: "***") : $0
+            }
+        }
+        return components.string ?? url
+    }
+
+    /// NIOSSL's settings for ``tls``, and whether TLS is required; `nil` for no TLS.
+    var tlsConfiguration: (TLSConfiguration, required: Bool)? {
+        var settings = TLSConfiguration.makeClientConfiguration()
+        switch tls {
+        case .disable:
+            return nil
+        case .prefer, .require:
+            settings.certificateVerification = .none
+        case .verifyCA(let roots):
+            settings.certificateVerification = .noHostnameVerification
+            if let roots { settings.trustRoots = .file(roots) }
+        case .verifyFull(let roots):
+            settings.certificateVerification = .fullVerification
+            if let roots { settings.trustRoots = .file(roots) }
+        }
+        return (settings, required: tls != .prefer)
+    }
+
+    /// The settings of one connection outside the pools (the wake-up listener's, a probe's).
+    func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        var result: PostgresConnection.Configuration
+        if let socket = unixSocketPath {
+            result = PostgresConnection.Configuration(
+                unixSocketPath: socket, username: username, password: password, database: database)
+        } else {
+            let tls: PostgresConnection.Configuration.TLS =
+                switch tlsConfiguration {
+                case nil: .disable
+                case .some((let settings, required: true)): .require(try NIOSSLContext(configuration: settings))
+                case .some((let settings, required: false)): .prefer(try NIOSSLContext(configuration: settings))
+                }
+            result = PostgresConnection.Configuration(
+                host: host, port: port, username: username, password: password, database: database, tls: tls)
+        }
+        result.options.additionalStartupParameters = [("search_path", schema), ("application_name", applicationName)]
+        result.options.connectTimeout = .milliseconds(Int64(connectTimeout.storeSeconds * 1000))
+        return result
     }
 
     /// Checks the settings the server cannot check for us.
@@ -82,6 +254,18 @@ public struct PostgresStoreConfiguration: Sendable {
         else {
             throw PostgresStoreError.badConfiguration(
                 "schema name '\(schema)' must be 1 to 48 lowercase letters, digits or '_', not starting with a digit")
+        }
+        switch tls {
+        case .verifyCA(let roots?), .verifyFull(let roots?):
+            do {
+                _ = try NIOSSLCertificate.fromPEMFile(roots)
+            } catch {
+                throw PostgresStoreError.badConfiguration(
+                    "cannot read the root certificates '\(roots)' for sslmode \(tls.name) (\(error)); give a "
+                        + "readable PEM file of the certificate authorities to trust (sslrootcert)")
+            }
+        default:
+            break
         }
         guard maximumConnections >= 1 else {
             throw PostgresStoreError.badConfiguration(
