@@ -152,6 +152,7 @@ struct PostgresConnectionTests {
         var configuration = try PostgresStoreConfiguration(
             url: Self.url("sslmode=verify-full&sslrootcert=\(authority.other)"), schema: "t_tls_refused")
         configuration.reconnectDeadline = .seconds(2)
+        configuration.operationTimeout = .seconds(2)
         let started = ContinuousClock.now
         let error = await #expect(throws: (any Error).self) {
             _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
