@@ -257,7 +257,12 @@ extension Job {
     }
 
     func runBody(deliverFirst: Bool) {
-        if deliverFirst { Propagation.run { deliver(&$0) } }
+        if deliverFirst {
+            Propagation.run { deliver(&$0) }
+            // An observer of the start may have finished the job (a `CallbackJob`'s `finish`): its outcome
+            // is decided, so its body must not run.
+            guard withCore({ $0.lifecycle.outcome == nil }) else { return }
+        }
         do {
             try execute()
             if finishesWhenExecuteReturns { bodyCompleted(error: nil) }
@@ -286,8 +291,10 @@ extension Job {
         }
         if case .notExecuting(let state)? = refusal {
             // A cancelled job may be finished by its `didCancel` and by its work racing it (the usual
-            // pattern of an asynchronous operation): the first finish decided, a later one is ignored.
-            if state >= .finishing && isCancelled { return }
+            // pattern of an asynchronous operation): the first finish decided, a later one is ignored. A
+            // job cancelled before it was added or started finishes cancelled then; a finish meanwhile is
+            // ignored too.
+            if (state >= .finishing || state == .initialized) && isCancelled { return }
             let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
             fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
         }
