@@ -37,4 +37,30 @@ import Testing
             precondition(job.waitUntilFinished().isCancelled, "the job did not finish cancelled")
         }
     }
+
+    // MARK: A group that finishes without running
+
+    @Test("a group that finishes without running is heard of after its children finished")
+    func groupFinishedWithoutRunningReportsFinishedChildren() async throws {
+        for way in ["cancelled", "failed condition", "nested"] {
+            let children = (0..<3).map { i in BlockJob(name: "child \(i)") {} }
+            let inner = GroupJob(name: "inner", children: [children[2]])
+            let group = GroupJob(name: "group", children: way == "nested" ? [children[0], inner] : children)
+            let members = way == "nested" ? [children[0], children[2]] : children
+            let unfinishedWhenTold = Protected<[String]?>(nil)
+            group.onFinish { _ in
+                unfinishedWhenTold.withLock { $0 = members.filter { !$0.isFinished }.map(\.name) }
+            }
+            switch way {
+            case "failed condition": group.addCondition(ClosureCondition(name: "never") { _ in false })
+            default: group.cancel()
+            }
+            JobQueue().add(group)
+            try await withDeadline(.seconds(30), "the group that finished without running (\(way))") {
+                _ = await group.outcome
+                for child in members { _ = await child.outcome }
+            }
+            #expect(unfinishedWhenTold.current == [], "\(way)")
+        }
+    }
 }

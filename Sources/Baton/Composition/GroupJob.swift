@@ -226,8 +226,8 @@ open class GroupJob: Job, @unchecked Sendable {
     func childFinished(_ child: Job, outcome: JobOutcome, _ work: inout Propagation) {
         // A group that has finished hears no more (the children it leaves behind finish after it): a
         // hook that adds a child there would add one that is too late, which finishes and is reported
-        // here again, and again.
-        guard withCore({ $0.extras?.group != nil }) else { return }
+        // here again, and again. Nor does a group that never ran hear of the children it left behind.
+        guard withCore({ $0.extras?.group?.started == true }) else { return }
         childDidFinish(child, outcome: outcome)
         let failure =
             outcome.isFailed

@@ -24,8 +24,8 @@ extension Job {
         case ready(JobQueue.ReadyJob)
         /// It waits for these jobs: register with each, then drop the registration hold.
         case waits(for: [Job])
-        /// It moved on at once (to its conditions or its claim, or it finished, cancelled before).
-        case moved(JobLifecycle.Action)
+        /// It moved on at once (to its conditions, or it finished, cancelled before): perform the step.
+        case moved(Step)
     }
 
     /// The job joins `queue` (member `index` of the `add` call `batch`).
@@ -55,7 +55,10 @@ extension Job {
                             || core.extras?.group?.waiting.isEmpty == false)
                     return .waits(for: dependencies)
                 default:
-                    return .moved(action)
+                    return .moved(
+                        Step(
+                            action: action, queue: queue, priority: core.priority,
+                            orphans: core.takeOrphansIfFinishing()))
                 }
             }
         }
@@ -303,6 +306,17 @@ extension Job {
 
     /// Performs what an event decided (lock not held).
     func perform(_ step: consuming Step, _ work: inout Propagation) {
+        if !step.orphans.isEmpty {
+            // A group that finishes without running: the children it never started finish first (through
+            // the work list, so nested groups need no recursion), then its own finish is delivered — when
+            // anyone hears of the group, every child reports `isFinished`.
+            let orphans = step.orphans
+            let error = JobError.groupFinished(
+                children: orphans.map(\.name), group: name, outcome: outcomeIfDecided ?? .cancelled(CancellationError()))
+            work.deliverLater(self, claimed: step.action.isDeliver)
+            for orphan in orphans.reversed() { work.abandon(orphan, outcome: .cancelled(error)) }
+            return
+        }
         if let completion = step.completion.take() {
             complete(completion, &work)
             return
@@ -413,7 +427,10 @@ extension Job {
         var queue: JobQueue?
         var priority: JobPriority
         /// Set when the job finished in the step itself (nobody to tell): hand it over.
-        var completion: JobCompletion?
+        var completion: JobCompletion? = nil
+        /// Set when a group finishes without running: the children it never started, to be finished
+        /// before it (see ``JobCore/takeOrphansIfFinishing()``).
+        var orphans: [Job] = []
     }
 
     /// Runs one lifecycle event under the lock. A job that finished with no observer to tell is
@@ -422,10 +439,14 @@ extension Job {
         withCore { core in
             let action = event(&core)
             var completion: JobCompletion?
-            if case .deliver = action, core.observers.isEmpty, let ending = core.lifecycle.finishUnobserved() {
+            let orphans = core.takeOrphansIfFinishing()
+            if orphans.isEmpty, case .deliver = action, core.observers.isEmpty,
+                let ending = core.lifecycle.finishUnobserved()
+            {
                 completion = core.takeCompletion(ending)
             }
-            return Step(action: action, queue: core.queue, priority: core.priority, completion: completion)
+            return Step(
+                action: action, queue: core.queue, priority: core.priority, completion: completion, orphans: orphans)
         }
     }
 }

@@ -44,6 +44,16 @@ struct JobCore {
         return dependencies + generated
     }
 
+    /// For a group that has just decided to finish without running (cancelled, a failed condition, a
+    /// cycle): takes the children it never started, which must finish before it. Empty otherwise.
+    mutating func takeOrphansIfFinishing() -> [Job] {
+        guard let extras, let group = extras.group, !group.started, !group.waiting.isEmpty,
+            case .finishing = lifecycle.state
+        else { return [] }
+        extras.group!.waiting = []
+        return group.waiting
+    }
+
     /// The jobs a job that nothing references any more keeps alive: taken out so that they can be
     /// released iteratively.
     mutating func takeOwnedJobs() -> [Job] {

@@ -441,6 +441,12 @@ extension JobLifecycle {
     }
 }
 
+extension JobLifecycle.Action {
+    var isDeliver: Bool {
+        if case .deliver = self { true } else { false }
+    }
+}
+
 /// Something observers must be told, in lifecycle order.
 enum ObserverEvent {
     case start

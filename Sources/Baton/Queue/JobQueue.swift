@@ -184,7 +184,7 @@ public final class JobQueue: @unchecked Sendable {
         let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
         var ready: [(job: Job, entry: ReadyJob)] = []
         var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
-        var moved: [(job: Job, action: JobLifecycle.Action)] = []
+        var moved: [(job: Job, step: Job.Step)] = []
         for (index, job) in jobs.enumerated() {
             let joined = job.join(self, batch: batch, index: index)
             for instrument in instruments { instrument.jobWasAdded(job, to: self) }
@@ -193,7 +193,7 @@ public final class JobQueue: @unchecked Sendable {
                 for instrument in instruments { instrument.jobBecameReady(job, in: self) }
                 ready.append((job, entry))
             case .waits(let dependencies): waiting.append((job, dependencies, index))
-            case .moved(let action): moved.append((job, action))
+            case .moved(let step): moved.append((job, step))
             }
         }
         // A batch whose jobs all start at once goes on the ready lists now. In one where some must first
@@ -218,9 +218,7 @@ public final class JobQueue: @unchecked Sendable {
                 work.orderReady(on: self, of: jobs)
                 for (_, entry) in ready { work.enqueueReady(entry, on: self) }
             }
-            for (job, action) in moved {
-                job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
-            }
+            for (job, step) in moved { job.perform(step, &work) }
             var holds: [(job: Job, finished: Int)] = []
             var behindClaims: [Job] = []
             for (job, dependencies, index) in waiting {
