@@ -63,4 +63,54 @@ import Testing
             #expect(unfinishedWhenTold.current == [], "\(way)")
         }
     }
+
+    // MARK: Conditions on dependencies that were asked to cancel
+
+    @Test("a dependency cancelled while running that completed anyway fails NoCancelledDependencies and NoFailedDependencies")
+    func dependencyCancelledWhileRunningCountsAsCancelled() async throws {
+        let started = Gate()
+        let mayReturn = Gate()
+        let dependency = AsyncJob(name: "dependency") { _ in
+            started.open()
+            await mayReturn.waitAsync()  // returns normally though cancelled: the job succeeds
+        }
+        let noCancelled = BlockJob(name: "no cancelled") {}
+        noCancelled.addCondition(NoCancelledDependencies())
+        let noFailed = BlockJob(name: "no failed") {}
+        noFailed.addCondition(NoFailedDependencies())
+        let ignoring = BlockJob(name: "ignoring cancellations") {}
+        ignoring.addCondition(NoFailedDependencies(ignoringCancellations: true))
+        let guarded = [noCancelled, noFailed, ignoring]
+        for job in guarded { job.addDependency(dependency) }
+        JobQueue().add([dependency] + guarded)
+        await started.waitAsync()
+        dependency.cancel()
+        mayReturn.open()
+        try await withDeadline(.seconds(30), "the dependency and the guarded jobs") {
+            #expect(await dependency.outcome.isSucceeded)
+            #expect(dependency.isCancelled)
+            for job in [noCancelled, noFailed] {
+                let error = try #require(await job.outcome.error as? JobError, "\(job.name)")
+                #expect(error.code == .conditionFailed)
+                #expect(error.message.contains("dependency 'dependency' was cancelled"), "\(error.message)")
+            }
+            #expect(await ignoring.outcome.isSucceeded)
+        }
+    }
+
+    @Test("NoFailedDependencies fails on a dependency cancelled before it ran, unless told to ignore cancellations")
+    func noFailedDependenciesAndCancelledDependencies() async throws {
+        let dependency = BlockJob(name: "dependency") {}
+        dependency.cancel()
+        let strict = BlockJob(name: "strict") {}
+        strict.addCondition(NoFailedDependencies())
+        let lenient = BlockJob(name: "lenient") {}
+        lenient.addCondition(NoFailedDependencies(ignoringCancellations: true))
+        for job in [strict, lenient] { job.addDependency(dependency) }
+        JobQueue().add([dependency, strict, lenient])
+        try await withDeadline(.seconds(30), "the guarded jobs") {
+            #expect(await strict.outcome.isFailed)
+            #expect(await lenient.outcome.isSucceeded)
+        }
+    }
 }
