@@ -113,4 +113,87 @@ import Testing
             #expect(await lenient.outcome.isSucceeded)
         }
     }
+
+    // MARK: Dependencies that conditions generate
+
+    /// Generates `job` as a dependency of the guarded job; satisfied when `satisfied` says so.
+    struct Generates: JobCondition {
+        let job: Job
+        var satisfied: @Sendable () -> Bool = { true }
+        var name: String { "generates '\(job.name)'" }
+        func dependencies(for guarded: Job) -> [Job] { [job] }
+        func evaluateImmediately(for guarded: Job) -> ConditionResult? { satisfied() ? .satisfied : .failed(Stop()) }
+    }
+
+    @Test("a job cancelled before it is added does not run the dependency its condition made")
+    func cancelledBeforeAddingCancelsMadeDependency() async throws {
+        let ran = Protected(false)
+        let made = BlockJob(name: "made") { ran.withLock { $0 = true } }
+        let guarded = BlockJob(name: "guarded") {}
+        guarded.addCondition(Generates(job: made))
+        guarded.cancel()
+        JobQueue().add(guarded)
+        try await withDeadline(.seconds(30), "the guarded job and the job its condition made") {
+            #expect(await guarded.outcome.isCancelled)
+            #expect(await made.outcome.isCancelled)
+        }
+        #expect(!ran.current)
+    }
+
+    @Test("cancelling a waiting job cancels the dependency its condition made")
+    func cancellingWaitingJobCancelsMadeDependency() async throws {
+        let ran = Protected(false)
+        let mayFinish = Gate()
+        let own = AsyncJob(name: "own dependency") { _ in await mayFinish.waitAsync() }
+        let made = BlockJob(name: "made") { ran.withLock { $0 = true } }
+        let guarded = BlockJob(name: "guarded") {}
+        guarded.addDependency(own)
+        guarded.addCondition(Generates(job: made))
+        let queue = JobQueue()
+        queue.add([own, guarded])
+        #expect(made.state == .pending)  // it waits for the guarded job's own dependency
+        guarded.cancel()
+        mayFinish.open()
+        try await withDeadline(.seconds(30), "the jobs", report: { queue.diagnose().description }) {
+            #expect(await guarded.outcome.isCancelled)
+            #expect(await made.outcome.isCancelled)
+            _ = await own.outcome
+        }
+        #expect(!ran.current)
+    }
+
+    @Test("a generated dependency that is also a dependency of the guarded job's own dependencies makes no cycle")
+    func generatedDependencyUpstreamMakesNoCycle() async throws {
+        let order = Recorder<String>()
+        let signIn = BlockJob(name: "sign in") { order.record("sign in") }
+        let profile = BlockJob(name: "profile") { order.record("profile") }
+        let save = BlockJob(name: "save") { order.record("save") }
+        profile.addDependency(signIn)
+        save.addDependency(profile)
+        save.addCondition(Generates(job: signIn))
+        let queue = JobQueue()
+        queue.add([save, profile])
+        try await withDeadline(.seconds(30), "sign in, profile and save", report: { queue.diagnose().description }) {
+            for job in [signIn, profile, save] { #expect(await job.outcome.isSucceeded, "\(job.name)") }
+        }
+        #expect(order.values == ["sign in", "profile", "save"])
+    }
+
+    @Test("a job does not run when a dependency its condition generated failed or was cancelled")
+    func failedGeneratedDependencyFailsTheCondition() async throws {
+        for cancel in [false, true] {
+            let ran = Protected(false)
+            let signIn = BlockJob(name: "sign in") { throw Stop() }
+            if cancel { signIn.cancel() }
+            let save = BlockJob(name: "save") { ran.withLock { $0 = true } }
+            save.addCondition(Generates(job: signIn))
+            JobQueue().add(save)
+            try await withDeadline(.seconds(30), "save") {
+                let error = try #require(await save.outcome.error as? JobError)
+                #expect(error.code == .conditionFailed)
+                #expect(error.message.contains("sign in"), "\(error.message)")
+            }
+            #expect(!ran.current, "cancelled: \(cancel)")
+        }
+    }
 }

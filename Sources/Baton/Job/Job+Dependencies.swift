@@ -87,9 +87,17 @@ extension Job {
     }
 
     /// Adds a dependency that a condition generated: the job waits for it, but it is not listed in
-    /// ``dependencies``. - Precondition: the job is not in a queue yet.
-    func addGeneratedDependency(_ dependency: Job) {
-        withCore { $0.extrasForWriting().generated.append(dependency) }
+    /// ``dependencies``. `made`: the condition made it (it joins the queue with this job), so it is
+    /// cancelled if this job is cancelled before it runs.
+    /// - Precondition: the job is not in a queue yet.
+    /// `condition`: the name of the condition that generated it.
+    func addGeneratedDependency(_ dependency: Job, made: Bool, by condition: String) {
+        withCore { core in
+            let extras = core.extrasForWriting()
+            extras.generated.append(dependency)
+            extras.generatedBy.append(condition)
+            if made { extras.made.append(dependency) }
+        }
     }
 
     /// Whether the job is a node of the wait-for graph that a cycle could pass through, and if so the

@@ -36,7 +36,8 @@ extension Job {
         let joined: Joined? = withCore { core in
             let dependencies = core.allDependencies
             let result = core.lifecycle.enqueue(
-                dependencies: dependencies.count, conditions: (core.extras?.evaluatedConditions ?? 0) > 0,
+                dependencies: dependencies.count,
+                conditions: (core.extras?.evaluatedConditions ?? 0) > 0 || core.extras?.generated.isEmpty == false,
                 categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
             switch result {
             case .failure(let why):
@@ -58,7 +59,7 @@ extension Job {
                     return .moved(
                         Step(
                             action: action, queue: queue, priority: core.priority,
-                            orphans: core.takeOrphansIfFinishing()))
+                            leftBehind: core.takeLeftBehind()))
                 }
             }
         }
@@ -135,7 +136,23 @@ extension Job {
     /// Evaluates the conditions of round `round`: those that can answer at once on this thread, the
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
-        let conditions = withCore { $0.extras?.conditions ?? [] }  // in the order they were added
+        // in the order they were added
+        let (conditions, generated, generatedBy) = withCore {
+            ($0.extras?.conditions ?? [], $0.extras?.generated ?? [], $0.extras?.generatedBy ?? [])
+        }
+        // A dependency a condition generated (a "sign in") that failed or was cancelled fails that
+        // condition: the job must not run without what it was generated for.
+        for (dependency, condition) in zip(generated, generatedBy) {
+            guard let outcome = dependency.outcomeIfDecided, !outcome.isSucceeded else { continue }
+            let error = DependencyOutcomeError(dependencyName: dependency.name, outcome: outcome)
+            conditionsEvaluated(
+                round: round,
+                failure: JobError(
+                    code: .conditionFailed, jobs: [name],
+                    message: "job '\(name)' did not run: condition '\(condition)' failed: \(error)", underlying: error),
+                &work)
+            return
+        }
         var later: [Int] = []
         for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
             switch condition.evaluateImmediately(for: self) {
@@ -306,11 +323,15 @@ extension Job {
 
     /// Performs what an event decided (lock not held).
     func perform(_ step: consuming Step, _ work: inout Propagation) {
-        if !step.orphans.isEmpty {
+        // A job cancelled before it ran: the dependencies its conditions made must not run for it.
+        for made in step.leftBehind.made {
+            work.cancel(made, reason: step.leftBehind.reason ?? CancellationError())
+        }
+        if !step.leftBehind.orphans.isEmpty {
             // A group that finishes without running: the children it never started finish first (through
             // the work list, so nested groups need no recursion), then its own finish is delivered — when
             // anyone hears of the group, every child reports `isFinished`.
-            let orphans = step.orphans
+            let orphans = step.leftBehind.orphans
             let error = JobError.groupFinished(
                 children: orphans.map(\.name), group: name, outcome: outcomeIfDecided ?? .cancelled(CancellationError()))
             work.deliverLater(self, claimed: step.action.isDeliver)
@@ -428,9 +449,9 @@ extension Job {
         var priority: JobPriority
         /// Set when the job finished in the step itself (nobody to tell): hand it over.
         var completion: JobCompletion? = nil
-        /// Set when a group finishes without running: the children it never started, to be finished
-        /// before it (see ``JobCore/takeOrphansIfFinishing()``).
-        var orphans: [Job] = []
+        /// Set when a job finishes without running: what it leaves behind (see
+        /// ``JobCore/takeLeftBehind()``).
+        var leftBehind = JobCore.LeftBehind()
     }
 
     /// Runs one lifecycle event under the lock. A job that finished with no observer to tell is
@@ -439,14 +460,14 @@ extension Job {
         withCore { core in
             let action = event(&core)
             var completion: JobCompletion?
-            let orphans = core.takeOrphansIfFinishing()
-            if orphans.isEmpty, case .deliver = action, core.observers.isEmpty,
+            let leftBehind = core.takeLeftBehind()
+            if leftBehind.orphans.isEmpty, case .deliver = action, core.observers.isEmpty,
                 let ending = core.lifecycle.finishUnobserved()
             {
                 completion = core.takeCompletion(ending)
             }
             return Step(
-                action: action, queue: core.queue, priority: core.priority, completion: completion, orphans: orphans)
+                action: action, queue: core.queue, priority: core.priority, completion: completion, leftBehind: leftBehind)
         }
     }
 }

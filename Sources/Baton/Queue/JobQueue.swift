@@ -245,8 +245,10 @@ public final class JobQueue: @unchecked Sendable {
     /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch.
     /// Calls user code, so no lock is held.
     ///
-    /// A generated dependency waits for the guarded job's own dependencies (a "sign in" job runs after
-    /// them, not alongside), and is listed in ``Job/generatedDependencies``, not ``Job/dependencies``.
+    /// A generated dependency that the condition made (in no queue yet) joins the batch and waits for the
+    /// guarded job's own dependencies (a "sign in" job runs after them, not alongside) — except those it
+    /// is itself a dependency of, which would make a cycle. It is listed in ``Job/generatedDependencies``,
+    /// not ``Job/dependencies``, and cancelled with the guarded job if that is cancelled before it runs.
     private static func expandConditions(of jobs: [Job]) -> [Job] {
         var batch = jobs
         var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
@@ -258,21 +260,40 @@ public final class JobQueue: @unchecked Sendable {
             guard !conditions.isEmpty else { continue }
             var ownDependencies: [Job]?
             for condition in conditions {
-                for generated in condition.dependencies(for: job) where generated !== job {
+                let generatedJobs = condition.dependencies(for: job)
+                guard !generatedJobs.isEmpty else { continue }
+                let conditionName = condition.name
+                for generated in generatedJobs where generated !== job {
                     if members == nil { members = Set(batch.map(ObjectIdentifier.init)) }
                     // A job the condition made goes with the guarded one; an existing one stays where it is.
-                    if generated.state == .initialized && generated.queue == nil
+                    let made =
+                        generated.state == .initialized && generated.queue == nil
                         && members!.insert(ObjectIdentifier(generated)).inserted
-                    {
+                    if made {
                         if ownDependencies == nil { ownDependencies = job.dependencies }
-                        generated.addDependencies(ownDependencies!.filter { $0 !== generated })
+                        generated.addDependencies(
+                            ownDependencies!.filter { $0 !== generated && !Self.isReachable(generated, from: $0) })
+                        // A job cancelled before it was added runs nothing for its conditions either.
+                        if job.isCancelled { generated.cancel() }
                         batch.append(generated)
                     }
-                    job.addGeneratedDependency(generated)
+                    job.addGeneratedDependency(generated, made: made, by: conditionName)
                 }
             }
         }
         return batch
+    }
+
+    /// Whether `target` is `start` or one of its dependencies, direct or not (one job's lock at a time).
+    private static func isReachable(_ target: Job, from start: Job) -> Bool {
+        var seen: Set<ObjectIdentifier> = []
+        var work = [start]
+        while let job = work.popLast() {
+            if job === target { return true }
+            guard seen.insert(ObjectIdentifier(job)).inserted else { continue }
+            work += job.withCore { $0.allDependencies }
+        }
+        return false
     }
 
     // MARK: Running jobs (worker loops)
