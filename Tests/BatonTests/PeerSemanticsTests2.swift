@@ -196,4 +196,33 @@ import Testing
             #expect(!ran.current, "cancelled: \(cancel)")
         }
     }
+
+    // MARK: Producing from observers
+
+    @Test("a job produces from an observer of its finish: the produced job runs")
+    func produceFromFinishObserver() async {
+        await #expect(processExitsWith: .success) {
+            let produced = BlockJob(name: "produced") {}
+            let producer = BlockJob(name: "producer") {}
+            producer.onFinish { _ in producer.produce(produced) }
+            JobQueue().add(producer)
+            precondition(producer.waitUntilFinished().isSucceeded, "the producer did not succeed")
+            precondition(produced.waitUntilFinished().isSucceeded, "the produced job did not run")
+        }
+    }
+
+    @Test("observers hear of a job produced from an observer of the start before it joins the queue")
+    func produceFromStartObserverIsAnnouncedFirst() async throws {
+        let produced = BlockJob(name: "produced") {}
+        let stateWhenTold = Protected<JobState?>(nil)
+        let producer = BlockJob(name: "producer") {}
+        producer.onStart { job in job.produce(produced) }
+        producer.onProduce { _, job in stateWhenTold.withLock { $0 = job.state } }
+        JobQueue(name: "wide", maxConcurrentJobs: 4).add(producer)
+        try await withDeadline(.seconds(30), "the producer and the produced job") {
+            #expect(await producer.outcome.isSucceeded)
+            #expect(await produced.outcome.isSucceeded)
+        }
+        #expect(stateWhenTold.current == .initialized)
+    }
 }

@@ -217,7 +217,7 @@ open class GroupJob: Job, @unchecked Sendable {
     func announce(_ child: Job) {
         let mustDeliver = withCore { core in
             core.lifecycle.publicState == .executing && !core.observers.isEmpty
-                ? core.lifecycle.record(.produce(child)) : false
+                ? core.lifecycle.record(.produce(child, into: nil)) : false
         }
         if mustDeliver { Propagation.run { deliver(&$0) } }
     }

@@ -384,8 +384,11 @@ extension Job {
                 for observer in observers { observer.jobDidStart(self) }
             case .cancel(let reason):
                 for observer in observers { observer.jobDidCancel(self, reason: reason) }
-            case .produce(let job):
+            case .produce(let job, let queue):
                 for observer in observers { observer.job(self, didProduce: job) }
+                // Only now can it start: observers hear of a produced job first, even when the producer
+                // produced it from an observer of its own (then this loop delivers the event later).
+                queue?.add(job)
             case .progress(let fraction):
                 for observer in observers { observer.job(self, didReportProgress: fraction) }
             case .finish(let outcome):

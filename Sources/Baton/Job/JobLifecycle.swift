@@ -451,7 +451,9 @@ extension JobLifecycle.Action {
 enum ObserverEvent {
     case start
     case cancel(any Error)
-    case produce(Job)
+    /// `job` was produced; the deliverer adds it to `into` once observers heard of it (a group's
+    /// child, already added, has none).
+    case produce(Job, into: JobQueue?)
     case progress(Double)
     case finish(JobOutcome)
 }
