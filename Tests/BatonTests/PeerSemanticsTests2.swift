@@ -66,7 +66,9 @@ import Testing
 
     // MARK: Conditions on dependencies that were asked to cancel
 
-    @Test("a dependency cancelled while running that completed anyway fails NoCancelledDependencies and NoFailedDependencies")
+    @Test(
+        "a dependency cancelled while running that completed anyway fails NoCancelledDependencies and NoFailedDependencies"
+    )
     func dependencyCancelledWhileRunningCountsAsCancelled() async throws {
         let started = Gate()
         let mayReturn = Gate()
@@ -224,5 +226,54 @@ import Testing
             #expect(await produced.outcome.isSucceeded)
         }
         #expect(stateWhenTold.current == .initialized)
+    }
+
+    // MARK: Exclusivity is claimed when the queue starts the job
+
+    @Test(
+        "a job waiting for a slot holds no category: a group's child and another job on a serial queue do not deadlock")
+    func waitingForASlotHoldsNoCategory() async throws {
+        for groupFirst in [true, false] {
+            let scope = ExclusivityScope(name: "slot \(groupFirst)")
+            let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, exclusivityScope: scope)
+            let child = BlockJob(name: "child") {}
+            child.addCondition(MutuallyExclusive(category: "db"))
+            let group = GroupJob(name: "group", children: [child])
+            let other = BlockJob(name: "other") {}
+            other.addCondition(MutuallyExclusive(category: "db"))
+            queue.add(groupFirst ? [group, other] : [other, group])
+            try await withDeadline(
+                .seconds(30), "a group whose child wants 'db' and another job wanting 'db' on one serial queue",
+                report: { queue.diagnose().description }
+            ) {
+                for job in [group, child, other] { #expect(await job.outcome.isSucceeded, "\(job.name)") }
+            }
+            #expect(scope.holders(of: "db").isEmpty)
+        }
+    }
+
+    @Test("a job in a suspended queue claims nothing: other queues' jobs of its category run")
+    func suspendedQueueClaimsNothing() async throws {
+        let scope = ExclusivityScope(name: "suspended")
+        let suspended = JobQueue(name: "suspended", exclusivityScope: scope)
+        suspended.isSuspended = true
+        let parked = BlockJob(name: "parked") {}
+        parked.addCondition(MutuallyExclusive(category: "db"))
+        suspended.add(parked)
+        let running = JobQueue(name: "running", exclusivityScope: scope)
+        let other = BlockJob(name: "other") {}
+        other.addCondition(MutuallyExclusive(category: "db"))
+        running.add(other)
+        try await withDeadline(
+            .seconds(30), "a job whose category a job of a suspended queue wants",
+            report: { running.diagnose().description }
+        ) {
+            #expect(await other.outcome.isSucceeded)
+        }
+        #expect(parked.state == .ready)
+        suspended.isSuspended = false
+        try await withDeadline(.seconds(30), "the parked job once its queue resumed") {
+            #expect(await parked.outcome.isSucceeded)
+        }
     }
 }

@@ -33,7 +33,7 @@ public protocol JobCondition: Sendable {
     var exclusivityCategories: [ExclusivityCategory] { get }
     /// Whether the job must evaluate the condition before it may run. `false` for a condition that only
     /// contributes categories or dependencies (like ``MutuallyExclusive``): the job then claims its
-    /// categories as soon as it is otherwise ready, in the order jobs became ready. Default: `true`.
+    /// categories as soon as its queue starts it, in the order its queue started jobs. Default: `true`.
     var requiresEvaluation: Bool { get }
     /// Decides at once, if the condition can, whether the guarded job may run; `nil` means "ask
     /// ``evaluate(for:)``". Called outside every lock, on the thread that released the job: keep it

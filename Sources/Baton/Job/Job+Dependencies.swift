@@ -32,6 +32,7 @@ extension Job {
     public func addDependency(_ dependency: Job) -> Bool {
         if dependency === self { fatalError("Baton: job '\(name)' cannot depend on itself.") }
         var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
+        var slotOf: JobQueue?
         var abandonedEvaluation: Task<Void, Never>?
         let action: JobLifecycle.AddDependencyAction = withCore { core in
             let action = core.lifecycle.addDependency()
@@ -40,9 +41,13 @@ extension Job {
                 core.dependencies.append(dependency)
             case .register(let withdrawClaim):
                 core.dependencies.append(dependency)
-                if withdrawClaim, let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
-                    withdrawn = (scope, ticket)
-                    core.extras?.claim = nil
+                if withdrawClaim {
+                    // Its queue had started it: it gives back the slot it held while it waited for its claim.
+                    slotOf = core.queue
+                    if let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
+                        withdrawn = (scope, ticket)
+                        core.extras?.claim = nil
+                    }
                 }
                 abandonedEvaluation = core.extras?.conditionTask
                 core.extras?.conditionTask = nil
@@ -59,6 +64,7 @@ extension Job {
             return false
         case .register:
             abandonedEvaluation?.cancel()
+            slotOf?.slotReturned()
             let registration = dependency.registerDependent(self, batch: 0, index: 0)
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {

@@ -7,8 +7,10 @@
 ///    hold is dropped (``dependenciesFinished(_:_:)``).
 /// 3. ``evaluateConditions(round:_:)``: synchronously where every condition can answer at once,
 ///    otherwise in one `Task`.
-/// 4. ``claim(_:)``: its exclusivity categories, then the queue's ready list.
-/// 5. ``runFromQueue(_:)``: a worker of the queue runs the body.
+/// 4. The queue's ready list.
+/// 5. ``runFromQueue(_:)``: a worker of the queue runs the body — or, for a job with exclusivity
+///    categories, ``claimFromQueue(_:)``: the job holds the slot it was given while it claims them
+///    (``claim(round:_:)``), and runs once they are granted.
 /// 6. ``bodyCompleted(error:)``: the outcome is decided; ``deliver(_:)`` tells the observers in order,
 ///    then ``complete(_:_:)`` hands over: categories, the queue's slot, waiters, dependents, the group.
 ///
@@ -46,8 +48,8 @@ extension Job {
             case .success(let action):
                 core.queue = queue
                 switch action {
-                case .enqueueReady:
-                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority))
+                case .enqueueReady(let claims):
+                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority, claims: claims))
                 case .register:
                     core.cycleMark = CycleMark(
                         batch: batch, index: Int32(clamping: index),
@@ -84,7 +86,7 @@ extension Job {
     func joinAtOnce(_ queue: JobQueue) -> JobQueue.ReadyJob? {
         withCore { core in
             guard core.dependencies.isEmpty, core.extras == nil, case .initialized(nil) = core.lifecycle.state,
-                case .success(.enqueueReady) = core.lifecycle.enqueue(
+                case .success(.enqueueReady(claims: false)) = core.lifecycle.enqueue(
                     dependencies: 0, conditions: false, categories: false, observed: !core.observers.isEmpty)
             else { return nil }
             core.queue = queue
@@ -226,14 +228,35 @@ extension Job {
 
     // MARK: 4. Exclusivity
 
-    /// Asks the job's queue's scope for its categories; the job goes to the ready list once they are
-    /// granted (now, or when ``claimGranted(_:_:)`` is called).
-    func claim(round: UInt32, _ work: inout Propagation) {
+    /// Called by the thread that submits the claims of the jobs `queue` started, in the order it started
+    /// them: the job, which holds the slot it was given, claims its categories and runs once they are
+    /// granted (now, on one of the queue's threads, or when ``claimGranted(_:_:)`` is called). A job
+    /// that finished or went back to waiting since it was put on the ready list gives its slot back.
+    func claimFromQueue(_ queue: JobQueue) {
+        let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
+        switch action {
+        case .claim(let round):
+            var work = Propagation()
+            let granted = claim(round: round, &work)
+            work.run()
+            if case .run(let deliver) = granted { queue.startGranted(self, deliverFirst: deliver) }
+        case .run(let deliver):
+            queue.startGranted(self, deliverFirst: deliver)
+        default:
+            queue.slotReturned()
+        }
+    }
+
+    /// Asks the job's queue's scope for its categories. Returns the action of a claim granted at once
+    /// (`.run`: the caller starts the body); a claim granted later runs the job from
+    /// ``claimGranted(_:_:)``.
+    func claim(round: UInt32, _ work: inout Propagation) -> JobLifecycle.Action {
         let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
-        guard let scope else { return }  // finished meanwhile
+        guard let scope else { return .none }  // finished meanwhile
         switch scope.claimable(categoriesToClaim(own: own), by: name) {
         case .failure(let refusal):
             perform(step { $0.lifecycle.awaitsClaim(round: round) ? $0.lifecycle.claimRefused(refusal) : .none }, &work)
+            return .none
         case .success(let categories):
             let ticket = ClaimTicket(job: self, categories: categories)
             // Only the claim of the current round is submitted, once: a job sent back to waiting and made
@@ -243,21 +266,29 @@ extension Job {
                 core.extrasForWriting().claim = ticket
                 return true
             }
-            guard current else { return }
+            guard current else { return .none }
             switch scope.request(ticket) {
             case .granted:
-                claimGranted(ticket, &work)
+                return withCore { core in
+                    core.extras?.claim === ticket
+                        ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+                }
             case .waiting(let behindGroup):
                 // A group that holds what this job waits for may itself wait for this job (through a
                 // child's dependency): a cycle through exclusivity, which would never end.
                 if behindGroup { CycleDetector.failCycles(through: [self], throughClaims: true) }
+                return .none
             }
         }
     }
 
-    /// The scope granted `ticket`. A grant of a ticket the job gave up since is ignored.
+    /// The scope granted `ticket`: the job runs, on a thread of its queue. A grant of a ticket the job
+    /// gave up since is ignored.
     func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
-        perform(step { $0.extras?.claim === ticket ? $0.lifecycle.claimGranted() : .none }, &work)
+        perform(
+            step { core in
+                core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+            }, &work)
     }
 
     // MARK: 5. Running
@@ -267,13 +298,18 @@ extension Job {
     func runFromQueue(_ queue: JobQueue) -> Bool {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
         guard case .run(let deliver) = action else { return false }
+        runStarted(in: queue, deliverFirst: deliver)
+        return true
+    }
+
+    /// Runs the body of a job that `queue` started, telling the queue's instruments.
+    func runStarted(in queue: JobQueue, deliverFirst: Bool) {
         if queue.instruments.isEmpty {
-            runBody(deliverFirst: deliver)
+            runBody(deliverFirst: deliverFirst)
         } else {
             for instrument in queue.instruments { instrument.jobWillStart(self, in: queue) }
-            queue.withInstruments(starting: self) { runBody(deliverFirst: deliver) }
+            queue.withInstruments(starting: self) { runBody(deliverFirst: deliverFirst) }
         }
-        return true
     }
 
     func runBody(deliverFirst: Bool) {
@@ -333,7 +369,8 @@ extension Job {
             // anyone hears of the group, every child reports `isFinished`.
             let orphans = step.leftBehind.orphans
             let error = JobError.groupFinished(
-                children: orphans.map(\.name), group: name, outcome: outcomeIfDecided ?? .cancelled(CancellationError()))
+                children: orphans.map(\.name), group: name, outcome: outcomeIfDecided ?? .cancelled(CancellationError())
+            )
             work.deliverLater(self, claimed: step.action.isDeliver)
             for orphan in orphans.reversed() { work.abandon(orphan, outcome: .cancelled(error)) }
             return
@@ -343,16 +380,18 @@ extension Job {
             return
         }
         switch step.action {
-        case .none, .register, .run:
-            break
+        case .none, .register, .claim:
+            break  // (`.claim` comes from a start by the queue only, see `claimFromQueue`)
+        case .run(let deliver):
+            // Its categories were granted after it waited for them, holding its slot: it runs on a thread
+            // of its queue.
+            step.queue?.startGranted(self, deliverFirst: deliver)
         case .evaluateConditions(let round):
             evaluateConditions(round: round, &work)
-        case .claim(let round):
-            claim(round: round, &work)
-        case .enqueueReady:
+        case .enqueueReady(let claims):
             guard let queue = step.queue else { break }
             for instrument in queue.instruments { instrument.jobBecameReady(self, in: queue) }
-            work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
+            work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority, claims: claims), on: queue)
         case .interrupt(let reason, let deliver):
             // Interrupt first: delivering the cancel to slow observers must not delay it (and the body
             // may finish meanwhile; its finish is delivered after the cancel, in order, either way).
@@ -430,7 +469,7 @@ extension Job {
         }
         if let queue = completion.queue {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
-            queue.jobDidFinish(self, heldSlot: ending.executed)
+            queue.jobDidFinish(self, heldSlot: ending.heldSlot)
         }
         for waiter in completion.waiters { waiter.resume(ending.outcome) }
         if !completion.dependents.isEmpty { work.release(completion.dependents) }
@@ -470,7 +509,8 @@ extension Job {
                 completion = core.takeCompletion(ending)
             }
             return Step(
-                action: action, queue: core.queue, priority: core.priority, completion: completion, leftBehind: leftBehind)
+                action: action, queue: core.queue, priority: core.priority, completion: completion,
+                leftBehind: leftBehind)
         }
     }
 }

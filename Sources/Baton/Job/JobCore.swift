@@ -142,7 +142,7 @@ final class JobExtras {
     @exclusivity(unchecked) var conditionTask: Task<Void, Never>?
     /// The categories its conditions ask for (each key once), claimed before the job executes.
     @exclusivity(unchecked) var categories: [ExclusivityCategory] = []
-    /// The claim made for them, once the job was otherwise ready.
+    /// The claim made for them, once its queue started the job.
     @exclusivity(unchecked) var claim: ClaimTicket?
     @exclusivity(unchecked) var fractionCompleted = 0.0
     /// The group the job is a child of (weak: a group that never ran must not be kept alive by the

@@ -1,3 +1,4 @@
+import DequeModule
 public import Dispatch
 
 #if canImport(Glibc)
@@ -43,6 +44,11 @@ public final class JobQueue: @unchecked Sendable {
     let lock = Lock(adaptive: true)
     @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
+    /// Jobs started that must claim exclusivity categories first, in the order they were started
+    /// (guarded by `lock`); one thread at a time submits their claims (`claimsDraining`), so that they
+    /// reach the arbiter in that order.
+    @exclusivity(unchecked) var claimsToSubmit: Deque<Job> = []
+    @exclusivity(unchecked) var claimsDraining = false
     /// Consumers of ``events``, by id.
     let streamsLock = Lock()
     @exclusivity(unchecked) var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
@@ -205,7 +211,7 @@ public final class JobQueue: @unchecked Sendable {
         startWorkers(
             lock.withLock {
                 for (job, entry) in ready {
-                    scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority)
+                    scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority, claims: entry.claims)
                 }
                 for (job, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
                 for (job, _) in moved { scheduler.insert(job.id, job, readyWith: nil) }
@@ -302,13 +308,15 @@ public final class JobQueue: @unchecked Sendable {
     struct ReadyJob {
         let id: UInt64
         let priority: JobPriority
+        /// It claims exclusivity categories when started.
+        var claims = false
     }
 
     func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob]) {
         startWorkers(
             lock.withLock {
-                scheduler.markReady(first.id, priority: first.priority)
-                for job in more { scheduler.markReady(job.id, priority: job.priority) }
+                scheduler.markReady(first.id, priority: first.priority, claims: first.claims)
+                for job in more { scheduler.markReady(job.id, priority: job.priority, claims: job.claims) }
                 return scheduler.workersToStart()
             })
     }
@@ -352,6 +360,40 @@ public final class JobQueue: @unchecked Sendable {
         return idleWaiters
     }
 
+    /// Submits the claims of the jobs started that must claim categories, in the order they were started,
+    /// until there are none left (this thread was made the one that submits them).
+    private func submitClaims() {
+        while true {
+            let next: Job? = lock.withLock {
+                if let job = claimsToSubmit.popFirst() { return job }
+                claimsDraining = false
+                return nil
+            }
+            guard let job = next else { return }
+            job.claimFromQueue(self)
+        }
+    }
+
+    /// Runs a started job whose categories were granted, on one of the queue's threads (it holds its
+    /// slot already).
+    func startGranted(_ job: Job, deliverFirst: Bool) {
+        let run: @Sendable () -> Void = { job.runStarted(in: self, deliverFirst: deliverFirst) }
+        if let dispatchQueue {
+            dispatchQueue.async(execute: run)
+        } else {
+            DispatchQueue(label: "Baton.JobQueue.worker").async(execute: run)
+        }
+    }
+
+    /// A started job gave its slot back without running (it went back to waiting, or had finished).
+    func slotReturned() {
+        startWorkers(
+            lock.withLock {
+                scheduler.slotReturned()
+                return scheduler.workersToStart()
+            })
+    }
+
     func startWorkers(_ count: Int) {
         for _ in 0..<count { dispatchWorker() }
     }
@@ -374,13 +416,24 @@ public final class JobQueue: @unchecked Sendable {
         defer { WorkerContext.current = previous }
         var report = QueueScheduler<Job>.WorkerReport.starting
         for _ in 0..<JobQueue.jobsPerWorkerTurn {
-            let (job, waiters): (Job?, [IdleWaiter]) = lock.withLock {
+            let (next, waiters, drain): ((member: Job, claims: Bool)?, [IdleWaiter], Bool) = lock.withLock {
                 let waiters = recordFinishesLocked(context)
-                return (scheduler.nextJob(after: report), waiters)
+                let next = scheduler.nextJobAndClaim(after: report)
+                guard let next, next.claims else { return (next, waiters, false) }
+                claimsToSubmit.append(next.member)
+                defer { claimsDraining = true }
+                return (next, waiters, !claimsDraining)
             }
             context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
             for waiter in waiters { waiter.resume() }
-            guard let job else { return }
+            guard let (job, claims) = next else { return }
+            if claims {
+                // The job holds its slot while it claims its categories (it runs once they are granted, on
+                // another thread): a job waiting for a slot never holds a category.
+                if drain { submitClaims() }
+                report = .ran
+                continue
+            }
             context.running = job
             report = job.runFromQueue(self) ? .ran : .skipped
             context.running = nil
