@@ -10,11 +10,18 @@ import Testing
 
     // MARK: A job finished before its body runs
 
+    /// A callback job whose body records that it ran (a subclass that finished here too would have
+    /// finished twice).
+    final class RecordsItsBody: CallbackJob, @unchecked Sendable {
+        let ran = Protected(false)
+        override func execute() { ran.withLock { $0 = true } }
+    }
+
     @Test("a callback job finished by an observer of its start does not run its body")
     func finishedFromOnStartDoesNotRun() async throws {
         for cancelFirst in [false, true] {
-            let ran = Protected(false)
-            let job = CallbackJob(name: "finished early") { _, _ in ran.withLock { $0 = true } }
+            let job = RecordsItsBody(name: "finished early")
+            let ran = job.ran
             job.onStart { job in
                 if cancelFirst { job.cancel() }
                 (job as! CallbackJob).finish(Stop())
