@@ -40,7 +40,9 @@
 /// - Important: A running group occupies a slot of its queue until its last child finished. If every
 ///   slot of a queue is held by groups whose children wait for jobs of that same queue, nothing can
 ///   run (the classic `NSOperationQueue` trap; `diagnose()` shows the jobs waiting for "a free slot").
-///   Give such children's dependencies another queue, or the queue room for them.
+///   Give such children's dependencies another queue, or the queue room for them. The same holds for
+///   a job that its queue started and that waits for a category the group holds: it keeps its slot
+///   meanwhile (`diagnose()` names the category and the group).
 ///
 /// ## Thread safety
 /// All methods may be called from any thread; the group's own state is part of the job's guarded state.
