@@ -8,8 +8,10 @@ public enum ConditionResult: Sendable {
 ///
 /// A condition may
 /// - generate dependency jobs that must finish first (``dependencies(for:)``; for example a "sign in"
-///   job before "save favourite"); they are added to the guarded job's queue together with it, and
-///   wait for the guarded job's own dependencies;
+///   job before "save favourite"); those it made (in no queue yet) are added to the guarded job's queue
+///   together with it, wait for the guarded job's own dependencies (except those they are upstream
+///   of), and are cancelled if the guarded job is cancelled before it runs. If a generated dependency
+///   fails or is cancelled, the condition fails (the guarded job does not run without it);
 /// - ask for exclusivity categories (``exclusivityCategories``), claimed when the job is otherwise
 ///   ready to run;
 /// - decide whether the job may run: at once, on the thread that released the job

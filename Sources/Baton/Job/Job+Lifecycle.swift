@@ -8,9 +8,9 @@
 /// 3. ``evaluateConditions(round:_:)``: synchronously where every condition can answer at once,
 ///    otherwise in one `Task`.
 /// 4. The queue's ready list.
-/// 5. ``runFromQueue(_:)``: a worker of the queue runs the body — or, for a job with exclusivity
-///    categories, ``claimFromQueue(_:)``: the job holds the slot it was given while it claims them
-///    (``claim(round:_:)``), and runs once they are granted.
+/// 5. `runFromQueue(_:)`: a worker of the queue runs the body — or, for a job with exclusivity
+///    categories, `claimFromQueue(_:)`: the job holds the slot it was given while it claims them
+///    (`claim(round:_:)`), and runs once they are granted.
 /// 6. ``bodyCompleted(error:)``: the outcome is decided; ``deliver(_:)`` tells the observers in order,
 ///    then ``complete(_:_:)`` hands over: categories, the queue's slot, waiters, dependents, the group.
 ///
@@ -230,7 +230,7 @@ extension Job {
 
     /// Called by the thread that submits the claims of the jobs `queue` started, in the order it started
     /// them: the job, which holds the slot it was given, claims its categories and runs once they are
-    /// granted (now, on one of the queue's threads, or when ``claimGranted(_:_:)`` is called). A job
+    /// granted (now, on one of the queue's threads, or when `claimGranted(_:_:)` is called). A job
     /// that finished or went back to waiting since it was put on the ready list gives its slot back.
     func claimFromQueue(_ queue: JobQueue) {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
@@ -249,7 +249,7 @@ extension Job {
 
     /// Asks the job's queue's scope for its categories. Returns the action of a claim granted at once
     /// (`.run`: the caller starts the body); a claim granted later runs the job from
-    /// ``claimGranted(_:_:)``.
+    /// `claimGranted(_:_:)`.
     func claim(round: UInt32, _ work: inout Propagation) -> JobLifecycle.Action {
         let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
         guard let scope else { return .none }  // finished meanwhile
@@ -492,7 +492,7 @@ extension Job {
         /// Set when the job finished in the step itself (nobody to tell): hand it over.
         var completion: JobCompletion? = nil
         /// Set when a job finishes without running: what it leaves behind (see
-        /// ``JobCore/takeLeftBehind()``).
+        /// `JobCore.takeLeftBehind()`).
         var leftBehind = JobCore.LeftBehind()
     }
 

@@ -65,7 +65,7 @@ struct JobCore {
         return left
     }
 
-    /// See ``takeLeftBehind()``.
+    /// See `takeLeftBehind()`.
     struct LeftBehind {
         var orphans: [Job] = []
         var made: [Job] = []

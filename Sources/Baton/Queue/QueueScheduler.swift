@@ -51,7 +51,7 @@ struct QueueScheduler<Member> {
     private static var claimsBit: UInt64 { 1 << 63 }
 
     /// Puts a member on the ready list of `priority`; `claims`: it claims exclusivity categories when
-    /// it is started (see ``nextJobAndClaim(after:)``).
+    /// it is started (see `nextJobAndClaim(after:)`).
     mutating func markReady(_ id: UInt64, priority: JobPriority, claims: Bool = false) {
         ready[priority.rawValue].append(claims ? id | Self.claimsBit : id)
         readyCount += 1
@@ -89,7 +89,7 @@ struct QueueScheduler<Member> {
         nextJobAndClaim(after: report)?.member
     }
 
-    /// ``nextJob(after:)``, and whether the job claims exclusivity categories before it runs.
+    /// `nextJob(after:)`, and whether the job claims exclusivity categories before it runs.
     mutating func nextJobAndClaim(after report: WorkerReport) -> (member: Member, claims: Bool)? {
         account(report)
         if !isSuspended && running < maxConcurrent {
