@@ -43,10 +43,14 @@ import Testing
         queue.add(holder)
         await inside.waitAsync()
         queue.add(waiter)
-        await waitUntil { waiter.state == .ready }
+        // The queue starts the waiter, which then claims "db" (on a worker of the queue) and waits for it.
+        let blocked = await eventually {
+            queue.diagnose().jobs.first { $0.jobName == "waiter" }?.blockers
+                == [.exclusivity(category: "db", limit: 1, heldBy: ["holder"])]
+        }
+        #expect(blocked, "\(queue.diagnose())")
         let report = queue.diagnose()
-        let entry = try #require(report.jobs.first { $0.jobName == "waiter" })
-        #expect(entry.blockers == [.exclusivity(category: "db", limit: 1, heldBy: ["holder"])])
+        #expect(report.jobs.first { $0.jobName == "waiter" }?.state == .ready)
         #expect(report.jobs.first { $0.jobName == "holder" }?.description == "'holder' (executing) is running")
         release.open()
         await queue.waitUntilAllJobsAreFinished()

@@ -162,9 +162,12 @@ import Testing
         queue.add(outsider)
         #expect(scope.holders(of: "network").map(\.name) == ["group"])
         #expect(scope.holders(of: "import").map(\.name) == ["group"])
+        // The queue starts the outsider, which then claims "network" (on a worker) and waits for it.
         #expect(
-            queue.diagnose().jobs.first { $0.jobName == "outsider" }?.blockers.first?.description.contains(
-                "held by 'group'") == true)
+            await eventually {
+                queue.diagnose().jobs.first { $0.jobName == "outsider" }?.blockers.first?.description.contains(
+                    "held by 'group'") == true
+            })
         release.open()
         #expect(await group.outcome.isSucceeded)
         #expect(await outsider.outcome.isSucceeded)

@@ -82,15 +82,18 @@ import Testing
         #expect(name(m.dependenciesFinished(1)) == "enqueueReady")
     }
 
-    @Test func conditionsThenTheClaimThenTheReadyList() {
+    /// A job claims its categories only once its queue started it (holding a slot while it waits).
+    @Test func conditionsThenTheReadyListThenTheClaim() {
         var m = JobLifecycle()
         #expect(enqueued(&m, conditions: true, categories: true) == "evaluate(1)")
         #expect(m.publicState == .evaluatingConditions)
-        #expect(name(m.conditionsEvaluated(round: 1, failure: nil)) == "claim")
+        #expect(name(m.conditionsEvaluated(round: 1, failure: nil)) == "enqueueReady")
         #expect(m.publicState == .ready)
-        #expect(name(m.startFromQueue(observed: false)) == "none")  // not granted yet: a worker skips it
-        #expect(name(m.claimGranted()) == "enqueueReady")
-        #expect(name(m.startFromQueue(observed: false)) == "run")
+        #expect(name(m.startFromQueue(observed: false)) == "claim")
+        #expect(m.awaitsClaim(round: 2))
+        #expect(name(m.startFromQueue(observed: false)) == "none")  // started already
+        #expect(name(m.claimGranted(observed: false)) == "run")
+        #expect(m.publicState == .executing)
     }
 
     @Test func aFailedConditionFailsTheJobWithoutRunningIt() {
@@ -195,10 +198,11 @@ import Testing
         #expect(m.publicState == .pending)
         #expect(name(m.conditionsEvaluated(round: 1, failure: nil)) == "none")  // stale round
         #expect(name(m.dependenciesFinished(1)) == "evaluate(2)")
-        #expect(name(m.conditionsEvaluated(round: 2, failure: nil)) == "claim")
-        // Ready and waiting for its claim: going back gives the claim up.
+        #expect(name(m.conditionsEvaluated(round: 2, failure: nil)) == "enqueueReady")
+        #expect(name(m.startFromQueue(observed: false)) == "claim")
+        // Started and waiting for its claim: going back gives the claim (and the slot) up.
         if case .register(let withdraw) = m.addDependency() { #expect(withdraw) } else { Issue.record("refused") }
-        #expect(name(m.claimGranted()) == "none")
+        #expect(name(m.claimGranted(observed: false)) == "none")
         #expect(name(m.dependenciesFinished(1)) == "evaluate(4)")  // rounds count claims too
     }
 
@@ -238,12 +242,13 @@ import Testing
     @Test func aRefusedClaimFailsTheJobHoldingNothing() {
         var m = JobLifecycle()
         _ = enqueued(&m, categories: true)
+        #expect(name(m.startFromQueue(observed: false)) == "claim")
         #expect(name(m.claimRefused(Boom())) == "deliver")
         guard case .finishing(let ending) = m.state else {
             Issue.record("not finishing")
             return
         }
-        #expect(!ending.claimed && !ending.executed && ending.outcome.isFailed)
+        #expect(!ending.claimed && !ending.executed && ending.heldSlot && ending.outcome.isFailed)
     }
 
     @Test func startingByHand() {

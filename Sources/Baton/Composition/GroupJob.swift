@@ -40,7 +40,9 @@
 /// - Important: A running group occupies a slot of its queue until its last child finished. If every
 ///   slot of a queue is held by groups whose children wait for jobs of that same queue, nothing can
 ///   run (the classic `NSOperationQueue` trap; `diagnose()` shows the jobs waiting for "a free slot").
-///   Give such children's dependencies another queue, or the queue room for them.
+///   Give such children's dependencies another queue, or the queue room for them. The same holds for
+///   a job that its queue started and that waits for a category the group holds: it keeps its slot
+///   meanwhile (`diagnose()` names the category and the group).
 ///
 /// ## Thread safety
 /// All methods may be called from any thread; the group's own state is part of the job's guarded state.
@@ -217,7 +219,7 @@ open class GroupJob: Job, @unchecked Sendable {
     func announce(_ child: Job) {
         let mustDeliver = withCore { core in
             core.lifecycle.publicState == .executing && !core.observers.isEmpty
-                ? core.lifecycle.record(.produce(child)) : false
+                ? core.lifecycle.record(.produce(child, into: nil)) : false
         }
         if mustDeliver { Propagation.run { deliver(&$0) } }
     }
@@ -226,8 +228,8 @@ open class GroupJob: Job, @unchecked Sendable {
     func childFinished(_ child: Job, outcome: JobOutcome, _ work: inout Propagation) {
         // A group that has finished hears no more (the children it leaves behind finish after it): a
         // hook that adds a child there would add one that is too late, which finishes and is reported
-        // here again, and again.
-        guard withCore({ $0.extras?.group != nil }) else { return }
+        // here again, and again. Nor does a group that never ran hear of the children it left behind.
+        guard withCore({ $0.extras?.group?.started == true }) else { return }
         childDidFinish(child, outcome: outcome)
         let failure =
             outcome.isFailed

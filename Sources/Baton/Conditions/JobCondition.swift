@@ -8,8 +8,10 @@ public enum ConditionResult: Sendable {
 ///
 /// A condition may
 /// - generate dependency jobs that must finish first (``dependencies(for:)``; for example a "sign in"
-///   job before "save favourite"); they are added to the guarded job's queue together with it, and
-///   wait for the guarded job's own dependencies;
+///   job before "save favourite"); those it made (in no queue yet) are added to the guarded job's queue
+///   together with it, wait for the guarded job's own dependencies (except those they are upstream
+///   of), and are cancelled if the guarded job is cancelled before it runs. If a generated dependency
+///   fails or is cancelled, the condition fails (the guarded job does not run without it);
 /// - ask for exclusivity categories (``exclusivityCategories``), claimed when the job is otherwise
 ///   ready to run;
 /// - decide whether the job may run: at once, on the thread that released the job
@@ -33,7 +35,7 @@ public protocol JobCondition: Sendable {
     var exclusivityCategories: [ExclusivityCategory] { get }
     /// Whether the job must evaluate the condition before it may run. `false` for a condition that only
     /// contributes categories or dependencies (like ``MutuallyExclusive``): the job then claims its
-    /// categories as soon as it is otherwise ready, in the order jobs became ready. Default: `true`.
+    /// categories as soon as its queue starts it, in the order its queue started jobs. Default: `true`.
     var requiresEvaluation: Bool { get }
     /// Decides at once, if the condition can, whether the guarded job may run; `nil` means "ask
     /// ``evaluate(for:)``". Called outside every lock, on the thread that released the job: keep it

@@ -4,9 +4,11 @@
 /// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:instruments:workerThreads:)``)
 /// to isolate tests, or a library that embeds Baton, from everyone else's categories.
 ///
-/// A job claims all its categories at once, when it is otherwise ready to run (its dependencies
-/// finished and its conditions were satisfied), first come first served per category, and releases
-/// them when it finishes.
+/// A job claims all its categories at once when its queue starts it (its dependencies finished, its
+/// conditions were satisfied and its queue gave it a slot, which it holds while it waits), first come
+/// first served per category, and releases them when it finishes. A job waiting for a slot — in a full
+/// or suspended queue — holds no category, so it never keeps jobs of other queues (or a group's
+/// children) from theirs.
 ///
 /// The children of a ``GroupJob`` that holds categories are arbitrated by a scope of the group's
 /// own, which *lends* the group's claim: one child at a time per category, and nothing the group does

@@ -1,6 +1,6 @@
 import DequeModule
 
-/// One job's claim on its exclusivity categories: made when the job is otherwise ready, given up when
+/// One job's claim on its exclusivity categories: made when its queue starts the job, given up when
 /// it finishes (or goes back to waiting). The job keeps its ticket, so the arbiter needs no table of
 /// jobs; every field is guarded by the lock of the ``ExclusivityScope`` the ticket is submitted to.
 final class ClaimTicket {

@@ -7,7 +7,8 @@
 /// download.addCondition(MutuallyExclusive(category: "downloads", limit: 2))
 /// ```
 ///
-/// The category is claimed when the job is otherwise ready to run and released when it finishes; a
+/// The category is claimed when the job's queue starts it (the job holds its slot while it waits for
+/// the category) and released when it finishes; a
 /// job with several categories takes them all at once. If jobs ask for one category with different
 /// limits, the smallest limit asked for so far applies.
 public struct MutuallyExclusive<Category>: JobCondition {

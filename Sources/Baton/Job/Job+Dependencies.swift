@@ -32,6 +32,7 @@ extension Job {
     public func addDependency(_ dependency: Job) -> Bool {
         if dependency === self { fatalError("Baton: job '\(name)' cannot depend on itself.") }
         var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
+        var slotOf: JobQueue?
         var abandonedEvaluation: Task<Void, Never>?
         let action: JobLifecycle.AddDependencyAction = withCore { core in
             let action = core.lifecycle.addDependency()
@@ -40,9 +41,13 @@ extension Job {
                 core.dependencies.append(dependency)
             case .register(let withdrawClaim):
                 core.dependencies.append(dependency)
-                if withdrawClaim, let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
-                    withdrawn = (scope, ticket)
-                    core.extras?.claim = nil
+                if withdrawClaim {
+                    // Its queue had started it: it gives back the slot it held while it waited for its claim.
+                    slotOf = core.queue
+                    if let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
+                        withdrawn = (scope, ticket)
+                        core.extras?.claim = nil
+                    }
                 }
                 abandonedEvaluation = core.extras?.conditionTask
                 core.extras?.conditionTask = nil
@@ -59,6 +64,7 @@ extension Job {
             return false
         case .register:
             abandonedEvaluation?.cancel()
+            slotOf?.slotReturned()
             let registration = dependency.registerDependent(self, batch: 0, index: 0)
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {
@@ -87,9 +93,17 @@ extension Job {
     }
 
     /// Adds a dependency that a condition generated: the job waits for it, but it is not listed in
-    /// ``dependencies``. - Precondition: the job is not in a queue yet.
-    func addGeneratedDependency(_ dependency: Job) {
-        withCore { $0.extrasForWriting().generated.append(dependency) }
+    /// ``dependencies``. `made`: the condition made it (it joins the queue with this job), so it is
+    /// cancelled if this job is cancelled before it runs.
+    /// - Precondition: the job is not in a queue yet.
+    /// `condition`: the name of the condition that generated it.
+    func addGeneratedDependency(_ dependency: Job, made: Bool, by condition: String) {
+        withCore { core in
+            let extras = core.extrasForWriting()
+            extras.generated.append(dependency)
+            extras.generatedBy.append(condition)
+            if made { extras.made.append(dependency) }
+        }
     }
 
     /// Whether the job is a node of the wait-for graph that a cycle could pass through, and if so the

@@ -7,8 +7,10 @@
 ///    hold is dropped (``dependenciesFinished(_:_:)``).
 /// 3. ``evaluateConditions(round:_:)``: synchronously where every condition can answer at once,
 ///    otherwise in one `Task`.
-/// 4. ``claim(_:)``: its exclusivity categories, then the queue's ready list.
-/// 5. ``runFromQueue(_:)``: a worker of the queue runs the body.
+/// 4. The queue's ready list.
+/// 5. `runFromQueue(_:)`: a worker of the queue runs the body — or, for a job with exclusivity
+///    categories, `claimFromQueue(_:)`: the job holds the slot it was given while it claims them
+///    (`claim(round:_:)`), and runs once they are granted.
 /// 6. ``bodyCompleted(error:)``: the outcome is decided; ``deliver(_:)`` tells the observers in order,
 ///    then ``complete(_:_:)`` hands over: categories, the queue's slot, waiters, dependents, the group.
 ///
@@ -24,8 +26,8 @@ extension Job {
         case ready(JobQueue.ReadyJob)
         /// It waits for these jobs: register with each, then drop the registration hold.
         case waits(for: [Job])
-        /// It moved on at once (to its conditions or its claim, or it finished, cancelled before).
-        case moved(JobLifecycle.Action)
+        /// It moved on at once (to its conditions, or it finished, cancelled before): perform the step.
+        case moved(Step)
     }
 
     /// The job joins `queue` (member `index` of the `add` call `batch`).
@@ -36,7 +38,8 @@ extension Job {
         let joined: Joined? = withCore { core in
             let dependencies = core.allDependencies
             let result = core.lifecycle.enqueue(
-                dependencies: dependencies.count, conditions: (core.extras?.evaluatedConditions ?? 0) > 0,
+                dependencies: dependencies.count,
+                conditions: (core.extras?.evaluatedConditions ?? 0) > 0 || core.extras?.generated.isEmpty == false,
                 categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
             switch result {
             case .failure(let why):
@@ -45,8 +48,8 @@ extension Job {
             case .success(let action):
                 core.queue = queue
                 switch action {
-                case .enqueueReady:
-                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority))
+                case .enqueueReady(let claims):
+                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority, claims: claims))
                 case .register:
                     core.cycleMark = CycleMark(
                         batch: batch, index: Int32(clamping: index),
@@ -55,7 +58,10 @@ extension Job {
                             || core.extras?.group?.waiting.isEmpty == false)
                     return .waits(for: dependencies)
                 default:
-                    return .moved(action)
+                    return .moved(
+                        Step(
+                            action: action, queue: queue, priority: core.priority,
+                            leftBehind: core.takeLeftBehind()))
                 }
             }
         }
@@ -80,7 +86,7 @@ extension Job {
     func joinAtOnce(_ queue: JobQueue) -> JobQueue.ReadyJob? {
         withCore { core in
             guard core.dependencies.isEmpty, core.extras == nil, case .initialized(nil) = core.lifecycle.state,
-                case .success(.enqueueReady) = core.lifecycle.enqueue(
+                case .success(.enqueueReady(claims: false)) = core.lifecycle.enqueue(
                     dependencies: 0, conditions: false, categories: false, observed: !core.observers.isEmpty)
             else { return nil }
             core.queue = queue
@@ -132,7 +138,23 @@ extension Job {
     /// Evaluates the conditions of round `round`: those that can answer at once on this thread, the
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
-        let conditions = withCore { $0.extras?.conditions ?? [] }  // in the order they were added
+        // in the order they were added
+        let (conditions, generated, generatedBy) = withCore {
+            ($0.extras?.conditions ?? [], $0.extras?.generated ?? [], $0.extras?.generatedBy ?? [])
+        }
+        // A dependency a condition generated (a "sign in") that failed or was cancelled fails that
+        // condition: the job must not run without what it was generated for.
+        for (dependency, condition) in zip(generated, generatedBy) {
+            guard let outcome = dependency.outcomeIfDecided, !outcome.isSucceeded else { continue }
+            let error = DependencyOutcomeError(dependencyName: dependency.name, outcome: outcome)
+            conditionsEvaluated(
+                round: round,
+                failure: JobError(
+                    code: .conditionFailed, jobs: [name],
+                    message: "job '\(name)' did not run: condition '\(condition)' failed: \(error)", underlying: error),
+                &work)
+            return
+        }
         var later: [Int] = []
         for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
             switch condition.evaluateImmediately(for: self) {
@@ -206,14 +228,35 @@ extension Job {
 
     // MARK: 4. Exclusivity
 
-    /// Asks the job's queue's scope for its categories; the job goes to the ready list once they are
-    /// granted (now, or when ``claimGranted(_:_:)`` is called).
-    func claim(round: UInt32, _ work: inout Propagation) {
+    /// Called by the thread that submits the claims of the jobs `queue` started, in the order it started
+    /// them: the job, which holds the slot it was given, claims its categories and runs once they are
+    /// granted (now, on one of the queue's threads, or when `claimGranted(_:_:)` is called). A job
+    /// that finished or went back to waiting since it was put on the ready list gives its slot back.
+    func claimFromQueue(_ queue: JobQueue) {
+        let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
+        switch action {
+        case .claim(let round):
+            var work = Propagation()
+            let granted = claim(round: round, &work)
+            work.run()
+            if case .run(let deliver) = granted { queue.startGranted(self, deliverFirst: deliver) }
+        case .run(let deliver):
+            queue.startGranted(self, deliverFirst: deliver)
+        default:
+            queue.slotReturned()
+        }
+    }
+
+    /// Asks the job's queue's scope for its categories. Returns the action of a claim granted at once
+    /// (`.run`: the caller starts the body); a claim granted later runs the job from
+    /// `claimGranted(_:_:)`.
+    func claim(round: UInt32, _ work: inout Propagation) -> JobLifecycle.Action {
         let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
-        guard let scope else { return }  // finished meanwhile
+        guard let scope else { return .none }  // finished meanwhile
         switch scope.claimable(categoriesToClaim(own: own), by: name) {
         case .failure(let refusal):
             perform(step { $0.lifecycle.awaitsClaim(round: round) ? $0.lifecycle.claimRefused(refusal) : .none }, &work)
+            return .none
         case .success(let categories):
             let ticket = ClaimTicket(job: self, categories: categories)
             // Only the claim of the current round is submitted, once: a job sent back to waiting and made
@@ -223,21 +266,29 @@ extension Job {
                 core.extrasForWriting().claim = ticket
                 return true
             }
-            guard current else { return }
+            guard current else { return .none }
             switch scope.request(ticket) {
             case .granted:
-                claimGranted(ticket, &work)
+                return withCore { core in
+                    core.extras?.claim === ticket
+                        ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+                }
             case .waiting(let behindGroup):
                 // A group that holds what this job waits for may itself wait for this job (through a
                 // child's dependency): a cycle through exclusivity, which would never end.
                 if behindGroup { CycleDetector.failCycles(through: [self], throughClaims: true) }
+                return .none
             }
         }
     }
 
-    /// The scope granted `ticket`. A grant of a ticket the job gave up since is ignored.
+    /// The scope granted `ticket`: the job runs, on a thread of its queue. A grant of a ticket the job
+    /// gave up since is ignored.
     func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
-        perform(step { $0.extras?.claim === ticket ? $0.lifecycle.claimGranted() : .none }, &work)
+        perform(
+            step { core in
+                core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+            }, &work)
     }
 
     // MARK: 5. Running
@@ -247,17 +298,27 @@ extension Job {
     func runFromQueue(_ queue: JobQueue) -> Bool {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
         guard case .run(let deliver) = action else { return false }
-        if queue.instruments.isEmpty {
-            runBody(deliverFirst: deliver)
-        } else {
-            for instrument in queue.instruments { instrument.jobWillStart(self, in: queue) }
-            queue.withInstruments(starting: self) { runBody(deliverFirst: deliver) }
-        }
+        runStarted(in: queue, deliverFirst: deliver)
         return true
     }
 
+    /// Runs the body of a job that `queue` started, telling the queue's instruments.
+    func runStarted(in queue: JobQueue, deliverFirst: Bool) {
+        if queue.instruments.isEmpty {
+            runBody(deliverFirst: deliverFirst)
+        } else {
+            for instrument in queue.instruments { instrument.jobWillStart(self, in: queue) }
+            queue.withInstruments(starting: self) { runBody(deliverFirst: deliverFirst) }
+        }
+    }
+
     func runBody(deliverFirst: Bool) {
-        if deliverFirst { Propagation.run { deliver(&$0) } }
+        if deliverFirst {
+            Propagation.run { deliver(&$0) }
+            // An observer of the start may have finished the job (a `CallbackJob`'s `finish`): its outcome
+            // is decided, so its body must not run.
+            guard withCore({ $0.lifecycle.outcome == nil }) else { return }
+        }
         do {
             try execute()
             if finishesWhenExecuteReturns { bodyCompleted(error: nil) }
@@ -286,8 +347,10 @@ extension Job {
         }
         if case .notExecuting(let state)? = refusal {
             // A cancelled job may be finished by its `didCancel` and by its work racing it (the usual
-            // pattern of an asynchronous operation): the first finish decided, a later one is ignored.
-            if state >= .finishing && isCancelled { return }
+            // pattern of an asynchronous operation): the first finish decided, a later one is ignored. A
+            // job cancelled before it was added or started finishes cancelled then; a finish meanwhile is
+            // ignored too.
+            if (state >= .finishing || state == .initialized) && isCancelled { return }
             let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
             fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
         }
@@ -296,21 +359,39 @@ extension Job {
 
     /// Performs what an event decided (lock not held).
     func perform(_ step: consuming Step, _ work: inout Propagation) {
+        // A job cancelled before it ran: the dependencies its conditions made must not run for it.
+        for made in step.leftBehind.made {
+            work.cancel(made, reason: step.leftBehind.reason ?? CancellationError())
+        }
+        if !step.leftBehind.orphans.isEmpty {
+            // A group that finishes without running: the children it never started finish first (through
+            // the work list, so nested groups need no recursion), then its own finish is delivered — when
+            // anyone hears of the group, every child reports `isFinished`.
+            let orphans = step.leftBehind.orphans
+            let error = JobError.groupFinished(
+                children: orphans.map(\.name), group: name, outcome: outcomeIfDecided ?? .cancelled(CancellationError())
+            )
+            work.deliverLater(self, claimed: step.action.isDeliver)
+            for orphan in orphans.reversed() { work.abandon(orphan, outcome: .cancelled(error)) }
+            return
+        }
         if let completion = step.completion.take() {
             complete(completion, &work)
             return
         }
         switch step.action {
-        case .none, .register, .run:
-            break
+        case .none, .register, .claim:
+            break  // (`.claim` comes from a start by the queue only, see `claimFromQueue`)
+        case .run(let deliver):
+            // Its categories were granted after it waited for them, holding its slot: it runs on a thread
+            // of its queue.
+            step.queue?.startGranted(self, deliverFirst: deliver)
         case .evaluateConditions(let round):
             evaluateConditions(round: round, &work)
-        case .claim(let round):
-            claim(round: round, &work)
-        case .enqueueReady:
+        case .enqueueReady(let claims):
             guard let queue = step.queue else { break }
             for instrument in queue.instruments { instrument.jobBecameReady(self, in: queue) }
-            work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority), on: queue)
+            work.enqueueReady(JobQueue.ReadyJob(id: id, priority: step.priority, claims: claims), on: queue)
         case .interrupt(let reason, let deliver):
             // Interrupt first: delivering the cancel to slow observers must not delay it (and the body
             // may finish meanwhile; its finish is delivered after the cancel, in order, either way).
@@ -342,8 +423,11 @@ extension Job {
                 for observer in observers { observer.jobDidStart(self) }
             case .cancel(let reason):
                 for observer in observers { observer.jobDidCancel(self, reason: reason) }
-            case .produce(let job):
+            case .produce(let job, let queue):
                 for observer in observers { observer.job(self, didProduce: job) }
+                // Only now can it start: observers hear of a produced job first, even when the producer
+                // produced it from an observer of its own (then this loop delivers the event later).
+                queue?.add(job)
             case .progress(let fraction):
                 for observer in observers { observer.job(self, didReportProgress: fraction) }
             case .finish(let outcome):
@@ -385,7 +469,7 @@ extension Job {
         }
         if let queue = completion.queue {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
-            queue.jobDidFinish(self, heldSlot: ending.executed)
+            queue.jobDidFinish(self, heldSlot: ending.heldSlot)
         }
         for waiter in completion.waiters { waiter.resume(ending.outcome) }
         if !completion.dependents.isEmpty { work.release(completion.dependents) }
@@ -406,7 +490,10 @@ extension Job {
         var queue: JobQueue?
         var priority: JobPriority
         /// Set when the job finished in the step itself (nobody to tell): hand it over.
-        var completion: JobCompletion?
+        var completion: JobCompletion? = nil
+        /// Set when a job finishes without running: what it leaves behind (see
+        /// `JobCore.takeLeftBehind()`).
+        var leftBehind = JobCore.LeftBehind()
     }
 
     /// Runs one lifecycle event under the lock. A job that finished with no observer to tell is
@@ -415,10 +502,15 @@ extension Job {
         withCore { core in
             let action = event(&core)
             var completion: JobCompletion?
-            if case .deliver = action, core.observers.isEmpty, let ending = core.lifecycle.finishUnobserved() {
+            let leftBehind = core.takeLeftBehind()
+            if leftBehind.orphans.isEmpty, case .deliver = action, core.observers.isEmpty,
+                let ending = core.lifecycle.finishUnobserved()
+            {
                 completion = core.takeCompletion(ending)
             }
-            return Step(action: action, queue: core.queue, priority: core.priority, completion: completion)
+            return Step(
+                action: action, queue: core.queue, priority: core.priority, completion: completion,
+                leftBehind: leftBehind)
         }
     }
 }

@@ -249,20 +249,35 @@ extension Job {
 
     /// Adds `job` to this job's queue and tells this job's observers.
     ///
-    /// - Precondition: This job is executing and was started by a queue.
+    /// Observers hear of `job` before it can start: it joins the queue once they were told, also when
+    /// it is produced from an observer (of the start, say), which the other observers hear of after
+    /// the event they are being told of.
+    ///
+    /// A job may also produce from an observer of its finish (``onFinish(_:)``), like ProcedureKit's
+    /// `produce` before finishing: `job` joins the queue at once, and the observers, which are being
+    /// told of the finish, are not told of it.
+    ///
+    /// - Precondition: This job was started by a queue and is executing, or finishing (its observers
+    ///   are being told of its finish).
     public func produce(_ job: Job) {
-        let (queue, state, mustDeliver): (JobQueue?, JobState, Bool) = withCore { core in
+        let (queue, state, recorded, mustDeliver): (JobQueue?, JobState, Bool, Bool) = withCore { core in
             let state = core.lifecycle.publicState
-            let deliver = state == .executing && !core.observers.isEmpty ? core.lifecycle.record(.produce(job)) : false
-            return (core.queue, state, deliver)
+            guard state == .executing, let queue = core.queue, !core.observers.isEmpty else {
+                return (core.queue, state, false, false)
+            }
+            return (queue, state, true, core.lifecycle.record(.produce(job, into: queue)))
         }
-        guard state == .executing, let queue else {
+        guard state == .executing || state == .finishing, let queue else {
             fatalError(
-                "Baton: job '\(name)' produced '\(job.name)' while \(state)\(queue == nil ? " and in no queue" : ""). Produce jobs from the body of a job that a queue runs."
+                "Baton: job '\(name)' produced '\(job.name)' while \(state)\(queue == nil ? " and in no queue" : ""). Produce jobs from the body of a job that a queue runs, or from an observer of its start or finish."
             )
         }
-        // Observers hear of the job before it can start (as with a group's children).
-        if mustDeliver { Propagation.run { deliver(&$0) } }
+        // Observers hear of the job before it can start (as with a group's children): the deliverer
+        // adds it once they were told.
+        if recorded {
+            if mustDeliver { Propagation.run { deliver(&$0) } }
+            return
+        }
         queue.add(job)
     }
 }

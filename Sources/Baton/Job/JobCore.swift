@@ -44,6 +44,35 @@ struct JobCore {
         return dependencies + generated
     }
 
+    /// What a job that has just decided to finish without running leaves behind (empty otherwise):
+    /// - `orphans`: a group's children it never started, which must finish before it;
+    /// - `made`: if it was cancelled, the dependencies its conditions made, which must not run for it
+    ///   now (they are cancelled with the reason `reason`).
+    mutating func takeLeftBehind() -> LeftBehind {
+        guard let extras, extras.group != nil || !extras.made.isEmpty, case .finishing(let ending) = lifecycle.state,
+            !ending.executed
+        else { return LeftBehind() }
+        var left = LeftBehind()
+        if let group = extras.group, !group.started, !group.waiting.isEmpty {
+            left.orphans = group.waiting
+            extras.group!.waiting = []
+        }
+        if case .cancelled(let reason) = ending.outcome, !extras.made.isEmpty {
+            left.made = extras.made
+            left.reason = reason
+            extras.made = []
+        }
+        return left
+    }
+
+    /// See `takeLeftBehind()`.
+    struct LeftBehind {
+        var orphans: [Job] = []
+        var made: [Job] = []
+        var reason: (any Error)? = nil
+        var isEmpty: Bool { orphans.isEmpty && made.isEmpty }
+    }
+
     /// The jobs a job that nothing references any more keeps alive: taken out so that they can be
     /// released iteratively.
     mutating func takeOwnedJobs() -> [Job] {
@@ -52,6 +81,8 @@ struct JobCore {
         if let extras {
             owned += extras.generated
             extras.generated = []
+            extras.generatedBy = []
+            extras.made = []
         }
         return owned
     }
@@ -101,12 +132,17 @@ final class JobExtras {
     /// Dependencies the conditions generated (see ``JobCondition/dependencies(for:)``): the job waits for
     /// them too, but ``Job/dependencies`` lists only the ones the caller added.
     @exclusivity(unchecked) var generated: [Job] = []
+    /// The name of the condition that generated each of `generated`.
+    @exclusivity(unchecked) var generatedBy: [String] = []
+    /// Those of `generated` that its conditions made (they joined the queue with the job): cancelled if
+    /// the job is cancelled before it runs.
+    @exclusivity(unchecked) var made: [Job] = []
     /// Names of conditions still being evaluated (for diagnostics).
     @exclusivity(unchecked) var evaluating: [String] = []
     @exclusivity(unchecked) var conditionTask: Task<Void, Never>?
     /// The categories its conditions ask for (each key once), claimed before the job executes.
     @exclusivity(unchecked) var categories: [ExclusivityCategory] = []
-    /// The claim made for them, once the job was otherwise ready.
+    /// The claim made for them, once its queue started the job.
     @exclusivity(unchecked) var claim: ClaimTicket?
     @exclusivity(unchecked) var fractionCompleted = 0.0
     /// The group the job is a child of (weak: a group that never ran must not be kept alive by the

@@ -28,7 +28,8 @@ struct JobLifecycle {
         case pending(waitingFor: Int)
         /// Its dependencies finished; its conditions are being evaluated (round `round`).
         case evaluatingConditions(round: UInt32)
-        /// Waiting for a slot in its queue, after its exclusivity claim (if it needs one).
+        /// On its queue's ready list, waiting for a slot (`.none`); or started by its queue, holding a slot,
+        /// and waiting for its exclusivity categories (`.waiting`).
         case ready(Claim)
         /// Its body runs. `cancelled`: the reason of a cancel request made meanwhile.
         case executing(cancelled: (any Error)?, claimed: Bool)
@@ -38,15 +39,16 @@ struct JobLifecycle {
         case finished(Ending)
     }
 
-    /// Where a ready job stands with its exclusivity categories.
+    /// Where a ready job stands with its exclusivity categories. A job claims them only once its queue
+    /// started it (it then holds a slot): a job that waits for a slot holds no category, and a job in a
+    /// suspended queue claims nothing.
     enum Claim: Equatable {
-        /// It needs none.
+        /// It waits on the ready list and holds nothing.
         case none
-        /// It asks for them (claim round `round`) and waits. The round tells a claim of an earlier
-        /// round — the job was sent back to waiting meanwhile — from the current one.
+        /// Its queue started it: it holds a slot, asks for its categories (claim round `round`) and
+        /// waits. The round tells a claim of an earlier round — the job was sent back to waiting
+        /// meanwhile — from the current one. Once granted, the job executes.
         case waiting(round: UInt32)
-        /// It holds them.
-        case granted
     }
 
     /// How a job ended.
@@ -57,8 +59,10 @@ struct JobLifecycle {
         /// happen under the job's lock.
         let cancelReason: (any Error)?
         var cancelRequested: Bool { cancelReason != nil }
-        /// Its body ran (so it held a slot of its queue).
+        /// Its body ran.
         let executed: Bool
+        /// It held a slot of its queue (its body ran, or it was started and waited for its categories).
+        let heldSlot: Bool
         /// It asked for exclusivity categories, which must be released.
         let claimed: Bool
     }
@@ -71,10 +75,11 @@ struct JobLifecycle {
         case register
         /// Evaluate the conditions of round `round`.
         case evaluateConditions(round: UInt32)
-        /// Ask for the job's exclusivity categories (claim round `round`).
+        /// The queue started the job, which holds a slot now: ask for its exclusivity categories (claim
+        /// round `round`), then run it once they are granted.
         case claim(round: UInt32)
-        /// Put the job on its queue's ready list.
-        case enqueueReady
+        /// Put the job on its queue's ready list (`claims`: it claims categories when started).
+        case enqueueReady(claims: Bool)
         /// Run the body now, on this thread, after delivering observer events if `deliver` (the start).
         case run(deliver: Bool)
         /// The body runs and was asked to cancel: deliver observer events first if `deliver` (this
@@ -204,13 +209,8 @@ extension JobLifecycle {
     }
 
     private mutating func becomeReady() -> Action {
-        if hasCategories {
-            round &+= 1
-            state = .ready(.waiting(round: round))
-            return .claim(round: round)
-        }
         state = .ready(.none)
-        return .enqueueReady
+        return .enqueueReady(claims: hasCategories)
     }
 
     /// The conditions of round `round` were evaluated; `failure` is the error of the first that failed.
@@ -225,19 +225,20 @@ extension JobLifecycle {
         if case .ready(.waiting(answered)) = state { true } else { false }
     }
 
-    /// The exclusivity categories the job asked for were granted.
-    mutating func claimGranted() -> Action {
+    /// The exclusivity categories the job asked for were granted: it executes, in the slot it holds.
+    mutating func claimGranted(observed: Bool) -> Action {
         guard case .ready(.waiting) = state else { return .none }  // finished (or sent back) meanwhile
-        state = .ready(.granted)
-        return .enqueueReady
+        state = .executing(cancelled: nil, claimed: true)
+        guard observed else { return .run(deliver: false) }
+        events.append(.start)
+        return .run(deliver: claimDelivery())
     }
 
     /// The exclusivity categories cannot be granted (a group's child asked for one its group does not
-    /// hold): the job fails without running.
+    /// hold): the job fails without running (it holds no category, and gives its slot back).
     mutating func claimRefused(_ error: any Error) -> Action {
         guard case .ready(.waiting) = state else { return .none }
-        state = .ready(.none)  // it holds nothing and waits for nothing
-        return enterFinishing(.failed(error), cancelReason: nil)
+        return enterFinishing(.failed(error), cancelReason: nil, claimed: false)
     }
 
     // MARK: Dependencies added later
@@ -246,7 +247,8 @@ extension JobLifecycle {
         /// Not in a queue yet: just remember it.
         case record
         /// Waiting in a queue (and sent back to `pending` if it had moved on): register with the
-        /// dependency. `withdrawClaim`: give up the exclusivity claim made meanwhile.
+        /// dependency. `withdrawClaim`: its queue had started it and it waited for its categories: give
+        /// up the claim, and the slot it held.
         case register(withdrawClaim: Bool)
         /// Too late: the job started or finished.
         case tooLate(JobState)
@@ -274,16 +276,17 @@ extension JobLifecycle {
 
     // MARK: Starting
 
-    /// A worker of the job's queue picked it. `.none` means skip: it finished (or went back to
-    /// waiting) since it was put on the ready list.
+    /// A worker of the job's queue picked it (the job holds a slot from now on). `.claim` means it must
+    /// claim its categories first; `.none` means skip: it finished (or went back to waiting) since it
+    /// was put on the ready list.
     mutating func startFromQueue(observed: Bool) -> Action {
-        let claimed: Bool
-        switch state {
-        case .ready(.none): claimed = false
-        case .ready(.granted): claimed = true
-        default: return .none
+        guard case .ready(.none) = state else { return .none }
+        if hasCategories {
+            round &+= 1
+            state = .ready(.waiting(round: round))
+            return .claim(round: round)
         }
-        state = .executing(cancelled: nil, claimed: claimed)
+        state = .executing(cancelled: nil, claimed: false)
         guard observed else { return .run(deliver: false) }
         events.append(.start)
         return .run(deliver: claimDelivery())
@@ -379,23 +382,32 @@ extension JobLifecycle {
         }
     }
 
-    private mutating func enterFinishing(_ outcome: JobOutcome, cancelReason: (any Error)?) -> Action {
+    /// `claimed`: whether it must release a claim, if not what its state says.
+    private mutating func enterFinishing(
+        _ outcome: JobOutcome, cancelReason: (any Error)?, claimed: Bool? = nil
+    )
+        -> Action
+    {
         let executed: Bool
-        let claimed: Bool
+        let heldSlot: Bool
+        var mustRelease: Bool
         switch state {
-        case .initialized, .pending, .evaluatingConditions:
-            (executed, claimed) = (false, false)
-        case .ready(let claim):
-            (executed, claimed) = (false, claim != .none)
+        case .initialized, .pending, .evaluatingConditions, .ready(.none):
+            (executed, heldSlot, mustRelease) = (false, false, false)
+        case .ready(.waiting):
+            (executed, heldSlot, mustRelease) = (false, true, true)
         case .executing(_, let held):
-            (executed, claimed) = (true, held)
+            (executed, heldSlot, mustRelease) = (true, true, held)
         case .finishing, .finished:
             preconditionFailure("Baton internal inconsistency: a job finished twice")
         }
+        if let claimed { mustRelease = claimed }
         // The finish is not queued as an event: it is implied by `finishing` and comes after every
         // queued event (so a job nobody observes allocates no event list).
         state = .finishing(
-            Ending(outcome: outcome, cancelReason: cancelReason, executed: executed, claimed: claimed))
+            Ending(
+                outcome: outcome, cancelReason: cancelReason, executed: executed, heldSlot: heldSlot,
+                claimed: mustRelease))
         return claimDelivery() ? .deliver : .none
     }
 
@@ -441,11 +453,19 @@ extension JobLifecycle {
     }
 }
 
+extension JobLifecycle.Action {
+    var isDeliver: Bool {
+        if case .deliver = self { true } else { false }
+    }
+}
+
 /// Something observers must be told, in lifecycle order.
 enum ObserverEvent {
     case start
     case cancel(any Error)
-    case produce(Job)
+    /// `job` was produced; the deliverer adds it to `into` once observers heard of it (a group's
+    /// child, already added, has none).
+    case produce(Job, into: JobQueue?)
     case progress(Double)
     case finish(JobOutcome)
 }

@@ -7,7 +7,14 @@ struct Propagation {
     private var dependents: [Job] = []
     private var next = 0
     private var children: [(group: GroupJob, child: Job, outcome: JobOutcome)] = []
-    private var orphans: [(job: Job, outcome: JobOutcome)] = []
+    /// Children whose group finished first, and groups whose finish waits for them (a stack: a group's
+    /// entry lies under its orphans', so it is delivered once they finished).
+    private var orphans: [Orphan] = []
+    private enum Orphan {
+        case abandon(Job, JobOutcome)
+        /// Deliver the group's events (`claimed`: this work list is its deliverer).
+        case deliver(Job, claimed: Bool)
+    }
     private var cancels: [(job: Job, reason: any Error)] = []
     /// Ready jobs of `readyQueue`, the first one inline (the common case is one: no array).
     private var firstReady: JobQueue.ReadyJob?
@@ -36,7 +43,13 @@ struct Propagation {
 
     /// `job` will never run: finish it without a queue.
     mutating func abandon(_ job: Job, outcome: JobOutcome) {
-        orphans.append((job, outcome))
+        orphans.append(.abandon(job, outcome))
+    }
+
+    /// `group` finishes without running: deliver its finish after the orphans abandoned after this call
+    /// finished. `claimed`: the caller was made its deliverer (otherwise another thread delivers).
+    mutating func deliverLater(_ group: Job, claimed: Bool) {
+        orphans.append(.deliver(group, claimed: claimed))
     }
 
     /// `job` must be asked to cancel.
@@ -90,8 +103,11 @@ struct Propagation {
                 job.dependenciesFinished(1, &self)
             } else if let (group, child, outcome) = children.popLast() {
                 group.childFinished(child, outcome: outcome, &self)
-            } else if let (job, outcome) = orphans.popLast() {
-                job.abandon(&self, outcome: outcome)
+            } else if let orphan = orphans.popLast() {
+                switch orphan {
+                case .abandon(let job, let outcome): job.abandon(&self, outcome: outcome)
+                case .deliver(let group, let claimed): if claimed { group.deliver(&self) }
+                }
             } else if let (job, reason) = cancels.popLast() {
                 job.cancel(reason: reason, &self)
             } else {

@@ -71,7 +71,10 @@ open class CallbackJob: Job, @unchecked Sendable {
     /// - Precondition: The job is executing, and this is the first call. Finishing twice is a bug in
     ///   the calling code, like resuming a continuation twice, and stops the program — except once the
     ///   job was asked to cancel: then ``Job/didCancel(reason:)`` and the work it stops may both finish
-    ///   it, in either order, and the later call is ignored.
+    ///   it, in either order, and the later call is ignored; a job cancelled before it was added or
+    ///   started ignores a finish meanwhile (it finishes cancelled once added or started).
+    ///
+    /// A job finished by an observer of its start (``Job/onStart(_:)``) does not run its body.
     public final func finish(_ error: (any Error)? = nil) {
         bodyCompleted(error: error)
     }

@@ -1,3 +1,4 @@
+import DequeModule
 public import Dispatch
 
 #if canImport(Glibc)
@@ -43,6 +44,11 @@ public final class JobQueue: @unchecked Sendable {
     let lock = Lock(adaptive: true)
     @exclusivity(unchecked) var scheduler: QueueScheduler<Job>
     @exclusivity(unchecked) var idleWaiters: [IdleWaiter] = []
+    /// Jobs started that must claim exclusivity categories first, in the order they were started
+    /// (guarded by `lock`); one thread at a time submits their claims (`claimsDraining`), so that they
+    /// reach the arbiter in that order.
+    @exclusivity(unchecked) var claimsToSubmit: Deque<Job> = []
+    @exclusivity(unchecked) var claimsDraining = false
     /// Consumers of ``events``, by id.
     let streamsLock = Lock()
     @exclusivity(unchecked) var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
@@ -184,7 +190,7 @@ public final class JobQueue: @unchecked Sendable {
         let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
         var ready: [(job: Job, entry: ReadyJob)] = []
         var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
-        var moved: [(job: Job, action: JobLifecycle.Action)] = []
+        var moved: [(job: Job, step: Job.Step)] = []
         for (index, job) in jobs.enumerated() {
             let joined = job.join(self, batch: batch, index: index)
             for instrument in instruments { instrument.jobWasAdded(job, to: self) }
@@ -193,7 +199,7 @@ public final class JobQueue: @unchecked Sendable {
                 for instrument in instruments { instrument.jobBecameReady(job, in: self) }
                 ready.append((job, entry))
             case .waits(let dependencies): waiting.append((job, dependencies, index))
-            case .moved(let action): moved.append((job, action))
+            case .moved(let step): moved.append((job, step))
             }
         }
         // A batch whose jobs all start at once goes on the ready lists now. In one where some must first
@@ -205,7 +211,7 @@ public final class JobQueue: @unchecked Sendable {
         startWorkers(
             lock.withLock {
                 for (job, entry) in ready {
-                    scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority)
+                    scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority, claims: entry.claims)
                 }
                 for (job, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
                 for (job, _) in moved { scheduler.insert(job.id, job, readyWith: nil) }
@@ -218,9 +224,7 @@ public final class JobQueue: @unchecked Sendable {
                 work.orderReady(on: self, of: jobs)
                 for (_, entry) in ready { work.enqueueReady(entry, on: self) }
             }
-            for (job, action) in moved {
-                job.perform(Job.Step(action: action, queue: self, priority: job.priority), &work)
-            }
+            for (job, step) in moved { job.perform(step, &work) }
             var holds: [(job: Job, finished: Int)] = []
             var behindClaims: [Job] = []
             for (job, dependencies, index) in waiting {
@@ -247,8 +251,10 @@ public final class JobQueue: @unchecked Sendable {
     /// Adds the dependencies that the jobs' conditions generate (and theirs, and so on) to the batch.
     /// Calls user code, so no lock is held.
     ///
-    /// A generated dependency waits for the guarded job's own dependencies (a "sign in" job runs after
-    /// them, not alongside), and is listed in ``Job/generatedDependencies``, not ``Job/dependencies``.
+    /// A generated dependency that the condition made (in no queue yet) joins the batch and waits for the
+    /// guarded job's own dependencies (a "sign in" job runs after them, not alongside) — except those it
+    /// is itself a dependency of, which would make a cycle. It is listed in ``Job/generatedDependencies``,
+    /// not ``Job/dependencies``, and cancelled with the guarded job if that is cancelled before it runs.
     private static func expandConditions(of jobs: [Job]) -> [Job] {
         var batch = jobs
         var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
@@ -260,21 +266,40 @@ public final class JobQueue: @unchecked Sendable {
             guard !conditions.isEmpty else { continue }
             var ownDependencies: [Job]?
             for condition in conditions {
-                for generated in condition.dependencies(for: job) where generated !== job {
+                let generatedJobs = condition.dependencies(for: job)
+                guard !generatedJobs.isEmpty else { continue }
+                let conditionName = condition.name
+                for generated in generatedJobs where generated !== job {
                     if members == nil { members = Set(batch.map(ObjectIdentifier.init)) }
                     // A job the condition made goes with the guarded one; an existing one stays where it is.
-                    if generated.state == .initialized && generated.queue == nil
+                    let made =
+                        generated.state == .initialized && generated.queue == nil
                         && members!.insert(ObjectIdentifier(generated)).inserted
-                    {
+                    if made {
                         if ownDependencies == nil { ownDependencies = job.dependencies }
-                        generated.addDependencies(ownDependencies!.filter { $0 !== generated })
+                        generated.addDependencies(
+                            ownDependencies!.filter { $0 !== generated && !Self.isReachable(generated, from: $0) })
+                        // A job cancelled before it was added runs nothing for its conditions either.
+                        if job.isCancelled { generated.cancel() }
                         batch.append(generated)
                     }
-                    job.addGeneratedDependency(generated)
+                    job.addGeneratedDependency(generated, made: made, by: conditionName)
                 }
             }
         }
         return batch
+    }
+
+    /// Whether `target` is `start` or one of its dependencies, direct or not (one job's lock at a time).
+    private static func isReachable(_ target: Job, from start: Job) -> Bool {
+        var seen: Set<ObjectIdentifier> = []
+        var work = [start]
+        while let job = work.popLast() {
+            if job === target { return true }
+            guard seen.insert(ObjectIdentifier(job)).inserted else { continue }
+            work += job.withCore { $0.allDependencies }
+        }
+        return false
     }
 
     // MARK: Running jobs (worker loops)
@@ -283,13 +308,15 @@ public final class JobQueue: @unchecked Sendable {
     struct ReadyJob {
         let id: UInt64
         let priority: JobPriority
+        /// It claims exclusivity categories when started.
+        var claims = false
     }
 
     func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob]) {
         startWorkers(
             lock.withLock {
-                scheduler.markReady(first.id, priority: first.priority)
-                for job in more { scheduler.markReady(job.id, priority: job.priority) }
+                scheduler.markReady(first.id, priority: first.priority, claims: first.claims)
+                for job in more { scheduler.markReady(job.id, priority: job.priority, claims: job.claims) }
                 return scheduler.workersToStart()
             })
     }
@@ -333,6 +360,40 @@ public final class JobQueue: @unchecked Sendable {
         return idleWaiters
     }
 
+    /// Submits the claims of the jobs started that must claim categories, in the order they were started,
+    /// until there are none left (this thread was made the one that submits them).
+    private func submitClaims() {
+        while true {
+            let next: Job? = lock.withLock {
+                if let job = claimsToSubmit.popFirst() { return job }
+                claimsDraining = false
+                return nil
+            }
+            guard let job = next else { return }
+            job.claimFromQueue(self)
+        }
+    }
+
+    /// Runs a started job whose categories were granted, on one of the queue's threads (it holds its
+    /// slot already).
+    func startGranted(_ job: Job, deliverFirst: Bool) {
+        let run: @Sendable () -> Void = { job.runStarted(in: self, deliverFirst: deliverFirst) }
+        if let dispatchQueue {
+            dispatchQueue.async(execute: run)
+        } else {
+            DispatchQueue(label: "Baton.JobQueue.worker").async(execute: run)
+        }
+    }
+
+    /// A started job gave its slot back without running (it went back to waiting, or had finished).
+    func slotReturned() {
+        startWorkers(
+            lock.withLock {
+                scheduler.slotReturned()
+                return scheduler.workersToStart()
+            })
+    }
+
     func startWorkers(_ count: Int) {
         for _ in 0..<count { dispatchWorker() }
     }
@@ -355,13 +416,24 @@ public final class JobQueue: @unchecked Sendable {
         defer { WorkerContext.current = previous }
         var report = QueueScheduler<Job>.WorkerReport.starting
         for _ in 0..<JobQueue.jobsPerWorkerTurn {
-            let (job, waiters): (Job?, [IdleWaiter]) = lock.withLock {
+            let (next, waiters, drain): ((member: Job, claims: Bool)?, [IdleWaiter], Bool) = lock.withLock {
                 let waiters = recordFinishesLocked(context)
-                return (scheduler.nextJob(after: report), waiters)
+                let next = scheduler.nextJobAndClaim(after: report)
+                guard let next, next.claims else { return (next, waiters, false) }
+                claimsToSubmit.append(next.member)
+                defer { claimsDraining = true }
+                return (next, waiters, !claimsDraining)
             }
             context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
             for waiter in waiters { waiter.resume() }
-            guard let job else { return }
+            guard let (job, claims) = next else { return }
+            if claims {
+                // The job holds its slot while it claims its categories (it runs once they are granted, on
+                // another thread): a job waiting for a slot never holds a category.
+                if drain { submitClaims() }
+                report = .ran
+                continue
+            }
             context.running = job
             report = job.runFromQueue(self) ? .ran : .skipped
             context.running = nil

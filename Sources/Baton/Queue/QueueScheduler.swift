@@ -39,16 +39,29 @@ struct QueueScheduler<Member> {
     /// Adds a member, on the ready list too if `priority` is given. A job joins its queue (under its
     /// own lock) before it becomes a member (under the queue's): one that finished in between (it was
     /// cancelled) does not become a member.
-    mutating func insert(_ id: UInt64, _ member: Member, readyWith priority: JobPriority?) {
+    mutating func insert(_ id: UInt64, _ member: Member, readyWith priority: JobPriority?, claims: Bool = false) {
         if finishedBeforeJoining.remove(id) != nil { return }
         progress &+= 1
         members[id] = member
-        if let priority { markReady(id, priority: priority) }
+        if let priority { markReady(id, priority: priority, claims: claims) }
     }
 
-    mutating func markReady(_ id: UInt64, priority: JobPriority) {
-        ready[priority.rawValue].append(id)
+    /// Marks on a ready list's entry that its job claims exclusivity categories when started
+    /// (identifiers never reach this bit).
+    private static var claimsBit: UInt64 { 1 << 63 }
+
+    /// Puts a member on the ready list of `priority`; `claims`: it claims exclusivity categories when
+    /// it is started (see `nextJobAndClaim(after:)`).
+    mutating func markReady(_ id: UInt64, priority: JobPriority, claims: Bool = false) {
+        ready[priority.rawValue].append(claims ? id | Self.claimsBit : id)
         readyCount += 1
+    }
+
+    /// A job that a worker was given (it counts as running) went back to waiting, or had finished: its
+    /// slot is free again.
+    mutating func slotReturned() {
+        running -= 1
+        progress &+= 1
     }
 
     /// How many worker loops to start now; counts them as started.
@@ -73,14 +86,19 @@ struct QueueScheduler<Member> {
 
     /// A worker loop asks for its next job. `nil` means the loop must end (it is no longer counted).
     mutating func nextJob(after report: WorkerReport) -> Member? {
+        nextJobAndClaim(after: report)?.member
+    }
+
+    /// `nextJob(after:)`, and whether the job claims exclusivity categories before it runs.
+    mutating func nextJobAndClaim(after report: WorkerReport) -> (member: Member, claims: Bool)? {
         account(report)
         if !isSuspended && running < maxConcurrent {
-            while let id = popReady() {
-                guard let member = members[id] else { continue }  // stale: finished without running
+            while let entry = popReady() {
+                guard let member = members[entry & ~Self.claimsBit] else { continue }  // stale: finished
                 running += 1
                 busyWorkers += 1
                 progress &+= 1
-                return member
+                return (member, entry & Self.claimsBit != 0)
             }
         }
         workers -= 1
