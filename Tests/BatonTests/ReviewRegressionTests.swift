@@ -41,6 +41,56 @@ import Testing
         }
     }
 
+    /// The same race where claims happen now: a job started by its queue and waiting for a category
+    /// another job holds (it holds a slot, and its request is queued), sent back to waiting by
+    /// `addDependency` from two threads at once, then cancelled. Nothing may stay held or queued.
+    @Test func concurrentWithdrawalsOfAStartedClaimNeverLeaveACategoryHeld() async throws {
+        for round in 0..<40 {
+            let scope = ExclusivityScope(name: "withdraw \(round)")
+            let queue = JobQueue(name: "withdraw", exclusivityScope: scope)
+            let done = BlockJob(name: "done") {}
+            queue.add(done)
+            _ = await done.outcome
+            let inside = Gate()
+            let release = Gate()
+            let holder = AsyncJob(name: "holder") { _ in
+                inside.open()
+                await release.waitAsync()
+            }
+            holder.addCondition(MutuallyExclusive(category: "x"))
+            queue.add(holder)
+            await inside.waitAsync()
+            let job = BlockJob(name: "job") {}
+            job.addCondition(MutuallyExclusive(category: "x"))
+            queue.add(job)
+            let waiting = await eventually {
+                queue.diagnose().jobs.first { $0.jobName == "job" }?.blockers.isEmpty == false
+            }
+            #expect(waiting, "round \(round): the job never waited for the category: \(queue.diagnose())")
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                DispatchQueue.global().async {
+                    DispatchQueue.concurrentPerform(iterations: 2) { _ in
+                        for _ in 0..<200 { job.addDependency(done) }
+                    }
+                    continuation.resume()
+                }
+            }
+            job.cancel()
+            release.open()
+            try await withDeadline(.seconds(10), "the cancelled job and the holder, round \(round)") {
+                _ = await job.outcome
+                _ = await holder.outcome
+            }
+            #expect(scope.holders(of: "x").isEmpty, "round \(round)")
+            let next = BlockJob(name: "next") {}
+            next.addCondition(MutuallyExclusive(category: "x"))
+            queue.add(next)
+            try await withDeadline(.seconds(10), "a job wanting the category after round \(round)") {
+                #expect(await next.outcome.isSucceeded)
+            }
+        }
+    }
+
     /// A group holding "db" whose child depends on an outsider that needs "db": a cycle through
     /// exclusivity, failed as a cycle instead of hanging.
     @Test func aCycleThroughAGroupsCategoryIsFailedNotHung() async throws {
