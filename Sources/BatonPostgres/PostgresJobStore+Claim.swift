@@ -296,6 +296,7 @@ extension PostgresJobStore {
             ).collect()
             guard !expired.isEmpty else { return }
             for row in expired {
+                PostgresTimeout.progressed()
                 let (id, attempts, maxAttempts, owner, at, cancelRequest) = try row.decode(
                     (Int64, Int, Int, String?, Double, String?).self)
                 let message =

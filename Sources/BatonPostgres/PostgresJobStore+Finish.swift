@@ -32,6 +32,7 @@ extension PostgresJobStore {
             let outcomes = try await transaction("finish") { connection in
                 var outcomes: [FinishResult] = []
                 for report in reports {
+                    PostgresTimeout.progressed()
                     outcomes.append(try await Self.finishAttempt(connection, report, now: now, logger: logger))
                 }
                 if outcomes.contains(where: { $0 != .rejected }) {
@@ -313,6 +314,7 @@ extension PostgresJobStore {
     ) async throws {
         var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
         while let (job, state, error, output) = work.popLast() {
+            PostgresTimeout.progressed()
             let name =
                 try await connection.query(
                     """
@@ -365,6 +367,7 @@ extension PostgresJobStore {
         let notify = notifySQL()
         try await transaction("release") { connection in
             for lease in leases {
+                PostgresTimeout.progressed()
                 let rows = try await connection.query(
                     """
                     SELECT cancel_request FROM jobs
@@ -410,6 +413,7 @@ extension PostgresJobStore {
                 logger: logger
             ).collect().map { try $0.decode(Int64.self) }
             for job in waiting {
+                PostgresTimeout.progressed()
                 // An earlier job's cascade may have cancelled it already.
                 let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
                     .collect().first?.decode(String.self)

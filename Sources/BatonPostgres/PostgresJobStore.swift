@@ -431,26 +431,79 @@ extension Duration {
 /// connection was being opened as the server restarted — is abandoned (cancelled, not awaited) and
 /// the operation retried on a new connection.
 struct PostgresTimeout: Error {
+    /// Where one ``run(_:_:)`` is: nobody waits and no result yet, the caller waits, the result waits
+    /// for the caller, or the caller was given its result.
+    enum Settling<T: Sendable>: Sendable {
+        case waiting
+        case parked(CheckedContinuation<T, any Error>)
+        case settled(Result<T, any Error>)
+        case done
+    }
+
+    /// Hooks the tests set to force an interleaving: `settling` runs in the operation's task once it
+    /// has its result, before handing it over; `looking` and `looked` run in the caller's task before
+    /// and after it looks for the result (and, finding none, parks). Nil outside the tests.
+    struct Interleaving: Sendable {
+        var settling: @Sendable () -> Void
+        var looking: @Sendable () -> Void
+        var looked: @Sendable () -> Void
+    }
+    @TaskLocal static var interleaving: Interleaving?
+
+    /// How many steps the operation under way in this task has reported (``progressed()``), or nil
+    /// outside ``run(_:_:)``.
+    @TaskLocal static var steps: Protected<Int>?
+
+    /// Reports that the operation under way made progress: a step of a long transaction (a cascade
+    /// through thousands of dependents) was answered by the server. The limit then starts over: it is
+    /// the longest the server may leave a request unanswered, not the longest an operation may take.
+    /// A cascade of 10,000 jobs took longer than the limit, was abandoned — still running on the
+    /// server, holding its connection and its locks — and retried, and each retry waited for the
+    /// abandoned ones' locks until it was abandoned in turn.
+    static func progressed() {
+        steps?.withLock { $0 &+= 1 }
+    }
+
+    /// Runs `body`, abandoning it (cancelled, not awaited) and throwing a ``PostgresTimeout`` when it
+    /// has neither finished nor reported progress (``progressed()``) within `limit`.
     static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T
     {
-        let result = Protected<Result<T, any Error>?>(nil)
-        let waiter = Protected<CheckedContinuation<T, any Error>?>(nil)
+        // One state under one lock: the result and the waiting caller were kept under two locks, and a
+        // result that arrived while the caller was between its two looks was stored after the caller's
+        // second look — the caller then waited for the timer and reported a timeout.
+        let state = Protected(Settling<T>.waiting)
         @Sendable func settle(_ value: Result<T, any Error>) {
-            let continuation = waiter.withLock { continuation -> CheckedContinuation<T, any Error>? in
-                defer { continuation = nil }
-                return continuation
+            let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                switch state {
+                case .waiting:
+                    state = .settled(value)
+                    return nil
+                case .parked(let continuation):
+                    state = .done
+                    return continuation
+                case .settled, .done:
+                    return nil
+                }
             }
-            if let continuation {
-                continuation.resume(with: value)
-            } else {
-                result.withLock { if $0 == nil { $0 = value } }
-            }
+            continuation?.resume(with: value)
         }
+        let steps = Protected(0)
         let work = Task {
-            do { settle(.success(try await body())) } catch { settle(.failure(error)) }
+            await $steps.withValue(steps) {
+                let value: Result<T, any Error>
+                do { value = .success(try await body()) } catch { value = .failure(error) }
+                interleaving?.settling()
+                settle(value)
+            }
         }
         let timer = Task {
-            try? await Task.sleep(for: limit)
+            var seen = 0
+            while true {
+                try? await Task.sleep(for: limit)
+                let now = steps.withLock { $0 }
+                if Task.isCancelled || now == seen { break }
+                seen = now
+            }
             if !Task.isCancelled {
                 // Settled before the work is cancelled: the cancelled request's own error (the pool's
                 // `requestCancelled`, not retried) used to win the race now and then, and the call then
@@ -463,19 +516,17 @@ struct PostgresTimeout: Error {
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let early = result.withLock { $0 }
-                if let early {
-                    continuation.resume(with: early)
-                    return
+                interleaving?.looking()
+                let early = state.withLock { state -> Result<T, any Error>? in
+                    if case .settled(let value) = state {
+                        state = .done
+                        return value
+                    }
+                    state = .parked(continuation)
+                    return nil
                 }
-                waiter.withLock { $0 = continuation }
-                // A result that arrived between the two looks.
-                if let late = result.withLock({ value -> Result<T, any Error>? in
-                    defer { value = nil }
-                    return value
-                }) {
-                    settle(late)
-                }
+                interleaving?.looked()
+                if let early { continuation.resume(with: early) }
             }
         } onCancel: {
             work.cancel()

@@ -1,0 +1,45 @@
+import Baton
+import BatonDurable
+import BatonTesting
+import Foundation
+import PostgresNIO
+import Testing
+
+@testable import BatonPostgres
+
+/// A cancellation racing a claim, and messages PostgreSQL's text cannot hold as they are.
+@Suite("PostgreSQL cancellation races and stored text", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresCancelAndTextTests {
+    @Test(
+        "a failure cascading to 2,000 dependents takes longer than the operation timeout and still completes in one attempt"
+    )
+    func longCascadeIsNotAbandoned() async throws {
+        try await withDeadline(.seconds(300), "a cascade through 2,000 dependents") {
+            try await TestPostgres.withStore("cascade") { store, configuration in
+                var jobs = [JobSpec(name: "root", kind: "k", input: Data("1".utf8), retry: .never)]
+                for index in 0..<2_000 {
+                    jobs.append(
+                        JobSpec(
+                            name: "d\(index)", kind: "k", input: Data("1".utf8),
+                            dependencies: [JobSpec.Dependency(index: 0)]))
+                }
+                let run = try await store.submit(GraphSpec(name: "fan-out", jobs: jobs), uniqueKey: nil)
+                let root = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(600))
+                #expect(root.map(\.name) == ["root"])
+                // The cascade takes seconds (four statements a dependent); every statement is answered at
+                // once. No time to retry in: an abandoned attempt fails the call.
+                var short = configuration
+                short.operationTimeout = .seconds(1)
+                short.reconnectDeadline = .seconds(1)
+                let impatient = try await PostgresJobStore(configuration: short, logger: TestPostgres.logger)
+                defer { impatient.close() }
+                let results = try await impatient.finish(
+                    root.map { AttemptReport(lease: $0.lease, outcome: .failed(message: "no", retryable: false)) })
+                #expect(results == [.accepted(.failed)])
+                let states = try await store.snapshot(of: run.run).jobs.map(\.state)
+                #expect(states.first == .failed)
+                #expect(states.dropFirst().allSatisfy { $0 == .cancelled })
+            }
+        }
+    }
+}
