@@ -209,11 +209,13 @@ extension PostgresJobStore {
         let claimStatement = Self.claimStatement(
             worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let logger = logger
-        let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
+        let (finished, claimRows) = try await retrying("finish") {
             [client, faults] in
             let rows = try await client.withConnection { connection in
-                let finished = try await connection.rows(of: finishStatement, logger: logger)
-                return (finished, try await connection.rows(of: claimStatement, logger: logger))
+                try await Self.discardingIfReadOnly(connection) {
+                    let finished = try await connection.rows(of: finishStatement, logger: logger)
+                    return (finished, try await connection.rows(of: claimStatement, logger: logger))
+                }
             }
             try faults.afterCommit("finish")
             return rows

@@ -55,6 +55,8 @@ public final class PostgresJobStore: JobStore {
     let faults = PostgresFaults()
     /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
     let retryTexts = Protected<[RetryPolicy: String]>([:])
+    /// Set by ``close()``: calls after it throw ``PostgresStoreError/closed``.
+    let isClosed = Protected(false)
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
     let listener: PostgresListener
@@ -137,8 +139,9 @@ public final class PostgresJobStore: JobStore {
             configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger)
     }
 
-    /// Stops listening and closes the connections. Calls after this fail.
+    /// Stops listening and closes the connections. Calls after this throw `PostgresStoreError.closed`.
     public func close() {
+        isClosed.withLock { $0 = true }
         listener.stop()
         runner.cancel()
         submitRunner.cancel()
@@ -201,7 +204,7 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let result = try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
@@ -210,6 +213,7 @@ public final class PostgresJobStore: JobStore {
                     return result
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: logger)
+                    await Self.discardIfReadOnly(connection, after: error)
                     throw error
                 }
             }
@@ -239,11 +243,13 @@ public final class PostgresJobStore: JobStore {
     /// transaction commits.
     func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                let rows = try await connection.query(query, logger: logger).collect()
-                if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
-                return rows
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await connection.query(query, logger: logger).collect()
+                    if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
+                    return rows
+                }
             }
             try faults.afterCommit(label)
             return rows
@@ -260,15 +266,38 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ statement: Prepared<Text>, confirm: Bool = true
     ) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                let rows = try await connection.rows(of: statement, logger: logger)
-                if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
-                return rows
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await connection.rows(of: statement, logger: logger)
+                    if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
+                    return rows
+                }
             }
             try faults.afterCommit(label)
             return rows
         }
+    }
+
+    /// Runs `body` on `connection`, closing the connection when it failed because the server is read-only.
+    static func discardingIfReadOnly<T>(
+        _ connection: PostgresConnection, _ body: () async throws -> T
+    ) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            await discardIfReadOnly(connection, after: error)
+            throw error
+        }
+    }
+
+    /// Closes `connection` when `error` says that its server is read-only (SQLSTATE 25006: a standby, or
+    /// a primary demoted in a failover). The pool then opens a new connection for the retry, which the
+    /// address may now take to the new primary; kept, the connection would reach the same standby on
+    /// every retry.
+    static func discardIfReadOnly(_ connection: PostgresConnection, after error: any Error) async {
+        guard let error = error as? PSQLError, error.serverInfo?[.sqlState] == "25006" else { return }
+        try? await connection.close()
     }
 
     /// Returns once the server has answered a request sent after the last statement on `connection`
@@ -276,6 +305,12 @@ public final class PostgresJobStore: JobStore {
     /// committed — and throws as a lost connection does otherwise.
     static func confirmCommitted(on connection: PostgresConnection, logger: Logger) async throws {
         _ = try await connection.query("SELECT 1", logger: logger).collect()
+    }
+
+    /// ``retrying(configuration:logger:_:_:)`` with this store's settings, refused once the store is closed.
+    func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        if isClosed.withLock({ $0 }) { throw PostgresStoreError.closed }
+        return try await Self.retrying(configuration: configuration, logger: logger, label, body)
     }
 
     /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
@@ -293,6 +328,9 @@ public final class PostgresJobStore: JobStore {
                 throw error
             } catch let error as DurableError {
                 throw error
+            } catch let error as PSQLError where error.code == .poolClosed {
+                // The store's pool was shut down by `close()` while the call was under way.
+                throw PostgresStoreError.closed
             } catch {
                 let kind = PostgresFailure.classify(error)
                 let elapsed = ContinuousClock.now - start
@@ -394,8 +432,12 @@ enum PostgresFailure: Equatable {
         case .server:
             let state = error.serverInfo?[.sqlState] ?? ""
             if state == "40001" || state == "40P01" { return .conflict }
-            // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
-            if state.hasPrefix("57P") || state.hasPrefix("08") { return .unreachable }
+            // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection
+            // exceptions, 53300 too many connections (others' connections end), 25006 read-only
+            // transaction (a standby answered during a failover; the address soon reaches the primary).
+            if state.hasPrefix("57P") || state.hasPrefix("08") || state == "53300" || state == "25006" {
+                return .unreachable
+            }
             return .other
         case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection:
             return .unreachable
