@@ -34,6 +34,56 @@ struct PostgresAccessTests {
         return result
     }
 
+    @Test(
+        "a role with only USAGE on the schema and DML on its tables (no CREATE on the database) opens a migrated store and works in it"
+    )
+    func leastPrivilegeRoleOpensMigratedStore() async throws {
+        try await withDeadline(.seconds(120), "a least-privilege role opens and uses a store") {
+            try await TestPostgres.withStore("leastprivilege") { store, configuration in
+                let role = try await Self.createRole(using: store)
+                do {
+                    let schema = configuration.schema
+                    for grant in [
+                        "GRANT USAGE ON SCHEMA \"\(schema)\" TO \(role)",
+                        "GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA \"\(schema)\" TO \(role)",
+                        "GRANT USAGE, SELECT ON ALL SEQUENCES IN SCHEMA \"\(schema)\" TO \(role)",
+                    ] {
+                        try await store.client.query(PostgresQuery(unsafeSQL: grant))
+                    }
+                    let canCreate = try await store.client.query(
+                        PostgresQuery(
+                            unsafeSQL: "SELECT has_database_privilege('\(role)', current_database(), 'CREATE')")
+                    ).collect().first?.decode(Bool.self)
+                    #expect(
+                        canCreate == false, "the role must lack CREATE on the database for this test to mean anything")
+
+                    let limited = try await PostgresJobStore(
+                        configuration: Self.configuration(configuration, as: role), logger: TestPostgres.logger)
+                    defer { limited.close() }
+                    let run = try await limited.submit(
+                        GraphSpec(
+                            name: "g",
+                            jobs: [
+                                JobSpec(
+                                    name: "a", kind: "k", input: Data("1".utf8),
+                                    categories: [DurableCategory(name: "c", limit: 1)])
+                            ]
+                        ),
+                        uniqueKey: "once")
+                    let claimed = try await limited.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+                    #expect(claimed.map(\.lease.job) == run.jobs)
+                    let results = try await limited.finish(
+                        claimed.map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("2".utf8))) })
+                    #expect(results == [.accepted(.succeeded)])
+                } catch {
+                    try? await Self.dropRole(role, using: store)
+                    throw error
+                }
+                try await Self.dropRole(role, using: store)
+            }
+        }
+    }
+
     /// The error a statement gets from the server, for `classify`.
     static func serverError(
         _ store: PostgresJobStore, _ body: @escaping @Sendable (PostgresConnection) async throws -> Void
