@@ -31,7 +31,15 @@ struct PostgresCancelAndTextTests {
                 var short = configuration
                 short.operationTimeout = .seconds(1)
                 short.reconnectDeadline = .seconds(1)
-                let impatient = try await PostgresJobStore(configuration: short, logger: TestPostgres.logger)
+                // Opening gives up as soon, too: on a server that other tests keep busy (too many clients
+                // for a moment) it is tried again, up to 60 times.
+                var opened: PostgresJobStore?
+                for attempt in 1...60 where opened == nil {
+                    do {
+                        opened = try await PostgresJobStore(configuration: short, logger: TestPostgres.logger)
+                    } catch let error as DurableError where error.code == .storeFailure && attempt < 60 {}
+                }
+                let impatient = try #require(opened)
                 defer { impatient.close() }
                 let results = try await impatient.finish(
                     root.map { AttemptReport(lease: $0.lease, outcome: .failed(message: "no", retryable: false)) })
