@@ -5,6 +5,7 @@ import PostgresNIO
 extension PostgresJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
             // Claimed for this worker by a submission through this store: they start with no round trip.
@@ -324,6 +325,7 @@ extension PostgresJobStore {
 
     public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         guard !leases.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let until = clock.now().storeTime + lease.storeSeconds
         let ids = leases.map(\.job.rawValue)
         let tokens = leases.map(\.token)

@@ -283,9 +283,11 @@ extension PostgresJobStore {
             return .accepted(.succeeded)
         case .cancelled(let reason):
             try await finishJob(
-                connection, id: id, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+                connection, id: id, state: .cancelled, error: StoredText.message(reason), output: nil, now: now,
+                logger: logger)
             return .accepted(.cancelled)
         case .failed(let message, let retryable):
+            let message = StoredText.message(message)
             if let cancelRequest {
                 try await finishJob(
                     connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now, logger: logger)
@@ -395,6 +397,7 @@ extension PostgresJobStore {
     }
 
     public func cancel(run: DurableRunID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()
@@ -428,6 +431,7 @@ extension PostgresJobStore {
     }
 
     public func cancel(job: DurableJobID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()

@@ -37,6 +37,7 @@ extension PostgresJobStore {
         _ graph: GraphSpec, uniqueKey: String?, submission: String, general: Bool = false
     ) async throws -> SubmittedRun {
         try graph.validate()
+        try StoredText.checkUniqueKey(uniqueKey)
         let now = clock.now().storeTime
         let jobs = graph.jobs
         // Encoded once per distinct policy: a graph's jobs mostly share one, and so do a program's graphs

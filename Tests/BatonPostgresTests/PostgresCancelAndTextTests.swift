@@ -10,6 +10,33 @@ import Testing
 /// A cancellation racing a claim, and messages PostgreSQL's text cannot hold as they are.
 @Suite("PostgreSQL cancellation races and stored text", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresCancelAndTextTests {
+    struct Fails: DurableJob {
+        static let kind = "test.pg-fails-with-nul"
+        struct Failure: Error, CustomStringConvertible {
+            var description: String { "bad\0byte" }
+        }
+        func run(_ input: String, context: DurableJobContext) async throws -> String { throw Failure() }
+    }
+
+    @Test("a job failing with a NUL character in its error is recorded as failed, and the worker goes on")
+    func failureMessageWithNul() async throws {
+        try await TestPostgres.withStore("nulmessage") { store, _ in
+            var graph = JobGraph(name: "g")
+            let failing = graph.add(Fails.self, input: "x", retry: .never)
+            let echo = graph.add(PostgresRoundTrip.Echo.self, input: "fine")
+            let run = try await store.submit(graph)
+            let worker = try DurableWorker(
+                store: store, jobs: [Fails(), PostgresRoundTrip.Echo()],
+                configuration: .init(id: "nul", pollInterval: .milliseconds(50)))
+            try await withDeadline(.seconds(30), "the run with a NUL in a failure message") {
+                let counts = try await worker.run(until: run).counts
+                #expect(counts == [.succeeded: 1, .failed: 1])
+            }
+            #expect(try await store.record(of: run[failing]).lastError == "bad\u{FFFD}byte")
+            #expect(try await store.output(of: echo, in: run) == "fine")
+        }
+    }
+
     @Test(
         "a failure cascading to 2,000 dependents takes longer than the operation timeout and still completes in one attempt"
     )
