@@ -408,15 +408,29 @@ extension PostgresJobStore {
                 throw DurableError(
                     code: .unknownRun, message: "\(run) is not in the store (pruned?); nothing to cancel.")
             }
-            try await connection.query(
+            // Every unfinished job of the run is locked first, in one statement, waiting for those that
+            // others hold: a job being claimed is then seen as the claim left it (running), not as this
+            // statement's snapshot had it (ready). Asking running jobs to stop before locking the waiting
+            // ones missed it: the request skipped it (still ready), and the lock, taken once the claim
+            // committed, dropped it (no longer ready) — it ran on, uncancelled. Locked in id order, as
+            // dependencies usually come before their dependents, so a completion holding its job and
+            // updating its dependents does not wait on this in a cycle (one that does is a deadlock, and
+            // both are retried).
+            let unfinished = try await connection.query(
                 """
-                UPDATE jobs SET cancel_request = \(reason)
-                WHERE run = \(run.rawValue) AND state = 'running' AND cancel_request IS NULL
-                """, logger: logger)
-            let waiting = try await connection.query(
-                "SELECT id FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready') ORDER BY idx FOR UPDATE",
-                logger: logger
-            ).collect().map { try $0.decode(Int64.self) }
+                SELECT id, state, idx FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready', 'running')
+                ORDER BY id FOR UPDATE
+                """, logger: logger
+            ).collect().map { try $0.decode((Int64, String, Int).self) }
+            let running = unfinished.filter { $0.1 == "running" }.map(\.0)
+            if !running.isEmpty {
+                try await connection.query(
+                    "UPDATE jobs SET cancel_request = \(reason) WHERE id = ANY(\(running)) AND cancel_request IS NULL",
+                    logger: logger)
+            }
+            // In graph order, as before (and as SQLite does): a job cancelled by an earlier one's cascade
+            // keeps that reason.
+            let waiting = unfinished.filter { $0.1 != "running" }.sorted { $0.2 < $1.2 }.map(\.0)
             for job in waiting {
                 PostgresTimeout.progressed()
                 // An earlier job's cascade may have cancelled it already.

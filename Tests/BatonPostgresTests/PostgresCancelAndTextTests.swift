@@ -10,6 +10,57 @@ import Testing
 /// A cancellation racing a claim, and messages PostgreSQL's text cannot hold as they are.
 @Suite("PostgreSQL cancellation races and stored text", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresCancelAndTextTests {
+    @Test("cancel(run:) while a claim of one of its jobs is being committed asks the claimed job to stop")
+    func cancelRunRacingAClaim() async throws {
+        try await withDeadline(.seconds(60), "a cancellation racing a claim") {
+            try await TestPostgres.withStore("cancelrace") { store, _ in
+                let run = try await store.submit(
+                    GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]),
+                    uniqueKey: nil)
+                let job = run.jobs[0].rawValue
+                let token: Int64 = 42
+                let expires = Date().timeIntervalSince1970 + 3600
+                let logger = TestPostgres.logger
+                // Connection 1 claims the job as the claiming statements do (locked, marked running), and
+                // holds its transaction open until connection 2's cancellation waits for it.
+                try await store.client.withConnection { claimer in
+                    try await claimer.query("BEGIN", logger: logger)
+                    do {
+                        let pid = try await claimer.query("SELECT pg_backend_pid()", logger: logger).collect()
+                            .first?.decode(Int32.self)
+                        try await claimer.query("SELECT id FROM jobs WHERE id = \(job) FOR UPDATE", logger: logger)
+                        try await claimer.query(
+                            """
+                            UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = 'w',
+                                lease_token = \(token), lease_expires = \(expires) WHERE id = \(job)
+                            """, logger: logger)
+                        let cancelling = Task { try await store.cancel(run: run.run, reason: "stop") }
+                        // The server says when the cancellation waits for the claimer's lock.
+                        while true {
+                            let waiting = try await store.client.query(
+                                "SELECT count(*)::int FROM pg_stat_activity WHERE \(pid) = ANY(pg_blocking_pids(pid))"
+                            ).collect().first?.decode(Int.self)
+                            if waiting ?? 0 > 0 { break }
+                            await Task.yield()
+                        }
+                        try await claimer.query("COMMIT", logger: logger)
+                        try await cancelling.value
+                    } catch {
+                        _ = try? await claimer.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+                let status = try await store.renew(
+                    [Lease(job: DurableJobID(job), token: token)], worker: "w", lease: .seconds(30))
+                guard case .cancelRequested(let reason, _) = status.first else {
+                    Issue.record("the claimed job was not asked to stop: \(status)")
+                    return
+                }
+                #expect(reason == "stop")
+            }
+        }
+    }
+
     struct Fails: DurableJob {
         static let kind = "test.pg-fails-with-nul"
         struct Failure: Error, CustomStringConvertible {
