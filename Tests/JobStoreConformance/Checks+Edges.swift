@@ -63,5 +63,14 @@ extension JobStoreConformance {
             try expectEqual(try await store.claimAll().map(\.name), ["a"], "one slot of c")
             try expectEqual(try await store.states(run), [.running, .ready], "b waits for c")
         },
+        check("a claim looks past candidates whose shared category has no room left") { store, _ in
+            _ = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a", priority: 10, categories: [.named("x", limit: 1)]),
+                    Build.job("b", priority: 10, categories: [.named("x", limit: 1)]), Build.job("c")),
+                uniqueKey: nil)
+            let claimed = try await store.claimAll(limit: 2)
+            try expectEqual(claimed.map(\.name), ["a", "c"], "a (x's one slot) and c")
+        },
     ]
 }
