@@ -16,8 +16,8 @@ extension PostgresJobStore {
         var results = [FinishResult](repeating: .rejected, count: reports.count)
         var successes: [Int] = []
         var others: [Int] = []
-        for (index, report) in reports.enumerated() {
-            if case .succeeded = report.outcome { successes.append(index) } else { others.append(index) }
+        for index in Self.firstReports(reports) {
+            if case .succeeded = reports[index].outcome { successes.append(index) } else { others.append(index) }
         }
         if !successes.isEmpty {
             let accepted = try await finishSucceeded(successes.map { reports[$0] }, now: now)
@@ -43,6 +43,14 @@ extension PostgresJobStore {
             for (index, outcome) in zip(others, outcomes) { results[index] = outcome }
         }
         return results
+    }
+
+    /// The indices of the reports that are the first in `reports` with their lease. A lease reported
+    /// again in the same call is rejected, as the SQLite store does (its first report ended the attempt);
+    /// only a report sent again in a later call is recognised as already recorded.
+    static func firstReports(_ reports: [AttemptReport]) -> [Int] {
+        var seen = Set<Lease>()
+        return reports.indices.filter { seen.insert(reports[$0].lease).inserted }
     }
 
     /// The common case in one statement: record the outputs of the attempts whose token is current,
@@ -205,7 +213,7 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let finishStatement = finishSucceededStatement(reports, now: now)
+        let finishStatement = finishSucceededStatement(Self.firstReports(reports).map { reports[$0] }, now: now)
         let claimStatement = Self.claimStatement(
             worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let logger = logger
@@ -221,7 +229,10 @@ extension PostgresJobStore {
             return rows
         }
         let accepted = try await recheck(reports, accepted: try Self.acceptedLeases(finished))
-        let results = reports.map { accepted.contains($0.lease) ? FinishResult.accepted(.succeeded) : .rejected }
+        var results = [FinishResult](repeating: .rejected, count: reports.count)
+        for index in Self.firstReports(reports) where accepted.contains(reports[index].lease) {
+            results[index] = .accepted(.succeeded)
+        }
         let claimed = try await completeClaim(
             claimRows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         return (results, claimed)

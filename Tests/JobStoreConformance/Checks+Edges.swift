@@ -63,6 +63,20 @@ extension JobStoreConformance {
             try expectEqual(try await store.claimAll().map(\.name), ["a"], "one slot of c")
             try expectEqual(try await store.states(run), [.running, .ready], "b waits for c")
         },
+        check("the same report twice in one call: the first is accepted, the second rejected") { store, _ in
+            _ = try await store.submit(Build.graph("g", Build.job("a"), Build.job("b")), uniqueKey: nil)
+            let claimed = try await store.claimAll()
+            let success = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: Data("1".utf8)))
+            try expectEqual(
+                try await store.finish([success, success]), [.accepted(.succeeded), .rejected], "two successes")
+            let failure = AttemptReport(lease: claimed[1].lease, outcome: .failed(message: "x", retryable: false))
+            try expectEqual(
+                try await store.finish([failure, failure]), [.accepted(.failed), .rejected], "two failures")
+            // Sent again in a later call, a report is recognised as recorded (SQLite rejects it: either way,
+            // it is not recorded twice).
+            let again = try await store.finish([success])
+            try expect(again == [.accepted(.succeeded)] || again == [.rejected], "the success sent again: \(again)")
+        },
         check("a claim looks past candidates whose shared category has no room left") { store, _ in
             _ = try await store.submit(
                 Build.graph(
