@@ -55,7 +55,7 @@ public final class PostgresJobStore: JobStore {
     let faults = PostgresFaults()
     /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
     let retryTexts = Protected<[RetryPolicy: String]>([:])
-    /// Set by ``close()``: calls after it throw ``PostgresStoreError/closed``.
+    /// Set by ``close()``: calls after it throw `PostgresStoreError.closed`.
     let isClosed = Protected(false)
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
@@ -307,7 +307,7 @@ public final class PostgresJobStore: JobStore {
         _ = try await connection.query("SELECT 1", logger: logger).collect()
     }
 
-    /// ``retrying(configuration:logger:_:_:)`` with this store's settings, refused once the store is closed.
+    /// `retrying(configuration:logger:_:_:)` with this store's settings, refused once the store is closed.
     func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         if isClosed.withLock({ $0 }) { throw PostgresStoreError.closed }
         return try await Self.retrying(configuration: configuration, logger: logger, label, body)
@@ -473,7 +473,7 @@ extension Duration {
 /// connection was being opened as the server restarted — is abandoned (cancelled, not awaited) and
 /// the operation retried on a new connection.
 struct PostgresTimeout: Error {
-    /// Where one ``run(_:_:)`` is: nobody waits and no result yet, the caller waits, the result waits
+    /// Where one `run(_:_:)` is: nobody waits and no result yet, the caller waits, the result waits
     /// for the caller, or the caller was given its result.
     enum Settling<T: Sendable>: Sendable {
         case waiting
@@ -492,8 +492,8 @@ struct PostgresTimeout: Error {
     }
     @TaskLocal static var interleaving: Interleaving?
 
-    /// How many steps the operation under way in this task has reported (``progressed()``), or nil
-    /// outside ``run(_:_:)``.
+    /// How many steps the operation under way in this task has reported (`progressed()`), or nil
+    /// outside `run(_:_:)`.
     @TaskLocal static var steps: Protected<Int>?
 
     /// Reports that the operation under way made progress: a step of a long transaction (a cascade
@@ -506,8 +506,8 @@ struct PostgresTimeout: Error {
         steps?.withLock { $0 &+= 1 }
     }
 
-    /// Runs `body`, abandoning it (cancelled, not awaited) and throwing a ``PostgresTimeout`` when it
-    /// has neither finished nor reported progress (``progressed()``) within `limit`.
+    /// Runs `body`, abandoning it (cancelled, not awaited) and throwing a `PostgresTimeout` when it
+    /// has neither finished nor reported progress (`progressed()`) within `limit`.
     static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T
     {
         // One state under one lock: the result and the waiting caller were kept under two locks, and a

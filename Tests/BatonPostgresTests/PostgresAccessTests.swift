@@ -12,7 +12,7 @@ import Testing
 /// Roles with few privileges, errors that mean "try again elsewhere or later", and a closed store.
 @Suite("PostgreSQL access and error handling", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresAccessTests {
-    /// A login role of its own (dropped by ``dropRole(_:using:)``), with `attributes` (`CONNECTION LIMIT 0`).
+    /// A login role of its own (dropped by `dropRole(_:using:)`), with `attributes` (`CONNECTION LIMIT 0`).
     static func createRole(using store: PostgresJobStore, attributes: String = "") async throws -> String {
         let role = "baton_role_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
         try await store.client.query(PostgresQuery(unsafeSQL: "CREATE ROLE \(role) LOGIN \(attributes)"))
