@@ -5,6 +5,7 @@ import PostgresNIO
 extension PostgresJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
             // Claimed for this worker by a submission through this store: they start with no round trip.
@@ -85,23 +86,36 @@ extension PostgresJobStore {
     /// categories, and expired leases. Expired leases are noticed by the claiming statement itself (no
     /// round trip of its own in the common case, where there are none); when there are, they are ended
     /// and the claim taken again.
+    ///
+    /// The claiming statement looks at `limit` candidates at a time. When some of them could not be
+    /// admitted (candidates sharing a category with room for fewer of them), the claim looks further,
+    /// as the SQLite store does: taken again for the room left, the statement no longer sees the
+    /// candidates whose categories are now full, and reaches the next ones — a claim returned fewer
+    /// jobs than it asked for while more were claimable. It stops at a look that found fewer candidates
+    /// than it asked for, or that admitted none (after a first such look: another claimer may have
+    /// filled the categories meanwhile), and after at most 16 looks.
     func completeClaim(
         _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, now: Double, expires: Double
     ) async throws -> [ClaimedJob] {
-        var (claimed, expired) = try await claimReady(
+        var (claimed, expired, filled) = try await claimReady(
             rows, worker: worker, limit: limit, now: now, expires: expires)
         if expired {
             try await endExpiredLeases(now: now)
-            if claimed.count < limit {
-                let rows = try await prepared(
-                    "claim",
-                    Self.claimStatement(
-                        worker: worker, kinds: kinds, limit: limit - claimed.count, now: now, expires: expires),
-                    confirm: false)
-                claimed += try await claimReady(
-                    rows, worker: worker, limit: limit - claimed.count, now: now, expires: expires
-                ).claimed
-            }
+            filled = true  // Jobs whose leases ended may be ready again.
+        }
+        var looks = 1
+        var admitted = true
+        while claimed.count < limit, filled, admitted, looks < 16 {
+            looks += 1
+            let room = limit - claimed.count
+            let rows = try await prepared(
+                "claim",
+                Self.claimStatement(worker: worker, kinds: kinds, limit: room, now: now, expires: expires),
+                confirm: false)
+            let look = try await claimReady(rows, worker: worker, limit: room, now: now, expires: expires)
+            claimed += look.claimed
+            filled = look.filled
+            admitted = !look.claimed.isEmpty
         }
         claimed.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
         return claimed
@@ -134,10 +148,11 @@ extension PostgresJobStore {
         "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
 
     /// One claiming pass over the ready jobs, given the claiming statement's rows; also says whether any
-    /// lease has expired.
+    /// lease has expired, and whether the statement found as many candidates as it was asked for
+    /// (`filled`: there may be more).
     private func claimReady(
         _ rows: [PostgresRow], worker: String, limit: Int, now: Double, expires: Double
-    ) async throws -> (claimed: [ClaimedJob], expired: Bool) {
+    ) async throws -> (claimed: [ClaimedJob], expired: Bool, filled: Bool) {
         // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
         //    running by the statement. Candidates with categories are only reported, not claimed.
         //    A last row (claimed NULL) reports that some lease has expired.
@@ -152,12 +167,13 @@ extension PostgresJobStore {
             case nil: expired = true
             }
         }
+        let candidates = claimed.count + withCategories.count
         // 2. Jobs with categories: each category's count is checked and taken under a per-category lock.
         if !withCategories.isEmpty && claimed.count < limit {
             claimed += try await claimWithCategories(
                 withCategories, worker: worker, limit: limit - claimed.count, now: now, expires: expires)
         }
-        return (claimed, expired)
+        return (claimed, expired, candidates >= limit)
     }
 
     /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
@@ -296,6 +312,7 @@ extension PostgresJobStore {
             ).collect()
             guard !expired.isEmpty else { return }
             for row in expired {
+                PostgresTimeout.progressed()
                 let (id, attempts, maxAttempts, owner, at, cancelRequest) = try row.decode(
                     (Int64, Int, Int, String?, Double, String?).self)
                 let message =
@@ -323,6 +340,7 @@ extension PostgresJobStore {
 
     public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         guard !leases.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let until = clock.now().storeTime + lease.storeSeconds
         let ids = leases.map(\.job.rawValue)
         let tokens = leases.map(\.token)

@@ -16,8 +16,8 @@ extension PostgresJobStore {
         var results = [FinishResult](repeating: .rejected, count: reports.count)
         var successes: [Int] = []
         var others: [Int] = []
-        for (index, report) in reports.enumerated() {
-            if case .succeeded = report.outcome { successes.append(index) } else { others.append(index) }
+        for index in Self.firstReports(reports) {
+            if case .succeeded = reports[index].outcome { successes.append(index) } else { others.append(index) }
         }
         if !successes.isEmpty {
             let accepted = try await finishSucceeded(successes.map { reports[$0] }, now: now)
@@ -32,6 +32,7 @@ extension PostgresJobStore {
             let outcomes = try await transaction("finish") { connection in
                 var outcomes: [FinishResult] = []
                 for report in reports {
+                    PostgresTimeout.progressed()
                     outcomes.append(try await Self.finishAttempt(connection, report, now: now, logger: logger))
                 }
                 if outcomes.contains(where: { $0 != .rejected }) {
@@ -42,6 +43,14 @@ extension PostgresJobStore {
             for (index, outcome) in zip(others, outcomes) { results[index] = outcome }
         }
         return results
+    }
+
+    /// The indices of the reports that are the first in `reports` with their lease. A lease reported
+    /// again in the same call is rejected, as the SQLite store does (its first report ended the attempt);
+    /// only a report sent again in a later call is recognised as already recorded.
+    static func firstReports(_ reports: [AttemptReport]) -> [Int] {
+        var seen = Set<Lease>()
+        return reports.indices.filter { seen.insert(reports[$0].lease).inserted }
     }
 
     /// The common case in one statement: record the outputs of the attempts whose token is current,
@@ -204,21 +213,26 @@ extension PostgresJobStore {
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let finishStatement = finishSucceededStatement(reports, now: now)
+        let finishStatement = finishSucceededStatement(Self.firstReports(reports).map { reports[$0] }, now: now)
         let claimStatement = Self.claimStatement(
             worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         let logger = logger
-        let (finished, claimRows) = try await Self.retrying(configuration: configuration, logger: logger, "finish") {
+        let (finished, claimRows) = try await retrying("finish") {
             [client, faults] in
             let rows = try await client.withConnection { connection in
-                let finished = try await connection.rows(of: finishStatement, logger: logger)
-                return (finished, try await connection.rows(of: claimStatement, logger: logger))
+                try await Self.discardingIfReadOnly(connection) {
+                    let finished = try await connection.rows(of: finishStatement, logger: logger)
+                    return (finished, try await connection.rows(of: claimStatement, logger: logger))
+                }
             }
             try faults.afterCommit("finish")
             return rows
         }
         let accepted = try await recheck(reports, accepted: try Self.acceptedLeases(finished))
-        let results = reports.map { accepted.contains($0.lease) ? FinishResult.accepted(.succeeded) : .rejected }
+        var results = [FinishResult](repeating: .rejected, count: reports.count)
+        for index in Self.firstReports(reports) where accepted.contains(reports[index].lease) {
+            results[index] = .accepted(.succeeded)
+        }
         let claimed = try await completeClaim(
             claimRows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
         return (results, claimed)
@@ -280,9 +294,11 @@ extension PostgresJobStore {
             return .accepted(.succeeded)
         case .cancelled(let reason):
             try await finishJob(
-                connection, id: id, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+                connection, id: id, state: .cancelled, error: StoredText.message(reason), output: nil, now: now,
+                logger: logger)
             return .accepted(.cancelled)
         case .failed(let message, let retryable):
+            let message = StoredText.message(message)
             if let cancelRequest {
                 try await finishJob(
                     connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now, logger: logger)
@@ -313,6 +329,7 @@ extension PostgresJobStore {
     ) async throws {
         var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
         while let (job, state, error, output) = work.popLast() {
+            PostgresTimeout.progressed()
             let name =
                 try await connection.query(
                     """
@@ -365,6 +382,7 @@ extension PostgresJobStore {
         let notify = notifySQL()
         try await transaction("release") { connection in
             for lease in leases {
+                PostgresTimeout.progressed()
                 let rows = try await connection.query(
                     """
                     SELECT cancel_request FROM jobs
@@ -390,6 +408,7 @@ extension PostgresJobStore {
     }
 
     public func cancel(run: DurableRunID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()
@@ -400,16 +419,31 @@ extension PostgresJobStore {
                 throw DurableError(
                     code: .unknownRun, message: "\(run) is not in the store (pruned?); nothing to cancel.")
             }
-            try await connection.query(
+            // Every unfinished job of the run is locked first, in one statement, waiting for those that
+            // others hold: a job being claimed is then seen as the claim left it (running), not as this
+            // statement's snapshot had it (ready). Asking running jobs to stop before locking the waiting
+            // ones missed it: the request skipped it (still ready), and the lock, taken once the claim
+            // committed, dropped it (no longer ready) — it ran on, uncancelled. Locked in id order, as
+            // dependencies usually come before their dependents, so a completion holding its job and
+            // updating its dependents does not wait on this in a cycle (one that does is a deadlock, and
+            // both are retried).
+            let unfinished = try await connection.query(
                 """
-                UPDATE jobs SET cancel_request = \(reason)
-                WHERE run = \(run.rawValue) AND state = 'running' AND cancel_request IS NULL
-                """, logger: logger)
-            let waiting = try await connection.query(
-                "SELECT id FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready') ORDER BY idx FOR UPDATE",
-                logger: logger
-            ).collect().map { try $0.decode(Int64.self) }
+                SELECT id, state, idx FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready', 'running')
+                ORDER BY id FOR UPDATE
+                """, logger: logger
+            ).collect().map { try $0.decode((Int64, String, Int).self) }
+            let running = unfinished.filter { $0.1 == "running" }.map(\.0)
+            if !running.isEmpty {
+                try await connection.query(
+                    "UPDATE jobs SET cancel_request = \(reason) WHERE id = ANY(\(running)) AND cancel_request IS NULL",
+                    logger: logger)
+            }
+            // In graph order, as before (and as SQLite does): a job cancelled by an earlier one's cascade
+            // keeps that reason.
+            let waiting = unfinished.filter { $0.1 != "running" }.sorted { $0.2 < $1.2 }.map(\.0)
             for job in waiting {
+                PostgresTimeout.progressed()
                 // An earlier job's cascade may have cancelled it already.
                 let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
                     .collect().first?.decode(String.self)
@@ -422,6 +456,7 @@ extension PostgresJobStore {
     }
 
     public func cancel(job: DurableJobID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()

@@ -163,6 +163,7 @@ extension PostgresJobStore {
     }
 
     public func register(_ worker: WorkerRecord) async throws {
+        try StoredText.checkWorker(worker.id)
         _ = try await statement(
             "register",
             """

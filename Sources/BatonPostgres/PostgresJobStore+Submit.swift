@@ -37,6 +37,7 @@ extension PostgresJobStore {
         _ graph: GraphSpec, uniqueKey: String?, submission: String, general: Bool = false
     ) async throws -> SubmittedRun {
         try graph.validate()
+        try StoredText.checkUniqueKey(uniqueKey)
         let now = clock.now().storeTime
         let jobs = graph.jobs
         // Encoded once per distinct policy: a graph's jobs mostly share one, and so do a program's graphs
@@ -164,7 +165,7 @@ extension PostgresJobStore {
         for attempt in 0..<5 {
             // The insert, then on the same connection the flush and check — sent once the server has
             // answered the insert, so after its commit: a connection cut in between runs both again.
-            let (inserted, checked) = try await Self.retrying(configuration: configuration, logger: logger, "submit") {
+            let (inserted, checked) = try await retrying("submit") {
                 [submitClient, faults, clock] in
                 // Jobs are claimed in the insert until they have been handed over once: rows answered by
                 // an insert whose commit then failed were handed over all the same (as a lost claim, their
@@ -179,16 +180,18 @@ extension PostgresJobStore {
                     handingOver = true
                 }
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
-                    let rows = try await insert.execute(on: connection, logger: logger)
-                    try faults.afterCommit("submit insert")
-                    guard let row = rows.first else { return (nil, nil) }
-                    let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
-                    if handingOver, let ticket, let sent = handing.delivering() {
-                        await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                    try await Self.discardingIfReadOnly(connection) { () async throws -> (PostgresRow?, Bool?) in
+                        let rows = try await insert.execute(on: connection, logger: logger)
+                        try faults.afterCommit("submit insert")
+                        guard let row = rows.first else { return (nil, nil) }
+                        let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                        if handingOver, let ticket, let sent = handing.delivering() {
+                            await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                        }
+                        let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
+                        try await Self.confirmCommitted(on: connection, logger: logger)
+                        return (row, try present.first?.decode(Bool.self) ?? false)
                     }
-                    let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
-                    try await Self.confirmCommitted(on: connection, logger: logger)
-                    return (row, try present.first?.decode(Bool.self) ?? false)
                 }
                 try faults.afterCommit("submit")
                 return result

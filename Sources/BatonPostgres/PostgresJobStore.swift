@@ -55,6 +55,8 @@ public final class PostgresJobStore: JobStore {
     let faults = PostgresFaults()
     /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
     let retryTexts = Protected<[RetryPolicy: String]>([:])
+    /// Set by ``close()``: calls after it throw `PostgresStoreError.closed`.
+    let isClosed = Protected(false)
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
     let listener: PostgresListener
@@ -137,8 +139,9 @@ public final class PostgresJobStore: JobStore {
             configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger)
     }
 
-    /// Stops listening and closes the connections. Calls after this fail.
+    /// Stops listening and closes the connections. Calls after this throw `PostgresStoreError.closed`.
     public func close() {
+        isClosed.withLock { $0 = true }
         listener.stop()
         runner.cancel()
         submitRunner.cancel()
@@ -201,7 +204,7 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ body: @escaping @Sendable (PostgresConnection) async throws -> T
     ) async throws -> T {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let result = try await client.withConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
@@ -210,6 +213,7 @@ public final class PostgresJobStore: JobStore {
                     return result
                 } catch {
                     _ = try? await connection.query("ROLLBACK", logger: logger)
+                    await Self.discardIfReadOnly(connection, after: error)
                     throw error
                 }
             }
@@ -239,11 +243,13 @@ public final class PostgresJobStore: JobStore {
     /// transaction commits.
     func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                let rows = try await connection.query(query, logger: logger).collect()
-                if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
-                return rows
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await connection.query(query, logger: logger).collect()
+                    if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
+                    return rows
+                }
             }
             try faults.afterCommit(label)
             return rows
@@ -260,15 +266,38 @@ public final class PostgresJobStore: JobStore {
         _ label: String, _ statement: Prepared<Text>, confirm: Bool = true
     ) async throws -> [PostgresRow] {
         let logger = logger
-        return try await Self.retrying(configuration: configuration, logger: logger, label) { [client, faults] in
+        return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                let rows = try await connection.rows(of: statement, logger: logger)
-                if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
-                return rows
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await connection.rows(of: statement, logger: logger)
+                    if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
+                    return rows
+                }
             }
             try faults.afterCommit(label)
             return rows
         }
+    }
+
+    /// Runs `body` on `connection`, closing the connection when it failed because the server is read-only.
+    static func discardingIfReadOnly<T>(
+        _ connection: PostgresConnection, _ body: () async throws -> T
+    ) async throws -> T {
+        do {
+            return try await body()
+        } catch {
+            await discardIfReadOnly(connection, after: error)
+            throw error
+        }
+    }
+
+    /// Closes `connection` when `error` says that its server is read-only (SQLSTATE 25006: a standby, or
+    /// a primary demoted in a failover). The pool then opens a new connection for the retry, which the
+    /// address may now take to the new primary; kept, the connection would reach the same standby on
+    /// every retry.
+    static func discardIfReadOnly(_ connection: PostgresConnection, after error: any Error) async {
+        guard let error = error as? PSQLError, error.serverInfo?[.sqlState] == "25006" else { return }
+        try? await connection.close()
     }
 
     /// Returns once the server has answered a request sent after the last statement on `connection`
@@ -276,6 +305,12 @@ public final class PostgresJobStore: JobStore {
     /// committed — and throws as a lost connection does otherwise.
     static func confirmCommitted(on connection: PostgresConnection, logger: Logger) async throws {
         _ = try await connection.query("SELECT 1", logger: logger).collect()
+    }
+
+    /// `retrying(configuration:logger:_:_:)` with this store's settings, refused once the store is closed.
+    func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
+        if isClosed.withLock({ $0 }) { throw PostgresStoreError.closed }
+        return try await Self.retrying(configuration: configuration, logger: logger, label, body)
     }
 
     /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
@@ -293,6 +328,9 @@ public final class PostgresJobStore: JobStore {
                 throw error
             } catch let error as DurableError {
                 throw error
+            } catch let error as PSQLError where error.code == .poolClosed {
+                // The store's pool was shut down by `close()` while the call was under way.
+                throw PostgresStoreError.closed
             } catch {
                 let kind = PostgresFailure.classify(error)
                 let elapsed = ContinuousClock.now - start
@@ -394,8 +432,12 @@ enum PostgresFailure: Equatable {
         case .server:
             let state = error.serverInfo?[.sqlState] ?? ""
             if state == "40001" || state == "40P01" { return .conflict }
-            // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection exceptions.
-            if state.hasPrefix("57P") || state.hasPrefix("08") { return .unreachable }
+            // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection
+            // exceptions, 53300 too many connections (others' connections end), 25006 read-only
+            // transaction (a standby answered during a failover; the address soon reaches the primary).
+            if state.hasPrefix("57P") || state.hasPrefix("08") || state == "53300" || state == "25006" {
+                return .unreachable
+            }
             return .other
         case .connectionError, .serverClosedConnection, .uncleanShutdown, .clientClosedConnection:
             return .unreachable
@@ -431,26 +473,79 @@ extension Duration {
 /// connection was being opened as the server restarted — is abandoned (cancelled, not awaited) and
 /// the operation retried on a new connection.
 struct PostgresTimeout: Error {
+    /// Where one `run(_:_:)` is: nobody waits and no result yet, the caller waits, the result waits
+    /// for the caller, or the caller was given its result.
+    enum Settling<T: Sendable>: Sendable {
+        case waiting
+        case parked(CheckedContinuation<T, any Error>)
+        case settled(Result<T, any Error>)
+        case done
+    }
+
+    /// Hooks the tests set to force an interleaving: `settling` runs in the operation's task once it
+    /// has its result, before handing it over; `looking` and `looked` run in the caller's task before
+    /// and after it looks for the result (and, finding none, parks). Nil outside the tests.
+    struct Interleaving: Sendable {
+        var settling: @Sendable () -> Void
+        var looking: @Sendable () -> Void
+        var looked: @Sendable () -> Void
+    }
+    @TaskLocal static var interleaving: Interleaving?
+
+    /// How many steps the operation under way in this task has reported (`progressed()`), or nil
+    /// outside `run(_:_:)`.
+    @TaskLocal static var steps: Protected<Int>?
+
+    /// Reports that the operation under way made progress: a step of a long transaction (a cascade
+    /// through thousands of dependents) was answered by the server. The limit then starts over: it is
+    /// the longest the server may leave a request unanswered, not the longest an operation may take.
+    /// A cascade of 10,000 jobs took longer than the limit, was abandoned — still running on the
+    /// server, holding its connection and its locks — and retried, and each retry waited for the
+    /// abandoned ones' locks until it was abandoned in turn.
+    static func progressed() {
+        steps?.withLock { $0 &+= 1 }
+    }
+
+    /// Runs `body`, abandoning it (cancelled, not awaited) and throwing a `PostgresTimeout` when it
+    /// has neither finished nor reported progress (`progressed()`) within `limit`.
     static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T
     {
-        let result = Protected<Result<T, any Error>?>(nil)
-        let waiter = Protected<CheckedContinuation<T, any Error>?>(nil)
+        // One state under one lock: the result and the waiting caller were kept under two locks, and a
+        // result that arrived while the caller was between its two looks was stored after the caller's
+        // second look — the caller then waited for the timer and reported a timeout.
+        let state = Protected(Settling<T>.waiting)
         @Sendable func settle(_ value: Result<T, any Error>) {
-            let continuation = waiter.withLock { continuation -> CheckedContinuation<T, any Error>? in
-                defer { continuation = nil }
-                return continuation
+            let continuation = state.withLock { state -> CheckedContinuation<T, any Error>? in
+                switch state {
+                case .waiting:
+                    state = .settled(value)
+                    return nil
+                case .parked(let continuation):
+                    state = .done
+                    return continuation
+                case .settled, .done:
+                    return nil
+                }
             }
-            if let continuation {
-                continuation.resume(with: value)
-            } else {
-                result.withLock { if $0 == nil { $0 = value } }
-            }
+            continuation?.resume(with: value)
         }
+        let steps = Protected(0)
         let work = Task {
-            do { settle(.success(try await body())) } catch { settle(.failure(error)) }
+            await $steps.withValue(steps) {
+                let value: Result<T, any Error>
+                do { value = .success(try await body()) } catch { value = .failure(error) }
+                interleaving?.settling()
+                settle(value)
+            }
         }
         let timer = Task {
-            try? await Task.sleep(for: limit)
+            var seen = 0
+            while true {
+                try? await Task.sleep(for: limit)
+                let now = steps.withLock { $0 }
+                if Task.isCancelled || now == seen { break }
+                seen = now
+            }
             if !Task.isCancelled {
                 // Settled before the work is cancelled: the cancelled request's own error (the pool's
                 // `requestCancelled`, not retried) used to win the race now and then, and the call then
@@ -463,19 +558,17 @@ struct PostgresTimeout: Error {
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                let early = result.withLock { $0 }
-                if let early {
-                    continuation.resume(with: early)
-                    return
+                interleaving?.looking()
+                let early = state.withLock { state -> Result<T, any Error>? in
+                    if case .settled(let value) = state {
+                        state = .done
+                        return value
+                    }
+                    state = .parked(continuation)
+                    return nil
                 }
-                waiter.withLock { $0 = continuation }
-                // A result that arrived between the two looks.
-                if let late = result.withLock({ value -> Result<T, any Error>? in
-                    defer { value = nil }
-                    return value
-                }) {
-                    settle(late)
-                }
+                interleaving?.looked()
+                if let early { continuation.resume(with: early) }
             }
         } onCancel: {
             work.cancel()

@@ -143,8 +143,16 @@ enum PostgresSchema {
             // One migrator per schema at a time; the lock ends with the transaction.
             try await connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext(\("baton-migrate:" + schema)))", logger: logger)
-            try await connection.query(
-                PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+            // Created only when missing: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE privilege on the
+            // database even when the schema exists, which a role that only uses a migrated store lacks.
+            let present =
+                try await connection.query(
+                    "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = \(schema))", logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
+            if !present {
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
+            }
             var tables: [String] = []
             for try await name in try await connection.query(
                 "SELECT table_name::text FROM information_schema.tables WHERE table_schema = \(schema)", logger: logger

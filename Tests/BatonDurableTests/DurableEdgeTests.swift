@@ -16,6 +16,10 @@ final class HookedStore: JobStore {
     let pruneBeforeRecord = Protected(false)
     /// Opens when a worker begins shutting down (it withdraws from claiming).
     let withdrawn = Gate()
+    /// When set and true for a call's reports, `finish(_:thenClaim:…)` fails (a store that cannot take them).
+    let refuse = Protected<(@Sendable ([AttemptReport]) -> Bool)?>(nil)
+    /// Called with the reports of every `finish(_:thenClaim:…)` call that the base store took, and its results.
+    let finished = Protected<(@Sendable ([AttemptReport], [FinishResult]) -> Void)?>(nil)
 
     init(_ base: SQLiteJobStore) { self.base = base }
 
@@ -37,7 +41,12 @@ final class HookedStore: JobStore {
             finishEntered.open()
             await gate.waitAsync()
         }
-        return try await base.finish(reports, thenClaim: limit, worker: worker, kinds: kinds, lease: lease)
+        if let refuse = refuse.withLock({ $0 }), refuse(reports) {
+            throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
+        }
+        let result = try await base.finish(reports, thenClaim: limit, worker: worker, kinds: kinds, lease: lease)
+        finished.withLock { $0 }?(reports, result.results)
+        return result
     }
     func release(_ leases: [Lease]) async throws { try await base.release(leases) }
     func cancel(run: DurableRunID, reason: String) async throws { try await base.cancel(run: run, reason: reason) }
@@ -242,4 +251,68 @@ struct DurableEdgeTests {
         let read = try DurableCoding.decode([Date].self, from: old, what: "output", job: "j", kind: "k")
         #expect(read.map(\.timeIntervalSince1970) == [1_795_687_200, 1_795_687_200.25])
     }
+
+    @Test(
+        "a report the store refuses holds up only its own job: the others sent with it are sent again without it, and stored"
+    )
+    func poisonedReportDoesNotWedgeItsBatch() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        var graph = JobGraph(name: "g")
+        let healthy = graph.add(Echo.self, input: "fine")
+        let poisoned = graph.add(Poisoned.self, input: "x", retry: .never)
+        let run = try await store.submit(graph)
+        // Refused: every call with the poisoned job's report, and every call before the first that carries
+        // it with another report (so that the two are sent together at least once).
+        let together = Protected(false)
+        store.refuse.withLock {
+            $0 = { reports in
+                let poison = reports.contains { report in
+                    if case .failed(let message, _) = report.outcome { return message.contains("poison") }
+                    return false
+                }
+                let sawTogether = together.withLock { seen in
+                    if poison && reports.count > 1 { seen = true }
+                    return seen
+                }
+                return poison || !sawTogether
+            }
+        }
+        let stored = Gate()
+        let poisonStored = Gate()
+        let (healthyJob, poisonedJob) = (run[healthy], run[poisoned])
+        store.finished.withLock {
+            $0 = { reports, results in
+                for (report, result) in zip(reports, results) where result != .rejected {
+                    if report.lease.job == healthyJob { stored.open() }
+                    if report.lease.job == poisonedJob { poisonStored.open() }
+                }
+            }
+        }
+        let worker = try makeWorker(store, [Echo(), Poisoned()])
+        let running = Task { try await worker.run() }
+        defer { running.cancel() }
+        try await withDeadline(.seconds(30), "the healthy job's report stored while the poisoned one is refused") {
+            await stored.waitAsync()
+        }
+        #expect(together.withLock { $0 }, "the two reports were sent together")
+        #expect(try await base.record(of: run[poisoned]).state == .running, "the poisoned report is still refused")
+        // The store takes it once it can.
+        store.refuse.withLock { $0 = nil }
+        try await withDeadline(.seconds(30), "the poisoned report stored once the store takes it") {
+            await poisonStored.waitAsync()
+        }
+        #expect(try await base.record(of: run[poisoned]).lastError == "poison")
+        running.cancel()
+        try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
+    }
+}
+
+/// Fails with an error whose description the hooked store refuses.
+struct Poisoned: DurableJob {
+    static let kind = "test.poisoned"
+    struct Failure: Error, CustomStringConvertible {
+        var description: String { "poison" }
+    }
+    func run(_ input: String, context: DurableJobContext) async throws -> String { throw Failure() }
 }

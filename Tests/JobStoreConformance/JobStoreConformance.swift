@@ -32,7 +32,7 @@ public enum JobStoreConformance {
 
     /// Every check, in a stable order.
     public static let checks: [Check] =
-        submitChecks + claimChecks + finishChecks + cancelChecks + inspectChecks + recordChecks
+        submitChecks + claimChecks + finishChecks + cancelChecks + inspectChecks + recordChecks + edgeChecks
 
     static func check(
         _ name: String, _ body: @escaping @Sendable (any JobStore, ManualDurableClock) async throws -> Void

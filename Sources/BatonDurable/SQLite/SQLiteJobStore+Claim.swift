@@ -4,6 +4,7 @@ import GRDB
 extension SQLiteJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let now = clock.now()
         let expires = now.adding(lease)
         let kinds = Array(Set(kinds)).sorted()

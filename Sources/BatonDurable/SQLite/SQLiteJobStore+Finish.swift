@@ -28,9 +28,10 @@ extension SQLiteJobStore {
             try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)
             return .accepted(.succeeded)
         case .cancelled(let reason):
-            try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
+            try finishJob(db, id: id, state: .cancelled, error: StoredText.message(reason), output: nil, now: now)
             return .accepted(.cancelled)
         case .failed(let message, let retryable):
+            let message = StoredText.message(message)
             let attempts: Int = row[0]
             let cancelRequest: String? = row[3]
             if let cancelRequest {
@@ -138,6 +139,7 @@ extension SQLiteJobStore {
     }
 
     public func cancel(run: DurableRunID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now()
         try await write(wake: true) { db in
             guard try Bool.fetchOne(db, sql: "SELECT 1 FROM baton_runs WHERE id = ?", arguments: [run.rawValue]) != nil
@@ -162,6 +164,7 @@ extension SQLiteJobStore {
     }
 
     public func cancel(job: DurableJobID, reason: String) async throws {
+        let reason = StoredText.message(reason)
         let now = clock.now()
         try await write(wake: true) { db in
             guard
@@ -185,6 +188,7 @@ extension SQLiteJobStore {
 
     public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         guard !leases.isEmpty else { return [] }
+        try StoredText.checkWorker(worker)
         let until = clock.now().adding(lease)
         return try await write(wake: false) { db in
             try leases.map { held in

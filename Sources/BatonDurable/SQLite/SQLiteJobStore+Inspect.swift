@@ -177,6 +177,7 @@ extension SQLiteJobStore {
     }
 
     public func register(_ worker: WorkerRecord) async throws {
+        try StoredText.checkWorker(worker.id)
         let kinds = String(decoding: try JSONEncoder().encode(worker.kinds.sorted()), as: UTF8.self)
         try await write(wake: false) { db in
             try db.execute(

@@ -4,6 +4,7 @@ import GRDB
 extension SQLiteJobStore {
     public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
         try graph.validate()
+        try StoredText.checkUniqueKey(uniqueKey)
         let now = clock.now().storeTime
         let encoder = JSONEncoder()
         let retries = try graph.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }

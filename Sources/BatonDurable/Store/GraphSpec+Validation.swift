@@ -1,12 +1,33 @@
 extension GraphSpec {
-    /// Checks that names are unique and not empty, edges point into the graph, and there is no cycle.
+    /// Checks that names are unique, not empty and free of NUL characters, edges point into the graph,
+    /// a job names each category with one limit, and there is no cycle.
     ///
     /// Stores call this before writing anything, so a bad graph leaves the store unchanged.
     /// - Throws: ``DurableError`` with code ``DurableError/Code/dependencyCycle`` (naming the cycle in
     ///   order) or ``DurableError/Code/invalidGraph``.
     public func validate() throws(DurableError) {
         var seen: [String: Int] = [:]
+        if !StoredText.isStorable(name) {
+            throw invalid(
+                "graph \(StoredText.quoted(name)) has a NUL character (\\0) in its name, which no store can keep. Remove it.",
+                [])
+        }
         for (index, job) in jobs.enumerated() {
+            for (what, value) in [("name", job.name), ("kind", job.kind)]
+                + job.categories.map({ ("category", $0.name) })
+            where !StoredText.isStorable(value) {
+                throw invalid(
+                    "job \(index) of graph '\(name)' has a NUL character (\\0) in its \(what) \(StoredText.quoted(value)), which no store can keep. Remove it.",
+                    [job.name])
+            }
+            var limits: [String: Int] = [:]
+            for category in job.categories {
+                if let other = limits.updateValue(category.limit, forKey: category.name), other != category.limit {
+                    throw invalid(
+                        "job '\(job.name)' of graph '\(name)' names category '\(category.name)' twice, with limits \(other) and \(category.limit). Name each category once, with the limit you mean.",
+                        [job.name])
+                }
+            }
             if job.name.isEmpty {
                 throw invalid("job \(index) of graph '\(name)' has an empty name. Give every job a name.", [])
             }

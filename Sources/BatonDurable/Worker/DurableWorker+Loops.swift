@@ -216,14 +216,22 @@ extension DurableWorker {
     }
 
     /// Sends finished attempts to the store in batches; a job leaves `active` once its report is stored.
+    ///
+    /// After a call fails, reports go one at a time, each failing one moved behind the others, until
+    /// none is left: a report that the store cannot take (a bug, a value it refuses) holds up only its
+    /// own job, not every job whose report was sent with it — those used to be sent again with it, and
+    /// refused with it, at every poll, their leases renewed and their slots never freed.
     func reportLoop() async {
+        var oneByOne = false
         while true {
             let batch = state.withLock { state -> [PendingReport] in
+                if oneByOne, !state.reports.isEmpty { return [state.reports.removeFirst()] }
                 let batch = state.reports
                 state.reports.removeAll(keepingCapacity: true)
                 return batch
             }
             if batch.isEmpty {
+                oneByOne = false
                 if Task.isCancelled { return }
                 await reportSignal.wait()  // raised by each finished attempt, or ended by cancellation
                 continue
@@ -256,7 +264,13 @@ extension DurableWorker {
             } catch {
                 unreserve(free)
                 configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
-                state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
+                if oneByOne {
+                    // This one alone failed: the others go first.
+                    state.withLock { $0.reports.append(contentsOf: batch) }
+                } else {
+                    state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
+                    oneByOne = batch.count > 1
+                }
                 await reportSignal.wait(timeout: configuration.pollInterval)
                 continue
             }

@@ -95,6 +95,9 @@ public final class DurableWorker: Service, Sendable {
             ] where value <= .zero {
                 throw fail("\(name) is \(value); it must be more than zero.")
             }
+            if !StoredText.isStorable(id) {
+                throw fail("its id contains a NUL character (\\0), which no store can keep; give an id without one.")
+            }
             if shutdownGracePeriod < .zero {
                 throw fail("shutdownGracePeriod is \(shutdownGracePeriod); use zero or more.")
             }
