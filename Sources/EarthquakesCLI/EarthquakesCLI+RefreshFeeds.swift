@@ -294,8 +294,12 @@ extension EarthquakesCLI {
         let printed = await watcher.value
         let record = try await jobs.record(of: run.id)
         let outcome = record.finished == nil ? " (unfinished)" : ""
-        try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
+        // A picture that cannot be written does not stop the rest: the downloads are cleaned up and the
+        // imports reported first, then the command fails saying which file was not written.
+        let pictureError = picture.writeAfterWork(
+            title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
+            if let pictureError { console.error("warning: \(pictureError.message)\n") }
             if interrupts.wasInterrupted {
                 throw await cancellation(
                     created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
@@ -303,9 +307,15 @@ extension EarthquakesCLI {
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
-        try await report(
-            run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
-            path: path, json: json, created: created)
+        do {
+            try await report(
+                run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
+                path: path, json: json, created: created)
+        } catch {
+            if let pictureError { console.error("warning: \(pictureError.message)\n") }
+            throw error
+        }
+        if let pictureError { throw pictureError }
     }
 
     /// The error of a refresh that Ctrl-C stopped: the feeds imported so far are kept; when there are none,

@@ -124,7 +124,9 @@ public struct EarthquakesCLI: Sendable {
     ///   - totalTimeout: a limit on the whole download; nil for none.
     ///   - strict: reject a feed with any unreadable feature (by default such features are skipped, each
     ///     named in a warning).
-    ///   - picture: the files to write a picture of the refresh's jobs to (`--timeline`, `--trace`).
+    ///   - picture: the files to write a picture of the refresh's jobs to (`--timeline`, `--trace`). When
+    ///     one cannot be written after the import, the refresh is still reported and recorded, then a
+    ///     ``CLIError`` (exit status 1) says which file was not written.
     public func refresh(
         feed: String?, database: String?, json: Bool, timeout: Duration = .seconds(30), totalTimeout: Duration? = nil,
         strict: Bool = false, picture: RunPicture = RunPicture()
@@ -163,7 +165,9 @@ public struct EarthquakesCLI: Sendable {
             }
             throw Self.refreshFailure(error, source: source, database: path, unchanged: unchanged)
         }
-        try picture.write(title: "earthquakes refresh \(source)", console: console)
+        // A picture that cannot be written (its folder was checked, but may have gone since) does not undo
+        // the import: the refresh is recorded and reported, then the command fails saying why.
+        let pictureError = picture.writeAfterWork(title: "earthquakes refresh \(source)", console: console)
         let warnings = (get.feed?.warnings ?? []).map { (warning: FeedWarning) in warning.description }
         // After the import committed: remember it (for "last refreshed 2 h ago"), and take out the sample
         // events that versions before the sample had its own database put here. Neither may fail the refresh.
@@ -212,6 +216,7 @@ public struct EarthquakesCLI: Sendable {
                     "Removed \(oldSample) SAMPLE events that an older version of this tool put into this database.")
             }
         }
+        if let pictureError { throw pictureError }
     }
 
     /// How many imported events are of each type, most common first (untyped events count as earthquakes).
