@@ -177,6 +177,9 @@ extension EarthquakesCLI {
     /// `refresh --feed A --feed B …` (or `--feeds A,B`, or `--resume`): one durable graph, fetch → parse →
     /// import for each feed, imports one at a time. See ``FeedRefresh``.
     ///
+    /// Ctrl-C cancels the running jobs at once (a download deletes its temporary file) and throws a
+    /// ``CLIError`` (exit status 130) that names the feeds not imported; `--resume` finishes them.
+    ///
     /// - Parameters:
     ///   - feeds: the feeds, in order; empty with `resume` for the newest unfinished refresh.
     ///   - resume: finish an interrupted refresh; with no feeds, the newest one.
@@ -275,9 +278,15 @@ extension EarthquakesCLI {
             }
             return printed
         }
+        // Ctrl-C cancels the worker's task: an immediate shutdown, which cancels the running downloads
+        // at once (they delete their temporary files) and gives their jobs back to the store for
+        // `--resume`. (`shutdown()` would let them run on for the worker's grace period, 10 s.)
+        let working = Task { try await worker.run(until: run) }
         do {
-            _ = try await interrupts.cancellable(onInterrupt: { worker.shutdown() }) {
-                try await worker.run(until: run)
+            _ = try await withTaskCancellationHandler {
+                try await interrupts.cancellable(onInterrupt: { working.cancel() }) { try await working.value }
+            } onCancel: {
+                working.cancel()
             }
             watcher.cancel()
         } catch {
@@ -286,7 +295,8 @@ extension EarthquakesCLI {
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {
                 throw await cancellation(
-                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                    created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
+                    store: store)
             }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
@@ -302,7 +312,8 @@ extension EarthquakesCLI {
             if let pictureError { console.error("warning: \(pictureError.message)\n") }
             if interrupts.wasInterrupted {
                 throw await cancellation(
-                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                    created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
+                    store: store)
             }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
@@ -322,16 +333,28 @@ extension EarthquakesCLI {
     /// what the database holds (a database this refresh created is never deleted: another process may
     /// have opened it, even written to it, meanwhile).
     private func cancellation(
-        created: Bool, path: String, run: DurableRun, imports: [JobGraph.Handle<ImportFeed.Output>],
+        created: Bool, path: String, run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
         before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore
     ) async -> CLIError {
         var importedAny = !before.isEmpty
-        for handle in imports where !importedAny {
-            if (try? await jobs.output(of: handle, in: run)) != nil { importedAny = true }
+        var stopped: [String] = []
+        for (index, handle) in imports.enumerated() {
+            let imported = before[index] != nil ? true : (try? await jobs.output(of: handle, in: run)) != nil
+            if imported {
+                importedAny = true
+            } else {
+                stopped.append(feeds[index])
+            }
         }
-        if importedAny { return CLIError.cancelledKeepingImports }
+        let what = "Stopped before importing \(stopped.joined(separator: ", "))."
+        if importedAny {
+            return CLIError.cancelled(
+                "The feeds imported so far are kept. \(what)",
+                more: "`earthquakes refresh --resume` finishes the rest.")
+        }
         let unchanged = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
-        return CLIError.cancelled(unchanged, more: "`earthquakes refresh --resume` finishes the refresh.")
+        return CLIError.cancelled(
+            unchanged + " " + what, more: "`earthquakes refresh --resume` finishes the refresh.")
     }
 
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
