@@ -350,7 +350,7 @@ struct Prune: AsyncParsableCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days). UTC unless a zone is given.",
+            "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days; min is minutes, mo months of 30 days, y years of 365 days; m alone is refused). UTC unless a zone is given.",
             valueName: "when"))
     var before: String
     @Flag(help: "Only say how many events would be deleted; delete nothing.") var dryRun = false
@@ -358,13 +358,14 @@ struct Prune: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
-        try usageChecked { _ = try SinceParser.parse(before, now: Date(), option: "--before") }
+        try usageChecked { _ = try SinceParser.parse(before, now: Date(), option: "--before", bareMinutes: false) }
     }
 
     func run() async throws {
         try await reportingErrors(Self.self) { cli in
             try cli.prune(
-                before: try SinceParser.parse(before, now: cli.now(), option: "--before"), database: database.path,
+                before: try SinceParser.parse(before, now: cli.now(), option: "--before", bareMinutes: false),
+                database: database.path,
                 dryRun: dryRun)
         }
     }
