@@ -164,7 +164,13 @@ struct FeedsRefreshJSON: Encodable {
         var unchanged: Int?
         var total: Int?
         var skipped: Int?
+        /// Features that repeated an id given earlier in the feed, and those ids.
+        var duplicates: Int?
+        var duplicateIDs: [String]?
         var warnings: [String]?
+        /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
+        var deleted: Int?
+        var removedDeleted: Int?
         var importedBeforeResume: Bool?
         var error: String?
     }
@@ -273,7 +279,7 @@ extension EarthquakesCLI {
                 for (index, handle) in importHandles.enumerated() where !printed.contains(index) {
                     guard let output = try? await jobs.output(of: handle, in: run) else { continue }
                     printed.insert(index)
-                    if !json { console.print(Self.importedLine(output, into: path)) }
+                    if !json { Self.printImported(output, into: path, console: console) }
                 }
             }
             return printed
@@ -370,15 +376,16 @@ extension EarthquakesCLI {
         var hasSample = false
         for (index, feed) in feeds.enumerated() {
             if let output = try await jobs.output(of: imports[index], in: run) {
-                if !json, !printed.contains(index) { console.print(Self.importedLine(output, into: path)) }
+                if !json, !printed.contains(index) { Self.printImported(output, into: path, console: console) }
                 hasSample = hasSample || output.hasSample
                 let summary = output.summary
                 results.append(
                     FeedsRefreshJSON.FeedResult(
                         source: feed, inserted: summary.inserted, updated: summary.updated,
                         unchanged: summary.unchanged,
-                        total: summary.total, skipped: summary.skipped, warnings: output.warnings,
-                        importedBeforeResume: before[index] != nil))
+                        total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
+                        duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
+                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.
@@ -415,12 +422,18 @@ extension EarthquakesCLI {
 
     static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {
         let summary = output.summary
-        var line =
+        let line =
             "Imported \(summary.total) event\(summary.total == 1 ? "" : "s") from \(output.feed) into \(path) (\(counts(summary)))"
-        if summary.skipped > 0 {
-            line += "; \(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped"
+        let notes = importNotes(summary)
+        return line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + "."
+    }
+
+    /// A feed's import as the one-feed refresh reports it: its warnings (each skipped feature, the
+    /// repeated ids) on standard error, named by feed, then its line.
+    static func printImported(_ output: ImportFeed.Output, into path: String, console: Console) {
+        for warning in warningLines(warnings: output.warnings, summary: output.summary, feed: output.feed) {
+            console.error(warning)
         }
-        if let deleted = deletedNote(summary) { line += "; " + deleted }
-        return line + "."
+        console.print(importedLine(output, into: path))
     }
 }

@@ -185,31 +185,14 @@ public struct EarthquakesCLI: Sendable {
                 removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
             console.print(try JSONText.encode(result))
         } else {
-            for warning in warnings { console.error("warning: \(TerminalText.safe("\(warning)"))\n") }
-            if summary.duplicates > 0 {
-                let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
-                let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
-                console.error(
-                    "warning: \(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
-                        + "given earlier in it (\(shown)\(more)); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported\n"
-                )
-            }
+            for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }
             let onlyEarthquakes = types.allSatisfy { $0.type == "earthquake" }
             let noun = (onlyEarthquakes ? "earthquake" : "event") + (summary.total == 1 ? "" : "s")
             var line = "Imported \(summary.total) \(noun) from \(source) into \(path) (\(Self.counts(summary)))"
             if !onlyEarthquakes {
                 line += ": " + types.map { "\($0.count) \(Self.plural($0.type, $0.count))" }.joined(separator: ", ")
             }
-            var notes: [String] = []
-            if summary.duplicates > 0 {
-                notes.append("\(summary.duplicates) repeated id\(summary.duplicates == 1 ? "" : "s") not counted")
-            }
-            if summary.skipped > 0 {
-                notes.append(
-                    "\(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped (see the warnings; --strict refuses such a feed)"
-                )
-            }
-            if let deleted = Self.deletedNote(summary) { notes.append(deleted) }
+            let notes = Self.importNotes(summary)
             console.print(line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + ".")
             if oldSample > 0 {
                 console.print(
@@ -217,6 +200,39 @@ public struct EarthquakesCLI: Sendable {
             }
         }
         if let pictureError { throw pictureError }
+    }
+
+    /// The warnings of an import, each a line for standard error: the feed's own (one per unreadable
+    /// feature skipped, …), then the ids it repeated. `feed` prefixes each when several feeds are refreshed.
+    static func warningLines(warnings: [String], summary: ImportSummary, feed: String? = nil) -> [String] {
+        let prefix = feed.map { "warning: \(TerminalText.safe($0)): " } ?? "warning: "
+        var lines = warnings.map { prefix + TerminalText.safe($0) + "\n" }
+        if summary.duplicates > 0 {
+            let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
+            let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
+            let ids = summary.duplicateIDs.isEmpty ? "" : " (\(shown)\(more))"
+            lines.append(
+                prefix
+                    + "\(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
+                    + "given earlier in it\(ids); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported\n"
+            )
+        }
+        return lines
+    }
+
+    /// What an import's summary line adds after its counts: repeated ids, skipped features, deleted events.
+    static func importNotes(_ summary: ImportSummary) -> [String] {
+        var notes: [String] = []
+        if summary.duplicates > 0 {
+            notes.append("\(summary.duplicates) repeated id\(summary.duplicates == 1 ? "" : "s") not counted")
+        }
+        if summary.skipped > 0 {
+            notes.append(
+                "\(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped (see the warnings; --strict refuses such a feed)"
+            )
+        }
+        if let deleted = deletedNote(summary) { notes.append(deleted) }
+        return notes
     }
 
     /// How many imported events are of each type, most common first (untyped events count as earthquakes).
