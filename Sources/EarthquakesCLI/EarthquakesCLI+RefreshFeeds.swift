@@ -223,6 +223,17 @@ extension EarthquakesCLI {
                     "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
                         + "run `earthquakes refresh --feed …` to start one")
             }
+            // The run keeps the `--strict` it was submitted with (it is part of its unique key): a
+            // different one given now is refused rather than dropped without a word.
+            if strict, !key.strict {
+                throw CLIError.usage(
+                    "--resume --strict: the interrupted refresh of \(key.feeds.joined(separator: ", ")) was started "
+                        + "without --strict, and resuming it cannot change that. Resume it without --strict, or start "
+                        + "a strict refresh of those feeds with --feeds and --strict")
+            }
+            if key.strict, !strict, !json {
+                console.error("note: the interrupted refresh was started with --strict; it is resumed with --strict.\n")
+            }
             (feeds, strict) = key
         }
         for feed in feeds {
