@@ -286,7 +286,6 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let (file, body) = (partialFile, self.body)
         (partialFile, self.body) = (nil, Data())
         timer?.cancel()
-        try? file?.handle.close()
         let response = self.response
 
         var failure: (any Error)?
@@ -310,11 +309,26 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             failure = CancellationError()
         }
 
+        if let file {
+            if failure == nil, case .download(let directory) = kind {
+                // The whole body on disk before it is moved into place (a crash after the rename must not
+                // leave an empty or partial file behind the new name), and a failed close is a failed write.
+                do {
+                    try Self.syncAndClose(file.handle)
+                } catch {
+                    failure = NetworkError.file(
+                        url: request.url, path: pathForMessages(directory: directory), error: error)
+                }
+            } else {
+                try? file.handle.close()
+            }
+        }
         var kept: URL?
         if failure == nil, case .download(let directory) = kind {
             do {
                 let location = try file?.url ?? emptyFile(in: directory)
                 kept = try keepDownload(at: location, in: directory)
+                Self.syncDirectory(directory)
             } catch {
                 failure = error
             }
@@ -331,6 +345,22 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             handler?(received, received)
         }
         finish(failure)
+    }
+
+    /// `fsync`s the file, then closes it; throws the first error.
+    private static func syncAndClose(_ handle: FileHandle) throws {
+        let synced = fsync(handle.fileDescriptor) == 0 ? nil : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        try handle.close()
+        if let synced { throw synced }
+    }
+
+    /// `fsync`s a folder, so that a rename in it survives a crash; best effort (some file systems
+    /// refuse it, and the file itself is already on disk).
+    static func syncDirectory(_ directory: URL) {
+        let descriptor = open(directory.path, O_RDONLY)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
     }
 
     /// An empty file for a successful download with an empty body.
