@@ -62,7 +62,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
 
     /// Called with the number of bytes received so far and the expected total (when the server sent a
     /// `Content-Length`). Called from a background thread as bytes arrive (at most about ten times a
-    /// second), and once more with the final count on success.
+    /// second), one call at a time, and once more with the final count on success: that call is the
+    /// last, made before the job finishes.
     public typealias ProgressHandler = @Sendable (_ received: Int64, _ expected: Int64?) -> Void
 
     /// The prefix of the file a download is written to while it arrives.
@@ -102,6 +103,9 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var lastActivity: Duration = .zero
     private var lastReport = DispatchTime(uptimeNanoseconds: 0)
     private var reportScheduled = false
+    /// The session's delegate queue (serial): every progress report is made on it, so none can come
+    /// after the final one, which the task's completion makes there before it finishes the job.
+    private var delegateQueue: OperationQueue?
     // MARK: Used only by the delegate callbacks, which run one at a time on the session's serial queue
     private var body = Data()
     private var partialFile: (url: URL, handle: FileHandle)?
@@ -174,6 +178,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             storedTask = task
             self.stopwatch = stopwatch
             watchdog = timer
+            delegateQueue = queue
         }
         timer?.resume()
         task.resume()
@@ -259,12 +264,17 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             return (nil, next)
         }
         if let (handler, count, total) = report { handler(count, total) }
-        if let scheduleAt {
-            DispatchQueue.global().asyncAfter(deadline: scheduleAt) { [weak self] in self?.reportHeldBackProgress() }
+        if let scheduleAt, let queue = lock.withLock({ delegateQueue }) {
+            // Waits on a Dispatch queue, then reports on the delegate queue, in turn with the callbacks.
+            DispatchQueue.global().asyncAfter(deadline: scheduleAt) { [weak self] in
+                guard let job = self else { return }
+                queue.addOperation { job.reportHeldBackProgress() }
+            }
         }
         if failure != nil { task.cancel() }
     }
 
+    /// On the delegate queue: a report held back by ``didReceive(_:task:)``, unless the task completed.
     private func reportHeldBackProgress() {
         let report: (ProgressHandler, Int64, Int64?)? = lock.withLock {
             reportScheduled = false
@@ -275,14 +285,17 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         if let (handler, count, total) = report { handler(count, total) }
     }
 
-    /// The task completed: decides the outcome and finishes the job.
+    /// The task completed: decides the outcome and finishes the job. (On the delegate queue: a held-back
+    /// progress report that comes after this finds `completed` and is dropped, so the final report is
+    /// the last one.)
     fileprivate func didComplete(error: (any Error)?) {
-        let (timer, timedOut, handler, writeError, received) = lock.withLock {
+        let (timer, timedOut, handler, writeError, received, queue) = lock.withLock {
             completed = true
-            // Drop the handler so nothing it captured outlives the job.
-            defer { (watchdog, progressHandler) = (nil, nil) }
-            return (watchdog, timedOutError, progressHandler, self.writeError, self.received)
+            // Drop the handler so nothing it captured outlives the job (let go of after unlocking).
+            defer { (watchdog, progressHandler, delegateQueue) = (nil, nil, nil) }
+            return (watchdog, timedOutError, progressHandler, self.writeError, self.received, delegateQueue)
         }
+        _ = queue
         let (file, body) = (partialFile, self.body)
         (partialFile, self.body) = (nil, Data())
         timer?.cancel()
