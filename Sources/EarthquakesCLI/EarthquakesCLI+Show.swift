@@ -156,7 +156,8 @@ extension EarthquakesCLI {
         "geo:\(QuakeTable.fixed(quake.latitude, 4)),\(QuakeTable.fixed(quake.longitude, 4))"
     }
 
-    /// `2025-10-29 18:43:17 UTC (10:43 local, -08:00; 3 h ago)`.
+    /// `2025-10-29 18:43:17 UTC (2025-10-29 10:43 local, UTC-08:00; 3 h ago)`; without the local part
+    /// where the local time is UTC.
     func timeText(_ date: Date) -> String {
         var text = ""
         CivilTime.appendMinute(date.millisecondsSince1970, seconds: true, to: &text)
