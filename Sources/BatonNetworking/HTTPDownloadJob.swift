@@ -22,8 +22,10 @@ import Darwin
 /// ```
 ///
 /// The body is written, as it arrives, to a hidden temporary file in the destination's folder (see
-/// ``URLSessionTaskJob``). When the transfer completes with an accepted status, that file is renamed
-/// over ``destination`` with `rename(2)`, which replaces it in one step. On a failure, a timeout or
+/// ``URLSessionTaskJob``). When the transfer completes with an accepted status, that file is flushed
+/// to disk (`fsync`; an error writing or closing it fails the job), given the permissions of the file
+/// it replaces, if any, and renamed over ``destination`` with `rename(2)`, which replaces it in one
+/// step; the folder is then flushed too (best effort). On a failure, a timeout or
 /// cancellation, the temporary file is removed and an existing file at ``destination`` is left as it was.
 ///
 /// - Important: The destination's folder must exist and be writable.
@@ -76,6 +78,13 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
     override func pathForMessages(directory: URL) -> String { destination.path }
 
     override func keepDownload(at location: URL, in directory: URL) throws -> URL {
+        // A destination that exists keeps its permissions (a 0600 file stays private): the new file
+        // takes them before it replaces the old one.
+        var existing = stat()
+        if stat(destination.path, &existing) == 0, chmod(location.path, existing.st_mode & 0o7777) != 0 {
+            let error = POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+            throw NetworkError.file(url: request.url, path: destination.path, error: error)
+        }
         // `location` is the hidden file the body was written to, in the destination's folder:
         // rename(2) replaces the destination in one step.
         guard rename(location.path, destination.path) == 0 else {

@@ -13,15 +13,34 @@ import Darwin
 ///
 /// Used by ``ReachabilityCondition`` on a background thread.
 enum HostProbe {
-    /// Resolves `host` and connects to `port` on one of its addresses; returns the address that
-    /// answered, as text.
+    /// Resolves a host name and port to a list of addresses that the caller frees with `freeaddrinfo`.
+    typealias Resolver =
+        @Sendable (_ host: String, _ port: Int, _ url: URL?) throws(NetworkError) ->
+        UnsafeMutablePointer<addrinfo>
+
+    /// Resolves `host` and connects to `port` on one of its addresses, all before `deadline` (uptime
+    /// nanoseconds, taken before the name is resolved: the timeout covers the whole check); returns the
+    /// address that answered, as text. `resolved` is called once the name is resolved.
     ///
-    /// - Throws: ``NetworkError`` with code ``NetworkError/Code/nameResolution`` or
-    ///   ``NetworkError/Code/unreachable``.
-    static func connect(host: String, port: Int, timeout: Double, url: URL?) throws(NetworkError) -> String {
-        let addresses = try resolve(host: host, port: port, url: url)
+    /// - Throws: ``NetworkError`` with code ``NetworkError/Code/nameResolution`` (also when resolving
+    ///   left no time to connect) or ``NetworkError/Code/unreachable``.
+    static func connect(
+        host: String, port: Int, deadline: UInt64, timeout: Double, url: URL?,
+        resolve: Resolver = { host, port, url throws(NetworkError) in
+            try HostProbe.resolve(host: host, port: port, url: url)
+        },
+        resolved: () -> Void = {}
+    ) throws(NetworkError) -> String {
+        let addresses = try resolve(host, port, url)
         defer { freeaddrinfo(addresses) }
-        let deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, timeout) * 1e9)
+        resolved()
+        if Int64(deadline) - Int64(DispatchTime.now().uptimeNanoseconds) <= 0 {
+            throw NetworkError(
+                code: .nameResolution, url: url,
+                description:
+                    "resolving the host name \"\(host)\" took longer than the timeout (\(NetworkError.format(seconds: timeout))), "
+                    + "leaving no time to connect. Check your network connection and DNS settings.")
+        }
         var failures: [String] = []
         var candidate: UnsafeMutablePointer<addrinfo>? = addresses
         while let info = candidate {
@@ -47,7 +66,7 @@ enum HostProbe {
     }
 
     /// `getaddrinfo` for a TCP stream. The caller frees the list.
-    private static func resolve(
+    static func resolve(
         host: String, port: Int, url: URL?
     ) throws(NetworkError) -> UnsafeMutablePointer<addrinfo> {
         var hints = addrinfo()
@@ -111,7 +130,7 @@ enum HostProbe {
     }
 }
 
-/// `connect(2)`, named so it does not clash with ``HostProbe/connect(host:port:timeout:url:)``.
+/// `connect(2)`, named so it does not clash with `HostProbe.connect(host:port:deadline:timeout:url:resolve:resolved:)`.
 private func systemConnect(_ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>!, _ length: socklen_t) -> Int32 {
     connect(fd, address, length)
 }

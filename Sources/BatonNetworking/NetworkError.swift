@@ -21,7 +21,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     /// What went wrong. New codes may be added; do not switch over them exhaustively.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case httpStatus, nameResolution, unreachable, timedOut, transport, file
+            case httpStatus, nameResolution, unreachable, timedOut, transport, file, cancelled
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -38,6 +38,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         public static let transport = Code(.transport)
         /// The downloaded file could not be written or moved into place.
         public static let file = Code(.file)
+        /// The task that ran the check was cancelled; ``NetworkError/underlying`` is the `CancellationError`.
+        public static let cancelled = Code(.cancelled)
 
         public var description: String { base.rawValue }
     }

@@ -15,7 +15,7 @@ public import Foundation
 /// the same on Linux and Apple platforms and needs no system reachability service. A failure is a
 /// ``NetworkError`` with code ``NetworkError/Code/nameResolution`` (the name is unknown, or resolving
 /// it took longer than the timeout) or ``NetworkError/Code/unreachable`` (refused, unreachable, or no
-/// answer in time).
+/// answer in time); ``timeout`` bounds the whole check, resolution included.
 ///
 /// When the URL's requests go through a proxy (``ProxySettings``, from `http_proxy`, `https_proxy` and
 /// `no_proxy` by default), the condition checks that the proxy can be reached instead: the feed's
@@ -66,34 +66,64 @@ public struct ReachabilityCondition: JobCondition {
     /// Checks that the host can be reached.
     ///
     /// Returns as soon as a connection was made; throws as soon as it is clear none can be, and at the
-    /// latest after ``timeout``. Task cancellation is not observed: the check is short by construction.
+    /// latest after ``timeout``, which counts from the call (resolving the name and connecting share it).
+    /// Cancelling the task ends the wait at once.
     ///
-    /// - Throws: ``NetworkError`` with code ``NetworkError/Code/nameResolution`` or ``NetworkError/Code/unreachable``.
+    /// - Throws: ``NetworkError`` with code ``NetworkError/Code/nameResolution``,
+    ///   ``NetworkError/Code/unreachable``, or ``NetworkError/Code/cancelled`` when the task is cancelled.
     public func check() async throws(NetworkError) {
-        let result: Result<String, NetworkError> = await withCheckedContinuation { continuation in
-            let once = ResumeOnce(continuation)
-            let (host, port, seconds) = (host, port, timeout.seconds)
-            let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
-            // A thread of its own (a serial queue, served by Dispatch's overcommitting pool): getaddrinfo
-            // and connect block, and on Linux `DispatchQueue.global()` is Swift concurrency's pool.
-            DispatchQueue(label: "BatonNetworking.reachability").async {
-                do throws(NetworkError) {
-                    once.resume(.success(try HostProbe.connect(host: host, port: port, timeout: seconds, url: url)))
-                } catch {
+        try await check(resolve: { host, port, url throws(NetworkError) in
+            try HostProbe.resolve(host: host, port: port, url: url)
+        })
+    }
+
+    /// ``check()`` with another resolver (tests).
+    func check(resolve: @escaping HostProbe.Resolver) async throws(NetworkError) {
+        let (host, port, seconds) = (host, port, timeout.seconds)
+        let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
+        let start = DispatchTime.now()
+        let deadline = start.uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
+        let once = ResumeOnce<Result<String, NetworkError>>()
+        let resolved = Protected(false)
+        let result: Result<String, NetworkError> = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                once.set(continuation)
+                // A thread of its own (a serial queue, served by Dispatch's overcommitting pool): getaddrinfo
+                // and connect block, and on Linux `DispatchQueue.global()` is Swift concurrency's pool.
+                DispatchQueue(label: "BatonNetworking.reachability").async {
+                    do throws(NetworkError) {
+                        let address = try HostProbe.connect(
+                            host: host, port: port, deadline: deadline, timeout: seconds, url: url, resolve: resolve,
+                            resolved: { resolved.withLock { $0 = true } })
+                        once.resume(.success(address))
+                    } catch {
+                        once.resume(.failure(error))
+                    }
+                }
+                // getaddrinfo cannot be interrupted; stop waiting for it when the deadline passes. (The
+                // connection attempts end at the deadline themselves.) The message names the phase.
+                DispatchQueue.global().asyncAfter(deadline: start + seconds + 0.1) {
+                    let within = NetworkError.format(seconds: seconds)
+                    let error =
+                        resolved.withLock({ $0 })
+                        ? NetworkError(
+                            code: .unreachable, url: url,
+                            description: "cannot reach \(host) port \(port): no answer within \(within). "
+                                + "Check the address, that the server is running and your network connection.")
+                        : NetworkError(
+                            code: .nameResolution, url: url,
+                            description: "cannot resolve the host name \"\(host)\" within \(within). "
+                                + "Check your network connection and DNS settings.")
                     once.resume(.failure(error))
                 }
             }
-            // getaddrinfo cannot be interrupted; stop waiting for it when the deadline passes.
-            DispatchQueue.global().asyncAfter(deadline: .now() + seconds + 0.1) {
-                once.resume(
-                    .failure(
-                        NetworkError(
-                            code: .nameResolution, url: url,
-                            description:
-                                "cannot resolve the host name \"\(host)\" within \(NetworkError.format(seconds: seconds)). "
-                                + "Check your network connection and DNS settings."
-                        )))
-            }
+        } onCancel: {
+            once.resume(
+                .failure(
+                    NetworkError(
+                        code: .cancelled, url: url,
+                        description: "the reachability check of \(host) port \(port) was cancelled.",
+                        underlying: CancellationError())))
         }
         do {
             _ = try result.get()
@@ -118,20 +148,39 @@ public struct ReachabilityCondition: JobCondition {
     }
 }
 
-/// Resumes a continuation once, whichever of several racing callers comes first.
+/// Resumes a continuation once, whichever of several racing callers comes first — also when the first
+/// comes before the continuation is set (a task cancelled before it waited): the value is kept for it.
 private final class ResumeOnce<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: `continuation` is guarded by `lock`.
+    // @unchecked Sendable: `continuation`, `early` and `done` are guarded by `lock`.
     private let lock = Lock()
     private var continuation: CheckedContinuation<Value, Never>?
+    private var early: Value?
+    private var done = false
 
-    init(_ continuation: CheckedContinuation<Value, Never>) {
-        self.continuation = continuation
+    init() {}
+
+    func set(_ continuation: CheckedContinuation<Value, Never>) {
+        let value: Value? = lock.withLock {
+            guard let early else {
+                self.continuation = continuation
+                return nil
+            }
+            self.early = nil
+            return early
+        }
+        if let value { continuation.resume(returning: value) }
     }
 
     func resume(_ value: Value) {
-        let continuation = lock.withLock {
-            defer { self.continuation = nil }
-            return self.continuation
+        let continuation: CheckedContinuation<Value, Never>? = lock.withLock {
+            guard !done else { return nil }
+            done = true
+            guard let continuation = self.continuation else {
+                early = value
+                return nil
+            }
+            self.continuation = nil
+            return continuation
         }
         continuation?.resume(returning: value)
     }

@@ -62,7 +62,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
 
     /// Called with the number of bytes received so far and the expected total (when the server sent a
     /// `Content-Length`). Called from a background thread as bytes arrive (at most about ten times a
-    /// second), and once more with the final count on success.
+    /// second), one call at a time, and once more with the final count on success: that call is the
+    /// last, made before the job finishes.
     public typealias ProgressHandler = @Sendable (_ received: Int64, _ expected: Int64?) -> Void
 
     /// The prefix of the file a download is written to while it arrives.
@@ -102,6 +103,9 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var lastActivity: Duration = .zero
     private var lastReport = DispatchTime(uptimeNanoseconds: 0)
     private var reportScheduled = false
+    /// The session's delegate queue (serial): every progress report is made on it, so none can come
+    /// after the final one, which the task's completion makes there before it finishes the job.
+    private var delegateQueue: OperationQueue?
     // MARK: Used only by the delegate callbacks, which run one at a time on the session's serial queue
     private var body = Data()
     private var partialFile: (url: URL, handle: FileHandle)?
@@ -174,6 +178,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             storedTask = task
             self.stopwatch = stopwatch
             watchdog = timer
+            delegateQueue = queue
         }
         timer?.resume()
         task.resume()
@@ -259,12 +264,17 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             return (nil, next)
         }
         if let (handler, count, total) = report { handler(count, total) }
-        if let scheduleAt {
-            DispatchQueue.global().asyncAfter(deadline: scheduleAt) { [weak self] in self?.reportHeldBackProgress() }
+        if let scheduleAt, let queue = lock.withLock({ delegateQueue }) {
+            // Waits on a Dispatch queue, then reports on the delegate queue, in turn with the callbacks.
+            DispatchQueue.global().asyncAfter(deadline: scheduleAt) { [weak self] in
+                guard let job = self else { return }
+                queue.addOperation { job.reportHeldBackProgress() }
+            }
         }
         if failure != nil { task.cancel() }
     }
 
+    /// On the delegate queue: a report held back by ``didReceive(_:task:)``, unless the task completed.
     private func reportHeldBackProgress() {
         let report: (ProgressHandler, Int64, Int64?)? = lock.withLock {
             reportScheduled = false
@@ -275,18 +285,20 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         if let (handler, count, total) = report { handler(count, total) }
     }
 
-    /// The task completed: decides the outcome and finishes the job.
+    /// The task completed: decides the outcome and finishes the job. (On the delegate queue: a held-back
+    /// progress report that comes after this finds `completed` and is dropped, so the final report is
+    /// the last one.)
     fileprivate func didComplete(error: (any Error)?) {
-        let (timer, timedOut, handler, writeError, received) = lock.withLock {
+        let (timer, timedOut, handler, writeError, received, queue) = lock.withLock {
             completed = true
-            // Drop the handler so nothing it captured outlives the job.
-            defer { (watchdog, progressHandler) = (nil, nil) }
-            return (watchdog, timedOutError, progressHandler, self.writeError, self.received)
+            // Drop the handler so nothing it captured outlives the job (let go of after unlocking).
+            defer { (watchdog, progressHandler, delegateQueue) = (nil, nil, nil) }
+            return (watchdog, timedOutError, progressHandler, self.writeError, self.received, delegateQueue)
         }
+        _ = queue
         let (file, body) = (partialFile, self.body)
         (partialFile, self.body) = (nil, Data())
         timer?.cancel()
-        try? file?.handle.close()
         let response = self.response
 
         var failure: (any Error)?
@@ -310,11 +322,26 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             failure = CancellationError()
         }
 
+        if let file {
+            if failure == nil, case .download(let directory) = kind {
+                // The whole body on disk before it is moved into place (a crash after the rename must not
+                // leave an empty or partial file behind the new name), and a failed close is a failed write.
+                do {
+                    try Self.syncAndClose(file.handle)
+                } catch {
+                    failure = NetworkError.file(
+                        url: request.url, path: pathForMessages(directory: directory), error: error)
+                }
+            } else {
+                try? file.handle.close()
+            }
+        }
         var kept: URL?
         if failure == nil, case .download(let directory) = kind {
             do {
                 let location = try file?.url ?? emptyFile(in: directory)
                 kept = try keepDownload(at: location, in: directory)
+                Self.syncDirectory(directory)
             } catch {
                 failure = error
             }
@@ -331,6 +358,22 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             handler?(received, received)
         }
         finish(failure)
+    }
+
+    /// `fsync`s the file, then closes it; throws the first error.
+    private static func syncAndClose(_ handle: FileHandle) throws {
+        let synced = fsync(handle.fileDescriptor) == 0 ? nil : POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO)
+        try handle.close()
+        if let synced { throw synced }
+    }
+
+    /// `fsync`s a folder, so that a rename in it survives a crash; best effort (some file systems
+    /// refuse it, and the file itself is already on disk).
+    static func syncDirectory(_ directory: URL) {
+        let descriptor = open(directory.path, O_RDONLY)
+        guard descriptor >= 0 else { return }
+        _ = fsync(descriptor)
+        close(descriptor)
     }
 
     /// An empty file for a successful download with an empty body.

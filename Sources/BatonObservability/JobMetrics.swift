@@ -26,8 +26,15 @@ public import CoreMetrics
 /// `RetryJob` after the first, or, on a `DurableWorker`'s queue, an attempt of a durable job after
 /// its first (labelled with its durable kind; see `DurableWorkerInstrument`). The `kind` is the job's type name (`BlockJob`, `AsyncJob`, your
 /// subclass) unless you give a `kind` function. The children of a `GroupJob` are counted on the
-/// group's child queue, named `"<group>.children"`; give a `queueName` function to fold them (or
-/// other queues with generated names) into fewer label values.
+/// group's child queue, named `"<group>.children"`. By default a queue's label is its name without the
+/// instance numbers of default job names (`GroupJob#123.children` is labelled `GroupJob.children`), so
+/// that unnamed groups and retries share one set of metrics instead of making new ones each; give a
+/// `queueName` function to fold other queues with generated names (a group named after a URL, say)
+/// into fewer label values.
+///
+/// The instrument keeps the metric handles it made, one set per label value, and a shortcut per live
+/// queue; the shortcuts of queues that were released are dropped as new queues come, so a
+/// long-running process that makes queues without end (a group per request) keeps a bounded amount.
 ///
 /// With no backend bootstrapped (swift-metrics' `NOOPMetricsHandler`) when it is created, and no
 /// `factory` given, the instrument is not enabled (``isEnabled``): queues leave it out, and cost
@@ -65,7 +72,8 @@ public final class JobMetrics: JobInstrument {
     ///   - factory: The backend. Defaults to the bootstrapped one (`MetricsSystem.factory`); if none
     ///     is bootstrapped yet, the instrument records nothing.
     ///   - kind: The `kind` dimension of a job. Defaults to its type name (``typeName(_:)``).
-    ///   - queueName: The `queue` dimension of a queue. Defaults to its name.
+    ///   - queueName: The `queue` dimension of a queue. Defaults to its name without instance numbers
+    ///     (``stableQueueName(_:)``).
     public init(
         factory: (any MetricsFactory)? = nil,
         kind: (@Sendable (Job) -> String)? = nil,
@@ -89,6 +97,32 @@ public final class JobMetrics: JobInstrument {
         let trimmed = name.firstIndex(of: "<").map { String(name[..<$0]) } ?? name
         typeNames.withLock { $0[type] = trimmed }
         return trimmed
+    }
+
+    /// `name` without the instance numbers of default job names: `GroupJob#123.children` becomes
+    /// `GroupJob.children` (a `#` followed by digits up to a `.` or the end is left out).
+    public static func stableQueueName(_ name: String) -> String {
+        guard name.contains("#") else { return name }
+        var result = ""
+        var rest = Substring(name)
+        while let hash = rest.firstIndex(of: "#") {
+            result += rest[..<hash]
+            let after = rest[rest.index(after: hash)...]
+            let digits = after.prefix { $0.isASCII && $0.isNumber }
+            let end = after[digits.endIndex...]
+            if !digits.isEmpty, end.isEmpty || end.first == "." {
+                rest = end
+            } else {
+                result.append("#")
+                rest = after
+            }
+        }
+        return result + rest
+    }
+
+    /// The `queue` label of `queue`.
+    private func queueLabel(_ queue: JobQueue) -> String {
+        queueName?(queue) ?? Self.stableQueueName(queue.name)
     }
 
     /// Type names by type: describing a type is slow, and there are few job types.
@@ -193,10 +227,58 @@ public final class JobMetrics: JobInstrument {
             let queue: String
             let kind: String
         }
-        /// The queue's name is kept to tell a queue from a later one at the same address.
-        var fast: [Fast: (queueName: String, handles: Handles)] = [:]
+        struct Shortcut {
+            /// Weak: the entry must not keep the queue alive, and tells a queue from a later one at the
+            /// same address (and a released one, whose entry is swept). Read only outside the lock: a
+            /// read holds the queue for a moment, and letting go of it there could release it.
+            weak var queue: JobQueue?
+            let name: String
+            let handles: Handles
+            /// Tells this entry from a later one for the same key.
+            let serial: UInt64
+        }
+        var fast: [Fast: Shortcut] = [:]
+        var nextSerial: UInt64 = 0
+        /// `fast` is swept of released queues when it reaches this size (then twice what is left, at
+        /// least `minimumSweepSize`): amortised constant time per insertion, bounded memory.
+        var sweepAt = Cache.minimumSweepSize
+        var sweeping = false
         var byLabels: [Labels: Handles] = [:]
         var gauges: [String: (ready: Meter, running: Meter)] = [:]
+
+        static let minimumSweepSize = 256
+    }
+
+    /// Drops the shortcuts of released queues when there are many: the entries are looked at outside
+    /// the lock (reading a weak reference holds its queue for a moment), then removed under it unless
+    /// replaced meanwhile, and let go of after it.
+    private func sweepIfDue() {
+        // The snapshot shares the dictionary's storage; it is let go of before the removals, which would
+        // otherwise copy the whole dictionary under the lock.
+        func deadEntries() -> [(Cache.Fast, UInt64)]? {
+            let snapshot: [Cache.Fast: Cache.Shortcut]? = cache.withLock { cache in
+                guard cache.fast.count >= cache.sweepAt, !cache.sweeping else { return nil }
+                cache.sweeping = true
+                return cache.fast
+            }
+            return snapshot?.compactMap { key, entry in entry.queue == nil ? (key, entry.serial) : nil }
+        }
+        guard let dead = deadEntries() else { return }
+        let removed: [Cache.Shortcut] = cache.withLock { cache in
+            var removed: [Cache.Shortcut] = []
+            for (key, serial) in dead where cache.fast[key]?.serial == serial {
+                removed.append(cache.fast.removeValue(forKey: key)!)
+            }
+            cache.sweepAt = max(Cache.minimumSweepSize, 2 * cache.fast.count)
+            cache.sweeping = false
+            return removed
+        }
+        _ = removed  // dropped outside the lock
+    }
+
+    /// How many shortcuts (by queue and job type) and label sets the instrument keeps (tests).
+    package var cachedEntries: (shortcuts: Int, labels: Int, gauges: Int) {
+        cache.withLock { ($0.fast.count, $0.byLabels.count, $0.gauges.count) }
     }
 
     private func stripe(_ job: Job) -> Protected<[UInt64: InFlight]> {
@@ -208,10 +290,11 @@ public final class JobMetrics: JobInstrument {
             kind == nil && queueName == nil
             ? Cache.Fast(queue: ObjectIdentifier(queue), type: ObjectIdentifier(type(of: job))) : nil
         let name = queue.name
-        if let fast, let found = cache.withLock({ $0.fast[fast] }), found.queueName == name {
+        // (The weak reference is read after unlocking: see `Cache.Shortcut`.)
+        if let fast, let found = cache.withLock({ $0.fast[fast] }), found.queue === queue, found.name == name {
             return found.handles
         }
-        let labels = Cache.Labels(queue: queueName?(queue) ?? name, kind: kind?(job) ?? Self.typeName(job))
+        let labels = Cache.Labels(queue: queueLabel(queue), kind: kind?(job) ?? Self.typeName(job))
         var found = cache.withLock { $0.byLabels[labels] }
         if found == nil {
             // The backend makes handles outside the lock (it is user code); a racing twin is dropped after.
@@ -231,8 +314,13 @@ public final class JobMetrics: JobInstrument {
             }
         }
         if let fast {
-            let replaced = cache.withLock { $0.fast.updateValue((name, found!), forKey: fast) }
+            let (replaced, due) = cache.withLock { cache in
+                cache.nextSerial += 1
+                let entry = Cache.Shortcut(queue: queue, name: name, handles: found!, serial: cache.nextSerial)
+                return (cache.fast.updateValue(entry, forKey: fast), cache.fast.count >= cache.sweepAt)
+            }
             _ = replaced  // dropped outside the lock
+            if due { sweepIfDue() }
         }
         return found!
     }
@@ -250,7 +338,7 @@ public final class JobMetrics: JobInstrument {
 
     /// The durable counters of `queue` and a durable `kind`, made once. Call only when `factory` is set.
     package func durableCounters(queue: JobQueue, kind: String) -> DurableCounters {
-        let labels = Cache.Labels(queue: queueName?(queue) ?? queue.name, kind: kind)
+        let labels = Cache.Labels(queue: queueLabel(queue), kind: kind)
         if let known = durableCounters.withLock({ $0[labels] }) { return known }
         // The backend makes the handles outside the lock (it is user code); a racing twin is dropped after.
         let made = DurableCounters(queue: labels.queue, kind: labels.kind, factory: factory!)

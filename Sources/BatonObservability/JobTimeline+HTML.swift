@@ -12,9 +12,13 @@ extension JobTimeline {
     /// packed into lanes (a job goes on the first lane free when it starts, so there are as many lanes
     /// as jobs ran at once), under a row that plots how many jobs were ready and waiting for a slot;
     /// jobs that never ran are ticks on a row of their own. That keeps 10,000 jobs readable.
+    ///
+    /// As in ``chromeTraceJSON()``, a job still running when this is called ends at the call; the time
+    /// axis reaches the last instant recorded (a mark after a job finished included).
     public func html(title: String = "Baton timeline", rowLimit: Int = 400) -> String {
         let entries = entries
-        let end = max(entries.map { max($0.finished ?? 0, $0.added) }.max() ?? 0, 1)
+        let now = Instant.now &- origin
+        let end = max(entries.map { Self.lastInstant(of: $0, now: now) }.max() ?? 0, 1)
         var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
         let svg = chart.render()
         let counts = Dictionary(grouping: entries, by: { $0.outcome?.rawValue ?? "running" }).mapValues(\.count)
@@ -47,6 +51,15 @@ extension JobTimeline {
             </html>
 
             """
+    }
+}
+
+extension JobTimeline {
+    /// The last instant of `entry` to draw: its finish (`now` while it runs), or a later mark.
+    static func lastInstant(of entry: Entry, now: UInt64) -> UInt64 {
+        var last = max(entry.finished ?? now, entry.added, entry.ready ?? 0, entry.started ?? 0)
+        for mark in entry.marks { last = max(last, mark.at) }
+        return last
     }
 }
 

@@ -7,7 +7,7 @@ public import Baton
 /// let timeline = JobTimeline()
 /// let queue = JobQueue(name: "import", instruments: [timeline])
 /// // … add jobs, wait …
-/// try timeline.chromeTraceJSON().write(to: URL(filePath: "run.json"))   // Perfetto, chrome://tracing
+/// try timeline.chromeTraceJSON().write(to: URL(filePath: "run.json"), atomically: true, encoding: .utf8)  // Perfetto
 /// try timeline.html(title: "import").write(to: URL(filePath: "run.html"), atomically: true, encoding: .utf8)
 /// ```
 ///

@@ -14,9 +14,11 @@ public import Tracing
 ///   `baton.attempt` (the attempt number of a `RetryJob`'s attempt, 1 otherwise) and, once
 ///   finished, `baton.outcome` (`succeeded`, `failed`, `cancelled`). A failed job records its error
 ///   and the error status.
-/// - The parent of a job's span is the span of the job it was added from (the producer of a produced
-///   job, the group whose body added its children), else the span of its `Job.parentGroup`, else the
-///   submitter's: the task-local `ServiceContext` of the code that added it.
+/// - The parent of a job's span is the span of the running job it was added from (the producer of a
+///   produced job, the group whose body added its children), else the span of its `Job.parentGroup`,
+///   else the submitter's: the task-local `ServiceContext` of the code that added it. The attempts of
+///   a `RetryJob` and the iterations of a `RepeatJob` are siblings under its span (each is added as
+///   the previous one finishes, not from inside it).
 /// - A job's dependencies are links of its span.
 /// - The body runs with `ServiceContext.current` set to the span's context, so spans the body starts
 ///   are children of the job's, and the submitter's baggage reaches the body.
@@ -80,9 +82,14 @@ public final class JobTracing: JobInstrument {
         let current = ServiceContext.current ?? .topLevel
         let group = job.parentGroup
         let dependencies = job.dependencies + job.generatedDependencies
-        let groupContext = group.flatMap { group in state.withLock { $0.context(of: group.id) } }
-        // Added from inside a job (a producer, a group's body): that job is the parent.
-        let parent = current[JobIDKey.self] != nil ? current : groupContext ?? current
+        let adder = current[JobIDKey.self]
+        let (groupContext, adderIsLive) = state.withLock { state in
+            (group.flatMap { state.context(of: $0.id) }, adder.map { state.live[$0] != nil } ?? false)
+        }
+        // Added from inside a running job (a producer, a group's body): that job is the parent. A job
+        // added while a finished job's context is current (the next attempt of a retry, added as the
+        // previous one finishes) belongs under its group instead.
+        let parent = adderIsLive || groupContext == nil ? current : groupContext!
         let span = tracer.startSpan(job.name, context: parent, ofKind: .internal)
         span.attributes["baton.queue"] = queue.name
         span.attributes["baton.job.kind"] = JobMetrics.typeName(job)

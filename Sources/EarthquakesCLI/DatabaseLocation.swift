@@ -49,6 +49,14 @@ public enum DatabaseLocation {
             .appendingPathComponent("earthquakes.sqlite")
     }
 
+    /// `--database ""` is a usage error (it used to mean the default database, silently).
+    public static func checkOption(_ option: String?) throws(CLIError) {
+        if let option, option.trimmingCharacters(in: .whitespaces).isEmpty {
+            throw CLIError.usage(
+                "--database is empty; give a database file path, or leave the option out for the default database")
+        }
+    }
+
     /// The sample database that goes with the database at `databasePath`: ``sampleFileName`` in its folder.
     public static func samplePath(forDatabase databasePath: String) -> String {
         ((databasePath as NSString).deletingLastPathComponent as NSString).appendingPathComponent(sampleFileName)

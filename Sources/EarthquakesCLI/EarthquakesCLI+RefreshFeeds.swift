@@ -164,7 +164,13 @@ struct FeedsRefreshJSON: Encodable {
         var unchanged: Int?
         var total: Int?
         var skipped: Int?
+        /// Features that repeated an id given earlier in the feed, and those ids.
+        var duplicates: Int?
+        var duplicateIDs: [String]?
         var warnings: [String]?
+        /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
+        var deleted: Int?
+        var removedDeleted: Int?
         var importedBeforeResume: Bool?
         var error: String?
     }
@@ -176,6 +182,9 @@ struct FeedsRefreshJSON: Encodable {
 extension EarthquakesCLI {
     /// `refresh --feed A --feed B …` (or `--feeds A,B`, or `--resume`): one durable graph, fetch → parse →
     /// import for each feed, imports one at a time. See ``FeedRefresh``.
+    ///
+    /// Ctrl-C cancels the running jobs at once (a download deletes its temporary file) and throws a
+    /// ``CLIError`` (exit status 130) that names the feeds not imported; `--resume` finishes them.
     ///
     /// - Parameters:
     ///   - feeds: the feeds, in order; empty with `resume` for the newest unfinished refresh.
@@ -213,6 +222,17 @@ extension EarthquakesCLI {
                 throw CLIError(
                     "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
                         + "run `earthquakes refresh --feed …` to start one")
+            }
+            // The run keeps the `--strict` it was submitted with (it is part of its unique key): a
+            // different one given now is refused rather than dropped without a word.
+            if strict, !key.strict {
+                throw CLIError.usage(
+                    "--resume --strict: the interrupted refresh of \(key.feeds.joined(separator: ", ")) was started "
+                        + "without --strict, and resuming it cannot change that. Resume it without --strict, or start "
+                        + "a strict refresh of those feeds with --feeds and --strict")
+            }
+            if key.strict, !strict, !json {
+                console.error("note: the interrupted refresh was started with --strict; it is resumed with --strict.\n")
             }
             (feeds, strict) = key
         }
@@ -270,14 +290,20 @@ extension EarthquakesCLI {
                 for (index, handle) in importHandles.enumerated() where !printed.contains(index) {
                     guard let output = try? await jobs.output(of: handle, in: run) else { continue }
                     printed.insert(index)
-                    if !json { console.print(Self.importedLine(output, into: path)) }
+                    if !json { Self.printImported(output, into: path, console: console) }
                 }
             }
             return printed
         }
+        // Ctrl-C cancels the worker's task: an immediate shutdown, which cancels the running downloads
+        // at once (they delete their temporary files) and gives their jobs back to the store for
+        // `--resume`. (`shutdown()` would let them run on for the worker's grace period, 10 s.)
+        let working = Task { try await worker.run(until: run) }
         do {
-            _ = try await interrupts.cancellable(onInterrupt: { worker.shutdown() }) {
-                try await worker.run(until: run)
+            _ = try await withTaskCancellationHandler {
+                try await interrupts.cancellable(onInterrupt: { working.cancel() }) { try await working.value }
+            } onCancel: {
+                working.cancel()
             }
             watcher.cancel()
         } catch {
@@ -286,7 +312,8 @@ extension EarthquakesCLI {
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {
                 throw await cancellation(
-                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                    created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
+                    store: store)
             }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
@@ -294,34 +321,57 @@ extension EarthquakesCLI {
         let printed = await watcher.value
         let record = try await jobs.record(of: run.id)
         let outcome = record.finished == nil ? " (unfinished)" : ""
-        try picture.write(title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
+        // A picture that cannot be written does not stop the rest: the downloads are cleaned up and the
+        // imports reported first, then the command fails saying which file was not written.
+        let pictureError = picture.writeAfterWork(
+            title: "earthquakes refresh \(feeds.joined(separator: " "))\(outcome)", console: console)
         guard record.finished != nil else {
+            if let pictureError { console.error("warning: \(pictureError.message)\n") }
             if interrupts.wasInterrupted {
                 throw await cancellation(
-                    created: created, path: path, run: run, imports: imports, before: before, jobs: jobs, store: store)
+                    created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
+                    store: store)
             }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
-        try await report(
-            run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
-            path: path, json: json, created: created)
+        do {
+            try await report(
+                run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
+                path: path, json: json, created: created)
+        } catch {
+            if let pictureError { console.error("warning: \(pictureError.message)\n") }
+            throw error
+        }
+        if let pictureError { throw pictureError }
     }
 
     /// The error of a refresh that Ctrl-C stopped: the feeds imported so far are kept; when there are none,
     /// what the database holds (a database this refresh created is never deleted: another process may
     /// have opened it, even written to it, meanwhile).
     private func cancellation(
-        created: Bool, path: String, run: DurableRun, imports: [JobGraph.Handle<ImportFeed.Output>],
+        created: Bool, path: String, run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
         before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore
     ) async -> CLIError {
         var importedAny = !before.isEmpty
-        for handle in imports where !importedAny {
-            if (try? await jobs.output(of: handle, in: run)) != nil { importedAny = true }
+        var stopped: [String] = []
+        for (index, handle) in imports.enumerated() {
+            let imported = before[index] != nil ? true : (try? await jobs.output(of: handle, in: run)) != nil
+            if imported {
+                importedAny = true
+            } else {
+                stopped.append(feeds[index])
+            }
         }
-        if importedAny { return CLIError.cancelledKeepingImports }
+        let what = "Stopped before importing \(stopped.joined(separator: ", "))."
+        if importedAny {
+            return CLIError.cancelled(
+                "The feeds imported so far are kept. \(what)",
+                more: "`earthquakes refresh --resume` finishes the rest.")
+        }
         let unchanged = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
-        return CLIError.cancelled(unchanged, more: "`earthquakes refresh --resume` finishes the refresh.")
+        return CLIError.cancelled(
+            unchanged + " " + what, more: "`earthquakes refresh --resume` finishes the refresh.")
     }
 
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
@@ -337,15 +387,16 @@ extension EarthquakesCLI {
         var hasSample = false
         for (index, feed) in feeds.enumerated() {
             if let output = try await jobs.output(of: imports[index], in: run) {
-                if !json, !printed.contains(index) { console.print(Self.importedLine(output, into: path)) }
+                if !json, !printed.contains(index) { Self.printImported(output, into: path, console: console) }
                 hasSample = hasSample || output.hasSample
                 let summary = output.summary
                 results.append(
                     FeedsRefreshJSON.FeedResult(
                         source: feed, inserted: summary.inserted, updated: summary.updated,
                         unchanged: summary.unchanged,
-                        total: summary.total, skipped: summary.skipped, warnings: output.warnings,
-                        importedBeforeResume: before[index] != nil))
+                        total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
+                        duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
+                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.
@@ -382,12 +433,18 @@ extension EarthquakesCLI {
 
     static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {
         let summary = output.summary
-        var line =
+        let line =
             "Imported \(summary.total) event\(summary.total == 1 ? "" : "s") from \(output.feed) into \(path) (\(counts(summary)))"
-        if summary.skipped > 0 {
-            line += "; \(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped"
+        let notes = importNotes(summary)
+        return line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + "."
+    }
+
+    /// A feed's import as the one-feed refresh reports it: its warnings (each skipped feature, the
+    /// repeated ids) on standard error, named by feed, then its line.
+    static func printImported(_ output: ImportFeed.Output, into path: String, console: Console) {
+        for warning in warningLines(warnings: output.warnings, summary: output.summary, feed: output.feed) {
+            console.error(warning)
         }
-        if let deleted = deletedNote(summary) { line += "; " + deleted }
-        return line + "."
+        console.print(importedLine(output, into: path))
     }
 }

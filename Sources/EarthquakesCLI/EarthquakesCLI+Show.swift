@@ -7,6 +7,7 @@ extension EarthquakesCLI {
     public func show(
         id: String, database: String?, json: Bool, sample: Bool = false, from: Coordinate? = nil, share: Bool = false
     ) throws {
+        try Self.checkShowFormat(json: json, share: share)
         let (store, path) = try openForReading(database, sample: sample)
         defer { closeAtEnd(store.close) }
         guard let quake = try store.earthquake(id: id) else {
@@ -62,12 +63,32 @@ extension EarthquakesCLI {
         if let age = try dataAge(store) { console.print("\n" + age) }
     }
 
+    /// `show --share --json`: two outputs asked for; a usage error rather than one of them ignored.
+    public static func checkShowFormat(json: Bool, share: Bool) throws(CLIError) {
+        if json && share {
+            throw CLIError.usage(
+                "--share and --json cannot be used together: --share prints one line of text; pick one")
+        }
+    }
+
     /// `home [LAT,LON | --clear]`: shows, remembers or forgets the home location `show` measures from.
+    ///
+    /// - Throws: ``CLIError`` when `clear` cannot delete the home file (it is then still used).
     public func home(set coordinate: Coordinate?, clear: Bool) throws {
         let file = HomeLocation.path(environment: environment)
         if clear {
             try HomeLocation.checkNotFolder(file)
-            try? FileManager.default.removeItem(atPath: file)
+            guard FileManager.default.fileExists(atPath: file) else {
+                console.print("There was no home location to forget.")
+                return
+            }
+            do {
+                try FileManager.default.removeItem(atPath: file)
+            } catch {
+                throw CLIError(
+                    "could not forget the home location: cannot delete \(file) (\(error.localizedDescription)); "
+                        + "`earthquakes show` still measures from it. Check the permissions of its folder")
+            }
             console.print("Forgot the home location.")
         } else if let coordinate {
             try HomeLocation.write(coordinate, environment: environment)
@@ -135,7 +156,8 @@ extension EarthquakesCLI {
         "geo:\(QuakeTable.fixed(quake.latitude, 4)),\(QuakeTable.fixed(quake.longitude, 4))"
     }
 
-    /// `2025-10-29 18:43:17 UTC (10:43 local, -08:00; 3 h ago)`.
+    /// `2025-10-29 18:43:17 UTC (2025-10-29 10:43 local, UTC-08:00; 3 h ago)`; without the local part
+    /// where the local time is UTC.
     func timeText(_ date: Date) -> String {
         var text = ""
         CivilTime.appendMinute(date.millisecondsSince1970, seconds: true, to: &text)

@@ -124,7 +124,9 @@ public struct EarthquakesCLI: Sendable {
     ///   - totalTimeout: a limit on the whole download; nil for none.
     ///   - strict: reject a feed with any unreadable feature (by default such features are skipped, each
     ///     named in a warning).
-    ///   - picture: the files to write a picture of the refresh's jobs to (`--timeline`, `--trace`).
+    ///   - picture: the files to write a picture of the refresh's jobs to (`--timeline`, `--trace`). When
+    ///     one cannot be written after the import, the refresh is still reported and recorded, then a
+    ///     ``CLIError`` (exit status 1) says which file was not written.
     public func refresh(
         feed: String?, database: String?, json: Bool, timeout: Duration = .seconds(30), totalTimeout: Duration? = nil,
         strict: Bool = false, picture: RunPicture = RunPicture()
@@ -163,7 +165,9 @@ public struct EarthquakesCLI: Sendable {
             }
             throw Self.refreshFailure(error, source: source, database: path, unchanged: unchanged)
         }
-        try picture.write(title: "earthquakes refresh \(source)", console: console)
+        // A picture that cannot be written (its folder was checked, but may have gone since) does not undo
+        // the import: the refresh is recorded and reported, then the command fails saying why.
+        let pictureError = picture.writeAfterWork(title: "earthquakes refresh \(source)", console: console)
         let warnings = (get.feed?.warnings ?? []).map { (warning: FeedWarning) in warning.description }
         // After the import committed: remember it (for "last refreshed 2 h ago"), and take out the sample
         // events that versions before the sample had its own database put here. Neither may fail the refresh.
@@ -181,37 +185,54 @@ public struct EarthquakesCLI: Sendable {
                 removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
             console.print(try JSONText.encode(result))
         } else {
-            for warning in warnings { console.error("warning: \(TerminalText.safe("\(warning)"))\n") }
-            if summary.duplicates > 0 {
-                let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
-                let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
-                console.error(
-                    "warning: \(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
-                        + "given earlier in it (\(shown)\(more)); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported\n"
-                )
-            }
+            for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }
             let onlyEarthquakes = types.allSatisfy { $0.type == "earthquake" }
             let noun = (onlyEarthquakes ? "earthquake" : "event") + (summary.total == 1 ? "" : "s")
             var line = "Imported \(summary.total) \(noun) from \(source) into \(path) (\(Self.counts(summary)))"
             if !onlyEarthquakes {
                 line += ": " + types.map { "\($0.count) \(Self.plural($0.type, $0.count))" }.joined(separator: ", ")
             }
-            var notes: [String] = []
-            if summary.duplicates > 0 {
-                notes.append("\(summary.duplicates) repeated id\(summary.duplicates == 1 ? "" : "s") not counted")
-            }
-            if summary.skipped > 0 {
-                notes.append(
-                    "\(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped (see the warnings; --strict refuses such a feed)"
-                )
-            }
-            if let deleted = Self.deletedNote(summary) { notes.append(deleted) }
+            let notes = Self.importNotes(summary)
             console.print(line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + ".")
             if oldSample > 0 {
                 console.print(
                     "Removed \(oldSample) SAMPLE events that an older version of this tool put into this database.")
             }
         }
+        if let pictureError { throw pictureError }
+    }
+
+    /// The warnings of an import, each a line for standard error: the feed's own (one per unreadable
+    /// feature skipped, …), then the ids it repeated. `feed` prefixes each when several feeds are refreshed.
+    static func warningLines(warnings: [String], summary: ImportSummary, feed: String? = nil) -> [String] {
+        let prefix = feed.map { "warning: \(TerminalText.safe($0)): " } ?? "warning: "
+        var lines = warnings.map { prefix + TerminalText.safe($0) + "\n" }
+        if summary.duplicates > 0 {
+            let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
+            let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
+            let ids = summary.duplicateIDs.isEmpty ? "" : " (\(shown)\(more))"
+            lines.append(
+                prefix
+                    + "\(summary.duplicates) feature\(summary.duplicates == 1 ? "" : "s") of the feed repeated an id "
+                    + "given earlier in it\(ids); only the newest copy of each id (by its updated time, copies without one last; the last on a tie) was imported\n"
+            )
+        }
+        return lines
+    }
+
+    /// What an import's summary line adds after its counts: repeated ids, skipped features, deleted events.
+    static func importNotes(_ summary: ImportSummary) -> [String] {
+        var notes: [String] = []
+        if summary.duplicates > 0 {
+            notes.append("\(summary.duplicates) repeated id\(summary.duplicates == 1 ? "" : "s") not counted")
+        }
+        if summary.skipped > 0 {
+            notes.append(
+                "\(summary.skipped) unreadable feature\(summary.skipped == 1 ? "" : "s") skipped (see the warnings; --strict refuses such a feed)"
+            )
+        }
+        if let deleted = deletedNote(summary) { notes.append(deleted) }
+        return notes
     }
 
     /// How many imported events are of each type, most common first (untyped events count as earthquakes).

@@ -102,6 +102,8 @@ struct ImportFeed: DurableJob {
         var updated: Int
         var unchanged: Int
         var duplicates: Int
+        /// The ids repeated (optional: outputs recorded by older versions have none).
+        var duplicateIDs: [String]?
         var skipped: Int
         var otherTypes: [String: Int]
         var warnings: [String]
@@ -114,7 +116,8 @@ struct ImportFeed: DurableJob {
 
         var summary: ImportSummary {
             ImportSummary(
-                inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates, skipped: skipped,
+                inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates,
+                duplicateIDs: duplicateIDs ?? [], skipped: skipped,
                 otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0)
         }
     }
@@ -131,7 +134,8 @@ struct ImportFeed: DurableJob {
             try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
             return Output(
                 feed: input.feed, inserted: summary.inserted, updated: summary.updated, unchanged: summary.unchanged,
-                duplicates: summary.duplicates, skipped: summary.skipped, otherTypes: summary.otherTypes,
+                duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs, skipped: summary.skipped,
+                otherTypes: summary.otherTypes,
                 warnings: feed.warnings.map(\.description),
                 hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
                 removed: summary.removed)

@@ -2,6 +2,8 @@ import EarthquakesKit
 import Foundation
 
 /// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns.
+/// `distanceKm` is the exception: it is there only when a distance was measured (`--near`, `--from`,
+/// a home), and left out otherwise.
 struct QuakeJSON: Encodable {
     var id: String
     var time: String?
@@ -41,7 +43,8 @@ struct QuakeJSON: Encodable {
         url = quake.url
     }
 
-    // Encode nil as null rather than leaving keys out, so every object has the same keys.
+    // Encode nil as null rather than leaving keys out, so every object has the same keys — except
+    // `distanceKm`, which only a listing or `show` that measured distances has.
     func encode(to encoder: any Encoder) throws {
         var c = encoder.container(keyedBy: CodingKeys.self)
         try c.encode(id, forKey: .id)

@@ -121,22 +121,35 @@ public struct Coordinate: Sendable, Equatable {
 /// - `2018-06-14` (midnight UTC);
 /// - `2018-06-14T09:00`, `2018-06-14 09:00`, with seconds (`09:00:30`) and a fraction
 ///   (`09:00:30.250`) if wanted — UTC unless a zone follows: `Z`, `+02:00`, `+0200`, `-07`;
-/// - an age before now: `30m`, `24h`, `7d`, `2w` (decimals allowed: `1.5h`).
+/// - an age before now: `30min`, `24h`, `7d`, `2w`, `6mo` (a month is 30 days), `1y` (365 days);
+///   decimals allowed (`1.5h`). `30m` is 30 minutes where it is accepted (`list --since`); `prune
+///   --before` refuses it, since `6m` read as minutes deletes nearly everything (say `6min` or `6mo`).
 ///
 /// ## Thread safety
 /// Stateless.
 public enum SinceParser {
     /// What the help and the errors show.
     public static let examples =
-        "2018-06-14, 2018-06-14T09:00, \"2018-06-14 09:00:30\", 2018-06-14T09:00+02:00, 30m, 24h, 7d"
+        "2018-06-14, 2018-06-14T09:00, \"2018-06-14 09:00:30\", 2018-06-14T09:00+02:00, 30min, 24h, 7d, 6mo, 1y"
 
     /// The moment `text` names, relative to `now` for ages.
     ///
     /// - Throws: ``CLIError`` (a usage error) that shows examples of the accepted forms.
     ///
-    /// - Parameter option: The option being read, for the message (`--since`, `--before`).
-    public static func parse(_ text: String, now: Date, option: String = "--since") throws(CLIError) -> Date {
+    /// - Parameters:
+    ///   - option: The option being read, for the message (`--since`, `--before`).
+    ///   - bareMinutes: Whether `m` alone means minutes (`--since 30m`). When false (`prune --before`,
+    ///     where reading a meant `6m` of months as minutes deletes nearly everything) it is a usage error
+    ///     that asks for `min` or `mo`.
+    public static func parse(
+        _ text: String, now: Date, option: String = "--since", bareMinutes: Bool = true
+    ) throws(CLIError) -> Date {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if !bareMinutes, let number = ageNumber(trimmed, unit: "m") {
+            throw CLIError.usage(
+                "\(option) \"\(text)\" is ambiguous: m could be minutes or months; say \(number)min for minutes or "
+                    + "\(number)mo for months")
+        }
         if let age = age(trimmed) {
             guard age <= longestAge else {
                 throw CLIError.usage(
@@ -155,19 +168,26 @@ public enum SinceParser {
     /// even be written as milliseconds since 1970).
     static let longestAge: TimeInterval = 3_652_500 * 86_400
 
-    private static func age(_ text: String) -> TimeInterval? {
-        guard let unit = text.last, text.count >= 2 else { return nil }
-        let number = text.dropLast()
-        guard number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }), let count = Double(number),
-            count.isFinite
+    /// The seconds of each unit of an age. A month is 30 days and a year 365 (an age is a length of
+    /// time, not a calendar date: for one, give the date).
+    static let units: [String: TimeInterval] = [
+        "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400, "mo": 30 * 86_400, "y": 365 * 86_400,
+    ]
+
+    /// The number of an age written with `unit` (`6` of `6m`), or nil.
+    private static func ageNumber(_ text: String, unit: String) -> Substring? {
+        guard text.hasSuffix(unit) else { return nil }
+        let number = text.dropLast(unit.count)
+        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+            let count = Double(number), count.isFinite
         else { return nil }
-        switch unit {
-        case "m": return count * 60
-        case "h": return count * 3600
-        case "d": return count * 86_400
-        case "w": return count * 7 * 86_400
-        default: return nil
-        }
+        return number
+    }
+
+    private static func age(_ text: String) -> TimeInterval? {
+        let unit = String(text.reversed().prefix { $0.isASCII && $0.isLetter }.reversed())
+        guard let seconds = units[unit], let number = ageNumber(text, unit: unit) else { return nil }
+        return Double(number)! * seconds
     }
 
     /// A date or date-time; nil when the text does not look like one; a usage error when it does

@@ -2,6 +2,14 @@ public import Baton
 import BatonObservability
 import Foundation
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// `refresh --timeline PATH --trace PATH`: a picture of the refresh's jobs, recorded by a `JobTimeline`
 /// and written as an HTML page (a Gantt chart) and as a Chrome trace (Perfetto, `chrome://tracing`).
 public struct RunPicture: Sendable {
@@ -21,7 +29,8 @@ public struct RunPicture: Sendable {
     /// For the refresh's queue: the timeline, or `nil` (the default instruments) without a picture.
     public var instruments: [any JobInstrument]? { timeline.map { [$0] } }
 
-    /// Usage errors: a path whose folder does not exist, or that is a folder itself.
+    /// Usage errors: a path whose folder does not exist or cannot be written in (the file is written
+    /// there only after the refresh, so this is found first), or that is a folder itself.
     public static func check(_ path: String?, option: String) throws(CLIError) {
         guard let path else { return }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
@@ -35,6 +44,24 @@ public struct RunPicture: Sendable {
                 "\(option) \(path) is a folder; give a file path inside it, for example "
                     + (path as NSString).appendingPathComponent(option == "--trace" ? "run.json" : "run.html"))
         }
+        if let reason = unwritableReason(folder: folder) {
+            throw CLIError.usage(
+                "\(option) \(path): cannot write in the folder \(folder) (\(reason)); give a path in a folder you "
+                    + "can write to")
+        }
+    }
+
+    /// Why no file can be created in `folder` (tried with a file of its own, removed at once), or nil.
+    /// Trying is the only reliable test: permissions say nothing of a read-only file system, nor of
+    /// what the superuser may do.
+    static func unwritableReason(folder: String) -> String? {
+        let probe = (folder as NSString).appendingPathComponent(
+            ".earthquakes-picture-check-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        close(descriptor)
+        unlink(probe)
+        return nil
     }
 
     /// Usage errors, checked before a refresh does anything: a picture path that is a folder, or that
@@ -79,10 +106,12 @@ public struct RunPicture: Sendable {
         return folder.appendingPathComponent(url.lastPathComponent).standardizedFileURL.path
     }
 
-    /// Writes the files asked for and says so on `console`'s standard error.
+    /// Writes the files asked for and says so on `console`'s standard error. A file that cannot be
+    /// written does not stop the other from being written; the error names every file that was not.
     func write(title: String, console: Console) throws(CLIError) {
         guard let timeline else { return }
         let count = timeline.entries.count
+        var failures: [String] = []
         for (path, what, text) in [
             (htmlPath, "timeline", htmlPath.map { _ in timeline.html(title: title) }),
             (tracePath, "trace", tracePath.map { _ in timeline.chromeTraceJSON() }),
@@ -91,9 +120,24 @@ public struct RunPicture: Sendable {
             do {
                 try text.write(toFile: path, atomically: true, encoding: .utf8)
             } catch {
-                throw CLIError("could not write the \(what) to \(path): \(error.localizedDescription)")
+                failures.append("could not write the \(what) to \(path): \(error.localizedDescription)")
+                continue
             }
             console.error("Wrote the \(what) of \(EarthquakesCLI.counted(count, "job")) to \(path).\n")
+        }
+        if !failures.isEmpty { throw CLIError(failures.joined(separator: "; ")) }
+    }
+
+    /// For a refresh that finished its work: writes the picture, and returns the error to end the command
+    /// with if it could not be (the work stands; the caller reports it first, then throws this).
+    func writeAfterWork(title: String, console: Console) -> CLIError? {
+        do throws(CLIError) {
+            try write(title: title, console: console)
+            return nil
+        } catch {
+            return CLIError(
+                "the refresh finished (see above), but \(error.message); write the picture to a folder you can "
+                    + "write to, with --timeline or --trace")
         }
     }
 }

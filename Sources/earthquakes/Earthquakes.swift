@@ -41,6 +41,10 @@ struct Earthquakes: AsyncParsableCommand {
 struct DatabaseOption: ParsableArguments {
     @Option(name: .customLong("database"), help: ArgumentHelp("The SQLite database file.", valueName: "path"))
     var path: String?
+
+    func validate() throws {
+        try usageChecked { try DatabaseLocation.checkOption(path) }
+    }
 }
 
 struct Refresh: AsyncParsableCommand {
@@ -193,7 +197,7 @@ struct List: AsyncParsableCommand {
     var type: [String] = []
     @Option(help: ArgumentHelp("Leave out events of this type (repeat or separate with commas).", valueName: "type"))
     var excludeType: [String] = []
-    @Option(parsing: .unconditional, help: "At most this many earthquakes.") var limit = 20
+    @Option(parsing: .unconditional, help: "At most this many earthquakes (default: 20).") var limit: Int?
     @Flag(help: "All matching earthquakes (no --limit).") var all = false
     @Option(
         parsing: .unconditional,
@@ -211,6 +215,10 @@ struct List: AsyncParsableCommand {
 
     func validate() throws {
         guard !(json && csv) else { throw ValidationError("--json and --csv cannot be used together; pick one") }
+        if all, let limit {
+            throw ValidationError(
+                "--all and --limit \(limit) cannot be used together: --all lists every match; drop one of them")
+        }
         try usageChecked { _ = try options(now: Date()) }
     }
 
@@ -219,7 +227,7 @@ struct List: AsyncParsableCommand {
             minMagnitude: minMagnitude,
             maxMagnitude: maxMagnitude,
             since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: now) },
-            limit: all ? nil : limit,
+            limit: all ? nil : limit ?? 20,
             near: try near.map { text throws(CLIError) in try Coordinate(parsing: text) },
             sort: sort == .magnitude ? .magnitude : .time,
             types: ListOptions.typeNames(type),
@@ -255,6 +263,7 @@ struct Show: AsyncParsableCommand {
 
     func validate() throws {
         try usageChecked {
+            try EarthquakesCLI.checkShowFormat(json: json, share: share)
             _ = try from.map { text throws(CLIError) in try Coordinate(parsing: text, option: "--from") }
         }
     }
@@ -350,7 +359,7 @@ struct Prune: AsyncParsableCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days). UTC unless a zone is given.",
+            "Delete events before this moment: \(SinceParser.examples) (30d: older than 30 days; min is minutes, mo months of 30 days, y years of 365 days; m alone is refused). UTC unless a zone is given.",
             valueName: "when"))
     var before: String
     @Flag(help: "Only say how many events would be deleted; delete nothing.") var dryRun = false
@@ -358,13 +367,14 @@ struct Prune: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
-        try usageChecked { _ = try SinceParser.parse(before, now: Date(), option: "--before") }
+        try usageChecked { _ = try SinceParser.parse(before, now: Date(), option: "--before", bareMinutes: false) }
     }
 
     func run() async throws {
         try await reportingErrors(Self.self) { cli in
             try cli.prune(
-                before: try SinceParser.parse(before, now: cli.now(), option: "--before"), database: database.path,
+                before: try SinceParser.parse(before, now: cli.now(), option: "--before", bareMinutes: false),
+                database: database.path,
                 dryRun: dryRun)
         }
     }

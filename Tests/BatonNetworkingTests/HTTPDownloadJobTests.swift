@@ -36,6 +36,30 @@ import Testing
         #expect(folder.contents == ["feed.geojson"])
     }
 
+    /// The review: the replacement was made with mode 0644, so a private (0600) destination became
+    /// readable by everyone. It keeps the permissions of the file it replaces; a new file is 0644.
+    @Test func aReplacedFileKeepsItsPermissions() async throws {
+        let folder = try ScratchFolder()
+        defer { folder.remove() }
+        let destination = folder.file("feed.geojson")
+        try Data("old".utf8).write(to: destination)
+        try FileManager.default.setAttributes([.posixPermissions: 0o600], ofItemAtPath: destination.path)
+        let server = try await TestHTTPServer.start { _ in .ok(Data("new".utf8)) }
+        let job = HTTPDownloadJob(url: server.url("/feed"), to: destination, session: .forTests())
+        JobQueue().add(job)
+        #expect(await job.outcome.isSucceeded)
+        let fresh = folder.file("new.geojson")
+        let second = HTTPDownloadJob(url: server.url("/feed"), to: fresh, session: .forTests())
+        JobQueue().add(second)
+        #expect(await second.outcome.isSucceeded)
+        await server.shutdown()
+        #expect(try String(contentsOf: destination, encoding: .utf8) == "new")
+        let mode = try FileManager.default.attributesOfItem(atPath: destination.path)[.posixPermissions] as? Int
+        #expect(mode == 0o600, "mode \(String(mode ?? 0, radix: 8))")
+        let freshMode = try FileManager.default.attributesOfItem(atPath: fresh.path)[.posixPermissions] as? Int
+        #expect(freshMode.map { $0 & 0o600 } == 0o600, "mode \(String(freshMode ?? 0, radix: 8))")
+    }
+
     @Test func anHTTPErrorLeavesTheExistingFileAsItWas() async throws {
         let folder = try ScratchFolder()
         defer { folder.remove() }

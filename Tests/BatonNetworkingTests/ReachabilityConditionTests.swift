@@ -1,9 +1,11 @@
 import Baton
-import BatonNetworking
+import BatonTesting
 import Dispatch
 import Foundation
 import TestHTTPServer
 import Testing
+
+@testable import BatonNetworking
 
 @Suite(.timeLimit(.minutes(1))) struct ReachabilityConditionTests {
     @Test func anOpenPortOnLoopbackIsSatisfied() async throws {
@@ -52,5 +54,50 @@ import Testing
         #expect((ipv6.host, ipv6.port) == ("::1", 9000))
         #expect(ReachabilityCondition(url: URL(fileURLWithPath: "/tmp/feed.json")) == nil)
         #expect(plain.name == "reachability of example.com port 80")
+    }
+    /// The review: the timeout started after the name was resolved, so a check took resolution time plus
+    /// the timeout. Here resolving takes longer than the whole timeout: the check fails saying so (it
+    /// used to connect afterwards, and succeed, past its timeout).
+    @Test func theTimeoutCoversResolvingTheName() async throws {
+        let server = try await TestHTTPServer.start { _ in .status(200) }
+        let condition = ReachabilityCondition(host: "localhost.test", port: server.port, timeout: .milliseconds(200))
+        let error = await #expect(throws: NetworkError.self) {
+            try await condition.check(resolve: { _, port, url throws(NetworkError) in
+                // A slow name server: the answer comes after the timeout, before the waiting gives up.
+                _ = DispatchSemaphore(value: 0).wait(timeout: .now() + .milliseconds(250))
+                return try HostProbe.resolve(host: "127.0.0.1", port: port, url: url)
+            })
+        }
+        await server.shutdown()
+        #expect(error?.code == .nameResolution)
+        #expect(error?.description.contains("\"localhost.test\"") == true, "\(error?.description ?? "")")
+    }
+
+    /// The review (item 13): cancelling the task did not end the check, which waited for its timeout.
+    @Test func cancellingTheTaskEndsTheCheckAtOnce() async throws {
+        let entered = Gate()
+        let release = Gate()
+        defer { release.open() }
+        let condition = ReachabilityCondition(host: "slow.test", port: 80, timeout: .seconds(60))
+        let check = Task { () -> NetworkError? in
+            do throws(NetworkError) {
+                try await condition.check(resolve: { _, port, url throws(NetworkError) in
+                    entered.open()
+                    release.wait()  // a name server that does not answer
+                    return try HostProbe.resolve(host: "127.0.0.1", port: port, url: url)
+                })
+                return nil
+            } catch {
+                return error
+            }
+        }
+        await entered.waitAsync()
+        check.cancel()
+        try await withDeadline(.seconds(10), "the cancelled check returns (its timeout is 60 s)") {
+            _ = await check.value
+        }
+        let error = await check.value
+        #expect(error?.code == .cancelled)
+        #expect(error?.underlying is CancellationError)
     }
 }

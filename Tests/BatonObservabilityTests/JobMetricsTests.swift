@@ -103,4 +103,37 @@ import Testing
         #expect(JobMetrics.typeName(BlockJob {}) == "BlockJob")
         #expect(JobMetrics.typeName(ValueJob<Int> { _ in 1 }) == "ValueJob")
     }
+    /// The review: each unnamed group's child queue (`GroupJob#123.children`) got metrics of its own, and
+    /// the instrument kept every queue's handles for ever: a server making a group per request grew
+    /// without bound. Now they share the label `GroupJob.children`, and released queues are forgotten.
+    @Test func unnamedGroupsShareOneLabelAndReleasedQueuesAreForgotten() async throws {
+        let metrics = TestMetrics()
+        let instrument = JobMetrics(factory: metrics)
+        let queue = JobQueue(name: "groups", instruments: [instrument])
+        for _ in 0..<20 {
+            queue.add((0..<50).map { _ in GroupJob(children: [BlockJob {}]) })
+            try await withDeadline(.seconds(30), "50 groups finish") { await queue.waitUntilAllJobsAreFinished() }
+        }
+        let succeeded = JobMetrics.Name.succeeded
+        #expect(
+            metrics.counterTotal(label: succeeded, dimensions: [("queue", "GroupJob.children"), ("kind", "BlockJob")])
+                == 1000)
+        let labels = Set(metrics.counters.compactMap { counter in counter.dimensions.first { $0.0 == "queue" }?.1 })
+        #expect(labels == ["groups", "GroupJob.children"], "\(labels.count) queue labels")
+        let cached = instrument.cachedEntries
+        #expect(cached.labels == 2, "\(cached)")
+        #expect(cached.gauges == 2, "\(cached)")
+        #expect(cached.shortcuts <= 512, "\(cached): the shortcuts of released queues are kept")
+    }
+
+    @Test func theStableQueueNameLeavesOutInstanceNumbersOnly() {
+        #expect(JobMetrics.stableQueueName("GroupJob#123.children") == "GroupJob.children")
+        #expect(JobMetrics.stableQueueName("RetryJob#7.children") == "RetryJob.children")
+        #expect(
+            JobMetrics.stableQueueName("GroupJob#1.children.GroupJob#22.children")
+                == "GroupJob.children.GroupJob.children")
+        #expect(JobMetrics.stableQueueName("retry.children") == "retry.children")
+        #expect(JobMetrics.stableQueueName("issue #12a") == "issue #12a")
+        #expect(JobMetrics.stableQueueName("a#") == "a#")
+    }
 }

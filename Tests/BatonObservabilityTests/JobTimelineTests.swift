@@ -202,4 +202,48 @@ import FoundationXML
         // The browser built the SVG: every job's group is in its DOM.
         for job in jobs { #expect(dom.contains("data-id=\"\(job.id)\""), "\(job.name)") }
     }
+    /// The review: the page's time axis ended at the last finish or addition, so a job still running
+    /// (started after that) was drawn past the chart's right edge, as was a mark recorded after the last
+    /// finish. Now a running job ends at the call and the axis covers every instant.
+    @Test func aRunningJobAndALateMarkAreDrawnInsideTheChart() async throws {
+        let timeline = JobTimeline()
+        let queue = JobQueue(name: "live", instruments: [timeline], workerThreads: .dedicated)
+        let started = Gate()
+        let release = Gate()
+        defer { release.open() }
+        let done = BlockJob(name: "done") {}
+        queue.add(done)
+        try await withDeadline(.seconds(30), "the first job finishes") { await queue.waitUntilAllJobsAreFinished() }
+        timeline.mark(.retried, of: done)
+        let running = BlockJob(name: "running") {
+            started.open()
+            release.wait()
+        }
+        queue.add(running)
+        await started.waitAsync()
+        let html = timeline.html()
+        release.open()
+        try await withDeadline(.seconds(30), "the running job finishes") { await queue.waitUntilAllJobsAreFinished() }
+
+        let right = 250.0 + 10 + 1000  // the chart's right edge (GanttChart's label and chart widths)
+        var drawn = 0
+        for piece in html.components(separatedBy: "<rect class=\"run\"").dropFirst() {
+            let x = try #require(Self.number(after: " x=\"", in: piece))
+            let width = try #require(Self.number(after: " width=\"", in: piece))
+            #expect(x + width <= right + 0.5, "a bar ends at \(x + width), past the chart's edge \(right)")
+            drawn += 1
+        }
+        #expect(drawn == 2)
+        for piece in html.components(separatedBy: "stroke=\"#8e44ad\"").dropLast() {
+            let line = try #require(piece.components(separatedBy: "<line").last)
+            let x = try #require(Self.number(after: " x1=\"", in: line))
+            #expect(x <= right + 0.5, "a mark at \(x), past the chart's edge \(right)")
+        }
+        #expect(html.contains("1 running"))
+    }
+
+    static func number(after prefix: String, in text: String) -> Double? {
+        guard let start = text.range(of: prefix) else { return nil }
+        return Double(text[start.upperBound...].prefix { $0 != "\"" })
+    }
 }

@@ -83,6 +83,35 @@ import Tracing
         #expect(spans["first"]?.links.isEmpty == true)
     }
 
+    @Test func retryAttemptsAndRepeatIterationsAreSiblingsUnderTheirJobsSpan() async throws {
+        let tracer = InMemoryTracer()
+        let queue = JobQueue(name: "traced", instruments: [JobTracing(tracer: tracer)])
+        let retry = RetryJob(name: "retry", maxAttempts: 3) { attempt in
+            AsyncJob(name: "attempt \(attempt)") { _ in if attempt < 3 { throw Boom() } }
+        }
+        let repeating = RepeatJob(name: "repeat", first: BlockJob(name: "iteration 1") {}) { previous, _ in
+            let number = Int(previous.name.split(separator: " ").last!)! + 1
+            return number > 3 ? nil : BlockJob(name: "iteration \(number)") {}
+        }
+        queue.add([retry, repeating])
+        try await withDeadline(.seconds(30), "the retry and repeat jobs finish") {
+            await queue.waitUntilAllJobsAreFinished()
+        }
+        let spans = spans(tracer)
+        let retrySpan = try #require(spans["retry"])
+        let repeatSpan = try #require(spans["repeat"])
+        for attempt in 1...3 {
+            let span = try #require(spans["attempt \(attempt)"])
+            #expect(
+                span.parentSpanID == retrySpan.spanID,
+                "attempt \(attempt) is a child of \(span.parentSpanID.map { "\($0)" } ?? "nothing"), not of the retry job"
+            )
+            let iteration = try #require(spans["iteration \(attempt)"])
+            #expect(
+                iteration.parentSpanID == repeatSpan.spanID, "iteration \(attempt) is not a child of the repeat job")
+        }
+    }
+
     @Test func theSubmittersContextReachesTheBodyInsideTheJobsSpan() async throws {
         let tracer = InMemoryTracer()
         let queue = JobQueue(name: "traced", instruments: [JobTracing(tracer: tracer)])

@@ -1,4 +1,5 @@
 import EarthquakesCLI
+import EarthquakesKit
 import Foundation
 import Testing
 
@@ -79,5 +80,45 @@ import Testing
         #expect(
             DatabaseLocation.path(option: nil, environment: ["HOME": "/home/ada", "XDG_DATA_HOME": "rel"])
                 == "/home/ada/.local/share/baton-earthquakes/earthquakes.sqlite")
+    }
+}
+
+/// The review: `prune --before 6m` meant 6 minutes and deleted nearly everything without a word.
+@Suite struct AgeUnitTests {
+    private let now = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01T00:00:00Z
+
+    static let ages: [(String, Double)] = [
+        ("30min", 1800), ("30m", 1800), ("6mo", 15_552_000), ("1y", 31_536_000), ("1.5y", 47_304_000),
+    ]
+
+    @Test(arguments: ages)
+    func minutesMonthsAndYearsHaveUnitsOfTheirOwn(text: String, seconds: Double) throws {
+        #expect(try SinceParser.parse(text, now: now) == now.addingTimeInterval(-seconds))
+    }
+
+    @Test func aBareMForPruneIsRefusedAsAmbiguous() throws {
+        let error = #expect(throws: CLIError.self) {
+            try SinceParser.parse("6m", now: now, option: "--before", bareMinutes: false)
+        }
+        #expect(error?.isUsage == true)
+        let expected =
+            "--before \"6m\" is ambiguous: m could be minutes or months; say 6min for minutes or 6mo for months"
+        #expect(error?.message == expected)
+        let minutes = try SinceParser.parse("6min", now: now, option: "--before", bareMinutes: false)
+        #expect(minutes == now.addingTimeInterval(-360))
+        let months = try SinceParser.parse("6mo", now: now, option: "--before", bareMinutes: false)
+        #expect(months == now.addingTimeInterval(-15_552_000))
+    }
+
+    @Test(.enabled(if: EarthquakesBinaryTests.executable != nil, "the earthquakes executable is not built; skipping"))
+    func pruneBeforeSixMDeletesNothingAndSaysWhy() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        try EarthquakeStore.withSample(at: database).close()
+        let result = try await EarthquakesBinaryTests.run(["prune", "--before", "6m", "--database", database])
+        #expect(result.status == 64, "\(result.stderr)")
+        #expect(result.stderr.contains("say 6min for minutes or 6mo for months"), "\(result.stderr)")
+        #expect(try EarthquakeStore(path: database).count() == 40)
     }
 }

@@ -113,4 +113,82 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: feed)) == SampleFeed.data)
         #expect(!FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
     }
+    /// The review: `--timeline /unwritable/run.html` was found only after the import. A folder that
+    /// cannot be written in is a usage error before anything is read or written.
+    @Test(.enabled(if: FileManager.default.fileExists(atPath: "/sys/kernel")))
+    func aPictureInAFolderThatCannotBeWrittenIsRefusedFirst() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        for several in [false, true] {
+            let captured = CapturedConsole()
+            let cli = EarthquakesCLI.forTests(captured)
+            let picture = RunPicture(timeline: "/sys/run.html", trace: nil)
+            let error = await #expect(throws: CLIError.self) {
+                if several {
+                    try await cli.refresh(
+                        feeds: ["/nonexistent/a.geojson", "/nonexistent/b.geojson"], resume: false,
+                        database: database, json: false, picture: picture)
+                } else {
+                    try await cli.refresh(
+                        feed: "/nonexistent/a.geojson", database: database, json: false, picture: picture)
+                }
+            }
+            #expect(error?.isUsage == true)
+            #expect(
+                error?.message.hasPrefix("--timeline /sys/run.html: cannot write in the folder /sys (") == true,
+                "\(error?.message ?? "no error")")
+        }
+        #expect(!FileManager.default.fileExists(atPath: database))
+        #expect(FileManager.default.subpaths(atPath: "/sys")?.contains { $0.hasPrefix(".earthquakes-picture") } != true)
+    }
+
+    /// The review: when the picture could not be written after the import (its folder was checked, but
+    /// went away meanwhile), the refresh ended with exit 1 before saying what it imported, recording the
+    /// refresh, or (several feeds) removing its downloads. Now all of that happens, then the command fails
+    /// naming the file.
+    @Test func aPictureThatCannotBeWrittenAfterTheImportFailsTheCommandAfterTheReport() async throws {
+        for several in [false, true] {
+            let scratch = try Scratch()
+            defer { scratch.remove() }
+            let pictures = scratch.path("pictures")
+            try FileManager.default.createDirectory(atPath: pictures, withIntermediateDirectories: true)
+            let feeds = ["/a": RefreshFeedsTests.feeds["/a"]!, "/b": RefreshFeedsTests.feeds["/b"]!]
+            let server = try await TestHTTPServer.start { request in
+                try? FileManager.default.removeItem(atPath: pictures)  // gone once the refresh has begun
+                return feeds[request.path].map { .ok($0) } ?? .status(404)
+            }
+            let captured = CapturedConsole(isErrorTerminal: false)
+            let cli = EarthquakesCLI.forTests(captured)
+            let database = scratch.path("q.sqlite")
+            let html = pictures + "/run.html"
+            let error = await #expect(throws: CLIError.self) {
+                if several {
+                    try await cli.refresh(
+                        feeds: ["/a", "/b"].map { server.url($0).absoluteString }, resume: false, database: database,
+                        json: false, picture: RunPicture(timeline: html, trace: nil))
+                } else {
+                    try await cli.refresh(
+                        feed: server.url("/a").absoluteString, database: database, json: false,
+                        picture: RunPicture(timeline: html, trace: nil))
+                }
+            }
+            await server.shutdown()
+            #expect(error?.isUsage == false)
+            #expect(error?.exitStatus == 1)
+            let message = error?.message ?? ""
+            #expect(
+                message.hasPrefix("the refresh finished (see above), but could not write the timeline to \(html)"),
+                "\(message)")
+            #expect(captured.stdout.contains("Imported 5 "), "\(captured.stdout)")
+            if several { #expect(captured.stdout.contains("Refreshed 2 feeds into \(database).")) }
+            let store = try EarthquakeStore(path: database, mode: .readOnly)
+            defer { try? store.close() }
+            #expect(try store.lastRefresh() != nil, "the refresh was not recorded")
+            #expect(try store.count() == (several ? 11 : 5))
+            let downloads = database + ".downloads"
+            let left = (try? FileManager.default.contentsOfDirectory(atPath: downloads)) ?? []
+            #expect(left.isEmpty, "downloads left behind in \(downloads): \(left)")
+        }
+    }
 }

@@ -71,4 +71,47 @@ import Testing
         #expect(run.stderr.hasSuffix("The database was not changed.\n"))
         #expect(try EarthquakeStore(path: database).snapshot() == before)
     }
+    /// The review: a refresh of several feeds said only "; 1 unreadable feature skipped" — no warning
+    /// named the feature or the repeated id (though `--strict`'s help says each is named), and its JSON had
+    /// no duplicates or deleted counts. Now each feed is reported as a one-feed refresh reports it.
+    @Test func severalFeedsNameEachWarningAndRepeatedID() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let (data, repeatedID, brokenID) = try Self.awkwardFeed()
+        let (awkward, plain) = (scratch.path("awkward.geojson"), scratch.path("plain.geojson"))
+        try data.write(to: URL(fileURLWithPath: awkward))
+        try SampleFeed.geoJSON(count: 3, seed: 99).write(to: URL(fileURLWithPath: plain))
+        let database = scratch.path("q.sqlite")
+
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feeds: [awkward, plain], resume: false, database: database, json: false)
+        #expect(
+            captured.stdout.contains(
+                "(4 new, 0 updated, 0 unchanged); 1 repeated id not counted; 1 unreadable feature skipped"),
+            "\(captured.stdout)")
+        #expect(
+            captured.stderr.contains("warning: \(awkward): skipped feature 4 (id \"\(brokenID)\")"),
+            "\(captured.stderr)")
+        #expect(
+            captured.stderr.contains(
+                "warning: \(awkward): 1 feature of the feed repeated an id given earlier in it (\(repeatedID)); only the newest copy"
+            ),
+            "\(captured.stderr)")
+        #expect(!captured.stderr.contains("warning: \(plain)"), "\(captured.stderr)")
+
+        let json = CapturedConsole()
+        let other = scratch.path("other.sqlite")
+        try await EarthquakesCLI.forTests(json).refresh(
+            feeds: [awkward, plain], resume: false, database: other, json: true)
+        let object = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+        let feeds = try #require(object["feeds"] as? [[String: Any]])
+        #expect(feeds.first?["duplicates"] as? Int == 1)
+        #expect(feeds.first?["duplicateIDs"] as? [String] == [repeatedID])
+        #expect(feeds.first?["deleted"] as? Int == 0)
+        #expect(feeds.first?["removedDeleted"] as? Int == 0)
+        #expect(feeds.first?["skipped"] as? Int == 1)
+        #expect((feeds.first?["warnings"] as? [String])?.count == 1)
+        #expect(feeds.last?["duplicates"] as? Int == 0)
+    }
 }
