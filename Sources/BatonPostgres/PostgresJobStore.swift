@@ -482,16 +482,6 @@ struct PostgresTimeout: Error {
         case done
     }
 
-    /// Hooks the tests set to force an interleaving: `settling` runs in the operation's task once it
-    /// has its result, before handing it over; `looking` and `looked` run in the caller's task before
-    /// and after it looks for the result (and, finding none, parks). Nil outside the tests.
-    struct Interleaving: Sendable {
-        var settling: @Sendable () -> Void
-        var looking: @Sendable () -> Void
-        var looked: @Sendable () -> Void
-    }
-    @TaskLocal static var interleaving: Interleaving?
-
     /// How many steps the operation under way in this task has reported (`progressed()`), or nil
     /// outside `run(_:_:)`.
     @TaskLocal static var steps: Protected<Int>?
@@ -534,7 +524,6 @@ struct PostgresTimeout: Error {
             await $steps.withValue(steps) {
                 let value: Result<T, any Error>
                 do { value = .success(try await body()) } catch { value = .failure(error) }
-                interleaving?.settling()
                 settle(value)
             }
         }
@@ -558,7 +547,6 @@ struct PostgresTimeout: Error {
         defer { timer.cancel() }
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
-                interleaving?.looking()
                 let early = state.withLock { state -> Result<T, any Error>? in
                     if case .settled(let value) = state {
                         state = .done
@@ -567,7 +555,6 @@ struct PostgresTimeout: Error {
                     state = .parked(continuation)
                     return nil
                 }
-                interleaving?.looked()
                 if let early { continuation.resume(with: early) }
             }
         } onCancel: {

@@ -308,6 +308,26 @@ struct DurableEdgeTests {
     }
 }
 
+/// A job type whose kind holds a NUL character: every claim names the worker's kinds, and PostgreSQL
+/// refused each one (the worker claimed nothing, for any kind).
+struct NulKind: DurableJob {
+    static let kind = "test.nul\0kind"
+    func run(_ input: String, context: DurableJobContext) async throws -> String { input }
+}
+
+@Suite("Worker kinds")
+struct WorkerKindTests {
+    @Test("a job type whose kind holds a NUL character is refused when the worker is made, naming it")
+    func nulKindIsRefused() throws {
+        let store = try SQLiteJobStore.inMemory()
+        let error = #expect(throws: DurableError.self) {
+            _ = try DurableWorker(store: store, jobs: [Echo(), NulKind()], configuration: .init(id: "w"))
+        }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message.contains("'test.nul\\0kind'") == true, "\(error?.message ?? "")")
+    }
+}
+
 /// Fails with an error whose description the hooked store refuses.
 struct Poisoned: DurableJob {
     static let kind = "test.poisoned"

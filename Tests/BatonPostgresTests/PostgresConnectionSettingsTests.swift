@@ -133,6 +133,7 @@ struct PostgresConnectionTests {
             url: Self.url("sslmode=\(mode)&sslrootcert=\(authority.trusted)&application_name=\(application)"),
             schema: "t_tls_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))")
         configuration.reconnectDeadline = .seconds(20)
+        configuration.maximumConnections = TestPostgres.maximumConnections
         let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
         defer { store.close() }
         let outcome = try await PostgresRoundTrip.run(on: store)
@@ -171,9 +172,10 @@ struct PostgresConnectionTests {
             print("unixSocket skipped: BATON_POSTGRES_DIR is not set (start the server with `source .ci/postgres`)")
             return
         }
-        let configuration = try PostgresStoreConfiguration(
+        var configuration = try PostgresStoreConfiguration(
             url: "postgres://baton@/baton?host=\(directory)&port=\(port)",
             schema: "t_socket_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))")
+        configuration.maximumConnections = TestPostgres.maximumConnections
         let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
         defer { store.close() }
         #expect(try await PostgresRoundTrip.run(on: store) == "done")

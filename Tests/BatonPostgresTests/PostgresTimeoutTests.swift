@@ -64,29 +64,4 @@ struct PostgresTimeoutTests {
             _ = try await PostgresTimeout.run(.seconds(30)) { () async throws -> Int in throw Abandoned() }
         }
     }
-
-    /// The interleaving that lost the answer, forced: the operation has its answer and starts handing
-    /// it over; the caller then looks for it, finds none and parks; only then does the hand-over go on.
-    /// The answer and the waiting caller were guarded by two locks: the operation found no caller
-    /// waiting, the caller found no answer, and the answer was stored after the caller's last look —
-    /// the caller waited until the limit (an hour here: past the deadline).
-    @Test("an answer handed over while the caller looks for it reaches the caller")
-    func answerDuringTheCallersLook() async throws {
-        let answered = Gate()
-        let looked = Gate()
-        // Each hook blocks its thread until the other side has got to its point (two threads at most).
-        let hooks = PostgresTimeout.Interleaving(
-            settling: {
-                answered.open()
-                looked.wait()
-            },
-            looking: { answered.wait() },
-            looked: { looked.open() })
-        try await withDeadline(.seconds(30), "an operation whose answer comes while its caller looks") {
-            let answer = try await PostgresTimeout.$interleaving.withValue(hooks) {
-                try await PostgresTimeout.run(.seconds(3600)) { 7 }
-            }
-            #expect(answer == 7)
-        }
-    }
 }

@@ -28,8 +28,15 @@ enum TestPostgres {
     static func configuration(_ name: String) throws -> PostgresStoreConfiguration {
         guard let url else { throw Missing() }
         let suffix = String(UInt32.random(in: 0...UInt32.max), radix: 36)
-        return try PostgresStoreConfiguration(url: url, schema: "t_\(name.lowercased())_\(suffix)")
+        var configuration = try PostgresStoreConfiguration(url: url, schema: "t_\(name.lowercased())_\(suffix)")
+        configuration.maximumConnections = maximumConnections
+        return configuration
     }
+
+    /// The pool size of the tests' stores: the suites run at once against one stock server (100
+    /// connections), and a store's default (8, with 4 more for submissions and its listener) made them
+    /// run out of connections ("too many clients") once there were enough of them.
+    static let maximumConnections = 3
 
     static let logger: Logger = {
         var logger = Logger(label: "baton.postgres.tests")

@@ -217,21 +217,26 @@ extension DurableWorker {
 
     /// Sends finished attempts to the store in batches; a job leaves `active` once its report is stored.
     ///
-    /// After a call fails, reports go one at a time, each failing one moved behind the others, until
-    /// none is left: a report that the store cannot take (a bug, a value it refuses) holds up only its
-    /// own job, not every job whose report was sent with it — those used to be sent again with it, and
-    /// refused with it, at every poll, their leases renewed and their slots never freed.
+    /// After a call fails, the reports it carried go one at a time, each failing one moved behind the
+    /// others; once each was tried alone, batches resume. A report that the store cannot take (a bug, a
+    /// value it refuses) holds up only its own job, not every job whose report was sent with it — those
+    /// used to be sent again with it, and refused with it, at every poll, their leases renewed and their
+    /// slots never freed. (Counting the failed batch, not waiting for an empty list: a worker whose
+    /// attempts finish faster than one call a report stayed one at a time for good after one failure.)
     func reportLoop() async {
-        var oneByOne = false
+        var oneByOneLeft = 0
         while true {
             let batch = state.withLock { state -> [PendingReport] in
-                if oneByOne, !state.reports.isEmpty { return [state.reports.removeFirst()] }
+                if oneByOneLeft > 0, !state.reports.isEmpty {
+                    oneByOneLeft -= 1
+                    return [state.reports.removeFirst()]
+                }
                 let batch = state.reports
                 state.reports.removeAll(keepingCapacity: true)
                 return batch
             }
             if batch.isEmpty {
-                oneByOne = false
+                oneByOneLeft = 0
                 if Task.isCancelled { return }
                 await reportSignal.wait()  // raised by each finished attempt, or ended by cancellation
                 continue
@@ -254,7 +259,6 @@ extension DurableWorker {
                 (results, claimed) = try await store.finish(
                     reports, thenClaim: free, worker: configuration.id, kinds: kinds,
                     lease: configuration.leaseDuration)
-                try await store.release(releases)
                 for (report, result) in zip(reports, results) where result == .rejected {
                     configuration.logger.notice(
                         "the store rejected the completion of \(report.lease.job): its lease had ended (another attempt owns it, or it was cancelled)"
@@ -264,27 +268,42 @@ extension DurableWorker {
             } catch {
                 unreserve(free)
                 configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
-                if oneByOne {
+                if batch.count == 1 {
                     // This one alone failed: the others go first.
                     state.withLock { $0.reports.append(contentsOf: batch) }
                 } else {
                     state.withLock { $0.reports.insert(contentsOf: batch, at: 0) }
-                    oneByOne = batch.count > 1
+                    oneByOneLeft = batch.count
                 }
                 await reportSignal.wait(timeout: configuration.pollInterval)
                 continue
             }
+            // Given back apart from the reports: the finish above committed, and the jobs it claimed must
+            // start whatever happens here (they sat until their leases expired when a failing release
+            // sent the whole batch back).
+            var given = releases
+            if !releases.isEmpty {
+                do {
+                    try await store.release(releases)
+                } catch {
+                    configuration.logger.warning("giving back \(releases.count) attempts failed, retrying: \(error)")
+                    state.withLock { $0.reports.insert(contentsOf: releases.map { .release($0) }, at: 0) }
+                    given = []
+                }
+            }
+            let settled =
+                given.count == releases.count ? batch : batch.filter { if case .report = $0 { true } else { false } }
             if !durableInstruments.isEmpty || tracer != nil {
                 // Told before the attempts leave `active`, so that a worker that stops has told all.
                 var ends: [Lease: DurableAttemptEnd] = [:]
                 for (report, result) in zip(reports, results) {
                     ends[report.lease] = DurableAttemptEnd(report, result)
                 }
-                for lease in releases { ends[lease] = .released }
-                let attempts = state.withLock { state in batch.compactMap { state.active[$0.lease] } }
+                for lease in given { ends[lease] = .released }
+                let attempts = state.withLock { state in settled.compactMap { state.active[$0.lease] } }
                 for attempt in attempts { tellEnded(attempt, ends[attempt.claimed.lease] ?? .rejected) }
             }
-            let removed = state.withLock { state in batch.compactMap { state.active.removeValue(forKey: $0.lease) } }
+            let removed = state.withLock { state in settled.compactMap { state.active.removeValue(forKey: $0.lease) } }
             _ = removed  // released outside the lock
             start(claimed, carriers: await traceCarriers(for: claimed))
             let wanted = unreserve(free)
@@ -292,7 +311,7 @@ extension DurableWorker {
             // it is woken when the worker has nothing left to run, a retry was scheduled, leases were
             // given back, or it found no room while this claim held it.
             let idle = state.withLock { $0.active.isEmpty || $0.shutdownDeadline != nil }
-            if idle || retried || wanted || !releases.isEmpty {
+            if idle || retried || wanted || !given.isEmpty {
                 claimSignal.raise()
             }
         }

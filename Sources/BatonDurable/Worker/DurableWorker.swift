@@ -137,6 +137,14 @@ public final class DurableWorker: Service, Sendable {
         var runners: [String: JobRunner] = [:]
         for job in jobs {
             let runner = JobRunner(job)
+            if !StoredText.isStorable(runner.kind) {
+                // Every claim names the worker's kinds: PostgreSQL refused each one, and the worker claimed nothing.
+                throw DurableError(
+                    code: .invalidConfiguration,
+                    message:
+                        "the kind \(StoredText.quoted(runner.kind)) contains a NUL character (\\0), which no store can keep; give the job type a kind without one."
+                )
+            }
             if runners.updateValue(runner, forKey: runner.kind) != nil {
                 throw DurableError(
                     code: .noWorker,
