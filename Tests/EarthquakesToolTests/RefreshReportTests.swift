@@ -80,7 +80,14 @@ import Testing
         let (data, repeatedID, brokenID) = try Self.awkwardFeed()
         let (awkward, plain) = (scratch.path("awkward.geojson"), scratch.path("plain.geojson"))
         try data.write(to: URL(fileURLWithPath: awkward))
-        try SampleFeed.geoJSON(count: 3, seed: 99).write(to: URL(fileURLWithPath: plain))
+        // Ids of its own: the sample's ids repeat across sample feeds, and the counts below would then
+        // depend on which feed the refresh happened to import first.
+        var sample = try #require(
+            try JSONSerialization.jsonObject(with: SampleFeed.geoJSON(count: 3, seed: 99)) as? [String: Any])
+        var sampleFeatures = try #require(sample["features"] as? [[String: Any]])
+        for index in sampleFeatures.indices { sampleFeatures[index]["id"] = "plain\(index)" }
+        sample["features"] = sampleFeatures
+        try JSONSerialization.data(withJSONObject: sample).write(to: URL(fileURLWithPath: plain))
         let database = scratch.path("q.sqlite")
 
         let captured = CapturedConsole()
