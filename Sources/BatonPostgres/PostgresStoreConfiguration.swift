@@ -111,7 +111,10 @@ public struct PostgresStoreConfiguration: Sendable {
     /// ignored: an address that asks for something the store would not do must not connect as if it
     /// had not asked. A user name or password with `@`, `:` or `/` is written percent-encoded.
     ///
-    /// - Parameter environment: where `PGSSLMODE` and `PGSSLROOTCERT` are read; `nil`, the process's.
+    /// - Parameters:
+    ///   - url: the address.
+    ///   - schema: the PostgreSQL schema holding the store's tables.
+    ///   - environment: where `PGSSLMODE` and `PGSSLROOTCERT` are read; `nil`, the process's.
     /// - Throws: ``PostgresStoreError`` naming what is wrong with the address.
     public init(
         url: String, schema: String = "baton",
