@@ -21,6 +21,10 @@ final class HookedStore: JobStore {
     /// Called with the reports of every `finish(_:thenClaim:…)` call that the base store took, and its results.
     let finished = Protected<(@Sendable ([AttemptReport], [FinishResult]) -> Void)?>(nil)
 
+    /// When set, `renew` calls wait for it (and `renewEntered` opens first): renewals that get no answer.
+    let renewGate = Protected<Gate?>(nil)
+    let renewEntered = Gate()
+
     init(_ base: SQLiteJobStore) { self.base = base }
 
     var clock: DurableClock { base.clock }
@@ -31,7 +35,11 @@ final class HookedStore: JobStore {
         try await base.claim(worker: worker, kinds: kinds, limit: limit, lease: lease)
     }
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
-        try await base.renew(leases, worker: worker, lease: lease)
+        if !leases.isEmpty, let gate = renewGate.withLock({ $0 }) {
+            renewEntered.open()
+            await gate.waitAsync()
+        }
+        return try await base.renew(leases, worker: worker, lease: lease)
     }
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] { try await base.finish(reports) }
     func finish(

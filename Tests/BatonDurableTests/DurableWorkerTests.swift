@@ -146,6 +146,57 @@ struct DurableWorkerTests {
         #expect(endings.current == ["b: cancelled"])
     }
 
+    @Test(
+        "an attempt whose renewals get no answer is stopped a margin before its lease ends, before the store can give its job (and its category slot) to another worker"
+    )
+    func unrenewedAttemptStopsBeforeItsLeaseEnds() async throws {
+        let clock = ManualDurableClock()
+        let base = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let store = HookedStore(base)
+        let answer = Gate()
+        store.renewGate.withLock { $0 = answer }  // the server is away: renewals hang
+        let started = Gate()
+        let ended = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b", retry: .immediate(maxAttempts: 3), categories: [.named("db", limit: 1)])
+        let run = try await store.submit(graph)
+        let lost = LostLeases()
+        let worker = try DurableWorker(
+            store: store, jobs: [Blocker(started: started, endings: endings, ended: ended)],
+            configuration: .init(
+                id: "worker-1", maxConcurrentJobs: 8, leaseDuration: .seconds(8), renewInterval: .milliseconds(50),
+                pollInterval: .milliseconds(200), instruments: [lost]))
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job starts and a renewal is under way") {
+            await started.waitAsync()
+            await store.renewEntered.waitAsync()
+        }
+        // 8 s lease, 1 s margin: at 6.9 s the attempt keeps running; its deadline is 7 s.
+        clock.advance(by: .milliseconds(6900))
+        let next = worker.stopAttemptsOutOfLease()
+        #expect(next.map { $0.timeIntervalSince(clock.clock.now()) }.map { abs($0 - 0.1) < 0.001 } == true)
+        #expect(endings.current.isEmpty)
+        // Past the deadline, the worker's own watch stops it, with the lease still its own in the store.
+        clock.advance(by: .milliseconds(200))
+        try await withDeadline(.seconds(30), "the attempt is stopped by the lease watch") { await ended.waitAsync() }
+        #expect(endings.current == ["b: cancelled"])
+        #expect(lost.count == 1)
+        #expect(try await base.record(of: run.jobs[0]).state == .running)
+        #expect(try await base.claim(worker: "thief", kinds: [Blocker.kind], limit: 1, lease: .seconds(30)).isEmpty)
+        // Once the lease has ended, another worker takes the job, and the category's slot with it.
+        clock.advance(by: .seconds(1))
+        let thief = try await base.claim(worker: "thief", kinds: [Blocker.kind], limit: 1, lease: .seconds(30))
+        #expect(thief.map(\.attempt) == [2])
+        answer.open()
+        running.cancel()
+        try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
+        #expect(lost.count == 1, "told once, not again when a renewal answers that the lease is gone")
+        #expect(
+            try await base.finish([AttemptReport(lease: thief[0].lease, outcome: .succeeded(output: Data("\"t\"".utf8)))])
+                == [.accepted(.succeeded)])
+    }
+
     @Test("a graceful shutdown gives running jobs back to the store, unattempted")
     func shutdownReleases() async throws {
         let store = try SQLiteJobStore.inMemory()
@@ -216,5 +267,14 @@ struct DurableWorkerTests {
         }
         #expect(try await store.explain(run).counts == [.succeeded: 60])
         #expect(running.current.max <= 2)
+    }
+}
+
+/// Counts the attempts a worker told its instruments it lost the lease of.
+final class LostLeases: JobInstrument, DurableWorkerInstrument {
+    private let lost = Protected(0)
+    var count: Int { lost.withLock { $0 } }
+    func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
+        lost.withLock { $0 += 1 }
     }
 }

@@ -9,6 +9,8 @@ struct ChaosChecker {
     let side: SideLog
     let jobs: Int
     let categories: [DurableCategory]
+    /// The directory of the workers' ``WorkJournal``s.
+    let journal: String
 
     struct Attempt {
         var job: Int64
@@ -18,6 +20,8 @@ struct ChaosChecker {
         var ended: Double?
         var accepted: Bool?
         var refused: Bool?
+        /// Whether the attempt's work began (false: its process was killed before; it held nothing).
+        var worked = true
     }
 
     func check(
@@ -94,15 +98,35 @@ struct ChaosChecker {
             kills[pid] = at
         }
         var attempts: [Attempt] = []
+        // Where the side log lacks an attempt's end, its process was killed before the write got through
+        // (it may have waited for the server): the workers' journals say whether its work began at all,
+        // and when it ended.
+        let journaled = try WorkJournal.read(directory: journal)
+        var fromJournal = 0
+        var neverBegan = 0
         // One row per lease: the side log's start is retry-safe (`SideLog.started`), so a start sent
         // again after a reply lost in a server restart is not a second holder that never ends.
-        for (job, attempt, pid, started, ended, accepted, refused) in try await side.query(
-            "SELECT job, attempt, pid, started, ended, accepted, refused FROM chaos_attempts ORDER BY job, attempt"
-        ).map({ try $0.decode((Int64, Int, Int, Double, Double?, Bool?, Bool?).self) }) {
+        for (job, attempt, token, pid, logged, loggedEnd, accepted, refused) in try await side.query(
+            "SELECT job, attempt, token, pid, started, ended, accepted, refused FROM chaos_attempts ORDER BY job, attempt"
+        ).map({ try $0.decode((Int64, Int, Int64, Int, Double, Double?, Bool?, Bool?).self) }) {
+            var (started, ended) = (logged, loggedEnd)
+            if ended == nil {
+                if let work = journaled[.init(job: job, token: token)] {
+                    (started, ended) = work
+                    if ended != nil { fromJournal += 1 }
+                } else {
+                    neverBegan += 1
+                }
+            }
             attempts.append(
                 Attempt(
                     job: job, attempt: attempt, pid: pid, started: started, ended: ended, accepted: accepted,
-                    refused: refused))
+                    refused: refused, worked: ended != nil || journaled[.init(job: job, token: token)] != nil))
+        }
+        if fromJournal + neverBegan > 0 {
+            say(
+                "chaos: from the workers' journals, where the side log lacks an attempt's end: \(fromJournal) ends of work; \(neverBegan) attempts whose work never began"
+            )
         }
         var categoryOf: [Int64: String] = [:]
         for (job, category) in try await side.query("SELECT job, category FROM job_categories").map({
@@ -114,7 +138,7 @@ struct ChaosChecker {
         for category in categories {
             // (time, +1 start / -1 end, index in attempts); ends sort before starts at the same instant.
             var events: [(Double, Int, Int)] = []
-            for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name {
+            for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name && attempt.worked {
                 let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
                 // An attempt that did no work (its lease too short to start, ended as it started) holds
                 // nothing; its end would sort before its own start and leave it counted forever.

@@ -26,6 +26,10 @@ struct ChaosRun {
         let store = try await PostgresJobStore(url: url, schema: schema, logger: logger)
         let side = SideLog(store: store)
         try await side.create()
+        // The workers' journals of the work they did (``WorkJournal``).
+        let journal = FileManager.default.temporaryDirectory.appendingPathComponent("\(schema)-journal").path
+        try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: journal) }
 
         // The graph: runs of up to 1,000 jobs; each job depends on up to 3 of the 50 before it, 15 %
         // take a counted category (limits 1, 2, 3), 6 % fail once or twice first (retried after 20 ms).
@@ -84,7 +88,7 @@ struct ChaosRun {
         defer { lateStore?.close() }
 
         // Workers, kills and restarts.
-        var processes = try (0..<workers).map { try spawn(worker: $0, schema: schema) }
+        var processes = try (0..<workers).map { try spawn(worker: $0, schema: schema, journal: journal) }
         var kills = 0
         var workerRestarts = 0
         var serverRestarts = 0
@@ -156,7 +160,7 @@ struct ChaosRun {
                 try await side.killed(pid: pid, at: at)
                 kills += 1
                 try await Task.sleep(for: .milliseconds(Int64.random(in: 0...300, using: &random)))
-                processes[victim] = try spawn(worker: victim, schema: schema)
+                processes[victim] = try spawn(worker: victim, schema: schema, journal: journal)
                 workerRestarts += 1
                 nextKill = clock.now + .milliseconds(Int64.random(in: 300...1500, using: &random))
             }
@@ -180,7 +184,7 @@ struct ChaosRun {
                     + String(format: " after the restart began (it took %.3f s)", (restart?.1 ?? 0) - (restart?.0 ?? 0))
                     + "; \(result.retries) calls the store retried")
         }
-        let checker = ChaosChecker(side: side, jobs: jobs, categories: categories)
+        let checker = ChaosChecker(side: side, jobs: jobs, categories: categories, journal: journal)
         return try await checker.check(
             kills: kills, workerRestarts: workerRestarts, serverRestarts: serverRestarts, crash: crash,
             elapsed: elapsed,
@@ -219,7 +223,7 @@ struct ChaosRun {
         }
     }
 
-    func spawn(worker: Int, schema: String) throws -> Process {
+    func spawn(worker: Int, schema: String, journal: String) throws -> Process {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: CommandLine.arguments[0]).standardizedFileURL
         if !FileManager.default.isExecutableFile(atPath: process.executableURL!.path),
@@ -229,7 +233,7 @@ struct ChaosRun {
         }
         process.arguments = [
             "worker", "--url", url, "--schema", schema, "--id", "w\(worker)",
-            "--lease-ms", "\(lease.components.seconds * 1000)",
+            "--lease-ms", "\(lease.components.seconds * 1000)", "--journal", journal,
         ]
         try process.run()
         return process

@@ -20,6 +20,8 @@ struct ChaosWorker {
     let id: String
     let concurrency: Int
     let lease: Duration
+    /// The directory of the workers' ``WorkJournal``s.
+    let journal: String
 
     struct Input: Codable {
         var n: Int
@@ -32,6 +34,7 @@ struct ChaosWorker {
         logger.logLevel = .error
         let store = try await PostgresJobStore(url: url, schema: schema, logger: logger)
         let side = SideLog(store: store)
+        let journal = try WorkJournal(directory: journal)
         let pid = Int(getpid())
         // Each attempt's task, and when its lease ends as far as this worker knows (claim, renewals).
         let held = Protected([Lease: Task<Void, Never>]())
@@ -114,18 +117,22 @@ struct ChaosWorker {
                         guard let expires = expiries.withLock({ $0[job.lease] }),
                             expires.timeIntervalSince(now) >= lease.seconds / 2
                         else {
-                            try await side.ended(
-                                row: row!, started: now.timeIntervalSince1970, at: now.timeIntervalSince1970)
+                            let at = now.timeIntervalSince1970
+                            try await side.ended(row: row!, started: at, at: at)
                             return
                         }
                         workStart = now.timeIntervalSince1970
+                        journal.began(job: job.job.rawValue, token: job.lease.token, at: workStart!)
                         try await Task.sleep(for: .microseconds(input.micros))
                         let outcome: AttemptReport.Outcome =
                             job.attempt <= input.failAttempts
                             ? .failed(message: "planned failure on attempt \(job.attempt)", retryable: true)
                             : .succeeded(output: Data("{\"n\":\(input.n),\"attempt\":\(job.attempt)}".utf8))
-                        try await side.ended(row: row!, started: workStart!, at: Date().timeIntervalSince1970)
+                        let began = workStart!
+                        let end = Date().timeIntervalSince1970
+                        journal.ended(job: job.job.rawValue, token: job.lease.token, began: began, at: end)
                         workStart = nil
+                        try await side.ended(row: row!, started: began, at: end)
                         if case .succeeded = outcome, input.n >= 0, input.n % 8 == 0 {
                             try await submitSide(for: job, input: input, store: store, side: side, pid: pid)
                         }
@@ -139,7 +146,11 @@ struct ChaosWorker {
                         // job is claimed again. Work cut short ends now (the side log's writes are not
                         // cancelled with the attempt).
                         if let row, let workStart {
-                            try? await side.ended(row: row, started: workStart, at: Date().timeIntervalSince1970)
+                            let end = Date().timeIntervalSince1970
+                            journal.ended(job: job.job.rawValue, token: job.lease.token, began: workStart, at: end)
+                            try? await side.ended(row: row, started: workStart, at: end)
+                        } else if row != nil {
+                            FileHandle.standardError.write(Data("chaos worker \(id): attempt of \(job.job): \(error)\n".utf8))
                         }
                     }
                 }

@@ -50,8 +50,24 @@ final class SideLog: Sendable {
         return try rows[0].decode(Int64.self)
     }
 
+    /// Logs the end of an attempt's work, trying again (every 100 ms, for up to a minute) whatever the
+    /// error: an end that never reaches the log leaves the attempt counted as running until its process
+    /// is killed, a second holder of its category that never was. (Once, in a crash run, the write failed
+    /// twice while the server was away, and the checker saw a work of 3 ms as one of 3.7 s.) The worker's
+    /// ``WorkJournal`` keeps the end too, for a process killed before this write got through.
     func ended(row: Int64, started: Double, at: Double) async throws {
-        try await query("UPDATE chaos_attempts SET started = \(started), ended = \(at) WHERE id = \(row)")
+        let deadline = ContinuousClock.now + .seconds(60)
+        while true {
+            do {
+                try await query("UPDATE chaos_attempts SET started = \(started), ended = \(at) WHERE id = \(row)")
+                return
+            } catch {
+                guard ContinuousClock.now < deadline else { throw error }
+                FileHandle.standardError.write(
+                    Data("chaos: logging the end of attempt row \(row) failed, trying again: \(error)\n".utf8))
+                try? await Task.sleep(for: .milliseconds(100))  // not cancelled with the attempt
+            }
+        }
     }
 
     /// What the store did with the attempt's report, and when the report was sent and answered.
@@ -79,5 +95,65 @@ final class SideLog: Sendable {
 
     func serverRestarted(began: Double, ended: Double) async throws {
         try await query("INSERT INTO chaos_server_restarts (began, ended) VALUES (\(began), \(ended))")
+    }
+}
+
+/// A worker process's own record of the work it did: a line when an attempt's work begins (`B job
+/// token began`) and one when it ends (`E job token began ended`), each appended with one write(2)
+/// before the side log is told. The kernel keeps what was written when the process is SIGKILLed, so
+/// the checker knows, for an attempt whose end the side log lacks, whether its work began at all (the
+/// attempt's start is logged before the work may begin, and that write may wait out a server restart
+/// and be cut by a kill after its insert committed) and when it ended (the end's write may wait too).
+final class WorkJournal: Sendable {
+    let descriptor: Int32
+
+    /// The journal of this process in `directory`.
+    init(directory: String) throws {
+        let path = directory + "/\(getpid()).work"
+        descriptor = open(path, O_WRONLY | O_CREAT | O_APPEND, 0o644)
+        guard descriptor >= 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        }
+    }
+
+    deinit { close(descriptor) }
+
+    func began(job: Int64, token: Int64, at: Double) {
+        append("B \(job) \(token) \(at)\n")
+    }
+
+    func ended(job: Int64, token: Int64, began: Double, at: Double) {
+        append("E \(job) \(token) \(began) \(at)\n")
+    }
+
+    private func append(_ line: String) {
+        let bytes = Array(line.utf8)
+        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+    }
+
+    /// What every journal in `directory` says of each attempt, by job and lease token: when its work
+    /// began, and when it ended (`nil`: not before its process was killed).
+    static func read(directory: String) throws -> [Pair: (began: Double, ended: Double?)] {
+        var work: [Pair: (began: Double, ended: Double?)] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name.hasSuffix(".work") {
+            let text = try String(contentsOfFile: directory + "/" + name, encoding: .utf8)
+            for line in text.split(separator: "\n") {
+                let fields = line.split(separator: " ")
+                guard fields.count >= 4, let job = Int64(fields[1]), let token = Int64(fields[2]),
+                    let began = Double(fields[3])
+                else { continue }
+                switch (fields[0], fields.count) {
+                case ("B", 4): work[Pair(job: job, token: token)] = (began, work[Pair(job: job, token: token)]?.ended)
+                case ("E", 5): work[Pair(job: job, token: token)] = (began, Double(fields[4]))
+                default: continue  // a line cut by the kill
+                }
+            }
+        }
+        return work
+    }
+
+    struct Pair: Hashable {
+        var job: Int64
+        var token: Int64
     }
 }

@@ -3,7 +3,7 @@ import Foundation
 // baton-postgres-chaos: the chaos test of BatonPostgres with real processes and a real server.
 //
 //   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick] [--crash]  # needs BATON_POSTGRES_URL
-//   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M]  # started by the above
+//   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M] [--journal DIR]  # started by the above
 //   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none] [--only W,..] [--chains N,..]  # speed beside the peers (Bench.swift)
 //
 // Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
@@ -26,7 +26,10 @@ if arguments.first == "worker" {
         exit(2)
     }
     let lease = Int(value("--lease-ms", in: arguments) ?? "") ?? 2000
-    try await ChaosWorker(url: url, schema: schema, id: id, concurrency: 8, lease: .milliseconds(lease)).run()
+    let journal = value("--journal", in: arguments) ?? FileManager.default.temporaryDirectory.path
+    try await ChaosWorker(
+        url: url, schema: schema, id: id, concurrency: 8, lease: .milliseconds(lease), journal: journal
+    ).run()
     exit(0)
 }
 guard let url = value("--url", in: arguments) ?? environment["BATON_POSTGRES_URL"] else {

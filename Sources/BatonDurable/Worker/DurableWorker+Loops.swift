@@ -199,7 +199,10 @@ extension DurableWorker {
             }
         }
         if let pending {
-            state.withLock { $0.reports.append(pending) }
+            state.withLock { state in
+                state.reports.append(pending)
+                state.active[claim.lease]?.ended = true
+            }
             reportSignal.raise()
         } else {
             if let attempt = state.withLock({ $0.active[claim.lease] }) { tellEnded(attempt, .leaseLost) }
@@ -374,24 +377,69 @@ extension DurableWorker {
             }
         } catch {
             configuration.logger.warning("renewing \(held.count) leases failed: \(error)")
-            // Leases that ran out meanwhile may belong to another worker now: stop those attempts.
-            let now = store.clock.now()
-            state.withLock { state in
-                for (id, var attempt) in state.active where attempt.leaseExpires < now && attempt.cause == nil {
-                    lost.append(attempt)
-                    attempt.cause = .leaseLost
-                    toCancel.append(
-                        (
-                            attempt.job,
-                            DurableCancellation(
-                                message: "job '\(attempt.claimed.name)' lost its lease (renewal failed)")
-                        ))
-                    state.active[id] = attempt
-                }
-            }
+            // Leases about to run out may belong to another worker soon: stop those attempts.
+            stopAttemptsOutOfLease()
         }
         for attempt in lost { tellLostLease(attempt) }
         for (job, reason) in toCancel { job.cancel(reason: reason) }
+    }
+
+    /// How long before its lease ends, as far as this worker knows, an attempt that no renewal reached
+    /// is stopped: an eighth of the lease, at most a second — time for its job to see the cancellation
+    /// and end before another worker may claim the job (and take its category slot).
+    var leaseStopMargin: Duration { min(configuration.leaseDuration / 8, .seconds(1)) }
+
+    /// Stops the attempts that are running out of lease: from a margin before the lease ends, the store
+    /// may soon end it and hand the job (and its category slots) to another worker. Renewals that do not
+    /// answer — the server restarting, a partition — would otherwise leave the attempt running past its
+    /// lease, beside the next attempt of the same job or a second holder of a slot of a counted category.
+    /// Watches until the worker stops, waking at the next attempt's deadline, and at least every
+    /// quarter lease (a claim made meanwhile, a manual clock moved by a test).
+    func leaseWatchLoop() async {
+        while !Task.isCancelled {
+            let next = stopAttemptsOutOfLease()
+            var wait = configuration.leaseDuration / 4
+            if let next {
+                wait = min(wait, .seconds(max(next.timeIntervalSince(store.clock.now()), 0.001)))
+            }
+            try? await Task.sleep(for: wait)
+        }
+    }
+
+    /// Cancels (as lost) the running attempts whose lease ends within ``leaseStopMargin``; returns when
+    /// the next one will. An attempt whose job has ended (its report waits) has nothing to stop, and
+    /// one already being cancelled is left to that.
+    @discardableResult
+    func stopAttemptsOutOfLease() -> Date? {
+        let now = store.clock.now()
+        let margin = leaseStopMargin
+        let (stopped, next) = state.withLock { state -> ([ActiveAttempt], Date?) in
+            var stopped: [ActiveAttempt] = []
+            var next: Date?
+            for (lease, attempt) in state.active where attempt.cause == nil && !attempt.ended {
+                let deadline = attempt.leaseExpires.adding(.zero - margin)
+                if deadline <= now {
+                    stopped.append(attempt)
+                    state.active[lease]?.cause = .leaseLost
+                } else if next.map({ deadline < $0 }) ?? true {
+                    next = deadline
+                }
+            }
+            return (stopped, next)
+        }
+        for attempt in stopped { tellLostLease(attempt) }
+        for attempt in stopped {
+            let ends = attempt.leaseExpires.formatted(.iso8601)
+            configuration.logger.warning(
+                "stopping job '\(attempt.claimed.name)' (\(attempt.claimed.job)): its lease ends at \(ends) and no renewal has reached the store"
+            )
+            attempt.job.cancel(
+                reason: DurableCancellation(
+                    message:
+                        "job '\(attempt.claimed.name)' lost its lease: it ends at \(ends) and no renewal reached the store"
+                ))
+        }
+        return next
     }
 
     /// Deletes the runs that finished longer than ``Configuration/retention`` ago, at most once a minute.

@@ -232,6 +232,7 @@ public final class DurableWorker: Service, Sendable {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.forwardWakeups() }
             group.addTask { await self.renewLoop() }
+            group.addTask { await self.leaseWatchLoop() }
             group.addTask { await self.reportLoop() }
             await self.claimLoop(until: run)
             group.cancelAll()

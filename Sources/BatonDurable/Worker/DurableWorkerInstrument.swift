@@ -15,9 +15,10 @@ public import Baton
 public protocol DurableWorkerInstrument: Sendable {
     /// `worker` claimed `attempt` from its store and is about to add `job` to its queue.
     func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
-    /// `worker` learned at a renewal that it no longer holds `attempt`'s lease (it expired and the job
-    /// was claimed again, or the renewal failed past the lease's end): `job` is being cancelled and its
-    /// completion will not be reported.
+    /// `worker` no longer holds `attempt`'s lease, or soon may not: a renewal said it was gone (it
+    /// expired and the job was claimed again), or no renewal reached the store until shortly before it
+    /// ends (the server away, a partition). `job` is being cancelled and its completion will not be
+    /// reported.
     func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
     /// `attempt` is over for `worker`: the store recorded `end` (or nothing, for a lost lease).
     func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker)

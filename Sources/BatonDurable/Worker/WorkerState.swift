@@ -33,6 +33,9 @@ struct ActiveAttempt: Sendable {
     let job: AsyncJob
     var cause: CancelCause?
     var leaseExpires: Date
+    /// The attempt's job has ended and its report (or release) waits to be sent: there is nothing left
+    /// to stop when its lease runs out.
+    var ended = false
     /// The attempt's span, when the worker traces.
     var span: (any Span)? = nil
 }
