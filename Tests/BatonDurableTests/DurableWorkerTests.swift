@@ -193,7 +193,9 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
         #expect(lost.count == 1, "told once, not again when a renewal answers that the lease is gone")
         #expect(
-            try await base.finish([AttemptReport(lease: thief[0].lease, outcome: .succeeded(output: Data("\"t\"".utf8)))])
+            try await base.finish([
+                AttemptReport(lease: thief[0].lease, outcome: .succeeded(output: Data("\"t\"".utf8)))
+            ])
                 == [.accepted(.succeeded)])
     }
 

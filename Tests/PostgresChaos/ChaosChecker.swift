@@ -138,7 +138,8 @@ struct ChaosChecker {
         for category in categories {
             // (time, +1 start / -1 end, index in attempts); ends sort before starts at the same instant.
             var events: [(Double, Int, Int)] = []
-            for (index, attempt) in attempts.enumerated() where categoryOf[attempt.job] == category.name && attempt.worked {
+            for (index, attempt) in attempts.enumerated()
+            where categoryOf[attempt.job] == category.name && attempt.worked {
                 let end = attempt.ended ?? kills[attempt.pid] ?? .infinity
                 // An attempt that did no work (its lease too short to start, ended as it started) holds
                 // nothing; its end would sort before its own start and leave it counted forever.

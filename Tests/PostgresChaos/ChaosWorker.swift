@@ -150,7 +150,8 @@ struct ChaosWorker {
                             journal.ended(job: job.job.rawValue, token: job.lease.token, began: workStart, at: end)
                             try? await side.ended(row: row, started: workStart, at: end)
                         } else if row != nil {
-                            FileHandle.standardError.write(Data("chaos worker \(id): attempt of \(job.job): \(error)\n".utf8))
+                            FileHandle.standardError.write(
+                                Data("chaos worker \(id): attempt of \(job.job): \(error)\n".utf8))
                         }
                     }
                 }
