@@ -113,17 +113,22 @@ public final class PostgresJobStore: JobStore {
 
     /// Why one connection with the store's settings fails, or `nil` when it succeeds (or takes longer
     /// than the connect timeout to fail).
+    /// A connection that comes after the timeout is closed when it comes.
     static func connectionFailure(_ configuration: PostgresStoreConfiguration, logger: Logger) async -> String? {
+        let connecting: EventLoopFuture<PostgresConnection>
         do {
-            let connection = try await PostgresTimeout.run(configuration.connectTimeout) {
-                try await PostgresConnection.connect(
-                    on: MultiThreadedEventLoopGroup.singleton.next(),
-                    configuration: try configuration.connectionConfiguration(), id: 0, logger: logger
-                ).get()
-            }
+            connecting = PostgresConnection.connect(
+                on: MultiThreadedEventLoopGroup.singleton.next(),
+                configuration: try configuration.connectionConfiguration(), id: 0, logger: logger)
+        } catch {
+            return PostgresFailure.describe(error)
+        }
+        do {
+            let connection = try await PostgresTimeout.run(configuration.connectTimeout) { try await connecting.get() }
             try? await connection.close()
             return nil
         } catch is PostgresTimeout {
+            connecting.whenSuccess { connection in connection.close().whenComplete { _ in } }
             return nil
         } catch {
             return PostgresFailure.describe(error)
