@@ -104,12 +104,17 @@ struct ChaosChecker {
         let journaled = try WorkJournal.read(directory: journal)
         var fromJournal = 0
         var neverBegan = 0
+        var unjournaled: [Int64] = []
         // One row per lease: the side log's start is retry-safe (`SideLog.started`), so a start sent
         // again after a reply lost in a server restart is not a second holder that never ends.
         for (job, attempt, token, pid, logged, loggedEnd, accepted, refused) in try await side.query(
             "SELECT job, attempt, token, pid, started, ended, accepted, refused FROM chaos_attempts ORDER BY job, attempt"
         ).map({ try $0.decode((Int64, Int, Int64, Int, Double, Double?, Bool?, Bool?).self) }) {
             var (started, ended) = (logged, loggedEnd)
+            // Every attempt whose logged work took time is in its worker's journal (written first).
+            if let loggedEnd, loggedEnd > logged, journaled[.init(job: job, token: token)] == nil {
+                unjournaled.append(job)
+            }
             if ended == nil {
                 if let work = journaled[.init(job: job, token: token)] {
                     (started, ended) = work
@@ -122,6 +127,11 @@ struct ChaosChecker {
                 Attempt(
                     job: job, attempt: attempt, pid: pid, started: started, ended: ended, accepted: accepted,
                     refused: refused, worked: ended != nil || journaled[.init(job: job, token: token)] != nil))
+        }
+        if !unjournaled.isEmpty {
+            failures.append(
+                "\(unjournaled.count) attempts that worked are missing from the workers' journals (jobs \(unjournaled.prefix(5).map(String.init).joined(separator: ", "))): the journals cannot be trusted"
+            )
         }
         if fromJournal + neverBegan > 0 {
             say(

@@ -126,9 +126,16 @@ final class WorkJournal: Sendable {
         append("E \(job) \(token) \(began) \(at)\n")
     }
 
+    /// Appends `line`; a journal that cannot be written stops the worker (an attempt missing from it
+    /// would count as one that never worked).
     private func append(_ line: String) {
         let bytes = Array(line.utf8)
-        _ = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        let written = bytes.withUnsafeBytes { write(descriptor, $0.baseAddress, $0.count) }
+        if written != bytes.count {
+            FileHandle.standardError.write(
+                Data("chaos worker: writing its work journal failed (\(written) of \(bytes.count) bytes)\n".utf8))
+            exit(3)
+        }
     }
 
     /// What every journal in `directory` says of each attempt, by job and lease token: when its work
@@ -137,14 +144,19 @@ final class WorkJournal: Sendable {
         var work: [Pair: (began: Double, ended: Double?)] = [:]
         for name in try FileManager.default.contentsOfDirectory(atPath: directory) where name.hasSuffix(".work") {
             let text = try String(contentsOfFile: directory + "/" + name, encoding: .utf8)
-            for line in text.split(separator: "\n") {
+            // Whole lines only: a last line without its newline was cut by the kill.
+            var lines = text.split(separator: "\n", omittingEmptySubsequences: false)
+            lines.removeLast()
+            for line in lines {
                 let fields = line.split(separator: " ")
                 guard fields.count >= 4, let job = Int64(fields[1]), let token = Int64(fields[2]),
                     let began = Double(fields[3])
                 else { continue }
                 switch (fields[0], fields.count) {
                 case ("B", 4): work[Pair(job: job, token: token)] = (began, work[Pair(job: job, token: token)]?.ended)
-                case ("E", 5): work[Pair(job: job, token: token)] = (began, Double(fields[4]))
+                case ("E", 5):
+                    guard let ended = Double(fields[4]), ended >= began else { continue }
+                    work[Pair(job: job, token: token)] = (began, ended)
                 default: continue  // a line cut by the kill
                 }
             }

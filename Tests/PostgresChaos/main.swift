@@ -3,7 +3,7 @@ import Foundation
 // baton-postgres-chaos: the chaos test of BatonPostgres with real processes and a real server.
 //
 //   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick] [--crash]  # needs BATON_POSTGRES_URL
-//   baton-postgres-chaos worker --url U --schema S --id W [--lease-ms M] [--journal DIR]  # started by the above
+//   baton-postgres-chaos worker --url U --schema S --id W --journal DIR [--lease-ms M]  # started by the above
 //   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none] [--only W,..] [--chains N,..]  # speed beside the peers (Bench.swift)
 //
 // Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
@@ -20,13 +20,13 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let environment = ProcessInfo.processInfo.environment
 if arguments.first == "worker" {
     guard let url = value("--url", in: arguments), let schema = value("--schema", in: arguments),
-        let id = value("--id", in: arguments)
+        let id = value("--id", in: arguments), let journal = value("--journal", in: arguments)
     else {
-        FileHandle.standardError.write(Data("usage: baton-postgres-chaos worker --url U --schema S --id W\n".utf8))
+        FileHandle.standardError.write(
+            Data("usage: baton-postgres-chaos worker --url U --schema S --id W --journal DIR [--lease-ms M]\n".utf8))
         exit(2)
     }
     let lease = Int(value("--lease-ms", in: arguments) ?? "") ?? 2000
-    let journal = value("--journal", in: arguments) ?? FileManager.default.temporaryDirectory.path
     try await ChaosWorker(
         url: url, schema: schema, id: id, concurrency: 8, lease: .milliseconds(lease), journal: journal
     ).run()

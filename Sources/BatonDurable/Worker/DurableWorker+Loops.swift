@@ -121,8 +121,24 @@ extension DurableWorker {
 
     /// Runs claimed jobs as Baton jobs on the worker's queue.
     /// `carriers`: the runs' trace contexts (``traceCarriers(for:)``), for the attempts' spans.
+    ///
+    /// A claim that arrives with its lease about to end (a claiming call that the store retried through a
+    /// server restart, with the lease it computed when the call began) is given back unattempted rather
+    /// than started: the lease watch would stop it at once.
     func start(_ claimed: [ClaimedJob], carriers: [DurableRunID: [String: String]]) {
         guard !claimed.isEmpty else { return }
+        let cutoff = store.clock.now().adding(leaseStopMargin)
+        var claimed = claimed
+        let late = claimed.filter { $0.leaseExpires <= cutoff }
+        if !late.isEmpty {
+            claimed.removeAll { $0.leaseExpires <= cutoff }
+            configuration.logger.notice(
+                "giving back \(late.count) claimed jobs unattempted: their leases end within \(leaseStopMargin) (the claim took long to answer)"
+            )
+            state.withLock { state in state.reports.append(contentsOf: late.map { .release($0.lease) }) }
+            reportSignal.raise()
+        }
+        defer { leaseWatchSignal.raise() }
         var traced: [(AsyncJob, ServiceContext)] = []
         var jobs: [AsyncJob] = []
         jobs.reserveCapacity(claimed.count)
@@ -170,7 +186,11 @@ extension DurableWorker {
 
     /// Turns a Baton outcome into what the store is told.
     func attemptFinished(_ claim: ClaimedJob, outcome: JobOutcome, output: Data?) {
-        let cause = state.withLock { $0.active[claim.lease]?.cause }
+        // Marked ended in the lock that reads the cause: the lease watch no longer stops it after this.
+        let cause = state.withLock { state -> CancelCause? in
+            state.active[claim.lease]?.ended = true
+            return state.active[claim.lease]?.cause
+        }
         let pending: PendingReport?
         switch outcome {
         case .succeeded:
@@ -189,6 +209,13 @@ extension DurableWorker {
                 case .requested(let why):
                     pending = .report(AttemptReport(lease: claim.lease, outcome: .cancelled(reason: why)))
                 case .leaseLost: pending = nil
+                case .leaseRunningOut:
+                    pending = .report(
+                        AttemptReport(
+                            lease: claim.lease,
+                            outcome: .failed(
+                                message: "stopped: no lease renewal reached the store before the lease ran out",
+                                retryable: true)))
                 case .shutdown: pending = .release(claim.lease)
                 case nil:
                     pending = .report(
@@ -199,10 +226,7 @@ extension DurableWorker {
             }
         }
         if let pending {
-            state.withLock { state in
-                state.reports.append(pending)
-                state.active[claim.lease]?.ended = true
-            }
+            state.withLock { $0.reports.append(pending) }
             reportSignal.raise()
         } else {
             if let attempt = state.withLock({ $0.active[claim.lease] }) { tellEnded(attempt, .leaseLost) }
@@ -362,6 +386,7 @@ extension DurableWorker {
                                 ))
                         }
                     case .lost:
+                        // Told once; one stopped as running out reports nothing now (it would be rejected).
                         if attempt.cause?.isLeaseLost != true { lost.append(attempt) }
                         attempt.cause = .leaseLost
                         toCancel.append(
@@ -393,25 +418,26 @@ extension DurableWorker {
     /// may soon end it and hand the job (and its category slots) to another worker. Renewals that do not
     /// answer — the server restarting, a partition — would otherwise leave the attempt running past its
     /// lease, beside the next attempt of the same job or a second holder of a slot of a counted category.
-    /// Watches until the worker stops, waking at the next attempt's deadline, and at least every
-    /// quarter lease (a claim made meanwhile, a manual clock moved by a test).
+    /// Watches until the worker stops, waking when attempts start, at the next attempt's deadline, and
+    /// while attempts run at least every quarter lease (a manual clock moved by a test, a clock jump).
     func leaseWatchLoop() async {
         while !Task.isCancelled {
-            let next = stopAttemptsOutOfLease()
-            var wait = configuration.leaseDuration / 4
-            if let next {
-                wait = min(wait, .seconds(max(next.timeIntervalSince(store.clock.now()), 0.001)))
+            guard let next = stopAttemptsOutOfLease() else {
+                await leaseWatchSignal.wait()  // nothing to watch until attempts start
+                continue
             }
-            try? await Task.sleep(for: wait)
+            let wait = Duration.seconds(max(next.timeIntervalSince(store.clock.now()), 0.001))
+            await leaseWatchSignal.wait(timeout: min(wait, configuration.leaseDuration / 4))
         }
     }
 
-    /// Cancels (as lost) the running attempts whose lease ends within ``leaseStopMargin``; returns when
-    /// the next one will. An attempt whose job has ended (its report waits) has nothing to stop, and
-    /// one already being cancelled is left to that.
+    /// Cancels the running attempts whose lease ends within ``leaseStopMargin`` (and a millisecond);
+    /// returns when the next one will. An attempt whose job has ended (its report waits) has nothing to
+    /// stop, and one already being cancelled is left to that. A stopped attempt is reported failed, to
+    /// be retried (``CancelCause/leaseRunningOut``).
     @discardableResult
     func stopAttemptsOutOfLease() -> Date? {
-        let now = store.clock.now()
+        let now = store.clock.now().addingTimeInterval(0.001)
         let margin = leaseStopMargin
         let (stopped, next) = state.withLock { state -> ([ActiveAttempt], Date?) in
             var stopped: [ActiveAttempt] = []
@@ -420,7 +446,7 @@ extension DurableWorker {
                 let deadline = attempt.leaseExpires.adding(.zero - margin)
                 if deadline <= now {
                     stopped.append(attempt)
-                    state.active[lease]?.cause = .leaseLost
+                    state.active[lease]?.cause = .leaseRunningOut
                 } else if next.map({ deadline < $0 }) ?? true {
                     next = deadline
                 }

@@ -95,7 +95,11 @@ extension DurableWorker {
 }
 
 extension CancelCause {
+    /// The instruments were told that the attempt lost its lease.
     var isLeaseLost: Bool {
-        if case .leaseLost = self { true } else { false }
+        switch self {
+        case .leaseLost, .leaseRunningOut: true
+        case .requested, .shutdown: false
+        }
     }
 }

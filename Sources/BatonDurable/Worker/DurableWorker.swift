@@ -15,7 +15,10 @@ public import Tracing
 /// decides *when it runs* (its concurrency limit, priorities, time limits, instruments). While a job
 /// runs, the worker renews its lease every ``Configuration/renewInterval``; a cancellation asked for
 /// in the store, or a lease the worker lost, reaches the job as Swift task cancellation at the next
-/// renewal. A job that throws is retried by the store's ``RetryPolicy``; one whose input or output does
+/// renewal. When no renewal reaches the store (the server restarting, a partition), the worker cancels
+/// the job an eighth of the lease (at most a second) before the lease ends, before the store may give
+/// the job and its category slots to another worker, and reports the attempt failed, to be retried.
+/// A job that throws is retried by the store's ``RetryPolicy``; one whose input or output does
 /// not decode fails at once with an error naming it.
 ///
 /// **Delivery**: at-least-once execution, exactly-once completion record. A job may run again when its
@@ -44,9 +47,11 @@ public final class DurableWorker: Service, Sendable {
         public var id: String
         /// How many jobs run at once (the queue's limit).
         public var maxConcurrentJobs: Int
-        /// How long a claim lasts without renewal: the longest a dead worker's jobs wait.
+        /// How long a claim lasts without renewal: the longest a dead worker's jobs wait. An attempt that
+        /// no renewal has extended is stopped an eighth of this (at most a second) before it ends, and
+        /// retried: another worker may take the job once the lease has ended.
         public var leaseDuration: Duration
-        /// How often leases are renewed (well under `leaseDuration`).
+        /// How often leases are renewed (a third of `leaseDuration` is good; more than half is warned about).
         public var renewInterval: Duration
         /// How often the store is asked for work when nothing woke the worker.
         public var pollInterval: Duration
@@ -83,9 +88,9 @@ public final class DurableWorker: Service, Sendable {
         }
 
         /// Throws when the settings cannot work: durations must be positive (a zero interval spins
-        /// against the store). A renewal interval not shorter than the lease is allowed (tests renew by
-        /// hand) but warned about: such a lease expires before it is renewed, and its job runs again
-        /// elsewhere while this attempt still runs.
+        /// against the store). A renewal interval of more than half the lease is allowed (tests renew by
+        /// hand) but warned about: one late renewal then lets the lease run out, and the worker stops
+        /// the attempt before it does (the job is retried).
         func validate() throws {
             func fail(_ message: String) -> DurableError {
                 DurableError(code: .invalidConfiguration, message: "DurableWorker '\(id)': \(message)")
@@ -102,9 +107,9 @@ public final class DurableWorker: Service, Sendable {
                 throw fail("shutdownGracePeriod is \(shutdownGracePeriod); use zero or more.")
             }
             if let retention, retention < .zero { throw fail("retention is \(retention); use zero or more, or nil.") }
-            if renewInterval >= leaseDuration {
+            if renewInterval > leaseDuration / 2 {
                 logger.warning(
-                    "DurableWorker '\(id)': renewInterval (\(renewInterval)) is not shorter than leaseDuration (\(leaseDuration)): leases expire before they are renewed, and their jobs run again on other workers. A third of the lease is a good interval."
+                    "DurableWorker '\(id)': renewInterval (\(renewInterval)) is more than half of leaseDuration (\(leaseDuration)): one late renewal lets a lease run out, and the worker then stops the attempt (an eighth of the lease, at most a second, before the lease ends) to be retried. A third of the lease is a good interval."
                 )
             }
         }
@@ -129,6 +134,8 @@ public final class DurableWorker: Service, Sendable {
     let reportSignal = WakeSignal()
     /// Raised to renew leases now (tests, cancellation).
     let renewSignal = WakeSignal()
+    /// Raised when attempts start, for the lease watch (``leaseWatchLoop()``).
+    let leaseWatchSignal = WakeSignal()
 
     /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice;
     ///   (``DurableError/Code/invalidConfiguration``) when the configuration cannot work.

@@ -16,9 +16,10 @@ public protocol DurableWorkerInstrument: Sendable {
     /// `worker` claimed `attempt` from its store and is about to add `job` to its queue.
     func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
     /// `worker` no longer holds `attempt`'s lease, or soon may not: a renewal said it was gone (it
-    /// expired and the job was claimed again), or no renewal reached the store until shortly before it
-    /// ends (the server away, a partition). `job` is being cancelled and its completion will not be
-    /// reported.
+    /// expired and the job was claimed again; nothing more is reported), or no renewal reached the store
+    /// until shortly before it ends (the server away, a partition; the attempt is reported failed, and
+    /// the store rejects the report if the lease ended first). `job` is being cancelled; a job that ends
+    /// anyway is reported as it ended, and the store decides.
     func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker)
     /// `attempt` is over for `worker`: the store recorded `end` (or nothing, for a lost lease).
     func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker)

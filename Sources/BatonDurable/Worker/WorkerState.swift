@@ -8,6 +8,10 @@ enum CancelCause: Sendable {
     case requested(String)
     /// The lease is gone: report nothing (it would be rejected).
     case leaseLost
+    /// No renewal reached the store and the lease is about to end (``DurableWorker/leaseWatchLoop()``):
+    /// report the attempt failed, to be retried — rejected if the lease has ended meanwhile, and
+    /// otherwise the job and its category slots are free at once, not when the lease runs out.
+    case leaseRunningOut
     /// Shutdown after the grace period: give the lease back.
     case shutdown
 }
