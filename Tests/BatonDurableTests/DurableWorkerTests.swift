@@ -244,6 +244,67 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
     }
 
+    @Test("a second run() of a worker that runs is refused with an error that says so; the first runs on")
+    func secondRunIsRefused() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        _ = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        let error = await #expect(throws: DurableError.self) { try await worker.run() }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message.contains("is already running") == true)
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the first run() returns") { try await running.value }
+        #expect(endings.current == ["b: cancelled"])
+        // Once it has returned, the worker may run again: not refused (the call returns without error).
+        worker.shutdown()  // obeyed by the next run(), which returns at once
+        try await withDeadline(.seconds(30), "the next run() returns") { try await worker.run() }
+    }
+
+    @Test("a worker with an empty id, or a job type with an empty kind, is refused when made")
+    func emptyIdOrKindIsRefused() throws {
+        let store = try SQLiteJobStore.inMemory()
+        #expect(throws: DurableError.self) {
+            try DurableWorker(store: store, jobs: [Echo()], configuration: .init(id: ""))
+        }
+        let error = #expect(throws: DurableError.self) {
+            try DurableWorker(store: store, jobs: [NoKind()], configuration: .init(id: "w"))
+        }
+        #expect(error?.message.contains("empty kind") == true)
+    }
+
+    @Test("a graph names unnamed jobs of one kind in order, past names already taken")
+    func defaultNames() throws {
+        var graph = JobGraph(name: "g")
+        graph.add(Echo.self, input: "x", name: "\(Echo.kind) #3")
+        for index in 0..<2000 { graph.add(Echo.self, input: "\(index)") }
+        let names = try graph.spec().jobs.map(\.name)
+        #expect(names.count == 2001)
+        #expect(Set(names).count == 2001)
+        #expect(Array(names.prefix(4)) == ["\(Echo.kind) #3", Echo.kind, "\(Echo.kind) #2", "\(Echo.kind) #4"])
+        #expect(names.last == "\(Echo.kind) #2001")
+    }
+
+    @Test("a handle of another graph is an error of the graph that uses it, not an edge to another job")
+    func foreignHandle() throws {
+        var first = JobGraph(name: "first")
+        first.add(Echo.self, input: "a", name: "a")
+        let foreign = first.add(Echo.self, input: "b", name: "b")
+        var second = JobGraph(name: "second")
+        second.add(Echo.self, input: "x", name: "x")
+        second.add(Echo.self, input: "y", name: "y", after: [foreign])  // index 1 is 'y' here: wrong job
+        let error = #expect(throws: DurableError.self) { try second.spec() }
+        #expect(error?.message.contains("not of this graph") == true)
+        var third = JobGraph(name: "third")
+        third.add(Echo.self, inputFrom: foreign, name: "z")  // index 1 is not in this graph at all
+        #expect(throws: DurableError.self) { try third.spec() }
+    }
+
     @Test("a graceful shutdown gives running jobs back to the store, unattempted")
     func shutdownReleases() async throws {
         let store = try SQLiteJobStore.inMemory()
@@ -330,4 +391,10 @@ final class LostLeases: JobInstrument, DurableWorkerInstrument {
     func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {
         lost.withLock { $0 += 1 }
     }
+}
+
+/// A job type with an empty kind, which no store could claim for.
+struct NoKind: DurableJob {
+    static let kind = ""
+    func run(_ input: String, context: DurableJobContext) async throws -> String { input }
 }

@@ -47,6 +47,35 @@ extension JobStoreConformance {
             try expect(error.message.contains("worker id"), "the worker id's error says what: \(error.message)")
             try expectEqual(try await store.claimAll().count, 0, "nothing was submitted")
         },
+        check(
+            "edges that contradict each other are refused: input: with inputFrom:, after: with regardless: on one job, inputFrom: a job it also runs regardless of; an empty worker id too"
+        ) { store, _ in
+            var both = Build.job("b", inputFrom: 0)
+            both.input = Data("\"b\"".utf8)
+            let refused: [(GraphSpec, String)] = [
+                (Build.graph("g", Build.job("a"), both), "both input: and inputFrom:"),
+                (
+                    Build.graph("g", Build.job("a"), Build.job("b", after: [0], regardless: [0])),
+                    "both with after: and with regardless:"
+                ),
+                (
+                    Build.graph("g", Build.job("a"), Build.job("b", regardless: [0], inputFrom: 0)),
+                    "also runs regardless of it"
+                ),
+            ]
+            for (graph, words) in refused {
+                let error = try await expectDurableError(.invalidGraph) {
+                    _ = try await store.submit(graph, uniqueKey: nil)
+                }
+                try expect(error.message.contains(words), "the error says what: \(error.message)")
+                try expect(error.message.contains("'a'"), "the error names the other job: \(error.message)")
+            }
+            let error = try await expectDurableError(.invalidConfiguration) {
+                _ = try await store.claim(worker: "", kinds: ["k"], limit: 1, lease: .seconds(30))
+            }
+            try expect(error.message.contains("worker id is empty"), "the error says what: \(error.message)")
+            try expectEqual(try await store.claimAll().count, 0, "nothing was submitted")
+        },
         check("a job naming one category twice with different limits is refused; twice with one limit is one") {
             store, _ in
             let error = try await expectDurableError(.invalidGraph) {

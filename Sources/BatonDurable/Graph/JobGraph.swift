@@ -8,6 +8,11 @@ public protocol DurableHandle: Sendable {
     var index: Int { get }
 }
 
+/// A handle that knows its job's name, so that a graph can tell a handle of another graph.
+protocol NamedDurableHandle: DurableHandle {
+    var name: String { get }
+}
+
 /// A graph of durable jobs, built as a value and submitted in one transaction.
 ///
 /// ```swift
@@ -26,7 +31,7 @@ public protocol DurableHandle: Sendable {
 /// A value type; copies are independent.
 public struct JobGraph: Sendable {
     /// A job added to a graph, typed by its output.
-    public struct Handle<Output: Codable & Sendable>: DurableHandle, Hashable {
+    public struct Handle<Output: Codable & Sendable>: DurableHandle, NamedDurableHandle, Hashable {
         public let index: Int
         public let name: String
     }
@@ -34,6 +39,10 @@ public struct JobGraph: Sendable {
     public let name: String
     private var jobs: [JobSpec] = []
     private var encodingErrors: [String] = []
+    /// The jobs' names, and the next number to try for a default name per kind: adding N unnamed jobs
+    /// of one kind took time quadratic in N (each looked through every name taken before it).
+    private var names: Set<String> = []
+    private var nextNumber: [String: Int] = [:]
 
     public init(name: String) { self.name = name }
 
@@ -69,7 +78,8 @@ public struct JobGraph: Sendable {
         regardless: [any DurableHandle] = [], priority: JobPriority = .normal, retry: RetryPolicy = .standard,
         timeout: Duration? = nil, categories: [DurableCategory] = [], notBefore: Date? = nil
     ) -> Handle<J.Output> {
-        append(
+        checkOwn(source)
+        return append(
             JobSpec(
                 name: name ?? defaultName(J.kind), kind: J.kind, inputFrom: source.index,
                 dependencies: edges(after, regardless), priority: priority.rawValue, retry: retry, timeout: timeout,
@@ -87,19 +97,40 @@ public struct JobGraph: Sendable {
 
     private mutating func append<Output>(_ job: JobSpec) -> Handle<Output> {
         jobs.append(job)
+        names.insert(job.name)
         return Handle(index: jobs.count - 1, name: job.name)
     }
 
-    private func edges(_ after: [any DurableHandle], _ regardless: [any DurableHandle]) -> [JobSpec.Dependency] {
-        after.map { JobSpec.Dependency(index: $0.index) }
+    private mutating func edges(
+        _ after: [any DurableHandle], _ regardless: [any DurableHandle]
+    )
+        -> [JobSpec.Dependency]
+    {
+        for handle in after + regardless { checkOwn(handle) }
+        return after.map { JobSpec.Dependency(index: $0.index) }
             + regardless.map { JobSpec.Dependency(index: $0.index, runRegardless: true) }
     }
 
-    private func defaultName(_ kind: String) -> String {
-        let taken = Set(jobs.map(\.name))
-        if !taken.contains(kind) { return kind }
-        var number = 2
-        while taken.contains("\(kind) #\(number)") { number += 1 }
+    /// Records an error (thrown by ``spec()``) when `handle` is not of this graph: a handle of another
+    /// graph would otherwise make the job depend on whichever job of this one has its index.
+    private mutating func checkOwn(_ handle: any DurableHandle) {
+        let index = handle.index
+        if !jobs.indices.contains(index) {
+            encodingErrors.append(
+                "job \(jobs.count) of graph '\(name)' depends on a handle (index \(index)) that is not of this graph (it has \(jobs.count) jobs so far); use the handles this graph's add(_:) returned"
+            )
+        } else if let named = handle as? any NamedDurableHandle, jobs[index].name != named.name {
+            encodingErrors.append(
+                "job \(jobs.count) of graph '\(name)' depends on the handle of job '\(named.name)', which is not of this graph (its job \(index) is '\(jobs[index].name)'); use the handles this graph's add(_:) returned"
+            )
+        }
+    }
+
+    private mutating func defaultName(_ kind: String) -> String {
+        if !names.contains(kind) { return kind }
+        var number = nextNumber[kind] ?? 2
+        while names.contains("\(kind) #\(number)") { number += 1 }
+        nextNumber[kind] = number + 1
         return "\(kind) #\(number)"
     }
 }
@@ -117,8 +148,15 @@ public struct DurableRun: Hashable, Codable, Sendable, CustomStringConvertible {
         existing = submitted.existing
     }
 
-    /// The store's identity of a job of the graph.
-    public subscript(handle: some DurableHandle) -> DurableJobID { jobs[handle.index] }
+    /// The store's identity of a job of the graph. A handle of another graph (an index beyond this
+    /// run's jobs) stops the program with a message saying so.
+    public subscript(handle: some DurableHandle) -> DurableJobID {
+        precondition(
+            jobs.indices.contains(handle.index),
+            "DurableRun \(id): the handle of job index \(handle.index) is not of this run's graph (it has \(jobs.count) jobs); use the handles of the graph this run was submitted from"
+        )
+        return jobs[handle.index]
+    }
 
     public var description: String { id.description }
 }

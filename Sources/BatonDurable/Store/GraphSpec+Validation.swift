@@ -48,6 +48,26 @@ extension GraphSpec {
             if job.input == nil && job.inputFrom == nil {
                 throw invalid("job '\(job.name)' has no input: give input: or inputFrom:.", [job.name])
             }
+            if job.input != nil, let source = job.inputFrom {
+                throw invalid(
+                    "job '\(job.name)' has both input: and inputFrom: '\(jobs[source].name)', and would take only one; give one of them.",
+                    [job.name, jobs[source].name])
+            }
+            var edgeKinds: [Int: Bool] = [:]
+            for dependency in job.dependencies {
+                if let other = edgeKinds.updateValue(dependency.runRegardless, forKey: dependency.index),
+                    other != dependency.runRegardless
+                {
+                    throw invalid(
+                        "job '\(job.name)' depends on '\(jobs[dependency.index].name)' both with after: and with regardless:; list it once, in the one you mean.",
+                        [job.name, jobs[dependency.index].name])
+                }
+            }
+            if let source = job.inputFrom, edgeKinds[source] == true {
+                throw invalid(
+                    "job '\(job.name)' takes its input from '\(jobs[source].name)' and also runs regardless of it: when '\(jobs[source].name)' fails or is cancelled there is no input to run with. Drop it from regardless:.",
+                    [job.name, jobs[source].name])
+            }
             for category in job.categories where category.name.isEmpty {
                 throw invalid("job '\(job.name)' names a category with an empty name.", [job.name])
             }

@@ -26,6 +26,11 @@ public enum StoredText {
 
     /// Throws `DurableError.Code.invalidConfiguration` when `id`, a worker's identity, holds a NUL character.
     public static func checkWorker(_ id: String) throws(DurableError) {
+        if id.isEmpty {
+            throw DurableError(
+                code: .invalidConfiguration,
+                message: "the worker id is empty; give the worker a name (DurableWorker.defaultID() makes one).")
+        }
         guard isStorable(id) else {
             throw DurableError(
                 code: .invalidConfiguration,

@@ -100,6 +100,11 @@ public final class DurableWorker: Service, Sendable {
             ] where value <= .zero {
                 throw fail("\(name) is \(value); it must be more than zero.")
             }
+            if id.isEmpty {
+                throw fail(
+                    "its id is empty; give it a name unique among the store's workers (the default, DurableWorker.defaultID(), is)."
+                )
+            }
             if !StoredText.isStorable(id) {
                 throw fail("its id contains a NUL character (\\0), which no store can keep; give an id without one.")
             }
@@ -128,6 +133,8 @@ public final class DurableWorker: Service, Sendable {
     let carriers = Protected([DurableRunID: [String: String]]())
     let kinds: [String]
     let state = Protected(WorkerState())
+    /// A `run()` or `run(until:)` is under way.
+    let isRunning = Protected(false)
     /// Raised when the claim loop may have something to do (a slot freed, new work, shutdown).
     let claimSignal = WakeSignal()
     /// Raised when there are reports to send.
@@ -151,6 +158,12 @@ public final class DurableWorker: Service, Sendable {
                     message:
                         "the kind \(StoredText.quoted(runner.kind)) contains a NUL character (\\0), which no store can keep; give the job type a kind without one."
                 )
+            }
+            if runner.kind.isEmpty {
+                // Graphs refuse an empty kind: no job could ever be claimed for it.
+                throw DurableError(
+                    code: .invalidConfiguration,
+                    message: "the job type \(type(of: job)) has an empty kind; give it a kind (its static let kind).")
             }
             if runners.updateValue(runner, forKey: runner.kind) != nil {
                 throw DurableError(
@@ -211,6 +224,20 @@ public final class DurableWorker: Service, Sendable {
     }
 
     func work(until run: DurableRunID?) async throws {
+        // One run at a time: two would share the worker's signals and state (each loop's wake-ups taken
+        // by the other's, one call never returning; the first to end wiping the other's attempts).
+        let alreadyRunning = isRunning.withLock { running in
+            defer { running = true }
+            return running
+        }
+        if alreadyRunning {
+            throw DurableError(
+                code: .invalidConfiguration,
+                message:
+                    "DurableWorker '\(configuration.id)' is already running: run() and run(until:) run one at a time on a worker. Await the first, or make another DurableWorker (with its own id) to run beside it."
+            )
+        }
+        defer { isRunning.withLock { $0 = false } }
         if let run { _ = try await store.record(of: run) }  // an unknown run: fail now, not wait forever
         // Starts the next run() afresh — keeping a shutdown() called before this one began, which it obeys.
         defer {
