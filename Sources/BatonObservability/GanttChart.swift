@@ -248,8 +248,11 @@ struct GanttChart {
     private func rect(
         _ from: UInt64, _ to: UInt64, _ top: String, _ height: String, fill: String, classes: String? = nil
     ) -> String {
-        let left = x(from)
-        let width = max(x(to) - left, 1)
+        // At least a pixel wide, growing leftwards at the chart's right edge (a job that started as the
+        // picture was made), never past it.
+        let right = x(to)
+        let left = min(x(from), x(end) - 1)
+        let width = max(right - left, 1)
         let cls = classes.map { " class=\"\($0)\"" } ?? ""
         return
             "<rect\(cls) x=\"\(fmt(left))\" y=\"\(top)\" width=\"\(fmt(width))\" height=\"\(height)\" fill=\"\(fill)\"/>"

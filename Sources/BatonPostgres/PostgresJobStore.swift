@@ -56,7 +56,7 @@ public final class PostgresJobStore: JobStore {
     /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
     let retryTexts = Protected<[RetryPolicy: String]>([:])
     /// Set by ``close()``: calls after it throw `PostgresStoreError.closed`.
-    let isClosed = Protected(false)
+    let closed = Protected(false)
     private let runner: Task<Void, Never>
     private let submitRunner: Task<Void, Never>
     let listener: PostgresListener
@@ -146,7 +146,7 @@ public final class PostgresJobStore: JobStore {
 
     /// Stops listening and closes the connections. Calls after this throw `PostgresStoreError.closed`.
     public func close() {
-        isClosed.withLock { $0 = true }
+        closed.withLock { $0 = true }
         listener.stop()
         runner.cancel()
         submitRunner.cancel()
@@ -160,6 +160,9 @@ public final class PostgresJobStore: JobStore {
     }
 
     public func wakeups() -> AsyncStream<Void> { hub.stream() }
+
+    /// Whether ``close()`` was called: every later call throws `PostgresStoreError.closed`.
+    public var isClosed: Bool { closed.withLock { $0 } }
 
     /// Whether the wake-up connection is listening now (false while it reconnects; workers are then
     /// woken by polling).
@@ -314,7 +317,7 @@ public final class PostgresJobStore: JobStore {
 
     /// `retrying(configuration:logger:_:_:)` with this store's settings, refused once the store is closed.
     func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        if isClosed.withLock({ $0 }) { throw PostgresStoreError.closed }
+        if closed.withLock({ $0 }) { throw PostgresStoreError.closed }
         return try await Self.retrying(configuration: configuration, logger: logger, label, body)
     }
 

@@ -28,6 +28,7 @@ final class HookedStore: JobStore {
     init(_ base: SQLiteJobStore) { self.base = base }
 
     var clock: DurableClock { base.clock }
+    var isClosed: Bool { base.isClosed }
     func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
         try await base.submit(graph, uniqueKey: uniqueKey)
     }

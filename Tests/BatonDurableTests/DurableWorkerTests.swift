@@ -266,6 +266,37 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the next run() returns") { try await worker.run() }
     }
 
+    @Test(
+        "a store closed under a running worker stops it: run(until:) throws an error saying so, rather than retrying for ever"
+    )
+    func closedStoreStopsTheWorker() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let running = Task { try await worker.run(until: run) }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        try store.close()
+        let result = Protected<Result<RunExplanation, any Error>?>(nil)
+        try await withDeadline(.seconds(30), "the worker stops") {
+            let outcome = await running.result
+            result.withLock { $0 = outcome }
+        }
+        guard case .failure(let error as DurableError) = result.current else {
+            Issue.record("run(until:) returned \(String(describing: result.current)), not a DurableError")
+            return
+        }
+        #expect(error.code == .storeFailure)
+        #expect(error.message.contains("its store was closed while it ran"))
+        #expect(error.message.contains("1 attempts' reports could not be sent"))
+        #expect(endings.current == ["b: cancelled"])
+        // The next run() is refused by the closed store at once, not hung.
+        await #expect(throws: (any Error).self) { try await worker.run() }
+    }
+
     @Test("a worker with an empty id, or a job type with an empty kind, is refused when made")
     func emptyIdOrKindIsRefused() throws {
         let store = try SQLiteJobStore.inMemory()

@@ -146,6 +146,9 @@ public final class SQLiteJobStore: JobStore {
     }
 
     /// Throws once ``close()`` ran.
+    /// Whether ``close()`` was called: every later call throws.
+    public var isClosed: Bool { closed.withLock { $0 } }
+
     func checkOpen() throws {
         if closed.withLock({ $0 }) {
             throw DurableError(

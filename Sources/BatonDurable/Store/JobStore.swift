@@ -126,6 +126,10 @@ public protocol JobStore: Sendable {
     /// ``unregister(worker:)`` does the same. Never throws: what cannot be given back is claimed again
     /// when its lease expires. The default does nothing.
     func withdrawClaim(worker: String) async
+
+    /// Whether the store was closed, so that every call fails from now on: a `DurableWorker` then stops
+    /// and its `run` throws, rather than retrying for ever. The default is `false`.
+    var isClosed: Bool { get }
 }
 
 /// A job claimed by a worker: what it needs to run one attempt.
@@ -223,6 +227,9 @@ extension JobStore {
 
     /// Nothing was claimed ahead.
     public func withdrawClaim(worker: String) async {}
+
+    /// Never closed.
+    public var isClosed: Bool { false }
 
     /// Calls ``finish(_:)``, then ``claim(worker:kinds:limit:lease:)`` when `limit` is positive.
     public func finish(

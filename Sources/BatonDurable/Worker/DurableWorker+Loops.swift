@@ -38,6 +38,10 @@ extension DurableWorker {
                     if unreserve(free) { claimSignal.raise() }
                 } catch {
                     if unreserve(free) { claimSignal.raise() }
+                    if store.isClosed {
+                        stopForClosedStore(error, dropping: [])
+                        continue
+                    }
                     configuration.logger.warning("claiming failed, retrying: \(error)")
                     await claimSignal.wait(timeout: configuration.pollInterval)
                     continue
@@ -294,6 +298,10 @@ extension DurableWorker {
                 retried = results.contains(.accepted(.ready))
             } catch {
                 unreserve(free)
+                if store.isClosed {
+                    stopForClosedStore(error, dropping: batch.map(\.lease))
+                    continue
+                }
                 configuration.logger.warning("reporting \(batch.count) attempts failed, retrying: \(error)")
                 if batch.count == 1 {
                     // This one alone failed: the others go first.
@@ -312,6 +320,9 @@ extension DurableWorker {
             if !releases.isEmpty {
                 do {
                     try await store.release(releases)
+                } catch  where store.isClosed {
+                    stopForClosedStore(error, dropping: releases)
+                    given = []
                 } catch {
                     configuration.logger.warning("giving back \(releases.count) attempts failed, retrying: \(error)")
                     state.withLock { $0.reports.insert(contentsOf: releases.map { .release($0) }, at: 0) }
@@ -342,6 +353,22 @@ extension DurableWorker {
                 claimSignal.raise()
             }
         }
+    }
+
+    /// The store was closed under the worker: every call would fail for good. Stops the worker at once
+    /// (running jobs are cancelled) and forgets the attempts of `dropping` — reports and releases that
+    /// cannot be sent; their jobs run again once their leases end. `run` then throws.
+    func stopForClosedStore(_ error: any Error, dropping leases: [Lease]) {
+        let removed = state.withLock { state -> [ActiveAttempt] in
+            let previous = state.storeClosed
+            state.storeClosed = (previous?.error ?? "\(error)", (previous?.dropped ?? 0) + leases.count)
+            return leases.compactMap { state.active.removeValue(forKey: $0) }
+        }
+        configuration.logger.error(
+            "the store was closed while worker '\(configuration.id)' ran: stopping\(leases.isEmpty ? "" : "; \(leases.count) reports not sent (their jobs run again once their leases end)")"
+        )
+        _ = removed  // released outside the lock
+        shutdown(now: true)
     }
 
     /// Renews the leases every renew interval (or when asked), and passes cancellations and lost leases on.

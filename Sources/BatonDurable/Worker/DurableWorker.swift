@@ -192,6 +192,7 @@ public final class DurableWorker: Service, Sendable {
     }
 
     /// Runs until the task is cancelled, the service group shuts down gracefully, or ``shutdown()``.
+    /// Throws when the store is closed under it (``JobStore/isClosed``), once it has stopped.
     public func run() async throws {
         try await work(until: nil)
     }
@@ -259,6 +260,16 @@ public final class DurableWorker: Service, Sendable {
             }
         } onGracefulShutdown: {
             self.shutdown()
+        }
+        if let (error, dropped) = state.withLock({ $0.storeClosed }) {
+            throw DurableError(
+                code: .storeFailure,
+                message:
+                    "DurableWorker '\(configuration.id)' stopped: its store was closed while it ran (\(error))"
+                    + (dropped > 0
+                        ? "; \(dropped) attempts' reports could not be sent, and their jobs run again once their leases end"
+                        : "")
+                    + ". Close a store only after the workers using it have returned from run().")
         }
     }
 

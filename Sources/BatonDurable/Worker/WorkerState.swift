@@ -64,6 +64,9 @@ struct WorkerState: Sendable {
     var reservations: UInt64 = 0
     /// The claim loop found no room because of a reservation: the reservation's holder wakes it after.
     var claimWanted = false
+    /// The store was closed under the worker (``JobStore/isClosed``): the error that showed it, and how
+    /// many reports and releases could not be sent. `run` throws once the worker has stopped.
+    var storeClosed: (error: String, dropped: Int)?
 }
 
 /// The reason a worker gives a Baton job it cancels.
