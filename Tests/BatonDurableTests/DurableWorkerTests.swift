@@ -297,6 +297,36 @@ struct DurableWorkerTests {
         await #expect(throws: (any Error).self) { try await worker.run() }
     }
 
+    @Test("run(until:) of a run whose jobs need a kind no live worker has warns, naming the kind and the jobs")
+    func stalledRunIsWarnedAbout() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "g")
+        let first = graph.add(Echo.self, input: "a", name: "a")
+        graph.add(NoWorkerHere.self, input: "b", name: "b", after: [first])
+        let run = try await store.submit(graph)
+        let warned = Gate()
+        let lines = Protected<[String]>([])
+        var logger = Logger(label: "test") { _ in
+            GateLogHandler { line in
+                lines.withLock { $0.append(line) }
+                if line.contains("no live worker has registered") { warned.open() }
+            }
+        }
+        logger.logLevel = .warning
+        var configuration = DurableWorker.Configuration(id: "w", pollInterval: .milliseconds(50), logger: logger)
+        configuration.stallWarningDelay = .milliseconds(200)
+        let worker = try DurableWorker(store: store, jobs: [Echo()], configuration: configuration)
+        let running = Task { try await worker.run(until: run) }
+        try await withDeadline(.seconds(30), "the warning") { await warned.waitAsync() }
+        let warning = try #require(lines.current.first { $0.contains("no live worker has registered") })
+        #expect(warning.contains("'\(NoWorkerHere.kind)' ('b')"))
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the worker stops") {
+            let explanation = try await running.value
+            #expect(explanation.run.finished == nil, "the run did not finish")
+        }
+    }
+
     @Test("a worker with an empty id, or a job type with an empty kind, is refused when made")
     func emptyIdOrKindIsRefused() throws {
         let store = try SQLiteJobStore.inMemory()
@@ -428,4 +458,24 @@ final class LostLeases: JobInstrument, DurableWorkerInstrument {
 struct NoKind: DurableJob {
     static let kind = ""
     func run(_ input: String, context: DurableJobContext) async throws -> String { input }
+}
+
+/// A kind no worker of the tests runs.
+struct NoWorkerHere: DurableJob {
+    static let kind = "test.nobody"
+    func run(_ input: String, context: DurableJobContext) async throws -> String { input }
+}
+
+/// Passes each log line to `line`.
+struct GateLogHandler: LogHandler {
+    let line: @Sendable (String) -> Void
+    var logLevel: Logger.Level = .trace
+    var metadata: Logger.Metadata = [:]
+
+    func log(event: LogEvent) { line(event.message.description) }
+
+    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+        get { metadata[key] }
+        set { metadata[key] = newValue }
+    }
 }

@@ -8,6 +8,8 @@ extension DurableWorker {
     /// Returns when shut down and every claimed job is reported or given back.
     func claimLoop(until run: DurableRunID?) async {
         var withdrewOffer = false
+        var idleSince: ContinuousClock.Instant?
+        var lastStallCheck: ContinuousClock.Instant?
         while true {
             let (active, reserved, deadline) = state.withLock { ($0.active.count, $0.reserved, $0.shutdownDeadline) }
             if let deadline {
@@ -52,6 +54,21 @@ extension DurableWorker {
                 shutdown()
                 continue
             }
+            // Waiting for a run with nothing to do: after 5 s, and then once a minute, say so when its
+            // jobs wait for kinds that no live worker has registered (else it would wait in silence).
+            if claimed == 0, active == 0, let run {
+                let now = ContinuousClock.now
+                let since = idleSince ?? now
+                idleSince = since
+                if now - since >= configuration.stallWarningDelay,
+                    lastStallCheck.map({ now - $0 >= .seconds(60) }) ?? true
+                {
+                    lastStallCheck = now
+                    await warnOfMissingWorkers(run)
+                }
+            } else {
+                idleSince = nil
+            }
             var timeout = configuration.pollInterval
             if free > 0, claimed == 0, let due = try? await store.nextDueDate(kinds: kinds) {
                 let wait = Duration.seconds(max(due.timeIntervalSince(store.clock.now()), 0.001))
@@ -60,6 +77,25 @@ extension DurableWorker {
             if free > 0, claimed < free { offerRoom() }
             await claimSignal.wait(timeout: timeout)
         }
+    }
+
+    /// Logs a warning when jobs of `run` wait for kinds that no live worker has registered.
+    private func warnOfMissingWorkers(_ run: DurableRunID) async {
+        guard let explanation = try? await store.explain(run: run) else { return }
+        var jobsByKind: [String: [String]] = [:]
+        for job in explanation.jobs {
+            for case .noWorker(let kind) in job.waitingFor { jobsByKind[kind, default: []].append(job.name) }
+        }
+        guard !jobsByKind.isEmpty else { return }
+        let kinds = jobsByKind.keys.sorted()
+        let described = kinds.map { kind in
+            let names = jobsByKind[kind]!
+            return
+                "'\(kind)' (\(names.prefix(3).map { "'\($0)'" }.joined(separator: ", "))\(names.count > 3 ? " and \(names.count - 3) more" : ""))"
+        }
+        configuration.logger.warning(
+            "worker '\(configuration.id)' waits for \(run), whose jobs of kinds \(described.joined(separator: ", ")) no live worker has registered: start a DurableWorker with those job types, or run(until:) waits for ever"
+        )
     }
 
     /// Whether `run` has finished — or is gone (pruned, by this worker's retention or another's): it

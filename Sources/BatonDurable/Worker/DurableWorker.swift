@@ -67,6 +67,9 @@ public final class DurableWorker: Service, Sendable {
         /// Makes a span of every attempt, a child of the submitter's context stored with the run.
         /// `nil`: the bootstrapped tracer (`InstrumentationSystem.tracer`); none bootstrapped, no spans.
         public var tracer: (any Tracer)?
+        /// How long `run(until:)` waits with nothing to do before it checks whether the run's jobs wait
+        /// for kinds no live worker has registered (and warns); tests shorten it.
+        var stallWarningDelay: Duration = .seconds(5)
 
         public init(
             id: String = DurableWorker.defaultID(), maxConcurrentJobs: Int = 16, leaseDuration: Duration = .seconds(8),
@@ -198,7 +201,9 @@ public final class DurableWorker: Service, Sendable {
     }
 
     /// Runs until every job of `run` has finished (here or on other workers), then shuts down as
-    /// ``shutdown()`` does. Returns the run's explanation.
+    /// ``shutdown()`` does. Returns the run's explanation — of a run not finished yet when the worker
+    /// was shut down first (check `explanation.run.finished`). While it has nothing to do, it warns
+    /// (after 5 s, then once a minute) when jobs of the run wait for kinds no live worker has registered.
     @discardableResult
     public func run(until run: DurableRun) async throws -> RunExplanation {
         try await work(until: run.id)
