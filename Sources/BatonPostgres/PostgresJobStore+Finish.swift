@@ -309,7 +309,14 @@ extension PostgresJobStore {
                     connection, id: id, state: .failed, error: message, output: nil, now: now, logger: logger)
                 return .accepted(.failed)
             }
-            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data(retry.utf8))
+            guard let policy = RetryPolicy.stored(retry) else {
+                // A damaged row: the job fails with its own error and the damage named, not a report that
+                // fails for ever (and the job left running).
+                try await finishJob(
+                    connection, id: id, state: .failed, error: message + RetryPolicy.unreadable, output: nil,
+                    now: now, logger: logger)
+                return .accepted(.failed)
+            }
             let notBefore = now + policy.wait(beforeAttempt: attempts + 1).storeSeconds
             try await connection.query(
                 """

@@ -59,8 +59,9 @@ extension PostgresJobStore {
                         kind: try c["kind"].decode(String.self),
                         state: DurableJobState(rawValue: try c["state"].decode(String.self)) ?? .failed,
                         attempts: try c["attempts"].decode(Int.self),
-                        retry: try decoder.decode(
-                            RetryPolicy.self, from: Data(try c["retry"].decode(String.self).utf8)),
+                        // A damaged policy reads as none, as a completion treats it (the job is not retried).
+                        retry: (try? decoder.decode(
+                            RetryPolicy.self, from: Data(try c["retry"].decode(String.self).utf8))) ?? .never,
                         priority: try c["priority"].decode(Int.self),
                         timeout: try c["timeout"].decode(Double?.self).map { Duration.seconds($0) },
                         categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],

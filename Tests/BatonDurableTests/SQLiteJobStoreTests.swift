@@ -5,6 +5,35 @@ import Testing
 
 @Suite("SQLiteJobStore: files")
 struct SQLiteJobStoreTests {
+    @Test(
+        "a job whose stored retry policy is damaged fails with its error and the damage named when it fails, and its run can still be explained"
+    )
+    func damagedRetryPolicy() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        let run = try await store.submit(
+            GraphSpec(
+                name: "g",
+                jobs: [
+                    JobSpec(name: "a", kind: "k", input: Data("1".utf8), retry: .immediate(maxAttempts: 3)),
+                    JobSpec(name: "b", kind: "k", input: Data("2".utf8), dependencies: [.init(index: 0)]),
+                ]),
+            uniqueKey: nil)
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { try $0.execute(sql: "UPDATE baton_jobs SET retry = 'not json'") }
+        try queue.close()
+        let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+        let results = try await store.finish([
+            AttemptReport(lease: claimed[0].lease, outcome: .failed(message: "boom", retryable: true))
+        ])
+        #expect(results == [.accepted(.failed)])
+        let explanation = try await store.explain(run: run.run)
+        #expect(explanation.jobs[0].lastError?.hasPrefix("boom (not retried: the job's stored retry policy") == true)
+        #expect(explanation.jobs.map(\.state) == [.failed, .cancelled])
+        #expect(explanation.run.finished != nil)
+    }
+
     @Test("a file that is not SQLite is refused with a clear error, and left as it was")
     func foreignFile() throws {
         let directory = try TemporaryDirectory()

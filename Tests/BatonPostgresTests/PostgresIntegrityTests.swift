@@ -24,6 +24,33 @@ struct PostgresIntegrityTests {
         WHERE n.nspname = $1 AND c.contype = 'f'
         """
 
+    @Test(
+        "a job whose stored retry policy is damaged fails with its error and the damage named when it fails, and its run can still be explained"
+    )
+    func damagedRetryPolicy() async throws {
+        try await TestPostgres.withStore("retrydamage") { store, _ in
+            let run = try await store.submit(
+                GraphSpec(
+                    name: "g",
+                    jobs: [
+                        JobSpec(name: "a", kind: "k", input: Data("1".utf8), retry: .immediate(maxAttempts: 3)),
+                        JobSpec(name: "b", kind: "k", input: Data("2".utf8), dependencies: [.init(index: 0)]),
+                    ]),
+                uniqueKey: nil)
+            try await store.client.query("UPDATE jobs SET retry = 'not json'")
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            let results = try await store.finish([
+                AttemptReport(lease: claimed[0].lease, outcome: .failed(message: "boom", retryable: true))
+            ])
+            #expect(results == [.accepted(.failed)])
+            let explanation = try await store.explain(run: run.run)
+            #expect(
+                explanation.jobs[0].lastError?.hasPrefix("boom (not retried: the job's stored retry policy") == true)
+            #expect(explanation.jobs.map(\.state) == [.failed, .cancelled])
+            #expect(explanation.run.finished != nil)
+        }
+    }
+
     @Test("version 4 drops the foreign key from jobs to runs, on a schema migrated from version 3")
     func version4DropsTheForeignKey() async throws {
         let configuration = try TestPostgres.configuration("v3")

@@ -42,7 +42,13 @@ extension SQLiteJobStore {
                 try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
                 return .accepted(.failed)
             }
-            let policy = try JSONDecoder().decode(RetryPolicy.self, from: Data((row[2] as String).utf8))
+            guard let policy = RetryPolicy.stored(row[2] as String) else {
+                // A damaged row: the job fails with its own error and the damage named, not a report that
+                // fails for ever (and the job left running).
+                try finishJob(
+                    db, id: id, state: .failed, error: message + RetryPolicy.unreadable, output: nil, now: now)
+                return .accepted(.failed)
+            }
             let notBefore = now.adding(policy.wait(beforeAttempt: attempts + 1))
             try db.cachedStatement(
                 sql: """

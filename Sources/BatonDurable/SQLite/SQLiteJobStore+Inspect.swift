@@ -61,7 +61,8 @@ extension SQLiteJobStore {
                 if let known = policies[retryText] {
                     retry = known
                 } else {
-                    retry = try decoder.decode(RetryPolicy.self, from: Data(retryText.utf8))
+                    // A damaged policy reads as none, as a completion treats it (the job is not retried).
+                    retry = (try? decoder.decode(RetryPolicy.self, from: Data(retryText.utf8))) ?? .never
                     policies[retryText] = retry
                 }
                 let notBefore: Double = row[9]

@@ -1,4 +1,5 @@
 public import Baton
+import Foundation
 
 /// How often a durable job may be attempted and how long to wait between attempts — data, so that it
 /// is stored with the job and a retry's `notBefore` survives a restart.
@@ -75,4 +76,15 @@ public struct RetryPolicy: Hashable, Codable, Sendable, CustomStringConvertible 
             "\(maxAttempts) attempts, waits from \(initial) ×\(multiplier) up to \(maximum)"
         }
     }
+}
+
+extension RetryPolicy {
+    /// The policy a store keeps as JSON text, or `nil` when the text does not decode (a damaged row).
+    package static func stored(_ text: String) -> RetryPolicy? {
+        try? JSONDecoder().decode(RetryPolicy.self, from: Data(text.utf8))
+    }
+
+    /// Added to the error of a job whose stored retry policy could not be read, which fails it.
+    package static let unreadable =
+        " (not retried: the job's stored retry policy could not be read — the database row was changed or damaged)"
 }
