@@ -25,6 +25,27 @@ extension JobStoreConformance {
                 errors, ["bad\u{FFFD}byte", "run\u{FFFD}cancelled", "\u{FFFD}stop", "run\u{FFFD}cancelled"],
                 "stored messages")
         },
+        check("a failure message or cancellation reason longer than 64 KiB is stored cut, saying how much was left out") {
+            store, _ in
+            let run = try await store.submit(Build.graph("g", Build.job("a"), Build.job("b")), uniqueKey: nil)
+            let claimed = try await store.claimAll(["k"], limit: 2)
+            let long = String(repeating: "é", count: 100_000)  // 200,000 bytes; é is 2 bytes
+            let results = try await store.finish([
+                AttemptReport(lease: claimed[0].lease, outcome: .failed(message: "x" + long, retryable: false)),
+                AttemptReport(lease: claimed[1].lease, outcome: .cancelled(reason: long)),
+            ])
+            try expectEqual(results, [.accepted(.failed), .accepted(.cancelled)], "the reports")
+            let errors = try await store.snapshot(of: run.run).jobs.map { $0.lastError ?? "" }
+            // "x" + 32,767 é = 65,535 bytes: the next é would pass the limit, so it is not cut in two.
+            func shape(_ text: String) -> String {
+                let marker = text.firstIndex(of: "…") ?? text.endIndex
+                return "\(text[..<marker].utf8.count) bytes kept\(text[marker...])"
+            }
+            try expectEqual(
+                shape(errors[0]), "65535 bytes kept… (134466 more bytes not stored)", "the failure, cut at a character")
+            try expect(errors[0].hasPrefix("xé"), "the failure's start is kept")
+            try expectEqual(shape(errors[1]), "65536 bytes kept… (134464 more bytes not stored)", "the reason")
+        },
         check("a NUL character in a graph, job, kind or category name or a unique key is refused up front") {
             store, _ in
             let refused: [(String, GraphSpec, String?)] = [

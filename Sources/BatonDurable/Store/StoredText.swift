@@ -6,8 +6,22 @@
 /// NUL replaced by U+FFFD (the replacement character), and names that identify something (a graph,
 /// a job, a kind, a category, a unique key, a worker) are refused when they contain one.
 public enum StoredText {
-    /// `text` with every NUL character replaced by U+FFFD; unchanged (and not copied) when it has none.
+    /// The most bytes (UTF-8) of a failure message or cancellation reason that a store keeps.
+    public static let messageLimit = 65_536
+
+    /// `text` with every NUL character replaced by U+FFFD, and cut to ``messageLimit`` bytes (at a
+    /// character's boundary, saying how much was left out) — a message is read in `explain`, logs and
+    /// spans, and one of a gigabyte was refused by SQLite and wedged its report; unchanged (and not
+    /// copied) when it is neither.
     public static func message(_ text: String) -> String {
+        var text = text
+        let length = text.utf8.count
+        if length > messageLimit {
+            var end = text.utf8.index(text.startIndex, offsetBy: messageLimit)
+            while String.Index(end, within: text.unicodeScalars) == nil { end = text.utf8.index(before: end) }
+            let kept = text.utf8.distance(from: text.startIndex, to: end)
+            text = String(text[..<end]) + "… (\(length - kept) more bytes not stored)"
+        }
         guard text.utf8.contains(0) else { return text }
         return String(String.UnicodeScalarView(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : $0 }))
     }
