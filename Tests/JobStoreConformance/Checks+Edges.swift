@@ -25,7 +25,8 @@ extension JobStoreConformance {
                 errors, ["bad\u{FFFD}byte", "run\u{FFFD}cancelled", "\u{FFFD}stop", "run\u{FFFD}cancelled"],
                 "stored messages")
         },
-        check("a failure message or cancellation reason longer than 64 KiB is stored cut, saying how much was left out") {
+        check("a failure message or cancellation reason longer than 64 KiB is stored cut, saying how much was left out")
+        {
             store, _ in
             let run = try await store.submit(Build.graph("g", Build.job("a"), Build.job("b")), uniqueKey: nil)
             let claimed = try await store.claimAll(["k"], limit: 2)
