@@ -171,7 +171,9 @@ struct DurableEdgeTests {
         _ = try DurableWorker(store: store, jobs: [Echo()], configuration: .init())
     }
 
-    @Test("a unique key held by a run of another shape is refused; one of the same shape returns the run")
+    @Test(
+        "a unique key held by a run of another shape (job count, or a job's name or kind) is refused; one of the same shape returns the run"
+    )
     func uniqueKeyOfAnotherShape() async throws {
         let store = try SQLiteJobStore.inMemory()
         var one = JobGraph(name: "one")
@@ -195,6 +197,12 @@ struct DurableEdgeTests {
         } throws: { error in
             (error as? DurableError)?.code == .unknownJob
         }
+        // As many jobs, named otherwise: another shape too.
+        var renamed = JobGraph(name: "renamed")
+        renamed.add(Echo.self, input: "a", name: "other")
+        let error = await #expect(throws: DurableError.self) { _ = try await store.submit(renamed, uniqueKey: "k") }
+        #expect(error?.code == .uniqueKeyConflict)
+        #expect(error?.message.contains("whose job 0 is '\(Echo.kind)'") == true)
     }
 
     @Test("identities are never given twice, even after pruning deleted the newest runs")

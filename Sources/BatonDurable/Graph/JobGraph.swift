@@ -172,11 +172,24 @@ extension JobStore {
         var spec = try graph.spec()
         spec.traceCarrier = spec.carrierToStore(instrument: instrument)
         let run = DurableRun(try await submit(spec, uniqueKey: uniqueKey))
-        if run.existing, run.jobs.count != spec.jobs.count {
+        guard run.existing else { return run }
+        if run.jobs.count != spec.jobs.count {
             throw DurableError(
                 code: .uniqueKeyConflict,
                 message:
                     "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), a run of \(run.jobs.count) jobs; graph '\(spec.name)' has \(spec.jobs.count), so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
+            )
+        }
+        // As many jobs is not yet the same shape: each handle must name a job of that name and kind.
+        let stored = Dictionary(
+            try await snapshot(of: run.id).jobs.map { ($0.id, ($0.name, $0.kind)) },
+            uniquingKeysWith: { first, _ in first })
+        for (index, job) in spec.jobs.enumerated() {
+            guard let (name, kind) = stored[run.jobs[index]], name != job.name || kind != job.kind else { continue }
+            throw DurableError(
+                code: .uniqueKeyConflict,
+                message:
+                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), whose job \(index) is '\(name)' (kind '\(kind)'); graph '\(spec.name)' has '\(job.name)' (kind '\(job.kind)') there, so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
             )
         }
         return run
