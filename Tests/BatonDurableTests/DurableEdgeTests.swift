@@ -171,6 +171,20 @@ struct DurableEdgeTests {
         _ = try DurableWorker(store: store, jobs: [Echo()], configuration: .init())
     }
 
+    @Test("a category limit or an attempt count below 1 is refused at submission, saying which job, not raised to 1")
+    func limitsBelowOneAreRefused() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var zeroLimit = JobGraph(name: "g")
+        zeroLimit.add(Echo.self, input: "a", name: "a", categories: [.named("db", limit: 0)])
+        let limit = await #expect(throws: DurableError.self) { _ = try await store.submit(zeroLimit) }
+        #expect(limit?.message.contains("job 'a' names category") == true)
+        var noAttempts = JobGraph(name: "g")
+        noAttempts.add(Echo.self, input: "a", name: "a", retry: .immediate(maxAttempts: 0))
+        let attempts = await #expect(throws: DurableError.self) { _ = try await store.submit(noAttempts) }
+        #expect(attempts?.message.contains("job 'a' allows 0 attempts") == true)
+        #expect(try await store.claim(worker: "w", kinds: [Echo.kind], limit: 9, lease: .seconds(9)).isEmpty)
+    }
+
     @Test(
         "a unique key held by a run of another shape (job count, or a job's name or kind) is refused; one of the same shape returns the run"
     )

@@ -10,9 +10,10 @@ public struct DurableCategory: Hashable, Codable, Sendable, CustomStringConverti
     public var name: String
     public var limit: Int
 
+    /// A limit below 1 is refused when a graph naming it is submitted (it was raised to 1 in silence).
     public init(name: String, limit: Int = 1) {
         self.name = name
-        self.limit = max(1, limit)
+        self.limit = limit
     }
 
     /// A category `name` of which at most `limit` holders run at once (1: mutually exclusive).

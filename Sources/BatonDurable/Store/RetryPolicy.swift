@@ -24,8 +24,10 @@ public struct RetryPolicy: Hashable, Codable, Sendable, CustomStringConvertible 
         case exponential(initial: Duration, multiplier: Double, maximum: Duration, jitter: Double)
     }
 
+    /// Fewer than 1 attempt is refused when a graph with the policy is submitted (it was raised to 1 in
+    /// silence).
     public init(maxAttempts: Int, delay: Delay) {
-        self.maxAttempts = max(1, maxAttempts)
+        self.maxAttempts = maxAttempts
         self.delay = delay
     }
 
