@@ -158,6 +158,7 @@ struct DurableEdgeTests {
         for (configuration, setting) in [
             (DurableWorker.Configuration(renewInterval: .zero), "renewInterval"),
             (DurableWorker.Configuration(pollInterval: .zero), "pollInterval"),
+            (DurableWorker.Configuration(maxConcurrentJobs: 0), "maxConcurrentJobs"),
             (DurableWorker.Configuration(leaseDuration: .seconds(-1)), "leaseDuration"),
             (DurableWorker.Configuration(retention: .seconds(-5)), "retention"),
         ] {

@@ -79,7 +79,7 @@ public final class DurableWorker: Service, Sendable {
             tracer: (any Tracer)? = nil
         ) {
             self.id = id
-            self.maxConcurrentJobs = max(1, maxConcurrentJobs)
+            self.maxConcurrentJobs = maxConcurrentJobs
             self.leaseDuration = leaseDuration
             self.renewInterval = renewInterval
             self.pollInterval = pollInterval
@@ -110,6 +110,9 @@ public final class DurableWorker: Service, Sendable {
             }
             if !StoredText.isStorable(id) {
                 throw fail("its id contains a NUL character (\\0), which no store can keep; give an id without one.")
+            }
+            if maxConcurrentJobs < 1 {
+                throw fail("maxConcurrentJobs is \(maxConcurrentJobs); give 1 or more.")
             }
             if shutdownGracePeriod < .zero {
                 throw fail("shutdownGracePeriod is \(shutdownGracePeriod); use zero or more.")
