@@ -49,11 +49,17 @@ struct PostgresFaultTests {
             }
             let run = try await store.submit(
                 Self.chaosGraph(micros: 600_000_000, categories: [.named("solo")]), uniqueKey: nil)
+            // The worker's journal of its work (the chaos checker's; unread here).
+            let journal = FileManager.default.temporaryDirectory.appendingPathComponent(
+                "\(configuration.schema)-journal"
+            ).path
+            try FileManager.default.createDirectory(atPath: journal, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(atPath: journal) }
             let process = Process()
             process.executableURL = executable
             process.arguments = [
                 "worker", "--url", TestPostgres.url!, "--schema", configuration.schema, "--id", "victim",
-                "--lease-ms", "1000",
+                "--lease-ms", "1000", "--journal", journal,
             ]
             try process.run()
             defer { if process.isRunning { kill(process.processIdentifier, SIGKILL) } }
