@@ -10,13 +10,10 @@ import Testing
 struct DurableWorkerServiceTests {
     @Test("a service group's graceful shutdown stops the worker and gives its jobs back")
     func gracefulShutdown() async throws {
-        let store = try SQLiteJobStore.inMemory()
-        let started = Gate()
-        let endings = Protected<[String]>([])
-        var graph = JobGraph(name: "g")
-        graph.add(Blocker.self, input: "b")
-        let run = try await store.submit(graph)
-        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let setup = try await BlockerSetup()
+        let (store, run, worker, started, endings) = (
+            setup.store, setup.run, setup.worker, setup.started, setup.endings
+        )
         let group = ServiceGroup(
             configuration: .init(services: [worker], logger: Logger(label: "test.service-group")))
         let running = Task { try await group.run() }

@@ -246,13 +246,8 @@ struct DurableWorkerTests {
 
     @Test("a second run() of a worker that runs is refused with an error that says so; the first runs on")
     func secondRunIsRefused() async throws {
-        let store = try SQLiteJobStore.inMemory()
-        let started = Gate()
-        let endings = Protected<[String]>([])
-        var graph = JobGraph(name: "g")
-        graph.add(Blocker.self, input: "b")
-        _ = try await store.submit(graph)
-        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let setup = try await BlockerSetup()
+        let (worker, started, endings) = (setup.worker, setup.started, setup.endings)
         let running = Task { try await worker.run() }
         try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
         let error = await #expect(throws: DurableError.self) { try await worker.run() }
@@ -270,13 +265,10 @@ struct DurableWorkerTests {
         "a store closed under a running worker stops it: run(until:) throws an error saying so, rather than retrying for ever"
     )
     func closedStoreStopsTheWorker() async throws {
-        let store = try SQLiteJobStore.inMemory()
-        let started = Gate()
-        let endings = Protected<[String]>([])
-        var graph = JobGraph(name: "g")
-        graph.add(Blocker.self, input: "b")
-        let run = try await store.submit(graph)
-        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let setup = try await BlockerSetup()
+        let (store, run, worker, started, endings) = (
+            setup.store, setup.run, setup.worker, setup.started, setup.endings
+        )
         let running = Task { try await worker.run(until: run) }
         try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
         try store.close()
@@ -368,13 +360,10 @@ struct DurableWorkerTests {
 
     @Test("a graceful shutdown gives running jobs back to the store, unattempted")
     func shutdownReleases() async throws {
-        let store = try SQLiteJobStore.inMemory()
-        let started = Gate()
-        let endings = Protected<[String]>([])
-        var graph = JobGraph(name: "g")
-        graph.add(Blocker.self, input: "b")
-        let run = try await store.submit(graph)
-        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], grace: .zero)
+        let setup = try await BlockerSetup()
+        let (store, run, worker, started, endings) = (
+            setup.store, setup.run, setup.worker, setup.started, setup.endings
+        )
         let running = Task { try await worker.run() }
         try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
         worker.shutdown()

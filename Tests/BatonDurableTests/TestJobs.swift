@@ -106,3 +106,23 @@ func makeWorker(
             id: id, maxConcurrentJobs: 8, leaseDuration: lease, renewInterval: renew, pollInterval: .milliseconds(200),
             shutdownGracePeriod: grace))
 }
+
+/// An in-memory store holding one run of one `Blocker` job ("b"), and a worker for it (no grace
+/// period unless given): what the worker tests that stop, cancel or close around a running job share.
+struct BlockerSetup {
+    let store: SQLiteJobStore
+    let run: DurableRun
+    let worker: DurableWorker
+    let started: Gate
+    let endings: Protected<[String]>
+
+    init(renew: Duration = .seconds(2), grace: Duration = .zero) async throws {
+        store = try SQLiteJobStore.inMemory()
+        started = Gate()
+        endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        run = try await store.submit(graph)
+        worker = try makeWorker(store, [Blocker(started: started, endings: endings)], renew: renew, grace: grace)
+    }
+}
