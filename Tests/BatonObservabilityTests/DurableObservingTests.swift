@@ -51,7 +51,9 @@ import Tracing
         let leaseLost = Gate()
         func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {
             if attempt.kind == FailOnce.kind, end == .succeeded { flakySucceeded.open() }
-            if end == .leaseLost { leaseLost.open() }
+            // Lost at the renewal, or (should the worker's lease watch see the moved clock first) stopped
+            // as running out of lease and its report rejected: the thief holds the lease either way.
+            if end == .leaseLost || end == .rejected { leaseLost.open() }
         }
     }
 
