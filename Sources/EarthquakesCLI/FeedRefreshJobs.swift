@@ -31,6 +31,9 @@ struct FetchFeed: DurableJob {
     let timeout: Duration
     let totalTimeout: Duration?
 
+    /// The feed a "204 No Content" response stands for.
+    static let noEvents = #"{"type":"FeatureCollection","features":[]}"#
+
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
         guard case .url(let url) = try EarthquakesCLI.source(input.feed) else {
             throw CLIError("--feed \(input.feed): use an http(s) address or a file path")
@@ -47,7 +50,12 @@ struct FetchFeed: DurableJob {
         let queue = JobQueue(name: "fetch \(input.feed)")
         queue.add(download)
         switch await download.outcomeCancellingWithTask() {
-        case .succeeded: return Output(feed: input.feed, file: destination.path)
+        case .succeeded:
+            // "204 No Content" (an FDSN event query that matched no event): a feed of no events.
+            if download.statusCode == 204 {
+                try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
+            }
+            return Output(feed: input.feed, file: destination.path)
         case .failed(let error): throw error
         case .cancelled(let reason): throw reason
         }
