@@ -296,9 +296,33 @@ public struct EarthquakesCLI: Sendable {
                 "the feed from \(source) is not usable: \(sentence(error.description)) \(unchanged)")
         case let error as StoreError:
             return error
+        case let error as NetworkError where error.code == .httpStatus:
+            return CLIError("\(sentence(message(for: withAdvice(error)))) \(unchanged)")
         default:
             return CLIError("\(sentence(message(for: error))) \(unchanged)")
         }
+    }
+
+    /// An HTTP error status with what to do about it ("HTTP 404 (Not Found) from …. There is no feed at
+    /// that address: …"); any other error as it is.
+    static func withAdvice(_ error: any Error) -> any Error {
+        guard let network = error as? NetworkError, network.code == .httpStatus, let status = network.statusCode
+        else { return error }
+        let advice: String
+        switch status {
+        case 404, 410:
+            advice =
+                "There is no feed at that address: check it (USGS feeds end in .geojson, for example \(defaultFeedURL.absoluteString))."
+        case 401, 403, 407:
+            advice = "The server refused access: check the address, and a proxy that may need signing in to."
+        case 408, 429, 500...599:
+            advice = "The server is busy or failing: try again later."
+        case 400...499:
+            advice = "The server refused the request: check the address (for an FDSN event query, its parameters)."
+        default:
+            return error
+        }
+        return CLIError("\(sentence(network.description)) \(advice)")
     }
 
     /// What a refresh that imported nothing says of the database: a database it created (which it never

@@ -56,7 +56,7 @@ struct FetchFeed: DurableJob {
                 try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
             }
             return Output(feed: input.feed, file: destination.path)
-        case .failed(let error): throw error
+        case .failed(let error): throw EarthquakesCLI.withAdvice(error)
         case .cancelled(let reason): throw reason
         }
     }
