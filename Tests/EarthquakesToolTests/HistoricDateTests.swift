@@ -26,4 +26,23 @@ import Testing
         try EarthquakesCLI.forTests(shared).show(id: "old1", database: path, json: false, share: true)
         #expect(shared.stdout.contains(", 1500-03-01 12:00 UTC — "), "\(shared.stdout)")
     }
+
+    @Test func jsonWritesAnOldEventInTheCalendarOfCSV() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let date = Date(timeIntervalSince1970: -14_826_628_800.25)
+        _ = try EarthquakeStore(path: path).importFeed([
+            Earthquake(id: "old1", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date)
+        ])
+        let json = CapturedConsole()
+        try EarthquakesCLI.forTests(json).show(id: "old1", database: path, json: true)
+        #expect(json.stdout.contains(#""time" : "1500-03-01T11:59:59.750Z""#), "\(json.stdout)")
+        let list = CapturedConsole()
+        try EarthquakesCLI.forTests(list).list(ListOptions(), database: path, json: true)
+        #expect(list.stdout.contains(#""updated" : "1500-03-01T11:59:59.750Z""#), "\(list.stdout)")
+        let csv = CapturedConsole()
+        try EarthquakesCLI.forTests(csv).list(ListOptions(csv: true), database: path, json: false)
+        #expect(csv.stdout.contains("old1,1500-03-01T11:59:59.750Z,"), "\(csv.stdout)")
+    }
 }
