@@ -204,6 +204,16 @@ extension EarthquakesCLI {
         }
         let path = DatabaseLocation.path(option: database, environment: environment)
         try picture.check(database: path, feeds: feeds.map(FeedRefresh.expand))
+        // What can be refused without the database is refused before it (or its job store) is created: a
+        // missing feed file, or a resume with no job store to resume from.
+        for feed in FeedRefresh.distinct(given) {
+            if case .url(let url) = try Self.source(feed), url.isFileURL { try Self.checkFeedFile(url.path) }
+        }
+        if given.isEmpty, resume, !FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: path)) {
+            throw CLIError(
+                "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
+                    + "run `earthquakes refresh --feed …` to start one")
+        }
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         // Whether this refresh creates the database: only for what a refresh that imports nothing says. No
         // file is ever deleted for it (another process may have opened the database or the job store).

@@ -404,7 +404,15 @@ public struct EarthquakesCLI: Sendable {
     static func checkFeedFile(_ path: String) throws(CLIError) {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
-            throw CLIError("could not read the feed file \(path): no such file; check the path given to --feed")
+            // `--feeds dya`, `--feed 5.4_week`: a mistyped feed name is read as a file name.
+            let name = (path as NSString).lastPathComponent
+            let names =
+                name.contains(".geojson") || name.contains(".json")
+                ? ""
+                : " (or name a USGS feed: hour, day, week, month, or a level and a period such as all_day, "
+                    + "1.0_hour, 4.5_week, significant_month)"
+            throw CLIError(
+                "could not read the feed file \(path): no such file; check the path given to --feed\(names)")
         }
         if isFolder.boolValue {
             throw CLIError(
