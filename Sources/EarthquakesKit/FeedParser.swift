@@ -262,6 +262,7 @@ public struct FeedParser: Sendable {
             return (0..<bytes.count, nil)
         }
         guard let result else { throw FeedError.emptyInput }
+        if let archive = Self.archiveKind(of: data) { throw FeedError.compressed(archive) }
         if result.callback == nil, let page = Self.htmlStart(of: data) {
             throw FeedError.notGeoJSON(startingWith: page)
         }
@@ -581,6 +582,15 @@ public struct FeedParser: Sendable {
         guard text.first == "<" else { return nil }
         let line = text.prefix { $0 != "\n" && $0 != "\r" }.prefix(40)
         return String(line)
+    }
+
+    /// `"gzip"` or `"ZIP"` when `data` starts with that format's signature (a `.gz` file given as the feed,
+    /// or a server that compressed the body without saying so), else `nil`.
+    static func archiveKind(of data: Data) -> String? {
+        let head = Array(data.prefix(4))
+        if head.count >= 2, head[0] == 0x1F, head[1] == 0x8B { return "gzip" }
+        if head == [0x50, 0x4B, 0x03, 0x04] { return "ZIP" }
+        return nil
     }
 
     /// The largest magnitude, either side of zero, a feature may have: beyond it a value is an error.
