@@ -33,10 +33,11 @@ extension EarthquakesCLI {
                 return
             }
             let writer = makeWriter(options, distances: options.near != nil)
-            if !rows.isEmpty { writer.header() }
+            // CSV with no rows is still CSV: its header line (the note goes to standard error).
+            if !rows.isEmpty || options.csv { writer.header() }
             for (quake, distance) in rows { RowViews.with(quake, distance: distance) { writer.row($0) } }
             writer.finish()
-            if rows.isEmpty { try printNoMatch(store, path: path) }
+            if rows.isEmpty { try printNoMatch(store, path: path, csv: options.csv) }
             return
         }
 
@@ -45,9 +46,10 @@ extension EarthquakesCLI {
             if writer.rows == 0 { writer.header() }
             writer.row(row)
         }
+        if writer.rows == 0, options.csv { writer.header() }
         writer.finish()
         if writer.rows == 0 {
-            try printNoMatch(store, path: path)
+            try printNoMatch(store, path: path, csv: options.csv)
         } else if console.isErrorTerminal, !options.csv {
             if let age = try dataAge(store) { console.error(age + "\n") }
         }
@@ -125,12 +127,15 @@ extension EarthquakesCLI {
             flush: { console.write($0) })
     }
 
-    private func printNoMatch(_ store: EarthquakeStore, path: String) throws {
+    /// Says that nothing matched: on standard output after a table, on standard error after CSV (whose
+    /// output stays a CSV file: its header alone).
+    private func printNoMatch(_ store: EarthquakeStore, path: String, csv: Bool) throws {
         let total = try store.count()
-        console.print(
+        let text =
             total == 0
-                ? "No earthquakes stored in \(path) yet. Run `earthquakes refresh` (or `earthquakes` for sample data)."
-                : "No earthquakes match (\(total) stored).")
+            ? "No earthquakes stored in \(path) yet. Run `earthquakes refresh` (or `earthquakes` for sample data)."
+            : "No earthquakes match (\(total) stored)."
+        if csv { console.error(text + "\n") } else { console.print(text) }
     }
 
     static func sorted(

@@ -171,6 +171,8 @@ struct FeedsRefreshJSON: Encodable {
         /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
         var deleted: Int?
         var removedDeleted: Int?
+        /// Stored rows of events the feed publishes under another id, replaced by them.
+        var replaced: Int?
         var importedBeforeResume: Bool?
         var error: String?
     }
@@ -202,6 +204,16 @@ extension EarthquakesCLI {
         }
         let path = DatabaseLocation.path(option: database, environment: environment)
         try picture.check(database: path, feeds: feeds.map(FeedRefresh.expand))
+        // What can be refused without the database is refused before it (or its job store) is created: a
+        // missing feed file, or a resume with no job store to resume from.
+        for feed in FeedRefresh.distinct(given) {
+            if case .url(let url) = try Self.source(feed), url.isFileURL { try Self.checkFeedFile(url.path) }
+        }
+        if given.isEmpty, resume, !FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: path)) {
+            throw CLIError(
+                "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
+                    + "run `earthquakes refresh --feed …` to start one")
+        }
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
         // Whether this refresh creates the database: only for what a refresh that imports nothing says. No
         // file is ever deleted for it (another process may have opened the database or the job store).
@@ -396,7 +408,8 @@ extension EarthquakesCLI {
                         unchanged: summary.unchanged,
                         total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
                         duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
-                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
+                        removedDeleted: summary.removed, replaced: summary.replaced,
+                        importedBeforeResume: before[index] != nil))
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.

@@ -182,7 +182,8 @@ public struct EarthquakesCLI: Sendable {
                 unchanged: summary.unchanged, total: summary.total, duplicates: summary.duplicates,
                 duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, warnings: warnings,
                 types: Dictionary(types.map { ($0.type, $0.count) }, uniquingKeysWith: +),
-                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
+                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed,
+                replaced: summary.replaced)
             console.print(try JSONText.encode(result))
         } else {
             for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }
@@ -232,6 +233,11 @@ public struct EarthquakesCLI: Sendable {
             )
         }
         if let deleted = deletedNote(summary) { notes.append(deleted) }
+        if summary.replaced > 0 {
+            notes.append(
+                "\(summary.replaced) stored event\(summary.replaced == 1 ? "" : "s") now published under another id: the row under the old id was replaced"
+            )
+        }
         return notes
     }
 
@@ -291,9 +297,33 @@ public struct EarthquakesCLI: Sendable {
                 "the feed from \(source) is not usable: \(sentence(error.description)) \(unchanged)")
         case let error as StoreError:
             return error
+        case let error as NetworkError where error.code == .httpStatus:
+            return CLIError("\(sentence(message(for: withAdvice(error)))) \(unchanged)")
         default:
             return CLIError("\(sentence(message(for: error))) \(unchanged)")
         }
+    }
+
+    /// An HTTP error status with what to do about it ("HTTP 404 (Not Found) from …. There is no feed at
+    /// that address: …"); any other error as it is.
+    static func withAdvice(_ error: any Error) -> any Error {
+        guard let network = error as? NetworkError, network.code == .httpStatus, let status = network.statusCode
+        else { return error }
+        let advice: String
+        switch status {
+        case 404, 410:
+            advice =
+                "There is no feed at that address: check it (USGS feeds end in .geojson, for example \(defaultFeedURL.absoluteString))."
+        case 401, 403, 407:
+            advice = "The server refused access: check the address, and a proxy that may need signing in to."
+        case 408, 429, 500...599:
+            advice = "The server is busy or failing: try again later."
+        case 400...499:
+            advice = "The server refused the request: check the address (for an FDSN event query, its parameters)."
+        default:
+            return error
+        }
+        return CLIError("\(sentence(network.description)) \(advice)")
     }
 
     /// What a refresh that imported nothing says of the database: a database it created (which it never
@@ -374,7 +404,15 @@ public struct EarthquakesCLI: Sendable {
     static func checkFeedFile(_ path: String) throws(CLIError) {
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
-            throw CLIError("could not read the feed file \(path): no such file; check the path given to --feed")
+            // `--feeds dya`, `--feed 5.4_week`: a mistyped feed name is read as a file name.
+            let name = (path as NSString).lastPathComponent
+            let names =
+                name.contains(".geojson") || name.contains(".json")
+                ? ""
+                : " (or name a USGS feed: hour, day, week, month, or a level and a period such as all_day, "
+                    + "1.0_hour, 4.5_week, significant_month)"
+            throw CLIError(
+                "could not read the feed file \(path): no such file; check the path given to --feed\(names)")
         }
         if isFolder.boolValue {
             throw CLIError(

@@ -31,6 +31,9 @@ struct FetchFeed: DurableJob {
     let timeout: Duration
     let totalTimeout: Duration?
 
+    /// The feed a "204 No Content" response stands for.
+    static let noEvents = #"{"type":"FeatureCollection","features":[]}"#
+
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
         guard case .url(let url) = try EarthquakesCLI.source(input.feed) else {
             throw CLIError("--feed \(input.feed): use an http(s) address or a file path")
@@ -47,8 +50,13 @@ struct FetchFeed: DurableJob {
         let queue = JobQueue(name: "fetch \(input.feed)")
         queue.add(download)
         switch await download.outcomeCancellingWithTask() {
-        case .succeeded: return Output(feed: input.feed, file: destination.path)
-        case .failed(let error): throw error
+        case .succeeded:
+            // "204 No Content" (an FDSN event query that matched no event): a feed of no events.
+            if download.statusCode == 204 {
+                try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
+            }
+            return Output(feed: input.feed, file: destination.path)
+        case .failed(let error): throw EarthquakesCLI.withAdvice(error)
         case .cancelled(let reason): throw reason
         }
     }
@@ -113,12 +121,15 @@ struct ImportFeed: DurableJob {
         /// have neither).
         var deleted: Int?
         var removed: Int?
+        /// Rows of events now published under another id, replaced (optional: older versions recorded none).
+        var replaced: Int?
 
         var summary: ImportSummary {
             ImportSummary(
                 inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates,
                 duplicateIDs: duplicateIDs ?? [], skipped: skipped,
-                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0)
+                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0,
+                replaced: replaced ?? 0)
         }
     }
 
@@ -138,7 +149,7 @@ struct ImportFeed: DurableJob {
                 otherTypes: summary.otherTypes,
                 warnings: feed.warnings.map(\.description),
                 hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
-                removed: summary.removed)
+                removed: summary.removed, replaced: summary.replaced)
         }
     }
 }

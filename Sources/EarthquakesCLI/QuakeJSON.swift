@@ -71,10 +71,16 @@ struct QuakeJSON: Encodable {
         case type, status, tsunami, alert, network, url
     }
 
+    /// `yyyy-MM-ddTHH:mm:ss.SSSZ`, in the proleptic Gregorian calendar ISO 8601 prescribes, as `--csv`
+    /// writes it (an `ISO8601DateFormatter` switches to the Julian calendar before 1582-10-15).
     static func iso(_ date: Date) -> String {
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: date)
+        let milliseconds = date.millisecondsSince1970
+        var text = ""
+        CivilTime.appendMinute(milliseconds, seconds: true, to: &text)
+        let millis = Int((milliseconds % 1000 + 1000) % 1000)
+        let fraction = String(millis)
+        let day = text.lastIndex(of: " ").map { text.replacingCharacters(in: $0...$0, with: "T") } ?? text
+        return day + "." + String(repeating: "0", count: 3 - fraction.count) + fraction + "Z"
     }
 }
 
@@ -100,6 +106,8 @@ struct RefreshJSON: Encodable {
     /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
     var deleted: Int
     var removedDeleted: Int
+    /// Stored rows of events the feed publishes under another id, replaced by them.
+    var replaced: Int
 }
 
 enum JSONText {

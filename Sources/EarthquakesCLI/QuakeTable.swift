@@ -40,11 +40,10 @@ enum QuakeTable {
 
     /// `2025-10-29 14:02` in UTC.
     static func minute(_ date: Date) -> String {
-        let formatter = DateFormatter()
-        formatter.locale = Locale(identifier: "en_US_POSIX")
-        formatter.timeZone = TimeZone(identifier: "UTC")
-        formatter.dateFormat = "yyyy-MM-dd HH:mm"
-        return formatter.string(from: date)
+        // The proleptic Gregorian calendar of the table and of `show`'s time line (``CivilTime``): a
+        // `DateFormatter` switches to the Julian calendar before 1582-10-15 and drops the sign of years
+        // before 1 (1500-03-01 was 1500-02-20).
+        CivilTime.minute(date.millisecondsSince1970)
     }
 
     /// A number with a fixed count of decimals, independent of locale.

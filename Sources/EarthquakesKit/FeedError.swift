@@ -131,6 +131,14 @@ extension FeedError {
         )
     }
 
+    static func compressed(_ format: String) -> FeedError {
+        FeedError(
+            .malformedJSON,
+            "the feed is \(format)-compressed (it starts with the \(format) signature), not JSON text: decompress it "
+                + "first (\(format == "gzip" ? "gunzip FILE" : "unzip FILE")) and give the .geojson file inside."
+        )
+    }
+
     static func detailDocument(id: String?) -> FeedError {
         let which = id.map { " (event \"\($0)\")" } ?? ""
         return FeedError(

@@ -50,10 +50,47 @@ extension FeedParser {
         data.withUnsafeBytes { raw in
             let all = raw.bindMemory(to: UInt8.self)
             let json = UnsafeBufferPointer(rebasing: all[jsonRange])
-            guard let failure = JSONSyntaxChecker.firstError(in: json) else { return nil }
-            let position = FeedError.Position(offset: jsonRange.lowerBound + failure.offset, in: all)
-            return FeedError.malformedJSON(failure.reason, at: position)
+            if let failure = JSONSyntaxChecker.firstError(in: json) {
+                let position = FeedError.Position(offset: jsonRange.lowerBound + failure.offset, in: all)
+                return FeedError.malformedJSON(failure.reason, at: position)
+            }
+            // Valid JSON that `JSONDecoder` refuses: nested deeper than it reads.
+            guard let offset = tooDeep(json) else { return nil }
+            let position = FeedError.Position(offset: jsonRange.lowerBound + offset, in: all)
+            return FeedError.malformedJSON(
+                "arrays and objects nested more than \(maximumNesting) deep (a USGS feed nests 5 deep)", at: position)
         }
+    }
+
+    /// How deep `JSONDecoder` reads arrays and objects nested in one another.
+    static let maximumNesting = 512
+
+    /// The offset of the first array or object opened deeper than ``maximumNesting``, or `nil`.
+    static func tooDeep(_ json: UnsafeBufferPointer<UInt8>) -> Int? {
+        var depth = 0
+        var inString = false
+        var escaped = false
+        for (offset, byte) in json.enumerated() {
+            if inString {
+                if escaped {
+                    escaped = false
+                } else if byte == UInt8(ascii: "\\") {
+                    escaped = true
+                } else if byte == UInt8(ascii: "\"") {
+                    inString = false
+                }
+                continue
+            }
+            switch byte {
+            case UInt8(ascii: "\""): inString = true
+            case UInt8(ascii: "["), UInt8(ascii: "{"):
+                depth += 1
+                if depth > maximumNesting { return offset }
+            case UInt8(ascii: "]"), UInt8(ascii: "}"): depth -= 1
+            default: break
+            }
+        }
+        return nil
     }
 
     private static func unexpectedValue(_ context: DecodingError.Context, _ problem: String) -> FeedError {

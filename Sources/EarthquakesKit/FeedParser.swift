@@ -109,6 +109,29 @@ public struct FeedParser: Sendable {
         var fingerprints: [FeatureFingerprint?] = []
         var pending: [PendingFeature] = []
         var source: (data: Data, units: TimeUnits)?
+        /// The other ids of the decoded events that list some (``Feed/otherIDs``).
+        var otherIDs: [String: [String]] = [:]
+    }
+
+    /// The ids of a feature's `ids` list (`",ak0251,us7000abcd,"`) other than its `id`, in order, each once.
+    static func otherIDs(_ list: String?, of id: String?) -> [String] {
+        guard let list, let id, list.utf8.contains(UInt8(ascii: ",")) else { return [] }
+        var others: [String] = []
+        for part in list.split(separator: ",") where part != id {  // (the usual list: no copy made)
+            let other = part.trimmingCharacters(in: .whitespaces)
+            if !other.isEmpty, other != id, !others.contains(other) { others.append(other) }
+        }
+        return others
+    }
+
+    /// Adds the other ids `feature` lists to `otherIDs` (under its id).
+    static func collectOtherIDs(of feature: WireFeature, into otherIDs: inout [String: [String]]) {
+        guard let id = feature.id else { return }
+        let others = Self.otherIDs(feature.properties?.ids, of: id)
+        guard !others.isEmpty else { return }
+        var merged = otherIDs[id] ?? []
+        for other in others where !merged.contains(other) { merged.append(other) }
+        otherIDs[id] = merged
     }
 
     private func feed(metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning]) throws(FeedError) -> Feed {
@@ -128,6 +151,7 @@ public struct FeedParser: Sendable {
             fingerprints: parsed.fingerprints,
             pending: parsed.pending,
             source: parsed.source,
+            otherIDs: parsed.otherIDs,
             warnings: warnings
         )
     }
@@ -184,6 +208,7 @@ public struct FeedParser: Sendable {
                     continue
                 }
                 guard let wire = FeedScanner.feature(in: all, range: range) else { return .success(nil) }
+                Self.collectOtherIDs(of: wire, into: &parsed.otherIDs)
                 do throws(FeedError) {
                     parsed.quakes.append(
                         try Self.earthquake(wire, index: index, of: located.count, units: units))
@@ -237,6 +262,7 @@ public struct FeedParser: Sendable {
             return (0..<bytes.count, nil)
         }
         guard let result else { throw FeedError.emptyInput }
+        if let archive = Self.archiveKind(of: data) { throw FeedError.compressed(archive) }
         if result.callback == nil, let page = Self.htmlStart(of: data) {
             throw FeedError.notGeoJSON(startingWith: page)
         }
@@ -298,6 +324,7 @@ public struct FeedParser: Sendable {
         var afterRevision = false
         var readable = 0
         var hashed = false
+        var otherIDs: [String: [String]] = [:]
         // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
         for index in features.indices {
             switch features[index] {
@@ -309,6 +336,7 @@ public struct FeedParser: Sendable {
                     || Self.timeAfterRevisionAsSeconds(
                         time: feature.properties?.time, updated: feature.properties?.updated)
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
+                Self.collectOtherIDs(of: feature, into: &otherIDs)
                 readable += 1
             case .unreadable(let error):
                 if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
@@ -327,6 +355,7 @@ public struct FeedParser: Sendable {
         if let error = converted.error { throw error }
         parsed.quakes = converted.quakes
         parsed.fingerprints = converted.fingerprints
+        parsed.otherIDs = otherIDs
         problems += converted.problems
         problems.sort { $0.index < $1.index }
         for problem in problems {
@@ -553,6 +582,15 @@ public struct FeedParser: Sendable {
         guard text.first == "<" else { return nil }
         let line = text.prefix { $0 != "\n" && $0 != "\r" }.prefix(40)
         return String(line)
+    }
+
+    /// `"gzip"` or `"ZIP"` when `data` starts with that format's signature (a `.gz` file given as the feed,
+    /// or a server that compressed the body without saying so), else `nil`.
+    static func archiveKind(of data: Data) -> String? {
+        let head = Array(data.prefix(4))
+        if head.count >= 2, head[0] == 0x1F, head[1] == 0x8B { return "gzip" }
+        if head == [0x50, 0x4B, 0x03, 0x04] { return "ZIP" }
+        return nil
     }
 
     /// The largest magnitude, either side of zero, a feature may have: beyond it a value is an error.

@@ -166,7 +166,10 @@ public final class GetEarthquakes: Sendable {
             input = .data(data)
         }
 
-        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store)
+        // An FDSN event query that matches no event is answered "204 No Content": no events, not an error.
+        var noContent: (@Sendable () -> Bool)?
+        if let download = self.download { noContent = { download.statusCode == 204 } }
+        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store, noContent: noContent)
         if let download { parse.addDependency(download) }
         if let progress { parse.onStart { _ in progress(.parsing) } }
         var willImport: (@Sendable (Int) -> Void)?

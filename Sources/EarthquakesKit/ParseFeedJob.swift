@@ -35,6 +35,9 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
     /// The store the feed will be imported into: its fingerprinted rows are read before parsing, so that
     /// the features it already holds are not decoded (see ``FeedParser/parse(_:known:)``).
     private let store: EarthquakeStore?
+    /// Whether the server answered "204 No Content" (an FDSN event query that matched no event): then an
+    /// empty input is a feed of no events, not a failed download.
+    private let noContent: (@Sendable () -> Bool)?
     private let lock = Lock()
     private var storedFeed: Feed?
 
@@ -43,6 +46,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         self.input = input
         self.parser = parser
         self.store = nil
+        self.noContent = nil
         super.init(name: name ?? "parse feed")
     }
 
@@ -50,10 +54,17 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
     /// holds exactly are not decoded (the ``ImportFeedJob`` checks them in its transaction), which makes
     /// re-importing an unchanged feed much faster. The resulting ``feed`` is the same, its
     /// ``Feed/earthquakes`` decoding the skipped features when read.
-    package init(name: String? = nil, input: Input, parser: FeedParser = FeedParser(), store: EarthquakeStore) {
+    ///
+    /// `noContent` tells, when the job runs, whether the input is the body of a "204 No Content" response:
+    /// then an empty input is a feed of no events.
+    package init(
+        name: String? = nil, input: Input, parser: FeedParser = FeedParser(), store: EarthquakeStore,
+        noContent: (@Sendable () -> Bool)? = nil
+    ) {
         self.input = input
         self.parser = parser
         self.store = store
+        self.noContent = noContent
         super.init(name: name ?? "parse feed")
     }
 
@@ -73,6 +84,10 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
             }
         }
         if isCancelled { throw CancellationError() }
+        if data.isEmpty, let noContent, noContent() {
+            lock.withLock { storedFeed = Feed(metadata: Feed.Metadata(), earthquakes: []) }
+            return
+        }
         // Reading the store's fingerprints only saves time: when it fails, the feed is parsed in full (and
         // the import reports what is wrong with the store).
         let known = (try? store?.knownFeatures()) ?? KnownFeatures()

@@ -1,0 +1,48 @@
+import EarthquakesCLI
+import EarthquakesKit
+import Foundation
+import Testing
+
+/// `show` writes every date in the one calendar the table uses (proleptic Gregorian, UTC): an event of
+/// 1500 (historical catalogues go back that far) has the same date on its time line, its updated line and
+/// its share line.
+@Suite struct HistoricDateTests {
+    @Test func showsAnOldEventInOneCalendar() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        // 1500-03-01 12:00 UTC, proleptic Gregorian.
+        let date = Date(timeIntervalSince1970: -14_826_628_800)
+        _ = try EarthquakeStore(path: path).importFeed([
+            Earthquake(
+                id: "old1", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date,
+                type: "earthquake")
+        ])
+        let captured = CapturedConsole()
+        try EarthquakesCLI.forTests(captured).show(id: "old1", database: path, json: false)
+        #expect(captured.stdout.contains("time       1500-03-01 12:00:00 UTC"), "\(captured.stdout)")
+        #expect(captured.stdout.contains("updated    1500-03-01 12:00 UTC"), "\(captured.stdout)")
+        let shared = CapturedConsole()
+        try EarthquakesCLI.forTests(shared).show(id: "old1", database: path, json: false, share: true)
+        #expect(shared.stdout.contains(", 1500-03-01 12:00 UTC — "), "\(shared.stdout)")
+    }
+
+    @Test func jsonWritesAnOldEventInTheCalendarOfCSV() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let date = Date(timeIntervalSince1970: -14_826_628_800.25)
+        _ = try EarthquakeStore(path: path).importFeed([
+            Earthquake(id: "old1", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date)
+        ])
+        let json = CapturedConsole()
+        try EarthquakesCLI.forTests(json).show(id: "old1", database: path, json: true)
+        #expect(json.stdout.contains(#""time" : "1500-03-01T11:59:59.750Z""#), "\(json.stdout)")
+        let list = CapturedConsole()
+        try EarthquakesCLI.forTests(list).list(ListOptions(), database: path, json: true)
+        #expect(list.stdout.contains(#""updated" : "1500-03-01T11:59:59.750Z""#), "\(list.stdout)")
+        let csv = CapturedConsole()
+        try EarthquakesCLI.forTests(csv).list(ListOptions(csv: true), database: path, json: false)
+        #expect(csv.stdout.contains("old1,1500-03-01T11:59:59.750Z,"), "\(csv.stdout)")
+    }
+}

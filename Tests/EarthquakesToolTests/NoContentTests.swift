@@ -1,0 +1,59 @@
+import EarthquakesCLI
+import EarthquakesKit
+import Foundation
+import TestHTTPServer
+import Testing
+
+/// An FDSN event query (`fdsnws/event/1/query?format=geojson&…`) that matches no event is answered
+/// "204 No Content" (the service's `nodata` default): a refresh of it imports no events and succeeds, and
+/// the database keeps what it holds.
+@Suite(.timeLimit(.minutes(1))) struct NoContentTests {
+    static let query = "/fdsnws/event/1/query?format=geojson&starttime=2014-01-01&minmagnitude=9.6"
+
+    @Test func aNoContentAnswerIsAFeedOfNoEvents() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        try EarthquakeStore(path: path).importFeed(
+            try FeedParser().parse(
+                Data(ChangedIDRefreshTests.feed(id: "ak0251", ids: ",ak0251,", updated: 1_761_700_100_000).utf8)))
+        let before = try EarthquakeStore(path: path).snapshot()
+        let server = try await TestHTTPServer.start { _ in .respond(status: 204, headers: [], body: Data()) }
+        defer { Task { await server.shutdown() } }
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feed: server.url(Self.query).absoluteString, database: path, json: false)
+        #expect(captured.stdout.hasPrefix("Imported 0 earthquakes from "), "\(captured.stdout)")
+        #expect(try EarthquakeStore(path: path).snapshot() == before)
+        #expect(before.count == 1)
+    }
+
+    @Test func aNoContentAnswerIsAFeedOfNoEventsAmongSeveralFeeds() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let server = try await TestHTTPServer.start { request in
+            request.path.hasPrefix("/fdsnws") ? .respond(status: 204, headers: [], body: Data()) : .ok(SampleFeed.data)
+        }
+        defer { Task { await server.shutdown() } }
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feeds: [server.url(Self.query).absoluteString, server.url("/feed").absoluteString], resume: false,
+            database: path, json: false)
+        #expect(captured.stdout.contains("Imported 0 events from \(server.url(Self.query).absoluteString)"))
+        #expect(captured.stdout.hasSuffix("Refreshed 2 feeds into \(path).\n"), "\(captured.stdout)")
+        #expect(try EarthquakeStore(path: path).count() == SampleFeed.defaultCount)
+    }
+
+    @Test func anEmptyBodyWithStatus200IsStillAnError() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let server = try await TestHTTPServer.start { _ in .ok(Data()) }
+        defer { Task { await server.shutdown() } }
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: server.url("/feed").absoluteString, database: path, json: false)
+        }
+    }
+}
