@@ -11,16 +11,16 @@ public enum StoredText {
 
     /// `text` with every NUL character replaced by U+FFFD, and cut to ``messageLimit`` bytes (at a
     /// character's boundary, saying how much was left out) — a message is read in `explain`, logs and
-    /// spans, and one of a gigabyte was refused by SQLite and wedged its report; unchanged (and not
-    /// copied) when it is neither.
+    /// spans, and one past SQLite's limit on a value (1 GB) would be refused, and its report with it;
+    /// unchanged (and not copied) when it is neither.
     public static func message(_ text: String) -> String {
         var text = text
         let length = text.utf8.count
         if length > messageLimit {
             var end = text.utf8.index(text.startIndex, offsetBy: messageLimit)
             while String.Index(end, within: text.unicodeScalars) == nil { end = text.utf8.index(before: end) }
-            let kept = text.utf8.distance(from: text.startIndex, to: end)
-            text = String(text[..<end]) + "… (\(length - kept) more bytes not stored)"
+            let head = String(text[..<end])  // (rounded down to a whole character)
+            text = head + "… (\(length - head.utf8.count) more bytes not stored)"
         }
         guard text.utf8.contains(0) else { return text }
         return String(String.UnicodeScalarView(text.unicodeScalars.map { $0 == "\0" ? "\u{FFFD}" : $0 }))
