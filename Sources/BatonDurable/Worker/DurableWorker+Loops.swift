@@ -356,7 +356,7 @@ extension DurableWorker {
             if !releases.isEmpty {
                 do {
                     try await store.release(releases)
-                } catch  where store.isClosed {
+                } catch let error where store.isClosed {
                     stopForClosedStore(error, dropping: releases)
                     given = []
                 } catch {
