@@ -24,6 +24,13 @@ final class HookedStore: JobStore {
     /// When set, `renew` calls wait for it (and `renewEntered` opens first): renewals that get no answer.
     let renewGate = Protected<Gate?>(nil)
     let renewEntered = Gate()
+    /// When set, `claim` calls claim nothing (a worker's claim loop finds no work).
+    let claimNothing = Protected(false)
+    /// When set, `release` calls fail until a finish-and-claim has claimed a job, and the first one after
+    /// it fails too; `released` opens at the first that goes through.
+    let failReleasesUntilAfterAClaim = Protected(false)
+    private let releaseState = Protected((claimed: false, failedAfter: false))
+    let released = Gate()
 
     init(_ base: SQLiteJobStore) { self.base = base }
 
@@ -33,7 +40,8 @@ final class HookedStore: JobStore {
         try await base.submit(graph, uniqueKey: uniqueKey)
     }
     func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
-        try await base.claim(worker: worker, kinds: kinds, limit: limit, lease: lease)
+        if claimNothing.withLock({ $0 }) { return [] }
+        return try await base.claim(worker: worker, kinds: kinds, limit: limit, lease: lease)
     }
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         if !leases.isEmpty, let gate = renewGate.withLock({ $0 }) {
@@ -43,6 +51,8 @@ final class HookedStore: JobStore {
         return try await base.renew(leases, worker: worker, lease: lease)
     }
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] { try await base.finish(reports) }
+    /// Whether a release failed after a finish-and-claim had claimed a job (`failReleasesUntilAfterAClaim`).
+    var failedAReleaseAfterAClaim: Bool { releaseState.withLock { $0.failedAfter } }
     func finish(
         _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
@@ -54,10 +64,23 @@ final class HookedStore: JobStore {
             throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
         }
         let result = try await base.finish(reports, thenClaim: limit, worker: worker, kinds: kinds, lease: lease)
+        if !result.claimed.isEmpty { releaseState.withLock { $0.claimed = true } }
         finished.withLock { $0 }?(reports, result.results)
         return result
     }
-    func release(_ leases: [Lease]) async throws { try await base.release(leases) }
+    func release(_ leases: [Lease]) async throws {
+        let armed = failReleasesUntilAfterAClaim.withLock { $0 }
+        let fail =
+            armed
+            && releaseState.withLock { state in
+                if !state.claimed { return true }
+                defer { state.failedAfter = true }
+                return !state.failedAfter
+            }
+        if fail { throw DurableError(code: .storeFailure, message: "the test store fails this release") }
+        try await base.release(leases)
+        released.open()
+    }
     func cancel(run: DurableRunID, reason: String) async throws { try await base.cancel(run: run, reason: reason) }
     func cancel(job: DurableJobID, reason: String) async throws { try await base.cancel(job: job, reason: reason) }
     func register(_ worker: WorkerRecord) async throws { try await base.register(worker) }

@@ -244,6 +244,44 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
     }
 
+    @Test(
+        "a release that fails beside a finish-and-claim that committed: the claimed job starts at once, and the release is sent again"
+    )
+    func failedReleaseKeepsTheClaimedJobs() async throws {
+        let clock = ManualDurableClock()
+        let base = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let store = HookedStore(base)
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "late", name: "late")
+        graph.add(Blocker.self, input: "next", name: "next")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], lease: .seconds(8))
+        // "late" is claimed for the worker by a claim that answered with its lease nearly over: the worker
+        // gives it back, in its report loop. The claim loop claims nothing here, so "next" can only start
+        // from that loop's finish-and-claim, beside which the release fails.
+        let late = try await base.claim(worker: "worker-1", kinds: [Blocker.kind], limit: 1, lease: .seconds(8))
+        #expect(late.map(\.name) == ["late"])
+        clock.advance(by: .milliseconds(7500))
+        store.claimNothing.withLock { $0 = true }
+        store.failReleasesUntilAfterAClaim.withLock { $0 = true }
+        worker.start(late, carriers: [:])
+        let running = Task { try await worker.run() }
+        defer { running.cancel() }
+        try await withDeadline(
+            .seconds(30), "the job claimed beside the failed release starts, and the release is sent again"
+        ) {
+            await started.waitAsync()
+            await store.released.waitAsync()
+        }
+        #expect(try await base.record(of: run.jobs[1]).state == .running)
+        let given = try await base.record(of: run.jobs[0])
+        #expect(given.state == .ready)
+        #expect(given.attempts == 0, "given back unattempted")
+        #expect(store.failedAReleaseAfterAClaim, "the release beside the claim failed")
+    }
+
     @Test("a second run() of a worker that runs is refused with an error that says so; the first runs on")
     func secondRunIsRefused() async throws {
         let setup = try await BlockerSetup()
