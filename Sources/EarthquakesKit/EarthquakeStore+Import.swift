@@ -202,8 +202,7 @@ extension EarthquakeStore {
                     delete.bind(text: other, at: 1)
                     _ = try delete.step()
                     delete.reset()
-                    // (A deleted event's row under an old id is removed as the event is: counted so.)
-                    if quake.isDeleted { summary.removed += 1 } else { summary.replaced += 1 }
+                    summary.replaced += 1
                 }
                 if found {
                     // (The statement was reset: step it again onto the same row.)

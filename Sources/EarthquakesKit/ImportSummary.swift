@@ -29,8 +29,7 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var otherTypes: [String: Int]
     /// Events the feed marks deleted (`status` "deleted"): not stored, and not part of ``total``.
     public var deleted: Int
-    /// Stored rows removed because the feed marks their event deleted: its row, and a row under another of
-    /// its ids (its `ids` list).
+    /// Stored events removed because the feed marks them deleted (at most ``deleted``).
     public var removed: Int
     /// Stored rows removed because the feed publishes their event under another id: their id is in the
     /// `ids` list of one of its events (the USGS changed the event's preferred id). The event's row under
