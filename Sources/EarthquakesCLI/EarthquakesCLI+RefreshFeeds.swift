@@ -171,8 +171,6 @@ struct FeedsRefreshJSON: Encodable {
         /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
         var deleted: Int?
         var removedDeleted: Int?
-        /// Stored rows of events the feed publishes under another id, replaced by them.
-        var replaced: Int?
         var importedBeforeResume: Bool?
         var error: String?
     }
@@ -408,8 +406,7 @@ extension EarthquakesCLI {
                         unchanged: summary.unchanged,
                         total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
                         duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
-                        removedDeleted: summary.removed, replaced: summary.replaced,
-                        importedBeforeResume: before[index] != nil))
+                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.

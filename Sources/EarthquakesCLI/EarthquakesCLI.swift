@@ -182,8 +182,7 @@ public struct EarthquakesCLI: Sendable {
                 unchanged: summary.unchanged, total: summary.total, duplicates: summary.duplicates,
                 duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, warnings: warnings,
                 types: Dictionary(types.map { ($0.type, $0.count) }, uniquingKeysWith: +),
-                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed,
-                replaced: summary.replaced)
+                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
             console.print(try JSONText.encode(result))
         } else {
             for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }

@@ -106,8 +106,6 @@ struct RefreshJSON: Encodable {
     /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
     var deleted: Int
     var removedDeleted: Int
-    /// Stored rows of events the feed publishes under another id, replaced by them.
-    var replaced: Int
 }
 
 enum JSONText {

@@ -31,22 +31,4 @@ import Testing
             captured.stdout.contains(
                 "1 stored event now published under another id: the row under the old id was replaced"))
     }
-
-    @Test func jsonCountsTheReplacedRows() async throws {
-        let scratch = try Scratch()
-        defer { scratch.remove() }
-        let path = scratch.path("q.sqlite")
-        let first = scratch.path("first.geojson")
-        let second = scratch.path("second.geojson")
-        try Self.feed(id: "ak0251", ids: ",ak0251,", updated: 1_761_700_100_000).write(
-            toFile: first, atomically: true, encoding: .utf8)
-        try Self.feed(id: "us7000abcd", ids: ",ak0251,us7000abcd,", updated: 1_761_700_200_000).write(
-            toFile: second, atomically: true, encoding: .utf8)
-        try await EarthquakesCLI.forTests(CapturedConsole()).refresh(feed: first, database: path, json: false)
-        let captured = CapturedConsole()
-        try await EarthquakesCLI.forTests(captured).refresh(feed: second, database: path, json: true)
-        let object = try JSONSerialization.jsonObject(with: Data(captured.stdout.utf8)) as? [String: Any]
-        #expect(object?["replaced"] as? Int == 1)
-        #expect(object?["inserted"] as? Int == 1)
-    }
 }
