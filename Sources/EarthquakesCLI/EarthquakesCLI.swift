@@ -232,11 +232,6 @@ public struct EarthquakesCLI: Sendable {
             )
         }
         if let deleted = deletedNote(summary) { notes.append(deleted) }
-        if summary.replaced > 0 {
-            notes.append(
-                "\(summary.replaced) stored event\(summary.replaced == 1 ? "" : "s") now published under another id: the row under the old id was replaced"
-            )
-        }
         return notes
     }
 

@@ -121,15 +121,12 @@ struct ImportFeed: DurableJob {
         /// have neither).
         var deleted: Int?
         var removed: Int?
-        /// Rows of events now published under another id, replaced (optional: older versions recorded none).
-        var replaced: Int?
 
         var summary: ImportSummary {
             ImportSummary(
                 inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates,
                 duplicateIDs: duplicateIDs ?? [], skipped: skipped,
-                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0,
-                replaced: replaced ?? 0)
+                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0)
         }
     }
 
@@ -149,7 +146,7 @@ struct ImportFeed: DurableJob {
                 otherTypes: summary.otherTypes,
                 warnings: feed.warnings.map(\.description),
                 hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
-                removed: summary.removed, replaced: summary.replaced)
+                removed: summary.removed)
         }
     }
 }

@@ -18,9 +18,6 @@ extension EarthquakeStore {
     /// newest copy is imported (the latest known `updated`; copies without one rank below those with
     /// one; the last on a tie), and the summary counts the others in ``ImportSummary/duplicates``.
     ///
-    /// (An event's `ids` list reaches the store through ``importFeed(_:whileWaiting:)-(Feed,_)`` only: see
-    /// there.)
-    ///
     /// When another connection (another process) is importing into the same file, the transaction
     /// waits up to ``busyTimeout`` for it, calling `whileWaiting` once when the wait starts.
     ///
@@ -78,13 +75,6 @@ extension EarthquakeStore {
     /// store had their fingerprint (a hash of their exact bytes, kept with each row): each is counted
     /// unchanged when its row still has that fingerprint in the import's transaction, and decoded and
     /// imported like the others when not (another process changed or deleted the row meanwhile).
-    ///
-    /// An event is one row however its id changes: when the USGS moves an event to another network's id
-    /// (its `ids` list, `",ak0251,us7000abcd,"`, names the id it was published under before), a row stored
-    /// under one of its other ids is replaced by it (``ImportSummary/replaced``) — unless that row is newer
-    /// (by `updated`; the feed's copy is then an older one and is counted unchanged), or that id is itself
-    /// an event of this feed. As for deleted events, nothing is kept of the old id: importing an older file
-    /// that still publishes the event under it stores that row again.
     @discardableResult
     public func importFeed(
         _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
@@ -117,7 +107,6 @@ extension EarthquakeStore {
         // The stored `updated` time, in the columns `select` reads (after the id).
         let updatedColumn = Int32(columns.firstIndex(of: "updated")! - 1)
         let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE rowid = ?")
-        let storedUpdated = try RawStatement(connection, "SELECT updated FROM earthquake WHERE id = ?")
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
@@ -130,37 +119,6 @@ extension EarthquakeStore {
         // every row into them in random order; in the same transaction, so no reader ever sees them missing.
         let rebuiltIndexes = wasEmpty && feed.count >= rebuildIndexesMinimum ? try dropSecondaryIndexes(db) : []
         var position = 0
-        // The ids of the feed's own events, when some event lists other ids: those are not replaced.
-        var feedIDs: Set<String> = []
-        if !wasEmpty, !feed.otherIDs.isEmpty {
-            feedIDs.reserveCapacity(feed.count)
-            feed.forEachEntry { entry in
-                switch entry {
-                case .decoded(let index): feedIDs.insert(feed.decoded[index].id)
-                case .pending(let index): feedIDs.insert(feed.pending[index].known.id)
-                }
-            }
-        }
-
-        /// The stored rows of `quake`'s other ids (not events of this feed): `nil` when one of them is newer
-        /// than `quake` (then `quake` is an older copy of that event), else those ids.
-        func storedOtherIDs(of quake: Earthquake) throws -> [String]? {
-            guard let others = feed.otherIDs[quake.id] else { return [] }
-            let incoming = quake.updated?.usgsMilliseconds
-            var found: [String] = []
-            for other in others where !feedIDs.contains(other) {
-                storedUpdated.bind(text: other, at: 1)
-                defer { storedUpdated.reset() }
-                guard try storedUpdated.step() else { continue }
-                if let incoming, let stored = storedUpdated.int64(orNilAt: 0), stored <= latest, incoming <= latest,
-                    incoming < stored
-                {
-                    return nil
-                }
-                found.append(other)
-            }
-            return found
-        }
 
         func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
             // An `updated` time more than a day ahead of now is no clock's reading (the seconds bug of older
@@ -185,29 +143,6 @@ extension EarthquakeStore {
                     summary.unchanged += 1
                 }
                 return
-            }
-            // A row of the same event under another of its ids: replaced, unless it is the newer copy.
-            if !wasEmpty, feed.otherIDs[quake.id] != nil {
-                select.reset()
-                guard let others = try storedOtherIDs(of: quake) else {
-                    if quake.isDeleted {
-                        summary.deleted += 1
-                    } else {
-                        if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
-                        summary.unchanged += 1
-                    }
-                    return
-                }
-                for other in others {
-                    delete.bind(text: other, at: 1)
-                    _ = try delete.step()
-                    delete.reset()
-                    summary.replaced += 1
-                }
-                if found {
-                    // (The statement was reset: step it again onto the same row.)
-                    found = try select.step()
-                }
             }
             // An event the USGS marks deleted is not stored, and a stored copy of it is removed.
             if quake.isDeleted {

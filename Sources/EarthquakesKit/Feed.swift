@@ -38,11 +38,6 @@ public struct Feed: Sendable, Equatable {
     private(set) var pending: [PendingFeature] = []
     /// The feed's bytes, to decode ``pending`` features from, and the factor of its times to milliseconds.
     private(set) var source: (data: Data, units: FeedParser.TimeUnits)?
-    /// For the events whose `ids` list names other ids than their own (the USGS moved the event to another
-    /// network's id, or merged two): those other ids, by the event's id. An import replaces a row stored
-    /// under one of them. Only the decoded features' lists: a pending one's row was stored from the same
-    /// bytes, by an import that saw its list.
-    private(set) var otherIDs: [String: [String]] = [:]
     /// ``earthquakes`` once decoded from ``source``: shared by the copies of this value, replaced whenever
     /// ``decoded``, ``pending`` or ``source`` change.
     private var materializedOnce = MaterializedEarthquakes()
@@ -57,15 +52,13 @@ public struct Feed: Sendable, Equatable {
     /// A feed from a re-import parse: decoded earthquakes with their fingerprints, and the features left pending.
     init(
         metadata: Metadata, decoded: [Earthquake], fingerprints: [FeatureFingerprint?], pending: [PendingFeature],
-        source: (data: Data, units: FeedParser.TimeUnits)?, otherIDs: [String: [String]] = [:],
-        warnings: [FeedWarning]
+        source: (data: Data, units: FeedParser.TimeUnits)?, warnings: [FeedWarning]
     ) {
         self.metadata = metadata
         self.decoded = decoded
         self.fingerprints = fingerprints
         self.pending = pending
         self.source = source
-        self.otherIDs = otherIDs
         self.warnings = warnings
     }
 

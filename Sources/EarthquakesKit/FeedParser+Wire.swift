@@ -104,12 +104,10 @@ extension FeedParser {
         var magType: String?
         var type: String?
         var title: String?
-        /// The comma list of every id the USGS knows the event by (`",ak0251,us7000abcd,"`), this one included.
-        var ids: String?
 
         private enum CodingKeys: String, CodingKey {
             case mag, place, time, updated, tz, url, detail, felt, cdi, mmi, alert, status
-            case tsunami, sig, net, code, magType, type, title, ids
+            case tsunami, sig, net, code, magType, type, title
         }
 
         init() {}
@@ -140,8 +138,6 @@ extension FeedParser {
             magType = try c.decodeIfPresent(String.self, forKey: .magType)
             type = try c.decodeIfPresent(String.self, forKey: .type)
             title = try c.decodeIfPresent(String.self, forKey: .title)
-            // Only used to find an event stored under another of its ids: a value of another type is ignored.
-            ids = (try? c.decodeIfPresent(String.self, forKey: .ids)) ?? nil
         }
     }
 }

@@ -109,29 +109,6 @@ public struct FeedParser: Sendable {
         var fingerprints: [FeatureFingerprint?] = []
         var pending: [PendingFeature] = []
         var source: (data: Data, units: TimeUnits)?
-        /// The other ids of the decoded events that list some (``Feed/otherIDs``).
-        var otherIDs: [String: [String]] = [:]
-    }
-
-    /// The ids of a feature's `ids` list (`",ak0251,us7000abcd,"`) other than its `id`, in order, each once.
-    static func otherIDs(_ list: String?, of id: String?) -> [String] {
-        guard let list, let id, list.utf8.contains(UInt8(ascii: ",")) else { return [] }
-        var others: [String] = []
-        for part in list.split(separator: ",") where part != id {  // (the usual list: no copy made)
-            let other = part.trimmingCharacters(in: .whitespaces)
-            if !other.isEmpty, other != id, !others.contains(other) { others.append(other) }
-        }
-        return others
-    }
-
-    /// Adds the other ids `feature` lists to `otherIDs` (under its id).
-    static func collectOtherIDs(of feature: WireFeature, into otherIDs: inout [String: [String]]) {
-        guard let id = feature.id else { return }
-        let others = Self.otherIDs(feature.properties?.ids, of: id)
-        guard !others.isEmpty else { return }
-        var merged = otherIDs[id] ?? []
-        for other in others where !merged.contains(other) { merged.append(other) }
-        otherIDs[id] = merged
     }
 
     private func feed(metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning]) throws(FeedError) -> Feed {
@@ -151,7 +128,6 @@ public struct FeedParser: Sendable {
             fingerprints: parsed.fingerprints,
             pending: parsed.pending,
             source: parsed.source,
-            otherIDs: parsed.otherIDs,
             warnings: warnings
         )
     }
@@ -208,7 +184,6 @@ public struct FeedParser: Sendable {
                     continue
                 }
                 guard let wire = FeedScanner.feature(in: all, range: range) else { return .success(nil) }
-                Self.collectOtherIDs(of: wire, into: &parsed.otherIDs)
                 do throws(FeedError) {
                     parsed.quakes.append(
                         try Self.earthquake(wire, index: index, of: located.count, units: units))
@@ -324,7 +299,6 @@ public struct FeedParser: Sendable {
         var afterRevision = false
         var readable = 0
         var hashed = false
-        var otherIDs: [String: [String]] = [:]
         // By index rather than `enumerated()`, which copies every entry (retaining each of its strings).
         for index in features.indices {
             switch features[index] {
@@ -336,7 +310,6 @@ public struct FeedParser: Sendable {
                     || Self.timeAfterRevisionAsSeconds(
                         time: feature.properties?.time, updated: feature.properties?.updated)
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
-                Self.collectOtherIDs(of: feature, into: &otherIDs)
                 readable += 1
             case .unreadable(let error):
                 if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
@@ -355,7 +328,6 @@ public struct FeedParser: Sendable {
         if let error = converted.error { throw error }
         parsed.quakes = converted.quakes
         parsed.fingerprints = converted.fingerprints
-        parsed.otherIDs = otherIDs
         problems += converted.problems
         problems.sort { $0.index < $1.index }
         for problem in problems {

@@ -340,9 +340,6 @@ struct FeedScanner {
             case s.keys.magType: p.magType = try s.optionalString()
             case s.keys.type: p.type = try s.optionalString()
             case s.keys.title: p.title = try s.optionalString()
-            case s.keys.ids:
-                // A string or null; any other value is ignored (it only links the event's other ids).
-                if s.peek() == UInt8(ascii: "\"") { p.ids = try s.string() } else { try s.skipValue() }
             default: try s.skipValue()
             }
         }
@@ -863,7 +860,6 @@ struct Keys {
     let net = Key("net")
     let code = Key("code")
     let magType = Key("magType")
-    let ids = Key("ids")
 
     let featureStart = Array(#"{"type":"Feature","#.utf8)
     let trueLiteral = Array("true".utf8)

@@ -31,17 +31,12 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var deleted: Int
     /// Stored events removed because the feed marks them deleted (at most ``deleted``).
     public var removed: Int
-    /// Stored rows removed because the feed publishes their event under another id: their id is in the
-    /// `ids` list of one of its events (the USGS changed the event's preferred id). The event's row under
-    /// its new id is counted in ``inserted``, ``updated`` or ``unchanged`` as usual.
-    public var replaced: Int
 
     /// Creates a summary.
     public init(
         inserted: Int = 0, updated: Int = 0, unchanged: Int = 0, duplicates: Int = 0, duplicateIDs: [String] = [],
-        skipped: Int = 0, otherTypes: [String: Int] = [:], deleted: Int = 0, removed: Int = 0, replaced: Int = 0
+        skipped: Int = 0, otherTypes: [String: Int] = [:], deleted: Int = 0, removed: Int = 0
     ) {
-        self.replaced = replaced
         self.deleted = deleted
         self.removed = removed
         self.inserted = inserted
@@ -69,7 +64,6 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
         }
         if skipped > 0 { text += "; \(skipped) feature\(skipped == 1 ? "" : "s") skipped" }
         if deleted > 0 { text += "; \(deleted) marked deleted (\(removed) removed)" }
-        if replaced > 0 { text += "; \(replaced) stored under an older id replaced" }
         return text
     }
 }
