@@ -51,8 +51,8 @@ struct FetchFeed: DurableJob {
         queue.add(download)
         switch await download.outcomeCancellingWithTask() {
         case .succeeded:
-            // "204 No Content" (an FDSN event query that matched no event): a feed of no events.
-            if download.statusCode == 204 {
+            // "204 No Content" from an FDSN event query (it matched no event): a feed of no events.
+            if download.statusCode == 204, isFDSNEventQuery(url) {
                 try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
             }
             return Output(feed: input.feed, file: destination.path)

@@ -168,7 +168,9 @@ public final class GetEarthquakes: Sendable {
 
         // An FDSN event query that matches no event is answered "204 No Content": no events, not an error.
         var noContent: (@Sendable () -> Bool)?
-        if let download = self.download { noContent = { download.statusCode == 204 } }
+        if let download = self.download {
+            noContent = { download.statusCode == 204 && isFDSNEventQuery(download.request.url) }
+        }
         parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store, noContent: noContent)
         if let download { parse.addDependency(download) }
         if let progress { parse.onStart { _ in progress(.parsing) } }
@@ -263,4 +265,11 @@ private struct ReportingReachability: JobCondition {
         progress?(.checkingHost("\(reachability.host) port \(reachability.port)"))
         return await reachability.evaluate(for: job)
     }
+}
+
+/// Whether `url` is an FDSN event web service query (`…/fdsnws/event/1/query?…`), which answers
+/// "204 No Content" when no event matches: a feed of no events. From any other address (a USGS summary
+/// feed, a proxy or portal in the way) a 204 is no feed, and the refresh fails.
+package func isFDSNEventQuery(_ url: URL?) -> Bool {
+    url?.path.contains("/fdsnws/event/") == true
 }

@@ -9,6 +9,10 @@ import Testing
 /// the database keeps what it holds.
 @Suite(.timeLimit(.minutes(1))) struct NoContentTests {
     static let query = "/fdsnws/event/1/query?format=geojson&starttime=2014-01-01&minmagnitude=9.6"
+    static let oneEvent =
+        #"{"type":"FeatureCollection","metadata":{"generated":1761800000000,"count":1},"features":[{"type":"Feature","#
+        + #""properties":{"mag":4.2,"place":"10 km N of Somewhere","time":1761700000000,"updated":1761700100000,"#
+        + #""type":"earthquake"},"geometry":{"type":"Point","coordinates":[-150.25,61.5,30.1]},"id":"ak0251"}]}"#
 
     @Test func aNoContentAnswerIsAFeedOfNoEvents() async throws {
         let scratch = try Scratch()
@@ -16,7 +20,7 @@ import Testing
         let path = scratch.path("q.sqlite")
         try EarthquakeStore(path: path).importFeed(
             try FeedParser().parse(
-                Data(ChangedIDRefreshTests.feed(id: "ak0251", ids: ",ak0251,", updated: 1_761_700_100_000).utf8)))
+                Data(Self.oneEvent.utf8)))
         let before = try EarthquakeStore(path: path).snapshot()
         let server = try await TestHTTPServer.start { _ in .respond(status: 204, headers: [], body: Data()) }
         defer { Task { await server.shutdown() } }
@@ -43,6 +47,24 @@ import Testing
         #expect(captured.stdout.contains("Imported 0 events from \(server.url(Self.query).absoluteString)"))
         #expect(captured.stdout.hasSuffix("Refreshed 2 feeds into \(path).\n"), "\(captured.stdout)")
         #expect(try EarthquakeStore(path: path).count() == SampleFeed.defaultCount)
+    }
+
+    @Test func aNoContentAnswerFromAnAddressThatIsNoFDSNQueryIsAnError() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let server = try await TestHTTPServer.start { _ in .respond(status: 204, headers: [], body: Data()) }
+        defer { Task { await server.shutdown() } }
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: server.url("/earthquakes/feed/v1.0/summary/all_day.geojson").absoluteString, database: path,
+                json: false)
+        }
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: [server.url("/all_day.geojson").absoluteString, server.url("/all_hour.geojson").absoluteString],
+                resume: false, database: path, json: false)
+        }
     }
 
     @Test func anEmptyBodyWithStatus200IsStillAnError() async throws {
