@@ -68,8 +68,11 @@ enum CivilTime {
         return text
     }
 
+    /// `value` with at least `width` digits; a negative one (a year of ISO 8601's count, where 0 is 1 BC)
+    /// with its sign before the padding: -44 → `-0044`, not `0-44`.
     private static func appendPadded(_ value: Int, _ width: Int, to text: inout String) {
-        let digits = String(value)
+        if value < 0 { text.append("-") }
+        let digits = String(value.magnitude)
         if digits.count < width { text.append(String(repeating: "0", count: width - digits.count)) }
         text.append(digits)
     }

@@ -317,8 +317,11 @@ final class ListingWriter {
 
     private func appendDate(_ days: Int) {
         let (year, month, day) = CivilTime.date(days: days)
-        if year < 0 || year > 9999 {
+        if year > 9999 {
             append(String(year))
+        } else if year < 0 {
+            buffer.append(UInt8(ascii: "-"))  // -44 → -0044, as CivilTime writes it
+            if year < -9999 { append(String(year.magnitude)) } else { appendDigits(-year, 4) }
         } else {
             appendDigits(year, 4)
         }

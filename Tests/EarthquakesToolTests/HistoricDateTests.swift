@@ -45,4 +45,32 @@ import Testing
         try EarthquakesCLI.forTests(csv).list(ListOptions(csv: true), database: path, json: false)
         #expect(csv.stdout.contains("old1,1500-03-01T11:59:59.750Z,"), "\(csv.stdout)")
     }
+
+    /// A negative year (ISO 8601's count, where 0 is 1 BC) is written sign first with four digits after
+    /// it, the same in every output: year -44 was `0-44` in `show` and `--json`, and `-44` in the table
+    /// and CSV.
+    @Test func aNegativeYearIsWrittenSignFirstEverywhere() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let date = Date(timeIntervalSince1970: -63_549_316_800)  // -0044-03-15 12:00 UTC, proleptic Gregorian
+        _ = try EarthquakeStore(path: path).importFeed([
+            Earthquake(
+                id: "ides", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date,
+                type: "earthquake")
+        ])
+        let shown = CapturedConsole()
+        try EarthquakesCLI.forTests(shown).show(id: "ides", database: path, json: false)
+        #expect(shown.stdout.contains("time       -0044-03-15 12:00:00 UTC"), "\(shown.stdout)")
+        #expect(shown.stdout.contains("updated    -0044-03-15 12:00 UTC"), "\(shown.stdout)")
+        let json = CapturedConsole()
+        try EarthquakesCLI.forTests(json).show(id: "ides", database: path, json: true)
+        #expect(json.stdout.contains(#""time" : "-0044-03-15T12:00:00.000Z""#), "\(json.stdout)")
+        let csv = CapturedConsole()
+        try EarthquakesCLI.forTests(csv).list(ListOptions(csv: true), database: path, json: false)
+        #expect(csv.stdout.contains("ides,-0044-03-15T12:00:00.000Z,"), "\(csv.stdout)")
+        let table = CapturedConsole()
+        try EarthquakesCLI.forTests(table).list(ListOptions(), database: path, json: false)
+        #expect(table.stdout.contains("-0044-03-15 12:00"), "\(table.stdout)")
+    }
 }
