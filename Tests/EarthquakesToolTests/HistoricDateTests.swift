@@ -7,17 +7,22 @@ import Testing
 /// 1500 (historical catalogues go back that far) has the same date on its time line, its updated line and
 /// its share line.
 @Suite struct HistoricDateTests {
+    /// Stores one earthquake `id` that happened (and was last updated) at `date`.
+    static func store(_ id: String, at date: Date, in path: String) throws {
+        _ = try EarthquakeStore(path: path).importFeed([
+            Earthquake(
+                id: id, latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date,
+                type: "earthquake")
+        ])
+    }
+
     @Test func showsAnOldEventInOneCalendar() throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let path = scratch.path("q.sqlite")
         // 1500-03-01 12:00 UTC, proleptic Gregorian.
         let date = Date(timeIntervalSince1970: -14_826_628_800)
-        _ = try EarthquakeStore(path: path).importFeed([
-            Earthquake(
-                id: "old1", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date,
-                type: "earthquake")
-        ])
+        try Self.store("old1", at: date, in: path)
         let captured = CapturedConsole()
         try EarthquakesCLI.forTests(captured).show(id: "old1", database: path, json: false)
         #expect(captured.stdout.contains("time       1500-03-01 12:00:00 UTC"), "\(captured.stdout)")
@@ -32,9 +37,7 @@ import Testing
         defer { scratch.remove() }
         let path = scratch.path("q.sqlite")
         let date = Date(timeIntervalSince1970: -14_826_628_800.25)
-        _ = try EarthquakeStore(path: path).importFeed([
-            Earthquake(id: "old1", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date)
-        ])
+        try Self.store("old1", at: date, in: path)
         let json = CapturedConsole()
         try EarthquakesCLI.forTests(json).show(id: "old1", database: path, json: true)
         #expect(json.stdout.contains(#""time" : "1500-03-01T11:59:59.750Z""#), "\(json.stdout)")
@@ -54,11 +57,7 @@ import Testing
         defer { scratch.remove() }
         let path = scratch.path("q.sqlite")
         let date = Date(timeIntervalSince1970: -63_549_316_800)  // -0044-03-15 12:00 UTC, proleptic Gregorian
-        _ = try EarthquakeStore(path: path).importFeed([
-            Earthquake(
-                id: "ides", latitude: 1, longitude: 1, depth: 5, magnitude: 7, time: date, updated: date,
-                type: "earthquake")
-        ])
+        try Self.store("ides", at: date, in: path)
         let shown = CapturedConsole()
         try EarthquakesCLI.forTests(shown).show(id: "ides", database: path, json: false)
         #expect(shown.stdout.contains("time       -0044-03-15 12:00:00 UTC"), "\(shown.stdout)")
