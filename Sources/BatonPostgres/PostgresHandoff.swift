@@ -22,6 +22,9 @@ final class PostgresHandoff: Sendable {
     struct Ticket: Sendable {
         let id: UInt64
         var workers: [Int: Hand] = [:]
+        /// Set when the jobs go to a worker of another store (``RemoteOffer``): its offer, whose
+        /// listening server process the insert checks before it hands them over.
+        var remote: RemoteOffer?
         var isEmpty: Bool { workers.isEmpty }
     }
 
@@ -48,16 +51,71 @@ final class PostgresHandoff: Sendable {
         /// Workers that unregistered while jobs were on their way to them: those are given back.
         var retired: Set<String> = []
         var nextTicket: UInt64 = 0
+        /// The server process that listens for this store's notifications (nil: not listening): other
+        /// stores hand jobs over to this store's workers only while it is alive.
+        var listenerPid: Int32?
+        /// What other stores last heard of each parked worker's room (``RemoteOffer``), as far as
+        /// this store knows: the room they believe it has.
+        var published: [String: Int] = [:]
+        var nextOffer: UInt64 = 0
+        /// Offers of other stores' idle workers, by store and worker.
+        var remote: [String: RemoteOffer] = [:]
+        /// Jobs other stores handed over that a worker of this one took (for tests).
+        var received = 0
     }
 
-    /// What a change took out of the state, to be released after the lock.
+    /// What a change took out of the state, to be released after the lock, and the offers to tell other
+    /// stores of.
     private struct Removed {
         var parked: [Parked] = []
         var names: [String] = []
         var jobs: [[ClaimedJob]] = []
+        var offers: [RemoteOffer] = []
     }
 
     private let state = Protected(State())
+    /// Sends offers to the other stores (set by the store, see ``setPublisher(_:)``).
+    private let publisher = Protected<(@Sendable ([RemoteOffer]) -> Void)?>(nil)
+    /// This store object's name in offers and hand-overs.
+    let key: String
+
+    init(key: String = PostgresHandoff.newKey()) {
+        self.key = key
+    }
+
+    static func newKey() -> String {
+        String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    }
+
+    /// `publish` is called, outside any lock, with the offers to send when an idle worker's room
+    /// changes as other stores know it.
+    func setPublisher(_ publish: @escaping @Sendable ([RemoteOffer]) -> Void) {
+        let old = publisher.withLock { publisher in
+            defer { publisher = publish }
+            return publisher
+        }
+        _ = old
+    }
+
+    private func finish(_ removed: Removed) {
+        guard !removed.offers.isEmpty, let publish = publisher.withLock({ $0 }) else { return }
+        publish(removed.offers)
+    }
+
+    /// The offer to tell other stores of when `worker`'s room as they know it is no longer its parked
+    /// room (nil: nothing to tell). An offer of room 0 withdraws it.
+    private func reoffer(_ worker: String, in state: inout State) -> RemoteOffer? {
+        guard let pid = state.listenerPid else { return nil }
+        let parked = state.parked[worker]
+        let room = parked?.room ?? 0
+        let known = state.published[worker] ?? 0
+        guard room != known else { return nil }
+        state.nextOffer += 1
+        state.published[worker] = room > 0 ? room : nil
+        return RemoteOffer(
+            store: key, worker: worker, sequence: state.nextOffer, room: room,
+            lease: parked?.lease.storeSeconds ?? 0, pid: pid, kinds: parked.map { $0.kinds.sorted() } ?? [])
+    }
 
     /// `worker` has room for `limit` jobs of `kinds` and claims again when woken (0: withdraws the offer).
     /// Jobs already on their way to it or waiting for it count against that room.
@@ -75,9 +133,10 @@ final class PostgresHandoff: Sendable {
             } else if let old = state.parked.removeValue(forKey: worker) {
                 removed.parked.append(old)
             }
+            if let offer = reoffer(worker, in: &state) { removed.offers.append(offer) }
             return removed
         }
-        _ = removed
+        finish(removed)
     }
 
     /// A claim by `worker`: withdraws its offer and takes up to `limit` jobs handed over to it, higher
@@ -86,6 +145,8 @@ final class PostgresHandoff: Sendable {
     func take(for worker: String, limit: Int) -> (jobs: [ClaimedJob], room: Int) {
         let (jobs, coming, removed) = state.withLock { state -> ([ClaimedJob], Int, Removed) in
             var removed = Removed()
+            // Other stores keep its offer until the claim finds jobs (``busy(_:)``): a worker woken for
+            // nothing parks again at once, and telling them twice would cost two notifications.
             if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
             let coming = state.inFlight[worker, default: 0]
             guard var waiting = state.inbox.removeValue(forKey: worker) else { return ([], coming, removed) }
@@ -99,7 +160,7 @@ final class PostgresHandoff: Sendable {
             }
             return (jobs, coming, removed)
         }
-        _ = removed
+        finish(removed)
         let sorted = jobs.sorted { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
         return (sorted, max(0, limit - jobs.count - coming))
     }
@@ -108,23 +169,40 @@ final class PostgresHandoff: Sendable {
     /// says how many jobs wait for the worker or are on their way to it (the statement's claim leaves
     /// them room).
     func withdraw(_ worker: String) -> Int {
-        let (pending, removed) = state.withLock { state -> (Int, Parked?) in
+        let (pending, removed) = state.withLock { state -> (Int, Removed) in
+            var removed = Removed()
             let pending = state.inFlight[worker, default: 0] + (state.inbox[worker]?.count ?? 0)
-            return (pending, state.parked.removeValue(forKey: worker))
+            if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
+            return (pending, removed)
         }
-        _ = removed
+        finish(removed)
         return pending
     }
 
+    /// `worker`'s claim found jobs: other stores are told that its offer is withdrawn, if they still
+    /// know one and it has not parked again meanwhile.
+    func busy(_ worker: String) {
+        let offer = state.withLock { state -> RemoteOffer? in
+            guard state.parked[worker] == nil else { return nil }
+            return reoffer(worker, in: &state)
+        }
+        if let offer { finish(Removed(offers: [offer])) }
+    }
+
     /// Assigns the eligible jobs of a submission (by index: kind and priority), higher priority first,
-    /// then in index order, to parked workers of their kind, as far as their room goes.
-    func reserve(kinds: [String], priorities: [Int32], eligible: [Bool]) -> Ticket? {
-        guard state.withLock({ !$0.parked.isEmpty }), eligible.contains(true) else { return nil }
+    /// then in index order, to parked workers of their kind, as far as their room goes. When no worker
+    /// of this store takes any, to one idle worker of another store that offered its room
+    /// (``RemoteOffer``), as far as its room and a notification's size (`sizes`: each job's share of
+    /// it, estimated) go.
+    func reserve(kinds: [String], priorities: [Int32], eligible: [Bool], sizes: [Int] = []) -> Ticket? {
+        guard state.withLock({ !$0.parked.isEmpty || $0.remote.values.contains { $0.room > 0 } }),
+            eligible.contains(true)
+        else { return nil }
         let order = kinds.indices.filter { eligible[$0] }.sorted { (priorities[$0], $1) > (priorities[$1], $0) }
         let tokens = (0..<order.count).map { _ in Int64.random(in: 1..<(1 << 62)) }
         let (ticket, removed) = state.withLock { state -> (Ticket?, Removed) in
             var removed = Removed()
-            guard !state.parked.isEmpty else { return (nil, removed) }
+            guard !state.parked.isEmpty || !state.remote.isEmpty else { return (nil, removed) }
             state.nextTicket += 1
             var ticket = Ticket(id: state.nextTicket)
             var reservedFor: [String] = []
@@ -142,15 +220,131 @@ final class PostgresHandoff: Sendable {
                     state.parked[worker]?.room -= 1
                 } else if let full = state.parked.removeValue(forKey: worker) {
                     removed.parked.append(full)
+                    if let offer = reoffer(worker, in: &state) { removed.offers.append(offer) }
                 }
                 state.inFlight[worker, default: 0] += 1
             }
-            guard !ticket.isEmpty else { return (nil, removed) }
+            if ticket.isEmpty {
+                Self.reserveRemote(order: order, kinds: kinds, sizes: sizes, tokens: tokens, in: &state, &ticket)
+                return (ticket.isEmpty ? nil : ticket, removed)
+            }
             state.tickets[ticket.id] = reservedFor
             return (ticket, removed)
         }
-        _ = removed
+        finish(removed)
         return ticket
+    }
+
+    /// The room of a notification that hands jobs over (PostgreSQL's limit is 8,000 bytes), less what
+    /// the insert appends: the run's and each job's identity.
+    static let messageBudget = 7_000
+
+    /// ``reserve(kinds:priorities:eligible:sizes:)`` for another store's worker: of those with room for
+    /// the first job that any can take, the one with the most room, then by name.
+    private static func reserveRemote(
+        order: [Int], kinds: [String], sizes: [Int], tokens: [Int64], in state: inout State, _ ticket: inout Ticket
+    ) {
+        // The offer for the first job (by priority, then age) that one has room and the kind for.
+        var chosen: RemoteOffer?
+        for index in order {
+            for offer in state.remote.values where offer.room > 0 && offer.kinds.contains(kinds[index]) {
+                if let best = chosen,
+                    (best.room, offer.store + offer.worker) >= (offer.room, best.store + best.worker)
+                {
+                    continue
+                }
+                chosen = offer
+            }
+            if chosen != nil { break }
+        }
+        guard var offer = chosen else { return }
+        var budget = messageBudget
+        let lease = Duration.seconds(offer.lease)
+        for (position, index) in order.enumerated() where offer.room > 0 && offer.kinds.contains(kinds[index]) {
+            let size = (index < sizes.count ? sizes[index] : 0) + 40
+            guard size <= budget else { break }
+            budget -= size
+            ticket.workers[index] = Hand(worker: offer.worker, token: tokens[position], lease: lease)
+            offer.room -= 1
+        }
+        guard !ticket.isEmpty else { return }
+        state.remote[offer.store + "\u{1}" + offer.worker] = offer
+        ticket.remote = offer
+    }
+
+    /// An offer heard from another store: kept unless one sent after it is known already.
+    func learn(_ offer: RemoteOffer) {
+        guard offer.store != key else { return }
+        let slot = offer.store + "\u{1}" + offer.worker
+        let old = state.withLock { state -> RemoteOffer? in
+            let old = state.remote[slot]
+            if let old, old.sequence >= offer.sequence { return nil }
+            // A withdrawn offer is kept (room 0), so that an older one arriving late does not stand.
+            state.remote[slot] = offer
+            return old
+        }
+        _ = old
+    }
+
+    /// The insert found the server process behind `offer` gone (its store stopped listening, or its
+    /// process died): the offer is forgotten, unless a newer one came meanwhile.
+    func forget(_ offer: RemoteOffer) {
+        let slot = offer.store + "\u{1}" + offer.worker
+        let old = state.withLock { state -> RemoteOffer? in
+            guard let old = state.remote[slot], old.sequence == offer.sequence else { return nil }
+            state.remote[slot]?.room = 0
+            return old
+        }
+        _ = old
+    }
+
+    /// Another store handed `jobs` over to `worker` of this store: those its offer still has room for
+    /// wait for its next claim; the rest are returned, to be given back (the worker claimed meanwhile,
+    /// or another store's submission took the same room, or it stopped).
+    func receive(_ jobs: [ClaimedJob], for worker: String) -> (taken: Int, rest: [ClaimedJob]) {
+        let (taken, rest, removed) = state.withLock { state -> (Int, [ClaimedJob], Removed) in
+            var removed = Removed()
+            if let known = state.published[worker] {
+                state.published[worker] = known > jobs.count ? known - jobs.count : nil
+            }
+            guard !state.retired.contains(worker), let parked = state.parked[worker] else { return (0, jobs, removed) }
+            let count = min(parked.room, jobs.count)
+            if count < parked.room {
+                state.parked[worker]?.room -= count
+            } else if let full = state.parked.removeValue(forKey: worker) {
+                removed.parked.append(full)
+            }
+            if let offer = reoffer(worker, in: &state) { removed.offers.append(offer) }
+            state.inbox[worker, default: []].append(contentsOf: jobs.prefix(count))
+            state.received += count
+            return (count, Array(jobs.dropFirst(count)), removed)
+        }
+        finish(removed)
+        return (taken, rest)
+    }
+
+    /// The server process listening for this store's notifications (nil: none now). A new one is told
+    /// to other stores with every parked worker's offer; without one, no offer stands.
+    func listening(as pid: Int32?) {
+        let removed = state.withLock { state -> Removed in
+            var removed = Removed()
+            state.listenerPid = pid
+            state.published = [:]
+            guard pid != nil else { return removed }
+            for worker in state.parked.keys.sorted() {
+                if let offer = reoffer(worker, in: &state) { removed.offers.append(offer) }
+            }
+            return removed
+        }
+        finish(removed)
+    }
+
+    /// How many jobs handed over by other stores this store's workers took; for tests.
+    var received: Int { state.withLock { $0.received } }
+
+    /// The offer of another store's `worker`, as this store knows it; for tests.
+    func remoteOffer(store: String, worker: String) -> RemoteOffer? {
+        state.withLock { $0.remote[store + "\u{1}" + worker] }
     }
 
     /// The submission's statement stored the ticket's jobs (`jobs`: the claimed jobs it built). Puts them
@@ -215,9 +409,10 @@ final class PostgresHandoff: Sendable {
             // Remembered only while something may still arrive for it.
             if state.inFlight[worker] != nil { state.retired.insert(worker) }
             if let old = state.parked.removeValue(forKey: worker) { removed.parked.append(old) }
+            if let offer = reoffer(worker, in: &state) { removed.offers.append(offer) }
             return (state.inbox.removeValue(forKey: worker) ?? [], removed)
         }
-        _ = removed
+        finish(removed)
         return jobs
     }
 }
@@ -260,5 +455,99 @@ final class HandoverProgress: Sendable {
             state.delivered = true
             return earliest
         }
+    }
+}
+
+/// An idle worker's room as its store tells the other stores of its schema, in a notification on the
+/// wake-up channel (``PostgresJobStore/message(_:)``): a submission through any of them may then
+/// claim its due independent jobs for that worker in its insert, and send the claims to the worker's
+/// store in a notification of the same transaction (``RemoteHand``). `pid`: the server process that
+/// listens for the worker's store; the insert hands nothing over when it is gone. `sequence` orders
+/// one store's offers; room 0 withdraws the worker's offer.
+struct RemoteOffer: Codable, Sendable, Equatable {
+    var store: String
+    var worker: String
+    var sequence: UInt64
+    var room: Int
+    /// The worker's lease, in seconds.
+    var lease: Double
+    var pid: Int32
+    var kinds: [String]
+
+    enum CodingKeys: String, CodingKey {
+        case store = "s", worker = "w", sequence = "q", room = "r", lease = "l", pid = "p", kinds = "k"
+    }
+}
+
+/// Jobs claimed for a worker of another store by a submission's insert, as its notification carries
+/// them: everything the worker's claim returns but the identities, which the insert appends after a
+/// line break (`run:job,job,…`, in the order of `jobs`).
+struct RemoteHand: Codable, Sendable {
+    struct Job: Codable, Sendable {
+        var token: Int64
+        var name: String
+        var kind: String
+        var input: Data
+        var maxAttempts: Int
+        var priority: Int
+        var timeout: Double?
+
+        enum CodingKeys: String, CodingKey {
+            case token = "t", name = "n", kind = "k", input = "i", maxAttempts = "m", priority = "p", timeout = "o"
+        }
+    }
+
+    var store: String
+    var worker: String
+    /// When the leases end (store time, seconds).
+    var expires: Double
+    var jobs: [Job]
+
+    enum CodingKeys: String, CodingKey {
+        case store = "s", worker = "w", expires = "e", jobs = "j"
+    }
+
+    /// The claimed jobs of a notification's text (`H` JSON line-break `run:ids`); nil when it is not one.
+    static func decode(_ payload: Substring) -> (RemoteHand, run: Int64, ids: [Int64])? {
+        guard payload.first == "H", let newline = payload.lastIndex(of: "\n") else { return nil }
+        let json = payload[payload.index(after: payload.startIndex)..<newline]
+        let tail = payload[payload.index(after: newline)...]
+        guard let hand = try? JSONDecoder().decode(RemoteHand.self, from: Data(json.utf8)),
+            let colon = tail.firstIndex(of: ":"), let run = Int64(tail[..<colon])
+        else { return nil }
+        let ids = tail[tail.index(after: colon)...].split(separator: ",").compactMap { Int64($0) }
+        guard ids.count == hand.jobs.count else { return nil }
+        return (hand, run, ids)
+    }
+
+    func claimed(run: Int64, ids: [Int64]) -> [ClaimedJob] {
+        zip(jobs, ids).map { job, id in
+            ClaimedJob(
+                lease: Lease(job: DurableJobID(id), token: job.token), run: DurableRunID(run), name: job.name,
+                kind: job.kind, input: job.input, attempt: 1, maxAttempts: job.maxAttempts, priority: job.priority,
+                timeout: job.timeout.map { .seconds($0) }, leaseExpires: Date(storeTime: expires))
+        }
+    }
+}
+
+extension PostgresHandoff.Ticket {
+    /// The notification text that sends the ticket's jobs to their worker of another store, less the
+    /// identities the insert appends; nil when the ticket's jobs stay in this store, or when the text
+    /// would not fit in a notification.
+    func remoteMessage(graph: GraphSpec, expires: Double) -> String? {
+        guard let remote else { return nil }
+        let jobs = workers.keys.sorted().compactMap { index -> RemoteHand.Job? in
+            guard index < graph.jobs.count, let hand = workers[index] else { return nil }
+            let job = graph.jobs[index]
+            return RemoteHand.Job(
+                token: hand.token, name: job.name, kind: job.kind, input: job.input ?? Data(),
+                maxAttempts: job.retry.maxAttempts, priority: job.priority, timeout: job.timeout?.storeSeconds)
+        }
+        let hand = RemoteHand(store: remote.store, worker: remote.worker, expires: expires, jobs: jobs)
+        guard let json = try? JSONEncoder().encode(hand) else { return nil }
+        let text = "H" + String(decoding: json, as: UTF8.self) + "\n"
+        // The insert appends the run's identity and each job's (at most 20 characters each, and a comma).
+        guard text.utf8.count + 21 * (jobs.count + 1) < 7_900 else { return nil }
+        return text
     }
 }

@@ -8,9 +8,10 @@ extension PostgresJobStore {
         try StoredText.checkWorker(worker)
         let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
-            // Claimed for this worker by a submission through this store: they start with no round trip.
-            // The worker is woken to claim again: for jobs it may have missed meanwhile, and to offer
-            // its room again.
+            // Claimed for this worker by a submission through this store, or another store's: they start
+            // with no round trip. The worker is woken to claim again: for jobs it may have missed
+            // meanwhile, and to offer its room again.
+            handoff.busy(worker)
             hub.wake()
             return handed
         }
@@ -27,7 +28,10 @@ extension PostgresJobStore {
         } else {
             rows = try await prepared("claim", statement, confirm: false)
         }
-        return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        let claimed = try await completeClaim(
+            rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        if !claimed.isEmpty { handoff.busy(worker) }
+        return claimed
     }
 
     /// Offers `worker`'s room to submissions through this store: their jobs of `kinds` that are due are

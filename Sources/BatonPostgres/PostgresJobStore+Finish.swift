@@ -200,6 +200,7 @@ extension PostgresJobStore {
         let (results, claimed) = try await finishSucceeded(
             reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
         let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
+        if !handed.isEmpty || !claimed.isEmpty { handoff.busy(worker) }
         if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
         return (results, handed + claimed)
     }

@@ -111,9 +111,12 @@ extension PostgresJobStore {
         let hasCategories = jobs.map { !$0.categories.isEmpty }
         // Jobs due now of a graph of independent jobs are claimed in the insert itself for idle workers
         // of this store, when some have offered room (``PostgresHandoff``).
+        // Failing that, for one idle worker of another store, as far as a notification can carry them.
         let ticket =
             independent
-            ? handoff.reserve(kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now })
+            ? handoff.reserve(
+                kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now },
+                sizes: jobs.map { $0.name.utf8.count + $0.kind.utf8.count + ($0.input?.count ?? 0) * 4 / 3 })
             : nil
         defer {
             // Nothing if the jobs were handed over. Else the workers' claims left room for them: wake them.
@@ -171,22 +174,38 @@ extension PostgresJobStore {
                 // an insert whose commit then failed were handed over all the same (as a lost claim, their
                 // leases are refused), and a try sent after that stores the jobs ready. A run lost after
                 // its commit is submitted again the usual way. Leases count from the time of each try.
+                // Jobs for another store's worker are sent to it in a notification of the insert, with
+                // the claims; the insert hands nothing over when the server process listening for that
+                // store is gone.
                 var insert = plainInsert
                 var handingOver = false
                 if attempt == 0, let ticket, let sent = handing.sending(at: clock.now().storeTime) {
-                    var values = base
-                    values.appendHandoff(ticket, count: jobs.count, now: sent)
-                    insert = SubmitStatement(independent: true, bindings: values)
-                    handingOver = true
+                    let message: String?
+                    if let remote = ticket.remote {
+                        message = ticket.remoteMessage(graph: graph, expires: sent + remote.lease)
+                    } else {
+                        message = nil
+                    }
+                    if ticket.remote == nil || message != nil {
+                        var values = base
+                        values.appendHandoff(ticket, count: jobs.count, now: sent, message: message)
+                        insert = SubmitStatement(independent: true, bindings: values)
+                        handingOver = true
+                    }
                 }
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     try await Self.discardingIfReadOnly(connection) { () async throws -> (PostgresRow?, Bool?) in
                         let rows = try await insert.execute(on: connection, logger: logger)
                         try faults.afterCommit("submit insert")
                         guard let row = rows.first else { return (nil, nil) }
-                        let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                        let (run, _, ids, handed) = try row.decode((Int64, Int64, [Int64]?, Bool).self)
                         if handingOver, let ticket, let sent = handing.delivering() {
-                            await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                            if let remote = ticket.remote {
+                                // Sent with the commit; or the worker's store was gone, and the jobs are ready.
+                                if !handed { self.handoff.forget(remote) }
+                            } else {
+                                await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
+                            }
                         }
                         let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                         try await Self.confirmCommitted(on: connection, logger: logger)
@@ -199,15 +218,18 @@ extension PostgresJobStore {
             let submitted: SubmittedRun
             let present: Bool?
             if let row = inserted {
-                let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                let (run, _, ids, _) = try row.decode((Int64, Int64, [Int64]?, Bool).self)
                 submitted = SubmittedRun(
                     run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
                 present = checked
             } else {
                 submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
-                if attempt == 0, let ticket, !submitted.existing, let sent = handing.delivering() {
+                if attempt == 0, let ticket, ticket.remote == nil, !submitted.existing,
+                    let sent = handing.delivering()
+                {
                     // An insert's reply was lost after its commit: its jobs were claimed for their workers,
                     // under leases from the earliest try (an earlier expiry than the row's, never a later).
+                    // (Jobs for another store's worker went to it in the insert's notification.)
                     await handOver(
                         ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue),
                         sent: sent)
@@ -318,40 +340,53 @@ extension PostgresJobStore {
     /// $10 kinds, $11 inputs, $12 has input, $13 maximum attempts, $14 retry policies, $15 priorities,
     /// $16 timeouts, $17 not before, $18 channel; and the jobs claimed in the insert for idle workers of
     /// the submitting store (``PostgresHandoff``): $19 their workers ('' for a job inserted ready),
-    /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job).
+    /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job); for jobs
+    /// claimed for a worker of another store (``RemoteOffer``), $23 the server process listening for
+    /// that store (0 for this store's workers: no check; when it is gone, every job is inserted ready)
+    /// and $24 the notification that sends them the claims (``RemoteHand``; '' for none).
     enum SubmitIndependent: PreparedText {
-        static let name = "baton_submit_independent_v2"
+        static let name = "baton_submit_independent_v3"
         static let sql = """
-            WITH new_run AS (
+            WITH alive AS MATERIALIZED (
+                SELECT CASE WHEN $23::int4 = 0 THEN true
+                    ELSE EXISTS (SELECT 1 FROM pg_stat_get_activity($23::int4)) END AS ok
+            ), new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
                 VALUES ($1, $2, $3, $4, $5, $6, $7)
                 ON CONFLICT DO NOTHING RETURNING id
             ), inserted AS (
                 INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
                     timeout, has_categories, not_before, attempts, lease_owner, lease_token, lease_expires)
-                SELECT new_run.id, t.idx, t.name, t.kind, CASE WHEN t.owner = '' THEN 'ready' ELSE 'running' END,
+                SELECT new_run.id, t.idx, t.name, t.kind,
+                    CASE WHEN t.owner = '' OR NOT alive.ok THEN 'ready' ELSE 'running' END,
                     CASE WHEN t.has_input THEN t.input END, 0, t.max_attempts, t.retry, t.priority,
-                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN t.owner = '' THEN 0 ELSE 1 END,
-                    NULLIF(t.owner, ''), NULLIF(t.token, 0), CASE WHEN t.owner <> '' THEN t.expires END
-                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21)
+                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN t.owner = '' OR NOT alive.ok THEN 0 ELSE 1 END,
+                    CASE WHEN alive.ok THEN NULLIF(t.owner, '') END, CASE WHEN alive.ok THEN NULLIF(t.token, 0) END,
+                    CASE WHEN t.owner <> '' AND alive.ok THEN t.expires END
+                FROM new_run, alive, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21)
                     AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before,
                         owner, token, expires)
                 ORDER BY t.idx
-                RETURNING id, idx
+                RETURNING id, idx, lease_owner IS NOT NULL AS handed
             ), woken AS (
-                SELECT pg_notify($18, '') FROM new_run WHERE $4 > $22
+                SELECT pg_notify($18, '') FROM new_run, alive WHERE $4 > $22 OR NOT alive.ok
+            ), sent AS (
+                SELECT pg_notify($18, $24 || new_run.id || ':'
+                    || (SELECT string_agg(id::text, ',' ORDER BY idx) FROM inserted WHERE handed))
+                FROM new_run, alive WHERE $24 <> '' AND alive.ok
             ), early AS (
                 SELECT set_config('synchronous_commit', 'off', true)
             )
-            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM early) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM sent)
+                    + (SELECT count(*) FROM early) AS done,
+                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs, (SELECT ok FROM alive) AS handed
             FROM new_run
             """
     }
 
     /// The inserting statement of a submission; its values are listed where it is run.
     enum SubmitGraph: PreparedText {
-        static let name = "baton_submit_v3"
+        static let name = "baton_submit_v4"
         static let sql = """
             WITH new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
@@ -393,7 +428,7 @@ extension PostgresJobStore {
             )
             SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted)
                     + (SELECT count(*) FROM early) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs
+                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs, false AS handed
             FROM new_run
             """
     }
@@ -427,9 +462,12 @@ extension PostgresJobStore {
 }
 
 extension PostgresBindings {
-    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$22) for `count` jobs, with
-    /// leases from `now`; no ticket: every job is inserted ready.
-    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double) {
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$24) for `count` jobs, with
+    /// leases from `now`; no ticket: every job is inserted ready. `message`: the notification text of
+    /// a ticket for another store's worker (``PostgresHandoff/Ticket/remoteMessage(graph:expires:)``).
+    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double, message: String? = nil) {
+        // A ticket for another store's worker hands nothing over without its notification.
+        let ticket = ticket?.remote != nil && message == nil ? nil : ticket
         let (owners, tokens, expiries) =
             ticket?.values(count: count, now: now)
             ?? (
@@ -440,5 +478,7 @@ extension PostgresBindings {
         append(tokens)
         append(expiries)
         append(ticket?.workers.count ?? 0)
+        append(ticket?.remote != nil ? ticket?.remote?.pid ?? 0 : 0)
+        append(ticket?.remote != nil ? message ?? "" : "")
     }
 }

@@ -108,6 +108,7 @@ public final class PostgresJobStore: JobStore {
             }
             throw error
         }
+        connectOffers()
         listener.start()
     }
 

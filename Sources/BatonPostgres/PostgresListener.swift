@@ -56,6 +56,15 @@ final class PostgresListener: Sendable {
     let hub: PostgresWakeupHub
     let logger: Logger
     private let state = Protected(State())
+    /// What notifications with a text are given to, and who is told of the listening server process
+    /// (nil: none); see ``setHandlers(message:listening:)``. Without handlers every notification wakes
+    /// the hub.
+    private let handlers = Protected<Handlers?>(nil)
+
+    struct Handlers: Sendable {
+        let message: @Sendable (String) -> Void
+        let listening: @Sendable (Int32?) -> Void
+    }
 
     private struct State {
         var task: Task<Void, Never>?
@@ -74,6 +83,28 @@ final class PostgresListener: Sendable {
     }
 
     var isListening: Bool { state.withLock { $0.listening } }
+
+    /// `message` is given the text of each notification that has one (an empty one wakes the hub);
+    /// `listening` is told the server process that listens, once it does, and nil when it stops.
+    func setHandlers(message: @escaping @Sendable (String) -> Void, listening: @escaping @Sendable (Int32?) -> Void) {
+        let old = handlers.withLock { handlers in
+            defer { handlers = Handlers(message: message, listening: listening) }
+            return handlers
+        }
+        _ = old
+    }
+
+    private func heard(_ payload: String) {
+        if !payload.isEmpty, let handlers = handlers.withLock({ $0 }) {
+            handlers.message(payload)
+        } else {
+            hub.wake()
+        }
+    }
+
+    private func tell(_ pid: Int32?) {
+        handlers.withLock { $0 }?.listening(pid)
+    }
 
     func start() {
         let task = Task { [self] in await self.loop() }
@@ -139,6 +170,7 @@ final class PostgresListener: Sendable {
                     metadata: ["error": "\(PostgresFailure.describe(error))"])
             }
             setListening(false)
+            tell(nil)
             // Poll while reconnecting: wake the workers every fallbackPollInterval until `wait` has passed.
             let deadline = ContinuousClock.now + wait
             while !Task.isCancelled && ContinuousClock.now < deadline {
@@ -148,6 +180,7 @@ final class PostgresListener: Sendable {
             wait = min(wait * 2, .seconds(5))
         }
         setListening(false)
+        tell(nil)
     }
 
     /// Connects, listens and forwards notifications until the connection ends.
@@ -162,9 +195,14 @@ final class PostgresListener: Sendable {
             try await withTaskCancellationHandler {
                 try await connection.listen(on: channel) { notifications in
                     connected()
+                    // Other stores check that this server process is alive before they hand jobs over
+                    // to this store's workers (``RemoteOffer``).
+                    let pid = try await connection.query("SELECT pg_backend_pid()", logger: logger).collect()
+                        .first?.decode(Int32.self)
                     self.setListening(true, connection: connection)
+                    self.tell(pid)
                     hub.wake()  // Anything that happened while we were not listening.
-                    for try await _ in notifications { hub.wake() }
+                    for try await notification in notifications { self.heard(notification.payload) }
                 }
             } onCancel: {
                 connection.close().whenComplete { _ in }

@@ -1,0 +1,65 @@
+import BatonDurable
+import Foundation
+import Logging
+import PostgresNIO
+
+extension PostgresJobStore {
+    /// Connects the hand-over to other stores: the listener gives it the notifications with a text and
+    /// the server process it listens on, and offers of this store's idle workers are sent to the others.
+    func connectOffers() {
+        listener.setHandlers(
+            message: { [weak self] payload in self?.message(payload) },
+            listening: { [weak self] pid in self?.handoff.listening(as: pid) })
+        handoff.setPublisher { [weak self] offers in self?.publish(offers) }
+    }
+
+    /// A notification with a text on the wake-up channel: an idle worker's offer of another store
+    /// (``RemoteOffer``), jobs handed over to a worker (``RemoteHand``: taken when they are for this
+    /// store), or anything else (a wake-up).
+    func message(_ payload: String) {
+        switch payload.first {
+        case "O":
+            guard let offer = try? JSONDecoder().decode(RemoteOffer.self, from: Data(payload.utf8.dropFirst())) else {
+                hub.wake()
+                return
+            }
+            handoff.learn(offer)
+        case "H":
+            guard let (hand, run, ids) = RemoteHand.decode(payload[...]) else {
+                logger.notice(
+                    "a notification handing jobs over could not be read; they are claimed again when their leases expire",
+                    metadata: ["notification": "\(payload.prefix(200))"])
+                hub.wake()
+                return
+            }
+            guard hand.store == handoff.key else { return }
+            let (taken, rest) = handoff.receive(hand.claimed(run: run, ids: ids), for: hand.worker)
+            if taken > 0 { hub.wake() }
+            if !rest.isEmpty { Task { await self.giveBack(rest) } }
+        default:
+            hub.wake()
+        }
+    }
+
+    /// Tells the other stores of this schema of idle workers' offers, in notifications on the
+    /// wake-up channel. A failure is logged: the other stores' submissions then insert their jobs
+    /// ready, as they would without an offer, or hand over jobs that this store gives back.
+    func publish(_ offers: [RemoteOffer]) {
+        let encoder = JSONEncoder()
+        let texts = offers.compactMap { try? encoder.encode($0) }.map { "O" + String(decoding: $0, as: UTF8.self) }
+        guard !texts.isEmpty else { return }
+        Task { [client, channel, logger, configuration] in
+            for text in texts {
+                do {
+                    try await PostgresTimeout.run(configuration.operationTimeout) {
+                        _ = try await client.query("SELECT pg_notify(\(channel), \(text))", logger: logger).collect()
+                    }
+                } catch {
+                    logger.debug(
+                        "an idle worker's offer could not be sent to the other stores",
+                        metadata: ["error": "\(PostgresFailure.describe(error))"])
+                }
+            }
+        }
+    }
+}
