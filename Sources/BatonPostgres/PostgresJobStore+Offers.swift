@@ -9,13 +9,19 @@ extension PostgresJobStore {
     func connectOffers() {
         listener.setHandlers(
             message: { [weak self] payload in self?.message(payload) },
-            listening: { [weak self] pid in self?.handoff.listening(as: pid) })
+            listening: { [weak self] pid in
+                guard let self else { return }
+                self.handoff.listening(as: pid)
+                // Offers are told once: a store that starts listening asks the others for theirs.
+                if pid != nil { self.send(["R" + self.handoff.key]) }
+            })
         handoff.setPublisher { [weak self] offers in self?.publish(offers) }
     }
 
     /// A notification with a text on the wake-up channel: an idle worker's offer of another store
-    /// (``RemoteOffer``), jobs handed over to a worker (``RemoteHand``: taken when they are for this
-    /// store), or anything else (a wake-up).
+    /// (``RemoteOffer``, `O`), a store that started listening asking for the offers that stand (`R`),
+    /// jobs handed over to a worker (``RemoteHand``, `H`: taken when they are for this store), or
+    /// anything else (a wake-up).
     func message(_ payload: String) {
         switch payload.first {
         case "O":
@@ -24,6 +30,9 @@ extension PostgresJobStore {
                 return
             }
             handoff.learn(offer)
+        case "R":
+            // Another store started listening and asks for the offers that stand.
+            if payload.dropFirst() != handoff.key { handoff.reofferAll() }
         case "H":
             guard let (hand, run, ids) = RemoteHand.decode(payload[...]) else {
                 logger.notice(
@@ -46,7 +55,11 @@ extension PostgresJobStore {
     /// ready, as they would without an offer, or hand over jobs that this store gives back.
     func publish(_ offers: [RemoteOffer]) {
         let encoder = JSONEncoder()
-        let texts = offers.compactMap { try? encoder.encode($0) }.map { "O" + String(decoding: $0, as: UTF8.self) }
+        send(offers.compactMap { try? encoder.encode($0) }.map { "O" + String(decoding: $0, as: UTF8.self) })
+    }
+
+    /// Sends `texts` as notifications on the wake-up channel, in order, from a task of their own.
+    func send(_ texts: [String]) {
         guard !texts.isEmpty else { return }
         Task { [client, channel, logger, configuration] in
             for text in texts {

@@ -15,8 +15,8 @@ struct PostgresRemoteHandoffBookTests {
     final class Book: Sendable {
         let book: PostgresHandoff
         let sent = Protected<[RemoteOffer]>([])
-        init(_ key: String) {
-            book = PostgresHandoff(key: key)
+        init(_ key: String, withdrawDelay: Duration = .zero) {
+            book = PostgresHandoff(key: key, withdrawDelay: withdrawDelay)
             book.setPublisher { [sent] offers in sent.withLock { $0 += offers } }
         }
         /// The offers sent since the last call.
@@ -34,6 +34,8 @@ struct PostgresRemoteHandoffBookTests {
         #expect(offer.kinds == ["a", "k"] && offer.lease == 10)
         b.book.park("w", kinds: ["k", "a"], limit: 2, lease: .seconds(10))
         #expect(b.drain().isEmpty, "the same room is not told again")
+        b.book.reofferAll()
+        #expect(b.drain().map(\.room) == [2], "unless a store that started listening asks")
         b.book.listening(as: nil)
         b.book.listening(as: 43)
         let again = try #require(b.drain().first, "a new listening process is told with the parked workers' offers")
@@ -49,6 +51,29 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.drain().map(\.room) == [1])
         _ = b.book.retire("w")
         #expect(b.drain().map(\.room) == [0], "a stopping worker withdraws its offer")
+    }
+
+    @Test("a smaller room is told after a delay, and not at all when the worker parks again with the room other stores know")
+    func smallerRoomWaits() throws {
+        let b = Book("b", withdrawDelay: .seconds(3600))
+        b.book.listening(as: 1)
+        b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
+        #expect(b.drain().map(\.room) == [3])
+        _ = b.book.take(for: "w", limit: 3)
+        b.book.busy("w")
+        #expect(b.drain().isEmpty, "the withdrawal waits")
+        b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
+        b.book.settle("w")  // What the end of the delay does.
+        #expect(b.drain().isEmpty, "parked again with the room other stores know: nothing to tell")
+        _ = b.book.take(for: "w", limit: 3)
+        b.book.busy("w")
+        #expect(b.drain().isEmpty)
+        b.book.settle("w")
+        #expect(b.drain().map(\.room) == [0], "withdrawn once the delay is over")
+        b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
+        #expect(b.drain().map(\.room) == [3], "a larger room is told at once")
+        _ = b.book.retire("w")
+        #expect(b.drain().map(\.room) == [0], "a stopping worker's withdrawal does not wait")
     }
 
     @Test("a submission hands jobs to one other store's worker within its room and kinds; that store takes what its worker still has room for")
@@ -236,67 +261,76 @@ struct PostgresRemoteHandoffTests {
     }
 
     @Test(
-        "workers of two stores, with submissions through both from many tasks at once: every job runs once, no worker runs more than its limit, and jobs crossed between stores"
+        "workers of two stores, submissions through one of them and a third from many tasks at once: every job runs once, no worker runs more than its limit, and jobs crossed between stores"
     )
     func workersOfTwoStores() async throws {
         try await TestPostgres.withStore("remote_workers") { a, configuration in
             try await Self.withOtherStore(configuration) { b in
-                let total = 120
-                let gauges = [PostgresHandoffTests.Gauge(total: total), PostgresHandoffTests.Gauge(total: total)]
-                let both = PostgresHandoffTests.Gauge(total: total)
-                struct Counted: DurableJob {
-                    static let kind = PostgresHandoffTests.Gauged.kind
-                    let gauge: PostgresHandoffTests.Gauge
-                    let both: PostgresHandoffTests.Gauge
-                    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
-                        both.enter(input)
-                        defer { both.leave() }
-                        return try await PostgresHandoffTests.Gauged(gauge: gauge).run(input, context: context)
-                    }
+                try await Self.withOtherStore(configuration) { c in
+                    try await Self.crossing(a, b, c, schema: configuration.schema)
                 }
-                let workers = try [a, b].enumerated().map { index, store in
-                    try DurableWorker(
-                        store: store, jobs: [Counted(gauge: gauges[index], both: both)],
-                        configuration: .init(id: "w\(index)", maxConcurrentJobs: 2, pollInterval: .seconds(30)))
-                }
-                let running = workers.map { worker in Task { try await worker.run() } }
-                defer { running.forEach { $0.cancel() } }
-                try await PostgresFaultTests.eventually("both stores hearing the other's idle worker") {
-                    a.handoff.remoteOffer(store: b.handoff.key, worker: "w1") != nil
-                        && b.handoff.remoteOffer(store: a.handoff.key, worker: "w0") != nil
-                }
-                try await withDeadline(.seconds(120), "submitting \(total) one-job graphs from 4 tasks") {
-                    try await withThrowingTaskGroup(of: Void.self) { group in
-                        for part in 0..<4 {
-                            let store = part % 2 == 0 ? a : b
-                            group.addTask {
-                                for index in stride(from: part, to: total, by: 4) {
-                                    var graph = JobGraph(name: "g\(index)")
-                                    graph.add(PostgresHandoffTests.Gauged.self, input: index, retry: .never)
-                                    _ = try await store.submit(graph)
-                                }
-                            }
-                        }
-                        try await group.waitForAll()
-                    }
-                }
-                try await withDeadline(.seconds(120), "every job running") { await both.done.waitAsync() }
-                for worker in workers { worker.shutdown() }
-                for task in running {
-                    try await withDeadline(.seconds(30), "the workers stopping") { try await task.value }
-                }
-                for (index, gauge) in gauges.enumerated() {
-                    let most = gauge.state.withLock { $0.most }
-                    #expect(most <= 2, "worker w\(index) ran \(most) attempts at once, over its limit of 2")
-                }
-                let counts = both.state.withLock { $0.runs }
-                #expect(counts.count == total && counts.values.allSatisfy { $0 == 1 }, "runs per job: \(counts)")
-                let states = try await a.client.query(
-                    "SELECT state, attempts, count(*)::int FROM \(unescaped: configuration.schema).jobs GROUP BY 1, 2"
-                ).collect().map { try $0.decode((String, Int, Int).self) }
-                #expect(states.count == 1 && states.first?.0 == "succeeded" && states.first?.1 == 1, "\(states)")
-                #expect(a.handoff.received + b.handoff.received > 0, "no job was handed over across the stores")
             }
         }
+    }
+
+    struct Counted: DurableJob {
+        static let kind = PostgresHandoffTests.Gauged.kind
+        let gauge: PostgresHandoffTests.Gauge
+        let both: PostgresHandoffTests.Gauge
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            both.enter(input)
+            defer { both.leave() }
+            return try await PostgresHandoffTests.Gauged(gauge: gauge).run(input, context: context)
+        }
+    }
+
+    /// Workers on `a` and `b`; submissions through `a` (its own worker first) and `c` (no worker).
+    static func crossing(_ a: PostgresJobStore, _ b: PostgresJobStore, _ c: PostgresJobStore, schema: String) async throws {
+        let total = 120
+        let gauges = [PostgresHandoffTests.Gauge(total: total), PostgresHandoffTests.Gauge(total: total)]
+        let both = PostgresHandoffTests.Gauge(total: total)
+        let workers = try [a, b].enumerated().map { index, store in
+            try DurableWorker(
+                store: store, jobs: [Counted(gauge: gauges[index], both: both)],
+                configuration: .init(id: "w\(index)", maxConcurrentJobs: 2, pollInterval: .seconds(30)))
+        }
+        let running = workers.map { worker in Task { try await worker.run() } }
+        defer { running.forEach { $0.cancel() } }
+        try await PostgresFaultTests.eventually("the submitting stores hearing the idle workers") {
+            c.handoff.remoteOffer(store: a.handoff.key, worker: "w0") != nil
+                && c.handoff.remoteOffer(store: b.handoff.key, worker: "w1") != nil
+                && a.handoff.remoteOffer(store: b.handoff.key, worker: "w1") != nil
+        }
+        try await withDeadline(.seconds(120), "submitting \(total) one-job graphs from 4 tasks") {
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for part in 0..<4 {
+                    let store = part % 2 == 0 ? a : c
+                    group.addTask {
+                        for index in stride(from: part, to: total, by: 4) {
+                            var graph = JobGraph(name: "g\(index)")
+                            graph.add(PostgresHandoffTests.Gauged.self, input: index, retry: .never)
+                            _ = try await store.submit(graph)
+                        }
+                    }
+                }
+                try await group.waitForAll()
+            }
+        }
+        try await withDeadline(.seconds(120), "every job running") { await both.done.waitAsync() }
+        for worker in workers { worker.shutdown() }
+        for task in running {
+            try await withDeadline(.seconds(30), "the workers stopping") { try await task.value }
+        }
+        for (index, gauge) in gauges.enumerated() {
+            let most = gauge.state.withLock { $0.most }
+            #expect(most <= 2, "worker w\(index) ran \(most) attempts at once, over its limit of 2")
+        }
+        let counts = both.state.withLock { $0.runs }
+        #expect(counts.count == total && counts.values.allSatisfy { $0 == 1 }, "runs per job: \(counts)")
+        let states = try await a.client.query(
+            "SELECT state, attempts, count(*)::int FROM \(unescaped: schema).jobs GROUP BY 1, 2"
+        ).collect().map { try $0.decode((String, Int, Int).self) }
+        #expect(states.count == 1 && states.first?.0 == "succeeded" && states.first?.1 == 1, "\(states)")
+        #expect(a.handoff.received + b.handoff.received > 0, "no job was handed over across the stores")
     }
 }
