@@ -2,19 +2,24 @@ import Baton
 import BatonDurable
 import Foundation
 
-/// Claims that a submission makes, in its own inserting statement, for the idle workers of the same
-/// store object (``PostgresJobStore/parkClaim(worker:kinds:limit:lease:)``), and hands them over at the
-/// workers' next claim — with no `NOTIFY` and no claiming statement in between.
+/// Claims that a submission makes, in its own inserting statement, for idle workers: those of the same
+/// store object (``PostgresJobStore/parkClaim(worker:kinds:limit:lease:)``), handed over at the
+/// workers' next claim with no `NOTIFY` and no claiming statement in between; failing those, one idle
+/// worker of another store on the schema (``RemoteOffer``), to which the insert sends the claims in a
+/// notification of its own (``RemoteHand``).
 ///
 /// The jobs are inserted already running under the worker's lease, with a token drawn here, so a
 /// handed-over job is claimed as a claiming statement would claim it: the same row, the same fencing.
 /// What can go wrong costs time, never a guarantee: a hand-over that never arrives (the process died,
-/// the worker stopped) leaves a running job whose lease expires, and it is claimed again like any
-/// orphan; ``retire(_:)`` gives back at once what a stopping worker will not run.
+/// the worker stopped, the notification was lost with its connection) leaves a running job whose
+/// lease expires, and it is claimed again like any orphan; ``retire(_:)`` gives back at once what a
+/// stopping worker will not run.
 ///
 /// Counting: a worker offers its free room, less what is already on its way to it or waiting for it,
 /// and every claim of its withdraws the offer and leaves out the jobs still on their way
-/// (``take(for:limit:)``), so the worker never holds more than its limit.
+/// (``take(for:limit:)``), so the worker never holds more than its limit. Other stores learn of a
+/// withdrawal late (``withdrawDelay``), so what they hand over is taken only as far as the worker's
+/// offer still goes here (``receive(_:for:)``), and the rest is given back.
 ///
 /// Nothing is released under the lock: what a change removes is handed out of it and dropped after.
 final class PostgresHandoff: Sendable {
@@ -64,6 +69,9 @@ final class PostgresHandoff: Sendable {
         var received = 0
         /// Workers whose smaller room will be told to other stores (``withdrawDelay``).
         var settling: Set<String> = []
+        /// When the listening server process started (with `listenerPid`, it names that process
+        /// even where process ids are reused).
+        var listenerStart: Int64 = 0
     }
 
     /// What a change took out of the state, to be released after the lock, and the offers to tell other
@@ -83,7 +91,7 @@ final class PostgresHandoff: Sendable {
     /// This store object's name in offers and hand-overs.
     let key: String
 
-    /// How long a worker's smaller room (a claim found jobs, a submission took room) waits before
+    /// How long a worker's smaller room (a claim found jobs, a submission took the last of it) waits before
     /// other stores are told: a worker that runs a job and parks again within it, with the room other
     /// stores believe in, costs no notification at all (the benchmark's latency loop measured 0.3 ms
     /// more per sample with two notifications each). Meanwhile their submissions may hand jobs over
@@ -137,21 +145,37 @@ final class PostgresHandoff: Sendable {
     private func reoffer(
         _ worker: String, in state: inout State, _ removed: inout Removed, immediately: Bool = false
     ) {
-        guard let pid = state.listenerPid else { return }
-        let parked = state.parked[worker]
-        let room = parked?.room ?? 0
+        guard state.listenerPid != nil else { return }
+        let room = state.parked[worker]?.room ?? 0
         let known = state.published[worker] ?? 0
         guard room != known else { return }
         if room < known && !immediately && withdrawDelay > .zero {
             if state.settling.insert(worker).inserted { removed.settle.append(worker) }
             return
         }
+        announce(worker, in: &state, &removed)
+    }
+
+    /// Adds to `removed` `worker`'s offer as it stands (its parked room, or 0), under a new sequence.
+    private func announce(_ worker: String, in state: inout State, _ removed: inout Removed) {
+        guard let pid = state.listenerPid else { return }
+        let parked = state.parked[worker]
+        let room = parked?.room ?? 0
         state.nextOffer += 1
         state.published[worker] = room > 0 ? room : nil
         removed.offers.append(
             RemoteOffer(
                 store: key, worker: worker, sequence: state.nextOffer, room: room,
-                lease: parked?.lease.storeSeconds ?? 0, pid: pid, kinds: parked.map { $0.kinds.sorted() } ?? []))
+                lease: parked?.lease.storeSeconds ?? 0, pid: pid, started: state.listenerStart,
+                kinds: parked.map { $0.kinds.sorted() } ?? []))
+    }
+
+    /// Tells other stores every offer again: each parked worker's room, and a withdrawal for each
+    /// worker they may still believe parked.
+    private func announceAll(in state: inout State, _ removed: inout Removed) {
+        let workers = Set(state.parked.keys).union(state.published.keys).union(state.settling)
+        state.published = [:]
+        for worker in workers.sorted() { announce(worker, in: &state, &removed) }
     }
 
     /// `worker` has room for `limit` jobs of `kinds` and claims again when woken (0: withdraws the offer).
@@ -273,9 +297,10 @@ final class PostgresHandoff: Sendable {
         return ticket
     }
 
-    /// The room of a notification that hands jobs over (PostgreSQL's limit is 8,000 bytes), less what
-    /// the insert appends: the run's and each job's identity.
-    static let messageBudget = 7_000
+    /// The room of a notification that hands jobs over (PostgreSQL's limit is 8,000 bytes), less the
+    /// message's own frame; each job takes ``jobShare`` and its text (``Ticket/remoteMessage(graph:expires:)``
+    /// leaves out jobs the estimate let in that do not fit).
+    static let messageBudget = 7_600
 
     /// ``reserve(kinds:priorities:eligible:sizes:)`` for another store's worker: of those with room for
     /// the first job that any can take, the one with the most room, then by name.
@@ -283,23 +308,21 @@ final class PostgresHandoff: Sendable {
         order: [Int], kinds: [String], sizes: [Int], tokens: [Int64], in state: inout State, _ ticket: inout Ticket
     ) {
         // The offer for the first job (by priority, then age) that one has room and the kind for.
+        let open = state.remote.values.filter { $0.room > 0 }
+        let offered = Set(open.flatMap(\.kinds))
+        guard let first = order.first(where: { offered.contains(kinds[$0]) }) else { return }
         var chosen: RemoteOffer?
-        for index in order {
-            for offer in state.remote.values where offer.room > 0 && offer.kinds.contains(kinds[index]) {
-                if let best = chosen,
-                    (best.room, offer.store + offer.worker) >= (offer.room, best.store + best.worker)
-                {
-                    continue
-                }
-                chosen = offer
+        for offer in open where offer.kinds.contains(kinds[first]) {
+            if let best = chosen, (best.room, best.store, best.worker) >= (offer.room, offer.store, offer.worker) {
+                continue
             }
-            if chosen != nil { break }
+            chosen = offer
         }
         guard var offer = chosen else { return }
         var budget = messageBudget
         let lease = Duration.seconds(offer.lease)
         for (position, index) in order.enumerated() where offer.room > 0 && offer.kinds.contains(kinds[index]) {
-            let size = (index < sizes.count ? sizes[index] : 0) + 40
+            let size = (index < sizes.count ? sizes[index] : 0) + Self.jobShare
             guard size <= budget else { break }
             budget -= size
             ticket.workers[index] = Hand(worker: offer.worker, token: tokens[position], lease: lease)
@@ -309,6 +332,10 @@ final class PostgresHandoff: Sendable {
         state.remote[offer.store + "\u{1}" + offer.worker] = offer
         ticket.remote = offer
     }
+
+    /// What a job takes of a hand-over's notification beside its name, kind and input: its JSON keys,
+    /// token and numbers (about 60 bytes), its identity and a comma (21).
+    static let jobShare = 90
 
     /// An offer heard from another store: kept unless one sent after it is known already.
     func learn(_ offer: RemoteOffer) {
@@ -325,15 +352,28 @@ final class PostgresHandoff: Sendable {
     }
 
     /// The insert found the server process behind `offer` gone (its store stopped listening, or its
-    /// process died): the offer is forgotten, unless a newer one came meanwhile.
+    /// process died): every offer of that store that names that process is forgotten.
     func forget(_ offer: RemoteOffer) {
-        let slot = offer.store + "\u{1}" + offer.worker
-        let old = state.withLock { state -> RemoteOffer? in
-            guard let old = state.remote[slot], old.sequence == offer.sequence else { return nil }
-            state.remote[slot]?.room = 0
-            return old
+        let gone = state.withLock { state -> [RemoteOffer] in
+            let gone = state.remote.values.filter {
+                $0.store == offer.store && $0.pid == offer.pid && $0.started == offer.started
+            }
+            for old in gone { state.remote[old.store + "\u{1}" + old.worker] = nil }
+            return gone
         }
-        _ = old
+        _ = gone
+    }
+
+    /// A submission that reserved `ticket`'s jobs for another store's worker did not send `count` of
+    /// them (the notification would not fit, or the insert stored nothing): their room is given back
+    /// here, unless a newer offer came meanwhile.
+    func restore(_ ticket: Ticket, count: Int) {
+        guard let offer = ticket.remote, count > 0 else { return }
+        let slot = offer.store + "\u{1}" + offer.worker
+        state.withLock { state in
+            guard state.remote[slot]?.sequence == offer.sequence else { return }
+            state.remote[slot]?.room += count
+        }
     }
 
     /// Another store handed `jobs` over to `worker` of this store: those its offer still has room for
@@ -345,7 +385,9 @@ final class PostgresHandoff: Sendable {
             if let known = state.published[worker] {
                 state.published[worker] = known > jobs.count ? known - jobs.count : nil
             }
-            guard !state.retired.contains(worker), let parked = state.parked[worker] else { return (0, jobs, removed) }
+            guard state.listenerPid != nil, !state.retired.contains(worker), let parked = state.parked[worker],
+                jobs.allSatisfy({ parked.kinds.contains($0.kind) })
+            else { return (0, jobs, removed) }
             let count = min(parked.room, jobs.count)
             if count < parked.room {
                 state.parked[worker]?.room -= count
@@ -361,28 +403,31 @@ final class PostgresHandoff: Sendable {
         return (taken, rest)
     }
 
-    /// The server process listening for this store's notifications (nil: none now). A new one is told
-    /// to other stores with every parked worker's offer; without one, no offer stands.
-    func listening(as pid: Int32?) {
-        let removed = state.withLock { state -> Removed in
+    /// The server process listening for this store's notifications (nil: none now) and when it
+    /// started. A new one is told to other stores with every offer (``announceAll(in:_:)``: withdrawals
+    /// of the workers they may still believe parked too); and the offers this store knew of are
+    /// forgotten — it may have missed their withdrawals — until the other stores tell them again
+    /// (the store asks them to, see ``PostgresJobStore/message(_:)``).
+    func listening(as pid: Int32?, started: Int64 = 0) {
+        let (removed, forgotten) = state.withLock { state -> (Removed, [String: RemoteOffer]) in
             var removed = Removed()
             state.listenerPid = pid
-            state.published = [:]
-            guard pid != nil else { return removed }
-            for worker in state.parked.keys.sorted() {
-                reoffer(worker, in: &state, &removed)
-            }
-            return removed
+            state.listenerStart = started
+            guard pid != nil else { return (removed, [:]) }
+            let forgotten = state.remote
+            state.remote = [:]
+            announceAll(in: &state, &removed)
+            return (removed, forgotten)
         }
+        _ = forgotten
         finish(removed)
     }
 
-    /// Tells other stores every parked worker's offer again (a store that started listening asked).
+    /// Tells other stores every offer again (a store that started listening asked).
     func reofferAll() {
         let removed = state.withLock { state -> Removed in
             var removed = Removed()
-            state.published = [:]
-            for worker in state.parked.keys.sorted() { reoffer(worker, in: &state, &removed) }
+            announceAll(in: &state, &removed)
             return removed
         }
         finish(removed)
@@ -521,10 +566,13 @@ struct RemoteOffer: Codable, Sendable, Equatable {
     /// The worker's lease, in seconds.
     var lease: Double
     var pid: Int32
+    /// When that server process started (microseconds since 1970): a process id can be reused.
+    var started: Int64
     var kinds: [String]
 
     enum CodingKeys: String, CodingKey {
-        case store = "s", worker = "w", sequence = "q", room = "r", lease = "l", pid = "p", kinds = "k"
+        case store = "s", worker = "w", sequence = "q", room = "r", lease = "l", pid = "p", started = "b"
+        case kinds = "k"
     }
 }
 
@@ -556,12 +604,22 @@ struct RemoteHand: Codable, Sendable {
         case store = "s", worker = "w", expires = "e", jobs = "j"
     }
 
-    /// The claimed jobs of a notification's text (`H` JSON line-break `run:ids`); nil when it is not one.
+    /// The store a notification's text hands jobs over to (`H`, the store's key, a space), read without
+    /// decoding the rest: every store hears every hand-over.
+    static func target(of payload: Substring) -> Substring? {
+        guard payload.first == "H", let space = payload.firstIndex(of: " ") else { return nil }
+        return payload[payload.index(after: payload.startIndex)..<space]
+    }
+
+    /// The claimed jobs of a notification's text (`H`, store key, space, JSON, line break, `run:ids`);
+    /// nil when it is not one.
     static func decode(_ payload: Substring) -> (RemoteHand, run: Int64, ids: [Int64])? {
-        guard payload.first == "H", let newline = payload.lastIndex(of: "\n") else { return nil }
-        let json = payload[payload.index(after: payload.startIndex)..<newline]
+        guard let target = target(of: payload), let newline = payload.lastIndex(of: "\n"),
+            target.endIndex < newline
+        else { return nil }
+        let json = payload[payload.index(after: target.endIndex)..<newline]
         let tail = payload[payload.index(after: newline)...]
-        guard let hand = try? JSONDecoder().decode(RemoteHand.self, from: Data(json.utf8)),
+        guard let hand = try? JSONDecoder().decode(RemoteHand.self, from: Data(json.utf8)), hand.store == target,
             let colon = tail.firstIndex(of: ":"), let run = Int64(tail[..<colon])
         else { return nil }
         let ids = tail[tail.index(after: colon)...].split(separator: ",").compactMap { Int64($0) }
@@ -581,22 +639,39 @@ struct RemoteHand: Codable, Sendable {
 
 extension PostgresHandoff.Ticket {
     /// The notification text that sends the ticket's jobs to their worker of another store, less the
-    /// identities the insert appends; nil when the ticket's jobs stay in this store, or when the text
-    /// would not fit in a notification.
-    func remoteMessage(graph: GraphSpec, expires: Double) -> String? {
+    /// identities the insert appends, and the ticket cut to the jobs it carries (the estimate of their
+    /// size may have let in more than fit, in index order, as the insert lists them); nil when the
+    /// ticket's jobs stay in this store, or none fits.
+    func remoteMessage(graph: GraphSpec, expires: Double) -> (text: String, ticket: Self)? {
         guard let remote else { return nil }
-        let jobs = workers.keys.sorted().compactMap { index -> RemoteHand.Job? in
-            guard index < graph.jobs.count, let hand = workers[index] else { return nil }
+        let encoder = JSONEncoder()
+        var ticket = self
+        var jobs: [RemoteHand.Job] = []
+        // The frame: "H", the key, a space, the JSON's own keys and brackets, the run's identity.
+        var size = 1 + remote.store.utf8.count + remote.worker.utf8.count * 6 + 120
+        for index in workers.keys.sorted() {
+            guard index < graph.jobs.count, let hand = workers[index] else {
+                ticket.workers[index] = nil
+                continue
+            }
             let job = graph.jobs[index]
-            return RemoteHand.Job(
+            let entry = RemoteHand.Job(
                 token: hand.token, name: job.name, kind: job.kind, input: job.input ?? Data(),
                 maxAttempts: job.retry.maxAttempts, priority: job.priority, timeout: job.timeout?.storeSeconds)
+            let share = ((try? encoder.encode(entry))?.count ?? Int.max / 2) + 22
+            guard size + share < 7_990 else {
+                ticket.workers[index] = nil
+                continue
+            }
+            size += share
+            jobs.append(entry)
         }
+        guard !jobs.isEmpty else { return nil }
         let hand = RemoteHand(store: remote.store, worker: remote.worker, expires: expires, jobs: jobs)
-        guard let json = try? JSONEncoder().encode(hand) else { return nil }
-        let text = "H" + String(decoding: json, as: UTF8.self) + "\n"
+        guard let json = try? encoder.encode(hand) else { return nil }
+        let text = "H" + remote.store + " " + String(decoding: json, as: UTF8.self) + "\n"
         // The insert appends the run's identity and each job's (at most 20 characters each, and a comma).
-        guard text.utf8.count + 21 * (jobs.count + 1) < 7_900 else { return nil }
-        return text
+        guard text.utf8.count + 21 * (jobs.count + 1) < 8_000 else { return nil }
+        return (text, ticket)
     }
 }

@@ -9,11 +9,11 @@ extension PostgresJobStore {
     func connectOffers() {
         listener.setHandlers(
             message: { [weak self] payload in self?.message(payload) },
-            listening: { [weak self] pid in
+            listening: { [weak self] process in
                 guard let self else { return }
-                self.handoff.listening(as: pid)
+                self.handoff.listening(as: process?.pid, started: process?.started ?? 0)
                 // Offers are told once: a store that starts listening asks the others for theirs.
-                if pid != nil { self.send(["R" + self.handoff.key]) }
+                if process != nil { self.send(["R" + self.handoff.key]) }
             })
         handoff.setPublisher { [weak self] offers in self?.publish(offers) }
     }
@@ -34,6 +34,8 @@ extension PostgresJobStore {
             // Another store started listening and asks for the offers that stand.
             if payload.dropFirst() != handoff.key { handoff.reofferAll() }
         case "H":
+            // Every store hears every hand-over: those for other stores are skipped unread.
+            guard RemoteHand.target(of: payload[...]) == handoff.key[...] else { return }
             guard let (hand, run, ids) = RemoteHand.decode(payload[...]) else {
                 logger.notice(
                     "a notification handing jobs over could not be read; they are claimed again when their leases expire",
@@ -41,7 +43,6 @@ extension PostgresJobStore {
                 hub.wake()
                 return
             }
-            guard hand.store == handoff.key else { return }
             let (taken, rest) = handoff.receive(hand.claimed(run: run, ids: ids), for: hand.worker)
             if taken > 0 { hub.wake() }
             if !rest.isEmpty { Task { await self.giveBack(rest) } }

@@ -176,36 +176,44 @@ extension PostgresJobStore {
                 // its commit is submitted again the usual way. Leases count from the time of each try.
                 // Jobs for another store's worker are sent to it in a notification of the insert, with
                 // the claims; the insert hands nothing over when the server process listening for that
-                // store is gone.
+                // store is gone. Only the first try carries them: a retry (the first one's reply may have
+                // been lost after its commit sent the claims) stores the jobs ready, so that no token is
+                // ever sent twice.
                 var insert = plainInsert
                 var handingOver = false
+                var carried = 0
                 if attempt == 0, let ticket, let sent = handing.sending(at: clock.now().storeTime) {
-                    let message: String?
+                    var values = base
                     if let remote = ticket.remote {
-                        message = ticket.remoteMessage(graph: graph, expires: sent + remote.lease)
+                        _ = handing.delivering()
+                        if let (message, cut) = ticket.remoteMessage(graph: graph, expires: sent + remote.lease) {
+                            values.appendHandoff(cut, count: jobs.count, now: sent, message: message)
+                            carried = cut.workers.count
+                            handingOver = true
+                        }
+                        self.handoff.restore(ticket, count: ticket.workers.count - carried)
                     } else {
-                        message = nil
-                    }
-                    if ticket.remote == nil || message != nil {
-                        var values = base
-                        values.appendHandoff(ticket, count: jobs.count, now: sent, message: message)
-                        insert = SubmitStatement(independent: true, bindings: values)
+                        values.appendHandoff(ticket, count: jobs.count, now: sent)
                         handingOver = true
                     }
+                    if handingOver { insert = SubmitStatement(independent: true, bindings: values) }
                 }
+                let handingRemotely = handingOver && ticket?.remote != nil
                 let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
                     try await Self.discardingIfReadOnly(connection) { () async throws -> (PostgresRow?, Bool?) in
                         let rows = try await insert.execute(on: connection, logger: logger)
                         try faults.afterCommit("submit insert")
-                        guard let row = rows.first else { return (nil, nil) }
+                        guard let row = rows.first else {
+                            // A run with the unique key exists: nothing was inserted, nothing sent.
+                            if handingRemotely, let ticket { self.handoff.restore(ticket, count: carried) }
+                            return (nil, nil)
+                        }
                         let (run, _, ids, handed) = try row.decode((Int64, Int64, [Int64]?, Bool).self)
-                        if handingOver, let ticket, let sent = handing.delivering() {
-                            if let remote = ticket.remote {
-                                // Sent with the commit; or the worker's store was gone, and the jobs are ready.
-                                if !handed { self.handoff.forget(remote) }
-                            } else {
-                                await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
-                            }
+                        if handingRemotely, let remote = ticket?.remote {
+                            // Sent with the commit; or the worker's store was gone, and the jobs are ready.
+                            if !handed { self.handoff.forget(remote) }
+                        } else if handingOver, let ticket, let sent = handing.delivering() {
+                            await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
                         }
                         let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
                         try await Self.confirmCommitted(on: connection, logger: logger)
@@ -342,14 +350,16 @@ extension PostgresJobStore {
     /// the submitting store (``PostgresHandoff``): $19 their workers ('' for a job inserted ready),
     /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job); for jobs
     /// claimed for a worker of another store (``RemoteOffer``), $23 the server process listening for
-    /// that store (0 for this store's workers: no check; when it is gone, every job is inserted ready)
-    /// and $24 the notification that sends them the claims (``RemoteHand``; '' for none).
+    /// that store (0 for this store's workers: no check; when it is gone, every job is inserted ready),
+    /// $24 the notification that sends them the claims (``RemoteHand``; '' for none) and $25 when that
+    /// server process started (microseconds since 1970; process ids are reused).
     enum SubmitIndependent: PreparedText {
         static let name = "baton_submit_independent_v3"
         static let sql = """
             WITH alive AS MATERIALIZED (
                 SELECT CASE WHEN $23::int4 = 0 THEN true
-                    ELSE EXISTS (SELECT 1 FROM pg_stat_get_activity($23::int4)) END AS ok
+                    ELSE EXISTS (SELECT 1 FROM pg_stat_get_activity($23::int4) AS a
+                        WHERE (extract(epoch FROM a.backend_start) * 1000000)::int8 = $25::int8) END AS ok
             ), new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
                 VALUES ($1, $2, $3, $4, $5, $6, $7)
@@ -480,5 +490,6 @@ extension PostgresBindings {
         append(ticket?.workers.count ?? 0)
         append(ticket?.remote != nil ? ticket?.remote?.pid ?? 0 : 0)
         append(ticket?.remote != nil ? message ?? "" : "")
+        append(ticket?.remote?.started ?? 0)
     }
 }

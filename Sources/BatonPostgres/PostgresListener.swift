@@ -63,7 +63,7 @@ final class PostgresListener: Sendable {
 
     struct Handlers: Sendable {
         let message: @Sendable (String) -> Void
-        let listening: @Sendable (Int32?) -> Void
+        let listening: @Sendable ((pid: Int32, started: Int64)?) -> Void
     }
 
     private struct State {
@@ -86,7 +86,10 @@ final class PostgresListener: Sendable {
 
     /// `message` is given the text of each notification that has one (an empty one wakes the hub);
     /// `listening` is told the server process that listens, once it does, and nil when it stops.
-    func setHandlers(message: @escaping @Sendable (String) -> Void, listening: @escaping @Sendable (Int32?) -> Void) {
+    func setHandlers(
+        message: @escaping @Sendable (String) -> Void,
+        listening: @escaping @Sendable ((pid: Int32, started: Int64)?) -> Void
+    ) {
         let old = handlers.withLock { handlers in
             defer { handlers = Handlers(message: message, listening: listening) }
             return handlers
@@ -102,8 +105,8 @@ final class PostgresListener: Sendable {
         }
     }
 
-    private func tell(_ pid: Int32?) {
-        handlers.withLock { $0 }?.listening(pid)
+    private func tell(_ process: (pid: Int32, started: Int64)?) {
+        handlers.withLock { $0 }?.listening(process)
     }
 
     func start() {
@@ -183,6 +186,12 @@ final class PostgresListener: Sendable {
         tell(nil)
     }
 
+    /// The listening server process and when it started, in microseconds (a process id can be reused).
+    static let processQuery: PostgresQuery = """
+        SELECT pid, (extract(epoch FROM backend_start) * 1000000)::int8
+        FROM pg_stat_get_activity(pg_backend_pid())
+        """
+
     /// Connects, listens and forwards notifications until the connection ends.
     private func listenOnce(connected: () -> Void) async throws {
         let connectionConfiguration = try configuration.connectionConfiguration()
@@ -197,10 +206,10 @@ final class PostgresListener: Sendable {
                     connected()
                     // Other stores check that this server process is alive before they hand jobs over
                     // to this store's workers (``RemoteOffer``).
-                    let pid = try await connection.query("SELECT pg_backend_pid()", logger: logger).collect()
-                        .first?.decode(Int32.self)
+                    let process = try await connection.query(Self.processQuery, logger: logger).collect()
+                        .first?.decode((Int32, Int64).self)
                     self.setListening(true, connection: connection)
-                    self.tell(pid)
+                    self.tell(process.map { (pid: $0.0, started: $0.1) })
                     hub.wake()  // Anything that happened while we were not listening.
                     for try await notification in notifications { self.heard(notification.payload) }
                 }

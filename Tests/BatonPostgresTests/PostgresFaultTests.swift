@@ -146,8 +146,9 @@ struct PostgresFaultTests {
             let run = try await observer.submit(graph, uniqueKey: nil)
             try await Self.eventually("the store listens") { store.isListening }
             let listening = try await observer.client.query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND query ILIKE 'LISTEN%'"
+                "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND (query ILIKE 'LISTEN%' OR query = \(PostgresListener.processQuery.sql))"
             ).collect().map { try $0.decode(Int.self) }
+            // (Its last statement is `LISTEN`, or the look-up of its process that follows it.)
             try #require(listening.count == 1, "one backend of the store ran LISTEN: \(listening)")
 
             let first = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(10))
@@ -165,10 +166,10 @@ struct PostgresFaultTests {
             #expect(second.count == 1)
             // The wake-up connection was closed (its state unknown after the lost reply) and comes back.
             // Checked before the store's next claim, which may run on the new connection (and replace the
-            // `LISTEN` that identifies it here).
+            // `LISTEN` and process look-up that identify it here).
             try await Self.eventually("the store listens on a new connection") {
                 let now = try await observer.client.query(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND query ILIKE 'LISTEN%'"
+                    "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND (query ILIKE 'LISTEN%' OR query = \(PostgresListener.processQuery.sql))"
                 ).collect().map { try $0.decode(Int.self) }
                 return store.isListening && now.count == 1 && now != listening
             }

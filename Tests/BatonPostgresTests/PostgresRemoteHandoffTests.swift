@@ -107,11 +107,51 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.book.receive([PostgresHandoffBookTests.claimed(5)], for: "nobody").taken == 0)
     }
 
+    @Test("a new listening process tells every offer again: the parked workers' and withdrawals for the others; the offers heard before are forgotten")
+    func reconnect() throws {
+        let b = Book("b")
+        b.book.listening(as: 1, started: 100)
+        b.book.park("w", kinds: ["k"], limit: 2, lease: .seconds(5))
+        b.book.park("v", kinds: ["k"], limit: 1, lease: .seconds(5))
+        #expect(Set(b.drain().map(\.worker)) == ["w", "v"])
+        b.book.learn(RemoteOffer(store: "c", worker: "x", sequence: 1, room: 3, lease: 5, pid: 2, started: 0, kinds: ["k"]))
+        _ = b.book.take(for: "v", limit: 1)
+        b.book.listening(as: nil)
+        b.book.busy("v")
+        #expect(b.drain().isEmpty, "not listening: nothing can be told")
+        b.book.listening(as: 3, started: 300)
+        let told = b.drain().sorted { $0.worker < $1.worker }
+        #expect(told.map(\.worker) == ["v", "w"] && told.map(\.room) == [0, 2], "\(told)")
+        #expect(told.allSatisfy { $0.pid == 3 && $0.started == 300 })
+        #expect(b.book.remoteOffer(store: "c", worker: "x") == nil, "its withdrawal may have been missed")
+        let jobs = [PostgresHandoffBookTests.claimed(1, kind: "other")]
+        #expect(b.book.receive(jobs, for: "w").taken == 0, "a job of a kind the worker did not offer is given back")
+    }
+
+    @Test("room reserved for a hand-over that was not sent is given back, unless a newer offer came")
+    func restoreRoom() throws {
+        let a = Book("a")
+        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        let ticket = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
+        #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 0)
+        a.book.restore(ticket, count: 2)
+        #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 2)
+        let again = try #require(a.book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 2, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.restore(again, count: 1)
+        #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 1, "the newer offer stands as told")
+        // An offer found dead takes every offer of its store's process with it.
+        a.book.learn(RemoteOffer(store: "b", worker: "v", sequence: 3, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(RemoteOffer(store: "c", worker: "u", sequence: 1, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.forget(try #require(a.book.remoteOffer(store: "b", worker: "w")))
+        #expect(a.book.remoteOffer(store: "b", worker: "v") == nil && a.book.remoteOffer(store: "c", worker: "u") != nil)
+    }
+
     @Test("offers are ordered by their sequence: an older one arriving late does not stand, nor one the insert found dead")
     func offerOrder() throws {
         let a = Book("a")
         func offer(_ sequence: UInt64, room: Int, pid: Int32 = 9) -> RemoteOffer {
-            RemoteOffer(store: "b", worker: "w", sequence: sequence, room: room, lease: 5, pid: pid, kinds: ["k"])
+            RemoteOffer(store: "b", worker: "w", sequence: sequence, room: room, lease: 5, pid: pid, started: 0, kinds: ["k"])
         }
         a.book.learn(offer(2, room: 0))
         a.book.learn(offer(1, room: 3))
@@ -120,6 +160,7 @@ struct PostgresRemoteHandoffBookTests {
         let ticket = try #require(a.book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
         a.book.forget(try #require(ticket.remote))
         #expect(a.book.reserve(kinds: ["k"], priorities: [0], eligible: [true]) == nil, "forgotten")
+        #expect(a.book.remoteOffer(store: "b", worker: "w") == nil)
         a.book.learn(offer(4, room: 1, pid: 10))
         #expect(a.book.reserve(kinds: ["k"], priorities: [0], eligible: [true])?.remote?.pid == 10)
     }
@@ -127,24 +168,41 @@ struct PostgresRemoteHandoffBookTests {
     @Test("local workers come first; a notification carries no more than fits in PostgreSQL's 8,000 bytes")
     func localFirstAndSize() throws {
         let a = Book("a")
-        a.book.learn(RemoteOffer(store: "b", worker: "far", sequence: 1, room: 100, lease: 5, pid: 9, kinds: ["k"]))
+        a.book.learn(RemoteOffer(store: "b", worker: "far", sequence: 1, room: 100, lease: 5, pid: 9, started: 0, kinds: ["k"]))
         a.book.park("near", kinds: ["k"], limit: 1, lease: .seconds(5))
         let local = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
         #expect(local.remote == nil && local.workers.values.map(\.worker) == ["near"])
         let remote = try #require(
             a.book.reserve(kinds: ["k", "k", "k"], priorities: [0, 0, 0], eligible: [true, true, true], sizes: [3000, 3000, 3000]))
         #expect(remote.workers.keys.sorted() == [0, 1], "the third would not fit")
-        // The message of a ticket whose inputs are larger than estimated is refused, not cut.
+        // A ticket whose inputs are larger than estimated carries what fits; the rest are inserted ready.
         let big = GraphSpec(
             name: "big",
             jobs: (0..<3).map { JobSpec(name: "j\($0)", kind: "k", input: Data(repeating: 7, count: 3000)) })
-        #expect(remote.remoteMessage(graph: big, expires: 1) == nil)
+        let (text, cut) = try #require(remote.remoteMessage(graph: big, expires: 1))
+        #expect(cut.workers.keys.sorted() == [0], "4,000 bytes of base64 each: one fits")
+        #expect(text.utf8.count + 21 * 2 < 8000)
+        let huge = GraphSpec(name: "huge", jobs: [JobSpec(name: "j", kind: "k", input: Data(count: 7000))])
+        #expect(remote.remoteMessage(graph: huge, expires: 1) == nil, "nothing fits")
+        // Many small jobs: the estimate keeps the notification under PostgreSQL's limit.
+        a.book.learn(RemoteOffer(store: "c", worker: "many", sequence: 1, room: 500, lease: 5, pid: 9, started: 0, kinds: ["s"]))
+        let count = 300
+        let small = GraphSpec(name: "small", jobs: (0..<count).map { JobSpec(name: "job-\($0)", kind: "s", input: Data("\($0)".utf8)) })
+        let ticket = try #require(
+            a.book.reserve(
+                kinds: small.jobs.map(\.kind), priorities: small.jobs.map { Int32($0.priority) },
+                eligible: Array(repeating: true, count: count),
+                sizes: small.jobs.map { $0.name.utf8.count + $0.kind.utf8.count + ($0.input?.count ?? 0) * 4 / 3 }))
+        let (smallText, smallCut) = try #require(ticket.remoteMessage(graph: small, expires: 1))
+        #expect(smallCut.workers.count > 50, "\(smallCut.workers.count) carried")
+        let ids = (0..<smallCut.workers.count).map { "\(Int64.max - Int64($0))" }.joined(separator: ",")
+        #expect((smallText + "\(Int64.max):" + ids).utf8.count < 8000)
     }
 
     @Test("a hand-over's text gives back the claims as sent, with the identities the insert appends; a damaged one is refused")
     func messageRoundTrip() throws {
         let a = Book("a")
-        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 30, pid: 9, kinds: ["k"]))
+        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 30, pid: 9, started: 0, kinds: ["k"]))
         let graph = GraphSpec(
             name: "g",
             jobs: [
@@ -152,7 +210,9 @@ struct PostgresRemoteHandoffBookTests {
                 JobSpec(name: "two ✓", kind: "k"),
             ])
         let ticket = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [3, 0], eligible: [true, true]))
-        let text = try #require(ticket.remoteMessage(graph: graph, expires: 1000))
+        let (text, cut) = try #require(ticket.remoteMessage(graph: graph, expires: 1000))
+        #expect(cut.workers.count == 2)
+        #expect(RemoteHand.target(of: text[...]) == "b", "the store's key is read without decoding the rest")
         let (hand, run, ids) = try #require(RemoteHand.decode((text + "12:40,41")[...]))
         #expect(hand.store == "b" && hand.worker == "w" && run == 12 && ids == [40, 41])
         let jobs = hand.claimed(run: run, ids: ids)
@@ -162,7 +222,8 @@ struct PostgresRemoteHandoffBookTests {
         #expect(jobs[0].lease.token == ticket.workers[0]?.token && jobs[1].lease.token == ticket.workers[1]?.token)
         #expect(jobs.allSatisfy { $0.leaseExpires == Date(storeTime: 1000) })
         #expect(RemoteHand.decode((text + "12:40")[...]) == nil, "an identity missing")
-        #expect(RemoteHand.decode("H{not json\n1:2"[...]) == nil)
+        #expect(RemoteHand.decode("Hb {not json\n1:2"[...]) == nil)
+        #expect(RemoteHand.decode(("Hc" + text.dropFirst(2) + "12:40,41")[...]) == nil, "another store's key inside")
         #expect(RemoteHand.decode("O{}"[...]) == nil)
     }
 }
@@ -210,6 +271,42 @@ struct PostgresRemoteHandoffTests {
                 let reports = claimed.map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data())) }
                 #expect(try await b.finish(reports) == [.accepted(.succeeded), .accepted(.succeeded)])
                 #expect(try await PostgresHandoffTests.rows(a, run: run.run)["j0"]?.0 == "ready")
+                // Damaged notifications change nothing.
+                for text in ["O{", "Ox", "R", "H", "H\(b.handoff.key) {", "H\(b.handoff.key) {}\n1:2", "Hnobody {"] {
+                    b.message(text)
+                }
+                #expect(b.handoff.received == 2)
+                #expect(try await PostgresHandoffTests.rows(a, run: run.run)["j0"]?.0 == "ready")
+            }
+        }
+    }
+
+    @Test(
+        "the insert's reply is lost after its commit, or the flush's: the claims went out once, the retry sends none, and the job runs once",
+        arguments: ["submit insert", "submit"])
+    func lostReplyAcrossStores(fault: String) async throws {
+        try await TestPostgres.withStore("remote_lost") { a, configuration in
+            try await Self.withOtherStore(configuration) { b in
+                try await PostgresFaultTests.eventually("the worker's store listening") { b.isListening }
+                b.parkClaim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
+                try await PostgresFaultTests.eventually("the first store hearing the offer") {
+                    a.handoff.remoteOffer(store: b.handoff.key, worker: "w")?.room == 4
+                }
+                a.faults.loseReply(of: fault)
+                let run = try await a.submit(PostgresHandoffTests.graph("lost", [("k", 0, true)]), uniqueKey: nil)
+                let count = try await a.client.query(
+                    "SELECT count(*)::int FROM \(unescaped: configuration.schema).runs"
+                ).collect().first?.decode(Int.self)
+                #expect(count == 1)
+                let rows = try await PostgresHandoffTests.rows(a, run: run.run)
+                #expect(rows["j0"]?.0 == "running" && rows["j0"]?.2 == "w")
+                try await PostgresFaultTests.eventually("the claims reaching the worker's store") { b.handoff.received == 1 }
+                let claimed = try await b.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
+                #expect(claimed.map(\.name) == ["j0"])
+                #expect(claimed.first?.lease.token == rows["j0"]?.3)
+                #expect(try await b.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30)).isEmpty)
+                #expect(try await a.claim(worker: "x", kinds: ["k"], limit: 4, lease: .seconds(30)).isEmpty)
+                #expect(b.handoff.received == 1, "handed over once")
             }
         }
     }
@@ -228,11 +325,11 @@ struct PostgresRemoteHandoffTests {
                     .collect().first!.decode(Int.self) == 0
             }
             a.handoff.learn(
-                RemoteOffer(store: "gone", worker: "w", sequence: 1, room: 5, lease: 30, pid: pid, kinds: ["k"]))
+                RemoteOffer(store: "gone", worker: "w", sequence: 1, room: 5, lease: 30, pid: pid, started: 0, kinds: ["k"]))
             let run = try await a.submit(PostgresHandoffTests.graph("two", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
             let rows = try await PostgresHandoffTests.rows(a, run: run.run)
             #expect(rows.values.allSatisfy { $0.0 == "ready" && $0.1 == 0 && $0.2 == nil && $0.3 == nil }, "\(rows)")
-            #expect(a.handoff.remoteOffer(store: "gone", worker: "w")?.room == 0, "forgotten")
+            #expect(a.handoff.remoteOffer(store: "gone", worker: "w") == nil, "forgotten")
             let claimed = try await a.claim(worker: "x", kinds: ["k"], limit: 5, lease: .seconds(30))
             #expect(claimed.count == 2, "the jobs are anyone's")
         }
