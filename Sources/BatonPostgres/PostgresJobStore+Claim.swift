@@ -34,9 +34,12 @@ extension PostgresJobStore {
         return claimed
     }
 
-    /// Offers `worker`'s room to submissions through this store: their jobs of `kinds` that are due are
-    /// claimed for it in their inserting statement, and returned by its next
-    /// ``claim(worker:kinds:limit:lease:)`` — one round trip from submission to start, not three. See
+    /// Offers `worker`'s room to submissions through this store, and through the other stores of the
+    /// schema (told in a notification, in this process or another): their due independent jobs of
+    /// `kinds` are claimed for it in their inserting statement — through another store, only while
+    /// this one listens, with the claims sent here in a notification of that statement — and returned
+    /// by its next ``claim(worker:kinds:limit:lease:)``: one round trip from submission to start, not
+    /// three. A submission through this store prefers this store's idle workers. See
     /// `JobStore.parkClaim(worker:kinds:limit:lease:)`.
     public func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration) {
         handoff.park(worker, kinds: kinds, limit: limit, lease: lease)
@@ -49,15 +52,16 @@ extension PostgresJobStore {
         await giveBack(handoff.retire(worker))
     }
 
-    /// Releases jobs claimed ahead for workers that stopped (``release(_:)``); a failure is logged: they
-    /// are claimed again when their leases expire.
+    /// Releases jobs claimed ahead for workers that stopped, or that another store handed over beyond a
+    /// worker's room (``release(_:)``); a failure is logged: they are claimed again when their leases
+    /// expire.
     func giveBack(_ jobs: [ClaimedJob]) async {
         guard !jobs.isEmpty else { return }
         do {
             try await release(jobs.map(\.lease))
         } catch {
             logger.notice(
-                "giving back jobs claimed ahead for a stopped worker failed; they are claimed again when their leases expire",
+                "giving back jobs claimed ahead for a worker that stopped or had no room failed; they are claimed again when their leases expire",
                 metadata: ["error": "\(PostgresFailure.describe(error))"])
         }
     }

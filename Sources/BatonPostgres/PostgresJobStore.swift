@@ -25,8 +25,10 @@ public import PostgresNIO
 /// makes jobs ready or frees a category, a release and a cancellation notify every listening
 /// process at once. When that connection drops, the store reconnects it with backoff and meanwhile
 /// wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling). Idle workers
-/// of this store object get the due independent jobs of its own submissions handed over instead:
-/// claimed for them in the submission's insert (``parkClaim(worker:kinds:limit:lease:)``).
+/// get the due independent jobs of submissions handed over instead, claimed for them in the
+/// submission's insert (``parkClaim(worker:kinds:limit:lease:)``): a submission through this store
+/// object hands them to its own idle workers, else to an idle worker of another store on the schema,
+/// whose offer it heard in a notification, sending it the claims in a notification of the insert.
 ///
 /// **Faults**: a call that fails because the server went away (restart, a terminated backend, a
 /// refused connection) is retried with backoff for up to
@@ -48,7 +50,8 @@ public final class PostgresJobStore: JobStore {
     let submitClient: PostgresClient
     let logger: Logger
     let hub = PostgresWakeupHub()
-    /// Claims made by submissions for idle workers of this store (``parkClaim(worker:kinds:limit:lease:)``).
+    /// Claims made by submissions for idle workers (``parkClaim(worker:kinds:limit:lease:)``): this
+    /// store's, and other stores' whose offers it heard.
     let handoff = PostgresHandoff()
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).

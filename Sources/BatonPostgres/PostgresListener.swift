@@ -49,7 +49,9 @@ final class PostgresWakeupHub: Sendable {
 
 /// The `LISTEN` side of wake-ups: one connection of its own, reconnected with backoff when it drops;
 /// while it is down the hub is woken every `fallbackPollInterval` instead (polling), and once more
-/// right after it is back (a notification may have been missed meanwhile).
+/// right after it is back (a notification may have been missed meanwhile). An empty notification
+/// wakes the hub; one with a text (offers and hand-overs between stores, ``RemoteOffer``) goes to the
+/// store's handler, which wakes the hub when it means work.
 final class PostgresListener: Sendable {
     let configuration: PostgresStoreConfiguration
     let channel: String

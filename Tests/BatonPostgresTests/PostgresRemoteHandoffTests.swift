@@ -20,10 +20,16 @@ struct PostgresRemoteHandoffBookTests {
             book.setPublisher { [sent] offers in sent.withLock { $0 += offers } }
         }
         /// The offers sent since the last call.
-        func drain() -> [RemoteOffer] { sent.withLock { sent in defer { sent = [] }; return sent } }
+        func drain() -> [RemoteOffer] {
+            sent.withLock { sent in
+                defer { sent = [] }; return sent
+            }
+        }
     }
 
-    @Test("an idle worker's offer reaches other stores only while its store listens, and carries its room, kinds and lease")
+    @Test(
+        "an idle worker's offer reaches other stores only while its store listens, and carries its room, kinds and lease"
+    )
     func offersNeedAListener() throws {
         let b = Book("b")
         b.book.park("w", kinds: ["k", "a"], limit: 2, lease: .seconds(10))
@@ -53,7 +59,9 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.drain().map(\.room) == [0], "a stopping worker withdraws its offer")
     }
 
-    @Test("a smaller room is told after a delay, and not at all when the worker parks again with the room other stores know")
+    @Test(
+        "a smaller room is told after a delay, and not at all when the worker parks again with the room other stores know"
+    )
     func smallerRoomWaits() throws {
         let b = Book("b", withdrawDelay: .seconds(3600))
         b.book.listening(as: 1)
@@ -76,7 +84,9 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.drain().map(\.room) == [0], "a stopping worker's withdrawal does not wait")
     }
 
-    @Test("a submission hands jobs to one other store's worker within its room and kinds; that store takes what its worker still has room for")
+    @Test(
+        "a submission hands jobs to one other store's worker within its room and kinds; that store takes what its worker still has room for"
+    )
     func handOverAcrossStores() throws {
         let a = Book("a")
         let b = Book("b")
@@ -107,14 +117,17 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.book.receive([PostgresHandoffBookTests.claimed(5)], for: "nobody").taken == 0)
     }
 
-    @Test("a new listening process tells every offer again: the parked workers' and withdrawals for the others; the offers heard before are forgotten")
+    @Test(
+        "a new listening process tells every offer again: the parked workers' and withdrawals for the others; the offers heard before are forgotten"
+    )
     func reconnect() throws {
         let b = Book("b")
         b.book.listening(as: 1, started: 100)
         b.book.park("w", kinds: ["k"], limit: 2, lease: .seconds(5))
         b.book.park("v", kinds: ["k"], limit: 1, lease: .seconds(5))
         #expect(Set(b.drain().map(\.worker)) == ["w", "v"])
-        b.book.learn(RemoteOffer(store: "c", worker: "x", sequence: 1, room: 3, lease: 5, pid: 2, started: 0, kinds: ["k"]))
+        b.book.learn(
+            RemoteOffer(store: "c", worker: "x", sequence: 1, room: 3, lease: 5, pid: 2, started: 0, kinds: ["k"]))
         _ = b.book.take(for: "v", limit: 1)
         b.book.listening(as: nil)
         b.book.busy("v")
@@ -131,27 +144,35 @@ struct PostgresRemoteHandoffBookTests {
     @Test("room reserved for a hand-over that was not sent is given back, unless a newer offer came")
     func restoreRoom() throws {
         let a = Book("a")
-        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 5, pid: 9, started: 0, kinds: ["k"]))
         let ticket = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
         #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 0)
         a.book.restore(ticket, count: 2)
         #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 2)
         let again = try #require(a.book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
-        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 2, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "b", worker: "w", sequence: 2, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
         a.book.restore(again, count: 1)
         #expect(a.book.remoteOffer(store: "b", worker: "w")?.room == 1, "the newer offer stands as told")
         // An offer found dead takes every offer of its store's process with it.
-        a.book.learn(RemoteOffer(store: "b", worker: "v", sequence: 3, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
-        a.book.learn(RemoteOffer(store: "c", worker: "u", sequence: 1, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "b", worker: "v", sequence: 3, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "c", worker: "u", sequence: 1, room: 1, lease: 5, pid: 9, started: 0, kinds: ["k"]))
         a.book.forget(try #require(a.book.remoteOffer(store: "b", worker: "w")))
-        #expect(a.book.remoteOffer(store: "b", worker: "v") == nil && a.book.remoteOffer(store: "c", worker: "u") != nil)
+        #expect(
+            a.book.remoteOffer(store: "b", worker: "v") == nil && a.book.remoteOffer(store: "c", worker: "u") != nil)
     }
 
-    @Test("offers are ordered by their sequence: an older one arriving late does not stand, nor one the insert found dead")
+    @Test(
+        "offers are ordered by their sequence: an older one arriving late does not stand, nor one the insert found dead"
+    )
     func offerOrder() throws {
         let a = Book("a")
         func offer(_ sequence: UInt64, room: Int, pid: Int32 = 9) -> RemoteOffer {
-            RemoteOffer(store: "b", worker: "w", sequence: sequence, room: room, lease: 5, pid: pid, started: 0, kinds: ["k"])
+            RemoteOffer(
+                store: "b", worker: "w", sequence: sequence, room: room, lease: 5, pid: pid, started: 0, kinds: ["k"])
         }
         a.book.learn(offer(2, room: 0))
         a.book.learn(offer(1, room: 3))
@@ -168,12 +189,14 @@ struct PostgresRemoteHandoffBookTests {
     @Test("local workers come first; a notification carries no more than fits in PostgreSQL's 8,000 bytes")
     func localFirstAndSize() throws {
         let a = Book("a")
-        a.book.learn(RemoteOffer(store: "b", worker: "far", sequence: 1, room: 100, lease: 5, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "b", worker: "far", sequence: 1, room: 100, lease: 5, pid: 9, started: 0, kinds: ["k"]))
         a.book.park("near", kinds: ["k"], limit: 1, lease: .seconds(5))
         let local = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [0, 0], eligible: [true, true]))
         #expect(local.remote == nil && local.workers.values.map(\.worker) == ["near"])
         let remote = try #require(
-            a.book.reserve(kinds: ["k", "k", "k"], priorities: [0, 0, 0], eligible: [true, true, true], sizes: [3000, 3000, 3000]))
+            a.book.reserve(
+                kinds: ["k", "k", "k"], priorities: [0, 0, 0], eligible: [true, true, true], sizes: [3000, 3000, 3000]))
         #expect(remote.workers.keys.sorted() == [0, 1], "the third would not fit")
         // A ticket whose inputs are larger than estimated carries what fits; the rest are inserted ready.
         let big = GraphSpec(
@@ -185,9 +208,11 @@ struct PostgresRemoteHandoffBookTests {
         let huge = GraphSpec(name: "huge", jobs: [JobSpec(name: "j", kind: "k", input: Data(count: 7000))])
         #expect(remote.remoteMessage(graph: huge, expires: 1) == nil, "nothing fits")
         // Many small jobs: the estimate keeps the notification under PostgreSQL's limit.
-        a.book.learn(RemoteOffer(store: "c", worker: "many", sequence: 1, room: 500, lease: 5, pid: 9, started: 0, kinds: ["s"]))
+        a.book.learn(
+            RemoteOffer(store: "c", worker: "many", sequence: 1, room: 500, lease: 5, pid: 9, started: 0, kinds: ["s"]))
         let count = 300
-        let small = GraphSpec(name: "small", jobs: (0..<count).map { JobSpec(name: "job-\($0)", kind: "s", input: Data("\($0)".utf8)) })
+        let small = GraphSpec(
+            name: "small", jobs: (0..<count).map { JobSpec(name: "job-\($0)", kind: "s", input: Data("\($0)".utf8)) })
         let ticket = try #require(
             a.book.reserve(
                 kinds: small.jobs.map(\.kind), priorities: small.jobs.map { Int32($0.priority) },
@@ -199,14 +224,19 @@ struct PostgresRemoteHandoffBookTests {
         #expect((smallText + "\(Int64.max):" + ids).utf8.count < 8000)
     }
 
-    @Test("a hand-over's text gives back the claims as sent, with the identities the insert appends; a damaged one is refused")
+    @Test(
+        "a hand-over's text gives back the claims as sent, with the identities the insert appends; a damaged one is refused"
+    )
     func messageRoundTrip() throws {
         let a = Book("a")
-        a.book.learn(RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 30, pid: 9, started: 0, kinds: ["k"]))
+        a.book.learn(
+            RemoteOffer(store: "b", worker: "w", sequence: 1, room: 2, lease: 30, pid: 9, started: 0, kinds: ["k"]))
         let graph = GraphSpec(
             name: "g",
             jobs: [
-                JobSpec(name: "one", kind: "k", input: Data("in|\n,:".utf8), priority: 3, retry: .immediate(maxAttempts: 4), timeout: .seconds(2)),
+                JobSpec(
+                    name: "one", kind: "k", input: Data("in|\n,:".utf8), priority: 3, retry: .immediate(maxAttempts: 4),
+                    timeout: .seconds(2)),
                 JobSpec(name: "two ✓", kind: "k"),
             ])
         let ticket = try #require(a.book.reserve(kinds: ["k", "k"], priorities: [3, 0], eligible: [true, true]))
@@ -241,7 +271,9 @@ struct PostgresRemoteHandoffTests {
         return try await body(other)
     }
 
-    @Test("a submission through one store claims due jobs in its insert for an idle worker of another, and sends it the claims")
+    @Test(
+        "a submission through one store claims due jobs in its insert for an idle worker of another, and sends it the claims"
+    )
     func handsOverToAnotherStore() async throws {
         try await TestPostgres.withStore("remote_hand") { a, configuration in
             try await Self.withOtherStore(configuration) { b in
@@ -265,7 +297,8 @@ struct PostgresRemoteHandoffTests {
                 #expect(claimed.map(\.name) == ["j1", "j2"])
                 for job in claimed {
                     #expect(job.lease.token == rows[job.name]?.3, "the token stored with the job")
-                    #expect(job.run == run.run && job.attempt == 1 && job.maxAttempts == 2 && job.timeout == .seconds(30))
+                    #expect(
+                        job.run == run.run && job.attempt == 1 && job.maxAttempts == 2 && job.timeout == .seconds(30))
                     #expect(job.input == Data(job.name.dropFirst().utf8))
                 }
                 let reports = claimed.map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data())) }
@@ -300,7 +333,9 @@ struct PostgresRemoteHandoffTests {
                 #expect(count == 1)
                 let rows = try await PostgresHandoffTests.rows(a, run: run.run)
                 #expect(rows["j0"]?.0 == "running" && rows["j0"]?.2 == "w")
-                try await PostgresFaultTests.eventually("the claims reaching the worker's store") { b.handoff.received == 1 }
+                try await PostgresFaultTests.eventually("the claims reaching the worker's store") {
+                    b.handoff.received == 1
+                }
                 let claimed = try await b.claim(worker: "w", kinds: ["k"], limit: 4, lease: .seconds(30))
                 #expect(claimed.map(\.name) == ["j0"])
                 #expect(claimed.first?.lease.token == rows["j0"]?.3)
@@ -311,7 +346,9 @@ struct PostgresRemoteHandoffTests {
         }
     }
 
-    @Test("an offer whose store's listening server process is gone hands nothing over: the jobs are inserted ready, and the offer is forgotten")
+    @Test(
+        "an offer whose store's listening server process is gone hands nothing over: the jobs are inserted ready, and the offer is forgotten"
+    )
     func deadListener() async throws {
         try await TestPostgres.withStore("remote_dead") { a, configuration in
             // A server process that existed and is gone.
@@ -325,8 +362,10 @@ struct PostgresRemoteHandoffTests {
                     .collect().first!.decode(Int.self) == 0
             }
             a.handoff.learn(
-                RemoteOffer(store: "gone", worker: "w", sequence: 1, room: 5, lease: 30, pid: pid, started: 0, kinds: ["k"]))
-            let run = try await a.submit(PostgresHandoffTests.graph("two", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
+                RemoteOffer(
+                    store: "gone", worker: "w", sequence: 1, room: 5, lease: 30, pid: pid, started: 0, kinds: ["k"]))
+            let run = try await a.submit(
+                PostgresHandoffTests.graph("two", [("k", 0, true), ("k", 0, true)]), uniqueKey: nil)
             let rows = try await PostgresHandoffTests.rows(a, run: run.run)
             #expect(rows.values.allSatisfy { $0.0 == "ready" && $0.1 == 0 && $0.2 == nil && $0.3 == nil }, "\(rows)")
             #expect(a.handoff.remoteOffer(store: "gone", worker: "w") == nil, "forgotten")
@@ -382,7 +421,9 @@ struct PostgresRemoteHandoffTests {
     }
 
     /// Workers on `a` and `b`; submissions through `a` (its own worker first) and `c` (no worker).
-    static func crossing(_ a: PostgresJobStore, _ b: PostgresJobStore, _ c: PostgresJobStore, schema: String) async throws {
+    static func crossing(
+        _ a: PostgresJobStore, _ b: PostgresJobStore, _ c: PostgresJobStore, schema: String
+    ) async throws {
         let total = 120
         let gauges = [PostgresHandoffTests.Gauge(total: total), PostgresHandoffTests.Gauge(total: total)]
         let both = PostgresHandoffTests.Gauge(total: total)

@@ -31,8 +31,8 @@ public import Tracing
 /// process, new work wakes workers at once; across processes sharing a SQLite file, within the
 /// polling interval. An idle worker offers its free room to its store
 /// (``JobStore/parkClaim(worker:kinds:limit:lease:)``): a store that supports it (PostgreSQL) claims
-/// the jobs of its own submissions for the worker as it stores them, and the worker starts them
-/// without a claiming round trip.
+/// jobs for the worker as it stores them — its own submissions' and, through a notification, other
+/// processes' — and the worker starts them without a claiming round trip.
 ///
 /// **Shutdown**: cancelling the task that runs ``run()`` (or a graceful shutdown of the
 /// `ServiceGroup` it runs in, or ``shutdown()``) stops claiming, lets running jobs finish for up to
