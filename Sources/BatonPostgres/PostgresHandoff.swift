@@ -69,6 +69,10 @@ final class PostgresHandoff: Sendable {
         var received = 0
         /// Workers whose smaller room will be told to other stores (``withdrawDelay``).
         var settling: Set<String> = []
+        /// Claims under way, by worker (``beginClaim(_:)``), and what other stores handed over to the
+        /// worker meanwhile: it waits for their end (``endClaim(_:room:)``).
+        var claiming: [String: Int] = [:]
+        var arrived: [String: [ClaimedJob]] = [:]
         /// When the listening server process started (with `listenerPid`, it names that process
         /// even where process ids are reused).
         var listenerStart: Int64 = 0
@@ -240,6 +244,38 @@ final class PostgresHandoff: Sendable {
         return pending
     }
 
+    /// A claim of `worker` starts: jobs other stores hand over to it until it ends wait for it.
+    func beginClaim(_ worker: String) {
+        state.withLock { $0.claiming[worker, default: 0] += 1 }
+    }
+
+    /// A claim of `worker` for `kinds` ended with `room` left of its limit: it takes that much of what
+    /// other stores handed over meanwhile (`late`, higher priority first); when no other claim of the
+    /// worker is under way, the rest is returned to be given back (`excess`), else it waits for that
+    /// claim. (Nil `kinds`: any.)
+    func endClaim(_ worker: String, room: Int, kinds: [String]? = nil) -> (late: [ClaimedJob], excess: [ClaimedJob]) {
+        state.withLock { state in
+            let left = (state.claiming[worker] ?? 1) - 1
+            state.claiming[worker] = left > 0 ? left : nil
+            guard var waiting = state.arrived.removeValue(forKey: worker) else { return ([], []) }
+            var foreign: [ClaimedJob] = []
+            if let kinds {
+                foreign = waiting.filter { !kinds.contains($0.kind) }
+                waiting.removeAll { !kinds.contains($0.kind) }
+            }
+            waiting.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
+            let count = min(max(room, 0), waiting.count)
+            let late = Array(waiting.prefix(count))
+            state.received += count
+            let rest = Array(waiting.dropFirst(count))
+            if left > 0 {
+                if !rest.isEmpty { state.arrived[worker] = rest }
+                return (late, foreign)
+            }
+            return (late, rest + foreign)
+        }
+    }
+
     /// `worker`'s claim found jobs: other stores are told that its offer is withdrawn, if they still
     /// know one and it has not parked again meanwhile.
     func busy(_ worker: String) {
@@ -385,9 +421,14 @@ final class PostgresHandoff: Sendable {
             if let known = state.published[worker] {
                 state.published[worker] = known > jobs.count ? known - jobs.count : nil
             }
-            guard state.listenerPid != nil, !state.retired.contains(worker), let parked = state.parked[worker],
-                jobs.allSatisfy({ parked.kinds.contains($0.kind) })
-            else { return (0, jobs, removed) }
+            guard state.listenerPid != nil, !state.retired.contains(worker) else { return (0, jobs, removed) }
+            guard let parked = state.parked[worker] else {
+                // A claim of the worker is under way: the room it leaves decides, at its end.
+                guard state.claiming[worker] != nil else { return (0, jobs, removed) }
+                state.arrived[worker, default: []].append(contentsOf: jobs)
+                return (0, [], removed)
+            }
+            guard jobs.allSatisfy({ parked.kinds.contains($0.kind) }) else { return (0, jobs, removed) }
             let count = min(parked.room, jobs.count)
             if count < parked.room {
                 state.parked[worker]?.room -= count

@@ -6,18 +6,38 @@ extension PostgresJobStore {
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
         try StoredText.checkWorker(worker)
+        // Jobs another store hands over while this claim is under way wait for its end, and take the
+        // room it leaves (``PostgresHandoff/endClaim(_:room:)``).
+        handoff.beginClaim(worker)
+        let claimed: [ClaimedJob]
+        let room: Int
+        do {
+            (claimed, room) = try await claimOnce(worker: worker, kinds: kinds, limit: limit, lease: lease)
+        } catch {
+            await giveBack(handoff.endClaim(worker, room: 0).excess)
+            throw error
+        }
+        let (late, excess) = handoff.endClaim(worker, room: room, kinds: kinds)
+        await giveBack(excess)
+        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker) }
+        return claimed + late
+    }
+
+    /// A claim of up to `limit` jobs, and the room it leaves of `limit`.
+    private func claimOnce(
+        worker: String, kinds: [String], limit: Int, lease: Duration
+    ) async throws -> (jobs: [ClaimedJob], room: Int) {
         let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
             // Claimed for this worker by a submission through this store, or another store's: they start
             // with no round trip. The worker is woken to claim again: for jobs it may have missed
             // meanwhile, and to offer its room again.
-            handoff.busy(worker)
             hub.wake()
-            return handed
+            return (handed, limit - handed.count)
         }
         // Jobs on their way to this worker (their submission's insert has not answered yet) need room.
         let limit = room
-        guard limit > 0 else { return [] }
+        guard limit > 0 else { return ([], 0) }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
@@ -30,8 +50,7 @@ extension PostgresJobStore {
         }
         let claimed = try await completeClaim(
             rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
-        if !claimed.isEmpty { handoff.busy(worker) }
-        return claimed
+        return (claimed, limit - claimed.count)
     }
 
     /// Offers `worker`'s room to submissions through this store, and through the other stores of the

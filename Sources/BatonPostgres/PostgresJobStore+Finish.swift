@@ -196,13 +196,24 @@ extension PostgresJobStore {
         // Jobs handed over to this worker, waiting or on their way, keep their room: the statement claims
         // what is left, and they are taken once it has answered (so a failed call leaves them waiting,
         // and they wait no longer than the call).
+        // Jobs another store hands over meanwhile wait for the call's end and take the room it leaves.
+        handoff.beginClaim(worker)
         let pending = handoff.withdraw(worker)
-        let (results, claimed) = try await finishSucceeded(
-            reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
+        let results: [FinishResult]
+        let claimed: [ClaimedJob]
+        do {
+            (results, claimed) = try await finishSucceeded(
+                reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
+        } catch {
+            await giveBack(handoff.endClaim(worker, room: 0).excess)
+            throw error
+        }
         let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
-        if !handed.isEmpty || !claimed.isEmpty { handoff.busy(worker) }
+        let (late, excess) = handoff.endClaim(worker, room: limit - claimed.count - handed.count, kinds: kinds)
+        await giveBack(excess)
+        if !handed.isEmpty || !claimed.isEmpty || !late.isEmpty { handoff.busy(worker) }
         if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
-        return (results, handed + claimed)
+        return (results, handed + claimed + late)
     }
 
     /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, claiming the room that the jobs handed

@@ -118,6 +118,32 @@ struct PostgresRemoteHandoffBookTests {
     }
 
     @Test(
+        "jobs handed over while a claim of the worker is under way wait for its end and take the room it leaves; the rest are given back"
+    )
+    func handedDuringAClaim() {
+        let b = Book("b")
+        b.book.listening(as: 1)
+        b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
+        b.book.beginClaim("w")
+        _ = b.book.take(for: "w", limit: 3)
+        let jobs = (1...3).map { PostgresHandoffBookTests.claimed(Int64($0)) } + [
+            PostgresHandoffBookTests.claimed(4, kind: "other")
+        ]
+        let got = b.book.receive(jobs, for: "w")
+        #expect(got.taken == 0 && got.rest.isEmpty, "they wait for the claim")
+        b.book.beginClaim("w")  // A second claim (the report loop's) under way.
+        let first = b.book.endClaim("w", room: 1, kinds: ["k"])
+        #expect(first.late.map(\.job) == [DurableJobID(1)])
+        #expect(first.excess.map(\.job) == [DurableJobID(4)], "another kind is given back at once")
+        let second = b.book.endClaim("w", room: 1, kinds: ["k"])
+        #expect(second.late.map(\.job) == [DurableJobID(2)])
+        #expect(second.excess.map(\.job) == [DurableJobID(3)], "beyond the room the last claim left")
+        #expect(b.book.received == 2)
+        let after = b.book.receive([PostgresHandoffBookTests.claimed(5)], for: "w")
+        #expect(after.rest.count == 1, "no claim under way and not parked: given back")
+    }
+
+    @Test(
         "a new listening process tells every offer again: the parked workers' and withdrawals for the others; the offers heard before are forgotten"
     )
     func reconnect() throws {
