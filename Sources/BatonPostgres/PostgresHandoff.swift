@@ -277,11 +277,13 @@ final class PostgresHandoff: Sendable {
     }
 
     /// `worker`'s claim found jobs: other stores are told that its offer is withdrawn, if they still
-    /// know one and it has not parked again meanwhile.
-    func busy(_ worker: String) {
+    /// know one and it has not parked again meanwhile — at once when the claim filled the worker's room
+    /// (`full`: it will not park again soon, and what they hand over would be given back), else after
+    /// ``withdrawDelay``.
+    func busy(_ worker: String, full: Bool = false) {
         let removed = state.withLock { state -> Removed in
             var removed = Removed()
-            if state.parked[worker] == nil { reoffer(worker, in: &state, &removed) }
+            if state.parked[worker] == nil { reoffer(worker, in: &state, &removed, immediately: full) }
             return removed
         }
         finish(removed)

@@ -19,7 +19,7 @@ extension PostgresJobStore {
         }
         let (late, excess) = handoff.endClaim(worker, room: room, kinds: kinds)
         await giveBack(excess)
-        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker) }
+        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: room == late.count) }
         return claimed + late
     }
 

@@ -80,6 +80,11 @@ struct PostgresRemoteHandoffBookTests {
         #expect(b.drain().map(\.room) == [0], "withdrawn once the delay is over")
         b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
         #expect(b.drain().map(\.room) == [3], "a larger room is told at once")
+        _ = b.book.take(for: "w", limit: 3)
+        b.book.busy("w", full: true)
+        #expect(b.drain().map(\.room) == [0], "a claim that filled the worker's room withdraws at once")
+        b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
+        #expect(b.drain().map(\.room) == [3])
         _ = b.book.retire("w")
         #expect(b.drain().map(\.room) == [0], "a stopping worker's withdrawal does not wait")
     }
