@@ -598,8 +598,8 @@ final class HandoverProgress: Sendable {
 /// An idle worker's room as its store tells the other stores of its schema, in a notification on the
 /// wake-up channel (``PostgresJobStore/message(_:)``): a submission through any of them may then
 /// claim its due independent jobs for that worker in its insert, and send the claims to the worker's
-/// store in a notification of the same transaction (``RemoteHand``). `pid`: the server process that
-/// listens for the worker's store; the insert hands nothing over when it is gone. `sequence` orders
+/// store in a notification of the same transaction (``RemoteHand``). `pid` and `started`: the server
+/// process that listens for the worker's store; the insert hands nothing over when it is gone. `sequence` orders
 /// one store's offers; room 0 withdraws the worker's offer.
 struct RemoteOffer: Codable, Sendable, Equatable {
     var store: String
