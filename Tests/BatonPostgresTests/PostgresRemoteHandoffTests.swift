@@ -131,9 +131,10 @@ struct PostgresRemoteHandoffBookTests {
         b.book.park("w", kinds: ["k"], limit: 3, lease: .seconds(5))
         b.book.beginClaim("w")
         _ = b.book.take(for: "w", limit: 3)
-        let jobs = (1...3).map { PostgresHandoffBookTests.claimed(Int64($0)) } + [
-            PostgresHandoffBookTests.claimed(4, kind: "other")
-        ]
+        let jobs =
+            (1...3).map { PostgresHandoffBookTests.claimed(Int64($0)) } + [
+                PostgresHandoffBookTests.claimed(4, kind: "other")
+            ]
         let got = b.book.receive(jobs, for: "w")
         #expect(got.taken == 0 && got.rest.isEmpty, "they wait for the claim")
         b.book.beginClaim("w")  // A second claim (the report loop's) under way.
