@@ -21,7 +21,8 @@ import Foundation
 /// withdrawal late (``withdrawDelay``), so what they hand over is taken only as far as the worker's
 /// offer still goes here (``receive(_:for:)``), and the rest is given back.
 ///
-/// Nothing is released under the lock: what a change removes is handed out of it and dropped after.
+/// No object is released under the lock: what a change removes is handed out of it and dropped after
+/// (arrays of plain values, such as claimed jobs moved from one list to another, may be freed there).
 final class PostgresHandoff: Sendable {
     /// Jobs of one submission assigned to parked workers: job index → worker, token and lease length.
     struct Ticket: Sendable {
@@ -249,15 +250,20 @@ final class PostgresHandoff: Sendable {
         state.withLock { $0.claiming[worker, default: 0] += 1 }
     }
 
-    /// A claim of `worker` for `kinds` ended with `room` left of its limit: it takes that much of what
-    /// other stores handed over meanwhile (`late`, higher priority first); when no other claim of the
-    /// worker is under way, the rest is returned to be given back (`excess`), else it waits for that
-    /// claim. (Nil `kinds`: any.)
-    func endClaim(_ worker: String, room: Int, kinds: [String]? = nil) -> (late: [ClaimedJob], excess: [ClaimedJob]) {
+    /// A claim of `worker` for `kinds` ended with `room` left of its limit (its limit less the jobs it
+    /// returns): it takes as much of what other stores handed over meanwhile as that room holds beside
+    /// the jobs still on their way to the worker from this store's submissions or waiting for it
+    /// (`late`, higher priority first); when no other claim of the worker is under way, the rest is
+    /// returned to be given back (`excess`), else it waits for that claim. `full`: no room is left.
+    /// (Nil `kinds`: any.)
+    func endClaim(
+        _ worker: String, room: Int, kinds: [String]? = nil
+    ) -> (late: [ClaimedJob], excess: [ClaimedJob], full: Bool) {
         state.withLock { state in
             let left = (state.claiming[worker] ?? 1) - 1
             state.claiming[worker] = left > 0 ? left : nil
-            guard var waiting = state.arrived.removeValue(forKey: worker) else { return ([], []) }
+            let room = max(0, room - state.inFlight[worker, default: 0] - (state.inbox[worker]?.count ?? 0))
+            guard var waiting = state.arrived.removeValue(forKey: worker) else { return ([], [], room == 0) }
             var foreign: [ClaimedJob] = []
             if let kinds {
                 foreign = waiting.filter { !kinds.contains($0.kind) }
@@ -270,9 +276,9 @@ final class PostgresHandoff: Sendable {
             let rest = Array(waiting.dropFirst(count))
             if left > 0 {
                 if !rest.isEmpty { state.arrived[worker] = rest }
-                return (late, foreign)
+                return (late, foreign, room == count)
             }
-            return (late, rest + foreign)
+            return (late, rest + foreign, room == count)
         }
     }
 
@@ -692,7 +698,17 @@ extension PostgresHandoff.Ticket {
         var jobs: [RemoteHand.Job] = []
         // The frame: "H", the key, a space, the JSON's own keys and brackets, the run's identity.
         var size = 1 + remote.store.utf8.count + remote.worker.utf8.count * 6 + 120
-        for index in workers.keys.sorted() {
+        // What fits is kept in the order the jobs were reserved in (priority, then age), and sent in
+        // index order, as the insert lists their identities.
+        var kept: [Int: RemoteHand.Job] = [:]
+        let byPriority = workers.keys.sorted { index, other in
+            let (first, second) = (
+                index < graph.jobs.count ? graph.jobs[index].priority : .min,
+                other < graph.jobs.count ? graph.jobs[other].priority : .min
+            )
+            return (first, other) > (second, index)
+        }
+        for index in byPriority {
             guard index < graph.jobs.count, let hand = workers[index] else {
                 ticket.workers[index] = nil
                 continue
@@ -707,8 +723,9 @@ extension PostgresHandoff.Ticket {
                 continue
             }
             size += share
-            jobs.append(entry)
+            kept[index] = entry
         }
+        jobs = kept.keys.sorted().compactMap { kept[$0] }
         guard !jobs.isEmpty else { return nil }
         let hand = RemoteHand(store: remote.store, worker: remote.worker, expires: expires, jobs: jobs)
         guard let json = try? encoder.encode(hand) else { return nil }

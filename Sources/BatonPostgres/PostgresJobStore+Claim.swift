@@ -10,34 +10,33 @@ extension PostgresJobStore {
         // room it leaves (``PostgresHandoff/endClaim(_:room:)``).
         handoff.beginClaim(worker)
         let claimed: [ClaimedJob]
-        let room: Int
         do {
-            (claimed, room) = try await claimOnce(worker: worker, kinds: kinds, limit: limit, lease: lease)
+            claimed = try await claimOnce(worker: worker, kinds: kinds, limit: limit, lease: lease)
         } catch {
             await giveBack(handoff.endClaim(worker, room: 0).excess)
             throw error
         }
-        let (late, excess) = handoff.endClaim(worker, room: room, kinds: kinds)
+        let (late, excess, full) = handoff.endClaim(worker, room: limit - claimed.count, kinds: kinds)
         await giveBack(excess)
-        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: room == late.count) }
+        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: full) }
         return claimed + late
     }
 
-    /// A claim of up to `limit` jobs, and the room it leaves of `limit`.
+    /// A claim of up to `limit` jobs, less those on their way to the worker.
     private func claimOnce(
         worker: String, kinds: [String], limit: Int, lease: Duration
-    ) async throws -> (jobs: [ClaimedJob], room: Int) {
+    ) async throws -> [ClaimedJob] {
         let (handed, room) = handoff.take(for: worker, limit: limit)
         if !handed.isEmpty {
             // Claimed for this worker by a submission through this store, or another store's: they start
             // with no round trip. The worker is woken to claim again: for jobs it may have missed
             // meanwhile, and to offer its room again.
             hub.wake()
-            return (handed, limit - handed.count)
+            return handed
         }
         // Jobs on their way to this worker (their submission's insert has not answered yet) need room.
         let limit = room
-        guard limit > 0 else { return ([], 0) }
+        guard limit > 0 else { return [] }
         let now = clock.now().storeTime
         let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
@@ -48,9 +47,7 @@ extension PostgresJobStore {
         } else {
             rows = try await prepared("claim", statement, confirm: false)
         }
-        let claimed = try await completeClaim(
-            rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
-        return (claimed, limit - claimed.count)
+        return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
     }
 
     /// Offers `worker`'s room to submissions through this store, and through the other stores of the

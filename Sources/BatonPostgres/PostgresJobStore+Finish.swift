@@ -209,11 +209,10 @@ extension PostgresJobStore {
             throw error
         }
         let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
-        let (late, excess) = handoff.endClaim(worker, room: limit - claimed.count - handed.count, kinds: kinds)
+        let (late, excess, full) = handoff.endClaim(
+            worker, room: limit - claimed.count - handed.count, kinds: kinds)
         await giveBack(excess)
-        if !handed.isEmpty || !claimed.isEmpty || !late.isEmpty {
-            handoff.busy(worker, full: claimed.count + handed.count + late.count >= limit)
-        }
+        if !handed.isEmpty || !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: full) }
         if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
         return (results, handed + claimed + late)
     }

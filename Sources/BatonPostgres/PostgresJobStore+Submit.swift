@@ -352,14 +352,16 @@ extension PostgresJobStore {
     /// claimed for a worker of another store (``RemoteOffer``), $23 the server process listening for
     /// that store (0 for this store's workers: no check; when it is gone, every job is inserted ready),
     /// $24 the notification that sends them the claims (``RemoteHand``; '' for none) and $25 when that
-    /// server process started (microseconds since 1970; process ids are reused).
+    /// server process started (microseconds since 1970; process ids are reused). A role that may not
+    /// see another role's sessions' start times (no `pg_read_all_stats`) checks the process id alone.
     enum SubmitIndependent: PreparedText {
         static let name = "baton_submit_independent_v3"
         static let sql = """
             WITH alive AS MATERIALIZED (
                 SELECT CASE WHEN $23::int4 = 0 THEN true
                     ELSE EXISTS (SELECT 1 FROM pg_stat_get_activity($23::int4) AS a
-                        WHERE (extract(epoch FROM a.backend_start) * 1000000)::int8 = $25::int8) END AS ok
+                        WHERE a.backend_start IS NULL
+                            OR (extract(epoch FROM a.backend_start) * 1000000)::int8 = $25::int8) END AS ok
             ), new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
                 VALUES ($1, $2, $3, $4, $5, $6, $7)

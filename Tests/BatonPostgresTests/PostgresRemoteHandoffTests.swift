@@ -149,6 +149,23 @@ struct PostgresRemoteHandoffBookTests {
         #expect(after.rest.count == 1, "no claim under way and not parked: given back")
     }
 
+    @Test("a claim's end keeps room for the jobs still on their way to the worker from this store's submissions")
+    func endClaimKeepsRoomForJobsOnTheirWay() throws {
+        let b = Book("b")
+        b.book.listening(as: 1)
+        b.book.park("w", kinds: ["k"], limit: 2, lease: .seconds(5))
+        // A submission through the worker's own store reserved one of its two slots; its insert is under way.
+        let ticket = try #require(b.book.reserve(kinds: ["k"], priorities: [0], eligible: [true]))
+        // The worker's completion-and-claim: its statement claims the one slot left.
+        b.book.beginClaim("w")
+        #expect(b.book.withdraw("w") == 1)
+        _ = b.book.receive([PostgresHandoffBookTests.claimed(1)], for: "w")
+        let end = b.book.endClaim("w", room: 2 - 1, kinds: ["k"])
+        #expect(end.late.isEmpty && end.excess.map(\.job) == [DurableJobID(1)] && end.full)
+        #expect(b.book.deliver(ticket, [("w", PostgresHandoffBookTests.claimed(2))]).isEmpty)
+        #expect(b.book.take(for: "w", limit: 1).jobs.map(\.job) == [DurableJobID(2)], "its slot was kept")
+    }
+
     @Test(
         "a new listening process tells every offer again: the parked workers' and withdrawals for the others; the offers heard before are forgotten"
     )
