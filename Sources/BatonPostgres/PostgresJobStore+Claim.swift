@@ -7,7 +7,7 @@ extension PostgresJobStore {
         guard limit > 0, !kinds.isEmpty else { return [] }
         try StoredText.checkWorker(worker)
         // Jobs another store hands over while this claim is under way wait for its end, and take the
-        // room it leaves (``PostgresHandoff/endClaim(_:room:)``).
+        // room it leaves (``PostgresHandoff/endClaim(_:room:kinds:)``).
         handoff.beginClaim(worker)
         let claimed: [ClaimedJob]
         do {
