@@ -474,7 +474,7 @@ extension PostgresJobStore {
 }
 
 extension PostgresBindings {
-    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$24) for `count` jobs, with
+    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$25) for `count` jobs, with
     /// leases from `now`; no ticket: every job is inserted ready. `message`: the notification text of
     /// a ticket for another store's worker (``PostgresHandoff/Ticket/remoteMessage(graph:expires:)``).
     mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double, message: String? = nil) {
