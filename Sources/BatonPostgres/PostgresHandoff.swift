@@ -373,7 +373,7 @@ final class PostgresHandoff: Sendable {
             offer.room -= 1
         }
         guard !ticket.isEmpty else { return }
-        state.remote[offer.store + "\u{1}" + offer.worker] = offer
+        state.remote[offer.slot] = offer
         ticket.remote = offer
     }
 
@@ -384,7 +384,7 @@ final class PostgresHandoff: Sendable {
     /// An offer heard from another store: kept unless one sent after it is known already.
     func learn(_ offer: RemoteOffer) {
         guard offer.store != key else { return }
-        let slot = offer.store + "\u{1}" + offer.worker
+        let slot = offer.slot
         let old = state.withLock { state -> RemoteOffer? in
             let old = state.remote[slot]
             if let old, old.sequence >= offer.sequence { return nil }
@@ -402,7 +402,7 @@ final class PostgresHandoff: Sendable {
             let gone = state.remote.values.filter {
                 $0.store == offer.store && $0.pid == offer.pid && $0.started == offer.started
             }
-            for old in gone { state.remote[old.store + "\u{1}" + old.worker] = nil }
+            for old in gone { state.remote[old.slot] = nil }
             return gone
         }
         _ = gone
@@ -413,7 +413,7 @@ final class PostgresHandoff: Sendable {
     /// here, unless a newer offer came meanwhile.
     func restore(_ ticket: Ticket, count: Int) {
         guard let offer = ticket.remote, count > 0 else { return }
-        let slot = offer.store + "\u{1}" + offer.worker
+        let slot = offer.slot
         state.withLock { state in
             guard state.remote[slot]?.sequence == offer.sequence else { return }
             state.remote[slot]?.room += count
@@ -487,7 +487,7 @@ final class PostgresHandoff: Sendable {
 
     /// The offer of another store's `worker`, as this store knows it; for tests.
     func remoteOffer(store: String, worker: String) -> RemoteOffer? {
-        state.withLock { $0.remote[store + "\u{1}" + worker] }
+        state.withLock { $0.remote[RemoteOffer.slot(store, worker)] }
     }
 
     /// The submission's statement stored the ticket's jobs (`jobs`: the claimed jobs it built). Puts them
@@ -618,6 +618,10 @@ struct RemoteOffer: Codable, Sendable, Equatable {
     /// When that server process started (microseconds since 1970): a process id can be reused.
     var started: Int64
     var kinds: [String]
+
+    /// Where a store keeps the offer of another store's worker (``PostgresHandoff``).
+    var slot: String { Self.slot(store, worker) }
+    static func slot(_ store: String, _ worker: String) -> String { store + "\u{1}" + worker }
 
     enum CodingKeys: String, CodingKey {
         case store = "s", worker = "w", sequence = "q", room = "r", lease = "l", pid = "p", started = "b"
