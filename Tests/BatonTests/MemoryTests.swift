@@ -33,36 +33,64 @@ import Testing
         #expect(jobs.allSatisfy { $0.dependencies.isEmpty })
     }
 
-    @Test func aQueueKeepsNoFinishedJobAlive() async {
-        weak var finished: Job?
-        weak var cancelled: Job?
+    // The job objects themselves: the thread that finished a job still holds it for a moment after its
+    // waiters resume (it is returning from the job's own code), so these wait for the job's `deinit`,
+    // with a deadline that names what was never freed, instead of reading a weak reference at once.
+
+    @Test func aQueueKeepsNoFinishedJobAlive() async throws {
         let queue = JobQueue(name: "holds-nothing")
+        let finishedFreed: Gate
+        let cancelledFreed: Gate
         do {
-            let job = BlockJob {}
-            let other = BlockJob {}
-            finished = job
-            cancelled = other
+            let job = FreedJob(name: "finished")
+            let other = FreedJob(name: "cancelled")
+            finishedFreed = job.freed
+            cancelledFreed = other.freed
             queue.isSuspended = true
             queue.add([job, other])
             other.cancel()
             queue.isSuspended = false
             await queue.waitUntilAllJobsAreFinished()
         }
-        #expect(finished == nil)
-        #expect(cancelled == nil)
+        try await withDeadline(.seconds(10), "the finished job being freed (something still holds it)") {
+            await finishedFreed.waitAsync()
+        }
+        try await withDeadline(.seconds(10), "the cancelled job being freed (something still holds it)") {
+            await cancelledFreed.waitAsync()
+        }
         #expect(queue.jobCount == 0)
     }
 
-    @Test func aJobThatCapturesItselfInAnObserverIsFreedAfterFinishing() async {
-        weak var weakJob: Job?
+    @Test func aJobThatCapturesItselfInAnObserverIsFreedAfterFinishing() async throws {
+        let freed: Gate
         do {
-            let job = BlockJob {}
+            let job = FreedJob(name: "self-observing")
             job.onFinish { _ in _ = job }  // a cycle until the job finishes
-            weakJob = job
+            freed = job.freed
             JobQueue().add(job)
             _ = await job.outcome
         }
-        #expect(weakJob == nil)
+        try await withDeadline(.seconds(10), "the self-observing job being freed (its observer cycle stayed)") {
+            await freed.waitAsync()
+        }
+    }
+
+    @Test func aSelfObservingJobIsKeptAliveByItsCycleUntilItFinishes() async throws {
+        // The other side of the test above: the cycle is real while the job is unfinished, so the gate
+        // staying shut here is what makes its opening above mean something.
+        let weak = WeakJob()
+        let freed: Gate
+        do {
+            let job = FreedJob(name: "self-observing")
+            job.onFinish { _ in _ = job }
+            freed = job.freed
+            weak.job = job
+        }
+        #expect(!freed.isOpen, "nothing but its own observer holds the job, and that must keep it")
+        try weak.job?.start()
+        try await withDeadline(.seconds(10), "the self-observing job being freed once it finished") {
+            await freed.waitAsync()
+        }
     }
 
     @Test func jobsThatAreNeverAddedToAQueueDoNotLeak() {
@@ -78,4 +106,11 @@ import Testing
         #expect(a == nil)
         #expect(b == nil)
     }
+}
+
+/// A job that opens ``freed`` when it is deallocated.
+final class FreedJob: Job, @unchecked Sendable {
+    // @unchecked Sendable: `freed` is an immutable reference to a thread-safe gate.
+    let freed = Gate()
+    deinit { freed.open() }
 }

@@ -376,7 +376,7 @@ extension Job {
             return
         }
         if let completion = step.completion.take() {
-            complete(completion, &work)
+            complete(consume completion, &work)
             return
         }
         switch step.action {
@@ -406,6 +406,15 @@ extension Job {
     /// Delivers the job's recorded events to its observers, one at a time, in order, outside the lock.
     /// Exactly one thread delivers at a time (the one the machine chose). After the finish, completes.
     func deliver(_ work: inout Propagation) {
+        // Completed only once `deliverEvents` returned: its copies of the observer list are gone by
+        // then, so the job's waiters resume after everything its observers captured was released.
+        guard let completion = deliverEvents() else { return }
+        complete(consume completion, &work)
+    }
+
+    /// Delivers the recorded events; returns the completion once the finish was delivered (or the job
+    /// finished with nobody to tell), or nil when there is nothing more to deliver for now.
+    private func deliverEvents() -> JobCompletion? {
         while true {
             var completion: JobCompletion?
             let next: (ObserverEvent, [any JobObserver])? = withCore { core in
@@ -416,8 +425,8 @@ extension Job {
                 guard let event = core.lifecycle.nextEvent() else { return nil }
                 return (event, core.observers)
             }
-            if let completion { return complete(completion, &work) }
-            guard let (event, observers) = next else { return }
+            if let completion { return completion }
+            guard let (event, observers) = next else { return nil }
             switch event {
             case .start:
                 for observer in observers { observer.jobDidStart(self) }
@@ -445,7 +454,7 @@ extension Job {
                         }
                         return core.takeCompletion(core.lifecycle.finishDelivered())
                     }
-                    if let completion { return complete(completion, &work) }
+                    if let completion { return completion }
                     told += late.count
                     FinishDelivery.telling(self, outcome) {
                         for observer in late { observer.jobDidFinish(self, outcome: outcome) }
@@ -457,23 +466,31 @@ extension Job {
 
     /// The job is finished: hands over everything (lock not held). Its dependents and its group go to
     /// the work list.
+    ///
+    /// What the job let go of (dependencies, observers, extras) is released before its waiters resume:
+    /// when `await job.outcome` returns, nothing the job's closures or observers captured is kept alive
+    /// by Baton. Callers pass their only copy (`consume`), or the release would wait for theirs.
     private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
-        let orphans = didComplete(
-            outcome: ending.outcome, executed: ending.executed, extras: completion.released.extras)
-        completion.released.extras?.conditionTask?.cancel()
-        if ending.claimed, let scope = completion.queue?.exclusivityScope,
-            let ticket = completion.released.extras?.claim
-        {
+        let waiters = completion.waiters
+        let dependents = completion.dependents
+        let queue = completion.queue
+        let extras = completion.released.extras
+        _ = consume completion  // releases the dependencies and observers the job let go of
+        let orphans = didComplete(outcome: ending.outcome, executed: ending.executed, extras: extras)
+        extras?.conditionTask?.cancel()
+        if ending.claimed, let scope = queue?.exclusivityScope, let ticket = extras?.claim {
             for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
         }
-        if let queue = completion.queue {
+        let parent = extras?.parent
+        _ = consume extras
+        if let queue {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
             queue.jobDidFinish(self, heldSlot: ending.heldSlot)
         }
-        for waiter in completion.waiters { waiter.resume(ending.outcome) }
-        if !completion.dependents.isEmpty { work.release(completion.dependents) }
-        if let parent = completion.released.extras?.parent { work.tell(parent, child: self, finished: ending.outcome) }
+        for waiter in waiters { waiter.resume(ending.outcome) }
+        if !dependents.isEmpty { work.release(dependents) }
+        if let parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
     }
 
