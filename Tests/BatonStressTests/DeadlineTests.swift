@@ -7,9 +7,14 @@ import Testing
 @Suite struct DeadlineTests {
     @Test func aBodyThatNeverReturnsFailsWithinTheDeadlineNamingWhatHung() async {
         let never = Gate()  // never opened
+        let inside = Gate()
         let queue = JobQueue(name: "stuck")
-        let blocked = AsyncJob(name: "blocked") { _ in await never.waitAsync() }  // ignores cancellation
+        let blocked = AsyncJob(name: "blocked") { _ in
+            inside.open()
+            await never.waitAsync()  // ignores cancellation
+        }
         queue.add(blocked)
+        await inside.waitAsync()  // executing, so the report can say so on a loaded machine too
         do {
             try await withDeadline(.milliseconds(200), "the stuck queue", report: { queue.diagnose().description }) {
                 await queue.waitUntilAllJobsAreFinished()
@@ -37,8 +42,14 @@ import Testing
 
     @Test func aStallDeadlineFiresWhenProgressStopsNamingWhatHung() async {
         let never = Gate()  // never opened
+        let inside = Gate()
         let queue = JobQueue(name: "stuck")
-        queue.add(AsyncJob(name: "blocked") { _ in await never.waitAsync() })  // ignores cancellation
+        queue.add(
+            AsyncJob(name: "blocked") { _ in
+                inside.open()
+                await never.waitAsync()  // ignores cancellation
+            })
+        await inside.waitAsync()  // executing, so the report can say so on a loaded machine too
         do {
             try await withStallDeadline(
                 stalledFor: .milliseconds(300), atMost: .seconds(600), "the stuck queue",

@@ -48,13 +48,13 @@ enum CycleDetector {
     /// dependents, and a member released that way must not become ready and run.
     /// Returns `false` if no member could be failed (none was pending any more).
     private static func fail(_ members: [Job], with error: JobError) -> Bool {
-        let steps = members.map { job in job.step { $0.lifecycle.failPending(error) } }
+        var steps = members.map { job in job.step { $0.lifecycle.failPending(error) } }
         var failedAny = false
         Propagation.run { work in
-            for (job, step) in zip(members, steps) {
-                if case .none = step.action, step.completion == nil { continue }
+            for (index, job) in members.enumerated() {
+                if case .none = steps[index].action, steps[index].completion == nil { continue }
                 failedAny = true
-                job.perform(step, &work)
+                job.perform(inPlace: &steps[index], &work)
             }
         }
         return failedAny

@@ -354,11 +354,19 @@ extension Job {
             let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
             fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
         }
-        perform(step, &work)
+        perform(consume step, &work)
     }
 
-    /// Performs what an event decided (lock not held).
+    /// Performs what an event decided (lock not held). Pass the only copy of `step` (a temporary, or
+    /// `consume`): a completion it carries releases what the job let go of before the job's waiters
+    /// resume, which a copy left with the caller would delay. Steps kept in an array go through
+    /// ``perform(inPlace:_:)``.
     func perform(_ step: consuming Step, _ work: inout Propagation) {
+        perform(inPlace: &step, &work)
+    }
+
+    /// Performs what an event decided (lock not held), taking its completion out of `step`.
+    func perform(inPlace step: inout Step, _ work: inout Propagation) {
         // A job cancelled before it ran: the dependencies its conditions made must not run for it.
         for made in step.leftBehind.made {
             work.cancel(made, reason: step.leftBehind.reason ?? CancellationError())
@@ -467,15 +475,20 @@ extension Job {
     /// The job is finished: hands over everything (lock not held). Its dependents and its group go to
     /// the work list.
     ///
-    /// What the job let go of (dependencies, observers, extras) is released before its waiters resume:
-    /// when `await job.outcome` returns, nothing the job's closures or observers captured is kept alive
-    /// by Baton. Callers pass their only copy (`consume`), or the release would wait for theirs.
+    /// What the job let go of (dependencies, observers, extras) is released, its categories and its
+    /// queue's slot handed on, before its waiters resume: when `await job.outcome` returns, nothing the
+    /// job's closures or observers captured is kept alive by Baton, and another job may take what it
+    /// held. Those who started waiting while this ran (they saw `completing`) are resumed last. Callers
+    /// pass their only copy (`consume`), or the release would wait for theirs.
     private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
         let waiters = completion.waiters
         let dependents = completion.dependents
         let queue = completion.queue
         let extras = completion.released.extras
+        // Marked, so that code this runs (a deinit, an instrument) that waits for the job synchronously
+        // gets its outcome instead of waiting for this completion to end.
+        let marked = CompletingThread.mark()
         _ = consume completion  // releases the dependencies and observers the job let go of
         let orphans = didComplete(outcome: ending.outcome, executed: ending.executed, extras: extras)
         extras?.conditionTask?.cancel()
@@ -488,7 +501,14 @@ extension Job {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
             queue.jobDidFinish(self, heldSlot: ending.heldSlot)
         }
+        CompletingThread.unmark(marked)
+        let late: [JobWaiter] = withCore { core in
+            core.completing = false
+            defer { core.waiters = [] }
+            return core.waiters
+        }
         for waiter in waiters { waiter.resume(ending.outcome) }
+        for waiter in late { waiter.resume(ending.outcome) }
         if !dependents.isEmpty { work.release(dependents) }
         if let parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }

@@ -15,12 +15,13 @@ extension Job {
     /// a job may have many waiters, and one of them going away is no reason to stop the work for the
     /// others — and the wait goes on until the job finishes (every job in a queue does). To cancel the
     /// job with the task, use ``outcomeCancellingWithTask()``. When it returns, the job reports
-    /// ``isFinished`` (and so does every child of a group).
+    /// ``isFinished`` (and so does every child of a group): it handed back its exclusivity categories,
+    /// and nothing its closures and observers captured is kept alive by Baton any more.
     public var outcome: JobOutcome {
         get async {
             await withCheckedContinuation { (continuation: CheckedContinuation<JobOutcome, Never>) in
                 let outcome: JobOutcome? = withCore { core in
-                    if core.lifecycle.isFinished { return core.lifecycle.outcome }
+                    if core.lifecycle.isFinished && !core.completing { return core.lifecycle.outcome }
                     core.waiters.append(.continuation(continuation))
                     return nil
                 }
@@ -55,7 +56,11 @@ extension Job {
         if let outcome = FinishDelivery.outcome(of: self) { return outcome }
         let semaphore = DispatchSemaphore(value: 0)
         let outcome: JobOutcome? = withCore { core in
-            if core.lifecycle.isFinished { return core.lifecycle.outcome }
+            // Code that runs while this thread completes a job (a deinit, an instrument) must not wait
+            // for that completion to end: it gets the outcome at once.
+            if core.lifecycle.isFinished && (!core.completing || CompletingThread.isCompleting) {
+                return core.lifecycle.outcome
+            }
             core.waiters.append(.semaphore(semaphore))
             return nil
         }
@@ -107,5 +112,31 @@ final class FinishDelivery {
     private static var current: FinishDelivery? {
         get { pthread_getspecific(key).map { Unmanaged<FinishDelivery>.fromOpaque($0).takeUnretainedValue() } }
         set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
+    }
+}
+
+/// Whether the current thread is completing a job (see `Job.complete`), so that a synchronous wait
+/// for a job whose completion is under way does not wait for itself.
+enum CompletingThread {
+    private static let key: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key, nil)
+        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
+        return key
+    }()
+
+    static var isCompleting: Bool { pthread_getspecific(key) != nil }
+
+    /// Marks the thread as completing; returns whether this call set the mark (an outer completion on
+    /// the same thread may have), to be passed to ``unmark(_:)``.
+    static func mark() -> Bool {
+        if isCompleting { return false }
+        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
+        return true
+    }
+
+    /// Ends what ``mark()`` began.
+    static func unmark(_ marked: Bool) {
+        if marked { pthread_setspecific(key, nil) }
     }
 }

@@ -15,6 +15,10 @@ struct JobCore {
     var dependents: [Job] = []
     var observers: [any JobObserver] = []
     var waiters: [JobWaiter] = []
+    /// Set while the finished job hands over outside its lock (`Job.complete`): categories, its queue's
+    /// slot, what it let go of. Those who wait for it from now on are resumed once that is done, so
+    /// `await job.outcome` never returns into a half-completed finish.
+    var completing = false
     /// The queue the job was added to, until it finishes.
     var queue: JobQueue?
     /// For cycle detection (see ``CycleDetector``): the `add` call that enqueued the job and its index
@@ -90,6 +94,7 @@ struct JobCore {
     /// The job just finished (its finish was delivered): takes what it must hand over and everything it
     /// lets go of.
     mutating func takeCompletion(_ ending: JobLifecycle.Ending) -> JobCompletion {
+        completing = true
         defer {
             dependents = []
             waiters = []

@@ -224,7 +224,7 @@ public final class JobQueue: @unchecked Sendable {
                 work.orderReady(on: self, of: jobs)
                 for (_, entry) in ready { work.enqueueReady(entry, on: self) }
             }
-            for (job, step) in moved { job.perform(step, &work) }
+            for index in moved.indices { moved[index].job.perform(inPlace: &moved[index].step, &work) }
             var holds: [(job: Job, finished: Int)] = []
             var behindClaims: [Job] = []
             for (job, dependencies, index) in waiting {

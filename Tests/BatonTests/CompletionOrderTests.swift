@@ -1,0 +1,113 @@
+import BatonTesting
+import Dispatch
+import Testing
+
+@testable import Baton
+
+/// A finished job hands over outside its lock (categories, its queue's slot, what it captured,
+/// instruments). Whoever waits for it, from before or from during that hand-over, resumes only once it
+/// is done, and code that the hand-over runs may wait for the job without waiting for itself.
+@Suite(.timeLimit(.minutes(1))) struct CompletionOrderTests {
+    /// Holds the finish of the job named "held" inside the hand-over until `release` opens.
+    final class HoldingFinish: JobInstrument, @unchecked Sendable {
+        // @unchecked Sendable: gates are thread-safe; `left` is a thread-safe box.
+        let entered = Gate()
+        let release = Gate()
+        let left = Protected(false)
+        func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
+            guard job.name == "held" else { return }
+            entered.open()
+            release.wait()  // the finishing thread is a queue worker, not one of the task pool's
+            left.withLock { $0 = true }
+        }
+    }
+
+    @Test func aWaitThatBeginsDuringTheHandOverReturnsOnceItIsDone() async throws {
+        let holding = HoldingFinish()
+        let queue = JobQueue(name: "handing over", instruments: [holding])
+        let job = BlockJob(name: "held") {}
+        queue.add(job)
+        try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
+            await holding.entered.waitAsync()
+        }
+        // Decided, but not finished for anyone who asks: the hand-over is under way.
+        #expect(job.outcomeIfDecided?.isSucceeded == true)
+        #expect(!job.isFinished)
+        #expect(job.state == .finishing)
+        let returned = Protected(false)
+        let waiting = Task {
+            let outcome = await job.outcome
+            returned.withLock { $0 = true }
+            return outcome
+        }
+        // The late waiter is registered and has not returned while the hand-over cannot end.
+        #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+        #expect(!returned.withLock { $0 })
+        holding.release.open()
+        try await withDeadline(.seconds(30), "the late waiter returning") { #expect(await waiting.value.isSucceeded) }
+        #expect(holding.left.withLock { $0 }, "the wait returned before the hand-over ended")
+        #expect(job.isFinished)
+        #expect(job.state == .finished)
+    }
+
+    @Test func theFinishedJobsCategoryIsFreeWhenALateWaitReturns() async throws {
+        let holding = HoldingFinish()
+        let scope = ExclusivityScope(name: "late")
+        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, instruments: [holding])
+        let job = BlockJob(name: "held") {}
+        job.addCondition(MutuallyExclusive(category: "db"))
+        queue.add(job)
+        try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
+            await holding.entered.waitAsync()
+        }
+        let waiting = Task { await job.outcome }
+        #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+        holding.release.open()
+        try await withDeadline(.seconds(30), "the late waiter returning") { _ = await waiting.value }
+        #expect(scope.holders(of: "db").isEmpty)
+    }
+
+    /// Waits synchronously, in its `jobDidFinish`, for the job it is told of.
+    struct WaitingInstrument: JobInstrument {
+        let outcomes: Recorder<Bool>
+        func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
+            outcomes.record(job.waitUntilFinished().isSucceeded)
+        }
+    }
+
+    @Test func anInstrumentThatWaitsForTheJobItIsToldOfGetsItsOutcomeAtOnce() async throws {
+        let outcomes = Recorder<Bool>()
+        let queue = JobQueue(name: "waiting instrument", instruments: [WaitingInstrument(outcomes: outcomes)])
+        let job = BlockJob(name: "told") {}
+        queue.add(job)
+        try await withDeadline(.seconds(30), "a job whose instrument waits for it (waiting for itself?)") {
+            #expect(await job.outcome.isSucceeded)
+        }
+        #expect(outcomes.values == [true])
+    }
+
+    /// Waits synchronously, when it is freed, for the job whose observer held it.
+    final class WaitsWhenFreed: @unchecked Sendable {
+        // @unchecked Sendable: `job` is set once, before the object is shared.
+        var job: Job?
+        let outcomes: Recorder<Bool>
+        init(outcomes: Recorder<Bool>) { self.outcomes = outcomes }
+        deinit { outcomes.record(job?.waitUntilFinished().isSucceeded ?? false) }
+    }
+
+    @Test func aDeinitThatWaitsForTheJobThatReleasedItGetsItsOutcomeAtOnce() async throws {
+        let outcomes = Recorder<Bool>()
+        let job = BlockJob(name: "releasing") {}
+        do {
+            let held = WaitsWhenFreed(outcomes: outcomes)
+            held.job = job
+            job.onFinish { _ in _ = held }  // freed when the job lets go of its observers
+        }
+        JobQueue().add(job)
+        try await withDeadline(.seconds(30), "a job whose released observer waits for it (waiting for itself?)") {
+            #expect(await job.outcome.isSucceeded)
+        }
+        // Released before the waiters resumed, so it has already run.
+        #expect(outcomes.values == [true])
+    }
+}
