@@ -20,7 +20,8 @@ enum HostProbe {
 
     /// Resolves `host` and connects to `port` on one of its addresses, all before `deadline` (uptime
     /// nanoseconds, taken before the name is resolved: the timeout covers the whole check); returns the
-    /// address that answered, as text. `resolved` is called once the name is resolved.
+    /// address that answered, as text. `resolved` is called once the name is resolved, if that was before
+    /// the deadline.
     ///
     /// - Throws: ``NetworkError`` with code ``NetworkError/Code/nameResolution`` (also when resolving
     ///   left no time to connect) or ``NetworkError/Code/unreachable``.
@@ -33,7 +34,8 @@ enum HostProbe {
     ) throws(NetworkError) -> String {
         let addresses = try resolve(host, port, url)
         defer { freeaddrinfo(addresses) }
-        resolved()
+        // Resolved in time or not at all: a name resolved past the deadline is reported as such by
+        // whichever of this thread and the caller's watchdog speaks first.
         if Int64(deadline) - Int64(DispatchTime.now().uptimeNanoseconds) <= 0 {
             throw NetworkError(
                 code: .nameResolution, url: url,
@@ -41,6 +43,7 @@ enum HostProbe {
                     "resolving the host name \"\(host)\" took longer than the timeout (\(NetworkError.format(seconds: timeout))), "
                     + "leaving no time to connect. Check your network connection and DNS settings.")
         }
+        resolved()
         var failures: [String] = []
         var candidate: UnsafeMutablePointer<addrinfo>? = addresses
         while let info = candidate {

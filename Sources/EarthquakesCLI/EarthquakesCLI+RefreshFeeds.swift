@@ -286,7 +286,8 @@ extension EarthquakesCLI {
                 ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now),
             ],
             configuration: DurableWorker.Configuration(
-                id: FeedRefresh.workerID(), maxConcurrentJobs: 4, retention: nil, instruments: picture.instruments)
+                id: FeedRefresh.workerID(), maxConcurrentJobs: 4, shutdownGracePeriod: shutdownGracePeriod,
+                retention: nil, instruments: picture.instruments)
         )
         // Each import is reported once its completion is recorded (the store wakes its watchers after
         // each recorded outcome), so a line on the screen means "done, not done again".

@@ -36,6 +36,9 @@ public struct EarthquakesCLI: Sendable {
     public var session: URLSession
     /// Ctrl-C: cancels a running refresh.
     public var interrupts: Interrupts
+    /// How long a refresh's running downloads may go on when its worker shuts down gracefully (Ctrl-C
+    /// does not wait for them: it cancels them at once).
+    public var shutdownGracePeriod: Duration = .seconds(10)
 
     public init(
         console: Console,
