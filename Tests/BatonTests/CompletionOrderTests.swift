@@ -24,7 +24,9 @@ import Testing
 
     @Test func aWaitThatBeginsDuringTheHandOverReturnsOnceItIsDone() async throws {
         let holding = HoldingFinish()
-        let queue = JobQueue(name: "handing over", instruments: [holding])
+        defer { holding.release.open() }
+        // Dedicated threads: the held finish blocks its thread, which must not be one of the task pool's.
+        let queue = JobQueue(name: "handing over", instruments: [holding], workerThreads: .dedicated)
         let job = BlockJob(name: "held") {}
         queue.add(job)
         try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
@@ -50,21 +52,84 @@ import Testing
         #expect(job.state == .finished)
     }
 
-    @Test func theFinishedJobsCategoryIsFreeWhenALateWaitReturns() async throws {
+    @Test func aQueueDrainsOnlyOnceItsLastJobReportsFinished() async throws {
         let holding = HoldingFinish()
+        defer { holding.release.open() }
+        let queue = JobQueue(name: "draining", instruments: [holding])
+        queue.isSuspended = true
+        let job = BlockJob(name: "held") {}
+        queue.add(job)
+        // Cancelled on a thread of its own (not a worker loop, nor one of the task pool's, as the held
+        // finish blocks it): the job finishes there, and the queue is told in the hand-over.
+        DispatchQueue(label: "cancelling").async { job.cancel() }
+        try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
+            await holding.entered.waitAsync()
+        }
+        let drained = Task {
+            await queue.waitUntilAllJobsAreFinished()
+            return job.isFinished
+        }
+        holding.release.open()
+        try await withDeadline(.seconds(30), "the queue draining") {
+            #expect(await drained.value, "the queue drained while its last job did not report finished")
+        }
+    }
+
+    /// Blocks, when freed, until `release` opens: holds a finish inside the release of what the job
+    /// let go of, before its categories are handed back.
+    final class HoldsReleaseWhenFreed: @unchecked Sendable {
+        // @unchecked Sendable: immutable references to thread-safe gates.
+        let entered: Gate
+        let release: Gate
+        init(entered: Gate, release: Gate) {
+            self.entered = entered
+            self.release = release
+        }
+        deinit {
+            entered.open()
+            release.wait()  // a dedicated worker thread, not one of the task pool's
+        }
+    }
+
+    @Test func theFinishedJobsCategoryIsFreeWhenALateWaitReturns() async throws {
+        let entered = Gate()
+        let release = Gate()
+        defer { release.open() }
         let scope = ExclusivityScope(name: "late")
-        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, instruments: [holding])
+        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: .dedicated)
         let job = BlockJob(name: "held") {}
         job.addCondition(MutuallyExclusive(category: "db"))
+        do {
+            let held = HoldsReleaseWhenFreed(entered: entered, release: release)
+            job.onFinish { _ in _ = held }  // freed in the hand-over
+        }
+        queue.add(job)
+        try await withDeadline(.seconds(30), "the job's hand-over starting") { await entered.waitAsync() }
+        #expect(scope.holders(of: "db").map(\.name) == ["held"])  // held before the categories go back
+        let waiting = Task { await job.outcome }
+        #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+        release.open()
+        try await withDeadline(.seconds(30), "the late waiter returning") { _ = await waiting.value }
+        #expect(scope.holders(of: "db").isEmpty)
+    }
+
+    @Test func aDependentAddedDuringTheHandOverStartsOnceItIsDone() async throws {
+        let holding = HoldingFinish()
+        defer { holding.release.open() }
+        let queue = JobQueue(name: "dependency", instruments: [holding], workerThreads: .dedicated)
+        let job = BlockJob(name: "held") {}
         queue.add(job)
         try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
             await holding.entered.waitAsync()
         }
-        let waiting = Task { await job.outcome }
-        #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+        let sawFinished = Protected<Bool?>(nil)
+        let dependent = BlockJob(name: "dependent") { sawFinished.withLock { $0 = job.isFinished } }
+        dependent.addDependency(job)
+        JobQueue(name: "dependents").add(dependent)
+        #expect(dependent.state == .pending)  // registered with the job, which is still handing over
         holding.release.open()
-        try await withDeadline(.seconds(30), "the late waiter returning") { _ = await waiting.value }
-        #expect(scope.holders(of: "db").isEmpty)
+        try await withDeadline(.seconds(30), "the dependent running") { _ = await dependent.outcome }
+        #expect(sawFinished.withLock { $0 } == true)
     }
 
     /// Waits synchronously, in its `jobDidFinish`, for the job it is told of.

@@ -227,11 +227,16 @@ import Testing
     @Test func diagnoseShowsWhatAGroupsChildrenWaitFor() async throws {
         let queue = JobQueue(name: "outer")
         let release = Gate()
-        let blocker = AsyncJob(name: "blocker") { _ in await release.waitAsync() }
+        let running = Gate()
+        let blocker = AsyncJob(name: "blocker") { _ in
+            running.open()
+            await release.waitAsync()
+        }
         let waiter = BlockJob(name: "waiter") {}
         waiter.addDependency(blocker)
         let group = GroupJob(name: "import", children: [blocker, waiter])
         queue.add(group)
+        await running.waitAsync()  // the report below says the blocker runs: it must have started
         let shown = await eventually {
             queue.diagnose().description.contains("'waiter' (pending) waits for dependencies 'blocker'")
         }

@@ -111,8 +111,10 @@ extension Job {
     /// finishes.
     func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Registration {
         withCore { core in
-            guard !core.lifecycle.isFinished else { return .finished }
+            guard !core.lifecycle.isFinished || core.completing else { return .finished }
             core.dependents.append(dependent)
+            // Still handing over: released with the others, once it reports `isFinished`.
+            if core.completing { return .waits }
             let mark = core.cycleMark
             if !(batch != 0 && mark.batch == batch && Int(mark.index) < index) { core.cycleMark.mayCloseCycle = true }
             if case .ready(.waiting) = core.lifecycle.state { return .waitsForAClaim }
@@ -497,19 +499,26 @@ extension Job {
         }
         let parent = extras?.parent
         _ = consume extras
+        var drained: [IdleWaiter] = []
         if let queue {
             for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
-            queue.jobDidFinish(self, heldSlot: ending.heldSlot)
+            drained = queue.jobDidFinish(self, heldSlot: ending.heldSlot)
         }
         CompletingThread.unmark(marked)
-        let late: [JobWaiter] = withCore { core in
+        // Those who began waiting during the hand-over, and dependents added meanwhile.
+        let (late, lateDependents): ([JobWaiter], [Job]) = withCore { core in
             core.completing = false
-            defer { core.waiters = [] }
-            return core.waiters
+            defer {
+                core.waiters = []
+                core.dependents = []
+            }
+            return (core.waiters, core.dependents)
         }
         for waiter in waiters { waiter.resume(ending.outcome) }
         for waiter in late { waiter.resume(ending.outcome) }
+        for waiter in drained { waiter.resume() }
         if !dependents.isEmpty { work.release(dependents) }
+        if !lateDependents.isEmpty { work.release(lateDependents) }
         if let parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
     }

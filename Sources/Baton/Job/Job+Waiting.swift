@@ -55,10 +55,12 @@ extension Job {
     public func waitUntilFinished() -> JobOutcome {
         if let outcome = FinishDelivery.outcome(of: self) { return outcome }
         let semaphore = DispatchSemaphore(value: 0)
+        // Code that runs while this thread completes a job (a deinit, an instrument) must not wait for
+        // that completion to end: it gets the outcome at once. (The mark is the thread's, not the job's:
+        // such code waiting for another job completing elsewhere gets its outcome at once too.)
+        let inHandOver = CompletingThread.isCompleting
         let outcome: JobOutcome? = withCore { core in
-            // Code that runs while this thread completes a job (a deinit, an instrument) must not wait
-            // for that completion to end: it gets the outcome at once.
-            if core.lifecycle.isFinished && (!core.completing || CompletingThread.isCompleting) {
+            if core.lifecycle.isFinished && (!core.completing || inHandOver) {
                 return core.lifecycle.outcome
             }
             core.waiters.append(.semaphore(semaphore))

@@ -326,11 +326,13 @@ public final class JobQueue: @unchecked Sendable {
     /// When the job finished inside its own body, on the worker loop that runs it (a synchronous body
     /// returning), that loop records the finish with its next look for work: one queue lock instead of
     /// two per job. Any other thread (an asynchronous body, a cancel, an observer that delivered the
-    /// finish) records it here and starts workers if the freed slot lets a ready job run.
-    func jobDidFinish(_ job: Job, heldSlot: Bool) {
+    /// finish) records it here and starts workers if the freed slot lets a ready job run. Returns the
+    /// waiters for the queue to drain, if it is now empty: the caller resumes them once the job reports
+    /// ``Job/isFinished``.
+    func jobDidFinish(_ job: Job, heldSlot: Bool) -> [IdleWaiter] {
         if let context = WorkerContext.current, context.queue === self, context.running === job {
             context.finished.append((job.id, heldSlot))
-            return
+            return []
         }
         var waiters: [IdleWaiter] = []
         var departed: [Job] = []
@@ -343,7 +345,7 @@ public final class JobQueue: @unchecked Sendable {
         }
         departed.removeAll()  // let go of outside the lock
         startWorkers(start)
-        for waiter in waiters { waiter.resume() }
+        return waiters
     }
 
     /// Records the finishes a worker loop collected; returns the waiters to resume if the queue is now
