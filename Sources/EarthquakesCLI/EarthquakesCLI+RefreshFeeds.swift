@@ -318,7 +318,10 @@ extension EarthquakesCLI {
             }
             watcher.cancel()
         } catch {
+            // Awaited, not just cancelled: a read it has under way must end before the job store closes
+            // (closing waits for the store's readers, and a read that cannot resume would hold it).
             watcher.cancel()
+            _ = await watcher.value
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {

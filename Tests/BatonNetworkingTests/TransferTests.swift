@@ -114,7 +114,8 @@ import FoundationNetworking
         let folder = try ScratchFolder()
         defer { folder.remove() }
         let server = try await TestHTTPServer.start { _ in
-            .drip(body: sampleBody(count: 40_000), chunkSize: 1_000, interval: .milliseconds(100))
+            // 30 s of steady data (never idle) against a 0.7 s total limit: slack for a loaded machine.
+            .drip(body: sampleBody(count: 30_000), chunkSize: 100, interval: .milliseconds(100))
         }
         let url = server.url("/feed")
         let job = HTTPDownloadJob(
