@@ -136,8 +136,12 @@ public final class GetEarthquakes: Sendable {
             ?? FileManager.default.temporaryDirectory.appendingPathComponent(
                 "baton-earthquakes-\(UUID().uuidString)", isDirectory: true)
         self.ownsWorkFolder = workFolder == nil
+        // Dedicated threads: parsing and the SQLite import are synchronous bodies that block on I/O (and
+        // on the file's lock), which must not hold a thread of Swift concurrency's pool — on Linux that
+        // is Dispatch's global queue, which `.shared` runs bodies on.
         self.queue = JobQueue(
-            name: "get earthquakes", exclusivityScope: exclusivityScope, instruments: instruments)
+            name: "get earthquakes", exclusivityScope: exclusivityScope, instruments: instruments,
+            workerThreads: .dedicated)
 
         let input: ParseFeedJob.Input
         switch source {

@@ -52,7 +52,9 @@ import Testing
     final class RacingFinish: CallbackJob, @unchecked Sendable {
         let workMayFinish = Gate()
         override func execute() {
-            DispatchQueue.global().async {
+            // A thread of its own: the wait must not hold one of Swift concurrency's (on Linux,
+            // Dispatch's global queue is that pool).
+            DispatchQueue(label: "racing work").async {
                 self.workMayFinish.wait()
                 self.finish()
             }

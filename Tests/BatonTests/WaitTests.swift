@@ -15,7 +15,7 @@ import Testing
         JobQueue().add(job)
         let returned = Recorder<(finished: Bool, outcome: Bool)>()
         let waiter = Gate()
-        DispatchQueue.global().async {
+        DispatchQueue(label: "waiter").async {  // blocks: a thread of its own
             let outcome = job.waitUntilFinished()
             returned.record((job.isFinished, outcome.isSucceeded))
             waiter.open()
@@ -37,7 +37,7 @@ import Testing
         queue.add(job)
         let returned = Recorder<Bool>()
         let waiter = Gate()
-        DispatchQueue.global().async {
+        DispatchQueue(label: "waiter").async {  // blocks: a thread of its own
             queue.waitUntilAllJobsAreFinished()
             returned.record(job.isFinished)
             waiter.open()

@@ -42,7 +42,7 @@ struct EarthquakeStoreSharingTests {
         let waiting = Gate()
         let result = Recorder<Result<ImportSummary, StoreError>>()
         let done = Gate()
-        DispatchQueue.global().async {
+        DispatchQueue(label: "importer").async {  // blocks: a thread of its own
             do throws(StoreError) {
                 result.record(.success(try store.importFeed([Quakes.sanFrancisco], whileWaiting: { waiting.open() })))
             } catch {

@@ -185,7 +185,7 @@ struct KilledProcess {
         defer { watchdog.cancel() }
         let descriptor = pipe.fileHandleForReading.fileDescriptor
         return await withCheckedContinuation { continuation in
-            DispatchQueue.global().async {
+            DispatchQueue(label: "reading the output").async {  // blocks: a thread of its own
                 var output = Data()
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 while true {
