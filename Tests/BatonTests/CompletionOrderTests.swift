@@ -32,10 +32,9 @@ import Testing
         try await withDeadline(.seconds(30), "the job's finish reaching the instrument") {
             await holding.entered.waitAsync()
         }
-        // Decided, but not finished for anyone who asks: the hand-over is under way.
-        #expect(job.outcomeIfDecided?.isSucceeded == true)
-        #expect(!job.isFinished)
-        #expect(job.state == .finishing)
+        // Finished (its observers were told), and its hand-over under way.
+        #expect(job.isFinished)
+        #expect(job.withCore { $0.completing })
         let returned = Protected(false)
         let waiting = Task {
             let outcome = await job.outcome
@@ -48,11 +47,10 @@ import Testing
         holding.release.open()
         try await withDeadline(.seconds(30), "the late waiter returning") { #expect(await waiting.value.isSucceeded) }
         #expect(holding.left.withLock { $0 }, "the wait returned before the hand-over ended")
-        #expect(job.isFinished)
-        #expect(job.state == .finished)
+        #expect(!job.withCore { $0.completing })
     }
 
-    @Test func aQueueDrainsOnlyOnceItsLastJobReportsFinished() async throws {
+    @Test func aQueueDrainsOnlyOnceItsLastJobHandedOver() async throws {
         let holding = HoldingFinish()
         defer { holding.release.open() }
         let queue = JobQueue(name: "draining", instruments: [holding])
@@ -67,11 +65,11 @@ import Testing
         }
         let drained = Task {
             await queue.waitUntilAllJobsAreFinished()
-            return job.isFinished
+            return job.withCore { !$0.completing }
         }
         holding.release.open()
         try await withDeadline(.seconds(30), "the queue draining") {
-            #expect(await drained.value, "the queue drained while its last job did not report finished")
+            #expect(await drained.value, "the queue drained while its last job was still handing over")
         }
     }
 
@@ -123,7 +121,7 @@ import Testing
             await holding.entered.waitAsync()
         }
         let sawFinished = Protected<Bool?>(nil)
-        let dependent = BlockJob(name: "dependent") { sawFinished.withLock { $0 = job.isFinished } }
+        let dependent = BlockJob(name: "dependent") { sawFinished.withLock { $0 = job.withCore { !$0.completing } } }
         dependent.addDependency(job)
         JobQueue(name: "dependents").add(dependent)
         #expect(dependent.state == .pending)  // registered with the job, which is still handing over

@@ -24,9 +24,8 @@ public protocol JobInstrument: Sendable {
     /// `job`'s body is about to run, on the calling thread.
     func jobWillStart(_ job: Job, in queue: JobQueue)
     /// `job` finished with `outcome`; its observers were told. Called before those waiting for `job`
-    /// (`await job.outcome`) resume and before the jobs that were waiting for it are released; `job`
-    /// reports ``Job/isFinished`` once this returned, and waiting for it synchronously from here
-    /// returns its outcome at once. A job that starts waiting only after `job` finished (added in the
+    /// (`await job.outcome`) resume and before the jobs that were waiting for it are released; waiting
+    /// for it synchronously from here returns its outcome at once. A job that starts waiting only after `job` finished (added in the
     /// same call, say) finds it finished and may be reported ready before this call.
     func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome)
     /// Runs `body`, which starts `job`'s body (for an ``AsyncJob``, creates its task), so that the

@@ -83,16 +83,17 @@ open class Job: @unchecked Sendable {
     }
 
     /// Where the job is in its lifecycle. The value may be stale as soon as it is returned.
-    public var state: JobState { withCore { $0.completing ? .finishing : $0.lifecycle.publicState } }
+    public var state: JobState { withCore { $0.lifecycle.publicState } }
 
     /// Whether someone asked the job to cancel. Bodies should check it and stop early, throwing
     /// `CancellationError()` to report that they did.
     public var isCancelled: Bool { withCore { $0.lifecycle.isCancelled } }
 
-    /// Whether the job finished: its observers were told, and it handed back its categories and its
-    /// queue's slot and let go of what its closures and observers captured. From then on, waiting for
-    /// it returns at once. (Between the outcome being decided and this, ``state`` is `.finishing`.)
-    public var isFinished: Bool { withCore { $0.lifecycle.isFinished && !$0.completing } }
+    /// Whether the job finished: its observers were told of the finish. (Waiting for it — ``outcome``,
+    /// ``waitUntilFinished()`` — returns a moment later, once it also handed back its categories and
+    /// its queue's slot and let go of what its closures and observers captured: a job that takes one of
+    /// its categories next already sees it finished.)
+    public var isFinished: Bool { withCore { $0.lifecycle.isFinished } }
 
     /// The outcome once it is decided (the job is finishing or finished), without waiting; `nil` before.
     /// To wait for it, use `await job.outcome` or ``waitUntilFinished()``.

@@ -16,8 +16,9 @@ struct JobCore {
     var observers: [any JobObserver] = []
     var waiters: [JobWaiter] = []
     /// Set while the finished job hands over outside its lock (`Job.complete`): categories, its queue's
-    /// slot, what it let go of. Those who wait for it from now on are resumed once that is done, so
-    /// `await job.outcome` never returns into a half-completed finish.
+    /// slot, what it let go of. Those who wait for it from now on, and dependents added meanwhile, are
+    /// resumed once that is done, so `await job.outcome` never returns into a half-completed finish.
+    /// (`isFinished` is already true: a job granted one of its categories meanwhile sees it finished.)
     var completing = false
     /// The queue the job was added to, until it finishes.
     var queue: JobQueue?

@@ -327,8 +327,8 @@ public final class JobQueue: @unchecked Sendable {
     /// returning), that loop records the finish with its next look for work: one queue lock instead of
     /// two per job. Any other thread (an asynchronous body, a cancel, an observer that delivered the
     /// finish) records it here and starts workers if the freed slot lets a ready job run. Returns the
-    /// waiters for the queue to drain, if it is now empty: the caller resumes them once the job reports
-    /// ``Job/isFinished``.
+    /// waiters for the queue to drain, if it is now empty: the caller resumes them once the job's
+    /// hand-over is done (with its own waiters).
     func jobDidFinish(_ job: Job, heldSlot: Bool) -> [IdleWaiter] {
         if let context = WorkerContext.current, context.queue === self, context.running === job {
             context.finished.append((job.id, heldSlot))
