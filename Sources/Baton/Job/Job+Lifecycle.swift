@@ -113,7 +113,7 @@ extension Job {
         withCore { core in
             guard !core.lifecycle.isFinished || core.completing else { return .finished }
             core.dependents.append(dependent)
-            // Still handing over: released with the others, once it reports `isFinished`.
+            // Still handing over: released with the others once the hand-over ends.
             if core.completing { return .waits }
             let mark = core.cycleMark
             if !(batch != 0 && mark.batch == batch && Int(mark.index) < index) { core.cycleMark.mayCloseCycle = true }
