@@ -3,107 +3,15 @@ import Foundation
 import PostgresNIO
 
 extension PostgresJobStore {
+    /// Claims with `FOR UPDATE SKIP LOCKED`, never more than `limit`; a job with categories is admitted
+    /// only while each has room, counted under a per-category lock that a claim never waits for.
     public func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         guard limit > 0, !kinds.isEmpty else { return [] }
         try StoredText.checkWorker(worker)
-        // Jobs another store hands over while this claim is under way wait for its end, and take the
-        // room it leaves (``PostgresHandoff/endClaim(_:room:kinds:)``).
-        handoff.beginClaim(worker)
-        let claimed: [ClaimedJob]
-        do {
-            claimed = try await claimOnce(worker: worker, kinds: kinds, limit: limit, lease: lease)
-        } catch {
-            await giveBack(handoff.endClaim(worker, room: 0).excess)
-            throw error
-        }
-        let (late, excess, full) = handoff.endClaim(worker, room: limit - claimed.count, kinds: kinds)
-        await giveBack(excess)
-        if !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: full) }
-        return claimed + late
-    }
-
-    /// A claim of up to `limit` jobs, less those on their way to the worker.
-    private func claimOnce(
-        worker: String, kinds: [String], limit: Int, lease: Duration
-    ) async throws -> [ClaimedJob] {
-        let (handed, room) = handoff.take(for: worker, limit: limit)
-        if !handed.isEmpty {
-            // Claimed for this worker by a submission through this store, or another store's: they start
-            // with no round trip. The worker is woken to claim again: for jobs it may have missed
-            // meanwhile, and to offer its room again.
-            hub.wake()
-            return handed
-        }
-        // Jobs on their way to this worker (their submission's insert has not answered yet) need room.
-        let limit = room
-        guard limit > 0 else { return [] }
-        let now = clock.now().storeTime
-        let expires = now + lease.storeSeconds
         let kinds = Array(Set(kinds)).sorted()
-        let statement = Self.claimStatement(worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
-        let rows: [PostgresRow]
-        if let early = await claimOnListener(statement) {
-            rows = early
-        } else {
-            rows = try await prepared("claim", statement, confirm: false)
-        }
-        return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
-    }
-
-    /// Offers `worker`'s room to submissions through this store, and through the other stores of the
-    /// schema (told in a notification, in this process or another): their due independent jobs of
-    /// `kinds` are claimed for it in their inserting statement — through another store, only while
-    /// this one listens, with the claims sent here in a notification of that statement — and returned
-    /// by its next ``claim(worker:kinds:limit:lease:)``: one round trip from submission to start, not
-    /// three. A submission through this store prefers this store's idle workers. See
-    /// `JobStore.parkClaim(worker:kinds:limit:lease:)`.
-    public func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration) {
-        handoff.park(worker, kinds: kinds, limit: limit, lease: lease)
-    }
-
-    /// Withdraws `worker`'s offer for good and gives back, as ``release(_:)`` does, the jobs handed
-    /// over to it and not taken (and, as they arrive, those still on their way). See
-    /// `JobStore.withdrawClaim(worker:)`.
-    public func withdrawClaim(worker: String) async {
-        await giveBack(handoff.retire(worker))
-    }
-
-    /// Releases jobs claimed ahead for workers that stopped, or that another store handed over beyond a
-    /// worker's room (``release(_:)``); a failure is logged: they are claimed again when their leases
-    /// expire.
-    func giveBack(_ jobs: [ClaimedJob]) async {
-        guard !jobs.isEmpty else { return }
-        do {
-            try await release(jobs.map(\.lease))
-        } catch {
-            logger.notice(
-                "giving back jobs claimed ahead for a worker that stopped or had no room failed; they are claimed again when their leases expire",
-                metadata: ["error": "\(PostgresFailure.describe(error))"])
-        }
-    }
-
-    /// The claiming statement's rows, run on the listening connection when it is free
-    /// (``PostgresListener/lend(_:)``); nil when it is not, or when it failed (the caller then claims
-    /// through the pool, with its retries: a claim that committed before the failure is a lost claim,
-    /// whose jobs are claimed again when its lease expires).
-    func claimOnListener(_ statement: Prepared<ClaimReady>) async -> [PostgresRow]? {
-        let logger = logger
-        do {
-            return try await listener.lend { [faults] connection in
-                try await PostgresTimeout.run(configuration.operationTimeout) {
-                    let rows = try await connection.rows(of: statement, logger: logger)
-                    try faults.afterCommit("claim on the wake-up connection")
-                    return rows
-                }
-            }
-        } catch is CancellationError {
-            return nil
-        } catch {
-            logger.notice(
-                "claiming on the wake-up connection failed; claiming through the pool",
-                metadata: ["error": "\(PostgresFailure.describe(error))"])
-            return nil
-        }
+        let rows = try await prepared(
+            "claim", Self.claimStatement(worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride))
+        return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, lease: lease)
     }
 
     /// The rest of a claim once the claiming statement has answered with `rows`: the candidates with
@@ -114,17 +22,15 @@ extension PostgresJobStore {
     /// The claiming statement looks at `limit` candidates at a time. When some of them could not be
     /// admitted (candidates sharing a category with room for fewer of them), the claim looks further,
     /// as the SQLite store does: taken again for the room left, the statement no longer sees the
-    /// candidates whose categories are now full, and reaches the next ones — a claim returned fewer
-    /// jobs than it asked for while more were claimable. It stops at a look that found fewer candidates
-    /// than it asked for, or that admitted none (after a first such look: another claimer may have
-    /// filled the categories meanwhile), and after at most 16 looks.
+    /// candidates whose categories are now full, and reaches the next ones. It stops at a look that
+    /// found fewer candidates than it asked for, or that admitted none (after a first such look: another
+    /// claimer may have filled the categories meanwhile), and after at most 16 looks.
     func completeClaim(
-        _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+        _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, lease: Duration
     ) async throws -> [ClaimedJob] {
-        var (claimed, expired, filled) = try await claimReady(
-            rows, worker: worker, limit: limit, now: now, expires: expires)
+        var (claimed, expired, filled) = try await claimReady(rows, worker: worker, limit: limit, lease: lease)
         if expired {
-            try await endExpiredLeases(now: now)
+            try await endExpiredLeases()
             filled = true  // Jobs whose leases ended may be ready again.
         }
         var looks = 1
@@ -134,9 +40,8 @@ extension PostgresJobStore {
             let room = limit - claimed.count
             let rows = try await prepared(
                 "claim",
-                Self.claimStatement(worker: worker, kinds: kinds, limit: room, now: now, expires: expires),
-                confirm: false)
-            let look = try await claimReady(rows, worker: worker, limit: room, now: now, expires: expires)
+                Self.claimStatement(worker: worker, kinds: kinds, limit: room, lease: lease, now: nowOverride))
+            let look = try await claimReady(rows, worker: worker, limit: room, lease: lease)
             claimed += look.claimed
             filled = look.filled
             admitted = !look.claimed.isEmpty
@@ -146,28 +51,19 @@ extension PostgresJobStore {
     }
 
     static func claimStatement(
-        worker: String, kinds: [String], limit: Int, now: Double, expires: Double
+        worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?
     ) -> Prepared<ClaimReady> {
         var bindings = PostgresBindings(capacity: 5)
         bindings.append(now)
         bindings.append(kinds)
         bindings.append(limit)
         bindings.append(worker)
-        bindings.append(expires)
+        bindings.append(lease.storeSeconds)
         return Prepared<ClaimReady>(bindings: bindings)
     }
 
-    /// A fresh lease token, in SQL: 62 random bits (never 0). Not a sequence: a claim of jobs without
-    /// categories commits without waiting for the WAL flush (`synchronous_commit = off` for its
-    /// transaction — the claimed job starts one disk flush sooner), and a server crash can lose such a
-    /// commit *and* set a sequence back, so a sequence could hand the lost claim's token out again while
-    /// its worker still holds it. A random token is never handed out twice for a job in practice. A lost
-    /// claim — lost in a crash, or rolled back by a connection cut after its rows were sent (its commit
-    /// is not awaited: the job starts one round trip sooner) — costs no completion guarantee: its worker's renewals and report are refused as any stale
-    /// lease's are, and the job is claimed again (so, as with any lost lease, it may run twice at once
-    /// until the first worker's next renewal); every accepted report, being a synchronous commit, flushes
-    /// the claim before it. Claims of jobs with categories commit synchronously: a lost one would let
-    /// a category's slot be held twice.
+    /// A fresh lease token, in SQL: 62 random bits (never 0), so a token says nothing about the claims
+    /// before it and is never handed out twice for a job in practice.
     static let newToken =
         "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
 
@@ -175,7 +71,7 @@ extension PostgresJobStore {
     /// lease has expired, and whether the statement found as many candidates as it was asked for
     /// (`filled`: there may be more).
     private func claimReady(
-        _ rows: [PostgresRow], worker: String, limit: Int, now: Double, expires: Double
+        _ rows: [PostgresRow], worker: String, limit: Int, lease: Duration
     ) async throws -> (claimed: [ClaimedJob], expired: Bool, filled: Bool) {
         // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
         //    running by the statement. Candidates with categories are only reported, not claimed.
@@ -186,7 +82,7 @@ extension PostgresJobStore {
         for row in rows {
             let columns = row.makeRandomAccess()
             switch try columns["claimed"].decode(Bool?.self) {
-            case true?: claimed.append(try Self.claimedJob(columns, expires: expires))
+            case true?: claimed.append(try Self.claimedJob(columns))
             case false?: withCategories.append(try columns["id"].decode(Int64.self))
             case nil: expired = true
             }
@@ -195,12 +91,13 @@ extension PostgresJobStore {
         // 2. Jobs with categories: each category's count is checked and taken under a per-category lock.
         if !withCategories.isEmpty && claimed.count < limit {
             claimed += try await claimWithCategories(
-                withCategories, worker: worker, limit: limit - claimed.count, now: now, expires: expires)
+                withCategories, worker: worker, limit: limit - claimed.count, lease: lease)
         }
         return (claimed, expired, candidates >= limit)
     }
 
-    /// The claiming statement: $1 now, $2 kinds, $3 limit, $4 worker, $5 lease expiry.
+    /// The claiming statement: $1 now (NULL: the server's clock), $2 kinds, $3 limit, $4 worker, $5 the
+    /// lease in seconds.
     ///
     /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
     /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
@@ -208,37 +105,39 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v4"
+        static let name = "baton_claim_ready_v5"
         static let sql = """
-            WITH candidates AS (
+            WITH now AS MATERIALIZED (
+                SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
+            ), candidates AS (
                 SELECT j.id, j.has_categories FROM jobs j
-                WHERE j.state = 'ready' AND j.not_before <= $1 AND j.kind = ANY($2)
+                WHERE j.state = 'ready' AND j.not_before <= (SELECT t FROM now) AND j.kind = ANY($2)
                     AND (NOT j.has_categories OR COALESCE((
                         SELECT bool_and((SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
                         FROM job_categories c WHERE c.job = j.id), true))
                 ORDER BY j.priority DESC, j.id
                 LIMIT $3
                 FOR UPDATE SKIP LOCKED
-            ), early AS (
-                SELECT set_config('synchronous_commit', 'off', true)
             ), claimed AS (
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
-                    lease_token = \(newToken), lease_expires = $5
+                    lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8
                 WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
-                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+                    j.lease_token, j.lease_expires,
+                    COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
             )
-            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, input, true AS claimed
-                FROM claimed WHERE (SELECT count(*) FROM early) > 0
+            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, lease_expires, input,
+                true AS claimed
+                FROM claimed
             UNION ALL
-            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, NULL, false FROM candidates WHERE has_categories
+            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, false FROM candidates WHERE has_categories
             UNION ALL
-            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, NULL, NULL
-                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < $1)
+            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL
+                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < (SELECT t FROM now))
             """
     }
 
-    static func claimedJob(_ columns: PostgresRandomAccessRow, expires: Double) throws -> ClaimedJob {
+    static func claimedJob(_ columns: PostgresRandomAccessRow) throws -> ClaimedJob {
         let id = try columns["id"].decode(Int64.self)
         let token = try columns["lease_token"].decode(Int64.self)
         return ClaimedJob(
@@ -249,19 +148,22 @@ extension PostgresJobStore {
             maxAttempts: try columns["max_attempts"].decode(Int.self),
             priority: try columns["priority"].decode(Int.self),
             timeout: try columns["timeout"].decode(Double?.self).map { Duration.seconds($0) },
-            leaseExpires: Date(storeTime: expires))
+            leaseExpires: Date(storeTime: try columns["lease_expires"].decode(Double.self)))
     }
 
     /// Claims, in priority order, those of `candidates` whose categories all have room, counting the
-    /// holders after taking a transaction-scoped advisory lock per category (in name order, so two
-    /// claimers never wait on each other in a cycle). Releasing a category needs no lock: a claimer
-    /// that counted a holder just released only admits fewer jobs.
+    /// holders under a transaction-scoped advisory lock per category. A category whose lock another
+    /// session holds is skipped, as `SKIP LOCKED` skips a busy row: a claim never waits for one (a
+    /// session stuck inside a claim — a paused worker, a half-open connection — would otherwise stall
+    /// every worker's claims, jobs without categories included). Releasing a category needs no lock: a
+    /// claimer that counted a holder just released only admits fewer jobs.
     func claimWithCategories(
-        _ candidates: [Int64], worker: String, limit: Int, now: Double, expires: Double
+        _ candidates: [Int64], worker: String, limit: Int, lease: Duration
     ) async throws -> [ClaimedJob] {
         let logger = logger
-        let schema = configuration.schema
+        let prefix = configuration.schema + ":category:"
         return try await transaction("claim") { connection in
+            let now = try await self.serverTime(on: connection)
             // Lock the candidates that are still ready (another claimer may have taken some).
             let locked = try await connection.query(
                 """
@@ -277,13 +179,19 @@ extension PostgresJobStore {
                 needs[job, default: []].append((category, maximum))
             }
             let names = Array(Set(needs.values.flatMap { $0.map(\.0) })).sorted()
-            for name in names {
-                try await connection.query(
-                    "SELECT pg_advisory_xact_lock(hashtext(\(schema + ":category:" + name)))", logger: logger)
+            var free = Set<String>()
+            for try await name in try await connection.query(
+                """
+                SELECT n FROM unnest(\(names)::text[]) AS n
+                WHERE pg_try_advisory_xact_lock(hashtext(\(prefix) || n))
+                """, logger: logger
+            ).decode(String.self) {
+                free.insert(name)
             }
+            guard !free.isEmpty else { return [] }
             var held: [String: Int] = [:]
             for try await (category, count) in try await connection.query(
-                "SELECT category, count(*)::int FROM holders WHERE category = ANY(\(names)) GROUP BY category",
+                "SELECT category, count(*)::int FROM holders WHERE category = ANY(\(Array(free))) GROUP BY category",
                 logger: logger
             ).decode((String, Int).self) {
                 held[category] = count
@@ -293,7 +201,7 @@ extension PostgresJobStore {
             var holderCategories: [String] = []
             for job in locked where chosen.count < limit {
                 let categories = needs[job] ?? []
-                guard categories.allSatisfy({ held[$0.0, default: 0] < $0.1 }) else { continue }
+                guard categories.allSatisfy({ free.contains($0.0) && held[$0.0, default: 0] < $0.1 }) else { continue }
                 chosen.append(job)
                 for (category, _) in categories {
                     held[category, default: 0] += 1
@@ -307,27 +215,26 @@ extension PostgresJobStore {
                     "INSERT INTO holders (category, job) SELECT * FROM unnest(\(holderCategories), \(holderJobs))",
                     logger: logger)
             }
-            // A synchronous commit, unlike the plain claim's: a claim of a category slot lost in a server
-            // crash would let a second holder take the slot while the first still works (until its
-            // next renewal is refused), and a category's limit holds across crashes.
             let rows = try await connection.query(
                 """
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = \(unescaped: Self.newToken), lease_expires = \(expires)
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.storeSeconds)
                 WHERE j.id = ANY(\(chosen))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
-                    j.lease_token, COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+                    j.lease_token, j.lease_expires,
+                    COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
                 """, logger: logger
             ).collect()
-            return try rows.map { try Self.claimedJob($0.makeRandomAccess(), expires: expires) }
+            return try rows.map { try Self.claimedJob($0.makeRandomAccess()) }
         }
     }
 
     /// Ends expired leases (the claiming statement said there are some).
-    func endExpiredLeases(now: Double) async throws {
+    func endExpiredLeases() async throws {
         let logger = logger
         let notify = notifySQL()
         try await transaction("expire leases") { connection in
+            let now = try await self.serverTime(on: connection)
             let expired = try await connection.query(
                 """
                 SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request FROM jobs
@@ -341,7 +248,7 @@ extension PostgresJobStore {
                     (Int64, Int, Int, String?, Double, String?).self)
                 let message =
                     "attempt \(attempts) lost: the lease of worker '\(owner ?? "?")' expired at "
-                    + Date(storeTime: at).formatted(.iso8601)
+                    + Date(storeTime: at).formatted(.iso8601) + " (the database server's clock)"
                 try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
                 if let cancelRequest {
                     try await Self.finishJob(
@@ -362,30 +269,31 @@ extension PostgresJobStore {
         }
     }
 
+    /// Extends the leases to `lease` from now on the server's clock; the answer carries that time.
     public func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         guard !leases.isEmpty else { return [] }
         try StoredText.checkWorker(worker)
-        let until = clock.now().storeTime + lease.storeSeconds
         let ids = leases.map(\.job.rawValue)
         let tokens = leases.map(\.token)
         let rows = try await statement(
             "renew",
             """
-            UPDATE jobs j SET lease_expires = \(until), lease_owner = \(worker)
+            UPDATE jobs j SET lease_expires = coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8)
+                    + \(lease.storeSeconds)::float8,
+                lease_owner = \(worker)
             FROM unnest(\(ids), \(tokens)) AS r(id, token)
             WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'
-            RETURNING j.id, j.cancel_request
+            RETURNING j.id, j.cancel_request, j.lease_expires
             """)
-        var held: [Int64: String?] = [:]
+        var held: [Int64: (cancel: String?, until: Double)] = [:]
         for row in rows {
-            let (id, cancel) = try row.decode((Int64, String?).self)
-            held[id] = .some(cancel)
+            let (id, cancel, until) = try row.decode((Int64, String?, Double).self)
+            held[id] = (cancel, until)
         }
-        let date = Date(storeTime: until)
         return leases.map { lease in
-            guard let cancel = held[lease.job.rawValue] else { return .lost }
-            if let reason = cancel { return .cancelRequested(reason: reason, until: date) }
-            return .renewed(until: date)
+            guard let (cancel, until) = held[lease.job.rawValue] else { return .lost }
+            if let reason = cancel { return .cancelRequested(reason: reason, until: Date(storeTime: until)) }
+            return .renewed(until: Date(storeTime: until))
         }
     }
 }

@@ -12,7 +12,6 @@ extension PostgresJobStore {
     /// that is no longer current is rejected.
     public func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
         guard !reports.isEmpty else { return [] }
-        let now = clock.now().storeTime
         var results = [FinishResult](repeating: .rejected, count: reports.count)
         var successes: [Int] = []
         var others: [Int] = []
@@ -20,7 +19,7 @@ extension PostgresJobStore {
             if case .succeeded = reports[index].outcome { successes.append(index) } else { others.append(index) }
         }
         if !successes.isEmpty {
-            let accepted = try await finishSucceeded(successes.map { reports[$0] }, now: now)
+            let accepted = try await finishSucceeded(successes.map { reports[$0] })
             for index in successes where accepted.contains(reports[index].lease) {
                 results[index] = .accepted(.succeeded)
             }
@@ -30,6 +29,7 @@ extension PostgresJobStore {
             let logger = logger
             let notify = notifySQL()
             let outcomes = try await transaction("finish") { connection in
+                let now = try await self.serverTime(on: connection)
                 var outcomes: [FinishResult] = []
                 for report in reports {
                     PostgresTimeout.progressed()
@@ -56,9 +56,8 @@ extension PostgresJobStore {
     /// The common case in one statement: record the outputs of the attempts whose token is current,
     /// free their categories, count their runs down, and make ready the dependents whose last
     /// dependency they were; notify listeners when that freed or readied anything.
-    func finishSucceeded(_ reports: [AttemptReport], now: Double) async throws -> Set<Lease> {
-        let accepted = try Self.acceptedLeases(
-            try await prepared("finish", finishSucceededStatement(reports, now: now)))
+    func finishSucceeded(_ reports: [AttemptReport]) async throws -> Set<Lease> {
+        let accepted = try Self.acceptedLeases(try await prepared("finish", finishSucceededStatement(reports)))
         return try await recheck(reports, accepted: accepted)
     }
 
@@ -91,7 +90,7 @@ extension PostgresJobStore {
         return result
     }
 
-    /// The leases of the reports that the statement of ``finishSucceededStatement(_:now:)`` accepted.
+    /// The leases of the reports that the statement of ``finishSucceededStatement(_:)`` accepted.
     static func acceptedLeases(_ rows: [PostgresRow]) throws -> Set<Lease> {
         var accepted = Set<Lease>()
         for row in rows {
@@ -101,8 +100,8 @@ extension PostgresJobStore {
         return accepted
     }
 
-    /// The statement of ``finishSucceeded(_:now:)``: one row (id, token, _) per accepted report.
-    func finishSucceededStatement(_ reports: [AttemptReport], now: Double) -> Prepared<FinishSucceeded> {
+    /// The statement of ``finishSucceeded(_:)``: one row (id, token, _) per accepted report.
+    func finishSucceededStatement(_ reports: [AttemptReport]) -> Prepared<FinishSucceeded> {
         let ids = reports.map(\.lease.job.rawValue)
         let tokens = reports.map(\.lease.token)
         let outputs = reports.map { report -> ByteBuffer in
@@ -113,12 +112,13 @@ extension PostgresJobStore {
         bindings.append(ids)
         bindings.append(tokens)
         bindings.append(outputs)
-        bindings.append(now)
+        bindings.append(nowOverride)
         bindings.append(channel)
         return Prepared<FinishSucceeded>(bindings: bindings)
     }
 
-    /// The completing statement: $1 job ids, $2 lease tokens, $3 outputs, $4 now, $5 the wake-up channel.
+    /// The completing statement: $1 job ids, $2 lease tokens, $3 outputs, $4 now (NULL: the server's
+    /// clock), $5 the wake-up channel.
     ///
     /// Written so that every table is reached from the reports by key (``PostgresPlanTests``): the
     /// reported jobs by id, their dependents through `edges` by dependency. `(state = 'running') IS TRUE`
@@ -134,13 +134,15 @@ extension PostgresJobStore {
     /// looking 500 jobs up by key — then matched every running job against every report (1.4–1.7 s a
     /// statement on 20,000 jobs). Not counted, the reports are planned as a few, as in the generic plan.
     enum FinishSucceeded: PreparedText {
-        static let name = "baton_finish_succeeded_v3"
+        static let name = "baton_finish_succeeded_v4"
         static let sql = """
-            WITH r AS (
+            WITH now AS MATERIALIZED (
+                SELECT coalesce($4::float8, extract(epoch FROM now())::float8) AS t
+            ), r AS (
                 SELECT * FROM unnest((SELECT $1::bigint[]), (SELECT $2::bigint[]), (SELECT $3::bytea[]))
                     AS r(id, token, output)
             ), done AS (
-                UPDATE jobs j SET state = 'succeeded', output = r.output, finished = $4::float8, lease_owner = NULL,
+                UPDATE jobs j SET state = 'succeeded', output = r.output, finished = (SELECT t FROM now), lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, finished_by = r.token, finished_report = 'succeeded',
                     finished_result = 'succeeded'
                 FROM r WHERE j.id = r.id AND j.lease_token = r.token AND (j.state = 'running') IS TRUE
@@ -155,7 +157,7 @@ extension PostgresJobStore {
                 SELECT run, count(*)::int AS n FROM done GROUP BY run
             ), closed AS (
                 UPDATE runs u SET unfinished = u.unfinished - counts.n,
-                    finished = CASE WHEN u.unfinished - counts.n = 0 THEN $4::float8 ELSE u.finished END
+                    finished = CASE WHEN u.unfinished - counts.n = 0 THEN (SELECT t FROM now) ELSE u.finished END
                 FROM counts WHERE u.id = counts.run RETURNING u.id
             ), deps AS (
                 SELECT e.job, count(*)::int AS n FROM edges e
@@ -176,11 +178,11 @@ extension PostgresJobStore {
     }
 
     /// ``finish(_:)`` and then ``claim(worker:kinds:limit:lease:)``, for successes (the common case) in
-    /// two round trips: the completions' statement and then the claiming statement on the same
-    /// connection. The server answers in order, so the claim's answer also says that the completions
-    /// committed — they need no check of their own (a connection cut before it makes both run again;
-    /// the completions are then recognised as already recorded). Other reports go as ``finish(_:)``
-    /// sends them, followed by a claim.
+    /// one trip: the completions' statement and then the claiming statement on the same connection,
+    /// then the confirmation of the claim's commit. The server answers in order, so the claim's answer
+    /// also says that the completions committed (a connection cut before it makes both run again; the
+    /// completions are then recognised as already recorded). Other reports go as ``finish(_:)`` sends
+    /// them, followed by a claim.
     public func finish(
         _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
@@ -193,49 +195,19 @@ extension PostgresJobStore {
             guard limit > 0 else { return (results, []) }
             return (results, try await claim(worker: worker, kinds: kinds, limit: limit, lease: lease))
         }
-        // Jobs handed over to this worker, waiting or on their way, keep their room: the statement claims
-        // what is left, and they are taken once it has answered (so a failed call leaves them waiting,
-        // and they wait no longer than the call).
-        // Jobs another store hands over meanwhile wait for the call's end and take the room it leaves.
-        handoff.beginClaim(worker)
-        let pending = handoff.withdraw(worker)
-        let results: [FinishResult]
-        let claimed: [ClaimedJob]
-        do {
-            (results, claimed) = try await finishSucceeded(
-                reports, thenClaim: max(0, limit - pending), worker: worker, kinds: kinds, lease: lease)
-        } catch {
-            await giveBack(handoff.endClaim(worker, room: 0).excess)
-            throw error
-        }
-        let handed = handoff.take(for: worker, limit: limit - claimed.count).jobs
-        let (late, excess, full) = handoff.endClaim(
-            worker, room: limit - claimed.count - handed.count, kinds: kinds)
-        await giveBack(excess)
-        if !handed.isEmpty || !claimed.isEmpty || !late.isEmpty { handoff.busy(worker, full: full) }
-        if !handed.isEmpty { hub.wake() }  // As in `claim`: the worker offers its room again.
-        return (results, handed + claimed + late)
-    }
-
-    /// ``finish(_:thenClaim:worker:kinds:lease:)`` for successes, claiming the room that the jobs handed
-    /// over to the worker leave.
-    private func finishSucceeded(
-        _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
-    ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
-        guard limit > 0 else { return (try await finish(reports), []) }
-        let now = clock.now().storeTime
-        let expires = now + lease.storeSeconds
+        try StoredText.checkWorker(worker)
         let kinds = Array(Set(kinds)).sorted()
-        let finishStatement = finishSucceededStatement(Self.firstReports(reports).map { reports[$0] }, now: now)
+        let finishStatement = finishSucceededStatement(Self.firstReports(reports).map { reports[$0] })
         let claimStatement = Self.claimStatement(
-            worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+            worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride)
         let logger = logger
-        let (finished, claimRows) = try await retrying("finish") {
-            [client, faults] in
+        let (finished, claimRows) = try await retrying("finish") { [client, faults] in
             let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let finished = try await connection.rows(of: finishStatement, logger: logger)
-                    return (finished, try await connection.rows(of: claimStatement, logger: logger))
+                    let claimed = try await connection.rows(of: claimStatement, logger: logger)
+                    try await Self.confirmCommitted(on: connection, logger: logger)
+                    return (finished, claimed)
                 }
             }
             try faults.afterCommit("finish")
@@ -246,8 +218,7 @@ extension PostgresJobStore {
         for index in Self.firstReports(reports) where accepted.contains(reports[index].lease) {
             results[index] = .accepted(.succeeded)
         }
-        let claimed = try await completeClaim(
-            claimRows, worker: worker, kinds: kinds, limit: limit, now: now, expires: expires)
+        let claimed = try await completeClaim(claimRows, worker: worker, kinds: kinds, limit: limit, lease: lease)
         return (results, claimed)
     }
 
@@ -397,10 +368,10 @@ extension PostgresJobStore {
 
     public func release(_ leases: [Lease]) async throws {
         guard !leases.isEmpty else { return }
-        let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()
         try await transaction("release") { connection in
+            let now = try await self.serverTime(on: connection)
             for lease in leases {
                 PostgresTimeout.progressed()
                 let rows = try await connection.query(
@@ -429,10 +400,10 @@ extension PostgresJobStore {
 
     public func cancel(run: DurableRunID, reason: String) async throws {
         let reason = StoredText.message(reason)
-        let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()
         try await transaction("cancel") { connection in
+            let now = try await self.serverTime(on: connection)
             let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
                 .collect()
             guard !exists.isEmpty else {
@@ -477,10 +448,10 @@ extension PostgresJobStore {
 
     public func cancel(job: DurableJobID, reason: String) async throws {
         let reason = StoredText.message(reason)
-        let now = clock.now().storeTime
         let logger = logger
         let notify = notifySQL()
         try await transaction("cancel") { connection in
+            let now = try await self.serverTime(on: connection)
             guard
                 let state = try await connection.query(
                     "SELECT state FROM jobs WHERE id = \(job.rawValue) FOR UPDATE", logger: logger

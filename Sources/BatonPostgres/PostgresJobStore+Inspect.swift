@@ -3,12 +3,13 @@ public import Foundation
 import PostgresNIO
 
 extension PostgresJobStore {
+    /// The run as the server sees it, with the server's "now" (its clock decides leases and retries).
     public func snapshot(of run: DurableRunID) async throws -> RunSnapshot {
-        let now = clock.now()
         let logger = logger
         return try await transaction("snapshot") { connection in
             // One consistent view of the run, as SQLite's read transaction gives.
             try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            let now = Date(storeTime: try await self.serverTime(on: connection))
             guard
                 let runRow = try await connection.query(
                     "SELECT name, unique_key, created, finished FROM runs WHERE id = \(run.rawValue)", logger: logger
@@ -93,7 +94,9 @@ extension PostgresJobStore {
             ).decode((String, [String], Double).self) {
                 workers.append(WorkerRecord(id: id, kinds: kinds, expires: Date(storeTime: expires)))
             }
-            return RunSnapshot(run: record, jobs: jobs, holders: holders, workers: workers, now: now)
+            return RunSnapshot(
+                run: record, jobs: jobs, holders: holders, workers: workers, now: now,
+                clock: "the database server's clock")
         }
     }
 
@@ -129,17 +132,22 @@ extension PostgresJobStore {
         return DurableRunID(try row.decode(Int64.self))
     }
 
+    /// The server's answer, moved onto this process's clock: the time from the server's now to the due
+    /// date, added to ``clock``'s now — so a worker on a machine whose clock is set differently waits
+    /// as long as the server means.
     public func nextDueDate(kinds: [String]) async throws -> Date? {
         guard !kinds.isEmpty else { return nil }
-        let now = clock.now().storeTime
+        let asked = clock.now()
         let rows = try await statement(
             "nextDueDate",
             """
+            WITH now AS (SELECT coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8) AS t)
             SELECT LEAST(
-                (SELECT min(not_before) FROM jobs WHERE state = 'ready' AND not_before > \(now) AND kind = ANY(\(kinds))),
-                (SELECT min(lease_expires) FROM jobs WHERE state = 'running'))
+                (SELECT min(not_before) FROM jobs WHERE state = 'ready' AND not_before > (SELECT t FROM now)
+                    AND kind = ANY(\(kinds))),
+                (SELECT min(lease_expires) FROM jobs WHERE state = 'running')) - (SELECT t FROM now)
             """, readOnly: true)
-        return try rows.first?.decode(Double?.self).map(Date.init(storeTime:))
+        return try rows.first?.decode(Double?.self).map { asked.addingTimeInterval($0) }
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {
@@ -163,19 +171,22 @@ extension PostgresJobStore {
         }
     }
 
+    /// Stores the registration to last as long from the server's now as `worker.expires` is from this
+    /// process's (``clock``'s): `explain` judges it on the server's clock.
     public func register(_ worker: WorkerRecord) async throws {
         try StoredText.checkWorker(worker.id)
+        let lasts = worker.expires.timeIntervalSince(clock.now())
         _ = try await statement(
             "register",
             """
-            INSERT INTO workers (id, kinds, expires) VALUES (\(worker.id), \(worker.kinds.sorted()), \(worker.expires.storeTime))
+            INSERT INTO workers (id, kinds, expires)
+            VALUES (\(worker.id), \(worker.kinds.sorted()),
+                coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8) + \(lasts)::float8)
             ON CONFLICT (id) DO UPDATE SET kinds = EXCLUDED.kinds, expires = EXCLUDED.expires
             """)
     }
 
     public func unregister(worker: String) async throws {
-        // Jobs claimed for it by submissions and not taken yet go back to the ready ones.
-        await withdrawClaim(worker: worker)
         _ = try await statement("unregister", "DELETE FROM workers WHERE id = \(worker)")
     }
 }

@@ -5,10 +5,9 @@ import NIOCore
 import PostgresNIO
 
 extension PostgresJobStore {
-    /// Stores the graph in one transaction. Retry-safe: the call carries a submission id of its own, so
-    /// when a reply lost after the commit makes the store send it again, the run stored the first time
-    /// is returned, never a second copy. Quick to start: the jobs are claimable before the commit is
-    /// flushed, and the call returns only once it is.
+    /// Stores the graph in one transaction, committed synchronously: an answer means a durable run.
+    /// Retry-safe: the call carries a submission id of its own, so when a reply lost after the commit
+    /// makes the store send it again, the run stored the first time is returned, never a second copy.
     public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
         try await submit(graph, uniqueKey: uniqueKey, submission: UUID().uuidString)
     }
@@ -20,17 +19,6 @@ extension PostgresJobStore {
     /// submission, so the second insert does nothing and the first run is returned — never a
     /// second copy of the graph, with or without a unique key.
     ///
-    /// **Visible before it is durable, acknowledged only once it is.** The inserting statement
-    /// commits without waiting for the WAL flush (`synchronous_commit = off` for that transaction),
-    /// so its `NOTIFY` goes out and workers can claim its jobs while the flush runs. The call then
-    /// runs a small synchronous transaction that rewrites the run's row (a WAL-logged write, so its
-    /// commit flushes the WAL up to and past the run's), and returns only after it, having checked
-    /// that the run is still there — which also confirms the insert's commit, so the insert is not
-    /// awaited by a round trip of its own: a caller that gets an answer has a durable run, as before.
-    /// What a server crash (or a connection cut before the insert committed) can do in that window is
-    /// lose a run whose jobs already started — the store then submits it again; the store's guarantees
-    /// hold (its completions were never accepted: they would have flushed it).
-    ///
     /// `general`: store the graph with the statement for any graph even when it has no dependencies,
     /// categories or inputs taken from other jobs (the tests compare the two statements' rows).
     func submit(
@@ -38,7 +26,6 @@ extension PostgresJobStore {
     ) async throws -> SubmittedRun {
         try graph.validate()
         try StoredText.checkUniqueKey(uniqueKey)
-        let now = clock.now().storeTime
         let jobs = graph.jobs
         // Encoded once per distinct policy: a graph's jobs mostly share one, and so do a program's graphs
         // (encoding one took 0.05 ms, a tenth of a one-job submission's time before its insert).
@@ -109,19 +96,6 @@ extension PostgresJobStore {
         let priorities = jobs.map { Int32($0.priority) }
         let maxAttempts = jobs.map { Int32($0.retry.maxAttempts) }
         let hasCategories = jobs.map { !$0.categories.isEmpty }
-        // Jobs due now of a graph of independent jobs are claimed in the insert itself for idle workers
-        // of this store, when some have offered room (``PostgresHandoff``).
-        // Failing that, for one idle worker of another store, as far as a notification can carry them.
-        let ticket =
-            independent
-            ? handoff.reserve(
-                kinds: kinds, priorities: priorities, eligible: notBefore.map { $0 <= now },
-                sizes: jobs.map { $0.name.utf8.count + $0.kind.utf8.count + ($0.input?.count ?? 0) * 4 / 3 })
-            : nil
-        defer {
-            // Nothing if the jobs were handed over. Else the workers' claims left room for them: wake them.
-            if let ticket, handoff.cancel(ticket) { hub.wake() }
-        }
         // One statement (one round trip): the run, its jobs (identities drawn in job order, so that
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else
@@ -129,9 +103,9 @@ extension PostgresJobStore {
         var bindings = PostgresBindings(capacity: 27)
         bindings.append(graph.name)
         bindings.append(uniqueKey)
-        bindings.append(now)
+        bindings.append(nowOverride)
         bindings.append(jobs.count)
-        bindings.append(jobs.isEmpty ? now : nil)
+        bindings.append(jobs.isEmpty)
         bindings.append(carrier)
         bindings.append(submission)
         bindings.append(indexes)
@@ -158,125 +132,30 @@ extension PostgresJobStore {
             bindings.append(categoryLimit)
         }
         bindings.append(channel)
-        let base = bindings
-        if independent { bindings.appendHandoff(nil, count: jobs.count, now: now) }
-        // A run lost with its not-yet-flushed commit in a server crash is submitted again (rarely more
-        // than once: the server that comes back flushes every commit before answering).
-        let plainInsert = SubmitStatement(independent: independent, bindings: bindings)
+        let insert = SubmitStatement(independent: independent, bindings: bindings)
         let logger = logger
-        let handing = HandoverProgress()
-        for attempt in 0..<5 {
-            // The insert, then on the same connection the flush and check — sent once the server has
-            // answered the insert, so after its commit: a connection cut in between runs both again.
-            let (inserted, checked) = try await retrying("submit") {
-                [submitClient, faults, clock] in
-                // Jobs are claimed in the insert until they have been handed over once: rows answered by
-                // an insert whose commit then failed were handed over all the same (as a lost claim, their
-                // leases are refused), and a try sent after that stores the jobs ready. A run lost after
-                // its commit is submitted again the usual way. Leases count from the time of each try.
-                // Jobs for another store's worker are sent to it in a notification of the insert, with
-                // the claims; the insert hands nothing over when the server process listening for that
-                // store is gone. Only the first try carries them: a retry (the first one's reply may have
-                // been lost after its commit sent the claims) stores the jobs ready, so that no token is
-                // ever sent twice.
-                var insert = plainInsert
-                var handingOver = false
-                var carried = 0
-                if attempt == 0, let ticket, let sent = handing.sending(at: clock.now().storeTime) {
-                    var values = base
-                    if let remote = ticket.remote {
-                        _ = handing.delivering()
-                        if let (message, cut) = ticket.remoteMessage(graph: graph, expires: sent + remote.lease) {
-                            values.appendHandoff(cut, count: jobs.count, now: sent, message: message)
-                            carried = cut.workers.count
-                            handingOver = true
-                        }
-                        self.handoff.restore(ticket, count: ticket.workers.count - carried)
-                    } else {
-                        values.appendHandoff(ticket, count: jobs.count, now: sent)
-                        handingOver = true
-                    }
-                    if handingOver { insert = SubmitStatement(independent: true, bindings: values) }
+        let row = try await retrying("submit") { [submitClient, faults] in
+            let rows = try await submitClient.withConnection { connection in
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await insert.execute(on: connection, logger: logger)
+                    try await Self.confirmCommitted(on: connection, logger: logger)
+                    return rows
                 }
-                let handingRemotely = handingOver && ticket?.remote != nil
-                let result = try await submitClient.withConnection { connection -> (PostgresRow?, Bool?) in
-                    try await Self.discardingIfReadOnly(connection) { () async throws -> (PostgresRow?, Bool?) in
-                        let rows = try await insert.execute(on: connection, logger: logger)
-                        try faults.afterCommit("submit insert")
-                        guard let row = rows.first else {
-                            // A run with the unique key exists: nothing was inserted, nothing sent.
-                            if handingRemotely, let ticket { self.handoff.restore(ticket, count: carried) }
-                            return (nil, nil)
-                        }
-                        let (run, _, ids, handed) = try row.decode((Int64, Int64, [Int64]?, Bool).self)
-                        if handingRemotely, let remote = ticket?.remote {
-                            // Sent with the commit; or the worker's store was gone, and the jobs are ready.
-                            if !handed { self.handoff.forget(remote) }
-                        } else if handingOver, let ticket, let sent = handing.delivering() {
-                            await self.handOver(ticket, graph: graph, run: run, ids: ids ?? [], sent: sent)
-                        }
-                        let present = try await connection.rows(of: Self.flushPrepared(run), logger: logger)
-                        try await Self.confirmCommitted(on: connection, logger: logger)
-                        return (row, try present.first?.decode(Bool.self) ?? false)
-                    }
-                }
-                try faults.afterCommit("submit")
-                return result
             }
-            let submitted: SubmittedRun
-            let present: Bool?
-            if let row = inserted {
-                let (run, _, ids, _) = try row.decode((Int64, Int64, [Int64]?, Bool).self)
-                submitted = SubmittedRun(
-                    run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
-                present = checked
-            } else {
-                submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
-                if attempt == 0, let ticket, ticket.remote == nil, !submitted.existing,
-                    let sent = handing.delivering()
-                {
-                    // An insert's reply was lost after its commit: its jobs were claimed for their workers,
-                    // under leases from the earliest try (an earlier expiry than the row's, never a later).
-                    // (Jobs for another store's worker went to it in the insert's notification.)
-                    await handOver(
-                        ticket, graph: graph, run: submitted.run.rawValue, ids: submitted.jobs.map(\.rawValue),
-                        sent: sent)
-                }
-                present = try await statement("submit", Self.flushRun(submitted.run.rawValue)).first?.decode(Bool.self)
-            }
-            if present == true {
-                if !submitted.existing && jobs.count >= Self.analyzedSubmission { await refreshStatistics() }
-                return submitted
-            }
-            logger.notice(
-                "a submitted run was lost before it was flushed (server crash or dropped connection?); submitting it again",
-                metadata: ["graph": "\(graph.name)"])
+            try faults.afterCommit("submit")
+            return rows.first
         }
-        throw DurableError(
-            code: .storeFailure,
-            message: "PostgreSQL lost graph '\(graph.name)' five times after accepting it; is the server crashing?")
-    }
-
-    /// Hands the jobs of `ticket` over to their workers once their run is inserted (`ids`: its jobs'
-    /// identities, by index), and wakes them; those of workers that stopped meanwhile are given back.
-    /// `sent`: the time the leases count from.
-    func handOver(_ ticket: PostgresHandoff.Ticket, graph: GraphSpec, run: Int64, ids: [Int64], sent: Double) async {
-        let handed = ticket.workers.compactMap { index, hand -> (worker: String, job: ClaimedJob)? in
-            guard index < ids.count, index < graph.jobs.count else { return nil }
-            let job = graph.jobs[index]
-            return (
-                hand.worker,
-                ClaimedJob(
-                    lease: Lease(job: DurableJobID(ids[index]), token: hand.token), run: DurableRunID(run),
-                    name: job.name, kind: job.kind, input: job.input ?? Data(), attempt: 1,
-                    maxAttempts: job.retry.maxAttempts, priority: job.priority,
-                    timeout: job.timeout.map { .seconds($0.storeSeconds) },
-                    leaseExpires: Date(storeTime: sent + hand.lease.storeSeconds))
-            )
+        let submitted: SubmittedRun
+        if let row {
+            let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+            submitted = SubmittedRun(
+                run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
+        } else {
+            // A run with the unique key exists, or this submission's own first try committed.
+            submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
         }
-        let orphans = handoff.deliver(ticket, handed)
-        hub.wake()
-        await giveBack(orphans)
+        if !submitted.existing && jobs.count >= Self.analyzedSubmission { await refreshStatistics() }
+        return submitted
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
@@ -304,28 +183,6 @@ extension PostgresJobStore {
         }
     }
 
-    /// A synchronous commit that writes WAL flushes the WAL past the run's commit. It must write: a
-    /// transaction that only takes an id writes no WAL, and PostgreSQL commits it without a flush.
-    /// Rewriting the run's row (the same values: a heap-only update) is a WAL-logged write, and it finds
-    /// no row if the run was lost.
-    static func flushRun(_ run: Int64) -> PostgresQuery {
-        "UPDATE runs SET submission = submission WHERE id = \(run) RETURNING true"
-    }
-
-    /// ``flushRun(_:)`` as a statement prepared once per connection: parsed and planned anew for every
-    /// submission, it took a quarter of a millisecond of the server's time, while the worker woken by
-    /// the submission claims on the same two cores.
-    static func flushPrepared(_ run: Int64) -> Prepared<FlushRun> {
-        var bindings = PostgresBindings(capacity: 1)
-        bindings.append(run)
-        return Prepared<FlushRun>(bindings: bindings)
-    }
-
-    enum FlushRun: PreparedText {
-        static let name = "baton_flush_run_v1"
-        static let sql = "UPDATE runs SET submission = submission WHERE id = $1 RETURNING true"
-    }
-
     /// The inserting statement of a submission: ``SubmitIndependent`` when the graph's jobs are
     /// independent, ``SubmitGraph`` otherwise.
     struct SubmitStatement: Sendable {
@@ -342,68 +199,46 @@ extension PostgresJobStore {
     /// The inserting statement of a graph of independent jobs — no dependency, no category, no input
     /// from another job: ``SubmitGraph`` without the identities drawn ahead (the insert draws them, in
     /// job order) and without edges and categories. Its rows must be those ``SubmitGraph`` writes for
-    /// the same graph (``PostgresIntegrityTests`` compares them). Values as ``SubmitGraph``'s, less
-    /// `input_from`, `remaining`, `has_categories`, the edges and the categories: $1 name, $2 unique
-    /// key, $3 now, $4 job count, $5 finished, $6 trace context, $7 submission, $8 indexes, $9 names,
-    /// $10 kinds, $11 inputs, $12 has input, $13 maximum attempts, $14 retry policies, $15 priorities,
-    /// $16 timeouts, $17 not before, $18 channel; and the jobs claimed in the insert for idle workers of
-    /// the submitting store (``PostgresHandoff``): $19 their workers ('' for a job inserted ready),
-    /// $20 lease tokens, $21 lease expiries, $22 how many (no `NOTIFY` when that is every job); for jobs
-    /// claimed for a worker of another store (``RemoteOffer``), $23 the server process listening for
-    /// that store (0 for this store's workers: no check; when it is gone, every job is inserted ready),
-    /// $24 the notification that sends them the claims (``RemoteHand``; '' for none) and $25 when that
-    /// server process started (microseconds since 1970; process ids are reused). A role that may not
-    /// see another role's sessions' start times (no `pg_read_all_stats`) checks the process id alone.
+    /// the same graph (``PostgresIntegrityTests`` compares them). Values: $1 name, $2 unique key, $3 now
+    /// (NULL: the server's clock), $4 job count, $5 whether the run is finished (no jobs), $6 trace
+    /// context, $7 submission, $8 indexes, $9 names, $10 kinds, $11 inputs, $12 has input, $13 maximum
+    /// attempts, $14 retry policies, $15 priorities, $16 timeouts, $17 not before, $18 channel.
     enum SubmitIndependent: PreparedText {
-        static let name = "baton_submit_independent_v3"
+        static let name = "baton_submit_independent_v4"
         static let sql = """
-            WITH alive AS MATERIALIZED (
-                SELECT CASE WHEN $23::int4 = 0 THEN true
-                    ELSE EXISTS (SELECT 1 FROM pg_stat_get_activity($23::int4) AS a
-                        WHERE a.backend_start IS NULL
-                            OR (extract(epoch FROM a.backend_start) * 1000000)::int8 = $25::int8) END AS ok
+            WITH now AS MATERIALIZED (
+                SELECT coalesce($3::float8, extract(epoch FROM now())::float8) AS t
             ), new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
-                VALUES ($1, $2, $3, $4, $5, $6, $7)
+                SELECT $1, $2, now.t, $4, CASE WHEN $5::bool THEN now.t END, $6, $7 FROM now
                 ON CONFLICT DO NOTHING RETURNING id
             ), inserted AS (
                 INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
-                    timeout, has_categories, not_before, attempts, lease_owner, lease_token, lease_expires)
-                SELECT new_run.id, t.idx, t.name, t.kind,
-                    CASE WHEN t.owner = '' OR NOT alive.ok THEN 'ready' ELSE 'running' END,
-                    CASE WHEN t.has_input THEN t.input END, 0, t.max_attempts, t.retry, t.priority,
-                    NULLIF(t.timeout, -1), false, t.not_before, CASE WHEN t.owner = '' OR NOT alive.ok THEN 0 ELSE 1 END,
-                    CASE WHEN alive.ok THEN NULLIF(t.owner, '') END, CASE WHEN alive.ok THEN NULLIF(t.token, 0) END,
-                    CASE WHEN t.owner <> '' AND alive.ok THEN t.expires END
-                FROM new_run, alive, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $19, $20, $21)
-                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before,
-                        owner, token, expires)
+                    timeout, has_categories, not_before)
+                SELECT new_run.id, t.idx, t.name, t.kind, 'ready', CASE WHEN t.has_input THEN t.input END, 0,
+                    t.max_attempts, t.retry, t.priority, NULLIF(t.timeout, -1), false, t.not_before
+                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before)
                 ORDER BY t.idx
-                RETURNING id, idx, lease_owner IS NOT NULL AS handed
+                RETURNING id, idx
             ), woken AS (
-                SELECT pg_notify($18, '') FROM new_run, alive WHERE $4 > $22 OR NOT alive.ok
-            ), sent AS (
-                SELECT pg_notify($18, $24 || new_run.id || ':'
-                    || (SELECT string_agg(id::text, ',' ORDER BY idx) FROM inserted WHERE handed))
-                FROM new_run, alive WHERE $24 <> '' AND alive.ok
-            ), early AS (
-                SELECT set_config('synchronous_commit', 'off', true)
+                SELECT pg_notify($18, '') FROM new_run WHERE $4 > 0
             )
-            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM sent)
-                    + (SELECT count(*) FROM early) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs, (SELECT ok FROM alive) AS handed
+            SELECT new_run.id, (SELECT count(*) FROM woken) AS done,
+                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs
             FROM new_run
             """
     }
 
     /// The inserting statement of a submission; its values are listed where it is run.
     enum SubmitGraph: PreparedText {
-        static let name = "baton_submit_v4"
+        static let name = "baton_submit_v5"
         static let sql = """
-            WITH new_run AS (
+            WITH now AS MATERIALIZED (
+                SELECT coalesce($3::float8, extract(epoch FROM now())::float8) AS t
+            ), new_run AS (
                 INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
-                VALUES ($1, $2, $3, $4, $5, $6,
-                    $7)
+                SELECT $1, $2, now.t, $4, CASE WHEN $5::bool THEN now.t END, $6, $7 FROM now
                 ON CONFLICT DO NOTHING RETURNING id
             ), ids AS MATERIALIZED (
                 SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id
@@ -435,12 +270,9 @@ extension PostgresJobStore {
                     JOIN ids i ON i.idx = c.job
             ), woken AS (
                 SELECT pg_notify($27, '') FROM new_run WHERE $4 > 0
-            ), early AS (
-                SELECT set_config('synchronous_commit', 'off', true)
             )
-            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted)
-                    + (SELECT count(*) FROM early) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs, false AS handed
+            SELECT new_run.id, (SELECT count(*) FROM woken) + (SELECT count(*) FROM inserted) AS done,
+                (SELECT array_agg(id ORDER BY idx) FROM ids) AS jobs
             FROM new_run
             """
     }
@@ -470,28 +302,5 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }
-    }
-}
-
-extension PostgresBindings {
-    /// The hand-over values of ``PostgresJobStore/SubmitIndependent`` ($19–$25) for `count` jobs, with
-    /// leases from `now`; no ticket: every job is inserted ready. `message`: the notification text of
-    /// a ticket for another store's worker (``PostgresHandoff/Ticket/remoteMessage(graph:expires:)``).
-    mutating func appendHandoff(_ ticket: PostgresHandoff.Ticket?, count: Int, now: Double, message: String? = nil) {
-        // A ticket for another store's worker hands nothing over without its notification.
-        let ticket = ticket?.remote != nil && message == nil ? nil : ticket
-        let (owners, tokens, expiries) =
-            ticket?.values(count: count, now: now)
-            ?? (
-                [String](repeating: "", count: count), [Int64](repeating: 0, count: count),
-                [Double](repeating: 0, count: count)
-            )
-        append(owners)
-        append(tokens)
-        append(expiries)
-        append(ticket?.workers.count ?? 0)
-        append(ticket?.remote != nil ? ticket?.remote?.pid ?? 0 : 0)
-        append(ticket?.remote != nil ? message ?? "" : "")
-        append(ticket?.remote?.started ?? 0)
     }
 }

@@ -23,17 +23,30 @@ public import PostgresNIO
 ///
 /// **Wake-ups** use `LISTEN/NOTIFY` on a connection of their own: a submission, a completion that
 /// makes jobs ready or frees a category, a release and a cancellation notify every listening
-/// process at once. When that connection drops, the store reconnects it with backoff and meanwhile
-/// wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling). Idle workers
-/// get the due independent jobs of submissions handed over instead, claimed for them in the
-/// submission's insert (``parkClaim(worker:kinds:limit:lease:)``): a submission through this store
-/// object hands them to its own idle workers, else to an idle worker of another store on the schema,
-/// whose offer it heard in a notification, sending it the claims in a notification of the insert.
+/// process at once. A wake-up only wakes: the worker then claims (`FOR UPDATE SKIP LOCKED`, never
+/// more than its free room). When that connection drops, the store reconnects it with backoff and
+/// meanwhile wakes its workers every ``PostgresStoreConfiguration/fallbackPollInterval`` (polling).
+///
+/// **One clock**: every time that decides a lease, a retry or a worker's registration is the server's
+/// (`now()` in the statements), so workers on machines whose clocks disagree never judge a lease
+/// differently. A store given a clock other than `DurableClock.system` (tests) sends that clock's time
+/// with each statement instead.
+///
+/// **Durable before acknowledged**: every write commits synchronously and is confirmed before its
+/// answer counts — a claim, a submission and a completion the caller was told of survive a server
+/// crash, and each claim's attempt number is used once.
+///
+/// **A stuck client stalls nothing else**: a claim skips a category whose lock another session holds
+/// (as `SKIP LOCKED` skips busy rows), and the store's sessions run with `lock_timeout` and
+/// `idle_in_transaction_session_timeout` (``PostgresStoreConfiguration/lockTimeout``,
+/// ``PostgresStoreConfiguration/idleInTransactionTimeout``), so no session of a paused worker holds a
+/// lock for long.
 ///
 /// **Faults**: a call that fails because the server went away (restart, a terminated backend, a
 /// refused connection) is retried with backoff for up to
-/// ``PostgresStoreConfiguration/reconnectDeadline``; deadlocks and serialization failures are
-/// retried at once. Times come from ``clock``, not from the server, as in every store.
+/// ``PostgresStoreConfiguration/reconnectDeadline``; deadlocks, serialization failures and lock
+/// timeouts are retried at once. Opening a store retries only for
+/// ``PostgresStoreConfiguration/connectTimeout``: an address that does not answer fails quickly.
 ///
 /// Tables live in the PostgreSQL schema ``PostgresStoreConfiguration/schema`` and are created and
 /// migrated by the store (versioned; a newer schema is refused). PostgreSQL 13 or later, no extension.
@@ -49,10 +62,7 @@ public final class PostgresJobStore: JobStore {
     /// ``clientConfiguration(_:genericPlans:)``.
     let submitClient: PostgresClient
     let logger: Logger
-    let hub = PostgresWakeupHub()
-    /// Claims made by submissions for idle workers (``parkClaim(worker:kinds:limit:lease:)``): this
-    /// store's, and other stores' whose offers it heard.
-    let handoff = PostgresHandoff()
+    let hub = WakeupHub()
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
     let faults = PostgresFaults()
@@ -91,6 +101,13 @@ public final class PostgresJobStore: JobStore {
         self.listener = PostgresListener(
             configuration: configuration, channel: channel, hub: hub, logger: logger)
         do {
+            try await Self.reachServer(configuration, logger: logger)
+        } catch {
+            runner.cancel()
+            submitRunner.cancel()
+            throw error
+        }
+        do {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
                 try await client.withConnection { connection in
                     try await PostgresSchema.migrate(on: connection, schema: configuration.schema, logger: logger)
@@ -102,7 +119,7 @@ public final class PostgresJobStore: JobStore {
             // The pool retries a connection that fails and only says it timed out: one connection of
             // our own tells why (a refused certificate, a password, a missing database).
             if let durable = error as? DurableError, durable.code == .storeFailure,
-                let reason = await Self.connectionFailure(configuration, logger: logger)
+                let (reason, _) = await Self.connectionFailure(configuration, logger: logger)
             {
                 throw DurableError(
                     code: .storeFailure,
@@ -111,21 +128,44 @@ public final class PostgresJobStore: JobStore {
             }
             throw error
         }
-        connectOffers()
         listener.start()
     }
 
-    /// Why one connection with the store's settings fails, or `nil` when it succeeds (or takes longer
-    /// than the connect timeout to fail).
-    /// A connection that comes after the timeout is closed when it comes.
-    static func connectionFailure(_ configuration: PostgresStoreConfiguration, logger: Logger) async -> String? {
+    /// Before anything else, one connection of our own: an address where no server answers fails in
+    /// ``PostgresStoreConfiguration/connectTimeout`` (a refused connection is tried again meanwhile: a
+    /// server restarting), and one that refuses us for good (a password, a certificate, a missing
+    /// database) fails at once — both saying why — rather than after the pool's retries.
+    static func reachServer(_ configuration: PostgresStoreConfiguration, logger: Logger) async throws {
+        let start = ContinuousClock.now
+        var wait = Duration.milliseconds(50)
+        while let (reason, transient) = await connectionFailure(configuration, logger: logger) {
+            let elapsed = ContinuousClock.now - start
+            guard transient, elapsed + wait < configuration.connectTimeout else {
+                throw DurableError(
+                    code: .storeFailure,
+                    message: "PostgreSQL failed during open: cannot connect to \(configuration.endpoint): \(reason)"
+                        + (transient
+                            ? " (tried for \(configuration.connectTimeout); is the server running, and is this its address?)"
+                            : ""))
+            }
+            try await Task.sleep(for: wait)
+            wait = min(wait * 2, .seconds(1))
+        }
+    }
+
+    /// Why one connection with the store's settings fails, and whether trying again may help (a refused
+    /// connection, no answer); `nil` when it succeeds. A connection that comes after the connect timeout
+    /// is closed when it comes.
+    static func connectionFailure(
+        _ configuration: PostgresStoreConfiguration, logger: Logger
+    ) async -> (reason: String, transient: Bool)? {
         let connecting: EventLoopFuture<PostgresConnection>
         do {
             connecting = PostgresConnection.connect(
                 on: MultiThreadedEventLoopGroup.singleton.next(),
                 configuration: try configuration.connectionConfiguration(), id: 0, logger: logger)
         } catch {
-            return PostgresFailure.describe(error)
+            return (PostgresFailure.describe(error), false)
         }
         do {
             let connection = try await PostgresTimeout.run(configuration.connectTimeout) { try await connecting.get() }
@@ -133,9 +173,9 @@ public final class PostgresJobStore: JobStore {
             return nil
         } catch is PostgresTimeout {
             connecting.whenSuccess { connection in connection.close().whenComplete { _ in } }
-            return nil
+            return ("no answer within \(configuration.connectTimeout)", true)
         } catch {
-            return PostgresFailure.describe(error)
+            return (PostgresFailure.describe(error), PostgresFailure.classify(error) == .unreachable)
         }
     }
 
@@ -201,6 +241,8 @@ public final class PostgresJobStore: JobStore {
         }
         result.options.additionalStartupParameters = [
             ("search_path", configuration.schema), ("application_name", configuration.applicationName),
+            ("lock_timeout", "\(configuration.lockTimeout.milliseconds)ms"),
+            ("idle_in_transaction_session_timeout", "\(configuration.idleInTransactionTimeout.milliseconds)ms"),
         ]
         if genericPlans { result.options.additionalStartupParameters.append(("plan_cache_mode", "force_generic_plan")) }
         result.options.maximumConnections =
@@ -238,18 +280,16 @@ public final class PostgresJobStore: JobStore {
     ///
     /// Outside `BEGIN`/`COMMIT` the server commits a statement when it handles the `Sync` that
     /// follows it, after it has sent the rows — and PostgresNIO hands the rows over as soon as they
-    /// are complete. A connection cut in between (a fast shutdown, `pg_terminate_backend`) would
-    /// deliver the rows of a transaction that was rolled back: a completion said accepted but never
-    /// recorded (the chaos harness saw its job run again and accepted twice), a claim that holds
-    /// nothing, a submission that is not there. The server answers requests in order, so the rows are
-    /// returned only once it has answered the next one on the same connection (``confirmCommitted(on:)``);
-    /// when that fails the statement is run again, as after any dropped connection. The statement may
+    /// are complete. A connection cut in between would deliver the rows of a transaction that was
+    /// rolled back: a completion said accepted but never recorded, a claim that holds nothing (whose
+    /// attempt number the next claim would use again), a submission that is not there. So the rows are
+    /// returned only once the server has answered a request sent after them on the same connection
+    /// (``confirmCommitted(on:logger:)``, `SELECT 1`: one more round trip, measured at 0.05–0.1 ms on
+    /// loopback); when that fails the statement is run again, as after any dropped connection. It may
     /// have committed all the same: a repeated completion or submission recognises its own earlier
     /// commit (the kept report, the submission id); a claim whose rows were lost after it committed
     /// leaves its jobs running under a lease nobody holds until it expires — a delay of one lease,
-    /// never a loss. Claims skip the check (``prepared(_:_:confirm:)`` says why), and a completion
-    /// followed by a claim on the same connection needs none of its own: the claim's answer is one
-    /// (`finish(_:thenClaim:worker:kinds:lease:)`).
+    /// never a loss, and never a second attempt with the same number.
     ///
     /// A statement that only reads (`readOnly`) skips the check: its rows hold whether or not its
     /// transaction commits.
@@ -270,19 +310,14 @@ public final class PostgresJobStore: JobStore {
 
     /// Runs a prepared statement (parsed and planned once per connection, then only bound and
     /// executed: a claim or a submission is one round trip without the planning), retried as a
-    /// transaction is. With `confirm`, its rows count once the commit is confirmed, as
-    /// ``statement(_:_:)`` explains. Without, they are returned as soon as they are complete — for a
-    /// claim, which a rollback after its rows were sent costs no guarantee: its worker's renewals and
-    /// report are then refused, as those of a claim lost in a server crash are.
-    func prepared<Text: PreparedText>(
-        _ label: String, _ statement: Prepared<Text>, confirm: Bool = true
-    ) async throws -> [PostgresRow] {
+    /// transaction is; its rows count once its commit is confirmed, as ``statement(_:_:readOnly:)`` explains.
+    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.rows(of: statement, logger: logger)
-                    if confirm { try await Self.confirmCommitted(on: connection, logger: logger) }
+                    try await Self.confirmCommitted(on: connection, logger: logger)
                     return rows
                 }
             }
@@ -319,18 +354,20 @@ public final class PostgresJobStore: JobStore {
         _ = try await connection.query("SELECT 1", logger: logger).collect()
     }
 
-    /// `retrying(configuration:logger:_:_:)` with this store's settings, refused once the store is closed.
+    /// `retrying(configuration:logger:_:deadline:_:)` with this store's settings, refused once the store is closed.
     func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
         if closed.withLock({ $0 }) { throw PostgresStoreError.closed }
         return try await Self.retrying(configuration: configuration, logger: logger, label, body)
     }
 
-    /// Runs `body`, again after a deadlock or a serialization failure, and with backoff (50 ms doubling
-    /// to 2 s) while the server cannot be reached, for up to the configured deadline.
+    /// Runs `body`, again after a deadlock, a serialization failure or a lock timeout, and with backoff
+    /// (50 ms doubling to 2 s) while the server cannot be reached, for up to `deadline` (the configured
+    /// ``PostgresStoreConfiguration/reconnectDeadline`` unless given).
     static func retrying<T: Sendable>(
-        configuration: PostgresStoreConfiguration, logger: Logger, _ label: String,
+        configuration: PostgresStoreConfiguration, logger: Logger, _ label: String, deadline: Duration? = nil,
         _ body: @escaping @Sendable () async throws -> T
     ) async throws -> T {
+        let deadline = deadline ?? configuration.reconnectDeadline
         let start = ContinuousClock.now
         var wait = Duration.milliseconds(50)
         while true {
@@ -347,9 +384,9 @@ public final class PostgresJobStore: JobStore {
                 let kind = PostgresFailure.classify(error)
                 let elapsed = ContinuousClock.now - start
                 switch kind {
-                case .conflict where elapsed < configuration.reconnectDeadline:
+                case .conflict where elapsed < deadline:
                     continue
-                case .unreachable where elapsed < configuration.reconnectDeadline:
+                case .unreachable where elapsed < deadline:
                     logger.notice(
                         "PostgreSQL unreachable; retrying",
                         metadata: ["operation": "\(label)", "error": "\(PostgresFailure.describe(error))"])
@@ -361,7 +398,7 @@ public final class PostgresJobStore: JobStore {
                         code: .storeFailure,
                         message: "PostgreSQL failed during \(label): \(PostgresFailure.describe(error))"
                             + (kind == .unreachable
-                                ? " (gave up after \(configuration.reconnectDeadline); is the server running?)" : ""),
+                                ? " (gave up after \(deadline); is the server running?)" : ""),
                         underlying: error)
                 }
             }
@@ -378,6 +415,18 @@ public final class PostgresJobStore: JobStore {
 
     /// Tells every listening process (and this one) that work may have become claimable.
     func notifySQL() -> String { "pg_notify('\(channel)', '')" }
+
+    /// The time the statements take for "now", or nil: the server's clock decides
+    /// (`coalesce($now, …now())` in the statements), unless a test gave the store a clock of its own.
+    var nowOverride: Double? { clock.isSystem ? nil : clock.now().storeTime }
+
+    /// "Now" in the transaction on `connection`, in seconds since 1970: the server's clock (the time its
+    /// transaction began), or the store's own clock when a test gave it one (``nowOverride``).
+    func serverTime(on connection: PostgresConnection) async throws -> Double {
+        try await connection.query(
+            "SELECT coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8)", logger: logger
+        ).collect().first?.decode(Double.self) ?? 0
+    }
 }
 
 /// The text of a prepared statement: its SQL, with `$1`, `$2`, … for the values, and a name that
@@ -443,7 +492,9 @@ enum PostgresFailure: Equatable {
         switch error.code {
         case .server:
             let state = error.serverInfo?[.sqlState] ?? ""
-            if state == "40001" || state == "40P01" { return .conflict }
+            // 40001 serialization failure, 40P01 deadlock, 55P03 lock not available (`lock_timeout`: a
+            // session held a row or lock the statement needed for longer; run it again).
+            if state == "40001" || state == "40P01" || state == "55P03" { return .conflict }
             // 57P01 admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now, 08xxx connection
             // exceptions, 53300 too many connections (others' connections end), 25006 read-only
             // transaction (a standby answered during a failover; the address soon reaches the primary).
@@ -475,10 +526,9 @@ extension Date {
 }
 
 extension Duration {
-    var storeSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
+    var storeSeconds: Double { durableSeconds }
+    /// Whole milliseconds, at least 1 (for the server's settings).
+    var milliseconds: Int64 { max(1, Int64((durableSeconds * 1000).rounded())) }
 }
 
 /// A limit on one attempt of an operation. A request that the server will never answer — seen when a

@@ -13,8 +13,8 @@ enum PostgresSchema {
     static var current: Int { steps.count }
 
     /// `steps[n - 1]` takes the tables from version `n - 1` to `n`.
-    /// Times are seconds since 1970 (`float8`) read from the store's `DurableClock`, never the
-    /// server's clock, as in the SQLite store. States are the raw values of `DurableJobState`.
+    /// Times are seconds since 1970 (`float8`) on the server's clock (`now()` in the statements; a
+    /// test's clock passed as a parameter instead). States are the raw values of `DurableJobState`.
     static let steps: [[String]] = [
         [
             """
@@ -140,6 +140,9 @@ enum PostgresSchema {
         on connection: PostgresConnection, schema: String, logger: Logger, target: Int
     ) async throws -> Int {
         do {
+            // Stores opening together wait for each other's migrations, however long one takes: the
+            // store's `lock_timeout` is for its short transactions, not for this.
+            try await connection.query("SET LOCAL lock_timeout = 0", logger: logger)
             // One migrator per schema at a time; the lock ends with the transaction.
             try await connection.query(
                 "SELECT pg_advisory_xact_lock(hashtext(\("baton-migrate:" + schema)))", logger: logger)

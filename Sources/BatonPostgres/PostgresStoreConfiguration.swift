@@ -53,11 +53,20 @@ public struct PostgresStoreConfiguration: Sendable {
     public var database: String
     /// The PostgreSQL schema (namespace) holding the store's tables. Letters, digits and `_` only.
     public var schema: String
+    /// How long one of the store's statements waits for a lock another session holds before it fails
+    /// and is run again (`lock_timeout`). The store's own locks last one short transaction; a longer
+    /// wait means a stuck session, and a claim never waits for one (it skips busy rows and categories).
+    public var lockTimeout: Duration = .seconds(5)
+    /// How long a session of the store may sit in an open transaction without sending anything before
+    /// the server ends it, releasing its locks (`idle_in_transaction_session_timeout`): what bounds a
+    /// worker paused mid-transaction (a stopped process, a VM pause, a half-open connection).
+    public var idleInTransactionTimeout: Duration = .seconds(15)
     /// The most connections the store opens for claims, completions and queries (the listener for
     /// wake-ups has one more of its own, and submissions up to half as many again, opened only when
     /// the store submits).
     public var maximumConnections: Int
-    /// How long a connection attempt may take before it fails (and is retried with backoff).
+    /// How long a connection attempt may take before it fails (and is retried with backoff); also how
+    /// long opening a store keeps trying an address that does not answer.
     public var connectTimeout: Duration
     /// How long a call keeps retrying (with backoff from 50 ms to 2 s) while the server cannot be
     /// reached — a restart, a failover, a dropped connection — before it throws.
@@ -273,6 +282,13 @@ public struct PostgresStoreConfiguration: Sendable {
         guard maximumConnections >= 1 else {
             throw PostgresStoreError.badConfiguration(
                 "maximumConnections is \(maximumConnections); give at least 1")
+        }
+        for (name, value) in [
+            ("connectTimeout", connectTimeout), ("reconnectDeadline", reconnectDeadline),
+            ("operationTimeout", operationTimeout), ("lockTimeout", lockTimeout),
+            ("idleInTransactionTimeout", idleInTransactionTimeout), ("fallbackPollInterval", fallbackPollInterval),
+        ] where value <= .zero {
+            throw PostgresStoreError.badConfiguration("\(name) is \(value); give more than zero")
         }
     }
 }

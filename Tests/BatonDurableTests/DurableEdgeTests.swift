@@ -14,8 +14,6 @@ final class HookedStore: JobStore {
     let finishEntered = Gate()
     /// When set, `record(of:)` prunes every finished run first (another worker's retention, say).
     let pruneBeforeRecord = Protected(false)
-    /// Opens when a worker begins shutting down (it withdraws from claiming).
-    let withdrawn = Gate()
     /// When set and true for a call's reports, `finish(_:thenClaim:…)` fails (a store that cannot take them).
     let refuse = Protected<(@Sendable ([AttemptReport]) -> Bool)?>(nil)
     /// Called with the reports of every `finish(_:thenClaim:…)` call that the base store took, and its results.
@@ -26,6 +24,9 @@ final class HookedStore: JobStore {
     let renewEntered = Gate()
     /// When set, `claim` calls claim nothing (a worker's claim loop finds no work).
     let claimNothing = Protected(false)
+    /// When set, the next `claim` call takes it (it is cleared): it claims with `limit` instead of the
+    /// worker's, and calls `after` once the base store has answered (a claim that took long to answer).
+    let nextClaim = Protected<(limit: Int?, after: @Sendable () -> Void)?>(nil)
     /// When set, `release` calls fail until a finish-and-claim has claimed a job, and the first one after
     /// it fails too; `released` opens at the first that goes through.
     let failReleasesUntilAfterAClaim = Protected(false)
@@ -41,7 +42,10 @@ final class HookedStore: JobStore {
     }
     func claim(worker: String, kinds: [String], limit: Int, lease: Duration) async throws -> [ClaimedJob] {
         if claimNothing.withLock({ $0 }) { return [] }
-        return try await base.claim(worker: worker, kinds: kinds, limit: limit, lease: lease)
+        let hook = nextClaim.exchange(nil)
+        let claimed = try await base.claim(worker: worker, kinds: kinds, limit: hook?.limit ?? limit, lease: lease)
+        hook?.after()
+        return claimed
     }
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
         if !leases.isEmpty, let gate = renewGate.withLock({ $0 }) {
@@ -96,10 +100,6 @@ final class HookedStore: JobStore {
     func nextDueDate(kinds: [String]) async throws -> Date? { try await base.nextDueDate(kinds: kinds) }
     func prune(finishedBefore date: Date) async throws -> Int { try await base.prune(finishedBefore: date) }
     func wakeups() -> AsyncStream<Void> { base.wakeups() }
-    func withdrawClaim(worker: String) async {
-        await base.withdrawClaim(worker: worker)
-        withdrawn.open()
-    }
 }
 
 /// Returns its input at once.
@@ -159,14 +159,17 @@ struct DurableEdgeTests {
         let run = try await store.submit(graph)
         let gate = Gate()
         store.finishGate.withLock { $0 = gate }
-        let worker = try makeWorker(store, [Echo(), Blocker(started: started, endings: endings)])
+        let began = Gate()
+        let worker = try makeWorker(
+            store, [Echo(), Blocker(started: started, endings: endings)],
+            hooks: .init(shutdownBegan: { began.open() }))
         let running = Task { try await worker.run() }
         defer { gate.open() }
         // The first job's report and the claim of the second are held at the store.
         try await withDeadline(.seconds(30), "the report of the first job") { await store.finishEntered.waitAsync() }
         running.cancel()  // an immediate shutdown
         // The shutdown begins while the call is held.
-        try await withDeadline(.seconds(30), "the shutdown beginning") { await store.withdrawn.waitAsync() }
+        try await withDeadline(.seconds(30), "the shutdown beginning") { await began.waitAsync() }
         gate.open()
         try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
         let record = try await base.record(of: run[second])
@@ -390,4 +393,33 @@ struct Poisoned: DurableJob {
         var description: String { "poison" }
     }
     func run(_ input: String, context: DurableJobContext) async throws -> String { throw Failure() }
+}
+
+@Suite("Durable coding messages")
+struct DurableCodingTests {
+    struct Counted: Codable { var n: Int }
+
+    @Test(
+        "a stored value that does not decode is described in plain words, once punctuated; bytes that are not JSON are said to be so"
+    )
+    func decodingMessages() {
+        func message(_ bytes: String) -> String {
+            do {
+                _ = try DurableCoding.decode(Counted.self, from: Data(bytes.utf8), what: "input", job: "j", kind: "k")
+                return ""
+            } catch {
+                return error.message
+            }
+        }
+        let wrongType = message(#"{"n":"seven"}"#)
+        #expect(wrongType.contains("'n' is not a whole number"), "\(wrongType)")
+        #expect(wrongType.contains("different version"), "\(wrongType)")
+        let notJSON = message("seven")
+        #expect(notJSON.contains("not valid JSON"), "\(notJSON)")
+        #expect(notJSON.contains("not stored as JSON"), "\(notJSON)")
+        #expect(!notJSON.contains("different version"), "\(notJSON)")
+        let missing = message("{}")
+        #expect(missing.contains("field 'n' is missing"), "\(missing)")
+        for text in [wrongType, notJSON, missing] { #expect(!text.contains(".."), "\(text)") }
+    }
 }

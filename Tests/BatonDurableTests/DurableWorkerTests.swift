@@ -186,9 +186,10 @@ struct DurableWorkerTests {
             await started.waitAsync()
             await store.renewEntered.waitAsync()
         }
-        // 8 s lease, 1 s margin: at 6.9 s the attempt keeps running; its deadline is 7 s.
+        // 8 s lease (from just before the claim), 1 s margin: at 6.9 s the attempt keeps running; its
+        // deadline is 7 s.
         clock.advance(by: .milliseconds(6900))
-        let next = try #require(worker.stopAttemptsOutOfLease())
+        let next = try #require(await worker.checkLeases())
         #expect(abs(next.timeIntervalSince(clock.clock.now()) - 0.1) < 0.001)
         #expect(endings.current.isEmpty)
         // Past the deadline (7.1 s), the worker's own watch stops it and reports it failed, though its
@@ -219,23 +220,21 @@ struct DurableWorkerTests {
     @Test("a claim that arrives with its lease about to end is given back unattempted, not run")
     func lateClaimIsGivenBack() async throws {
         let clock = ManualDurableClock()
-        let store = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let base = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let store = HookedStore(base)
         let started = Gate()
         let endings = Protected<[String]>([])
         var graph = JobGraph(name: "g")
         graph.add(Blocker.self, input: "b", retry: .never)
         let run = try await store.submit(graph)
         let lost = LostLeases()
+        // The first claim answers 7.5 s after it was asked (a call the store retried through a server
+        // restart): the 8 s lease the worker asked for is nearly over by its own clock.
+        store.nextClaim.withLock { $0 = (nil, { clock.advance(by: .milliseconds(7500)) }) }
         let worker = try DurableWorker(
             store: store, jobs: [Blocker(started: started, endings: endings)],
             configuration: .init(id: "worker-1", pollInterval: .milliseconds(200), instruments: [lost]))
-        // Claimed as a claim retried through a server restart would be: its lease computed long before.
-        let claimed = try await store.claim(worker: "worker-1", kinds: [Blocker.kind], limit: 1, lease: .seconds(8))
-        clock.advance(by: .milliseconds(7500))
-        worker.start(claimed, carriers: [:])
-        #expect(worker.state.withLock { $0.active.isEmpty })
-        #expect(worker.state.withLock { $0.reports.map(\.lease) } == claimed.map(\.lease))
-        // The worker's report loop gives it back: ready again, with attempt 1 not counted.
+        // The worker gives it back: ready again, with attempt 1 not counted, and its next claim runs it.
         let running = Task { try await worker.run() }
         try await withDeadline(.seconds(30), "the job starts on its next claim") { await started.waitAsync() }
         #expect(lost.claimedAttempts == [1], "the late claim counted no attempt, and was not run")
@@ -257,16 +256,20 @@ struct DurableWorkerTests {
         graph.add(Blocker.self, input: "late", name: "late")
         graph.add(Blocker.self, input: "next", name: "next")
         let run = try await store.submit(graph)
-        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], lease: .seconds(8))
-        // "late" is claimed for the worker by a claim that answered with its lease nearly over: the worker
-        // gives it back, in its report loop. The claim loop claims nothing here, so "next" can only start
-        // from that loop's finish-and-claim, beside which the release fails.
-        let late = try await base.claim(worker: "worker-1", kinds: [Blocker.kind], limit: 1, lease: .seconds(8))
-        #expect(late.map(\.name) == ["late"])
-        clock.advance(by: .milliseconds(7500))
-        store.claimNothing.withLock { $0 = true }
+        // "late" is claimed alone by a claim that answers with its lease nearly over: the worker gives it
+        // back beside its next report. Later claims claim nothing, so "next" can only start from the
+        // finish-and-claim that carries that release, and the release beside it fails.
         store.failReleasesUntilAfterAClaim.withLock { $0 = true }
-        worker.start(late, carriers: [:])
+        store.nextClaim.withLock {
+            $0 = (
+                1,
+                {
+                    clock.advance(by: .milliseconds(7500))
+                    store.claimNothing.withLock { $0 = true }
+                }
+            )
+        }
+        let worker = try makeWorker(store, [Blocker(started: started, endings: endings)], lease: .seconds(8))
         let running = Task { try await worker.run() }
         defer { running.cancel() }
         try await withDeadline(
@@ -440,9 +443,13 @@ struct DurableWorkerTests {
         try await withDeadline(.seconds(30), "the run") { try await worker.run(until: old) }
         let recent = try await store.submit(graph, uniqueKey: "recent")
         clock.advance(by: .seconds(3601))
-        await worker.pruneIfDue()
+        // A running worker prunes at its next lease renewal (at most once a minute).
+        let running = Task { try await worker.run() }
+        defer { running.cancel() }
+        #expect(await eventually(within: .seconds(30)) { worker.isTakingEvents }, "the worker did not start")
+        try await withDeadline(.seconds(30), "a renewal with its prune") { await worker.renewLeases() }
         await #expect(throws: DurableError.self) { try await store.record(of: old.id) }
-        #expect(try await store.record(of: recent.id).finished == nil)
+        _ = try await store.record(of: recent.id)  // kept
     }
 
     @Test("two workers never run more jobs of a category than its limit")

@@ -81,13 +81,22 @@ struct SQLiteJobStoreTests {
             _ = try await store.submit(
                 GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: "u")
         }
-        let queue = try DatabaseQueue(path: path)
-        try await queue.write { db in
-            try db.execute(sql: "UPDATE baton_durable_meta SET value = '99' WHERE key = 'schema'")
+        do {
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(sql: "UPDATE baton_durable_meta SET value = '99' WHERE key = 'schema'")
+            }
+            try queue.close()  // the log is copied into the file: the file alone holds the store
         }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
         let error = #expect(throws: DurableError.self) { try SQLiteJobStore(path: path) }
         #expect(error?.code == .newerSchema)
         #expect(error?.message.contains("99") == true)
+        // Not a byte written: the check reads the version before anything opens the file for writing.
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the refused file was written to")
+        let log = (try? Data(contentsOf: URL(fileURLWithPath: path + "-wal"))) ?? Data()
+        #expect(log.isEmpty, "the refused file has a write-ahead log of \(log.count) bytes")
+        let queue = try DatabaseQueue(path: path)
         let jobs = try await queue.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_jobs") }
         #expect(jobs == 1)
     }

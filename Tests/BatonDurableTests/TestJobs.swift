@@ -1,7 +1,8 @@
 import Baton
-import BatonDurable
 import BatonTesting
 import Foundation
+
+@testable import BatonDurable
 
 // Jobs the worker tests run. Their kinds are distinct so one worker can register all of them.
 
@@ -98,13 +99,13 @@ struct Counted: DurableJob {
 /// A store in memory and a worker with short intervals.
 func makeWorker(
     _ store: any JobStore, _ jobs: [any DurableJob], id: String = "worker-1", lease: Duration = .seconds(8),
-    renew: Duration = .seconds(2), grace: Duration = .seconds(10)
+    renew: Duration = .seconds(2), grace: Duration = .seconds(10), hooks: DurableWorker.Hooks = .init()
 ) throws -> DurableWorker {
     try DurableWorker(
         store: store, jobs: jobs,
         configuration: .init(
             id: id, maxConcurrentJobs: 8, leaseDuration: lease, renewInterval: renew, pollInterval: .milliseconds(200),
-            shutdownGracePeriod: grace))
+            shutdownGracePeriod: grace), hooks: hooks)
 }
 
 /// An in-memory store holding one run of one `Blocker` job ("b"), and a worker for it (no grace

@@ -2,6 +2,8 @@ import Baton
 import BatonDurable
 import BatonTesting
 import Foundation
+import NIOCore
+import NIOPosix
 import PostgresNIO
 import Testing
 
@@ -169,6 +171,33 @@ struct PostgresConnectionTests {
         }
         let message = text.withLock { $0 }
         #expect(message.localizedCaseInsensitiveContains("certificate"), "\(message)")
+    }
+
+    @Test(
+        "an address where no server listens fails within the connect timeout, not the reconnect deadline, saying where it tried"
+    )
+    func noServer() async throws {
+        // A port nothing listens on: bound and closed again.
+        let socket = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+            .bind(host: "127.0.0.1", port: 0).get()
+        let port = try #require(socket.localAddress?.port)
+        try await socket.close()
+        var configuration = try PostgresStoreConfiguration(
+            url: "postgres://baton@127.0.0.1:\(port)/baton", schema: "t_no_server", environment: [:])
+        configuration.connectTimeout = .seconds(2)
+        configuration.reconnectDeadline = .seconds(600)
+        let text = Protected("")
+        // The deadline fires only if the open keeps retrying for its reconnect deadline (10 minutes).
+        try await withDeadline(.seconds(120), "opening a store on a port where no server listens") {
+            [configuration] in
+            let error = await #expect(throws: DurableError.self) {
+                _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            }
+            text.withLock { $0 = error?.message ?? "" }
+        }
+        let message = text.current
+        #expect(message.contains("cannot connect to 127.0.0.1:\(port)"), "\(message)")
+        #expect(message.contains("is the server running"), "\(message)")
     }
 
     @Test("a Unix-domain socket: host is the socket's directory, as with libpq")

@@ -127,14 +127,11 @@ struct PostgresFaultTests {
     }
 
     @Test(
-        "a claim runs on the wake-up connection; when its reply is lost, the pool claims instead, the lost claim's job is claimed again once its lease expires, and the connection comes back"
+        "a claim whose reply is lost after its commit: the store claims again, and the lost claim's job is claimed again once its lease expires, as attempt 2"
     )
-    func claimOnWakeupConnection() async throws {
-        try await TestPostgres.withStore("wakeclaim") { observer, base in
+    func lostClaimReply() async throws {
+        try await TestPostgres.withStore("lostclaim") { observer, configuration in
             let clock = ManualDurableClock()
-            var configuration = base
-            configuration.applicationName = "baton-wakeclaim-\(UInt32.random(in: 0...UInt32.max))"
-            configuration.fallbackPollInterval = .milliseconds(50)
             let store = try await PostgresJobStore(
                 configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
             defer { store.close() }
@@ -144,49 +141,24 @@ struct PostgresFaultTests {
                     JobSpec(name: "j\(index)", kind: "k", input: Data(), retry: .immediate(maxAttempts: 3)))
             }
             let run = try await observer.submit(graph, uniqueKey: nil)
-            try await Self.eventually("the store listens") { store.isListening }
-            let listening = try await observer.client.query(
-                "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND (query ILIKE 'LISTEN%' OR query = \(PostgresListener.processQuery.sql))"
-            ).collect().map { try $0.decode(Int.self) }
-            // (Its last statement is `LISTEN`, or the look-up of its process that follows it.)
-            try #require(listening.count == 1, "one backend of the store ran LISTEN: \(listening)")
-
             let first = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(10))
             #expect(first.count == 1)
-            let lastQuery = try await observer.client.query(
-                "SELECT query FROM pg_stat_activity WHERE pid = \(listening[0])"
-            ).collect().first?.decode(String.self)
-            #expect(
-                lastQuery?.contains("WITH candidates AS") == true,
-                "the claim did not run on the wake-up connection; its last statement: \(lastQuery ?? "none")")
-
-            // The claim on the wake-up connection commits and its reply is lost: the pool claims the next job.
-            store.faults.loseReply(of: "claim on the wake-up connection")
+            // The claim commits and its reply is lost: the store's retry claims the next job.
+            store.faults.loseReply(of: "claim")
             let second = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(10))
             #expect(second.count == 1)
-            // The wake-up connection was closed (its state unknown after the lost reply) and comes back.
-            // Checked before the store's next claim, which may run on the new connection (and replace the
-            // `LISTEN` and process look-up that identify it here).
-            try await Self.eventually("the store listens on a new connection") {
-                let now = try await observer.client.query(
-                    "SELECT pid FROM pg_stat_activity WHERE application_name = \(configuration.applicationName) AND (query ILIKE 'LISTEN%' OR query = \(PostgresListener.processQuery.sql))"
-                ).collect().map { try $0.decode(Int.self) }
-                return store.isListening && now.count == 1 && now != listening
-            }
             let jobs = try await observer.snapshot(of: run.run).jobs
             let running = jobs.filter { $0.state == .running }
             #expect(running.count == 3, "the lost claim holds the third job: \(jobs.map(\.state))")
-            let lost = running.first { record in
-                !(first + second).contains { $0.job == record.id }
-            }
-            try #require(lost != nil)
+            let lost = try #require(running.first { record in !(first + second).contains { $0.job == record.id } })
 
-            // The lost claim's job is claimed again once its lease has expired (the others are renewed).
+            // The lost claim's job is claimed again once its lease has expired (the others are renewed),
+            // with an attempt number of its own.
             let renewed = try await store.renew((first + second).map(\.lease), worker: "w", lease: .seconds(60))
             #expect(renewed.count == 2)
             clock.advance(by: .seconds(11))
             let again = try await store.claim(worker: "w", kinds: ["k"], limit: 3, lease: .seconds(10))
-            #expect(again.map(\.job) == [lost!.id])
+            #expect(again.map(\.job) == [lost.id])
             #expect(again.map(\.attempt) == [2])
         }
     }

@@ -97,7 +97,7 @@ struct PostgresRetryTests {
         }
     }
 
-    @Test("claims commit without waiting for the flush but hand out distinct random tokens")
+    @Test("claims hand out distinct random tokens")
     func claimTokens() async throws {
         try await TestPostgres.withStore("tokens") { store, _ in
             var graph = GraphSpec(name: "many")

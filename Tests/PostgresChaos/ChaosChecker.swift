@@ -89,6 +89,21 @@ struct ChaosChecker {
                 JOIN jobs d ON d.id = e.dependency WHERE d.finished IS NULL OR a.started < d.finished ORDER BY 1 LIMIT 5
                 """)
         }
+        // Each claim has an attempt number of its own: a claim lost in a server crash, or rolled back by
+        // a connection cut after its rows were sent, must not have let its job start under a number that
+        // the next claim hands out again.
+        let reused = try await int(
+            """
+            SELECT count(*)::int FROM (SELECT job, attempt FROM chaos_attempts GROUP BY job, attempt
+                HAVING count(DISTINCT token) > 1) r
+            """)
+        if reused != 0 {
+            failures.append("\(reused) attempt numbers were started under two different claims")
+            try await explain(
+                """
+                SELECT job FROM chaos_attempts GROUP BY job, attempt HAVING count(DISTINCT token) > 1 ORDER BY 1 LIMIT 5
+                """)
+        }
 
         // Attempts: those of killed processes end at the kill.
         var kills: [Int: Double] = [:]

@@ -8,12 +8,11 @@ import Logging
 /// failure on the attempts its input names), renews its leases every third of a lease, reports the
 /// outcome with its lease token, and logs every attempt in the side log.
 ///
-/// Like a `DurableWorker`, it offers its free room to its store when a claim leaves some
-/// (`parkClaim`). Before reporting a successful attempt of every eighth job of the harness's graph, it
-/// submits a one-job side run through its own store (unique key per job, so a second attempt finds the
-/// first's run), whose job the store hands over to this worker when it is idle: the hand-over meets
-/// the kills and the server restart too. Side runs are logged once submitted; the checker finds each
-/// one, and each of their jobs succeeded once.
+/// Like a `DurableWorker`, it measures its leases on its own clock from the moment it asked for them
+/// (the server's clock decides them). Before reporting a successful attempt of every eighth job of the
+/// harness's graph, it submits a one-job side run through its own store (unique key per job, so a
+/// second attempt finds the first's run): submissions meet the kills and the server restart too. Side
+/// runs are logged once submitted; the checker finds each one, and each of their jobs succeeded once.
 struct ChaosWorker {
     let url: String
     let schema: String
@@ -60,14 +59,15 @@ struct ChaosWorker {
                 let current = held.withLock { $0 }
                 guard !current.isEmpty else { continue }
                 let leases = Array(current.keys)
+                let asked = Date()
                 guard let statuses = try? await store.renew(leases, worker: id, lease: lease) else { continue }
-                for (lease, status) in zip(leases, statuses) {
+                for (renewed, status) in zip(leases, statuses) {
                     switch status {
-                    case .renewed(let until), .cancelRequested(_, let until):
-                        expiries.withLock { $0[lease] = until }
+                    case .renewed, .cancelRequested:
+                        expiries.withLock { $0[renewed] = asked.addingTimeInterval(lease.seconds) }
                     case .lost:
                         // The lease is gone: stop the attempt (its completion would be rejected anyway).
-                        held.withLock { $0.removeValue(forKey: lease) }?.cancel()
+                        held.withLock { $0.removeValue(forKey: renewed) }?.cancel()
                     }
                 }
             }
@@ -82,6 +82,7 @@ struct ChaosWorker {
             let room = concurrency - inflight.withLock { $0 }
             guard room > 0 else { continue }
             let claimed: [ClaimedJob]
+            let asked = Date()
             do {
                 claimed = try await store.claim(worker: id, kinds: ["chaos.work"], limit: room, lease: lease)
             } catch {
@@ -89,12 +90,9 @@ struct ChaosWorker {
                 continue
             }
             if !claimed.isEmpty { signal.yield() }  // There may be more.
-            if claimed.count < room {
-                store.parkClaim(worker: id, kinds: ["chaos.work"], limit: room - claimed.count, lease: lease)
-            }
             for job in claimed {
                 inflight.withLock { $0 += 1 }
-                expiries.withLock { $0[job.lease] = job.leaseExpires }
+                expiries.withLock { $0[job.lease] = asked.addingTimeInterval(lease.seconds) }
                 let task = Task {
                     defer {
                         held.withLock { _ = $0.removeValue(forKey: job.lease) }

@@ -147,16 +147,22 @@ public enum DurableCoding {
         do {
             return try decoder.decode(type, from: data)
         } catch {
+            let notJSON = (try? JSONSerialization.jsonObject(with: data, options: .fragmentsAllowed)) == nil
+            let advice =
+                notJSON
+                ? "It was not stored as JSON: give durable jobs their inputs through JobGraph (or JSON-encode a JobSpec's input)."
+                : "It was written by a different version of the job's type; give renamed or new fields defaults, or resubmit the graph."
             throw DurableError(
                 code: .decoding, jobs: [job],
                 message:
-                    "the stored \(what) of job '\(job)' (kind '\(kind)') does not decode as \(Value.self): \(describe(error)). It was written by a different version of the job's type; give renamed or new fields defaults, or resubmit the graph.",
+                    "the stored \(what) of job '\(job)' (kind '\(kind)') does not decode as \(Value.self): \(notJSON ? "the bytes are not valid JSON" : describe(error)). \(advice)",
                 underlying: error)
         }
     }
 
+    /// What did not match, as a phrase without a final period.
     static func describe(_ error: any Error) -> String {
-        guard let error = error as? DecodingError else { return "\(error)" }
+        guard let error = error as? DecodingError else { return trimmed("\(error)") }
         func path(_ context: DecodingError.Context) -> String {
             let keys = context.codingPath.map { $0.intValue.map { "[\($0)]" } ?? $0.stringValue }
             return keys.isEmpty ? "the top level" : "'" + keys.joined(separator: ".") + "'"
@@ -164,10 +170,33 @@ public enum DurableCoding {
         switch error {
         case .keyNotFound(let key, let context):
             return "field '\(key.stringValue)' is missing at \(path(context))"
-        case .typeMismatch(let type, let context): return "\(path(context)) is not a \(type)"
-        case .valueNotFound(let type, let context): return "\(path(context)) has no \(type) value"
-        case .dataCorrupted(let context): return "\(path(context)): \(context.debugDescription)"
-        @unknown default: return "\(error)"
+        case .typeMismatch(let type, let context): return "\(path(context)) is not \(expected(type))"
+        case .valueNotFound(let type, let context): return "\(path(context)) is null, not \(expected(type))"
+        case .dataCorrupted(let context): return "\(path(context)): \(trimmed(context.debugDescription))"
+        @unknown default: return trimmed("\(error)")
         }
+    }
+
+    /// What a value of `type` looks like in JSON, for messages: "a number", "a string", "an array" ….
+    static func expected(_ type: Any.Type) -> String {
+        let name = "\(type)"
+        switch name {
+        case "Int", "Int8", "Int16", "Int32", "Int64", "UInt", "UInt8", "UInt16", "UInt32", "UInt64":
+            return "a whole number"
+        case "Double", "Float", "Decimal": return "a number"
+        case "String": return "a string"
+        case "Bool": return "true or false"
+        default:
+            if name.hasPrefix("Array<") { return "an array" }
+            if name.hasPrefix("Dictionary<") { return "an object" }
+            return "a value of type \(name)"
+        }
+    }
+
+    /// `text` without a trailing period (the message adds its own).
+    static func trimmed(_ text: String) -> String {
+        var text = text
+        while text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 }

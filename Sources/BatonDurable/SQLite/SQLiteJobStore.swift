@@ -48,6 +48,9 @@ public final class SQLiteJobStore: JobStore {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
+        // A file of a newer version is refused before anything opens it for writing (a pool would set
+        // up its write-ahead log, and write, first).
+        try Self.refuseNewerSchema(at: path)
         let pool: DatabasePool
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
@@ -55,6 +58,33 @@ public final class SQLiteJobStore: JobStore {
             throw Self.storeError(error, location: path, doing: "open")
         }
         try self.init(writer: pool, clock: clock, busyTimeout: busyTimeout, description: path)
+    }
+
+    /// Throws ``DurableError/Code/newerSchema`` when the file at `path` holds a store of a newer
+    /// version, read through a read-only connection. Anything else (no file, not a database, a file it
+    /// cannot read) is left to the normal opening, which reports it.
+    static func refuseNewerSchema(at path: String) throws {
+        guard FileManager.default.fileExists(atPath: path) else { return }
+        var configuration = Configuration()
+        configuration.readonly = true
+        let version: Int?
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            version = try queue.read { db -> Int? in
+                guard try db.tableExists("baton_durable_meta") else { return nil }
+                return try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
+            }
+        } catch {
+            return
+        }
+        if let version, version > schemaVersion {
+            throw DurableError(
+                code: .newerSchema,
+                message:
+                    "the job store at '\(path)' has schema version \(version), written by a newer BatonDurable (this one knows version \(schemaVersion)). Upgrade this program; the store was not changed."
+            )
+        }
     }
 
     /// A store in memory, for tests and previews: gone when the value is released.
@@ -190,29 +220,5 @@ public final class SQLiteJobStore: JobStore {
             outcomeHub.wake()
         }
         return result
-    }
-}
-
-/// The in-process wake-up broadcaster: each stream gets at most one buffered wake-up.
-final class WakeupHub: Sendable {
-    private let continuations = Protected([UInt64: AsyncStream<Void>.Continuation]())
-    private let counter = Protected<UInt64>(0)
-
-    func stream() -> AsyncStream<Void> {
-        let (stream, continuation) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        let id = counter.withLock { value -> UInt64 in
-            value += 1
-            return value
-        }
-        continuations.withLock { $0[id] = continuation }
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.continuations.withLock { $0.removeValue(forKey: id) }
-        }
-        return stream
-    }
-
-    func wake() {
-        let all = continuations.withLock { Array($0.values) }
-        for continuation in all { continuation.yield() }
     }
 }

@@ -56,6 +56,11 @@ public struct JobExplanation: Hashable, Codable, Sendable, CustomStringConvertib
 public struct RunExplanation: Hashable, Codable, Sendable, CustomStringConvertible {
     public var run: RunRecord
     public var jobs: [JobExplanation]
+    /// The clock that decides leases, retries and `notBefore` — the one the times above are on
+    /// ("this process's clock" for SQLite, "the database server's clock" for PostgreSQL) — and its time
+    /// when the run was read.
+    public var clock: String = "this process's clock"
+    public var now: Date? = nil
 
     /// The job named `name`, if it is in the run.
     public subscript(name: String) -> JobExplanation? { jobs.first { $0.name == name } }
@@ -67,6 +72,9 @@ public struct RunExplanation: Hashable, Codable, Sendable, CustomStringConvertib
         let summary = DurableJobState.allCases.compactMap { state in counts[state].map { "\($0) \(state)" } }
         var lines = ["run \(run.id.rawValue) '\(run.name)': " + summary.joined(separator: ", ")]
         lines += jobs.map { "  " + $0.description }
+        if let now {
+            lines.append("  (times are on \(clock), which decides leases and retries; now \(now.formatted(.iso8601)))")
+        }
         return lines.joined(separator: "\n")
     }
 }
@@ -115,7 +123,7 @@ extension RunSnapshot {
                 id: job.id, name: job.name, kind: job.kind, state: job.state, attempts: job.attempts,
                 maxAttempts: job.retry.maxAttempts, lastError: job.lastError, waitingFor: reasons)
         }
-        return RunExplanation(run: run, jobs: explained)
+        return RunExplanation(run: run, jobs: explained, clock: clock, now: now)
     }
 }
 

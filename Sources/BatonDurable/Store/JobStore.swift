@@ -113,20 +113,6 @@ public protocol JobStore: Sendable {
     /// Each call returns a new stream; it ends when the caller stops iterating.
     func wakeups() -> AsyncStream<Void>
 
-    /// Says that `worker` has room for `limit` more jobs of `kinds` and will call
-    /// ``claim(worker:kinds:limit:lease:)`` as soon as ``wakeups()`` yields. The store may claim jobs
-    /// for it ahead of that call — at most `limit`, under leases of `lease` — and return them from it.
-    /// A limit of 0 withdraws the offer; so does every claim of the worker. The default does nothing
-    /// (the store claims nothing ahead). `DurableWorker` offers its room whenever it goes idle.
-    func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration)
-
-    /// Withdraws `worker`'s offer (``parkClaim(worker:kinds:limit:lease:)``) for good and gives back
-    /// the jobs claimed ahead for it and not yet returned, and those still on their way, so that other
-    /// workers take them at once: the worker will not claim again (it is shutting down).
-    /// ``unregister(worker:)`` does the same. Never throws: what cannot be given back is claimed again
-    /// when its lease expires. The default does nothing.
-    func withdrawClaim(worker: String) async
-
     /// Whether the store was closed, so that every call fails from now on: a `DurableWorker` then stops
     /// and its `run` throws, rather than retrying for ever. The default is `false`.
     var isClosed: Bool { get }
@@ -222,12 +208,6 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
 }
 
 extension JobStore {
-    /// Claims nothing ahead.
-    public func parkClaim(worker: String, kinds: [String], limit: Int, lease: Duration) {}
-
-    /// Nothing was claimed ahead.
-    public func withdrawClaim(worker: String) async {}
-
     /// Never closed.
     public var isClosed: Bool { false }
 

@@ -106,14 +106,20 @@ public struct RunSnapshot: Hashable, Codable, Sendable {
     public var holders: [CategoryHolder]
     /// Workers whose registration has not lapsed.
     public var workers: [WorkerRecord]
-    /// The store's time when it was read.
+    /// The store's time when it was read, on the clock that decides leases and retries (``clock``).
     public var now: Date
+    /// Which clock that is, for people: "this process's clock" (SQLite) or "the database server's clock".
+    public var clock: String
 
-    public init(run: RunRecord, jobs: [JobRecord], holders: [CategoryHolder], workers: [WorkerRecord], now: Date) {
+    public init(
+        run: RunRecord, jobs: [JobRecord], holders: [CategoryHolder], workers: [WorkerRecord], now: Date,
+        clock: String = "this process's clock"
+    ) {
         self.run = run
         self.jobs = jobs
         self.holders = holders
         self.workers = workers
         self.now = now
+        self.clock = clock
     }
 }

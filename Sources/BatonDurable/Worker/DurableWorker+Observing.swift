@@ -93,13 +93,3 @@ extension DurableWorker {
         }
     }
 }
-
-extension CancelCause {
-    /// The instruments were told that the attempt lost its lease.
-    var isLeaseLost: Bool {
-        switch self {
-        case .leaseLost, .leaseRunningOut: true
-        case .requested, .shutdown: false
-        }
-    }
-}

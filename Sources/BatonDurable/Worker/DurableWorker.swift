@@ -28,16 +28,22 @@ public import Tracing
 /// **Timing** (defaults): leases of 8 s renewed every 2 s, so a worker that dies leaves its jobs for at
 /// most 8 s, and another worker — which wakes up when the earliest lease ends, or at least every
 /// ``Configuration/pollInterval`` (1 s) — claims them again within about 9 s (attempt + 1). Within one
-/// process, new work wakes workers at once; across processes sharing a SQLite file, within the
-/// polling interval. An idle worker offers its free room to its store
-/// (``JobStore/parkClaim(worker:kinds:limit:lease:)``): a store that supports it (PostgreSQL) claims
-/// jobs for the worker as it stores them — its own submissions' and, through a notification, other
-/// processes' — and the worker starts them without a claiming round trip.
+/// process, new work wakes workers at once; across processes sharing a SQLite file, within the polling
+/// interval; on PostgreSQL, at once through `LISTEN/NOTIFY`. A wake-up only wakes: the worker then
+/// claims, never more than its free room. Which clock decides a lease is the store's (PostgreSQL: the
+/// server's); the worker measures its own leases from the moment it asked, on its own clock, so a
+/// clock set differently on the worker's machine changes nothing.
 ///
-/// **Shutdown**: cancelling the task that runs ``run()`` (or a graceful shutdown of the
-/// `ServiceGroup` it runs in, or ``shutdown()``) stops claiming, lets running jobs finish for up to
-/// ``Configuration/shutdownGracePeriod``, then cancels the rest and gives their leases back to the
-/// store, unattempted, so other workers take them at once.
+/// **Structure**: one task owns the worker's state and reacts to events — a job ended, the store
+/// answered a claim, a report or a renewal, a wake-up, a timer, a shutdown — in order; every store call
+/// runs as a child task of one task group. Nothing else changes the state, so it needs no lock.
+///
+/// **Shutdown**: a graceful shutdown of the `ServiceGroup` the worker runs in, or ``shutdown()``,
+/// stops claiming, lets running jobs finish for up to ``Configuration/shutdownGracePeriod``, then
+/// cancels the rest and gives their leases back to the store, unattempted, so other workers take them
+/// at once. Cancelling the task that runs ``run()`` is the hard stop: the same without the grace
+/// period, and reports that the store does not take at once are dropped (their jobs run again once
+/// their leases end).
 ///
 /// ## Thread safety
 /// All methods may be called from any task; run one `run` at a time per worker.
@@ -138,22 +144,28 @@ public final class DurableWorker: Service, Sendable {
     /// The trace contexts of runs, by run (see `traceCarriers(for:)`).
     let carriers = Protected([DurableRunID: [String: String]]())
     let kinds: [String]
-    let state = Protected(WorkerState())
-    /// A `run()` or `run(until:)` is under way.
-    let isRunning = Protected(false)
-    /// Raised when the claim loop may have something to do (a slot freed, new work, shutdown).
-    let claimSignal = WakeSignal()
-    /// Raised when there are reports to send.
-    let reportSignal = WakeSignal()
-    /// Raised to renew leases now (tests, cancellation).
-    let renewSignal = WakeSignal()
-    /// Raised when attempts start, for the lease watch (``leaseWatchLoop()``).
-    let leaseWatchSignal = WakeSignal()
+    /// How `shutdown()` reaches the running worker's owner (see ``WorkerControl``).
+    let control = Protected(WorkerControl())
+    /// What tests watch.
+    let hooks: Hooks
+
+    /// Calls for tests to watch the worker.
+    struct Hooks: Sendable {
+        /// A shutdown began (no claim is made from now on).
+        var shutdownBegan: (@Sendable () -> Void)?
+    }
 
     /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice;
     ///   (``DurableError/Code/invalidConfiguration``) when the configuration cannot work.
-    public init(store: any JobStore, jobs: [any DurableJob], configuration: Configuration = Configuration()) throws {
+    public convenience init(
+        store: any JobStore, jobs: [any DurableJob], configuration: Configuration = Configuration()
+    ) throws {
+        try self.init(store: store, jobs: jobs, configuration: configuration, hooks: Hooks())
+    }
+
+    init(store: any JobStore, jobs: [any DurableJob], configuration: Configuration, hooks: Hooks) throws {
         try configuration.validate()
+        self.hooks = hooks
         var runners: [String: JobRunner] = [:]
         for job in jobs {
             let runner = JobRunner(job)
@@ -222,22 +234,40 @@ public final class DurableWorker: Service, Sendable {
     }
 
     /// Begins a graceful shutdown: no new claims; running jobs get ``Configuration/shutdownGracePeriod``.
-    public func shutdown() { shutdown(now: false) }
+    /// Called before a run begins, it is obeyed by the next one, which returns at once.
+    public func shutdown() { shutdown(at: .now + configuration.shutdownGracePeriod) }
 
-    func shutdown(now immediately: Bool) {
-        let deadline = ContinuousClock.now + (immediately ? .zero : configuration.shutdownGracePeriod)
-        state.withLock { state in
-            if state.shutdownDeadline.map({ deadline < $0 }) ?? true { state.shutdownDeadline = deadline }
+    func shutdown(at deadline: ContinuousClock.Instant) {
+        let input = control.withLock { control -> AsyncStream<WorkerEvent>.Continuation? in
+            if control.input == nil {
+                control.pendingShutdown = min(control.pendingShutdown ?? deadline, deadline)
+            }
+            return control.input
         }
-        claimSignal.raise()
+        input?.yield(.shutdown(deadline))
+    }
+
+    /// Whether a run is under way and takes events (tests).
+    var isTakingEvents: Bool { control.withLock { $0.input != nil } }
+
+    /// Tests: renews the held leases now (what the owner does every renew interval) and returns once
+    /// that renewal has been handled. Does nothing when the worker is not running.
+    func renewLeases() async {
+        guard let input = control.withLock({ $0.input }) else { return }
+        await withCheckedContinuation { input.yield(.renewNow($0)) }
+    }
+
+    /// Tests: runs the lease watch now; returns when it would next stop an attempt (store clock).
+    func checkLeases() async -> Date? {
+        guard let input = control.withLock({ $0.input }) else { return nil }
+        return await withCheckedContinuation { input.yield(.checkLeases($0)) }
     }
 
     func work(until run: DurableRunID?) async throws {
-        // One run at a time: two would share the worker's signals and state (each loop's wake-ups taken
-        // by the other's, one call never returning; the first to end wiping the other's attempts).
-        let alreadyRunning = isRunning.withLock { running in
-            defer { running = true }
-            return running
+        // One run at a time: two would share the worker's queue and registration.
+        let alreadyRunning = control.withLock { control in
+            defer { control.running = true }
+            return control.running
         }
         if alreadyRunning {
             throw DurableError(
@@ -246,30 +276,33 @@ public final class DurableWorker: Service, Sendable {
                     "DurableWorker '\(configuration.id)' is already running: run() and run(until:) run one at a time on a worker. Await the first, or make another DurableWorker (with its own id) to run beside it."
             )
         }
-        defer { isRunning.withLock { $0 = false } }
+        defer { control.withLock { $0.running = false } }
         if let run { _ = try await store.record(of: run) }  // an unknown run: fail now, not wait forever
-        // Starts the next run() afresh — keeping a shutdown() called before this one began, which it obeys.
-        defer {
-            let old = state.withLock { state -> WorkerState in
-                defer { state = WorkerState() }
-                return state
-            }
-            _ = old  // released outside the lock
-        }
         try await registerSelf()
-        // The loops run in a task of their own, which the caller's cancellation does not reach: it
-        // becomes an immediate shutdown instead, so that leases are still given back and reports sent.
-        let loops = Task { await self.loops(until: run) }
-        await withGracefulShutdownHandler {
+        let (events, input) = AsyncStream<WorkerEvent>.makeStream()
+        let pending = control.withLock { control -> ContinuousClock.Instant? in
+            control.input = input
+            defer { control.pendingShutdown = nil }
+            return control.pendingShutdown
+        }
+        if let pending { input.yield(.shutdown(pending)) }
+        // The owner runs in a task of its own, awaited here, so that cancelling `run` does not cancel the
+        // calls that give leases back: the cancellation becomes a hard stop (running jobs cancelled and
+        // given back at once) that the owner carries out. A graceful shutdown of the service group is a
+        // shutdown with the grace period.
+        let owner = Task { await self.own(events, input: input, until: run) }
+        let storeClosed = await withGracefulShutdownHandler {
             await withTaskCancellationHandler {
-                await loops.value
+                await owner.value
             } onCancel: {
-                self.shutdown(now: true)
+                input.yield(.hardStop)
             }
         } onGracefulShutdown: {
             self.shutdown()
         }
-        if let (error, dropped) = state.withLock({ $0.storeClosed }) {
+        control.withLock { $0.input = nil }
+        input.finish()
+        if let (error, dropped) = storeClosed {
             throw DurableError(
                 code: .storeFailure,
                 message:
@@ -281,24 +314,27 @@ public final class DurableWorker: Service, Sendable {
         }
     }
 
-    private func loops(until run: DurableRunID?) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.forwardWakeups() }
-            group.addTask { await self.renewLoop() }
-            group.addTask { await self.leaseWatchLoop() }
-            group.addTask { await self.reportLoop() }
-            await self.claimLoop(until: run)
+    /// The owner task: reacts to events until the worker has stopped, then unregisters it. Returns what
+    /// the store's closing dropped, if it was closed under the worker.
+    private func own(
+        _ events: AsyncStream<WorkerEvent>, input: AsyncStream<WorkerEvent>.Continuation, until run: DurableRunID?
+    ) async -> (error: String, dropped: Int)? {
+        let storeClosed = await withDiscardingTaskGroup { group in
+            let store = store
+            group.addTask {
+                for await _ in store.wakeups() { input.yield(.wake) }
+            }
+            var owner = WorkerOwner(worker: self, input: input, until: run)
+            await owner.run(events, group: &group)
             group.cancelAll()
+            return owner.storeClosed
         }
         try? await store.unregister(worker: configuration.id)
+        return storeClosed
     }
 
     private func registerSelf() async throws {
         let expires = store.clock.now().adding(configuration.leaseDuration)
         try await store.register(WorkerRecord(id: configuration.id, kinds: kinds, expires: expires))
-    }
-
-    private func forwardWakeups() async {
-        for await _ in store.wakeups() { claimSignal.raise() }
     }
 }

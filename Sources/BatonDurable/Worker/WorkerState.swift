@@ -2,26 +2,87 @@ import Baton
 import Foundation
 import Tracing
 
+/// Something the worker's owner task reacts to (``DurableWorker``'s `own(_:until:)`). Every change of
+/// the worker's state is one of these, handled by that one task, in the order they arrive: the store's
+/// answers come back as events from the child tasks that asked, jobs report their end through an
+/// observer, and ``DurableWorker/shutdown()`` and a cancelled `run` send one.
+enum WorkerEvent: Sendable {
+    /// The store says work may have become claimable.
+    case wake
+    /// A timer the owner armed fired (its number: only the latest counts as "armed").
+    case tick(UInt64)
+    /// Stop claiming; cancel what still runs at this instant (a graceful shutdown, or now).
+    case shutdown(ContinuousClock.Instant)
+    /// `run` was cancelled: stop at once, giving back what runs.
+    case hardStop
+    /// An attempt's Baton job finished, with the encoded output of a success.
+    case ended(Lease, JobOutcome, Data?)
+    case claimed(ClaimRound)
+    case reported(ReportRound)
+    case renewed(RenewRound)
+    /// Tests: renew now, and resume once a renewal started after this request has been handled.
+    case renewNow(CheckedContinuation<Void, Never>)
+    /// Tests: run the lease watch now and answer when it would next stop an attempt (store clock).
+    case checkLeases(CheckedContinuation<Date?, Never>)
+}
+
+/// The answer to a claim the owner asked for.
+struct ClaimRound: Sendable {
+    var limit: Int
+    /// The store clock's time just before the call: leases count from here (``ActiveAttempt/leaseEnds``).
+    var askedAt: Date
+    var result: Result<[ClaimedJob], any Error>
+    var carriers: [DurableRunID: [String: String]] = [:]
+    /// The run that `run(until:)` waits for has finished (or is gone); asked only when nothing was claimed.
+    var runFinished = false
+    /// The earliest time more work may become due without a wake-up; asked when the claim had room left.
+    var due: Date? = nil
+}
+
+/// The answer to a report of ended attempts, sent with a claim of the room they leave.
+struct ReportRound: Sendable {
+    var batch: [PendingReport]
+    var claimLimit: Int
+    var askedAt: Date
+    var result: Result<(results: [FinishResult], claimed: [ClaimedJob]), any Error>
+    /// Why giving the released leases back failed (they are sent again); nil when it went through.
+    var releaseError: (any Error)? = nil
+    var carriers: [DurableRunID: [String: String]] = [:]
+}
+
+/// The answer to a renewal of held leases.
+struct RenewRound: Sendable {
+    var leases: [Lease]
+    var askedAt: Date
+    var result: Result<[LeaseStatus], any Error>
+}
+
 /// Why the worker cancelled a running attempt, which decides what it tells the store.
 enum CancelCause: Sendable {
     /// The store asked (the job or its run was cancelled): report it cancelled.
     case requested(String)
     /// The lease is gone: report nothing (it would be rejected).
     case leaseLost
-    /// No renewal reached the store and the lease is about to end (``DurableWorker/leaseWatchLoop()``):
-    /// report the attempt failed, to be retried — rejected if the lease has ended meanwhile, and
-    /// otherwise the job and its category slots are free at once, not when the lease runs out.
+    /// No renewal reached the store and the lease is about to end: report the attempt failed, to be
+    /// retried — rejected if the lease has ended meanwhile, and otherwise the job and its category
+    /// slots are free at once, not when the lease runs out.
     case leaseRunningOut
     /// Shutdown after the grace period: give the lease back.
     case shutdown
+
+    /// The instruments were told that the attempt lost its lease.
+    var isLeaseLost: Bool {
+        switch self {
+        case .leaseLost, .leaseRunningOut: true
+        case .requested, .shutdown: false
+        }
+    }
 }
 
-/// What the report loop sends.
+/// What the owner sends for an ended attempt.
 enum PendingReport: Sendable {
     case report(AttemptReport)
     case release(Lease)
-
-    var job: DurableJobID { lease.job }
 
     var lease: Lease {
         switch self {
@@ -31,42 +92,30 @@ enum PendingReport: Sendable {
     }
 }
 
-/// A claimed job the worker holds.
+/// A claimed job the worker holds: from its claim until its report is stored (so its lease is renewed
+/// and its slot counted until then).
 struct ActiveAttempt: Sendable {
     let claimed: ClaimedJob
     let job: AsyncJob
     var cause: CancelCause?
-    var leaseExpires: Date
-    /// The attempt's job has ended and its report (or release) waits to be sent: there is nothing left
-    /// to stop when its lease runs out.
+    /// When the lease ends as far as this worker can tell, on the store's clock *as this process reads
+    /// it*: the time just before the claim or the last renewal that answered, plus the lease. A store
+    /// judges leases by its own clock (PostgreSQL: the server's), which may be set differently; times
+    /// taken on one clock and compared on it are right whatever the offset.
+    var leaseEnds: Date
+    /// The job has ended and its report (or release) waits to be sent: nothing is left to stop.
     var ended = false
-    /// The attempt's span, when the worker traces.
+    /// The attempt's span, when the worker traces, and the context its job runs in.
     var span: (any Span)? = nil
+    var context: ServiceContext? = nil
 }
 
-/// The worker's state, behind its lock.
-struct WorkerState: Sendable {
-    /// Claimed and not yet reported (a job stays here until its report is sent, so its lease is renewed
-    /// and its slot counted until then).
-    /// By lease, not by job: an attempt that ended here may still be listed when this worker claims
-    /// the job again (a retry), and the two must not be confused.
-    var active: [Lease: ActiveAttempt] = [:]
-    var reports: [PendingReport] = []
-    var shutdownDeadline: ContinuousClock.Instant?
-    var cancelledForShutdown = false
-    /// When this worker last pruned finished runs (store clock).
-    var lastPrune: Date?
-    /// Slots of `maxConcurrentJobs` promised to a claim under way (the claim loop's, or the report
-    /// loop's claim in the same transaction as its reports), so two claims never take the same room.
-    var reserved = 0
-    /// How many reservations were made: the claim loop offers its room to the store
-    /// (`JobStore.parkClaim`) and checks that no reservation came in between.
-    var reservations: UInt64 = 0
-    /// The claim loop found no room because of a reservation: the reservation's holder wakes it after.
-    var claimWanted = false
-    /// The store was closed under the worker (``JobStore/isClosed``): the error that showed it, and how
-    /// many reports and releases could not be sent. `run` throws once the worker has stopped.
-    var storeClosed: (error: String, dropped: Int)?
+/// `shutdown()` and a cancelled `run` reach the owner through this, behind one lock: the owner's input
+/// while a run is under way, or a shutdown asked for before a run began, which the next one obeys.
+struct WorkerControl {
+    var input: AsyncStream<WorkerEvent>.Continuation?
+    var running = false
+    var pendingShutdown: ContinuousClock.Instant?
 }
 
 /// The reason a worker gives a Baton job it cancels.

@@ -1,0 +1,112 @@
+import Foundation
+import Logging
+
+// The store calls of a running worker. Each runs as a child task of the run's task group and returns
+// what it learned as one event for the owner (WorkerOwner); none of them touches the owner's state.
+
+extension DurableWorker {
+    /// Claims up to `limit` jobs. When that leaves room, also reads when more work may become due, and
+    /// — for `run(until:)` with nothing claimed — whether its run has finished.
+    func claimRound(_ limit: Int, until run: DurableRunID?) async -> ClaimRound {
+        let askedAt = store.clock.now()
+        do {
+            let jobs = try await store.claim(
+                worker: configuration.id, kinds: kinds, limit: limit, lease: configuration.leaseDuration)
+            var round = ClaimRound(
+                limit: limit, askedAt: askedAt, result: .success(jobs), carriers: await traceCarriers(for: jobs))
+            if jobs.count < limit {
+                if jobs.isEmpty, let run { round.runFinished = await isFinished(run) }
+                round.due = try? await store.nextDueDate(kinds: kinds)
+            }
+            return round
+        } catch {
+            return ClaimRound(limit: limit, askedAt: askedAt, result: .failure(error))
+        }
+    }
+
+    /// Reports ended attempts and claims the room they leave in the same call (one transaction on the
+    /// SQLite store); then gives back the released leases, apart, so that the claimed jobs start
+    /// whatever becomes of the release.
+    func sendReports(_ batch: [PendingReport], thenClaim limit: Int) async -> ReportRound {
+        let askedAt = store.clock.now()
+        var reports: [AttemptReport] = []
+        var releases: [Lease] = []
+        for item in batch {
+            switch item {
+            case .report(let report): reports.append(report)
+            case .release(let lease): releases.append(lease)
+            }
+        }
+        var round: ReportRound
+        do {
+            let answer = try await store.finish(
+                reports, thenClaim: limit, worker: configuration.id, kinds: kinds, lease: configuration.leaseDuration)
+            round = ReportRound(batch: batch, claimLimit: limit, askedAt: askedAt, result: .success(answer))
+        } catch {
+            return ReportRound(batch: batch, claimLimit: limit, askedAt: askedAt, result: .failure(error))
+        }
+        if !releases.isEmpty {
+            do { try await store.release(releases) } catch { round.releaseError = error }
+        }
+        if case .success(let answer) = round.result { round.carriers = await traceCarriers(for: answer.claimed) }
+        return round
+    }
+
+    /// Refreshes the worker's registration and renews `leases`; then prunes runs finished before
+    /// `prune`, if given (after the leases: a long prune must not make them late).
+    func renewRound(_ leases: [Lease], prune: Date?) async -> RenewRound {
+        let askedAt = store.clock.now()
+        try? await store.register(
+            WorkerRecord(id: configuration.id, kinds: kinds, expires: askedAt.adding(configuration.leaseDuration)))
+        let result: Result<[LeaseStatus], any Error>
+        if leases.isEmpty {
+            result = .success([])
+        } else {
+            do {
+                result = .success(
+                    try await store.renew(leases, worker: configuration.id, lease: configuration.leaseDuration))
+            } catch {
+                result = .failure(error)
+            }
+        }
+        if let prune {
+            do {
+                let pruned = try await store.prune(finishedBefore: prune)
+                if pruned > 0 { configuration.logger.info("pruned \(pruned) finished runs") }
+            } catch {
+                configuration.logger.warning("pruning finished runs failed: \(error)")
+            }
+        }
+        return RenewRound(leases: leases, askedAt: askedAt, result: result)
+    }
+
+    /// Whether `run` has finished — or is gone (pruned, by this worker's retention or another's): it
+    /// finished before. A failure to read it says nothing (the next claim looks again).
+    func isFinished(_ run: DurableRunID) async -> Bool {
+        do {
+            return try await store.record(of: run).finished != nil
+        } catch let error as DurableError where error.code == .unknownRun {
+            return true
+        } catch {
+            return false
+        }
+    }
+
+    /// Logs a warning when jobs of `run` wait for kinds that no live worker has registered.
+    func warnOfMissingWorkers(_ run: DurableRunID) async {
+        guard let explanation = try? await store.explain(run: run) else { return }
+        var jobsByKind: [String: [String]] = [:]
+        for job in explanation.jobs {
+            for case .noWorker(let kind) in job.waitingFor { jobsByKind[kind, default: []].append(job.name) }
+        }
+        guard !jobsByKind.isEmpty else { return }
+        let described = jobsByKind.keys.sorted().map { kind in
+            let names = jobsByKind[kind]!
+            let more = names.count > 3 ? " and \(names.count - 3) more" : ""
+            return "'\(kind)' (\(names.prefix(3).map { "'\($0)'" }.joined(separator: ", "))\(more))"
+        }
+        configuration.logger.warning(
+            "worker '\(configuration.id)' waits for \(run), whose jobs of kinds \(described.joined(separator: ", ")) no live worker has registered: start a DurableWorker with those job types, or run(until:) waits for ever"
+        )
+    }
+}

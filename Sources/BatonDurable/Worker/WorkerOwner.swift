@@ -1,0 +1,501 @@
+import Baton
+import Foundation
+import Logging
+
+/// The one owner of a running worker's state: a value that a single task holds and changes in
+/// reaction to ``WorkerEvent``s, in order. No lock guards it because nothing else can reach it.
+///
+/// Store calls run as child tasks of the run's task group and come back as events; so do the timers
+/// (``arm(_:group:)``). The decisions — what to claim, report, renew or stop next — are all in
+/// ``decide(group:)``, which runs after every event.
+///
+/// Invariants (checked in debug builds by ``checkInvariants()``):
+/// - at most one claim, one report and one renewal are in flight;
+/// - the jobs held plus the room asked for by calls in flight never exceed `maxConcurrentJobs`;
+/// - once a shutdown has begun, nothing more is claimed.
+struct WorkerOwner {
+    let worker: DurableWorker
+    let input: AsyncStream<WorkerEvent>.Continuation
+    /// The run `run(until:)` waits for.
+    let until: DurableRunID?
+
+    /// Claimed and not yet reported, by lease (a retry of a job may be claimed here while the report of
+    /// its previous attempt is still in flight).
+    var active: [Lease: ActiveAttempt] = [:]
+    var reports: [PendingReport] = []
+    /// After a report call failed, the reports it carried go one at a time (see `reported`).
+    var oneByOneLeft = 0
+    /// The limit of the claim in flight.
+    var claiming: Int?
+    /// The report call in flight: how many of the attempts held it reports, and the room it claims.
+    var reporting: (finishing: Int, claim: Int)?
+    var renewing = false
+    /// Claim as soon as there is room (a wake-up, a full claim, a slot freed by a lost lease …).
+    var wantClaim = true
+    /// When to ask the store again without a wake-up (polling, or the next due date).
+    var nextClaim: ContinuousClock.Instant?
+    var nextRenew: ContinuousClock.Instant
+    /// A report call failed: the next one waits until then.
+    var reportRetry: ContinuousClock.Instant?
+    var shutdownDeadline: ContinuousClock.Instant?
+    var cancelledForShutdown = false
+    /// `run` was cancelled: reports that cannot be sent now are dropped rather than retried.
+    var hardStopped = false
+    /// The store was closed under the worker: the error that showed it and how many reports were dropped.
+    var storeClosed: (error: String, dropped: Int)?
+    /// When this worker last pruned finished runs (store clock).
+    var lastPrune: Date?
+    var idleSince: ContinuousClock.Instant?
+    var lastStallCheck: ContinuousClock.Instant?
+    /// The last claim found jobs (the worker is not idle).
+    var lastClaimFound = false
+    /// Tests' renewal requests: waiting for the next renewal to start, and riding on the one in flight.
+    var renewRequests: [CheckedContinuation<Void, Never>] = []
+    var renewWaiters: [CheckedContinuation<Void, Never>] = []
+    /// The timer armed (its deadline and number).
+    var armed: ContinuousClock.Instant?
+    var timerNumber: UInt64 = 0
+
+    init(worker: DurableWorker, input: AsyncStream<WorkerEvent>.Continuation, until: DurableRunID?) {
+        self.worker = worker
+        self.input = input
+        self.until = until
+        nextRenew = .now + worker.configuration.renewInterval
+    }
+
+    var configuration: DurableWorker.Configuration { worker.configuration }
+    var store: any JobStore { worker.store }
+    var logger: Logger { worker.configuration.logger }
+
+    /// Reacts to events until the worker has stopped: shut down, with every claimed job reported or
+    /// given back.
+    mutating func run(_ events: AsyncStream<WorkerEvent>, group: inout DiscardingTaskGroup) async {
+        if decide(group: &group) { return }
+        for await event in events {
+            handle(event)
+            if decide(group: &group) { break }
+        }
+        for waiter in renewRequests + renewWaiters { waiter.resume() }
+        renewRequests = []
+        renewWaiters = []
+    }
+
+    // MARK: Events
+
+    mutating func handle(_ event: WorkerEvent) {
+        switch event {
+        case .wake:
+            wantClaim = true
+        case .tick(let number):
+            if number == timerNumber { armed = nil }
+        case .shutdown(let deadline):
+            beginShutdown(at: deadline)
+        case .hardStop:
+            hardStopped = true
+            beginShutdown(at: .now)
+        case .ended(let lease, let outcome, let output):
+            attemptEnded(lease, outcome: outcome, output: output)
+        case .claimed(let round):
+            claimed(round)
+        case .reported(let round):
+            reported(round)
+        case .renewed(let round):
+            renewed(round)
+        case .renewNow(let waiter):
+            renewRequests.append(waiter)
+        case .checkLeases(let answer):
+            answer.resume(returning: stopAttemptsOutOfLease())
+        }
+    }
+
+    mutating func beginShutdown(at deadline: ContinuousClock.Instant) {
+        if shutdownDeadline == nil { worker.hooks.shutdownBegan?() }
+        if shutdownDeadline.map({ deadline < $0 }) ?? true { shutdownDeadline = deadline }
+    }
+
+    mutating func attemptEnded(_ lease: Lease, outcome: JobOutcome, output: Data?) {
+        guard var attempt = active[lease] else { return }
+        attempt.ended = true
+        active[lease] = attempt
+        if let pending = worker.report(for: attempt, outcome: outcome, output: output) {
+            reports.append(pending)
+        } else {
+            // The lease was lost: nothing to report, and the slot is free now.
+            worker.tellEnded(attempt, .leaseLost)
+            active[lease] = nil
+            wantClaim = true
+        }
+    }
+
+    mutating func claimed(_ round: ClaimRound) {
+        claiming = nil
+        switch round.result {
+        case .failure(let error):
+            if store.isClosed {
+                stopForClosedStore(error, dropping: [])
+                return
+            }
+            logger.warning("claiming failed, retrying: \(error)")
+            nextClaim = .now + configuration.pollInterval
+        case .success(let jobs):
+            lastClaimFound = !jobs.isEmpty
+            start(jobs, askedAt: round.askedAt, carriers: round.carriers)
+            if jobs.count == round.limit {
+                wantClaim = true
+                return
+            }
+            if round.runFinished {
+                beginShutdown(at: .now + configuration.shutdownGracePeriod)
+                return
+            }
+            var wait = configuration.pollInterval
+            if let due = round.due {
+                wait = min(wait, .seconds(max(due.timeIntervalSince(store.clock.now()), 0.001)))
+            }
+            nextClaim = .now + wait
+        }
+    }
+
+    mutating func reported(_ round: ReportRound) {
+        reporting = nil
+        let (results, claimed): ([FinishResult], [ClaimedJob])
+        switch round.result {
+        case .failure(let error):
+            if store.isClosed || hardStopped {
+                if store.isClosed {
+                    stopForClosedStore(error, dropping: round.batch.map(\.lease))
+                } else {
+                    drop(round.batch, because: error)
+                }
+                return
+            }
+            logger.warning("reporting \(round.batch.count) attempts failed, retrying: \(error)")
+            if round.batch.count == 1 {
+                reports.append(contentsOf: round.batch)  // this one alone failed: the others go first
+            } else {
+                reports.insert(contentsOf: round.batch, at: 0)
+                oneByOneLeft = round.batch.count
+            }
+            reportRetry = .now + configuration.pollInterval
+            return
+        case .success(let answer):
+            (results, claimed) = answer
+        }
+        reportRetry = nil
+        var reported: [AttemptReport] = []
+        var releases: [Lease] = []
+        for item in round.batch {
+            switch item {
+            case .report(let report): reported.append(report)
+            case .release(let lease): releases.append(lease)
+            }
+        }
+        for (report, result) in zip(reported, results) where result == .rejected {
+            logger.notice(
+                "the store rejected the completion of \(report.lease.job): its lease had ended (another attempt owns it, or it was cancelled)"
+            )
+        }
+        var given = releases
+        if let error = round.releaseError, !releases.isEmpty {
+            if store.isClosed || hardStopped {
+                if store.isClosed {
+                    stopForClosedStore(error, dropping: releases)
+                } else {
+                    drop(releases.map(PendingReport.release), because: error)
+                }
+            } else {
+                logger.warning("giving back \(releases.count) attempts failed, retrying: \(error)")
+                reports.insert(contentsOf: releases.map(PendingReport.release), at: 0)
+            }
+            given = []
+        }
+        var ends: [Lease: DurableAttemptEnd] = [:]
+        for (report, result) in zip(reported, results) { ends[report.lease] = DurableAttemptEnd(report, result) }
+        for lease in given { ends[lease] = .released }
+        for lease in ends.keys {
+            guard let attempt = active.removeValue(forKey: lease) else { continue }
+            worker.tellEnded(attempt, ends[lease] ?? .rejected)
+        }
+        start(claimed, askedAt: round.askedAt, carriers: round.carriers)
+        // A retry may be due at once; given-back jobs may be claimed by others; room may be left.
+        if results.contains(.accepted(.ready)) || !given.isEmpty || claimed.count == round.claimLimit
+            || active.isEmpty
+        {
+            wantClaim = true
+        }
+    }
+
+    /// Forgets reports that cannot be sent during a hard stop: their jobs run again once their leases end.
+    mutating func drop(_ batch: [PendingReport], because error: any Error) {
+        logger.warning(
+            "stopping: \(batch.count) reports not sent (their jobs run again once their leases end): \(error)")
+        for item in batch { active[item.lease] = nil }
+    }
+
+    mutating func renewed(_ round: RenewRound) {
+        renewing = false
+        nextRenew = .now + configuration.renewInterval
+        defer {
+            for waiter in renewWaiters { waiter.resume() }
+            renewWaiters = []
+        }
+        let statuses: [LeaseStatus]
+        switch round.result {
+        case .failure(let error):
+            logger.warning("renewing \(round.leases.count) leases failed: \(error)")
+            return  // the lease watch stops the attempts whose leases run out
+        case .success(let answer):
+            statuses = answer
+        }
+        let leaseEnds = round.askedAt.adding(configuration.leaseDuration)
+        for (lease, status) in zip(round.leases, statuses) {
+            guard var attempt = active[lease] else { continue }
+            switch status {
+            case .renewed:
+                attempt.leaseEnds = max(attempt.leaseEnds, leaseEnds)
+            case .cancelRequested(let reason, _):
+                attempt.leaseEnds = max(attempt.leaseEnds, leaseEnds)
+                if attempt.cause == nil {
+                    attempt.cause = .requested(reason)
+                    attempt.job.cancel(
+                        reason: DurableCancellation(message: "job '\(lease.job)' was cancelled: \(reason)"))
+                }
+            case .lost:
+                // Told once; one stopped as running out reports nothing now (it would be rejected).
+                if attempt.cause?.isLeaseLost != true { worker.tellLostLease(attempt) }
+                attempt.cause = .leaseLost
+                attempt.job.cancel(
+                    reason: DurableCancellation(
+                        message: "job '\(attempt.claimed.name)' lost its lease (another worker took it over)"))
+            }
+            active[lease] = attempt
+        }
+    }
+
+    // MARK: Decisions
+
+    /// Starts what is due — reports, renewals, claims, timers — and returns whether the worker has stopped.
+    mutating func decide(group: inout DiscardingTaskGroup) -> Bool {
+        let now = ContinuousClock.now
+        if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
+        let watch = stopAttemptsOutOfLease()
+        if reporting == nil, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true {
+            sendReports(group: &group)
+        }
+        if !renewing, !hardStopped, now >= nextRenew || !renewRequests.isEmpty {
+            renew(group: &group)
+        }
+        let room = self.room(finishing: 0)
+        if claiming == nil, shutdownDeadline == nil, room > 0, wantClaim || nextClaim.map({ now >= $0 }) ?? true {
+            claim(room, group: &group)
+        }
+        watchForStall(now: now, group: &group)
+        checkInvariants()
+        if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, reporting == nil {
+            return true
+        }
+        // The next time something is due without an event.
+        var next = [nextRenew]
+        if let reportRetry, !reports.isEmpty { next.append(reportRetry) }
+        if claiming == nil, shutdownDeadline == nil, room > 0, let nextClaim { next.append(nextClaim) }
+        if let deadline = shutdownDeadline {
+            next.append(cancelledForShutdown ? now + .seconds(1) : deadline)
+        }
+        if let watch {
+            let wait = Duration.seconds(max(watch.timeIntervalSince(store.clock.now()), 0.001))
+            // While attempts run, at least every quarter lease: a manual clock moved by a test, a jump.
+            next.append(now + min(wait, configuration.leaseDuration / 4))
+        }
+        if let check = nextStallCheck { next.append(check) }
+        arm(next.min()!, group: &group)
+        return false
+    }
+
+    /// The room left beside the attempts held (less `finishing` of them, whose reports are being sent)
+    /// and the room the calls in flight asked for.
+    func room(finishing: Int) -> Int {
+        guard shutdownDeadline == nil else { return 0 }
+        let asked = (claiming ?? 0) + (reporting?.claim ?? 0)
+        let held = active.count - (reporting?.finishing ?? 0) - finishing
+        return max(0, configuration.maxConcurrentJobs - held - asked)
+    }
+
+    /// Arms a timer for `deadline` unless one that fires no later is armed (a timer that fires early
+    /// only makes the owner decide again).
+    mutating func arm(_ deadline: ContinuousClock.Instant, group: inout DiscardingTaskGroup) {
+        if let armed, armed <= deadline { return }
+        armed = deadline
+        timerNumber &+= 1
+        let (number, input) = (timerNumber, input)
+        group.addTask {
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            input.yield(.tick(number))
+        }
+    }
+
+    mutating func sendReports(group: inout DiscardingTaskGroup) {
+        let batch: [PendingReport]
+        if oneByOneLeft > 0 {
+            oneByOneLeft -= 1
+            batch = [reports.removeFirst()]
+        } else {
+            batch = reports
+            reports.removeAll(keepingCapacity: true)
+        }
+        // The room these attempts leave is claimed in the same call: a chain's next step starts with no
+        // wake-up in between.
+        // Late claims given back were never held: only the attempts held leave room.
+        let finishing = batch.count { active[$0.lease] != nil }
+        let claim = hardStopped ? 0 : room(finishing: finishing)
+        reporting = (finishing, claim)
+        let worker = worker
+        let input = input
+        group.addTask {
+            input.yield(.reported(await worker.sendReports(batch, thenClaim: claim)))
+        }
+    }
+
+    mutating func claim(_ limit: Int, group: inout DiscardingTaskGroup) {
+        claiming = limit
+        wantClaim = false
+        nextClaim = nil
+        let (worker, input, until) = (worker, input, until)
+        group.addTask { input.yield(.claimed(await worker.claimRound(limit, until: until))) }
+    }
+
+    mutating func renew(group: inout DiscardingTaskGroup) {
+        renewing = true
+        renewWaiters += renewRequests
+        renewRequests = []
+        let leases = active.values.filter { !$0.ended }.map(\.claimed.lease)
+        var prune: Date?
+        if let retention = configuration.retention {
+            let now = store.clock.now()
+            if lastPrune.map({ now.timeIntervalSince($0) >= 60 }) ?? true {
+                lastPrune = now
+                prune = now.adding(.zero - retention)
+            }
+        }
+        let (worker, input) = (worker, input)
+        group.addTask { input.yield(.renewed(await worker.renewRound(leases, prune: prune))) }
+    }
+
+    /// While `run(until:)` has nothing to do: after a while, and then once a minute, say so when the
+    /// run's jobs wait for kinds that no live worker has registered (else it would wait in silence).
+    mutating func watchForStall(now: ContinuousClock.Instant, group: inout DiscardingTaskGroup) {
+        guard let run = until, active.isEmpty, !lastClaimFound, shutdownDeadline == nil else {
+            idleSince = nil
+            return
+        }
+        if idleSince == nil { idleSince = now }
+        guard let due = nextStallCheck, now >= due else { return }
+        lastStallCheck = now
+        let worker = worker
+        group.addTask { await worker.warnOfMissingWorkers(run) }
+    }
+
+    /// When ``watchForStall(now:group:)`` looks next, while the worker is idle.
+    var nextStallCheck: ContinuousClock.Instant? {
+        guard let idleSince else { return nil }
+        let first = idleSince + configuration.stallWarningDelay
+        guard let lastStallCheck, lastStallCheck >= idleSince else { return first }
+        return max(first, lastStallCheck + .seconds(60))
+    }
+
+    // MARK: Stopping attempts
+
+    /// How long before its lease ends an attempt that no renewal reached is stopped: an eighth of the
+    /// lease, at most a second — time for its job to see the cancellation and end before another worker
+    /// may claim the job (and take its category slot).
+    var leaseStopMargin: Duration { min(configuration.leaseDuration / 8, .seconds(1)) }
+
+    /// Cancels the running attempts whose lease ends within ``leaseStopMargin`` (and a millisecond);
+    /// returns when the next one will (store clock). An attempt whose job has ended has nothing to stop,
+    /// and one already being cancelled is left to that. A stopped attempt is reported failed, to be
+    /// retried (``CancelCause/leaseRunningOut``).
+    mutating func stopAttemptsOutOfLease() -> Date? {
+        let now = store.clock.now().addingTimeInterval(0.001)
+        var next: Date?
+        for (lease, attempt) in active where attempt.cause == nil && !attempt.ended {
+            let deadline = attempt.leaseEnds.adding(.zero - leaseStopMargin)
+            guard deadline <= now else {
+                if next.map({ deadline < $0 }) ?? true { next = deadline }
+                continue
+            }
+            active[lease]?.cause = .leaseRunningOut
+            worker.tellLostLease(attempt)
+            let ends = attempt.leaseEnds.formatted(.iso8601)
+            logger.warning(
+                "stopping job '\(attempt.claimed.name)' (\(attempt.claimed.job)): its lease ends at \(ends) and no renewal has reached the store"
+            )
+            attempt.job.cancel(
+                reason: DurableCancellation(
+                    message:
+                        "job '\(attempt.claimed.name)' lost its lease: it ends at \(ends) and no renewal reached the store"
+                ))
+        }
+        return next
+    }
+
+    /// After the grace period: cancels what still runs; those attempts are given back to the store.
+    mutating func cancelForShutdown() {
+        cancelledForShutdown = true
+        for (lease, attempt) in active where attempt.cause == nil && !attempt.ended {
+            active[lease]?.cause = .shutdown
+            attempt.job.cancel(
+                reason: DurableCancellation(message: "job '\(attempt.job.name)' stopped: its worker is shutting down"))
+        }
+    }
+
+    /// The store was closed under the worker: every call would fail for good. Stops at once (running
+    /// jobs are cancelled) and forgets the attempts of `leases`, whose reports cannot be sent: their jobs
+    /// run again once their leases end. `run` then throws.
+    mutating func stopForClosedStore(_ error: any Error, dropping leases: [Lease]) {
+        storeClosed = (storeClosed?.error ?? "\(error)", (storeClosed?.dropped ?? 0) + leases.count)
+        logger.error(
+            "the store was closed while worker '\(configuration.id)' ran: stopping\(leases.isEmpty ? "" : "; \(leases.count) reports not sent (their jobs run again once their leases end)")"
+        )
+        for lease in leases { active[lease] = nil }
+        // Nothing more can be sent: what is left is forgotten once its job has ended.
+        hardStopped = true
+        reports.removeAll()
+        beginShutdown(at: .now)
+    }
+
+    // MARK: Starting attempts
+
+    /// Runs claimed jobs as Baton jobs on the worker's queue. A claim that arrives with its lease about
+    /// to end (a call that took long to answer, a store that retried it through a server restart) is
+    /// given back unattempted rather than started: the lease watch would stop it at once.
+    mutating func start(_ claimed: [ClaimedJob], askedAt: Date, carriers: [DurableRunID: [String: String]]) {
+        guard !claimed.isEmpty else { return }
+        let leaseEnds = askedAt.adding(configuration.leaseDuration)
+        if leaseEnds.adding(.zero - leaseStopMargin) <= store.clock.now() || hardStopped
+            || shutdownDeadline != nil && cancelledForShutdown
+        {
+            if !hardStopped && !cancelledForShutdown {
+                logger.notice(
+                    "giving back \(claimed.count) claimed jobs unattempted: their leases end within \(leaseStopMargin) (the claim took long to answer)"
+                )
+            }
+            reports.append(contentsOf: claimed.map { .release($0.lease) })
+            return
+        }
+        let started = worker.makeAttempts(claimed, leaseEnds: leaseEnds, carriers: carriers, input: input)
+        for attempt in started { active[attempt.claimed.lease] = attempt }
+        worker.enqueue(started)
+    }
+
+    /// Debug builds check the owner's invariants after every decision.
+    func checkInvariants() {
+        #if DEBUG
+        let asked = (claiming ?? 0) + (reporting?.claim ?? 0)
+        let finishing = reporting?.finishing ?? 0
+        assert(
+            active.count - finishing + asked <= configuration.maxConcurrentJobs,
+            "DurableWorker '\(configuration.id)': \(active.count - finishing) attempts held and \(asked) asked for, over its limit of \(configuration.maxConcurrentJobs)"
+        )
+        assert(shutdownDeadline == nil || room(finishing: 0) == 0, "a worker that shuts down claims nothing")
+        #endif
+    }
+}
