@@ -8,7 +8,9 @@ let strict: [SwiftSetting] = [
 
 let package = Package(
     name: "Baton",
-    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    // macOS 14 and its siblings: the durable worker and the PostgreSQL store run their children in discarding
+    // task groups (structured, and nothing accumulates for a long-running service).
+    platforms: [.macOS(.v14), .iOS(.v17), .tvOS(.v17), .watchOS(.v10)],
     products: [
         .library(name: "Baton", targets: ["Baton"]),
         .library(name: "BatonTesting", targets: ["BatonTesting"]),
@@ -110,6 +112,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
             swiftSettings: strict
         ),
@@ -134,6 +137,17 @@ let package = Package(
             swiftSettings: strict
         ),
         .testTarget(name: "BatonTests", dependencies: ["Baton", "BatonTesting"], swiftSettings: strict),
+        // Every Swift block of the README and the DocC articles, compiled (and some run).
+        .testTarget(
+            name: "DocumentationTests",
+            dependencies: [
+                "Baton", "BatonTesting", "BatonNetworking", "BatonObservability", "BatonDurable", "BatonPostgres",
+                "EarthquakesKit",
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Tracing", package: "swift-distributed-tracing"),
+            ],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "BatonObservabilityTests",
             dependencies: [

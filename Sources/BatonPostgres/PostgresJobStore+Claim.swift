@@ -237,19 +237,27 @@ extension PostgresJobStore {
             let now = try await self.serverTime(on: connection)
             let expired = try await connection.query(
                 """
-                SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request FROM jobs
+                SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request, lease_token FROM jobs
                 WHERE state = 'running' AND lease_expires < \(now) ORDER BY id FOR UPDATE SKIP LOCKED
                 """, logger: logger
             ).collect()
             guard !expired.isEmpty else { return }
             for row in expired {
                 PostgresTimeout.progressed()
-                let (id, attempts, maxAttempts, owner, at, cancelRequest) = try row.decode(
-                    (Int64, Int, Int, String?, Double, String?).self)
+                let (id, attempts, maxAttempts, owner, at, cancelRequest, token) = try row.decode(
+                    (Int64, Int, Int, String?, Double, String?, Int64?).self)
                 let message =
                     "attempt \(attempts) lost: the lease of worker '\(owner ?? "?")' expired at "
                     + Date(storeTime: at).formatted(.iso8601) + " (the database server's clock)"
                 try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+                let result: DurableJobState =
+                    cancelRequest != nil ? .cancelled : attempts >= maxAttempts ? .failed : .ready
+                try await connection.query(
+                    """
+                    INSERT INTO attempts (job, token, attempt, worker, ended, outcome, result, error)
+                    VALUES (\(id), \(token ?? 0), \(attempts), \(owner), \(now), 'lost', \(result.rawValue), \(message))
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
                 if let cancelRequest {
                     try await Self.finishJob(
                         connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now,

@@ -236,21 +236,26 @@ extension PostgresJobStore {
         }
         let rows = try await connection.query(
             """
-            SELECT attempts, max_attempts, retry, cancel_request FROM jobs
+            SELECT attempts, max_attempts, retry, cancel_request, lease_owner FROM jobs
             WHERE id = \(id) AND state = 'running' AND lease_token = \(token) FOR UPDATE
             """, logger: logger
         ).collect()
         guard let row = rows.first else {
-            // The same report again, after the first one was committed: answered as then.
+            // The same report again, after the first one was committed (a reply lost at COMMIT): answered
+            // as then, even when later attempts have ended since.
             let earlier = try await connection.query(
                 """
+                SELECT result FROM attempts WHERE job = \(id) AND token = \(token) AND outcome = \(kind)
+                UNION ALL
                 SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
                     AND finished_report = \(kind) AND (\(output == nil) OR output = \(output ?? Data()))
+                LIMIT 1
                 """, logger: logger
             ).collect().first?.decode(String?.self)
             return earlier.flatMap { $0 }.flatMap(DurableJobState.init(rawValue:)).map { .accepted($0) } ?? .rejected
         }
-        let (attempts, maxAttempts, retry, cancelRequest) = try row.decode((Int, Int, String, String?).self)
+        let (attempts, maxAttempts, retry, cancelRequest, owner) = try row.decode(
+            (Int, Int, String, String?, String?).self)
         try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
         let result = try await finishAttempt(
             connection, report, attempts: attempts, maxAttempts: maxAttempts, retry: retry,
@@ -261,6 +266,20 @@ extension PostgresJobStore {
                 UPDATE jobs SET finished_by = \(token), finished_report = \(kind), finished_result = \(state.rawValue)
                 WHERE id = \(id)
                 """, logger: logger)
+            if kind != "succeeded" {
+                let error: String? =
+                    switch report.outcome {
+                    case .failed(let message, _): StoredText.message(message)
+                    case .cancelled(let reason): StoredText.message(reason)
+                    case .succeeded: nil
+                    }
+                try await connection.query(
+                    """
+                    INSERT INTO attempts (job, token, attempt, worker, ended, outcome, result, error)
+                    VALUES (\(id), \(token), \(attempts), \(owner), \(now), \(kind), \(state.rawValue), \(error))
+                    ON CONFLICT DO NOTHING
+                    """, logger: logger)
+            }
         }
         return result
     }

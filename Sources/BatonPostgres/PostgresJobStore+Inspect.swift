@@ -159,7 +159,7 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             guard !runs.isEmpty else { return 0 }
             let jobs = "SELECT id FROM jobs WHERE run = ANY($1)"
-            for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job"] {
+            for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job", "attempts WHERE job"] {
                 var bindings = PostgresBindings()
                 bindings.append(runs)
                 try await connection.query(

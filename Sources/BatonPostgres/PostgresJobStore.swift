@@ -4,6 +4,7 @@ import Foundation
 public import Logging
 import NIOPosix
 public import PostgresNIO
+public import ServiceLifecycle
 
 /// A durable job store on PostgreSQL, for workers in many processes on many machines.
 ///
@@ -54,7 +55,7 @@ public import PostgresNIO
 /// ## Thread safety
 /// All methods may be called from any task at once; several processes and machines may share one
 /// database. Call ``close()`` when done.
-public final class PostgresJobStore: JobStore {
+public final class PostgresJobStore: JobStore, Service {
     public let clock: DurableClock
     public let configuration: PostgresStoreConfiguration
     let client: PostgresClient
@@ -68,54 +69,89 @@ public final class PostgresJobStore: JobStore {
     let faults = PostgresFaults()
     /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
     let retryTexts = Protected<[RetryPolicy: String]>([:])
-    /// Set by ``close()``: calls after it throw `PostgresStoreError.closed`.
-    let closed = Protected(false)
-    private let runner: Task<Void, Never>
-    private let submitRunner: Task<Void, Never>
+    /// Made, opening, open, or closed (see ``run()`` and ``close()``).
+    let lifecycle = Protected(PostgresStoreLifecycle())
     let listener: PostgresListener
 
     /// The schema version this build writes and understands.
     public static var schemaVersion: Int { PostgresSchema.current }
 
-    /// Connects, creates or migrates the tables, and starts listening for wake-ups.
+    /// Makes a store; nothing connects until ``run()`` (or use ``withPostgresJobStore(configuration:clock:logger:_:)``,
+    /// which runs it for the length of a closure).
     ///
-    /// - Throws: ``PostgresStoreError`` for a bad configuration or a newer or foreign schema; a
-    ///   `DurableError` (`DurableError.Code.storeFailure`) when the server cannot be reached within
-    ///   ``PostgresStoreConfiguration/reconnectDeadline``.
+    /// - Throws: ``PostgresStoreError`` for a configuration that cannot work.
     public init(
         configuration: PostgresStoreConfiguration, clock: DurableClock = .system,
         logger: Logger = Logger(label: "baton.postgres")
-    ) async throws {
+    ) throws {
         try configuration.validate()
         self.configuration = configuration
         self.clock = clock
         self.logger = logger
         self.channel = "baton_\(configuration.schema)"
-        let client = PostgresClient(configuration: Self.clientConfiguration(configuration), backgroundLogger: logger)
-        self.client = client
-        self.runner = Task { await client.run() }
-        let submitClient = PostgresClient(
+        client = PostgresClient(configuration: Self.clientConfiguration(configuration), backgroundLogger: logger)
+        submitClient = PostgresClient(
             configuration: Self.clientConfiguration(configuration, genericPlans: true), backgroundLogger: logger)
-        self.submitClient = submitClient
-        self.submitRunner = Task { await submitClient.run() }
-        self.listener = PostgresListener(
-            configuration: configuration, channel: channel, hub: hub, logger: logger)
-        do {
-            try await Self.reachServer(configuration, logger: logger)
-        } catch {
-            runner.cancel()
-            submitRunner.cancel()
-            throw error
+        listener = PostgresListener(configuration: configuration, channel: channel, hub: hub, logger: logger)
+    }
+
+    /// Makes a store for a `postgres://user[:password]@host[:port]/database` address.
+    public convenience init(
+        url: String, schema: String = "baton", clock: DurableClock = .system,
+        logger: Logger = Logger(label: "baton.postgres")
+    ) throws {
+        try self.init(
+            configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger)
+    }
+
+    /// Runs the store: its connection pools and its `LISTEN` connection, as child tasks of this call,
+    /// as postgres-nio asks. It first connects and creates or migrates the tables; calls made before
+    /// that wait for it. Returns at ``close()``, at a graceful shutdown of the `ServiceGroup` it runs in
+    /// (register it before the workers that use it: a group stops its services in reverse order), or
+    /// when its task is cancelled; calls after that throw `PostgresStoreError.closed`.
+    ///
+    /// - Throws: ``PostgresStoreError`` for a newer or foreign schema, or a second `run()`; a
+    ///   `DurableError` (`DurableError.Code.storeFailure`) when the server cannot be reached (within
+    ///   ``PostgresStoreConfiguration/connectTimeout`` for an address that does not answer).
+    public func run() async throws {
+        try lifecycle.withLock { try $0.begin() }
+        try await withThrowingDiscardingTaskGroup { group in
+            group.addTask { await self.client.run() }
+            group.addTask { await self.submitClient.run() }
+            do {
+                try await open()
+            } catch {
+                lifecycle.withLock { $0.failed(error) }.perform()
+                throw error
+            }
+            lifecycle.withLock { $0.opened() }.perform()
+            group.addTask { await self.listener.run() }
+            await withGracefulShutdownHandler {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { continuation in
+                        if !lifecycle.withLock({ $0.park(continuation) }) { continuation.resume() }
+                    }
+                } onCancel: {
+                    self.close()
+                }
+            } onGracefulShutdown: {
+                self.close()
+            }
+            group.cancelAll()
         }
+    }
+
+    /// Connects and creates or migrates the tables.
+    private func open() async throws {
+        try await Self.reachServer(configuration, logger: logger)
         do {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
+                [client, configuration, logger] in
                 try await client.withConnection { connection in
                     try await PostgresSchema.migrate(on: connection, schema: configuration.schema, logger: logger)
                 }
             }
         } catch {
-            runner.cancel()
-            submitRunner.cancel()
             // The pool retries a connection that fails and only says it timed out: one connection of
             // our own tells why (a refused certificate, a password, a missing database).
             if let durable = error as? DurableError, durable.code == .storeFailure,
@@ -128,7 +164,30 @@ public final class PostgresJobStore: JobStore {
             }
             throw error
         }
-        listener.start()
+    }
+
+    /// Returns once the store is open; throws if it failed to open or was closed, and — when
+    /// ``run()`` has not begun within ``PostgresStoreConfiguration/connectTimeout`` — that it is not
+    /// running, saying how to run it (rather than waiting for ever).
+    func waitUntilOpen() async throws {
+        if lifecycle.withLock({ $0.isOpen }) { return }
+        let number = lifecycle.withLock { $0.newWaiter() }
+        let timeout = configuration.connectTimeout
+        let lifecycle = lifecycle
+        let timer = Task {
+            guard (try? await Task.sleep(for: timeout)) != nil else { return }
+            lifecycle.withLock { $0.giveUp(number, onlyIfIdle: true) }?.resume(throwing: PostgresStoreError.notRunning)
+        }
+        defer { timer.cancel() }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                if let now = lifecycle.withLock({ $0.enter(continuation, as: number) }) {
+                    continuation.resume(with: now)
+                }
+            }
+        } onCancel: {
+            lifecycle.withLock { $0.giveUp(number, onlyIfIdle: false) }?.resume(throwing: CancellationError())
+        }
     }
 
     /// Before anything else, one connection of our own: an address where no server answers fails in
@@ -179,34 +238,17 @@ public final class PostgresJobStore: JobStore {
         }
     }
 
-    /// Opens the store at a `postgres://user[:password]@host[:port]/database` address.
-    public convenience init(
-        url: String, schema: String = "baton", clock: DurableClock = .system,
-        logger: Logger = Logger(label: "baton.postgres")
-    ) async throws {
-        try await self.init(
-            configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger)
-    }
-
-    /// Stops listening and closes the connections. Calls after this throw `PostgresStoreError.closed`.
+    /// Ends ``run()`` (its connections close) and the wake-up streams. Calls after this throw
+    /// `PostgresStoreError.closed`; closing twice does nothing.
     public func close() {
-        closed.withLock { $0 = true }
-        listener.stop()
-        runner.cancel()
-        submitRunner.cancel()
+        lifecycle.withLock { $0.close() }.perform()
         hub.finishAll()
-    }
-
-    deinit {
-        listener.stop()
-        runner.cancel()
-        submitRunner.cancel()
     }
 
     public func wakeups() -> AsyncStream<Void> { hub.stream() }
 
-    /// Whether ``close()`` was called: every later call throws `PostgresStoreError.closed`.
-    public var isClosed: Bool { closed.withLock { $0 } }
+    /// Whether ``close()`` was called (or ``run()`` ended): every later call throws `PostgresStoreError.closed`.
+    public var isClosed: Bool { lifecycle.withLock { $0.isClosed } }
 
     /// Whether the wake-up connection is listening now (false while it reconnects; workers are then
     /// woken by polling).
@@ -356,7 +398,7 @@ public final class PostgresJobStore: JobStore {
 
     /// `retrying(configuration:logger:_:deadline:_:)` with this store's settings, refused once the store is closed.
     func retrying<T: Sendable>(_ label: String, _ body: @escaping @Sendable () async throws -> T) async throws -> T {
-        if closed.withLock({ $0 }) { throw PostgresStoreError.closed }
+        try await waitUntilOpen()
         return try await Self.retrying(configuration: configuration, logger: logger, label, body)
     }
 
@@ -623,4 +665,46 @@ struct PostgresTimeout: Error {
             work.cancel()
         }
     }
+}
+
+/// Runs a ``PostgresJobStore`` for the length of `body`: its connection pools and `LISTEN` connection
+/// run as child tasks of this call (structured, as postgres-nio asks), the tables are created or
+/// migrated before `body` begins, and the store is closed when it ends.
+///
+/// ```swift
+/// try await withPostgresJobStore(url: "postgres://app@db.internal/app") { store in
+///     try await DurableWorker(store: store, jobs: [FetchFeed(), ParseFeed()]).run()
+/// }
+/// ```
+///
+/// In a `ServiceGroup`, run the store itself as a service instead (``PostgresJobStore/run()``).
+public func withPostgresJobStore<Result: Sendable>(
+    configuration: PostgresStoreConfiguration, clock: DurableClock = .system,
+    logger: Logger = Logger(label: "baton.postgres"), _ body: (PostgresJobStore) async throws -> Result
+) async throws -> Result {
+    let store = try PostgresJobStore(configuration: configuration, clock: clock, logger: logger)
+    return try await withThrowingTaskGroup(of: Void.self, returning: Result.self) { group in
+        group.addTask { try await store.run() }
+        let result: Swift.Result<Result, any Error>
+        do {
+            try await store.waitUntilOpen()
+            result = .success(try await body(store))
+        } catch {
+            result = .failure(error)
+        }
+        store.close()
+        // The store's own failure (it could not open) is the one to report.
+        do { try await group.waitForAll() } catch { if case .failure = result { throw error } }
+        return try result.get()
+    }
+}
+
+/// ``withPostgresJobStore(configuration:clock:logger:_:)`` for a
+/// `postgres://user[:password]@host[:port]/database` address.
+public func withPostgresJobStore<Result: Sendable>(
+    url: String, schema: String = "baton", clock: DurableClock = .system,
+    logger: Logger = Logger(label: "baton.postgres"), _ body: (PostgresJobStore) async throws -> Result
+) async throws -> Result {
+    try await withPostgresJobStore(
+        configuration: PostgresStoreConfiguration(url: url, schema: schema), clock: clock, logger: logger, body)
 }

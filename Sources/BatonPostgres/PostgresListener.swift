@@ -15,9 +15,7 @@ final class PostgresListener: Sendable {
     let logger: Logger
     private let state = Protected(State())
     private struct State {
-        var task: Task<Void, Never>?
         var listening = false
-        var stopped = false
     }
 
     init(configuration: PostgresStoreConfiguration, channel: String, hub: WakeupHub, logger: Logger) {
@@ -29,30 +27,12 @@ final class PostgresListener: Sendable {
 
     var isListening: Bool { state.withLock { $0.listening } }
 
-    func start() {
-        let task = Task { [self] in await self.loop() }
-        let extra = state.withLock { state -> Task<Void, Never>? in
-            if state.stopped || state.task != nil { return task }
-            state.task = task
-            return nil
-        }
-        extra?.cancel()
-    }
-
-    func stop() {
-        let task = state.withLock { state -> Task<Void, Never>? in
-            state.stopped = true
-            defer { state.task = nil }
-            return state.task
-        }
-        task?.cancel()
-    }
-
     private func setListening(_ value: Bool) {
         state.withLock { $0.listening = value }
     }
 
-    private func loop() async {
+    /// Listens until the task is cancelled, reconnecting with backoff.
+    func run() async {
         var wait = Duration.milliseconds(100)
         while !Task.isCancelled {
             do {

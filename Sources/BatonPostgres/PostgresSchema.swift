@@ -113,6 +113,25 @@ enum PostgresSchema {
         // statement, and `prune` deletes a run's jobs, edges and categories before the run
         // (`PostgresIntegrityTests` checks that nothing is left).
         ["ALTER TABLE jobs DROP CONSTRAINT IF EXISTS jobs_run_fkey"],
+        // 5: the attempts that did not succeed, one row each (a success is the job's own row): what
+        // operators read (each error, with its worker and time), and how a failure or cancellation sent
+        // again after a reply lost at COMMIT is recognised by its token even after later attempts ended
+        // (`finished_by` holds only the last report's).
+        [
+            """
+            CREATE TABLE attempts (
+                job bigint NOT NULL,
+                token bigint NOT NULL,
+                attempt integer NOT NULL,
+                worker text,
+                ended float8 NOT NULL,
+                outcome text NOT NULL,
+                result text NOT NULL,
+                error text,
+                PRIMARY KEY (job, token)
+            )
+            """
+        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

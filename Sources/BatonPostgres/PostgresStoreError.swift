@@ -5,6 +5,7 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
         case newerSchema(found: Int, supported: Int)
         case foreignSchema
         case closed
+        case notRunning
     }
     let code: Code
     /// A sentence naming the problem and how to fix it.
@@ -36,4 +37,10 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
     }
 
     static let closed = Self(code: .closed, message: "the store was closed; create a new PostgresJobStore")
+
+    static let notRunning = Self(
+        code: .notRunning,
+        message:
+            "the PostgresJobStore is not running: call it inside withPostgresJobStore(configuration:) { store in … }, or run it (store.run()) in a ServiceGroup before the services that use it"
+    )
 }

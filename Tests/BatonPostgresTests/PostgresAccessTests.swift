@@ -57,7 +57,7 @@ struct PostgresAccessTests {
                     #expect(
                         canCreate == false, "the role must lack CREATE on the database for this test to mean anything")
 
-                    let limited = try await PostgresJobStore(
+                    let limited = try await TestPostgres.open(
                         configuration: Self.configuration(configuration, as: role), logger: TestPostgres.logger)
                     defer { limited.close() }
                     let run = try await limited.submit(
@@ -143,8 +143,8 @@ struct PostgresAccessTests {
     func callsAfterCloseSayClosed() async throws {
         try await withDeadline(.seconds(60), "calls on a closed store") {
             let configuration = try TestPostgres.configuration("closed")
-            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
-            let other = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
+            let other = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             store.close()
             let claimError = await #expect(throws: PostgresStoreError.self) {
                 _ = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))

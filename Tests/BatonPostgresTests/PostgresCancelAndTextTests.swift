@@ -117,7 +117,7 @@ struct PostgresCancelAndTextTests {
                 var opened: PostgresJobStore?
                 for attempt in 1...60 where opened == nil {
                     do {
-                        opened = try await PostgresJobStore(configuration: short, logger: TestPostgres.logger)
+                        opened = try await TestPostgres.open(configuration: short, logger: TestPostgres.logger)
                     } catch let error as DurableError where error.code == .storeFailure && attempt < 60 {}
                 }
                 let impatient = try #require(opened)

@@ -25,7 +25,7 @@ struct PostgresCommitWindowTests {
             // PostgresNIO sometimes leaves the check on the cut connection unanswered instead of failing
             // it; the store then abandons it after the operation timeout and runs the statement again.
             configuration.operationTimeout = .seconds(2)
-            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { store.close() }
             // Submitted and claimed directly: only the call under test goes through the proxy and its short
             // timeout (a claim abandoned on a slow machine would be taken again as a second claim, empty).
@@ -58,7 +58,7 @@ struct PostgresCommitWindowTests {
             var configuration = base
             configuration.port = proxy.port
             configuration.operationTimeout = .seconds(2)
-            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { store.close() }
             // Two independent jobs: one claimed now, the other claimed with the first one's completion.
             var graph = PostgresFaultTests.chaosGraph(micros: 0)

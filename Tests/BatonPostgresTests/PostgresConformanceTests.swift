@@ -16,7 +16,7 @@ struct PostgresConformanceTests {
             if let store = opened.withLock({ $0 }) { store.close() }
         }
         try await check.run { clock in
-            let store = try await PostgresJobStore(
+            let store = try await TestPostgres.open(
                 configuration: configuration, clock: clock, logger: TestPostgres.logger)
             opened.withLock { $0 = store }
             return store

@@ -139,7 +139,7 @@ struct PostgresConnectionTests {
         // whole suite, opening any store took 25–31 s here (2 cores; TLS or not, a Unix socket too), and
         // this test's 20 s deadline failed it now and then.
         configuration.maximumConnections = TestPostgres.maximumConnections
-        let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+        let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
         defer { store.close() }
         let outcome = try await PostgresRoundTrip.run(on: store)
         #expect(outcome == "done")
@@ -165,7 +165,7 @@ struct PostgresConnectionTests {
         try await withDeadline(.seconds(180), "opening a store whose server certificate is not trusted") {
             [configuration] in
             let error = await #expect(throws: (any Error).self) {
-                _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+                _ = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             }
             text.withLock { $0 = String(describing: error.map { $0 } as Any) }
         }
@@ -191,7 +191,7 @@ struct PostgresConnectionTests {
         try await withDeadline(.seconds(120), "opening a store on a port where no server listens") {
             [configuration] in
             let error = await #expect(throws: DurableError.self) {
-                _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+                _ = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             }
             text.withLock { $0 = error?.message ?? "" }
         }
@@ -213,7 +213,7 @@ struct PostgresConnectionTests {
             url: "postgres://baton@/baton?host=\(directory)&port=\(port)",
             schema: "t_socket_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))")
         configuration.maximumConnections = TestPostgres.maximumConnections
-        let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+        let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
         defer { store.close() }
         #expect(try await PostgresRoundTrip.run(on: store) == "done")
         let rows = try await store.client.query("SELECT inet_server_addr() IS NULL")

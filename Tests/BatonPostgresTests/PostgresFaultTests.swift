@@ -98,9 +98,9 @@ struct PostgresFaultTests {
     func slowWorker() async throws {
         let clock = ManualDurableClock()
         let configuration = try TestPostgres.configuration("slow")
-        let slow = try await PostgresJobStore(
+        let slow = try await TestPostgres.open(
             configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
-        let fast = try await PostgresJobStore(
+        let fast = try await TestPostgres.open(
             configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
         defer {
             slow.close()
@@ -132,7 +132,7 @@ struct PostgresFaultTests {
     func lostClaimReply() async throws {
         try await TestPostgres.withStore("lostclaim") { observer, configuration in
             let clock = ManualDurableClock()
-            let store = try await PostgresJobStore(
+            let store = try await TestPostgres.open(
                 configuration: configuration, clock: clock.clock, logger: TestPostgres.logger)
             defer { store.close() }
             var graph = GraphSpec(name: "three")
@@ -169,7 +169,7 @@ struct PostgresFaultTests {
             var configuration = base
             configuration.applicationName = "baton-partition-\(UInt32.random(in: 0...UInt32.max))"
             configuration.fallbackPollInterval = .milliseconds(50)
-            let worker = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let worker = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { worker.close() }
             _ = try await observer.submit(Self.chaosGraph(micros: 0), uniqueKey: nil)
             try await Self.eventually("the worker listens") { worker.isListening }
@@ -219,7 +219,8 @@ struct PostgresFaultTests {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for worker in 0..<2 {
                     group.addTask {
-                        let mine = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+                        let mine = try await TestPostgres.open(
+                            configuration: configuration, logger: TestPostgres.logger)
                         defer { mine.close() }
                         while accepted.current + rejected.current < count {
                             let jobs = try await mine.claim(

@@ -60,7 +60,7 @@ struct PostgresIntegrityTests {
                     on: connection, schema: configuration.schema, logger: TestPostgres.logger, target: 3)
             }
             #expect(try await Self.count(setup, Self.foreignKeys, configuration.schema) == 1, "version 3 has it")
-            let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             #expect(try await Self.count(store, Self.foreignKeys, configuration.schema) == 0)
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
@@ -70,20 +70,29 @@ struct PostgresIntegrityTests {
         }
     }
 
-    @Test("pruning a run leaves none of its jobs, edges, categories or holders, and keeps the other runs whole")
+    @Test(
+        "pruning a run leaves none of its jobs, edges, categories, holders or attempts, and keeps the other runs whole"
+    )
     func pruneLeavesNothingBehind() async throws {
         try await TestPostgres.withStore("prune") { store, _ in
             func graph(_ name: String) -> GraphSpec {
                 GraphSpec(
                     name: name,
                     jobs: [
-                        JobSpec(name: "a", kind: "k", input: Data("1".utf8), retry: .never),
+                        JobSpec(name: "a", kind: "k", input: Data("1".utf8), retry: .immediate(maxAttempts: 2)),
                         JobSpec(
                             name: "b", kind: "k", input: Data("2".utf8), dependencies: [.init(index: 0)],
                             retry: .never, categories: [DurableCategory(name: "disk", limit: 1)]),
                     ])
             }
             let done = try await store.submit(graph("done"), uniqueKey: nil)
+            // A first attempt that fails (its row in `attempts`), then the two jobs succeed.
+            let failing = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            try #require(failing.count == 1)
+            let failed = try await store.finish([
+                AttemptReport(lease: failing[0].lease, outcome: .failed(message: "once", retryable: true))
+            ])
+            #expect(failed == [.accepted(.ready)])
             for _ in 0..<2 {
                 let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
                 try #require(claimed.count == 1)
@@ -113,7 +122,7 @@ struct PostgresIntegrityTests {
             #expect(try await Self.count(store, "SELECT count(*)::int FROM runs WHERE id = $1", done.run.rawValue) == 0)
             for table in [
                 "jobs WHERE id", "edges WHERE job", "edges WHERE dependency", "job_categories WHERE job",
-                "holders WHERE job",
+                "holders WHERE job", "attempts WHERE job",
             ] {
                 let left = try await Self.count(store, "SELECT count(*)::int FROM \(table) = ANY($1)", ids)
                 #expect(left == 0, "\(table) of a pruned job")

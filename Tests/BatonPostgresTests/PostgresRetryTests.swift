@@ -50,7 +50,9 @@ struct PostgresRetryTests {
         }
     }
 
-    @Test("a failure committed but unanswered is one retry, not two; a later attempt's token supersedes it")
+    @Test(
+        "a failure committed but unanswered is one retry, not two, and is recognised when sent again after later attempts ended"
+    )
     func failureReplyLost() async throws {
         try await TestPostgres.withStore("faillost") { store, _ in
             _ = try await store.submit(Self.graph(), uniqueKey: nil)
@@ -63,8 +65,13 @@ struct PostgresRetryTests {
             #expect(second.map(\.attempt) == [2])  // Not 3: the failure was counted once.
             let success = AttemptReport(lease: second[0].lease, outcome: .succeeded(output: Data("0".utf8)))
             #expect(try await store.finish([success]) == [.accepted(.succeeded)])
-            // The first attempt's failure, sent again after the second attempt finished: stale now.
-            #expect(try await store.finish([failure]) == [.rejected])
+            // The first attempt's failure, sent again after the second attempt finished (a worker's retry of
+            // a report whose reply was lost): answered as the first time, changing nothing.
+            #expect(try await store.finish([failure]) == [.accepted(.ready)])
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs WHERE state = 'succeeded'") == 1)
+            // A different report under that token is not a repeat.
+            let other = AttemptReport(lease: first.lease, outcome: .cancelled(reason: "no"))
+            #expect(try await store.finish([other]) == [.rejected])
             // A different kind of report under a finished token is not a repeat either.
             let cancelled = AttemptReport(lease: second[0].lease, outcome: .cancelled(reason: "late"))
             #expect(try await store.finish([cancelled]) == [.rejected])

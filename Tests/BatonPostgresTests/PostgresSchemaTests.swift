@@ -17,7 +17,7 @@ struct PostgresSchemaTests {
             ).collect().map { try $0.decode(String.self) }
             #expect(Set(tables).isSuperset(of: ["runs", "jobs", "edges", "holders", "baton_schema_version"]))
 
-            let again = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+            let again = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             again.close()
             let after = try await store.client.query("SELECT count(*)::int FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
@@ -31,7 +31,7 @@ struct PostgresSchemaTests {
             let newer = PostgresJobStore.schemaVersion + 1
             try await store.client.query("UPDATE baton_schema_version SET version = \(newer)")
             let error = await #expect(throws: PostgresStoreError.self) {
-                _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+                _ = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             }
             #expect(error?.isNewerSchema == true)
             #expect(error?.message.contains("version \(newer), newer than") == true)
@@ -47,7 +47,7 @@ struct PostgresSchemaTests {
             try await store.client.query(
                 PostgresQuery(unsafeSQL: "CREATE TABLE \"\(configuration.schema)\".orders (id int)"))
             let error = await #expect(throws: PostgresStoreError.self) {
-                _ = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+                _ = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             }
             #expect(error?.message.contains("'orders'") == true)
             let count = try await store.client.query(
@@ -63,7 +63,7 @@ struct PostgresSchemaTests {
         let configuration = try TestPostgres.configuration("race")
         let stores = try await withThrowingTaskGroup(of: PostgresJobStore.self) { group in
             for _ in 0..<4 {
-                group.addTask { try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger) }
+                group.addTask { try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger) }
             }
             return try await group.reduce(into: []) { $0.append($1) }
         }

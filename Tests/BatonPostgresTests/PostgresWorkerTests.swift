@@ -137,9 +137,9 @@ struct PostgresWorkerTests {
             // Two stores as on two machines: one clock 5 s ahead, one 5 s behind. A store judging leases
             // by its own clock would end the other's live leases (4 s) at once and run their jobs again
             // beside the first attempt.
-            let ahead = try await PostgresJobStore(
+            let ahead = try await TestPostgres.open(
                 configuration: configuration, clock: .system(offsetBy: .seconds(5)), logger: TestPostgres.logger)
-            let behind = try await PostgresJobStore(
+            let behind = try await TestPostgres.open(
                 configuration: configuration, clock: .system(offsetBy: .seconds(-5)), logger: TestPostgres.logger)
             defer {
                 ahead.close()
@@ -254,7 +254,7 @@ struct PostgresWorkerTests {
         var configuration = try TestPostgres.configuration("limits")
         configuration.lockTimeout = .milliseconds(1500)
         configuration.idleInTransactionTimeout = .seconds(7)
-        let store = try await PostgresJobStore(configuration: configuration, logger: TestPostgres.logger)
+        let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
         defer { store.close() }
         let rows = try await store.client.query(
             "SELECT current_setting('lock_timeout'), current_setting('idle_in_transaction_session_timeout')"

@@ -1,3 +1,4 @@
+import BatonDurable
 import Foundation
 import Logging
 import PostgresNIO
@@ -44,12 +45,29 @@ enum TestPostgres {
         return logger
     }()
 
+    /// Opens a store as the tests use it: run in a task of its own until its `close()` (tests only: a
+    /// program runs it inside `withPostgresJobStore` or in a `ServiceGroup`).
+    static func open(
+        configuration: PostgresStoreConfiguration, clock: DurableClock = .system, logger: Logger = logger
+    ) async throws -> PostgresJobStore {
+        let store = try PostgresJobStore(configuration: configuration, clock: clock, logger: logger)
+        let running = Task { try await store.run() }
+        do {
+            try await store.waitUntilOpen()
+        } catch {
+            store.close()
+            _ = await running.result
+            throw error
+        }
+        return store
+    }
+
     /// Runs `body` with a store on a fresh schema and drops the schema afterwards.
     static func withStore<T>(
         _ name: String, _ body: (PostgresJobStore, PostgresStoreConfiguration) async throws -> T
     ) async throws -> T {
         let configuration = try configuration(name)
-        let store = try await PostgresJobStore(configuration: configuration, logger: logger)
+        let store = try await TestPostgres.open(configuration: configuration, logger: logger)
         do {
             let result = try await body(store, configuration)
             try await drop(configuration.schema, using: store)

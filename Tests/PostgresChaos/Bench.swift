@@ -167,7 +167,7 @@ struct PostgresBench {
     // MARK: Baton's workloads
 
     func store(_ schema: String, _ logger: Logger) async throws -> PostgresJobStore {
-        try await PostgresJobStore(url: url, schema: schema, logger: logger)
+        try await openStore(url: url, schema: schema, logger: logger)
     }
 
     func fresh(_ name: String) -> String { "bench_\(name)_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))" }

@@ -23,7 +23,7 @@ struct ChaosRun {
         var logger = Logger(label: "chaos")
         logger.logLevel = .error
         let schema = "chaos_\(seed)_\(String(UInt32.random(in: 0...UInt32.max), radix: 36))"
-        let store = try await PostgresJobStore(url: url, schema: schema, logger: logger)
+        let store = try await openStore(url: url, schema: schema, logger: logger)
         let side = SideLog(store: store)
         try await side.create()
         // The workers' journals of the work they did (``WorkJournal``).
@@ -84,7 +84,7 @@ struct ChaosRun {
         let lateFailure = Protected<String?>(nil)
         var counting = Logger(label: "chaos.submit") { _ in RetryCountingLogHandler(count: retries) }
         counting.logLevel = .notice
-        let lateStore = late > 0 ? try await PostgresJobStore(url: url, schema: schema, logger: counting) : nil
+        let lateStore = late > 0 ? try await openStore(url: url, schema: schema, logger: counting) : nil
         defer { lateStore?.close() }
 
         // Workers, kills and restarts.

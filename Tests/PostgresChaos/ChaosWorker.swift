@@ -31,7 +31,12 @@ struct ChaosWorker {
     func run() async throws {
         var logger = Logger(label: "chaos.\(id)")
         logger.logLevel = .error
-        let store = try await PostgresJobStore(url: url, schema: schema, logger: logger)
+        try await withPostgresJobStore(url: url, schema: schema, logger: logger) { store in
+            try await work(store)
+        }
+    }
+
+    private func work(_ store: PostgresJobStore) async throws {
         let side = SideLog(store: store)
         let journal = try WorkJournal(directory: journal)
         let pid = Int(getpid())

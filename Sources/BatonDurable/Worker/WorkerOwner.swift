@@ -55,6 +55,8 @@ struct WorkerOwner {
     /// The timer armed (its deadline and number).
     var armed: ContinuousClock.Instant?
     var timerNumber: UInt64 = 0
+    /// Timers armed in a row for times already past (debug builds: a spin trips an assertion).
+    var pastTimers = 0
 
     init(worker: DurableWorker, input: AsyncStream<WorkerEvent>.Continuation, until: DurableRunID?) {
         self.worker = worker
@@ -294,9 +296,11 @@ struct WorkerOwner {
         if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, reporting == nil {
             return true
         }
-        // The next time something is due without an event.
-        var next = [nextRenew]
-        if let reportRetry, !reports.isEmpty { next.append(reportRetry) }
+        // The next time something is due without an event: only what can start then (a deadline of a
+        // call already in flight would wake the owner in a loop until it answers).
+        var next: [ContinuousClock.Instant] = []
+        if !renewing && !hardStopped { next.append(nextRenew) }
+        if let reportRetry, reporting == nil, !reports.isEmpty { next.append(reportRetry) }
         if claiming == nil, shutdownDeadline == nil, room > 0, let nextClaim { next.append(nextClaim) }
         if let deadline = shutdownDeadline {
             next.append(cancelledForShutdown ? now + .seconds(1) : deadline)
@@ -307,7 +311,7 @@ struct WorkerOwner {
             next.append(now + min(wait, configuration.leaseDuration / 4))
         }
         if let check = nextStallCheck { next.append(check) }
-        arm(next.min()!, group: &group)
+        if let earliest = next.min() { arm(earliest, group: &group) }
         return false
     }
 
@@ -323,6 +327,14 @@ struct WorkerOwner {
     /// Arms a timer for `deadline` unless one that fires no later is armed (a timer that fires early
     /// only makes the owner decide again).
     mutating func arm(_ deadline: ContinuousClock.Instant, group: inout DiscardingTaskGroup) {
+        #if DEBUG
+        // A timer for a time already past wakes the owner at once; thousands in a row mean it waits for
+        // something that no decision can start (a spin that would starve the task pool).
+        pastTimers = deadline <= .now ? pastTimers + 1 : 0
+        assert(
+            pastTimers < 1_000,
+            "DurableWorker '\(configuration.id)': its owner keeps arming timers for times already past")
+        #endif
         if let armed, armed <= deadline { return }
         armed = deadline
         timerNumber &+= 1
