@@ -51,6 +51,8 @@ extension PostgresJobStore {
                 FROM jobs WHERE run = \(run.rawValue) ORDER BY idx
                 """, logger: logger
             ).collect() {
+                // Reading a large run's rows is work, not a server that stopped answering.
+                if jobs.count % 1000 == 0 { PostgresTimeout.progressed() }
                 let c = row.makeRandomAccess()
                 let id = try c["id"].decode(Int64.self)
                 let notBefore = try c["not_before"].decode(Double.self)
@@ -138,16 +140,24 @@ extension PostgresJobStore {
     public func nextDueDate(kinds: [String]) async throws -> Date? {
         guard !kinds.isEmpty else { return nil }
         let asked = clock.now()
-        let rows = try await statement(
-            "nextDueDate",
-            """
-            WITH now AS (SELECT coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8) AS t)
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(nowOverride)
+        bindings.append(kinds)
+        let rows = try await prepared("nextDueDate", Prepared<NextDue>(bindings: bindings), readOnly: true)
+        return try rows.first?.decode(Double?.self).map { asked.addingTimeInterval($0) }
+    }
+
+    /// The time from now ($1, NULL: the server's clock) to the earliest `notBefore` of a ready job of
+    /// kinds $2, or the earliest lease expiry; prepared, as every claim that leaves room asks it.
+    enum NextDue: PreparedText {
+        static let name = "baton_next_due_v1"
+        static let sql = """
+            WITH now AS MATERIALIZED (SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t)
             SELECT LEAST(
                 (SELECT min(not_before) FROM jobs WHERE state = 'ready' AND not_before > (SELECT t FROM now)
-                    AND kind = ANY(\(kinds))),
+                    AND kind = ANY($2)),
                 (SELECT min(lease_expires) FROM jobs WHERE state = 'running')) - (SELECT t FROM now)
-            """, readOnly: true)
-        return try rows.first?.decode(Double?.self).map { asked.addingTimeInterval($0) }
+            """
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {

@@ -353,13 +353,15 @@ public final class PostgresJobStore: JobStore, Service {
     /// Runs a prepared statement (parsed and planned once per connection, then only bound and
     /// executed: a claim or a submission is one round trip without the planning), retried as a
     /// transaction is; its rows count once its commit is confirmed, as ``statement(_:_:readOnly:)`` explains.
-    func prepared<Text: PreparedText>(_ label: String, _ statement: Prepared<Text>) async throws -> [PostgresRow] {
+    func prepared<Text: PreparedText>(
+        _ label: String, _ statement: Prepared<Text>, readOnly: Bool = false
+    ) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.rows(of: statement, logger: logger)
-                    try await Self.confirmCommitted(on: connection, logger: logger)
+                    if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                     return rows
                 }
             }

@@ -4,6 +4,7 @@ import Foundation
 //
 //   baton-postgres-chaos [--jobs N] [--seed S] [--workers W] [--quick] [--crash]  # needs BATON_POSTGRES_URL
 //   baton-postgres-chaos worker --url U --schema S --id W --journal DIR [--lease-ms M]  # started by the above
+//   baton-postgres-chaos bench-worker --url U --schema S --run R --slots N --gate DIR --index I  # started by bench
 //   baton-postgres-chaos bench [--quick] [--runs N] [--peers PYTHON|none] [--only W,..] [--chains N,..]  # speed beside the peers (Bench.swift)
 //
 // Full mode (CI): 20,000 jobs; --quick: 3,000. The PostgreSQL restart uses `.ci/postgres restart`
@@ -30,6 +31,18 @@ if arguments.first == "worker" {
     try await ChaosWorker(
         url: url, schema: schema, id: id, concurrency: 8, lease: .milliseconds(lease), journal: journal
     ).run()
+    exit(0)
+}
+if arguments.first == "bench-worker" {
+    guard let url = value("--url", in: arguments), let schema = value("--schema", in: arguments),
+        let run = Int64(value("--run", in: arguments) ?? ""), let slots = Int(value("--slots", in: arguments) ?? ""),
+        let gate = value("--gate", in: arguments), let index = Int(value("--index", in: arguments) ?? "")
+    else {
+        FileHandle.standardError.write(
+            Data("usage: baton-postgres-chaos bench-worker --url U --schema S --run R --slots N --gate DIR --index I\n".utf8))
+        exit(2)
+    }
+    try await BenchWorkerProcess(url: url, schema: schema, run: run, slots: slots, gate: gate, index: index).main()
     exit(0)
 }
 guard let url = value("--url", in: arguments) ?? environment["BATON_POSTGRES_URL"] else {

@@ -7,14 +7,18 @@ public import Foundation
 /// outputs, states), so a store is a handful of SQL transactions: ``SQLiteJobStore`` is the embedded
 /// default, and a PostgreSQL store implements the same methods.
 ///
-/// Every method is one atomic transaction. Times come from ``clock``, never from the database.
+/// Every method is one atomic transaction. One clock decides every lease, retry and `notBefore` of a
+/// store: ``SQLiteJobStore``'s is ``clock`` (one machine); a store shared by machines uses its
+/// server's (PostgreSQL: `now()`), unless given a clock other than ``DurableClock/system``. Dates the
+/// protocol returns for a worker to wait on (``nextDueDate(kinds:)``) are on ``clock``.
 /// The checks in the `JobStoreConformance` test target are the contract: a store passes all of them.
 ///
 /// ## Thread safety
 /// Implementations are `Sendable`; any method may be called from any task, concurrently, and several
 /// processes may share one store.
 public protocol JobStore: Sendable {
-    /// The clock the store reads for `notBefore`, lease expiry and retention.
+    /// This process's clock: what workers measure their leases and waits on (and, for the SQLite store,
+    /// what decides `notBefore`, lease expiry and retention).
     var clock: DurableClock { get }
 
     /// Stores a whole graph in one transaction and returns the identities given to its jobs.
@@ -131,7 +135,9 @@ public struct ClaimedJob: Hashable, Codable, Sendable {
     public var maxAttempts: Int
     public var priority: Int
     public var timeout: Duration?
-    /// When the lease ends unless renewed.
+    /// When the lease ends unless renewed, on the clock that decides the store's leases (PostgreSQL: the
+    /// server's, which may differ from this machine's). A worker measures its own lease from the moment
+    /// it asked instead.
     public var leaseExpires: Date
 
     public init(

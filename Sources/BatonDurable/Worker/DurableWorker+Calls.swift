@@ -5,23 +5,31 @@ import Logging
 // what it learned as one event for the owner (WorkerOwner); none of them touches the owner's state.
 
 extension DurableWorker {
-    /// Claims up to `limit` jobs. When that leaves room, also reads when more work may become due, and
-    /// — for `run(until:)` with nothing claimed — whether its run has finished.
-    func claimRound(_ limit: Int, until run: DurableRunID?) async -> ClaimRound {
+    /// Claims up to `limit` jobs and tells the owner at once. When that leaves room, it then reads when
+    /// more work may become due, and — for `run(until:)` with nothing claimed — whether its run has
+    /// finished, and tells that apart: the claimed jobs start without waiting for those reads.
+    func claimRound(
+        _ limit: Int, until run: DurableRunID?, input: AsyncStream<WorkerEvent>.Continuation
+    ) async {
         let askedAt = store.clock.now()
+        let jobs: [ClaimedJob]
         do {
-            let jobs = try await store.claim(
+            jobs = try await store.claim(
                 worker: configuration.id, kinds: kinds, limit: limit, lease: configuration.leaseDuration)
-            var round = ClaimRound(
-                limit: limit, askedAt: askedAt, result: .success(jobs), carriers: await traceCarriers(for: jobs))
-            if jobs.count < limit {
-                if jobs.isEmpty, let run { round.runFinished = await isFinished(run) }
-                round.due = try? await store.nextDueDate(kinds: kinds)
-            }
-            return round
         } catch {
-            return ClaimRound(limit: limit, askedAt: askedAt, result: .failure(error))
+            input.yield(.claimed(ClaimRound(limit: limit, askedAt: askedAt, result: .failure(error))))
+            return
         }
+        let polls = jobs.count < limit
+        input.yield(
+            .claimed(
+                ClaimRound(
+                    limit: limit, askedAt: askedAt, result: .success(jobs),
+                    carriers: await traceCarriers(for: jobs), polls: polls)))
+        guard polls else { return }
+        var finished = false
+        if jobs.isEmpty, let run { finished = await isFinished(run) }
+        input.yield(.polled(runFinished: finished, due: try? await store.nextDueDate(kinds: kinds)))
     }
 
     /// Reports ended attempts and claims the room they leave in the same call (one transaction on the

@@ -23,10 +23,16 @@ struct WorkerOwner {
     /// its previous attempt is still in flight).
     var active: [Lease: ActiveAttempt] = [:]
     var reports: [PendingReport] = []
+    /// When the oldest of `reports` was added (see ``reportsDue(now:)``).
+    var oldestReport: ContinuousClock.Instant?
+    /// Attempts held whose jobs have not ended yet.
+    var running = 0
     /// After a report call failed, the reports it carried go one at a time (see `reported`).
     var oneByOneLeft = 0
     /// The limit of the claim in flight.
     var claiming: Int?
+    /// A claim left room and its follow-up reads are under way (``WorkerEvent/polled(runFinished:due:)``).
+    var polling = false
     /// The report call in flight: how many of the attempts held it reports, and the room it claims.
     var reporting: (finishing: Int, claim: Int)?
     var renewing = false
@@ -52,6 +58,8 @@ struct WorkerOwner {
     /// Tests' renewal requests: waiting for the next renewal to start, and riding on the one in flight.
     var renewRequests: [CheckedContinuation<Void, Never>] = []
     var renewWaiters: [CheckedContinuation<Void, Never>] = []
+    /// When the lease watch looks next (``watchLeases(now:)``); nil while nothing runs.
+    var leaseWatch: ContinuousClock.Instant?
     /// The timer armed (its deadline and number).
     var armed: ContinuousClock.Instant?
     var timerNumber: UInt64 = 0
@@ -99,6 +107,15 @@ struct WorkerOwner {
             attemptEnded(lease, outcome: outcome, output: output)
         case .claimed(let round):
             claimed(round)
+        case .polled(let runFinished, let due):
+            polling = false
+            if runFinished {
+                beginShutdown(at: .now + configuration.shutdownGracePeriod)
+            } else {
+                var wait = configuration.pollInterval
+                if let due { wait = min(wait, .seconds(max(due.timeIntervalSince(store.clock.now()), 0.001))) }
+                nextClaim = .now + wait
+            }
         case .reported(let round):
             reported(round)
         case .renewed(let round):
@@ -107,6 +124,7 @@ struct WorkerOwner {
             renewRequests.append(waiter)
         case .checkLeases(let answer):
             answer.resume(returning: stopAttemptsOutOfLease())
+            leaseWatch = .now
         }
     }
 
@@ -116,11 +134,12 @@ struct WorkerOwner {
     }
 
     mutating func attemptEnded(_ lease: Lease, outcome: JobOutcome, output: Data?) {
-        guard var attempt = active[lease] else { return }
+        guard var attempt = active[lease], !attempt.ended else { return }
+        running -= 1
         attempt.ended = true
         active[lease] = attempt
         if let pending = worker.report(for: attempt, outcome: outcome, output: output) {
-            reports.append(pending)
+            queue([pending])
         } else {
             // The lease was lost: nothing to report, and the slot is free now.
             worker.tellEnded(attempt, .leaseLost)
@@ -142,19 +161,11 @@ struct WorkerOwner {
         case .success(let jobs):
             lastClaimFound = !jobs.isEmpty
             start(jobs, askedAt: round.askedAt, carriers: round.carriers)
-            if jobs.count == round.limit {
+            if round.polls {
+                polling = true
+            } else {
                 wantClaim = true
-                return
             }
-            if round.runFinished {
-                beginShutdown(at: .now + configuration.shutdownGracePeriod)
-                return
-            }
-            var wait = configuration.pollInterval
-            if let due = round.due {
-                wait = min(wait, .seconds(max(due.timeIntervalSince(store.clock.now()), 0.001)))
-            }
-            nextClaim = .now + wait
         }
     }
 
@@ -173,9 +184,9 @@ struct WorkerOwner {
             }
             logger.warning("reporting \(round.batch.count) attempts failed, retrying: \(error)")
             if round.batch.count == 1 {
-                reports.append(contentsOf: round.batch)  // this one alone failed: the others go first
+                queue(round.batch)  // this one alone failed: the others go first
             } else {
-                reports.insert(contentsOf: round.batch, at: 0)
+                queue(round.batch, first: true)
                 oneByOneLeft = round.batch.count
             }
             reportRetry = .now + configuration.pollInterval
@@ -207,7 +218,7 @@ struct WorkerOwner {
                 }
             } else {
                 logger.warning("giving back \(releases.count) attempts failed, retrying: \(error)")
-                reports.insert(contentsOf: releases.map(PendingReport.release), at: 0)
+                queue(releases.map(PendingReport.release), first: true)
             }
             given = []
         }
@@ -225,6 +236,13 @@ struct WorkerOwner {
         {
             wantClaim = true
         }
+    }
+
+    /// Adds reports to send (`first`: ahead of those waiting).
+    mutating func queue(_ items: [PendingReport], first: Bool = false) {
+        guard !items.isEmpty else { return }
+        if reports.isEmpty { oldestReport = .now }
+        if first { reports.insert(contentsOf: items, at: 0) } else { reports.append(contentsOf: items) }
     }
 
     /// Forgets reports that cannot be sent during a hard stop: their jobs run again once their leases end.
@@ -280,20 +298,22 @@ struct WorkerOwner {
     mutating func decide(group: inout DiscardingTaskGroup) -> Bool {
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
-        let watch = stopAttemptsOutOfLease()
-        if reporting == nil, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true {
+        if let due = leaseWatch, now >= due { watchLeases(now: now) }
+        if reporting == nil, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true, reportsDue(now: now) {
             sendReports(group: &group)
         }
         if !renewing, !hardStopped, now >= nextRenew || !renewRequests.isEmpty {
             renew(group: &group)
         }
         let room = self.room(finishing: 0)
-        if claiming == nil, shutdownDeadline == nil, room > 0, wantClaim || nextClaim.map({ now >= $0 }) ?? true {
+        if claiming == nil, !polling, shutdownDeadline == nil, room > 0,
+            wantClaim || nextClaim.map({ now >= $0 }) ?? true
+        {
             claim(room, group: &group)
         }
         watchForStall(now: now, group: &group)
         checkInvariants()
-        if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, reporting == nil {
+        if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, !polling, reporting == nil {
             return true
         }
         // The next time something is due without an event: only what can start then (a deadline of a
@@ -301,15 +321,12 @@ struct WorkerOwner {
         var next: [ContinuousClock.Instant] = []
         if !renewing && !hardStopped { next.append(nextRenew) }
         if let reportRetry, reporting == nil, !reports.isEmpty { next.append(reportRetry) }
-        if claiming == nil, shutdownDeadline == nil, room > 0, let nextClaim { next.append(nextClaim) }
+        if reporting == nil, !reports.isEmpty, let oldestReport { next.append(oldestReport + Self.reportDelay) }
+        if claiming == nil, !polling, shutdownDeadline == nil, room > 0, let nextClaim { next.append(nextClaim) }
         if let deadline = shutdownDeadline {
             next.append(cancelledForShutdown ? now + .seconds(1) : deadline)
         }
-        if let watch {
-            let wait = Duration.seconds(max(watch.timeIntervalSince(store.clock.now()), 0.001))
-            // While attempts run, at least every quarter lease: a manual clock moved by a test, a jump.
-            next.append(now + min(wait, configuration.leaseDuration / 4))
-        }
+        if let leaseWatch { next.append(leaseWatch) }
         if let check = nextStallCheck { next.append(check) }
         if let earliest = next.min() { arm(earliest, group: &group) }
         return false
@@ -345,6 +362,18 @@ struct WorkerOwner {
         }
     }
 
+    /// How long the first of a batch of reports may wait for more attempts to end while others still
+    /// run: a worker whose attempts end together then reports (and claims) in batches, as a claim loop
+    /// does, instead of one call per attempt; one whose last attempt ended reports at once.
+    static let reportDelay = Duration.milliseconds(1)
+
+    /// Whether the pending reports go now: nothing held still runs (no more are about to come), enough
+    /// are waiting, the first has waited ``reportDelay``, or the worker stops.
+    func reportsDue(now: ContinuousClock.Instant) -> Bool {
+        running == 0 || reports.count >= max(1, configuration.maxConcurrentJobs / 2) || shutdownDeadline != nil
+            || oldestReport.map { now >= $0 + Self.reportDelay } ?? true
+    }
+
     mutating func sendReports(group: inout DiscardingTaskGroup) {
         let batch: [PendingReport]
         if oneByOneLeft > 0 {
@@ -354,6 +383,7 @@ struct WorkerOwner {
             batch = reports
             reports.removeAll(keepingCapacity: true)
         }
+        oldestReport = reports.isEmpty ? nil : .now
         // The room these attempts leave is claimed in the same call: a chain's next step starts with no
         // wake-up in between.
         // Late claims given back were never held: only the attempts held leave room.
@@ -372,7 +402,7 @@ struct WorkerOwner {
         wantClaim = false
         nextClaim = nil
         let (worker, input, until) = (worker, input, until)
-        group.addTask { input.yield(.claimed(await worker.claimRound(limit, until: until))) }
+        group.addTask { await worker.claimRound(limit, until: until, input: input) }
     }
 
     mutating func renew(group: inout DiscardingTaskGroup) {
@@ -395,7 +425,7 @@ struct WorkerOwner {
     /// While `run(until:)` has nothing to do: after a while, and then once a minute, say so when the
     /// run's jobs wait for kinds that no live worker has registered (else it would wait in silence).
     mutating func watchForStall(now: ContinuousClock.Instant, group: inout DiscardingTaskGroup) {
-        guard let run = until, active.isEmpty, !lastClaimFound, shutdownDeadline == nil else {
+        guard let run = until, active.isEmpty, !lastClaimFound, !polling, shutdownDeadline == nil else {
             idleSince = nil
             return
         }
@@ -415,6 +445,20 @@ struct WorkerOwner {
     }
 
     // MARK: Stopping attempts
+
+    /// Runs the lease watch and says when to look next: at the next attempt's deadline, and while
+    /// attempts run at least every quarter lease (a manual clock moved by a test, a clock jump). Not at
+    /// every event: it reads every attempt held, and a busy worker has hundreds.
+    mutating func watchLeases(now: ContinuousClock.Instant) {
+        let next = stopAttemptsOutOfLease()
+        guard !active.isEmpty else {
+            leaseWatch = nil
+            return
+        }
+        var wait = configuration.leaseDuration / 4
+        if let next { wait = min(wait, .seconds(max(next.timeIntervalSince(store.clock.now()), 0.001))) }
+        leaseWatch = now + wait
+    }
 
     /// How long before its lease ends an attempt that no renewal reached is stopped: an eighth of the
     /// lease, at most a second — time for its job to see the cancellation and end before another worker
@@ -471,6 +515,7 @@ struct WorkerOwner {
         // Nothing more can be sent: what is left is forgotten once its job has ended.
         hardStopped = true
         reports.removeAll()
+        oldestReport = nil
         beginShutdown(at: .now)
     }
 
@@ -490,12 +535,15 @@ struct WorkerOwner {
                     "giving back \(claimed.count) claimed jobs unattempted: their leases end within \(leaseStopMargin) (the claim took long to answer)"
                 )
             }
-            reports.append(contentsOf: claimed.map { .release($0.lease) })
+            queue(claimed.map { .release($0.lease) })
             return
         }
         let started = worker.makeAttempts(claimed, leaseEnds: leaseEnds, carriers: carriers, input: input)
         for attempt in started { active[attempt.claimed.lease] = attempt }
+        running += started.count
         worker.enqueue(started)
+        // Their deadlines are the latest yet (asked for last): a watch already scheduled stays as it is.
+        if leaseWatch == nil { leaseWatch = .now }
     }
 
     /// Debug builds check the owner's invariants after every decision.
@@ -508,6 +556,7 @@ struct WorkerOwner {
             "DurableWorker '\(configuration.id)': \(active.count - finishing) attempts held and \(asked) asked for, over its limit of \(configuration.maxConcurrentJobs)"
         )
         assert(shutdownDeadline == nil || room(finishing: 0) == 0, "a worker that shuts down claims nothing")
+        assert(running == active.values.count { !$0.ended }, "the count of running attempts drifted")
         #endif
     }
 }

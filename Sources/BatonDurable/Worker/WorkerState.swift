@@ -18,10 +18,14 @@ enum WorkerEvent: Sendable {
     /// An attempt's Baton job finished, with the encoded output of a success.
     case ended(Lease, JobOutcome, Data?)
     case claimed(ClaimRound)
+    /// After a claim that left room: whether the run of `run(until:)` has finished, and when more work
+    /// may become due (asked after the claimed jobs started, so they do not wait for it).
+    case polled(runFinished: Bool, due: Date?)
     case reported(ReportRound)
     case renewed(RenewRound)
     /// Tests: renew now, and resume once a renewal started after this request has been handled.
     case renewNow(CheckedContinuation<Void, Never>)
+    /// The report batch is due (``WorkerOwner`` waits a moment for more attempts to end).
     /// Tests: run the lease watch now and answer when it would next stop an attempt (store clock).
     case checkLeases(CheckedContinuation<Date?, Never>)
 }
@@ -33,10 +37,8 @@ struct ClaimRound: Sendable {
     var askedAt: Date
     var result: Result<[ClaimedJob], any Error>
     var carriers: [DurableRunID: [String: String]] = [:]
-    /// The run that `run(until:)` waits for has finished (or is gone); asked only when nothing was claimed.
-    var runFinished = false
-    /// The earliest time more work may become due without a wake-up; asked when the claim had room left.
-    var due: Date? = nil
+    /// Room was left: a ``WorkerEvent/polled(runFinished:due:)`` follows.
+    var polls = false
 }
 
 /// The answer to a report of ended attempts, sent with a claim of the room they leave.
