@@ -133,20 +133,87 @@ struct ImportFeed: DurableJob {
     let store: EarthquakeStore
     let strict: Bool
     let now: @Sendable () -> Date
+    /// The imports of this process (what a Ctrl-C needs to know of them).
+    var imports = RefreshImports()
 
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
-        let (store, strict, now) = (store, strict, now)
-        return try await offThePool { () throws -> Output in
-            let feed = try ParseFeed.read(input.file, strict: strict)
-            let summary = try store.importFeed(feed)
-            try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
-            return Output(
-                feed: input.feed, inserted: summary.inserted, updated: summary.updated, unchanged: summary.unchanged,
-                duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs, skipped: summary.skipped,
-                otherTypes: summary.otherTypes,
-                warnings: feed.warnings.map(\.description),
-                hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
-                removed: summary.removed)
+        let (store, strict, now, imports) = (store, strict, now, imports)
+        // Cancelling the attempt (Ctrl-C stops the worker) rolls the import back, unless it had begun to
+        // commit: then it ends, and `imports` knows it is in even if the worker never records it.
+        let gate = ImportCommitGate()
+        imports.began(gate)
+        defer { imports.ended(gate) }
+        return try await withTaskCancellationHandler {
+            try await offThePool { () throws -> Output in
+                let feed = try ParseFeed.read(input.file, strict: strict)
+                let summary: ImportSummary
+                do {
+                    summary = try store.importFeed(feed, commitGate: gate)
+                } catch {
+                    if (error as? StoreError)?.code == .cancelled { throw CancellationError() }
+                    throw error
+                }
+                try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
+                let output = Output(
+                    feed: input.feed, inserted: summary.inserted, updated: summary.updated,
+                    unchanged: summary.unchanged, duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs,
+                    skipped: summary.skipped, otherTypes: summary.otherTypes,
+                    warnings: feed.warnings.map(\.description),
+                    hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
+                    removed: summary.removed)
+                imports.committed(output)
+                return output
+            }
+        } onCancel: {
+            gate.cancel()
+        }
+    }
+}
+
+/// The imports of a refresh of several feeds in this process: the one running (a second Ctrl-C waits
+/// for its commit to end, if it began, before ending the process) and those that committed (a Ctrl-C
+/// can stop the worker before it records an import that committed: it is in all the same).
+///
+/// ## Thread safety
+/// `Sendable`: one lock guards the state; gates are told outside it.
+final class RefreshImports: Sendable {
+    private struct State {
+        var running: [ObjectIdentifier: ImportCommitGate] = [:]
+        var committed: [String: ImportFeed.Output] = [:]
+    }
+
+    private let state = Protected(State())
+
+    func began(_ gate: ImportCommitGate) {
+        state.withLock { $0.running[ObjectIdentifier(gate)] = gate }
+    }
+
+    func ended(_ gate: ImportCommitGate) {
+        _ = state.withLock { $0.running.removeValue(forKey: ObjectIdentifier(gate)) }
+    }
+
+    func committed(_ output: ImportFeed.Output) {
+        state.withLock { $0.committed[output.feed] = output }
+    }
+
+    /// The imports that committed in this process, by feed.
+    var committedOutputs: [String: ImportFeed.Output] { state.withLock { $0.committed } }
+
+    /// Runs `body` once every running import's outcome is known (see ``ImportCommitGate/whenSettled(_:)``),
+    /// with whether one of them committed.
+    func whenSettled(_ body: @escaping @Sendable (_ committedAny: Bool) -> Void) {
+        let gates = state.withLock { Array($0.running.values) }
+        let remaining = Protected((count: gates.count, committed: false))
+        guard !gates.isEmpty else { return body(false) }
+        for gate in gates {
+            gate.whenSettled { settlement in
+                let done = remaining.withLock { left -> Bool? in
+                    left.count -= 1
+                    left.committed = left.committed || settlement == .committed
+                    return left.count == 0 ? left.committed : nil
+                }
+                if let done { body(done) }
+            }
         }
     }
 }

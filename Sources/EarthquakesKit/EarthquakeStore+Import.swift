@@ -29,23 +29,28 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/write`` (naming the refused row),
     ///   ``StoreError/Code/busy`` or ``StoreError/Code/readOnly``.
     /// - Complexity: O(*n* log *m*) for *n* quakes into a table of *m* rows.
+    ///   - commitGate: Decides between a cancel and the commit (see ``ImportCommitGate``): a cancel that
+    ///     comes before the commit begins makes the import roll back and throw ``StoreError/Code/cancelled``.
     @discardableResult
     public func importFeed(
-        _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil
+        _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil, commitGate: ImportCommitGate? = nil
     ) throws(StoreError) -> ImportSummary {
-        try importEntries(of: Feed(metadata: Feed.Metadata(), earthquakes: quakes), whileWaiting: whileWaiting)
+        try importEntries(
+            of: Feed(metadata: Feed.Metadata(), earthquakes: quakes), whileWaiting: whileWaiting, gate: commitGate)
     }
 
-    /// The import of ``importFeed(_:whileWaiting:)-([Earthquake],_)``, of every earthquake of `feed`
-    /// (decoded or pending; the summary's ``ImportSummary/skipped`` is left at 0).
+    /// The import of ``importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``, of every earthquake of
+    /// `feed` (decoded or pending; the summary's ``ImportSummary/skipped`` is left at 0).
     private func importEntries(
-        of feed: Feed, whileWaiting: (@Sendable () -> Void)?
+        of feed: Feed, whileWaiting: (@Sendable () -> Void)?, gate: ImportCommitGate?
     ) throws(StoreError) -> ImportSummary {
         let count = feed.count
         let previous = lockWait.setObserver(whileWaiting)
         defer { _ = lockWait.setObserver(previous) }
+        if gate?.isCancelled == true { throw Self.cancelled(path: path) }
+        var committing = false
         do {
-            return try onConnection { db in
+            let summary = try onConnection { db in
                 // A page cache big enough for the indexes being changed, so that the transaction writes each
                 // page to the journal once instead of spilling and rewriting it (SQLite's default is 2 MB).
                 let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
@@ -54,12 +59,23 @@ extension EarthquakeStore {
                 defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
                 var summary = ImportSummary()
                 try db.inTransaction(.immediate) {
-                    summary = try Self.upsert(feed, in: db)
+                    summary = try Self.upsert(feed, in: db, gate: gate)
+                    TestPause.at("before-commit")
+                    // The last moment a cancel rolls the import back; from here on it is too late.
+                    if let gate {
+                        guard gate.beginCommit() else { throw CancellationError() }
+                        committing = true
+                    }
                     return .commit
                 }
                 return summary
             }
+            if committing { gate?.endCommit(succeeded: true) }
+            TestPause.at("committed")
+            return summary
         } catch {
+            if committing { gate?.endCommit(succeeded: false) }
+            if error is CancellationError { throw Self.cancelled(path: path) }
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(
                     .write, path: path, doing: "import \(count) earthquake\(count == 1 ? "" : "s") into", error: error,
@@ -69,7 +85,7 @@ extension EarthquakeStore {
     }
 
     /// Imports every earthquake of a parsed feed, and counts its skipped features in the summary. See
-    /// ``importFeed(_:whileWaiting:)-([Earthquake],_)``.
+    /// ``importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``.
     ///
     /// A feed parsed for this store (by ``GetEarthquakes``) may hold features left undecoded because the
     /// store had their fingerprint (a hash of their exact bytes, kept with each row): each is counted
@@ -77,18 +93,25 @@ extension EarthquakeStore {
     /// imported like the others when not (another process changed or deleted the row meanwhile).
     @discardableResult
     public func importFeed(
-        _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
+        _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil, commitGate: ImportCommitGate? = nil
     ) throws(StoreError)
         -> ImportSummary
     {
-        var summary = try importEntries(of: feed, whileWaiting: whileWaiting)
+        var summary = try importEntries(of: feed, whileWaiting: whileWaiting, gate: commitGate)
         summary.skipped = feed.skippedFeatures.count
         return summary
     }
 
+    /// The error of an import that a cancel rolled back.
+    private static func cancelled(path: String?) -> StoreError {
+        StoreError(
+            .cancelled, path: path, doing: "import into", reason: "the import was cancelled",
+            advice: "Nothing was changed: the import was rolled back.")
+    }
+
     /// The body of the import transaction: SQLite's own prepared statements, bound and compared column
     /// by column (no intermediate rows or argument arrays), one lookup per earthquake.
-    private static func upsert(_ feed: Feed, in db: Database) throws -> ImportSummary {
+    private static func upsert(_ feed: Feed, in db: Database, gate: ImportCommitGate?) throws -> ImportSummary {
         let columns = Earthquake.columns
         let connection = db.sqliteConnection
         let select = try RawStatement(
@@ -187,6 +210,11 @@ extension EarthquakeStore {
 
         try feed.forEachEntry { entry in
             defer { position += 1 }
+            // A cancel is noticed within a few hundred rows (a few milliseconds), and rolls everything back.
+            if position & 255 == 1 {
+                if position == 1 { TestPause.at("import-started") }
+                if gate?.isCancelled == true { throw CancellationError() }
+            }
             switch entry {
             case .decoded(let index):
                 let quake = feed.decoded[index]

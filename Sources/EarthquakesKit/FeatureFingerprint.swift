@@ -8,7 +8,7 @@ import Foundation
 /// ``blob``). Invariant: a row with a fingerprint holds exactly what decoding a feature with these
 /// bytes in this unit gives, because every write of other values replaces or clears it. So a re-import
 /// that finds a feature's fingerprint in the store knows the row is unchanged without decoding the
-/// feature (see ``FeedParser`` with known features, and ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``).
+/// feature (see ``FeedParser`` with known features, and ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``).
 ///
 /// ``version`` is part of the stored value: change it whenever the parser reads the same bytes into
 /// other values, so that rows fingerprinted by an older version are decoded and compared again.

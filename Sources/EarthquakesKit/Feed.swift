@@ -14,7 +14,7 @@ public struct Feed: Sendable, Equatable {
     public var metadata: Metadata
     /// The events of the feed, in the feed's order (the USGS publishes newest first).
     ///
-    /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``) may
+    /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``) may
     /// hold features that were not decoded because the store already has them; the first read of this
     /// property decodes them, and later reads (of this value or its copies) return the same array.
     public var earthquakes: [Earthquake] {

@@ -20,7 +20,7 @@ public import FoundationNetworking
 ///    from … within N seconds") and the optional ``totalTimeout``, failing on an HTTP error status
 ///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
 /// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke), which does not decode the features
-///    the store already holds exactly (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``), so
+///    the store already holds exactly (see ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``), so
 ///    re-importing an unchanged feed costs little more than reading it;
 /// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
 ///    import runs at a time in its `ExclusivityScope` and a second refresh waits for the first one's
@@ -246,10 +246,22 @@ public final class GetEarthquakes: Sendable {
         return summary
     }
 
-    /// Cancels the refresh: a running download stops, and no later step starts.
-    public func cancel() {
+    /// Cancels the refresh: a running download stops, no later step starts, and a running import rolls
+    /// back — unless it had already begun to commit (see ``ImportCommitGate``).
+    ///
+    /// - Returns: ``ImportCommitGate/CancelResult/willRollBack`` when the store is left as it was (``run()``
+    ///   throws `CancellationError`), ``ImportCommitGate/CancelResult/tooLate`` when the import had begun
+    ///   to commit (``run()`` returns its summary).
+    @discardableResult
+    public func cancel() -> ImportCommitGate.CancelResult {
+        let result = importer.commitGate.cancel()
         job.cancel(reason: CancellationError())
+        return result
     }
+
+    /// Decides between a cancel and the import's commit; ``ImportCommitGate/whenSettled(_:)`` says
+    /// whether the import committed, once it is known.
+    public var commitGate: ImportCommitGate { importer.commitGate }
 
     private func removeDownload() {
         guard let download else { return }
