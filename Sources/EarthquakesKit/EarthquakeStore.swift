@@ -108,7 +108,12 @@ public final class EarthquakeStore: Sendable {
             let opensForWriting = mode != .readOnly || Self.mayWrite(path)
             var configuration = Self.configuration(lockWait: lockWait, wal: mode != .readOnly)
             configuration.readonly = !opensForWriting
-            queue = try DatabaseQueue(path: path, configuration: configuration)
+            // A file this process may not write (a read-only file system, a folder or file without write
+            // permission) and that no connection is using is opened immutable: SQLite then needs no `-shm`
+            // beside it, which it could not create (on a read-only file system) or would leave behind with
+            // the file's read-only permissions (in a writable folder), where it stops the next writer.
+            let immutable = !opensForWriting && Self.isUnused(path) ? Self.immutableURI(path) : nil
+            queue = try DatabaseQueue(path: immutable ?? path, configuration: configuration)
         } catch {
             throw StoreError.opening(path: path, error: error, timeout: busyTimeout)
         }
@@ -281,6 +286,24 @@ public final class EarthquakeStore: Sendable {
                 advice: "Make the folder writable or use a database file in another folder."
             )
         }
+    }
+
+    /// Whether no connection uses the database at `path`: it has neither a write-ahead log nor its index
+    /// beside it. (A connection in WAL mode keeps both while it is open, and the last one to close removes
+    /// them; a log left by a process that ended holds changes, which an immutable reader would not see.)
+    private static func isUnused(_ path: String) -> Bool {
+        !FileManager.default.fileExists(atPath: path + "-wal") && !FileManager.default.fileExists(atPath: path + "-shm")
+    }
+
+    /// The URI that opens `path` immutable (`file:…?immutable=1`), or `nil` when this SQLite does not read
+    /// file names as URIs.
+    static func immutableURI(_ path: String) -> String? {
+        guard sqlite3_compileoption_used("USE_URI") == 1 else { return nil }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "/-._~")
+        let escaped = absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute
+        return "file://" + escaped + "?immutable=1"
     }
 
     /// Whether this process may write the file at `path` and its folder (where SQLite keeps its log).
