@@ -123,8 +123,15 @@ extension EarthquakesCLI {
         let colours = console.isOutputTerminal && (environment["NO_COLOR"] ?? "").isEmpty
         let console = self.console
         return ListingWriter(
-            format: options.csv ? .csv : .table, distances: distances, colours: colours,
+            format: options.csv ? .csv : .table, distances: distances, colours: colours, width: tableWidth,
             flush: { console.write($0) })
+    }
+
+    /// The width the table fits: the terminal's, else `COLUMNS` (a positive number), else none.
+    var tableWidth: Int? {
+        if let columns = console.terminalColumns { return columns }
+        guard let text = environment["COLUMNS"], let columns = Int(text), columns > 0 else { return nil }
+        return columns
     }
 
     /// Says that nothing matched: on standard output after a table, on standard error after CSV (whose

@@ -86,7 +86,7 @@ public struct EarthquakesCLI: Sendable {
             console.print("Showing \(summary.total) sample earthquakes from memory (not saved: \(notSaved ?? "")).")
         }
         console.print("")
-        let writer = ListingWriter(format: .table, distances: false, flush: { console.write($0) })
+        let writer = ListingWriter(format: .table, distances: false, width: tableWidth, flush: { console.write($0) })
         writer.header()
         for quake in quakes { RowViews.with(quake, distance: nil) { writer.row($0) } }
         writer.finish()

@@ -19,10 +19,9 @@ final class ListingWriter {
         case csv
     }
 
-    static let placeWidth = 48
-
     private let format: Format
     private let distances: Bool
+    private let layout: TableLayout
     private let colours: Bool
     private let flush: ([UInt8]) -> Void
     private var buffer: [UInt8] = []
@@ -31,10 +30,15 @@ final class ListingWriter {
     /// - Parameters:
     ///   - distances: whether rows carry a distance (a DIST km column / `distance_km` field).
     ///   - colours: whether magnitudes are coloured (a terminal without `NO_COLOR`).
+    ///   - width: the terminal's width, which the table fits (see ``TableLayout``); `nil` for the full table.
     ///   - flush: receives the bytes, in pieces of about 64 KB.
-    init(format: Format, distances: Bool, colours: Bool = false, flush: @escaping ([UInt8]) -> Void) {
+    init(
+        format: Format, distances: Bool, colours: Bool = false, width: Int? = nil,
+        flush: @escaping ([UInt8]) -> Void
+    ) {
         self.format = format
         self.distances = distances
+        self.layout = TableLayout(width: width, distances: distances)
         self.colours = colours && format == .table
         self.flush = flush
         buffer.reserveCapacity(1 << 16 + 1024)
@@ -44,10 +48,11 @@ final class ListingWriter {
         switch format {
         case .table:
             append("TIME (UTC)        ")
-            append("  MAG  DEPTH km")
+            append("  MAG")
+            if layout.showsDepth { append("  DEPTH km") }
             if distances { append("  DIST km") }
             append("  PLACE")
-            appendSpaces(Self.placeWidth - 5)
+            appendSpaces(layout.placeWidth - 5)
             append("  ID\n")
         case .csv:
             append("id,time,latitude,longitude,depth_km,magnitude,type,place")
@@ -94,26 +99,35 @@ final class ListingWriter {
         } else {
             append("    ?")
         }
-        appendFixed(row.depth, decimals: 1, width: 10)
+        if layout.showsDepth { appendFixed(row.depth, decimals: 1, width: 10) }
         if let distance = row.distanceKilometers { appendFixed(distance, decimals: 0, width: 9) }
         append("  ")
+        // The id's own width decides its row's room for the place, when the table fits a terminal.
+        let room = layout.width == nil ? layout.placeWidth : layout.placeWidth(forIDWidth: Self.displayWidth(row.id))
         var width = 0
-        if let type = row.type, !Self.isEarthquake(type) {
+        if let type = row.type, !Self.isEarthquake(type), room >= 4 {
             buffer.append(UInt8(ascii: "["))
-            width += 1 + appendClipped(Self.trimmed(type), room: Self.placeWidth - 2)
+            width += 1 + appendClipped(Self.trimmed(type), room: room - 3)
             buffer.append(UInt8(ascii: "]"))
             buffer.append(UInt8(ascii: " "))
             width += 2
         }
         if let place = row.place ?? row.title, place.count > 0 {
-            width += appendClipped(place, room: Self.placeWidth - width)
-        } else {
+            width += appendClipped(place, room: room - width)
+        } else if room > width {
             append("-")
             width += 1
         }
-        appendSpaces(Self.placeWidth - width + 2)
+        appendSpaces(room - width + 2)
         appendClipped(row.id, room: .max)
         buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// The characters of UTF-8 `text` (Unicode scalars: what the table counts).
+    static func displayWidth(_ text: UnsafeBufferPointer<UInt8>) -> Int {
+        var count = 0
+        for byte in text where byte & 0xC0 != 0x80 { count += 1 }
+        return count
     }
 
     /// `text` without the tabs, line breaks and spaces around it (a type stored before the import trimmed
