@@ -206,7 +206,7 @@ final class ListingWriter {
         buffer.append(UInt8(ascii: ","))
         if let magnitude = row.magnitude { append(String(magnitude)) }
         buffer.append(UInt8(ascii: ","))
-        if let type = row.type { appendCSV(Self.trimmed(type)) }
+        appendCSVType(row.type)
         buffer.append(UInt8(ascii: ","))
         if let place = row.place { appendCSV(place) }
         if let distance = row.distanceKilometers {
@@ -214,6 +214,17 @@ final class ListingWriter {
             appendFixed(distance, decimals: 1, width: 0)
         }
         buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// The event's type by the one rule of filters and counts (``Earthquake/normalizedType(_:)``): an
+    /// untyped event is an earthquake, as `--type earthquake` and `status` count it.
+    private func appendCSVType(_ type: UnsafeBufferPointer<UInt8>?) {
+        guard let type, !Self.isEarthquake(type) else {
+            append(Earthquake.defaultType)
+            return
+        }
+        var normalized = Earthquake.normalizedType(String(decoding: type, as: UTF8.self))
+        normalized.withUTF8 { appendCSV($0) }
     }
 
     /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180). Control characters other

@@ -1,7 +1,8 @@
 import EarthquakesKit
 import Foundation
 
-/// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns.
+/// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns. The
+/// `type` is never `null`: an event the feed left untyped is an earthquake, as filters and `status` count it.
 /// `distanceKm` is the exception: it is there only when a distance was measured (`--near`, `--from`,
 /// a home), and left out otherwise.
 struct QuakeJSON: Encodable {
@@ -16,7 +17,7 @@ struct QuakeJSON: Encodable {
     var longitude: Double
     var depthKm: Double
     var distanceKm: Double?
-    var type: String?
+    var type: String
     var status: String?
     var tsunami: Bool?
     var alert: String?
@@ -35,7 +36,8 @@ struct QuakeJSON: Encodable {
         longitude = quake.longitude
         depthKm = quake.depth
         self.distanceKm = distanceKm.map { ($0 * 10).rounded() / 10 }
-        type = quake.type
+        // The type by the rule of filters and counts: an untyped event is an earthquake.
+        type = quake.normalizedType
         status = quake.status
         tsunami = quake.tsunami
         alert = quake.alert

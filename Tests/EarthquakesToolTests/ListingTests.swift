@@ -168,7 +168,7 @@ import Testing
         )
         #expect(
             lines[2] == "q1,2023-11-14T22:13:20.123Z,34.05,-118.25,0.0,1.9,quarry blast,\"5 km SE of Tehachapi, CA\"")
-        #expect(lines[5] == "n1,,0.0,0.0,1.0,,,")
+        #expect(lines[5] == "n1,,0.0,0.0,1.0,,earthquake,")  // untyped: an earthquake, as filters count it
         #expect(lines.count == 7)  // header, five rows, and the empty string after the last newline
 
         let near = try list(ListOptions(limit: 1, near: Coordinate(latitude: -33.9, longitude: 151.2), csv: true), path)
