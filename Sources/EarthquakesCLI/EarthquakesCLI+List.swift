@@ -15,6 +15,7 @@ extension EarthquakesCLI {
     ) throws {
         let (store, path) = try openForReading(database, sample: sample)
         defer { closeAtEnd(store.close) }
+        try Self.checkTypes(options, in: store)
         let filter = options.filter
         let order: ListingOrder
         if let point = options.near {
@@ -91,6 +92,49 @@ extension EarthquakesCLI {
                 "warning: the cut-off \(cutOff) is \(when): every event older than it \(dryRun ? "would be" : "was") "
                     + "deleted (only events with no time are kept)\n")
         }
+    }
+
+    /// `--type` and `--exclude-type` name types the store holds: a type that no stored event has is a
+    /// mistake (`--type quary`), refused with the types there are, rather than "No earthquakes match".
+    /// (An empty store has no types to compare with: its own message says so.)
+    ///
+    /// - Throws: ``CLIError`` (a usage error).
+    static func checkTypes(_ options: ListOptions, in store: EarthquakeStore) throws {
+        guard !options.types.isEmpty || !options.excludedTypes.isEmpty else { return }
+        let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
+        guard !stored.isEmpty else { return }
+        let known = Set(stored.map(\.type))
+        for (option, names) in [("--type", options.types), ("--exclude-type", options.excludedTypes)] {
+            for name in names where !known.contains(Earthquake.normalizedType(name)) {
+                let list = stored.map { "\($0.type) (\($0.count))" }.joined(separator: ", ")
+                let guess = closestType(to: Earthquake.normalizedType(name), among: stored.map(\.type))
+                let hint = guess.map { "did you mean \"\($0)\"? " } ?? ""
+                throw CLIError.usage(
+                    "\(option) \"\(TerminalText.safe(name))\": no stored event has this type; \(hint)the types stored "
+                        + "are: \(list)")
+            }
+        }
+    }
+
+    /// The stored type nearest to a mistyped one (at most a third of its letters away), if any.
+    static func closestType(to name: String, among types: [String]) -> String? {
+        let limit = max(1, name.count / 3)
+        let scored = types.map { ($0, editDistance(name, $0)) }.filter { $0.1 <= limit }
+        return scored.min { $0.1 < $1.1 }?.0
+    }
+
+    /// The Levenshtein distance between two short texts, by characters.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let (a, b) = (Array(a), Array(b))
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// Runs a write; SQLite's "readonly database" becomes the message that names the file and the fix.

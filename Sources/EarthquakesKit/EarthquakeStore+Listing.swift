@@ -201,12 +201,16 @@ extension EarthquakeStore {
         }
     }
 
-    /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, "earthquake" when
-    /// missing or empty.
+    /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, underscores read as
+    /// spaces, "earthquake" when missing or empty, older names (``Earthquake/typeAliases``) read as today's.
     /// (Tabs, line breaks and spaces are trimmed, as ``Earthquake/storedType(_:)`` trims them on import, for
     /// rows stored before it did.)
-    static let normalizedType =
-        "COALESCE(NULLIF(lower(trim(type, char(9, 10, 13, 32))), ''), '\(Earthquake.defaultType)')"
+    static let normalizedType: String = {
+        let plain =
+            "COALESCE(NULLIF(replace(lower(trim(type, char(9, 10, 13, 32))), '_', ' '), ''), '\(Earthquake.defaultType)')"
+        let aliases = Earthquake.typeAliases.sorted { $0.key < $1.key }.map { "WHEN '\($0.key)' THEN '\($0.value)'" }
+        return "(CASE \(plain) \(aliases.joined(separator: " ")) ELSE \(plain) END)"
+    }()
 
     /// The number of events whose time is before `date`: what ``deleteEarthquakes(before:)`` would delete.
     ///
