@@ -208,15 +208,20 @@ enum RowViews {
         let place = quake.place.map { Array($0.utf8) }
         let title = quake.title.map { Array($0.utf8) }
         let type = quake.type.map { Array($0.utf8) }
+        let alert = quake.alert.map { Array($0.utf8) }
         id.withUnsafeBufferPointer { id in
             optional(place) { place in
                 optional(title) { title in
                     optional(type) { type in
-                        body(
-                            EarthquakeRowView(
-                                id: id, timeMilliseconds: quake.time?.millisecondsSince1970, magnitude: quake.magnitude,
-                                depth: quake.depth, latitude: quake.latitude, longitude: quake.longitude, place: place,
-                                title: title, type: type, distanceKilometers: distance))
+                        optional(alert) { alert in
+                            body(
+                                EarthquakeRowView(
+                                    id: id, timeMilliseconds: quake.time?.millisecondsSince1970,
+                                    magnitude: quake.magnitude, depth: quake.depth, latitude: quake.latitude,
+                                    longitude: quake.longitude, place: place, title: title, type: type,
+                                    distanceKilometers: distance, felt: quake.felt, cdi: quake.cdi, mmi: quake.mmi,
+                                    significance: quake.significance, alert: alert))
+                        }
                     }
                 }
             }

@@ -49,7 +49,10 @@ extension EarthquakesCLI {
             ("type", quake.type),
             ("status", quake.status),
             ("tsunami", quake.tsunami.map { $0 ? "yes" : "no" }),
-            ("alert", quake.alert),
+            ("alert", quake.alert.map { "\($0) (PAGER: estimated impact)" }),
+            ("felt", quake.felt.map { "\($0) report\($0 == 1 ? "" : "s") (Did You Feel It?)" }),
+            ("intensity", Self.intensityText(quake)),
+            ("significance", quake.significance.map { "\($0)" }),
             ("network", quake.network),
             ("updated", quake.updated.map { QuakeTable.minute($0) + " UTC" }),
             ("map", Self.mapURL(quake)),
@@ -58,9 +61,17 @@ extension EarthquakesCLI {
         ]
         for (name, value) in fields {
             guard let value else { continue }
-            console.print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + TerminalText.safe(value))
+            console.print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + " " + TerminalText.safe(value))
         }
         if let age = try dataAge(store) { console.print("\n" + age) }
+    }
+
+    /// "MMI 9.3 (estimated, ShakeMap), CDI 8.4 (reported, Did You Feel It?)": what the event has of them.
+    static func intensityText(_ quake: Earthquake) -> String? {
+        var parts: [String] = []
+        if let mmi = quake.mmi { parts.append("MMI \(QuakeTable.fixed(mmi, 1)) (estimated, ShakeMap)") }
+        if let cdi = quake.cdi { parts.append("CDI \(QuakeTable.fixed(cdi, 1)) (reported, Did You Feel It?)") }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
     /// `show --share --json`: two outputs asked for; a usage error rather than one of them ignored.

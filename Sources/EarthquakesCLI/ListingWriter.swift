@@ -4,9 +4,9 @@ import EarthquakesKit
 /// large pieces: no `DateFormatter`, `Locale`, `String(format:)` or per-row `String`.
 ///
 /// ```
-/// TIME (UTC)         MAG  DEPTH km  PLACE                                             ID
-/// 2025-10-29 14:02   4.6      10.0  105 km WNW of Höfn, Iceland                       us6000rka0
-/// 2025-10-29 13:40   1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA           ci40915119
+/// TIME (UTC)         MAG  DEPTH km  PLACE                                             ID            DETAILS
+/// 2025-10-29 14:02   4.6      10.0  105 km WNW of Höfn, Iceland                       us6000rka0    sig 326, felt 3
+/// 2025-10-29 13:40   1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA           ci40915119    sig 56
 /// ```
 ///
 /// Events whose type is not "earthquake" show it in brackets before the place.
@@ -53,9 +53,14 @@ final class ListingWriter {
             if distances { append("  DIST km") }
             append("  PLACE")
             appendSpaces(layout.placeWidth - 5)
-            append("  ID\n")
+            append("  ID")
+            if layout.detailsWidth != nil {
+                appendSpaces(TableLayout.assumedIDWidth - 2)
+                append("  DETAILS")
+            }
+            append("\n")
         case .csv:
-            append("id,time,latitude,longitude,depth_km,magnitude,type,place")
+            append("id,time,latitude,longitude,depth_km,magnitude,type,place,felt,cdi,mmi,significance,alert")
             append(distances ? ",distance_km\n" : "\n")
         }
     }
@@ -119,8 +124,30 @@ final class ListingWriter {
             width += 1
         }
         appendSpaces(room - width + 2)
-        appendClipped(row.id, room: .max)
+        let idWidth = appendClipped(row.id, room: .max)
+        if let detailsWidth = layout.detailsWidth, Self.hasDetails(row) {
+            appendSpaces(TableLayout.assumedIDWidth - idWidth + 2)
+            var details = Self.details(row)
+            let fits = detailsWidth - max(0, idWidth - TableLayout.assumedIDWidth)
+            if fits > 0 { details.withUTF8 { _ = appendClipped($0, room: fits) } }
+        }
         buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// Whether a row has any of the details the table shows after the id.
+    static func hasDetails(_ row: EarthquakeRowView) -> Bool {
+        row.significance != nil || row.felt != nil || row.mmi != nil || row.cdi != nil || row.alert != nil
+    }
+
+    /// "sig 2910, felt 42907, MMI 9.3, CDI 8.4, PAGER yellow": what the row has of them.
+    static func details(_ row: EarthquakeRowView) -> String {
+        var parts: [String] = []
+        if let significance = row.significance { parts.append("sig \(significance)") }
+        if let felt = row.felt { parts.append("felt \(felt)") }
+        if let mmi = row.mmi { parts.append("MMI \(QuakeTable.fixed(mmi, 1))") }
+        if let cdi = row.cdi { parts.append("CDI \(QuakeTable.fixed(cdi, 1))") }
+        if let alert = row.alert, alert.count > 0 { parts.append("PAGER \(String(decoding: alert, as: UTF8.self))") }
+        return parts.joined(separator: ", ")
     }
 
     /// The characters of UTF-8 `text` (Unicode scalars: what the table counts).
@@ -209,6 +236,16 @@ final class ListingWriter {
         appendCSVType(row.type)
         buffer.append(UInt8(ascii: ","))
         if let place = row.place { appendCSV(place) }
+        buffer.append(UInt8(ascii: ","))
+        if let felt = row.felt { append(String(felt)) }
+        buffer.append(UInt8(ascii: ","))
+        if let cdi = row.cdi { append(String(cdi)) }
+        buffer.append(UInt8(ascii: ","))
+        if let mmi = row.mmi { append(String(mmi)) }
+        buffer.append(UInt8(ascii: ","))
+        if let significance = row.significance { append(String(significance)) }
+        buffer.append(UInt8(ascii: ","))
+        if let alert = row.alert { appendCSV(alert) }
         if let distance = row.distanceKilometers {
             buffer.append(UInt8(ascii: ","))
             appendFixed(distance, decimals: 1, width: 0)

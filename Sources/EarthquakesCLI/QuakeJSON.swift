@@ -21,6 +21,13 @@ struct QuakeJSON: Encodable {
     var status: String?
     var tsunami: Bool?
     var alert: String?
+    /// "Did You Feel It?" reports.
+    var felt: Int?
+    /// The largest reported (community) intensity, and the largest estimated instrumental one.
+    var cdi: Double?
+    var mmi: Double?
+    /// The USGS significance (0 to about 3000: bigger is more significant).
+    var significance: Int?
     var network: String?
     var url: String?
 
@@ -41,6 +48,10 @@ struct QuakeJSON: Encodable {
         status = quake.status
         tsunami = quake.tsunami
         alert = quake.alert
+        felt = quake.felt
+        cdi = quake.cdi
+        mmi = quake.mmi
+        significance = quake.significance
         network = quake.network
         url = quake.url
     }
@@ -64,13 +75,17 @@ struct QuakeJSON: Encodable {
         try c.encode(status, forKey: .status)
         try c.encode(tsunami, forKey: .tsunami)
         try c.encode(alert, forKey: .alert)
+        try c.encode(felt, forKey: .felt)
+        try c.encode(cdi, forKey: .cdi)
+        try c.encode(mmi, forKey: .mmi)
+        try c.encode(significance, forKey: .significance)
         try c.encode(network, forKey: .network)
         try c.encode(url, forKey: .url)
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, time, updated, magnitude, magnitudeType, place, title, latitude, longitude, depthKm, distanceKm
-        case type, status, tsunami, alert, network, url
+        case type, status, tsunami, alert, felt, cdi, mmi, significance, network, url
     }
 
     /// `yyyy-MM-ddTHH:mm:ss.SSSZ`, in the proleptic Gregorian calendar ISO 8601 prescribes, as `--csv`

@@ -8,8 +8,10 @@
 /// The time, the magnitude and the id are never shortened: they are what a row is read and looked up
 /// by. When the terminal is narrower than the whole table, the place is shortened first (to
 /// ``minimumPlaceWidth``); then the depth column is left out, giving its room to the place. An id longer
-/// than ``assumedIDWidth`` takes its room from its own row's place. Without a known width (output to a
-/// file or a pipe, no `COLUMNS`), the table has its full width.
+/// than ``assumedIDWidth`` takes its room from its own row's place. The details (significance, felt
+/// reports, intensity, PAGER alert) follow the id, in the room the full table leaves; on a narrower
+/// terminal they are left out (`show`, `--csv` and `--json` have them). Without a known width (output to
+/// a file or a pipe, no `COLUMNS`), the table has its full width.
 ///
 /// ## Thread safety
 /// A `Sendable` value.
@@ -37,6 +39,12 @@ struct TableLayout: Sendable, Equatable {
     var placeWidth = TableLayout.fullPlaceWidth
     /// The terminal's width, when known: no row is wider.
     var width: Int?
+    /// The room for the details column after the id (significance, felt reports, intensity, PAGER alert):
+    /// `nil` when it is left out (a terminal too narrow for it beside the full place), `Int.max` when the
+    /// width is unknown.
+    var detailsWidth: Int? = .max
+    /// The least room the details column is shown in.
+    static let minimumDetailsWidth = 12
 
     /// The layout for a terminal `width` columns wide (`nil`: unknown, the full table).
     init(width: Int?, distances: Bool) {
@@ -45,6 +53,9 @@ struct TableLayout: Sendable, Equatable {
         self.width = width
         if width - fixedWidth - 2 - Self.assumedIDWidth < Self.minimumPlaceWidth { showsDepth = false }
         placeWidth = min(Self.fullPlaceWidth, max(0, width - fixedWidth - 2 - Self.assumedIDWidth))
+        // The details come last: only in the room the full table leaves.
+        let room = width - fixedWidth - placeWidth - 2 - Self.assumedIDWidth - 2
+        detailsWidth = placeWidth == Self.fullPlaceWidth && room >= Self.minimumDetailsWidth ? room : nil
     }
 
     /// The columns before the place, with the two spaces before it.

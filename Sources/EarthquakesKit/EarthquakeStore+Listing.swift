@@ -72,12 +72,28 @@ public struct EarthquakeRowView {
     public var type: UnsafeBufferPointer<UInt8>?
     /// Kilometres from the point of a ``ListingOrder/distance(latitude:longitude:)`` listing; nil otherwise.
     public var distanceKilometers: Double?
+    /// "Did You Feel It?" reports (``Earthquake/felt``).
+    public var felt: Int?
+    /// The largest reported intensity (``Earthquake/cdi``).
+    public var cdi: Double?
+    /// The largest estimated instrumental intensity (``Earthquake/mmi``).
+    public var mmi: Double?
+    /// The USGS significance (``Earthquake/significance``).
+    public var significance: Int?
+    /// The PAGER alert level, UTF-8 (``Earthquake/alert``).
+    public var alert: UnsafeBufferPointer<UInt8>?
 
     public init(
         id: UnsafeBufferPointer<UInt8>, timeMilliseconds: Int64?, magnitude: Double?, depth: Double,
         latitude: Double, longitude: Double, place: UnsafeBufferPointer<UInt8>?, title: UnsafeBufferPointer<UInt8>?,
-        type: UnsafeBufferPointer<UInt8>?, distanceKilometers: Double?
+        type: UnsafeBufferPointer<UInt8>?, distanceKilometers: Double?, felt: Int? = nil, cdi: Double? = nil,
+        mmi: Double? = nil, significance: Int? = nil, alert: UnsafeBufferPointer<UInt8>? = nil
     ) {
+        self.felt = felt
+        self.cdi = cdi
+        self.mmi = mmi
+        self.significance = significance
+        self.alert = alert
         self.id = id
         self.timeMilliseconds = timeMilliseconds
         self.magnitude = magnitude
@@ -128,7 +144,8 @@ extension EarthquakeStore {
         _ body: (EarthquakeRowView) throws -> Void
     ) throws {
         let (sql, arguments) = Self.listingSQL(
-            columns: "id, time, magnitude, depth, latitude, longitude, place, title, type",
+            columns:
+                "id, time, magnitude, depth, latitude, longitude, place, title, type, felt, cdi, mmi, significance, alert",
             filter: filter, order: order, limit: limit)
         var bodyError: (any Error)?
         try read("list earthquakes in") { db in
@@ -137,7 +154,13 @@ extension EarthquakeStore {
             try statement.setArguments(arguments)
             let cursor = try Row.fetchCursor(statement)
             let raw = statement.sqliteStatement
-            let hasDistance = statement.columnCount > 9
+            let hasDistance = statement.columnCount > 14
+            func double(_ column: Int32) -> Double? {
+                sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_double(raw, column)
+            }
+            func int(_ column: Int32) -> Int? {
+                sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : Int(sqlite3_column_int64(raw, column))
+            }
             while try cursor.next() != nil {
                 let row = EarthquakeRowView(
                     id: Self.text(raw, 0) ?? UnsafeBufferPointer(start: nil, count: 0),
@@ -149,7 +172,8 @@ extension EarthquakeStore {
                     place: Self.text(raw, 6),
                     title: Self.text(raw, 7),
                     type: Self.text(raw, 8),
-                    distanceKilometers: hasDistance ? sqlite3_column_double(raw, 9) : nil)
+                    distanceKilometers: hasDistance ? sqlite3_column_double(raw, 14) : nil,
+                    felt: int(9), cdi: double(10), mmi: double(11), significance: int(12), alert: Self.text(raw, 13))
                 do {
                     try body(row)
                 } catch {

@@ -26,8 +26,10 @@ import Testing
         let samplePath = scratch.path("nested/folder/\(DatabaseLocation.sampleFileName)")
         #expect(lines[0].hasPrefix("SAMPLE DATA"))
         #expect(lines[1].contains(samplePath))
-        #expect(lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID") })
-        #expect(lines.contains { $0.contains("[SAMPLE]") && $0.hasSuffix("sample0001") })
+        #expect(
+            lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID            DETAILS") }
+        )
+        #expect(lines.contains { $0.contains("[SAMPLE]") && $0.contains("  sample0001    sig ") })
         #expect(captured.stdout.contains("`earthquakes --remove-sample` deletes it"))
         #expect(captured.stderr.isEmpty)
         // Closed before the command returned: the file alone holds the sample (no SQLite log beside it).
