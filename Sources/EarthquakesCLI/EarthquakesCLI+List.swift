@@ -57,7 +57,8 @@ extension EarthquakesCLI {
     }
 
     /// `prune --before WHEN [--dry-run]`: deletes the events (of every type) older than a moment, or with
-    /// `dryRun` only counts them. Events without a time are never deleted (their age is unknown); the
+    /// `dryRun` only counts them. After deleting, the file is compacted (``EarthquakeStore/compact()``)
+    /// when enough of it became free, and the line says how much it shrank. Events without a time are never deleted (their age is unknown); the
     /// line says how many are left and how many of those have no time. A cut-off that is not in the past
     /// (a date to come, `0d`) is pointed out on standard error: it deletes every event that has a time.
     public func prune(before date: Date, database: String?, dryRun: Bool = false) throws {
@@ -84,6 +85,21 @@ extension EarthquakesCLI {
             : "Deleted \(Self.counted(older, "event")) before \(cutOff) from \(path); \(left) left"
         if untimed > 0 { line += " (\(untimed) with no time, which prune never deletes)" }
         console.print(line + (dryRun ? ". Nothing was deleted (--dry-run)." : "."))
+        // SQLite keeps the room of deleted rows in the file: give it back, so the file shrinks. (The rows
+        // are deleted whatever happens here.)
+        if !dryRun, older > 0 {
+            do {
+                if let compaction = try store.compact() {
+                    console.print(
+                        "The file shrank from \(ProgressDisplay.size(compaction.bytesBefore)) to "
+                            + "\(ProgressDisplay.size(compaction.bytesAfter)).")
+                }
+            } catch {
+                console.error(
+                    "warning: the events were deleted, but the file could not be made smaller: "
+                        + "\(Self.message(for: error))\n")
+            }
+        }
         // A minute's leeway: `--before 0d` means now, computed a moment before this.
         let now = now()
         if date > now.addingTimeInterval(-60) {
