@@ -138,7 +138,9 @@ extension EarthquakesCLI {
         }
         let sample = DatabaseLocation.samplePath(forDatabase: path)
         if FileManager.default.fileExists(atPath: sample) {
-            console.print("Sample     \(sample) (made-up events, kept apart); `earthquakes --remove-sample` deletes it")
+            console.print(
+                "Sample     \(sample): made-up events that an earlier version kept apart (the sample is now shown "
+                    + "from memory); `earthquakes --remove-sample` deletes it")
         }
         if let home = HomeLocation.readOrWarn(environment: environment, console: console) {
             console.print("Home       \(Self.text(home))")

@@ -11,10 +11,9 @@ struct Earthquakes: AsyncParsableCommand {
         commandName: "earthquakes",
         abstract: "Import USGS earthquake feeds into a local database and list them.",
         discussion: """
-            Without a subcommand, imports a built-in SAMPLE feed (made-up events, works offline) into a \
-            database of its own, \(DatabaseLocation.sampleFileName) next to your database, and shows it: sample \
-            events never mix with real ones. `earthquakes list --sample` lists them again; \
-            `earthquakes --remove-sample` deletes that database.
+            Without a subcommand, shows the newest events of your database; while it holds none, shows a \
+            built-in SAMPLE of made-up events instead (made in memory, works offline; nothing is saved and \
+            sample events never mix with real ones). `earthquakes list --sample` lists the sample again.
 
             The database is --database PATH, else $\(DatabaseLocation.environmentVariable), else \
             $XDG_DATA_HOME/\(DatabaseLocation.folderName)/earthquakes.sqlite, else \
@@ -24,7 +23,9 @@ struct Earthquakes: AsyncParsableCommand {
         subcommands: [Refresh.self, List.self, Show.self, Status.self, Home.self, Prune.self]
     )
 
-    @Flag(help: "Delete the sample database (your own database is not touched).") var removeSample = false
+    @Flag(
+        help: "Delete the sample database that earlier versions kept beside yours (your own database is not touched).")
+    var removeSample = false
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
@@ -209,7 +210,7 @@ struct List: AsyncParsableCommand {
     var sort: SortOrder?
     @Flag(help: "Print the result as JSON.") var json = false
     @Flag(help: "Print the result as CSV (a header line, then one line per event).") var csv = false
-    @Flag(help: "List the sample database (made by `earthquakes` without arguments) instead of yours.")
+    @Flag(help: "List the built-in sample of made-up events (shown by `earthquakes` while your database is empty).")
     var sample = false
     @OptionGroup var database: DatabaseOption
 
@@ -258,7 +259,7 @@ struct Show: AsyncParsableCommand {
     var from: String?
     @Flag(help: "Print one line to share: magnitude, place, time and a link.") var share = false
     @Flag(help: "Print the result as JSON.") var json = false
-    @Flag(help: "Look in the sample database instead of yours.") var sample = false
+    @Flag(help: "Look in the built-in sample of made-up events instead of your database.") var sample = false
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
