@@ -90,6 +90,9 @@ extension EarthquakesCLI {
         let (graph, imports, folder) = FeedRefresh.graph(feeds: feeds, strict: strict, database: path)
         let run = try await jobs.submit(graph, uniqueKey: key)
         var before: [Int: ImportFeed.Output] = [:]
+        // Whether another refresh of these feeds is running now: this one joined it (its imports so far
+        // were not interrupted).
+        var joined = false
         if run.existing {
             // Feeds imported before the interruption; and jobs held by a worker that no longer exists
             // (the killed refresh) are taken back now rather than when its leases run out.
@@ -100,8 +103,9 @@ extension EarthquakesCLI {
             let owners = Set(snapshot.jobs.compactMap(\.leaseOwner))
             let gone = owners.filter(FeedRefresh.isGone)
             for owner in gone { try await jobs.endLeases(ofWorker: owner) }
+            let live = owners.subtracting(gone).subtracting([FeedRefresh.workerID()])
+            joined = !live.isEmpty
             if !json {
-                let live = owners.subtracting(gone).subtracting([FeedRefresh.workerID()])
                 console.error(
                     FeedRefresh.existingRunNote(
                         imported: before.count, of: feeds.count, liveWorkers: live.count, deadWorkers: gone.count,
@@ -110,12 +114,14 @@ extension EarthquakesCLI {
         } else if resume, !json {
             console.error("There was no interrupted refresh of these feeds; refreshing them all.\n")
         }
+        await Self.testPause("submitted")
 
         let ownImports = RefreshImports()
+        let display = console.isErrorTerminal && !json ? FeedsProgressDisplay(console: console) : nil
         let worker = try DurableWorker(
             store: jobs,
             jobs: [
-                FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout),
+                FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout, display: display),
                 ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now, imports: ownImports),
             ],
             configuration: DurableWorker.Configuration(
@@ -134,7 +140,9 @@ extension EarthquakesCLI {
                 for (index, handle) in importHandles.enumerated() where !printed.contains(index) {
                     guard let output = try? await jobs.output(of: handle, in: run) else { continue }
                     printed.insert(index)
+                    display?.clear()
                     if !json { Self.printImported(output, into: path, console: console) }
+                    await Self.testPause("feed-reported")
                 }
             }
             return printed
@@ -158,6 +166,7 @@ extension EarthquakesCLI {
             // (closing waits for the store's readers, and a read that cannot resume would hold it).
             watcher.cancel()
             _ = await watcher.value
+            display?.clear()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {
@@ -169,6 +178,7 @@ extension EarthquakesCLI {
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
         }
         let printed = await watcher.value
+        display?.clear()
         let record = try await jobs.record(of: run.id)
         let outcome = record.finished == nil ? " (unfinished)" : ""
         // A picture that cannot be written does not stop the rest: the downloads are cleaned up and the
@@ -187,8 +197,8 @@ extension EarthquakesCLI {
         try? FileManager.default.removeItem(at: folder)
         do {
             try await report(
-                run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
-                path: path, json: json, created: created)
+                run: run, feeds: feeds, imports: imports, before: before, joined: joined, printed: printed, jobs: jobs,
+                store: store, path: path, json: json, created: created)
         } catch {
             if let pictureError { console.error("warning: \(pictureError.message)\n") }
             throw error
@@ -244,8 +254,8 @@ extension EarthquakesCLI {
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
     private func report(
         run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
-        before: [Int: ImportFeed.Output], printed: Set<Int>, jobs: SQLiteJobStore, store: EarthquakeStore, path: String,
-        json: Bool, created: Bool
+        before: [Int: ImportFeed.Output], joined: Bool, printed: Set<Int>, jobs: SQLiteJobStore,
+        store: EarthquakeStore, path: String, json: Bool, created: Bool
     ) async throws {
         let snapshot = try await jobs.snapshot(of: run.id)
         let records = Dictionary(snapshot.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -271,7 +281,8 @@ extension EarthquakesCLI {
             let failed = steps.first { $0.state != .succeeded }
             let why = failed?.lastError ?? "it did not finish"
             let reason = Self.sentence(why.split(whereSeparator: \.isNewline).joined(separator: " "))
-            failures.append("\(feed): \(reason)")
+            // One line per feed, naming its address once (the reason often names it already).
+            failures.append(reason.contains(feed) ? reason : "\(feed): \(reason)")
             results.append(FeedsRefreshJSON.FeedResult(source: feed, error: reason))
         }
         let imported = feeds.count - failures.count
@@ -279,21 +290,25 @@ extension EarthquakesCLI {
         if !hasSample, imported > 0 { _ = try? store.deleteSampleEarthquakes() }
         if json {
             console.print(
-                try JSONText.encode(FeedsRefreshJSON(database: path, resumed: !before.isEmpty, feeds: results)))
+                try JSONText.encode(
+                    FeedsRefreshJSON(
+                        database: path, resumed: !before.isEmpty && !joined, joined: joined, feeds: results)))
         } else {
+            // Imported before this process started: by a refresh that was interrupted, or by the one it joined.
+            let label = joined ? "Imported by the refresh this one joined: " : "Imported before the interruption: "
             for index in before.keys.sorted() {
-                console.print("Imported before the interruption: " + Self.importedLine(before[index]!, into: path))
+                console.print(label + Self.importedLine(before[index]!, into: path))
             }
         }
         guard failures.isEmpty else {
-            let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed: "
+            let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed (below). "
             let rest: String
             if imported > 0 {
                 rest = "The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path)."
             } else {
                 rest = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
             }
-            throw CLIError(failed + failures.joined(separator: " ") + " " + rest)
+            throw CLIError(failed + rest, details: failures)
         }
         if !json { console.print("Refreshed \(Self.counted(feeds.count, "feed")) into \(path).") }
     }

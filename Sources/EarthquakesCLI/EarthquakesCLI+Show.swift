@@ -113,8 +113,9 @@ extension EarthquakesCLI {
         }
     }
 
-    /// `status`: where the database is, what it holds, how old the data is.
-    public func status(database: String?) throws {
+    /// `status`: where the database is, what it holds, how old the data is, and an unfinished refresh of
+    /// several feeds waiting for `refresh --resume`.
+    public func status(database: String?) async throws {
         let path = DatabaseLocation.path(option: database, environment: environment)
         if FileManager.default.fileExists(atPath: path) {
             try DatabaseLocation.checkReadable(path)
@@ -136,6 +137,7 @@ extension EarthquakesCLI {
         } else {
             console.print("Database   \(path) does not exist yet; `earthquakes refresh` creates it")
         }
+        for line in await unfinishedRefreshes(database: path) { console.print(line) }
         let sample = DatabaseLocation.samplePath(forDatabase: path)
         if FileManager.default.fileExists(atPath: sample) {
             console.print(

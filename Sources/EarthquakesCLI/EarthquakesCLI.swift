@@ -76,11 +76,13 @@ public struct EarthquakesCLI: Sendable {
 
     // MARK: Helpers
 
-    /// The one line to show for an error, without the program name.
+    /// The one line to show for an error, without the program name (a ``CLIError``'s ``CLIError/details``
+    /// are shown on lines of their own, after it).
     public static func message(for error: any Error) -> String {
         let text: String
         switch error {
         case is CancellationError: text = "cancelled"
+        case let error as CLIError: text = error.message  // (its details are lines of their own)
         default: text = String(describing: error)
         }
         return text.split(whereSeparator: \.isNewline).joined(separator: " ")

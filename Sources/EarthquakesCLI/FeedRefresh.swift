@@ -175,6 +175,38 @@ struct FeedsRefreshJSON: Encodable {
         var error: String?
     }
     var database: String
+    /// Whether the refresh finished one that was interrupted.
     var resumed: Bool
+    /// Whether the refresh joined another refresh of the same feeds that was running.
+    var joined: Bool
     var feeds: [FeedResult]
+}
+
+extension EarthquakesCLI {
+    /// One line per unfinished refresh of several feeds in the job store beside `database` (interrupted,
+    /// or running now): its feeds, how many are imported, and that `refresh --resume` finishes it. Empty
+    /// when there is no job store or it cannot be read (`status` goes on without it).
+    func unfinishedRefreshes(database: String) async -> [String] {
+        let path = FeedRefresh.jobStorePath(forDatabase: database)
+        guard FileManager.default.fileExists(atPath: path), let jobs = try? SQLiteJobStore(path: path) else {
+            return []
+        }
+        defer { closeAtEnd(jobs.close) }
+        guard let runs = try? await jobs.unfinishedRuns(named: FeedRefresh.runName) else { return [] }
+        var lines: [String] = []
+        for run in runs {
+            guard let key = run.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:)),
+                let snapshot = try? await jobs.snapshot(of: run.id)
+            else { continue }
+            let imported = snapshot.jobs.filter { $0.kind == ImportFeed.kind && $0.state == .succeeded }.count
+            let running = snapshot.jobs.contains { $0.leaseOwner.map { !FeedRefresh.isGone($0) } ?? false }
+            let feeds = key.feeds.map(Self.feedName).joined(separator: ", ")
+            let what = running ? "running now" : "interrupted"
+            lines.append(
+                "Unfinished refresh of \(feeds) (\(what), started \(RelativeTime.ago(run.created, now: now()))): "
+                    + "\(imported) of \(Self.counted(key.feeds.count, "feed")) imported; "
+                    + "`earthquakes refresh --resume` finishes it")
+        }
+        return lines
+    }
 }

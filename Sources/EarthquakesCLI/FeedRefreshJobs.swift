@@ -30,6 +30,8 @@ struct FetchFeed: DurableJob {
     let session: URLSession
     let timeout: Duration
     let totalTimeout: Duration?
+    /// Shows the download's progress (on a terminal).
+    var display: FeedsProgressDisplay?
 
     /// The feed a "204 No Content" response stands for.
     static let noEvents = #"{"type":"FeatureCollection","features":[]}"#
@@ -45,8 +47,15 @@ struct FetchFeed: DurableJob {
         let destination = URL(fileURLWithPath: input.file)
         try FileManager.default.createDirectory(
             at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+        var progress: URLSessionTaskJob.ProgressHandler?
+        if let display {
+            let feed = input.feed
+            progress = { received, expected in display.downloading(feed, received: received, expected: expected) }
+        }
         let download = HTTPDownloadJob(
-            url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout)
+            url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout,
+            progress: progress)
+        defer { display?.downloaded(input.feed) }
         let queue = JobQueue(name: "fetch \(input.feed)")
         queue.add(download)
         switch await download.outcomeCancellingWithTask() {

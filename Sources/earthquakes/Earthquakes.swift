@@ -342,7 +342,7 @@ struct Status: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
-        try await reportingErrors(Self.self) { cli in try cli.status(database: database.path) }
+        try await reportingErrors(Self.self) { cli in try await cli.status(database: database.path) }
     }
 }
 
@@ -410,7 +410,9 @@ func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCL
         cli.console.error("Error: \(error.message)\nUsage: \(usage)\n  See '\(name) --help' for more information.\n")
         throw ExitCode.validationFailure
     } catch {
+        // A CLIError's details go on lines of their own, under its one-line message.
         cli.console.error("earthquakes: \(EarthquakesCLI.message(for: error))\n")
+        for line in (error as? CLIError)?.details ?? [] { cli.console.error("  \(line)\n") }
         throw ExitCode.failure
     }
 }

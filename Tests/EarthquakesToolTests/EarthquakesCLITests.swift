@@ -83,7 +83,7 @@ import Testing
         let commands: [(String, () async throws -> Void)] = [
             ("list", { try cli.list(ListOptions(limit: 5), database: path, json: true) }),
             ("show", { try cli.show(id: id, database: path, json: true) }),
-            ("status", { try cli.status(database: path) }),
+            ("status", { try await cli.status(database: path) }),
             ("prune", { try cli.prune(before: Date(timeIntervalSince1970: 0), database: path) }),
         ]
         for (name, command) in commands {

@@ -263,7 +263,7 @@ import Testing
         let later = refreshedAt.addingTimeInterval(2 * 3600 + 120)
 
         let status = CapturedConsole()
-        try EarthquakesCLI.forTests(status, now: later).status(database: path)
+        try await EarthquakesCLI.forTests(status, now: later).status(database: path)
         #expect(
             status.stdout.contains(
                 "Refreshed  2 h ago (2025-01-01 00:00 UTC) from 2.5_day: 5 new, 0 updated, 0 unchanged"))

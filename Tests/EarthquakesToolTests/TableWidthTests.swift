@@ -80,7 +80,9 @@ import Darwin
 /// Runs a program with its standard output on a pseudo-terminal of a given width; returns what it
 /// printed there, with colours removed and line ends as `\n`.
 enum PseudoTerminal {
-    static func run(_ executable: URL, _ arguments: [String], columns: UInt16) async throws -> String {
+    static func run(
+        _ executable: URL, _ arguments: [String], columns: UInt16, errorsToo: Bool = false
+    ) async throws -> String {
         // Linux's /dev/ptmx, unlocked and numbered with its ioctls (TIOCSPTLCK, TIOCGPTN: `posix_openpt`
         // and friends are not visible from Swift here).
         let master = open("/dev/ptmx", O_RDWR | O_NOCTTY)
@@ -98,7 +100,9 @@ enum PseudoTerminal {
         process.arguments = arguments
         process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent-home", "NO_COLOR": "1"]
         process.standardOutput = FileHandle(fileDescriptor: slave, closeOnDealloc: false)
-        process.standardError = FileHandle(forWritingAtPath: "/dev/null")
+        process.standardError =
+            errorsToo
+            ? FileHandle(fileDescriptor: slave, closeOnDealloc: false) : FileHandle(forWritingAtPath: "/dev/null")
         try process.run()
         close(slave)
         let output = await offThePool { () -> [UInt8] in
