@@ -18,12 +18,20 @@ extension EarthquakesCLI {
         try Self.checkTypes(options, in: store)
         let filter = options.filter
         let order: ListingOrder
-        if let point = options.near {
+        var reorder = false
+        if let point = options.near, options.within == nil {
+            // The nearest `limit`, then in the order asked for.
             order = .distance(latitude: point.latitude, longitude: point.longitude)
+            reorder = explicitSort && options.sort != .distance
         } else {
-            order = options.sort == .magnitude ? .magnitude : .time
+            // Every match (within the radius, with `--within`) in the order asked for, up to `limit`.
+            switch options.sort {
+            case .time: order = .time
+            case .magnitude: order = .magnitude
+            case .distance:
+                order = .distance(latitude: options.near?.latitude ?? 0, longitude: options.near?.longitude ?? 0)
+            }
         }
-        let reorder = options.near != nil && explicitSort
 
         if json || reorder {
             var rows = try store.earthquakes(matching: filter, order: order, limit: options.limit)
@@ -213,6 +221,8 @@ extension EarthquakesCLI {
             rows.sorted { ($0.earthquake.time ?? .distantPast) > ($1.earthquake.time ?? .distantPast) }
         case .magnitude:
             rows.sorted { ($0.earthquake.magnitude ?? -.infinity) > ($1.earthquake.magnitude ?? -.infinity) }
+        case .distance:
+            rows.sorted { ($0.distanceKilometers ?? .infinity) < ($1.distanceKilometers ?? .infinity) }
         }
     }
 }

@@ -113,6 +113,36 @@ extension EarthquakesCLI {
         }
     }
 
+    /// `place [NAME [LAT,LON]] [--forget]`: lists the saved places (and home), shows one, saves one or
+    /// forgets one (see ``Places``).
+    public func place(_ name: String?, set coordinate: Coordinate?, forget: Bool) throws {
+        let file = Places.path(environment: environment)
+        guard let name else {
+            let places = try Places.all(environment: environment)
+            let home = HomeLocation.readOrWarn(environment: environment, console: console)
+            if places.isEmpty && home == nil {
+                console.print(
+                    "No places saved yet; save one with `earthquakes place NAME LAT,LON`, for example "
+                        + "`earthquakes place tokyo 35.68,139.69`.")
+            }
+            if let home { console.print("home  \(Self.text(home))") }
+            for place in places { console.print("\(place.name)  \(Self.text(place.coordinate))") }
+            return
+        }
+        if forget {
+            let forgot = try Places.forget(name, environment: environment)
+            console.print(forgot ? "Forgot the place \(name)." : "There was no place named \(name) to forget.")
+        } else if let coordinate {
+            try Places.save(name, at: coordinate, environment: environment)
+            console.print(
+                "Saved \(name) at \(Self.text(coordinate)) (in \(file)); `earthquakes list --near \(name) --within 300km` "
+                    + "lists what happened around it.")
+        } else {
+            let (point, _) = try Places.resolve(name, option: "place", environment: environment)
+            console.print("\(name)  \(Self.text(point))")
+        }
+    }
+
     /// `status`: where the database is, what it holds, how old the data is, and an unfinished refresh of
     /// several feeds waiting for `refresh --resume`.
     public func status(database: String?) async throws {

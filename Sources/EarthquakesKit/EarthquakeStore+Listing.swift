@@ -7,47 +7,6 @@ import GRDBSQLite
 import SQLite3
 #endif
 
-/// Which earthquakes a listing keeps: every filter is applied in SQL.
-///
-/// ### Thread safety
-/// A value type and `Sendable`.
-public struct EarthquakeFilter: Sendable, Equatable, Hashable {
-    /// Keep events of at least this magnitude (events without a magnitude are then excluded).
-    public var minMagnitude: Double?
-    /// Keep events of at most this magnitude (events without a magnitude are then excluded).
-    public var maxMagnitude: Double?
-    /// Keep events at or after this time (events without a time are then excluded).
-    public var since: Date?
-    /// Keep only these event types (`"earthquake"`, `"quarry blast"`, …), compared without case; empty: all.
-    public var types: [String]
-    /// Leave out these event types, compared without case. An event without a type is kept.
-    public var excludedTypes: [String]
-
-    public init(
-        minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, types: [String] = [],
-        excludedTypes: [String] = []
-    ) {
-        self.minMagnitude = minMagnitude
-        self.maxMagnitude = maxMagnitude
-        self.since = since
-        self.types = types
-        self.excludedTypes = excludedTypes
-    }
-}
-
-/// The order of a listing.
-///
-/// ### Thread safety
-/// A value type and `Sendable`.
-public enum ListingOrder: Sendable, Equatable, Hashable {
-    /// Newest first; events without a time last; ties by id.
-    case time
-    /// Strongest first; events without a magnitude last; ties newest first, then by id.
-    case magnitude
-    /// Nearest to the point first (great-circle distance); ties by id.
-    case distance(latitude: Double, longitude: Double)
-}
-
 /// One row of a listing, read straight from SQLite without copying its text.
 ///
 /// - Important: The text fields point into SQLite's memory and are valid only during the call
@@ -149,7 +108,7 @@ extension EarthquakeStore {
             filter: filter, order: order, limit: limit)
         var bodyError: (any Error)?
         try read("list earthquakes in") { db in
-            if case .distance = order { db.add(function: Self.distanceFunction) }
+            if Self.measuresDistance(filter, order) { db.add(function: Self.distanceFunction) }
             let statement = try db.makeStatement(sql: sql)
             try statement.setArguments(arguments)
             let cursor = try Row.fetchCursor(statement)
@@ -193,7 +152,7 @@ extension EarthquakeStore {
     ) throws(StoreError) -> [(earthquake: Earthquake, distanceKilometers: Double?)] {
         let (sql, arguments) = Self.listingSQL(columns: "*", filter: filter, order: order, limit: limit)
         return try read("list earthquakes in") { db in
-            if case .distance = order { db.add(function: Self.distanceFunction) }
+            if Self.measuresDistance(filter, order) { db.add(function: Self.distanceFunction) }
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 (Earthquake(row: row), row["distance"] as Double?)
             }
@@ -206,7 +165,8 @@ extension EarthquakeStore {
     public func count(matching filter: EarthquakeFilter) throws(StoreError) -> Int {
         let (conditions, arguments) = Self.conditions(filter)
         return try read("count the earthquakes in") { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
+            if filter.within != nil { db.add(function: Self.distanceFunction) }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
         }
     }
 
@@ -325,20 +285,32 @@ extension EarthquakeStore {
         return GreatCircle.distanceKilometers(from: (lat1, lon1), to: (lat2, lon2))
     }
 
+    /// Whether a listing computes distances (registering the function that does).
+    static func measuresDistance(_ filter: EarthquakeFilter, _ order: ListingOrder) -> Bool {
+        if case .distance = order { return true }
+        return filter.within != nil
+    }
+
     static func listingSQL(
         columns: String, filter: EarthquakeFilter, order: ListingOrder, limit: Int?
     ) -> (String, StatementArguments) {
         var (conditions, arguments) = conditions(filter)
         var select = columns
-        var orderBy: String
+        // The distance from the point of the order, or of the area: a column of every row.
+        var point: (latitude: Double, longitude: Double)?
+        if let within = filter.within { point = (within.latitude, within.longitude) }
+        let orderBy: String
         switch order {
         // NULLs sort first in SQLite, so DESC puts events without a time or magnitude last.
         case .time: orderBy = "time DESC, id"
         case .magnitude: orderBy = "magnitude DESC, time DESC, id"
         case .distance(let latitude, let longitude):
-            select += ", baton_distance_km(?, ?, latitude, longitude) AS distance"
-            arguments = [latitude, longitude] + arguments
+            point = (latitude, longitude)
             orderBy = "distance, id"
+        }
+        if let point {
+            select += ", baton_distance_km(?, ?, latitude, longitude) AS distance"
+            arguments = [point.latitude, point.longitude] + arguments
         }
         var sql = "SELECT \(select) FROM earthquake\(conditions) ORDER BY \(orderBy)"
         if let limit {
@@ -362,6 +334,14 @@ extension EarthquakeStore {
         if let since = filter.since {
             conditions.append("time >= ?")
             arguments += [since.usgsMilliseconds]
+        }
+        if let until = filter.until {
+            conditions.append("time < ?")
+            arguments += [until.usgsMilliseconds]
+        }
+        if let within = filter.within {
+            conditions.append("baton_distance_km(?, ?, latitude, longitude) <= ?")
+            arguments += [within.latitude, within.longitude, within.radiusKilometres]
         }
         if !filter.types.isEmpty {
             conditions.append("\(normalizedType) IN (\(filter.types.map { _ in "?" }.joined(separator: ", ")))")
