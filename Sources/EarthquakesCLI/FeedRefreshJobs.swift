@@ -52,7 +52,7 @@ struct FetchFeed: DurableJob {
             let feed = input.feed
             progress = { received, expected in display.downloading(feed, received: received, expected: expected) }
         }
-        let download = HTTPDownloadJob(
+        let download = FeedDownload.job(
             url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout,
             progress: progress)
         defer { display?.downloaded(input.feed) }

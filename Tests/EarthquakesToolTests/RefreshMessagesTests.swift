@@ -63,7 +63,9 @@ struct RefreshMessagesTests {
             ["refresh", "--feeds", feeds.joined(separator: ","), "--database", scratch.path("q.sqlite")],
             columns: 100, errorsToo: true)
         await server.shutdown()
-        #expect(shown.contains("Downloading day "), "\(shown.debugDescription)")
+        let progress = shown.components(separatedBy: "\u{1B}[K").filter { $0.hasPrefix("Downloading ") }
+        #expect(progress.contains { $0.contains("day ") && $0.contains(" KB") }, "\(shown.debugDescription)")
+        #expect(progress.contains { $0.contains("week ") }, "\(shown.debugDescription)")
         #expect(shown.contains("Refreshed 2 feeds into"), "\(shown.debugDescription)")
     }
 
