@@ -94,14 +94,17 @@ struct ParseFeed: DurableJob {
             feed: input.feed, file: input.file, events: feed.earthquakes.count, skipped: feed.skippedFeatures.count)
     }
 
-    static func read(_ path: String, strict: Bool) throws -> Feed {
+    /// The feed in the file at `path`; parsed for an import into `store` when given (the features it holds
+    /// exactly are not decoded, and the others are fingerprinted with its key).
+    static func read(_ path: String, strict: Bool, for store: EarthquakeStore? = nil) throws -> Feed {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
         } catch {
             throw FeedFileError(path: path, error: error)
         }
-        return try FeedParser(strict: strict).parse(data)
+        guard let store else { return try FeedParser(strict: strict).parse(data) }
+        return try store.parseForImport(data, parser: FeedParser(strict: strict))
     }
 }
 
@@ -154,7 +157,7 @@ struct ImportFeed: DurableJob {
         defer { imports.ended(gate) }
         return try await withTaskCancellationHandler {
             try await offThePool { () throws -> Output in
-                let feed = try ParseFeed.read(input.file, strict: strict)
+                let feed = try ParseFeed.read(input.file, strict: strict, for: store)
                 let summary: ImportSummary
                 do {
                     summary = try store.importFeed(feed, commitGate: gate)
@@ -168,7 +171,7 @@ struct ImportFeed: DurableJob {
                     unchanged: summary.unchanged, duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs,
                     skipped: summary.skipped, otherTypes: summary.otherTypes,
                     warnings: feed.warnings.map(\.description),
-                    hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
+                    hasSample: feed.containsEarthquake(ofNetwork: "sample"), deleted: summary.deleted,
                     removed: summary.removed)
                 imports.committed(output)
                 return output

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -133,6 +133,9 @@ extension EarthquakeStore {
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
+        // Fingerprints made with another key (a feed parsed without this store) are not stored: a row's
+        // fingerprint must be one a later parse for this store can make (the invariant of `FeatureFingerprint`).
+        let keepsFingerprints = try Self.fingerprintKey(db) == feed.fingerprintKey
         let latest = Self.latestKnownUpdated()
         let lastIndex = Self.lastIndexByID(feed, summary: &summary, latest: latest)
         let hasDuplicates = summary.duplicates > 0
@@ -220,7 +223,8 @@ extension EarthquakeStore {
                 let quake = feed.decoded[index]
                 guard !hasDuplicates || lastIndex[quake.id] == position else { return }
                 do {
-                    try importDecoded(quake, fingerprint: feed.fingerprints.isEmpty ? nil : feed.fingerprints[index])
+                    let fingerprint = feed.fingerprints.isEmpty || !keepsFingerprints ? nil : feed.fingerprints[index]
+                    try importDecoded(quake, fingerprint: fingerprint)
                 } catch {
                     throw RowFailure(index: position, id: quake.id, underlying: error)
                 }
@@ -343,6 +347,8 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     func knownFeatures() throws(StoreError) -> KnownFeatures {
         try read("read the fingerprints of") { db in
+            // No key (a database of an older version, opened read-only): nothing is known, nothing stored.
+            guard let key = try Self.fingerprintKey(db) else { return KnownFeatures() }
             let statement = try RawStatement(
                 db.sqliteConnection,
                 "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL "
@@ -360,8 +366,24 @@ extension EarthquakeStore {
                             network: statement.text(at: 3))
                     ))
             }
-            return KnownFeatures(entries)
+            return KnownFeatures(entries, key: key)
         }
+    }
+
+    /// The key of the store's fingerprints (see ``FingerprintKey``), or `nil` in a database of an older
+    /// version that has none yet.
+    static func fingerprintKey(_ db: Database) throws -> FingerprintKey? {
+        guard try db.tableExists(fingerprintKeyTable) else { return nil }
+        let statement = try RawStatement(db.sqliteConnection, "SELECT key FROM \(fingerprintKeyTable) LIMIT 1")
+        guard try statement.step() else { return nil }
+        return statement.key(at: 0)
+    }
+
+    /// Parses a feed for an import into this store: the features it holds exactly (by fingerprint) are not
+    /// decoded (see ``FeedParser``'s `parse(_:known:)`), and the others are fingerprinted with its key. When
+    /// the fingerprints cannot be read, the feed is parsed in full (the import then says what is wrong).
+    package func parseForImport(_ data: Data, parser: FeedParser) throws(FeedError) -> Feed {
+        try parser.parse(data, known: (try? knownFeatures()) ?? KnownFeatures())
     }
 }
 /// A prepared SQLite statement used directly: for the import's inner loop, where GRDB's conveniences
@@ -441,6 +463,15 @@ private final class RawStatement {
 
     /// The integer in column `column` of the current row.
     func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    /// The fingerprint key in column `column` of the current row; `nil` for another size.
+    func key(at column: Int32) -> FingerprintKey? {
+        guard sqlite3_column_type(handle, column) == SQLITE_BLOB, let bytes = sqlite3_column_blob(handle, column) else {
+            return nil
+        }
+        return FingerprintKey(
+            blob: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
+    }
 
     /// The integer in column `column` of the current row; `nil` for NULL.
     func int64(orNilAt column: Int32) -> Int64? {

@@ -430,7 +430,24 @@ public final class EarthquakeStore: Sendable {
                         """)
             }
         ),
+        (
+            "v4: fingerprint key",
+            { db in
+                // The secret key of the database's fingerprints (see `FingerprintKey`), made here at random.
+                let key = FingerprintKey.random()
+                var blob = Data(count: 16)
+                blob.withUnsafeMutableBytes { bytes in
+                    bytes.storeBytes(of: key.k0.littleEndian, toByteOffset: 0, as: UInt64.self)
+                    bytes.storeBytes(of: key.k1.littleEndian, toByteOffset: 8, as: UInt64.self)
+                }
+                try db.execute(sql: "CREATE TABLE \(fingerprintKeyTable) (key BLOB NOT NULL)")
+                try db.execute(sql: "INSERT INTO \(fingerprintKeyTable) (key) VALUES (?)", arguments: [blob])
+            }
+        ),
     ]
+
+    /// The table that holds the key of the database's fingerprints.
+    static let fingerprintKeyTable = "earthquake_fingerprint_key"
 
     /// The first migration, which creates the table that readers need.
     static let createTable = "v1: create earthquake"
