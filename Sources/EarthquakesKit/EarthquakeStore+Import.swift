@@ -25,12 +25,12 @@ extension EarthquakeStore {
     ///   - quakes: the earthquakes to store, typically ``Feed/earthquakes``.
     ///   - whileWaiting: Called (from the calling thread) when the import starts waiting for another
     ///     connection's lock, for example to show "waiting for another refresh of this database".
-    /// - Returns: how many rows were inserted, updated and left unchanged, and the repeated ids.
-    /// - Throws: ``StoreError`` with code ``StoreError/Code/write`` (naming the refused row),
-    ///   ``StoreError/Code/busy`` or ``StoreError/Code/readOnly``.
-    /// - Complexity: O(*n* log *m*) for *n* quakes into a table of *m* rows.
     ///   - commitGate: Decides between a cancel and the commit (see ``ImportCommitGate``): a cancel that
     ///     comes before the commit begins makes the import roll back and throw ``StoreError/Code/cancelled``.
+    /// - Returns: how many rows were inserted, updated and left unchanged, and the repeated ids.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write`` (naming the refused row),
+    ///   ``StoreError/Code/busy``, ``StoreError/Code/readOnly`` or ``StoreError/Code/cancelled``.
+    /// - Complexity: O(*n* log *m*) for *n* quakes into a table of *m* rows.
     @discardableResult
     public func importFeed(
         _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil, commitGate: ImportCommitGate? = nil

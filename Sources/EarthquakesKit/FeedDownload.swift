@@ -38,6 +38,8 @@ public enum FeedDownload {
     /// A job that downloads `url` to `destination`.
     ///
     /// - Parameters:
+    ///   - url: What to download (`http` or `https`).
+    ///   - destination: The file to write; replaced only once the download succeeded. Its folder must exist.
     ///   - session: The session of a `URLSession` download (see ``FeedDownload``).
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without receiving a byte; `nil` for no limit.

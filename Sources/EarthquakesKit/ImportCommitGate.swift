@@ -22,7 +22,7 @@ import Baton
 /// ends the process in the middle of a commit, and can say whether the data is in.
 ///
 /// ## Thread safety
-/// `Sendable`: one lock guards one state machine (``Machine``); the closures given to
+/// `Sendable`: one lock guards one state machine (a struct with one method per event); the closures given to
 /// ``whenSettled(_:)`` run after the lock is released.
 public final class ImportCommitGate: Sendable {
     /// What a cancel request achieved.
