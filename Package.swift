@@ -34,6 +34,8 @@ let package = Package(
         .package(url: "https://github.com/swiftlang/swift-docc-plugin.git", from: "1.5.0"),
         // Tests only: a real HTTP server on 127.0.0.1 (TestHTTPServer).
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        // EarthquakesKit on Linux only: feed downloads (URLSession there keeps a core busy while bytes trickle).
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
         // BatonPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
@@ -87,6 +89,7 @@ let package = Package(
             dependencies: [
                 "Baton", "BatonNetworking", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict
         ),

@@ -123,9 +123,22 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         )
     }
 
+    /// The system's reason for a file error, as a clause to go before ". Check …": without Foundation's
+    /// "The operation could not be completed." and without a full stop of its own (which made "There isn't
+    /// enough space.. Check").
     private static func reason(_ error: any Error) -> String {
         if let posix = error as? POSIXError { return String(cString: strerror(posix.code.rawValue)) }
-        return error.localizedDescription
+        let nsError = error as NSError
+        if let posix = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, posix.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(posix.code)))
+        }
+        var text = nsError.localizedDescription.trimmingCharacters(in: .whitespaces)
+        for prefix in ["The operation could not be completed.", "The operation couldn’t be completed."]
+        where text.hasPrefix(prefix) && text.count > prefix.count {
+            text = String(text.dropFirst(prefix.count)).trimmingCharacters(in: .whitespaces)
+        }
+        while text.hasSuffix(".") { text.removeLast() }
+        return text
     }
 
     static func describe(_ error: URLError) -> String {

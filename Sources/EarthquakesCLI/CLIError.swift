@@ -12,17 +12,22 @@ public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
     public let isUsage: Bool
     /// Whether the user interrupted the command (Ctrl-C).
     public let isCancellation: Bool
+    /// Lines shown under the message, one item each (the feeds that failed, say), so that the message stays
+    /// one line however many there are.
+    public let details: [String]
 
-    public init(_ message: String, isUsage: Bool = false) {
+    public init(_ message: String, isUsage: Bool = false, details: [String] = []) {
         self.message = message
         self.isUsage = isUsage
         self.isCancellation = false
+        self.details = details
     }
 
     private init(cancelled message: String) {
         self.message = message
         self.isUsage = false
         self.isCancellation = true
+        self.details = []
     }
 
     /// A mistake in the command line.
@@ -45,5 +50,5 @@ public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
     /// The process's exit status for this error: 64 for usage errors, 130 for Ctrl-C, else 1.
     public var exitStatus: Int32 { isUsage ? 64 : isCancellation ? 130 : 1 }
 
-    public var description: String { message }
+    public var description: String { ([message] + details.map { "  " + $0 }).joined(separator: "\n") }
 }

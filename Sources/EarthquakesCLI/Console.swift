@@ -19,6 +19,9 @@ public struct Console: Sendable {
     public var isErrorTerminal: Bool
     /// Whether standard output is a terminal: magnitudes are coloured only then (and without `NO_COLOR`).
     public var isOutputTerminal: Bool
+    /// The width of the terminal standard output shows on, in columns; `nil` when it is no terminal (the
+    /// `COLUMNS` environment variable is then used, if set). The `list` table fits it.
+    public var terminalColumns: Int?
     private let out: @Sendable (String) -> Void
     private let outBytes: @Sendable ([UInt8]) -> Void
     private let err: @Sendable (String) -> Void
@@ -48,13 +51,15 @@ public struct Console: Sendable {
 
     /// The process's standard output and error; progress only if standard error is a terminal.
     public static var standard: Console {
-        Console(
+        var console = Console(
             isErrorTerminal: isatty(STDERR_FILENO) == 1,
             isOutputTerminal: isatty(STDOUT_FILENO) == 1,
             out: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
             outBytes: { bytes in writeToStandardOutput(bytes) },
             err: { text in FileHandle.standardError.write(Data(text.utf8)) }
         )
+        console.terminalColumns = console.isOutputTerminal ? outputTerminalColumns() : nil
+        return console
     }
 
     /// Writes a line to standard output.
@@ -65,6 +70,14 @@ public struct Console: Sendable {
 
     /// Writes raw text to standard error.
     public func error(_ text: String) { err(text) }
+}
+
+/// The width of the terminal of standard output, from the terminal itself (`TIOCGWINSZ`); `nil` when it
+/// does not say.
+private func outputTerminalColumns() -> Int? {
+    var size = winsize()
+    guard ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return nil }
+    return Int(size.ws_col)
 }
 
 /// Writes all of `bytes` to standard output with `write(2)`; stops quietly at a closed pipe (`| head`).

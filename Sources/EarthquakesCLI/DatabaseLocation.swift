@@ -88,6 +88,18 @@ public enum DatabaseLocation {
             if access(path, W_OK) != 0 {
                 throw readOnlyError(path, reason: String(cString: strerror(errno)))
             }
+            // A side file SQLite cannot write stops every write as surely as the file itself (a `-shm` that
+            // an older version's read left with the database's read-only permissions, say).
+            let sideFiles = ["-wal", "-shm"].map { path + $0 }.filter {
+                FileManager.default.fileExists(atPath: $0) && access($0, W_OK) != 0
+            }
+            if !sideFiles.isEmpty {
+                throw CLIError(
+                    "the database \(path) cannot be changed: SQLite's side file\(sideFiles.count == 1 ? "" : "s") "
+                        + "\(sideFiles.joined(separator: " and ")) \(sideFiles.count == 1 ? "is" : "are") read-only; "
+                        + "make \(sideFiles.count == 1 ? "it" : "them") writable (chmod u+w \(sideFiles.joined(separator: " "))) "
+                        + "or give another database with --database")
+            }
         }
         let folder = (path as NSString).deletingLastPathComponent
         guard !folder.isEmpty else { return }
@@ -110,11 +122,14 @@ public enum DatabaseLocation {
         }
     }
 
-    /// The message for a database that cannot be written.
+    /// The message for a database that cannot be written: the command that makes it writable names the
+    /// file (and SQLite's side files beside it that are read-only too).
     public static func readOnlyError(_ path: String, reason: String? = nil) -> CLIError {
         let why = reason.map { " (\($0))" } ?? ""
+        let files = [path] + ["-wal", "-shm"].map { path + $0 }.filter { FileManager.default.fileExists(atPath: $0) }
         return CLIError(
-            "the database \(path) is read-only\(why); make it writable (chmod u+w) or give another database with --database"
+            "the database \(path) is read-only\(why); make it writable (chmod u+w \(files.joined(separator: " "))) "
+                + "or give another database with --database"
         )
     }
 

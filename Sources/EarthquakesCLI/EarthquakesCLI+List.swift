@@ -15,14 +15,23 @@ extension EarthquakesCLI {
     ) throws {
         let (store, path) = try openForReading(database, sample: sample)
         defer { closeAtEnd(store.close) }
+        try Self.checkTypes(options, in: store)
         let filter = options.filter
         let order: ListingOrder
-        if let point = options.near {
+        var reorder = false
+        if let point = options.near, options.within == nil {
+            // The nearest `limit`, then in the order asked for.
             order = .distance(latitude: point.latitude, longitude: point.longitude)
+            reorder = explicitSort && options.sort != .distance
         } else {
-            order = options.sort == .magnitude ? .magnitude : .time
+            // Every match (within the radius, with `--within`) in the order asked for, up to `limit`.
+            switch options.sort {
+            case .time: order = .time
+            case .magnitude: order = .magnitude
+            case .distance:
+                order = .distance(latitude: options.near?.latitude ?? 0, longitude: options.near?.longitude ?? 0)
+            }
         }
-        let reorder = options.near != nil && explicitSort
 
         if json || reorder {
             var rows = try store.earthquakes(matching: filter, order: order, limit: options.limit)
@@ -56,7 +65,8 @@ extension EarthquakesCLI {
     }
 
     /// `prune --before WHEN [--dry-run]`: deletes the events (of every type) older than a moment, or with
-    /// `dryRun` only counts them. Events without a time are never deleted (their age is unknown); the
+    /// `dryRun` only counts them. After deleting, the file is compacted (``EarthquakeStore/compact()``)
+    /// when enough of it became free, and the line says how much it shrank. Events without a time are never deleted (their age is unknown); the
     /// line says how many are left and how many of those have no time. A cut-off that is not in the past
     /// (a date to come, `0d`) is pointed out on standard error: it deletes every event that has a time.
     public func prune(before date: Date, database: String?, dryRun: Bool = false) throws {
@@ -83,6 +93,21 @@ extension EarthquakesCLI {
             : "Deleted \(Self.counted(older, "event")) before \(cutOff) from \(path); \(left) left"
         if untimed > 0 { line += " (\(untimed) with no time, which prune never deletes)" }
         console.print(line + (dryRun ? ". Nothing was deleted (--dry-run)." : "."))
+        // SQLite keeps the room of deleted rows in the file: give it back, so the file shrinks. (The rows
+        // are deleted whatever happens here.)
+        if !dryRun, older > 0 {
+            do {
+                if let compaction = try store.compact() {
+                    console.print(
+                        "The file shrank from \(ProgressDisplay.size(compaction.bytesBefore)) to "
+                            + "\(ProgressDisplay.size(compaction.bytesAfter)).")
+                }
+            } catch {
+                console.error(
+                    "warning: the events were deleted, but the file could not be made smaller: "
+                        + "\(Self.message(for: error))\n")
+            }
+        }
         // A minute's leeway: `--before 0d` means now, computed a moment before this.
         let now = now()
         if date > now.addingTimeInterval(-60) {
@@ -91,6 +116,49 @@ extension EarthquakesCLI {
                 "warning: the cut-off \(cutOff) is \(when): every event older than it \(dryRun ? "would be" : "was") "
                     + "deleted (only events with no time are kept)\n")
         }
+    }
+
+    /// `--type` and `--exclude-type` name types the store holds: a type that no stored event has is a
+    /// mistake (`--type quary`), refused with the types there are, rather than "No earthquakes match".
+    /// (An empty store has no types to compare with: its own message says so.)
+    ///
+    /// - Throws: ``CLIError`` (a usage error).
+    static func checkTypes(_ options: ListOptions, in store: EarthquakeStore) throws {
+        guard !options.types.isEmpty || !options.excludedTypes.isEmpty else { return }
+        let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
+        guard !stored.isEmpty else { return }
+        let known = Set(stored.map(\.type))
+        for (option, names) in [("--type", options.types), ("--exclude-type", options.excludedTypes)] {
+            for name in names where !known.contains(Earthquake.normalizedType(name)) {
+                let list = stored.map { "\($0.type) (\($0.count))" }.joined(separator: ", ")
+                let guess = closestType(to: Earthquake.normalizedType(name), among: stored.map(\.type))
+                let hint = guess.map { "did you mean \"\($0)\"? " } ?? ""
+                throw CLIError.usage(
+                    "\(option) \"\(TerminalText.safe(name))\": no stored event has this type; \(hint)the types stored "
+                        + "are: \(list)")
+            }
+        }
+    }
+
+    /// The stored type nearest to a mistyped one (at most a third of its letters away), if any.
+    static func closestType(to name: String, among types: [String]) -> String? {
+        let limit = max(1, name.count / 3)
+        let scored = types.map { ($0, editDistance(name, $0)) }.filter { $0.1 <= limit }
+        return scored.min { $0.1 < $1.1 }?.0
+    }
+
+    /// The Levenshtein distance between two short texts, by characters.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let (a, b) = (Array(a), Array(b))
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     /// Runs a write; SQLite's "readonly database" becomes the message that names the file and the fix.
@@ -123,8 +191,15 @@ extension EarthquakesCLI {
         let colours = console.isOutputTerminal && (environment["NO_COLOR"] ?? "").isEmpty
         let console = self.console
         return ListingWriter(
-            format: options.csv ? .csv : .table, distances: distances, colours: colours,
+            format: options.csv ? .csv : .table, distances: distances, colours: colours, width: tableWidth,
             flush: { console.write($0) })
+    }
+
+    /// The width the table fits: the terminal's, else `COLUMNS` (a positive number), else none.
+    var tableWidth: Int? {
+        if let columns = console.terminalColumns { return columns }
+        guard let text = environment["COLUMNS"], let columns = Int(text), columns > 0 else { return nil }
+        return columns
     }
 
     /// Says that nothing matched: on standard output after a table, on standard error after CSV (whose
@@ -146,6 +221,8 @@ extension EarthquakesCLI {
             rows.sorted { ($0.earthquake.time ?? .distantPast) > ($1.earthquake.time ?? .distantPast) }
         case .magnitude:
             rows.sorted { ($0.earthquake.magnitude ?? -.infinity) > ($1.earthquake.magnitude ?? -.infinity) }
+        case .distance:
+            rows.sorted { ($0.distanceKilometers ?? .infinity) < ($1.distanceKilometers ?? .infinity) }
         }
     }
 }
@@ -157,15 +234,20 @@ enum RowViews {
         let place = quake.place.map { Array($0.utf8) }
         let title = quake.title.map { Array($0.utf8) }
         let type = quake.type.map { Array($0.utf8) }
+        let alert = quake.alert.map { Array($0.utf8) }
         id.withUnsafeBufferPointer { id in
             optional(place) { place in
                 optional(title) { title in
                     optional(type) { type in
-                        body(
-                            EarthquakeRowView(
-                                id: id, timeMilliseconds: quake.time?.millisecondsSince1970, magnitude: quake.magnitude,
-                                depth: quake.depth, latitude: quake.latitude, longitude: quake.longitude, place: place,
-                                title: title, type: type, distanceKilometers: distance))
+                        optional(alert) { alert in
+                            body(
+                                EarthquakeRowView(
+                                    id: id, timeMilliseconds: quake.time?.millisecondsSince1970,
+                                    magnitude: quake.magnitude, depth: quake.depth, latitude: quake.latitude,
+                                    longitude: quake.longitude, place: place, title: title, type: type,
+                                    distanceKilometers: distance, felt: quake.felt, cdi: quake.cdi, mmi: quake.mmi,
+                                    significance: quake.significance, alert: alert))
+                        }
                     }
                 }
             }

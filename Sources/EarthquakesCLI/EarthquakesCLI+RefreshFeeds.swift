@@ -11,174 +11,6 @@ import Musl
 import Darwin
 #endif
 
-/// A refresh of several feeds: one durable graph, so that a refresh killed half-way is finished by
-/// the next one.
-///
-/// ## Where the graph is stored
-/// In a job store of its own next to the database (``jobStorePath(forDatabase:)``, `<database>.jobs`),
-/// not in the database itself: the earthquakes database keeps a schema that only this tool writes,
-/// `list` and `show` never see job tables, and deleting the job store loses nothing but an unfinished
-/// refresh. The price is that an import and the record of its completion are two transactions: a
-/// refresh killed between them imports that feed again when resumed, which the import's upsert makes
-/// harmless (the same rows, counted as unchanged).
-///
-/// ## Resuming
-/// The graph is submitted with a unique key made of the feeds (in order) and `--strict`, so running the
-/// same command again finds the unfinished run and finishes it; `--resume` without feeds resumes the
-/// newest unfinished refresh whatever its feeds. Finished refreshes are pruned when the next one starts.
-public enum FeedRefresh {
-    /// The name of every refresh graph.
-    public static let runName = "earthquakes refresh"
-    /// Imports run one at a time (across processes too): each is one write transaction on the database.
-    static let importCategory = DurableCategory.named("earthquakes.import", limit: 1)
-
-    /// The job store of a database: `<database>.jobs`.
-    public static func jobStorePath(forDatabase path: String) -> String { path + ".jobs" }
-
-    /// Where downloads of unfinished refreshes wait: `<database>.downloads/`.
-    static func downloadFolder(forDatabase path: String) -> String { path + ".downloads" }
-
-    /// The unique key of a refresh of these feeds: its first line says what it is, then one feed a line.
-    static func uniqueKey(feeds: [String], strict: Bool) -> String {
-        (["earthquakes refresh v1\(strict ? " --strict" : "")"] + feeds).joined(separator: "\n")
-    }
-
-    /// The feeds and `--strict` of a unique key written by ``uniqueKey(feeds:strict:)``.
-    static func parse(uniqueKey: String) -> (feeds: [String], strict: Bool)? {
-        let lines = uniqueKey.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
-        guard let first = lines.first, first.hasPrefix("earthquakes refresh v1") else { return nil }
-        return (Array(lines.dropFirst()), first.hasSuffix("--strict"))
-    }
-
-    /// A short, stable name for a key (64-bit FNV-1a), for the download folder of its run.
-    static func folderName(_ key: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
-        return String(hash, radix: 16)
-    }
-
-    /// USGS's summary feeds by short name: `hour`, `day`, `week`, `month` (magnitude 2.5+, like the
-    /// default feed) or `all_day`, `4.5_week`, `significant_month`, …; anything else is a URL or a path.
-    public static func expand(_ feed: String) -> String {
-        let periods = ["hour", "day", "week", "month"]
-        let levels = ["significant", "4.5", "2.5", "1.0", "all"]
-        var name = feed.lowercased()
-        if periods.contains(name) { name = "2.5_" + name }
-        let parts = name.split(separator: "_", maxSplits: 1).map(String.init)
-        guard parts.count == 2, levels.contains(parts[0]), periods.contains(parts[1]),
-            !FileManager.default.fileExists(atPath: feed)
-        else { return feed }
-        return "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/\(name).geojson"
-    }
-
-    /// `feeds` without repeats, in order: the same address twice (`day` and `2.5_day` once expanded), or
-    /// the same file by two spellings, is one feed.
-    public static func distinct(_ feeds: [String]) -> [String] {
-        var seen: Set<String> = []
-        return feeds.filter { feed in
-            var key = feed
-            if case .url(let url)? = try? EarthquakesCLI.source(feed) {
-                key = url.isFileURL ? "file:" + RunPicture.canonical(url.path) : url.absoluteString
-            }
-            return seen.insert(key).inserted
-        }
-    }
-
-    /// The graph of a refresh of `feeds` (in order) into the database at `database`: fetch → parse →
-    /// import for each feed; the handles of the imports, and the folder of the run's downloads.
-    static func graph(
-        feeds: [String], strict: Bool, database: String
-    ) -> (graph: JobGraph, imports: [JobGraph.Handle<ImportFeed.Output>], folder: URL) {
-        let folder = URL(fileURLWithPath: downloadFolder(forDatabase: database))
-            .appendingPathComponent(folderName(uniqueKey(feeds: feeds, strict: strict)), isDirectory: true)
-        var graph = JobGraph(name: runName)
-        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
-        for (index, feed) in feeds.enumerated() {
-            let fetch = graph.add(
-                FetchFeed.self,
-                input: FetchFeed.Input(
-                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
-                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
-            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
-            imports.append(
-                graph.add(
-                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
-                    categories: [importCategory]))
-        }
-        return (graph, imports, folder)
-    }
-
-    /// What to say when the refresh's graph was already in the job store. "Interrupted" only when it was:
-    /// a worker that held its jobs is gone. A live worker (another `refresh` of the same feeds running
-    /// now) is joined; a run that nothing has started yet was just submitted by another refresh, or was
-    /// stopped before it began.
-    static func existingRunNote(
-        imported: Int, of count: Int, liveWorkers: Int, deadWorkers: Int, started: Bool
-    ) -> String {
-        let done = "\(imported) of \(EarthquakesCLI.counted(count, "feed")) imported so far"
-        if liveWorkers > 0 {
-            return "Another refresh of these feeds is running; joining it (\(done), not downloaded again)."
-        }
-        if deadWorkers > 0 {
-            // ("1 of 3 feeds were imported … and are not", "1 of 1 feed was imported … and is not")
-            return "Resuming the interrupted refresh: \(imported) of \(EarthquakesCLI.counted(count, "feed")) "
-                + "\(count == 1 ? "was" : "were") imported before it stopped and \(count == 1 ? "is" : "are") not "
-                + "downloaded again."
-        }
-        if !started {
-            return "Joining a refresh of these feeds that another refresh submitted and has not started yet."
-        }
-        return "Finishing an unfinished refresh of these feeds (\(done), not downloaded again)."
-    }
-
-    /// Submits the graph of a refresh without running it, as another `refresh` of these feeds does just
-    /// before it starts (tests).
-    static func submitOnly(feeds: [String], strict: Bool, database: String) async throws {
-        let jobs = try SQLiteJobStore(path: jobStorePath(forDatabase: database))
-        defer { try? jobs.close() }
-        let graph = graph(feeds: feeds, strict: strict, database: database).graph
-        _ = try await jobs.submit(graph, uniqueKey: uniqueKey(feeds: feeds, strict: strict))
-    }
-
-    /// The worker id of this process: `earthquakes-<host>-<pid>`.
-    static func workerID() -> String {
-        "earthquakes-\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
-    }
-
-    /// Whether `worker` was a process of this machine that no longer exists (so its leases can end now).
-    static func isGone(_ worker: String) -> Bool {
-        let prefix = "earthquakes-\(ProcessInfo.processInfo.hostName)-"
-        guard worker.hasPrefix(prefix), let pid = Int32(worker.dropFirst(prefix.count)), pid > 0,
-            pid != ProcessInfo.processInfo.processIdentifier
-        else { return false }
-        return kill(pid, 0) == -1 && errno == ESRCH
-    }
-}
-
-/// What `refresh --json` prints for several feeds.
-struct FeedsRefreshJSON: Encodable {
-    struct FeedResult: Encodable {
-        var source: String
-        var inserted: Int?
-        var updated: Int?
-        var unchanged: Int?
-        var total: Int?
-        var skipped: Int?
-        /// Features that repeated an id given earlier in the feed, and those ids.
-        var duplicates: Int?
-        var duplicateIDs: [String]?
-        var warnings: [String]?
-        /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
-        var deleted: Int?
-        var removedDeleted: Int?
-        var importedBeforeResume: Bool?
-        var error: String?
-    }
-    var database: String
-    var resumed: Bool
-    var feeds: [FeedResult]
-}
-
 extension EarthquakesCLI {
     /// `refresh --feed A --feed B …` (or `--feeds A,B`, or `--resume`): one durable graph, fetch → parse →
     /// import for each feed, imports one at a time. See ``FeedRefresh``.
@@ -258,6 +90,9 @@ extension EarthquakesCLI {
         let (graph, imports, folder) = FeedRefresh.graph(feeds: feeds, strict: strict, database: path)
         let run = try await jobs.submit(graph, uniqueKey: key)
         var before: [Int: ImportFeed.Output] = [:]
+        // Whether another refresh of these feeds is running now: this one joined it (its imports so far
+        // were not interrupted).
+        var joined = false
         if run.existing {
             // Feeds imported before the interruption; and jobs held by a worker that no longer exists
             // (the killed refresh) are taken back now rather than when its leases run out.
@@ -268,8 +103,9 @@ extension EarthquakesCLI {
             let owners = Set(snapshot.jobs.compactMap(\.leaseOwner))
             let gone = owners.filter(FeedRefresh.isGone)
             for owner in gone { try await jobs.endLeases(ofWorker: owner) }
+            let live = owners.subtracting(gone).subtracting([FeedRefresh.workerID()])
+            joined = !live.isEmpty
             if !json {
-                let live = owners.subtracting(gone).subtracting([FeedRefresh.workerID()])
                 console.error(
                     FeedRefresh.existingRunNote(
                         imported: before.count, of: feeds.count, liveWorkers: live.count, deadWorkers: gone.count,
@@ -278,12 +114,15 @@ extension EarthquakesCLI {
         } else if resume, !json {
             console.error("There was no interrupted refresh of these feeds; refreshing them all.\n")
         }
+        await Self.testPause("submitted")
 
+        let ownImports = RefreshImports()
+        let display = console.isErrorTerminal && !json ? FeedsProgressDisplay(console: console) : nil
         let worker = try DurableWorker(
             store: jobs,
             jobs: [
-                FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout),
-                ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now),
+                FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout, display: display),
+                ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now, imports: ownImports),
             ],
             configuration: DurableWorker.Configuration(
                 id: FeedRefresh.workerID(), maxConcurrentJobs: 4, shutdownGracePeriod: shutdownGracePeriod,
@@ -301,7 +140,9 @@ extension EarthquakesCLI {
                 for (index, handle) in importHandles.enumerated() where !printed.contains(index) {
                     guard let output = try? await jobs.output(of: handle, in: run) else { continue }
                     printed.insert(index)
+                    display?.clear()
                     if !json { Self.printImported(output, into: path, console: console) }
+                    await Self.testPause("feed-reported")
                 }
             }
             return printed
@@ -312,7 +153,10 @@ extension EarthquakesCLI {
         let working = Task { try await worker.run(until: run) }
         do {
             _ = try await withTaskCancellationHandler {
-                try await interrupts.cancellable(onInterrupt: { working.cancel() }) { try await working.value }
+                try await interrupts.cancellable(
+                    onInterrupt: { working.cancel() },
+                    onSecondInterrupt: { Self.stopFeedsAtOnce(imports: ownImports, console: console) }
+                ) { try await working.value }
             } onCancel: {
                 working.cancel()
             }
@@ -322,17 +166,19 @@ extension EarthquakesCLI {
             // (closing waits for the store's readers, and a read that cannot resume would hold it).
             watcher.cancel()
             _ = await watcher.value
+            display?.clear()
             // The refresh's own error is what to report; the picture is written if it can be.
             try? picture.write(title: "earthquakes refresh \(feeds.joined(separator: " ")) (stopped)", console: console)
             if interrupts.wasInterrupted {
                 throw await cancellation(
                     created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
-                    store: store)
+                    store: store, committed: ownImports.committedOutputs)
             }
             throw CLIError(
                 "the refresh stopped: \(Self.message(for: error)). `earthquakes refresh --resume` finishes it.")
         }
         let printed = await watcher.value
+        display?.clear()
         let record = try await jobs.record(of: run.id)
         let outcome = record.finished == nil ? " (unfinished)" : ""
         // A picture that cannot be written does not stop the rest: the downloads are cleaned up and the
@@ -344,15 +190,15 @@ extension EarthquakesCLI {
             if interrupts.wasInterrupted {
                 throw await cancellation(
                     created: created, path: path, run: run, feeds: feeds, imports: imports, before: before, jobs: jobs,
-                    store: store)
+                    store: store, committed: ownImports.committedOutputs)
             }
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
         do {
             try await report(
-                run: run, feeds: feeds, imports: imports, before: before, printed: printed, jobs: jobs, store: store,
-                path: path, json: json, created: created)
+                run: run, feeds: feeds, imports: imports, before: before, joined: joined, printed: printed, jobs: jobs,
+                store: store, path: path, json: json, created: created)
         } catch {
             if let pictureError { console.error("warning: \(pictureError.message)\n") }
             throw error
@@ -365,12 +211,15 @@ extension EarthquakesCLI {
     /// have opened it, even written to it, meanwhile).
     private func cancellation(
         created: Bool, path: String, run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
-        before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore
+        before: [Int: ImportFeed.Output], jobs: SQLiteJobStore, store: EarthquakeStore,
+        committed: [String: ImportFeed.Output]
     ) async -> CLIError {
         var importedAny = !before.isEmpty
         var stopped: [String] = []
         for (index, handle) in imports.enumerated() {
-            let imported = before[index] != nil ? true : (try? await jobs.output(of: handle, in: run)) != nil
+            // (An import that committed here is in, even if Ctrl-C stopped the worker before it recorded it.)
+            var imported = before[index] != nil || committed[feeds[index]] != nil
+            if !imported { imported = (try? await jobs.output(of: handle, in: run)) != nil }
             if imported {
                 importedAny = true
             } else {
@@ -388,11 +237,25 @@ extension EarthquakesCLI {
             unchanged + " " + what, more: "`earthquakes refresh --resume` finishes the refresh.")
     }
 
+    /// A second Ctrl-C: ends the process with status 130 at once — or, when an import is committing, as
+    /// soon as its commit returned — saying what became of it.
+    static func stopFeedsAtOnce(imports: RefreshImports, console: Console) {
+        imports.whenSettled { committedAny in
+            let current =
+                committedAny
+                ? "the import under way had committed and is kept" : "an import under way (if any) was rolled back"
+            console.error(
+                "Stopped at once (a second Ctrl-C): the feeds imported so far are kept; \(current). "
+                    + "`earthquakes refresh --resume` finishes the refresh.\n")
+            exit(130)
+        }
+    }
+
     /// After the run: per feed, what was imported or why not; throws when a feed failed.
     private func report(
         run: DurableRun, feeds: [String], imports: [JobGraph.Handle<ImportFeed.Output>],
-        before: [Int: ImportFeed.Output], printed: Set<Int>, jobs: SQLiteJobStore, store: EarthquakeStore, path: String,
-        json: Bool, created: Bool
+        before: [Int: ImportFeed.Output], joined: Bool, printed: Set<Int>, jobs: SQLiteJobStore,
+        store: EarthquakeStore, path: String, json: Bool, created: Bool
     ) async throws {
         let snapshot = try await jobs.snapshot(of: run.id)
         let records = Dictionary(snapshot.jobs.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
@@ -418,7 +281,8 @@ extension EarthquakesCLI {
             let failed = steps.first { $0.state != .succeeded }
             let why = failed?.lastError ?? "it did not finish"
             let reason = Self.sentence(why.split(whereSeparator: \.isNewline).joined(separator: " "))
-            failures.append("\(feed): \(reason)")
+            // One line per feed, naming its address once (the reason often names it already).
+            failures.append(reason.contains(feed) ? reason : "\(feed): \(reason)")
             results.append(FeedsRefreshJSON.FeedResult(source: feed, error: reason))
         }
         let imported = feeds.count - failures.count
@@ -426,21 +290,25 @@ extension EarthquakesCLI {
         if !hasSample, imported > 0 { _ = try? store.deleteSampleEarthquakes() }
         if json {
             console.print(
-                try JSONText.encode(FeedsRefreshJSON(database: path, resumed: !before.isEmpty, feeds: results)))
+                try JSONText.encode(
+                    FeedsRefreshJSON(
+                        database: path, resumed: !before.isEmpty && !joined, joined: joined, feeds: results)))
         } else {
+            // Imported before this process started: by a refresh that was interrupted, or by the one it joined.
+            let label = joined ? "Imported by the refresh this one joined: " : "Imported before the interruption: "
             for index in before.keys.sorted() {
-                console.print("Imported before the interruption: " + Self.importedLine(before[index]!, into: path))
+                console.print(label + Self.importedLine(before[index]!, into: path))
             }
         }
         guard failures.isEmpty else {
-            let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed: "
+            let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed (below). "
             let rest: String
             if imported > 0 {
                 rest = "The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path)."
             } else {
                 rest = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
             }
-            throw CLIError(failed + failures.joined(separator: " ") + " " + rest)
+            throw CLIError(failed + rest, details: failures)
         }
         if !json { console.print("Refreshed \(Self.counted(feeds.count, "feed")) into \(path).") }
     }

@@ -49,7 +49,10 @@ extension EarthquakesCLI {
             ("type", quake.type),
             ("status", quake.status),
             ("tsunami", quake.tsunami.map { $0 ? "yes" : "no" }),
-            ("alert", quake.alert),
+            ("alert", quake.alert.map { "\($0) (PAGER: estimated impact)" }),
+            ("felt", quake.felt.map { "\($0) report\($0 == 1 ? "" : "s") (Did You Feel It?)" }),
+            ("intensity", Self.intensityText(quake)),
+            ("significance", quake.significance.map { "\($0)" }),
             ("network", quake.network),
             ("updated", quake.updated.map { QuakeTable.minute($0) + " UTC" }),
             ("map", Self.mapURL(quake)),
@@ -58,9 +61,17 @@ extension EarthquakesCLI {
         ]
         for (name, value) in fields {
             guard let value else { continue }
-            console.print(name.padding(toLength: 10, withPad: " ", startingAt: 0) + " " + TerminalText.safe(value))
+            console.print(name.padding(toLength: 12, withPad: " ", startingAt: 0) + " " + TerminalText.safe(value))
         }
         if let age = try dataAge(store) { console.print("\n" + age) }
+    }
+
+    /// "MMI 9.3 (estimated, ShakeMap), CDI 8.4 (reported, Did You Feel It?)": what the event has of them.
+    static func intensityText(_ quake: Earthquake) -> String? {
+        var parts: [String] = []
+        if let mmi = quake.mmi { parts.append("MMI \(QuakeTable.fixed(mmi, 1)) (estimated, ShakeMap)") }
+        if let cdi = quake.cdi { parts.append("CDI \(QuakeTable.fixed(cdi, 1)) (reported, Did You Feel It?)") }
+        return parts.isEmpty ? nil : parts.joined(separator: ", ")
     }
 
     /// `show --share --json`: two outputs asked for; a usage error rather than one of them ignored.
@@ -102,8 +113,39 @@ extension EarthquakesCLI {
         }
     }
 
-    /// `status`: where the database is, what it holds, how old the data is.
-    public func status(database: String?) throws {
+    /// `place [NAME [LAT,LON]] [--forget]`: lists the saved places (and home), shows one, saves one or
+    /// forgets one (see ``Places``).
+    public func place(_ name: String?, set coordinate: Coordinate?, forget: Bool) throws {
+        let file = Places.path(environment: environment)
+        guard let name else {
+            let places = try Places.all(environment: environment)
+            let home = HomeLocation.readOrWarn(environment: environment, console: console)
+            if places.isEmpty && home == nil {
+                console.print(
+                    "No places saved yet; save one with `earthquakes place NAME LAT,LON`, for example "
+                        + "`earthquakes place tokyo 35.68,139.69`.")
+            }
+            if let home { console.print("home  \(Self.text(home))") }
+            for place in places { console.print("\(place.name)  \(Self.text(place.coordinate))") }
+            return
+        }
+        if forget {
+            let forgot = try Places.forget(name, environment: environment)
+            console.print(forgot ? "Forgot the place \(name)." : "There was no place named \(name) to forget.")
+        } else if let coordinate {
+            try Places.save(name, at: coordinate, environment: environment)
+            console.print(
+                "Saved \(name) at \(Self.text(coordinate)) (in \(file)); `earthquakes list --near \(name) --within 300km` "
+                    + "lists what happened around it.")
+        } else {
+            let (point, _) = try Places.resolve(name, option: "place", environment: environment)
+            console.print("\(name)  \(Self.text(point))")
+        }
+    }
+
+    /// `status`: where the database is, what it holds, how old the data is, and an unfinished refresh of
+    /// several feeds waiting for `refresh --resume`.
+    public func status(database: String?) async throws {
         let path = DatabaseLocation.path(option: database, environment: environment)
         if FileManager.default.fileExists(atPath: path) {
             try DatabaseLocation.checkReadable(path)
@@ -125,9 +167,12 @@ extension EarthquakesCLI {
         } else {
             console.print("Database   \(path) does not exist yet; `earthquakes refresh` creates it")
         }
+        for line in await unfinishedRefreshes(database: path) { console.print(line) }
         let sample = DatabaseLocation.samplePath(forDatabase: path)
         if FileManager.default.fileExists(atPath: sample) {
-            console.print("Sample     \(sample) (made-up events, kept apart); `earthquakes --remove-sample` deletes it")
+            console.print(
+                "Sample     \(sample): made-up events that an earlier version kept apart (the sample is now shown "
+                    + "from memory); `earthquakes --remove-sample` deletes it")
         }
         if let home = HomeLocation.readOrWarn(environment: environment, console: console) {
             console.print("Home       \(Self.text(home))")

@@ -30,6 +30,8 @@ struct FetchFeed: DurableJob {
     let session: URLSession
     let timeout: Duration
     let totalTimeout: Duration?
+    /// Shows the download's progress (on a terminal).
+    var display: FeedsProgressDisplay?
 
     /// The feed a "204 No Content" response stands for.
     static let noEvents = #"{"type":"FeatureCollection","features":[]}"#
@@ -45,8 +47,15 @@ struct FetchFeed: DurableJob {
         let destination = URL(fileURLWithPath: input.file)
         try FileManager.default.createDirectory(
             at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
-        let download = HTTPDownloadJob(
-            url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout)
+        var progress: URLSessionTaskJob.ProgressHandler?
+        if let display {
+            let feed = input.feed
+            progress = { received, expected in display.downloading(feed, received: received, expected: expected) }
+        }
+        let download = FeedDownload.job(
+            url: url, to: destination, session: session, timeout: totalTimeout, idleTimeout: timeout,
+            progress: progress)
+        defer { display?.downloaded(input.feed) }
         let queue = JobQueue(name: "fetch \(input.feed)")
         queue.add(download)
         switch await download.outcomeCancellingWithTask() {
@@ -85,14 +94,17 @@ struct ParseFeed: DurableJob {
             feed: input.feed, file: input.file, events: feed.earthquakes.count, skipped: feed.skippedFeatures.count)
     }
 
-    static func read(_ path: String, strict: Bool) throws -> Feed {
+    /// The feed in the file at `path`; parsed for an import into `store` when given (the features it holds
+    /// exactly are not decoded, and the others are fingerprinted with its key).
+    static func read(_ path: String, strict: Bool, for store: EarthquakeStore? = nil) throws -> Feed {
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
         } catch {
             throw FeedFileError(path: path, error: error)
         }
-        return try FeedParser(strict: strict).parse(data)
+        guard let store else { return try FeedParser(strict: strict).parse(data) }
+        return try store.parseForImport(data, parser: FeedParser(strict: strict))
     }
 }
 
@@ -133,20 +145,87 @@ struct ImportFeed: DurableJob {
     let store: EarthquakeStore
     let strict: Bool
     let now: @Sendable () -> Date
+    /// The imports of this process (what a Ctrl-C needs to know of them).
+    var imports = RefreshImports()
 
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
-        let (store, strict, now) = (store, strict, now)
-        return try await offThePool { () throws -> Output in
-            let feed = try ParseFeed.read(input.file, strict: strict)
-            let summary = try store.importFeed(feed)
-            try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
-            return Output(
-                feed: input.feed, inserted: summary.inserted, updated: summary.updated, unchanged: summary.unchanged,
-                duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs, skipped: summary.skipped,
-                otherTypes: summary.otherTypes,
-                warnings: feed.warnings.map(\.description),
-                hasSample: feed.earthquakes.contains { $0.network == "sample" }, deleted: summary.deleted,
-                removed: summary.removed)
+        let (store, strict, now, imports) = (store, strict, now, imports)
+        // Cancelling the attempt (Ctrl-C stops the worker) rolls the import back, unless it had begun to
+        // commit: then it ends, and `imports` knows it is in even if the worker never records it.
+        let gate = ImportCommitGate()
+        imports.began(gate)
+        defer { imports.ended(gate) }
+        return try await withTaskCancellationHandler {
+            try await offThePool { () throws -> Output in
+                let feed = try ParseFeed.read(input.file, strict: strict, for: store)
+                let summary: ImportSummary
+                do {
+                    summary = try store.importFeed(feed, commitGate: gate)
+                } catch {
+                    if (error as? StoreError)?.code == .cancelled { throw CancellationError() }
+                    throw error
+                }
+                try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
+                let output = Output(
+                    feed: input.feed, inserted: summary.inserted, updated: summary.updated,
+                    unchanged: summary.unchanged, duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs,
+                    skipped: summary.skipped, otherTypes: summary.otherTypes,
+                    warnings: feed.warnings.map(\.description),
+                    hasSample: feed.containsEarthquake(ofNetwork: "sample"), deleted: summary.deleted,
+                    removed: summary.removed)
+                imports.committed(output)
+                return output
+            }
+        } onCancel: {
+            gate.cancel()
+        }
+    }
+}
+
+/// The imports of a refresh of several feeds in this process: the one running (a second Ctrl-C waits
+/// for its commit to end, if it began, before ending the process) and those that committed (a Ctrl-C
+/// can stop the worker before it records an import that committed: it is in all the same).
+///
+/// ## Thread safety
+/// `Sendable`: one lock guards the state; gates are told outside it.
+final class RefreshImports: Sendable {
+    private struct State {
+        var running: [ObjectIdentifier: ImportCommitGate] = [:]
+        var committed: [String: ImportFeed.Output] = [:]
+    }
+
+    private let state = Protected(State())
+
+    func began(_ gate: ImportCommitGate) {
+        state.withLock { $0.running[ObjectIdentifier(gate)] = gate }
+    }
+
+    func ended(_ gate: ImportCommitGate) {
+        _ = state.withLock { $0.running.removeValue(forKey: ObjectIdentifier(gate)) }
+    }
+
+    func committed(_ output: ImportFeed.Output) {
+        state.withLock { $0.committed[output.feed] = output }
+    }
+
+    /// The imports that committed in this process, by feed.
+    var committedOutputs: [String: ImportFeed.Output] { state.withLock { $0.committed } }
+
+    /// Runs `body` once every running import's outcome is known (see ``ImportCommitGate/whenSettled(_:)``),
+    /// with whether one of them committed.
+    func whenSettled(_ body: @escaping @Sendable (_ committedAny: Bool) -> Void) {
+        let gates = state.withLock { Array($0.running.values) }
+        let remaining = Protected((count: gates.count, committed: false))
+        guard !gates.isEmpty else { return body(false) }
+        for gate in gates {
+            gate.whenSettled { settlement in
+                let done = remaining.withLock { left -> Bool? in
+                    left.count -= 1
+                    left.committed = left.committed || settlement == .committed
+                    return left.count == 0 ? left.committed : nil
+                }
+                if let done { body(done) }
+            }
         }
     }
 }

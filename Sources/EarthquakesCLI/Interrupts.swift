@@ -1,5 +1,6 @@
 import Baton
 import Dispatch
+import EarthquakesKit
 
 #if canImport(Glibc)
 import Glibc
@@ -12,9 +13,11 @@ import Darwin
 /// Ctrl-C (SIGINT) turned into a cancellation of the work that is running.
 ///
 /// The executable calls ``installForSIGINT()`` once; a command wraps its cancellable part in
-/// ``cancellable(onInterrupt:_:)``. A first Ctrl-C during that part calls `onInterrupt` (which cancels
-/// the jobs; they delete their temporary files), and the command then reports ``CLIError/cancelled``.
-/// A Ctrl-C outside such a part, or a second one, ends the process at once with status 130.
+/// ``cancellable(onInterrupt:onSecondInterrupt:_:)``. A first Ctrl-C during that part calls `onInterrupt`
+/// (which cancels the jobs; they delete their temporary files), and the command then reports
+/// ``CLIError/cancelled``. A second one calls `onSecondInterrupt`, which says what became of the work and
+/// ends the process with status 130; without it, and outside such a part, a Ctrl-C ends the process at
+/// once with status 130.
 ///
 /// ## Thread safety
 /// `Sendable`: the current handler and the count are kept in a ``Protected`` box; the handler is
@@ -22,6 +25,7 @@ import Darwin
 public final class Interrupts: Sendable {
     private struct State {
         var handler: (@Sendable () -> Void)?
+        var secondHandler: (@Sendable () -> Void)?
         var received = 0
     }
 
@@ -60,31 +64,44 @@ public final class Interrupts: Sendable {
         Interrupts(signal: SIGINT)
     }
 
-    /// What a Ctrl-C does: cancels the running part, or exits with 130 when there is none (or on a second one).
+    /// What a Ctrl-C does: cancels the running part, or exits with 130 when there is none; a second one
+    /// calls the part's `onSecondInterrupt` (which ends the process), or exits with 130.
     public func interrupt() {
         let handler = state.withLock { state -> (@Sendable () -> Void)? in
             state.received += 1
-            return state.received == 1 ? state.handler : nil
+            if state.received == 1 { return state.handler }
+            return state.received == 2 ? state.secondHandler : nil
         }
         guard let handler else {
             exit(130)
         }
         handler()
+        TestPause.say("interrupted")
     }
 
     /// Whether a Ctrl-C has arrived.
     public var wasInterrupted: Bool { state.withLock { $0.received > 0 } }
 
     /// Runs `body`; a Ctrl-C while it runs calls `onInterrupt` (once) instead of ending the process.
+    ///
+    /// - Parameter onSecondInterrupt: What a second Ctrl-C does: it must end the process (with status 130,
+    ///   after saying what became of the work). Without it, a second Ctrl-C ends the process at once.
     public func cancellable<T>(
-        onInterrupt: @escaping @Sendable () -> Void, _ body: () async throws -> T
+        onInterrupt: @escaping @Sendable () -> Void, onSecondInterrupt: (@Sendable () -> Void)? = nil,
+        _ body: () async throws -> T
     ) async rethrows -> T {
         let alreadyInterrupted = state.withLock { state -> Bool in
             state.handler = onInterrupt
+            state.secondHandler = onSecondInterrupt
             return state.received > 0
         }
         if alreadyInterrupted { onInterrupt() }
-        defer { state.withLock { $0.handler = nil } }
+        defer {
+            state.withLock { state in
+                state.handler = nil
+                state.secondHandler = nil
+            }
+        }
         return try await body()
     }
 }

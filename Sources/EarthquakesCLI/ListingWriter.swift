@@ -4,9 +4,9 @@ import EarthquakesKit
 /// large pieces: no `DateFormatter`, `Locale`, `String(format:)` or per-row `String`.
 ///
 /// ```
-/// TIME (UTC)         MAG  DEPTH km  PLACE                                             ID
-/// 2025-10-29 14:02   4.6      10.0  105 km WNW of Höfn, Iceland                       us6000rka0
-/// 2025-10-29 13:40   1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA           ci40915119
+/// TIME (UTC)         MAG  DEPTH km  PLACE                                             ID            DETAILS
+/// 2025-10-29 14:02   4.6      10.0  105 km WNW of Höfn, Iceland                       us6000rka0    sig 326, felt 3
+/// 2025-10-29 13:40   1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA           ci40915119    sig 56
 /// ```
 ///
 /// Events whose type is not "earthquake" show it in brackets before the place.
@@ -19,10 +19,9 @@ final class ListingWriter {
         case csv
     }
 
-    static let placeWidth = 48
-
     private let format: Format
     private let distances: Bool
+    private let layout: TableLayout
     private let colours: Bool
     private let flush: ([UInt8]) -> Void
     private var buffer: [UInt8] = []
@@ -31,10 +30,15 @@ final class ListingWriter {
     /// - Parameters:
     ///   - distances: whether rows carry a distance (a DIST km column / `distance_km` field).
     ///   - colours: whether magnitudes are coloured (a terminal without `NO_COLOR`).
+    ///   - width: the terminal's width, which the table fits (see ``TableLayout``); `nil` for the full table.
     ///   - flush: receives the bytes, in pieces of about 64 KB.
-    init(format: Format, distances: Bool, colours: Bool = false, flush: @escaping ([UInt8]) -> Void) {
+    init(
+        format: Format, distances: Bool, colours: Bool = false, width: Int? = nil,
+        flush: @escaping ([UInt8]) -> Void
+    ) {
         self.format = format
         self.distances = distances
+        self.layout = TableLayout(width: width, distances: distances)
         self.colours = colours && format == .table
         self.flush = flush
         buffer.reserveCapacity(1 << 16 + 1024)
@@ -44,13 +48,19 @@ final class ListingWriter {
         switch format {
         case .table:
             append("TIME (UTC)        ")
-            append("  MAG  DEPTH km")
+            append("  MAG")
+            if layout.showsDepth { append("  DEPTH km") }
             if distances { append("  DIST km") }
             append("  PLACE")
-            appendSpaces(Self.placeWidth - 5)
-            append("  ID\n")
+            appendSpaces(layout.placeWidth - 5)
+            append("  ID")
+            if layout.detailsWidth != nil {
+                appendSpaces(TableLayout.assumedIDWidth - 2)
+                append("  DETAILS")
+            }
+            append("\n")
         case .csv:
-            append("id,time,latitude,longitude,depth_km,magnitude,type,place")
+            append("id,time,latitude,longitude,depth_km,magnitude,type,place,felt,cdi,mmi,significance,alert")
             append(distances ? ",distance_km\n" : "\n")
         }
     }
@@ -94,26 +104,57 @@ final class ListingWriter {
         } else {
             append("    ?")
         }
-        appendFixed(row.depth, decimals: 1, width: 10)
+        if layout.showsDepth { appendFixed(row.depth, decimals: 1, width: 10) }
         if let distance = row.distanceKilometers { appendFixed(distance, decimals: 0, width: 9) }
         append("  ")
+        // The id's own width decides its row's room for the place, when the table fits a terminal.
+        let room = layout.width == nil ? layout.placeWidth : layout.placeWidth(forIDWidth: Self.displayWidth(row.id))
         var width = 0
-        if let type = row.type, !Self.isEarthquake(type) {
+        if let type = row.type, !Self.isEarthquake(type), room >= 4 {
             buffer.append(UInt8(ascii: "["))
-            width += 1 + appendClipped(Self.trimmed(type), room: Self.placeWidth - 2)
+            width += 1 + appendClipped(Self.trimmed(type), room: room - 3)
             buffer.append(UInt8(ascii: "]"))
             buffer.append(UInt8(ascii: " "))
             width += 2
         }
         if let place = row.place ?? row.title, place.count > 0 {
-            width += appendClipped(place, room: Self.placeWidth - width)
-        } else {
+            width += appendClipped(place, room: room - width)
+        } else if room > width {
             append("-")
             width += 1
         }
-        appendSpaces(Self.placeWidth - width + 2)
-        appendClipped(row.id, room: .max)
+        appendSpaces(room - width + 2)
+        let idWidth = appendClipped(row.id, room: .max)
+        if let detailsWidth = layout.detailsWidth, Self.hasDetails(row) {
+            appendSpaces(TableLayout.assumedIDWidth - idWidth + 2)
+            var details = Self.details(row)
+            let fits = detailsWidth - max(0, idWidth - TableLayout.assumedIDWidth)
+            if fits > 0 { details.withUTF8 { _ = appendClipped($0, room: fits) } }
+        }
         buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// Whether a row has any of the details the table shows after the id.
+    static func hasDetails(_ row: EarthquakeRowView) -> Bool {
+        row.significance != nil || row.felt != nil || row.mmi != nil || row.cdi != nil || row.alert != nil
+    }
+
+    /// "sig 2910, felt 42907, MMI 9.3, CDI 8.4, PAGER yellow": what the row has of them.
+    static func details(_ row: EarthquakeRowView) -> String {
+        var parts: [String] = []
+        if let significance = row.significance { parts.append("sig \(significance)") }
+        if let felt = row.felt { parts.append("felt \(felt)") }
+        if let mmi = row.mmi { parts.append("MMI \(QuakeTable.fixed(mmi, 1))") }
+        if let cdi = row.cdi { parts.append("CDI \(QuakeTable.fixed(cdi, 1))") }
+        if let alert = row.alert, alert.count > 0 { parts.append("PAGER \(String(decoding: alert, as: UTF8.self))") }
+        return parts.joined(separator: ", ")
+    }
+
+    /// The characters of UTF-8 `text` (Unicode scalars: what the table counts).
+    static func displayWidth(_ text: UnsafeBufferPointer<UInt8>) -> Int {
+        var count = 0
+        for byte in text where byte & 0xC0 != 0x80 { count += 1 }
+        return count
     }
 
     /// `text` without the tabs, line breaks and spaces around it (a type stored before the import trimmed
@@ -192,14 +233,35 @@ final class ListingWriter {
         buffer.append(UInt8(ascii: ","))
         if let magnitude = row.magnitude { append(String(magnitude)) }
         buffer.append(UInt8(ascii: ","))
-        if let type = row.type { appendCSV(Self.trimmed(type)) }
+        appendCSVType(row.type)
         buffer.append(UInt8(ascii: ","))
         if let place = row.place { appendCSV(place) }
+        buffer.append(UInt8(ascii: ","))
+        if let felt = row.felt { append(String(felt)) }
+        buffer.append(UInt8(ascii: ","))
+        if let cdi = row.cdi { append(String(cdi)) }
+        buffer.append(UInt8(ascii: ","))
+        if let mmi = row.mmi { append(String(mmi)) }
+        buffer.append(UInt8(ascii: ","))
+        if let significance = row.significance { append(String(significance)) }
+        buffer.append(UInt8(ascii: ","))
+        if let alert = row.alert { appendCSV(alert) }
         if let distance = row.distanceKilometers {
             buffer.append(UInt8(ascii: ","))
             appendFixed(distance, decimals: 1, width: 0)
         }
         buffer.append(UInt8(ascii: "\n"))
+    }
+
+    /// The event's type by the one rule of filters and counts (``Earthquake/normalizedType(_:)``): an
+    /// untyped event is an earthquake, as `--type earthquake` and `status` count it.
+    private func appendCSVType(_ type: UnsafeBufferPointer<UInt8>?) {
+        guard let type, !Self.isEarthquake(type) else {
+            append(Earthquake.defaultType)
+            return
+        }
+        var normalized = Earthquake.normalizedType(String(decoding: type, as: UTF8.self))
+        normalized.withUTF8 { appendCSV($0) }
     }
 
     /// A field, quoted when it holds a comma, a quote or a line break (RFC 4180). Control characters other

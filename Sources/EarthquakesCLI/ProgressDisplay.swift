@@ -49,3 +49,58 @@ final class ProgressDisplay: @unchecked Sendable {
         return QuakeTable.fixed(Double(bytes) / 1_048_576, 1) + " MB"
     }
 }
+
+/// Shows the downloads of a refresh of several feeds on one terminal line of standard error, rewritten
+/// in place: "Downloading day 120 KB of 400 KB, week 1.1 MB…". The lines a refresh prints meanwhile
+/// (each feed's import) clear it first (``clear()``); the next progress shows it again.
+///
+/// ## Thread safety
+/// `Sendable`: the state is guarded by one lock; the console is written outside it.
+final class FeedsProgressDisplay: Sendable {
+    private struct State {
+        /// Bytes received and expected, by feed, in the order the downloads started.
+        var downloads: [(feed: String, received: Int64, expected: Int64?)] = []
+        var shown = ""
+    }
+
+    private let console: Console
+    private let state = Protected(State())
+
+    init(console: Console) {
+        self.console = console
+    }
+
+    /// A download's progress.
+    func downloading(_ feed: String, received: Int64, expected: Int64?) {
+        let line = state.withLock { state -> String? in
+            if let index = state.downloads.firstIndex(where: { $0.feed == feed }) {
+                state.downloads[index] = (feed, received, expected)
+            } else {
+                state.downloads.append((feed, received, expected))
+            }
+            let parts = state.downloads.map { download in
+                EarthquakesCLI.feedName(download.feed) + " " + ProgressDisplay.size(download.received)
+                    + (download.expected.map { " of \(ProgressDisplay.size($0))" } ?? "")
+            }
+            let line = "Downloading " + parts.joined(separator: ", ") + "…"
+            guard line != state.shown else { return nil }
+            state.shown = line
+            return line
+        }
+        if let line { console.error("\r\u{1B}[K" + TerminalText.safe(line)) }
+    }
+
+    /// A download ended: it leaves the line.
+    func downloaded(_ feed: String) {
+        state.withLock { $0.downloads.removeAll { $0.feed == feed } }
+    }
+
+    /// Clears the line (before other output; the next progress shows it again).
+    func clear() {
+        let shown = state.withLock { state -> Bool in
+            defer { state.shown = "" }
+            return !state.shown.isEmpty
+        }
+        if shown { console.error("\r\u{1B}[K") }
+    }
+}

@@ -1,7 +1,8 @@
 import EarthquakesKit
 import Foundation
 
-/// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns.
+/// The JSON the tool prints with `--json`: stable field names, ISO 8601 times, `null` for unknowns. The
+/// `type` is never `null`: an event the feed left untyped is an earthquake, as filters and `status` count it.
 /// `distanceKm` is the exception: it is there only when a distance was measured (`--near`, `--from`,
 /// a home), and left out otherwise.
 struct QuakeJSON: Encodable {
@@ -16,10 +17,17 @@ struct QuakeJSON: Encodable {
     var longitude: Double
     var depthKm: Double
     var distanceKm: Double?
-    var type: String?
+    var type: String
     var status: String?
     var tsunami: Bool?
     var alert: String?
+    /// "Did You Feel It?" reports.
+    var felt: Int?
+    /// The largest reported (community) intensity, and the largest estimated instrumental one.
+    var cdi: Double?
+    var mmi: Double?
+    /// The USGS significance (0 to about 3000: bigger is more significant).
+    var significance: Int?
     var network: String?
     var url: String?
 
@@ -35,10 +43,15 @@ struct QuakeJSON: Encodable {
         longitude = quake.longitude
         depthKm = quake.depth
         self.distanceKm = distanceKm.map { ($0 * 10).rounded() / 10 }
-        type = quake.type
+        // The type by the rule of filters and counts: an untyped event is an earthquake.
+        type = quake.normalizedType
         status = quake.status
         tsunami = quake.tsunami
         alert = quake.alert
+        felt = quake.felt
+        cdi = quake.cdi
+        mmi = quake.mmi
+        significance = quake.significance
         network = quake.network
         url = quake.url
     }
@@ -62,13 +75,17 @@ struct QuakeJSON: Encodable {
         try c.encode(status, forKey: .status)
         try c.encode(tsunami, forKey: .tsunami)
         try c.encode(alert, forKey: .alert)
+        try c.encode(felt, forKey: .felt)
+        try c.encode(cdi, forKey: .cdi)
+        try c.encode(mmi, forKey: .mmi)
+        try c.encode(significance, forKey: .significance)
         try c.encode(network, forKey: .network)
         try c.encode(url, forKey: .url)
     }
 
     private enum CodingKeys: String, CodingKey {
         case id, time, updated, magnitude, magnitudeType, place, title, latitude, longitude, depthKm, distanceKm
-        case type, status, tsunami, alert, network, url
+        case type, status, tsunami, alert, felt, cdi, mmi, significance, network, url
     }
 
     /// `yyyy-MM-ddTHH:mm:ss.SSSZ`, in the proleptic Gregorian calendar ISO 8601 prescribes, as `--csv`

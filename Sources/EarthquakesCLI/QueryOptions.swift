@@ -6,9 +6,15 @@ public import Foundation
 /// ## Thread safety
 /// A `Sendable` value.
 public struct ListOptions: Sendable, Equatable {
-    /// The order of the list (with ``near``: the order of the nearest ``limit`` earthquakes).
+    /// The order of the list (with ``near`` and no ``within``: the order of the nearest ``limit``
+    /// earthquakes).
     public enum Sort: String, Sendable, CaseIterable {
-        case time, magnitude
+        /// Newest first.
+        case time
+        /// Strongest first.
+        case magnitude
+        /// Nearest to ``ListOptions/near`` first.
+        case distance
     }
 
     /// Only earthquakes of at least this magnitude.
@@ -17,6 +23,11 @@ public struct ListOptions: Sendable, Equatable {
     public var maxMagnitude: Double?
     /// Only earthquakes at or after this moment.
     public var since: Date?
+    /// Only earthquakes before this moment (`--until`: the end of its day for a date alone).
+    public var until: Date?
+    /// With ``near``: only earthquakes at most this many kilometres away (all of them, ordered by ``sort``,
+    /// up to ``limit``). Without it, `near` keeps the nearest ``limit``.
+    public var within: Double?
     /// At most this many earthquakes; nil for all.
     public var limit: Int?
     /// The earthquakes nearest to this point, nearest first, with their distances.
@@ -33,11 +44,13 @@ public struct ListOptions: Sendable, Equatable {
     public init(
         minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, limit: Int? = 20,
         near: Coordinate? = nil, sort: Sort = .time, types: [String] = [], excludedTypes: [String] = [],
-        csv: Bool = false
+        csv: Bool = false, until: Date? = nil, within: Double? = nil
     ) {
         self.minMagnitude = minMagnitude
         self.maxMagnitude = maxMagnitude
         self.since = since
+        self.until = until
+        self.within = within
         self.limit = limit
         self.near = near
         self.sort = sort
@@ -49,8 +62,12 @@ public struct ListOptions: Sendable, Equatable {
     /// The filters, for the store.
     public var filter: EarthquakeFilter {
         EarthquakeFilter(
-            minMagnitude: minMagnitude, maxMagnitude: maxMagnitude, since: since, types: types,
-            excludedTypes: excludedTypes)
+            minMagnitude: minMagnitude, maxMagnitude: maxMagnitude, since: since, until: until,
+            within: near.flatMap { point in
+                within.map {
+                    EarthquakeFilter.Circle(latitude: point.latitude, longitude: point.longitude, radiusKilometres: $0)
+                }
+            }, types: types, excludedTypes: excludedTypes)
     }
 
     /// `--type quarry\ blast,explosion --type ice\ quake` → the names, trimmed, without empties.
@@ -72,6 +89,17 @@ public struct ListOptions: Sendable, Equatable {
         if let minMagnitude, let maxMagnitude, minMagnitude > maxMagnitude {
             throw CLIError.usage(
                 "--min-magnitude \(minMagnitude) is above --max-magnitude \(maxMagnitude); nothing could match")
+        }
+        if let since, let until, since >= until {
+            throw CLIError.usage(
+                "--since is not before --until (\(CivilTime.minute(since.millisecondsSince1970)) UTC and "
+                    + "\(CivilTime.minute(until.millisecondsSince1970)) UTC); nothing could match")
+        }
+        if within != nil, near == nil {
+            throw CLIError.usage("--within needs --near: give the point, for example --near home --within 300km")
+        }
+        if sort == .distance, near == nil {
+            throw CLIError.usage("--sort distance needs --near: give the point, for example --near -33.9,151.2")
         }
         if let limit, limit < 1 {
             throw CLIError.usage(
@@ -112,185 +140,5 @@ public struct Coordinate: Sendable, Equatable {
             throw CLIError.usage("\(option) \(text): latitude must be in -90...90 and longitude in -180...180")
         }
         self.init(latitude: latitude, longitude: longitude)
-    }
-}
-
-/// Parses the `--since` option: a date, a date and time, or an age.
-///
-/// Accepted, and nothing else:
-/// - `2018-06-14` (midnight UTC);
-/// - `2018-06-14T09:00`, `2018-06-14 09:00`, with seconds (`09:00:30`) and a fraction
-///   (`09:00:30.250`) if wanted — UTC unless a zone follows: `Z`, `+02:00`, `+0200`, `-07`;
-/// - an age before now: `30min`, `24h`, `7d`, `2w`, `6mo` (a month is 30 days), `1y` (365 days);
-///   decimals allowed (`1.5h`). `30m` is 30 minutes where it is accepted (`list --since`); `prune
-///   --before` refuses it, since `6m` read as minutes deletes nearly everything (say `6min` or `6mo`).
-///
-/// ## Thread safety
-/// Stateless.
-public enum SinceParser {
-    /// What the help and the errors show.
-    public static let examples =
-        "2018-06-14, 2018-06-14T09:00, \"2018-06-14 09:00:30\", 2018-06-14T09:00+02:00, 30min, 24h, 7d, 6mo, 1y"
-
-    /// The moment `text` names, relative to `now` for ages.
-    ///
-    /// - Throws: ``CLIError`` (a usage error) that shows examples of the accepted forms.
-    ///
-    /// - Parameters:
-    ///   - option: The option being read, for the message (`--since`, `--before`).
-    ///   - bareMinutes: Whether `m` alone means minutes (`--since 30m`). When false (`prune --before`,
-    ///     where reading a meant `6m` of months as minutes deletes nearly everything) it is a usage error
-    ///     that asks for `min` or `mo`.
-    public static func parse(
-        _ text: String, now: Date, option: String = "--since", bareMinutes: Bool = true
-    ) throws(CLIError) -> Date {
-        let trimmed = text.trimmingCharacters(in: .whitespaces)
-        if !bareMinutes, let number = ageNumber(trimmed, unit: "m") {
-            throw CLIError.usage(
-                "\(option) \"\(text)\" is ambiguous: m could be minutes or months; say \(number)min for minutes or "
-                    + "\(number)mo for months")
-        }
-        if let age = age(trimmed) {
-            guard age <= longestAge else {
-                throw CLIError.usage(
-                    "\(option) \"\(text)\" reaches too far back: an age can be at most 3652500d (10,000 years); for example \(examples)"
-                )
-            }
-            return now.addingTimeInterval(-age)
-        }
-        if let date = try moment(trimmed, original: text, option: option) { return date }
-        throw CLIError.usage(
-            "\(option) \"\(text)\" is not a date, a time or an age; for example \(examples) (times are UTC unless a zone is given)"
-        )
-    }
-
-    /// The largest age accepted: 10,000 years (a time much further back, about 290 million years, cannot
-    /// even be written as milliseconds since 1970).
-    static let longestAge: TimeInterval = 3_652_500 * 86_400
-
-    /// The seconds of each unit of an age. A month is 30 days and a year 365 (an age is a length of
-    /// time, not a calendar date: for one, give the date).
-    static let units: [String: TimeInterval] = [
-        "m": 60, "min": 60, "h": 3600, "d": 86_400, "w": 7 * 86_400, "mo": 30 * 86_400, "y": 365 * 86_400,
-    ]
-
-    /// The number of an age written with `unit` (`6` of `6m`), or nil.
-    private static func ageNumber(_ text: String, unit: String) -> Substring? {
-        guard text.hasSuffix(unit) else { return nil }
-        let number = text.dropLast(unit.count)
-        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-            let count = Double(number), count.isFinite
-        else { return nil }
-        return number
-    }
-
-    private static func age(_ text: String) -> TimeInterval? {
-        let unit = String(text.reversed().prefix { $0.isASCII && $0.isLetter }.reversed())
-        guard let seconds = units[unit], let number = ageNumber(text, unit: unit) else { return nil }
-        return Double(number)! * seconds
-    }
-
-    /// A date or date-time; nil when the text does not look like one; a usage error when it does
-    /// but a field is out of range.
-    private static func moment(_ text: String, original: String, option: String) throws(CLIError) -> Date? {
-        var scanner = Scanner(Array(text.utf8))
-        guard let year = scanner.digits(4), scanner.take("-"), let month = scanner.digits(2), scanner.take("-"),
-            let day = scanner.digits(2)
-        else { return nil }
-        var hour = 0
-        var minute = 0
-        var second = 0
-        var fraction = 0.0
-        var offsetSeconds = 0
-        if !scanner.atEnd {
-            guard scanner.take("T") || scanner.take("t") || scanner.take(" ") else { return nil }
-            guard let h = scanner.digits(2), scanner.take(":"), let m = scanner.digits(2) else { return nil }
-            (hour, minute) = (h, m)
-            if scanner.take(":") {
-                guard let s = scanner.digits(2) else { return nil }
-                second = s
-                if scanner.take(".") {
-                    guard let f = scanner.fraction() else { return nil }
-                    fraction = f
-                }
-            }
-            if !scanner.atEnd {
-                guard let offset = scanner.zone() else { return nil }
-                offsetSeconds = offset
-            }
-        }
-        guard scanner.atEnd else { return nil }
-        guard (1...12).contains(month), (1...CivilTime.daysIn(month: month, year: year)).contains(day),
-            (0...23).contains(hour), (0...59).contains(minute), (0...59).contains(second)
-        else {
-            throw CLIError.usage(
-                "\(option) \"\(original)\" is not a real date or time (month 1-12, day within the month, hour 0-23, minutes and seconds 0-59); for example \(examples)"
-            )
-        }
-        let days = CivilTime.days(year: year, month: month, day: day)
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return Date(timeIntervalSince1970: Double(seconds) + fraction)
-    }
-
-    /// Reads ASCII bytes left to right.
-    private struct Scanner {
-        let bytes: [UInt8]
-        var index = 0
-
-        init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-        var atEnd: Bool { index == bytes.count }
-
-        mutating func take(_ character: Character) -> Bool {
-            guard !atEnd, let ascii = character.asciiValue, bytes[index] == ascii else { return false }
-            index += 1
-            return true
-        }
-
-        /// Exactly `count` decimal digits.
-        mutating func digits(_ count: Int) -> Int? {
-            guard index + count <= bytes.count else { return nil }
-            var value = 0
-            for byte in bytes[index..<index + count] {
-                guard (48...57).contains(byte) else { return nil }
-                value = value * 10 + Int(byte - 48)
-            }
-            index += count
-            return value
-        }
-
-        /// One or more digits after a decimal point, as a fraction of one.
-        mutating func fraction() -> Double? {
-            var value = 0.0
-            var scale = 1.0
-            let start = index
-            while !atEnd, (48...57).contains(bytes[index]) {
-                scale /= 10
-                value += Double(bytes[index] - 48) * scale
-                index += 1
-            }
-            return index > start ? value : nil
-        }
-
-        /// `Z`, `+HH:MM`, `+HHMM` or `+HH` (or `-`): seconds east of UTC.
-        mutating func zone() -> Int? {
-            if take("Z") || take("z") { return 0 }
-            let sign: Int
-            if take("+") {
-                sign = 1
-            } else if take("-") {
-                sign = -1
-            } else {
-                return nil
-            }
-            guard let hours = digits(2), hours <= 23 else { return nil }
-            var minutes = 0
-            if !atEnd {
-                _ = take(":")
-                guard let m = digits(2), m <= 59 else { return nil }
-                minutes = m
-            }
-            return sign * (hours * 3600 + minutes * 60)
-        }
     }
 }

@@ -170,12 +170,18 @@ extension Earthquake {
     public static let defaultType = "earthquake"
 
     /// The one rule for event types, used by import counts, `list --type` and `status`: a missing or
-    /// blank type is ``defaultType``; otherwise the type trimmed and lower-cased, so `"Earthquake"`
-    /// and `"earthquake"` are the same type.
+    /// blank type is ``defaultType``; otherwise the type trimmed and lower-cased, with underscores read as
+    /// spaces, so `"Earthquake"` and `"earthquake"` are the same type, and older feeds' `"quarry_blast"`
+    /// is `"quarry blast"`. Older feeds' short names are read as today's (``typeAliases``: `"quarry"`).
     public static func normalizedType(_ type: String?) -> String {
-        let trimmed = (type ?? "").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
-        return trimmed.isEmpty ? defaultType : trimmed
+        var text = (type ?? "").trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        if text.contains("_") { text = text.replacingOccurrences(of: "_", with: " ") }
+        if text.isEmpty { return defaultType }
+        return typeAliases[text] ?? text
     }
+
+    /// Older names of event types, by the name the USGS uses today.
+    public static let typeAliases = ["quarry": "quarry blast"]
 
     /// The type as stored (and kept in ``type``): trimmed of whitespace and line breaks, `nil` when blank,
     /// so that the database, its SQL queries and every display agree. Case is kept (``normalizedType(_:)``

@@ -1,4 +1,4 @@
-import Foundation
+package import Foundation
 import GRDB
 import GRDBSQLite
 
@@ -25,27 +25,32 @@ extension EarthquakeStore {
     ///   - quakes: the earthquakes to store, typically ``Feed/earthquakes``.
     ///   - whileWaiting: Called (from the calling thread) when the import starts waiting for another
     ///     connection's lock, for example to show "waiting for another refresh of this database".
+    ///   - commitGate: Decides between a cancel and the commit (see ``ImportCommitGate``): a cancel that
+    ///     comes before the commit begins makes the import roll back and throw ``StoreError/Code/cancelled``.
     /// - Returns: how many rows were inserted, updated and left unchanged, and the repeated ids.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/write`` (naming the refused row),
-    ///   ``StoreError/Code/busy`` or ``StoreError/Code/readOnly``.
+    ///   ``StoreError/Code/busy``, ``StoreError/Code/readOnly`` or ``StoreError/Code/cancelled``.
     /// - Complexity: O(*n* log *m*) for *n* quakes into a table of *m* rows.
     @discardableResult
     public func importFeed(
-        _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil
+        _ quakes: [Earthquake], whileWaiting: (@Sendable () -> Void)? = nil, commitGate: ImportCommitGate? = nil
     ) throws(StoreError) -> ImportSummary {
-        try importEntries(of: Feed(metadata: Feed.Metadata(), earthquakes: quakes), whileWaiting: whileWaiting)
+        try importEntries(
+            of: Feed(metadata: Feed.Metadata(), earthquakes: quakes), whileWaiting: whileWaiting, gate: commitGate)
     }
 
-    /// The import of ``importFeed(_:whileWaiting:)-([Earthquake],_)``, of every earthquake of `feed`
-    /// (decoded or pending; the summary's ``ImportSummary/skipped`` is left at 0).
+    /// The import of ``importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``, of every earthquake of
+    /// `feed` (decoded or pending; the summary's ``ImportSummary/skipped`` is left at 0).
     private func importEntries(
-        of feed: Feed, whileWaiting: (@Sendable () -> Void)?
+        of feed: Feed, whileWaiting: (@Sendable () -> Void)?, gate: ImportCommitGate?
     ) throws(StoreError) -> ImportSummary {
         let count = feed.count
         let previous = lockWait.setObserver(whileWaiting)
         defer { _ = lockWait.setObserver(previous) }
+        if gate?.isCancelled == true { throw Self.cancelled(path: path) }
+        var committing = false
         do {
-            return try onConnection { db in
+            let summary = try onConnection { db in
                 // A page cache big enough for the indexes being changed, so that the transaction writes each
                 // page to the journal once instead of spilling and rewriting it (SQLite's default is 2 MB).
                 let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
@@ -54,12 +59,23 @@ extension EarthquakeStore {
                 defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
                 var summary = ImportSummary()
                 try db.inTransaction(.immediate) {
-                    summary = try Self.upsert(feed, in: db)
+                    summary = try Self.upsert(feed, in: db, gate: gate)
+                    TestPause.at("before-commit")
+                    // The last moment a cancel rolls the import back; from here on it is too late.
+                    if let gate {
+                        guard gate.beginCommit() else { throw CancellationError() }
+                        committing = true
+                    }
                     return .commit
                 }
                 return summary
             }
+            if committing { gate?.endCommit(succeeded: true) }
+            TestPause.at("committed")
+            return summary
         } catch {
+            if committing { gate?.endCommit(succeeded: false) }
+            if error is CancellationError { throw Self.cancelled(path: path) }
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(
                     .write, path: path, doing: "import \(count) earthquake\(count == 1 ? "" : "s") into", error: error,
@@ -69,7 +85,7 @@ extension EarthquakeStore {
     }
 
     /// Imports every earthquake of a parsed feed, and counts its skipped features in the summary. See
-    /// ``importFeed(_:whileWaiting:)-([Earthquake],_)``.
+    /// ``importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``.
     ///
     /// A feed parsed for this store (by ``GetEarthquakes``) may hold features left undecoded because the
     /// store had their fingerprint (a hash of their exact bytes, kept with each row): each is counted
@@ -77,18 +93,25 @@ extension EarthquakeStore {
     /// imported like the others when not (another process changed or deleted the row meanwhile).
     @discardableResult
     public func importFeed(
-        _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil
+        _ feed: Feed, whileWaiting: (@Sendable () -> Void)? = nil, commitGate: ImportCommitGate? = nil
     ) throws(StoreError)
         -> ImportSummary
     {
-        var summary = try importEntries(of: feed, whileWaiting: whileWaiting)
+        var summary = try importEntries(of: feed, whileWaiting: whileWaiting, gate: commitGate)
         summary.skipped = feed.skippedFeatures.count
         return summary
     }
 
+    /// The error of an import that a cancel rolled back.
+    private static func cancelled(path: String?) -> StoreError {
+        StoreError(
+            .cancelled, path: path, doing: "import into", reason: "the import was cancelled",
+            advice: "Nothing was changed: the import was rolled back.")
+    }
+
     /// The body of the import transaction: SQLite's own prepared statements, bound and compared column
     /// by column (no intermediate rows or argument arrays), one lookup per earthquake.
-    private static func upsert(_ feed: Feed, in db: Database) throws -> ImportSummary {
+    private static func upsert(_ feed: Feed, in db: Database, gate: ImportCommitGate?) throws -> ImportSummary {
         let columns = Earthquake.columns
         let connection = db.sqliteConnection
         let select = try RawStatement(
@@ -110,6 +133,9 @@ extension EarthquakeStore {
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
+        // Fingerprints made with another key (a feed parsed without this store) are not stored: a row's
+        // fingerprint must be one a later parse for this store can make (the invariant of `FeatureFingerprint`).
+        let keepsFingerprints = try Self.fingerprintKey(db) == feed.fingerprintKey
         let latest = Self.latestKnownUpdated()
         let lastIndex = Self.lastIndexByID(feed, summary: &summary, latest: latest)
         let hasDuplicates = summary.duplicates > 0
@@ -187,12 +213,18 @@ extension EarthquakeStore {
 
         try feed.forEachEntry { entry in
             defer { position += 1 }
+            // A cancel is noticed within a few hundred rows (a few milliseconds), and rolls everything back.
+            if position & 255 == 1 {
+                if position == 1 { TestPause.at("import-started") }
+                if gate?.isCancelled == true { throw CancellationError() }
+            }
             switch entry {
             case .decoded(let index):
                 let quake = feed.decoded[index]
                 guard !hasDuplicates || lastIndex[quake.id] == position else { return }
                 do {
-                    try importDecoded(quake, fingerprint: feed.fingerprints.isEmpty ? nil : feed.fingerprints[index])
+                    let fingerprint = feed.fingerprints.isEmpty || !keepsFingerprints ? nil : feed.fingerprints[index]
+                    try importDecoded(quake, fingerprint: fingerprint)
                 } catch {
                     throw RowFailure(index: position, id: quake.id, underlying: error)
                 }
@@ -315,6 +347,8 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     func knownFeatures() throws(StoreError) -> KnownFeatures {
         try read("read the fingerprints of") { db in
+            // No key (a database of an older version, opened read-only): nothing is known, nothing stored.
+            guard let key = try Self.fingerprintKey(db) else { return KnownFeatures() }
             let statement = try RawStatement(
                 db.sqliteConnection,
                 "SELECT fingerprint, id, type, network, rowid FROM earthquake WHERE fingerprint IS NOT NULL "
@@ -332,8 +366,24 @@ extension EarthquakeStore {
                             network: statement.text(at: 3))
                     ))
             }
-            return KnownFeatures(entries)
+            return KnownFeatures(entries, key: key)
         }
+    }
+
+    /// The key of the store's fingerprints (see ``FingerprintKey``), or `nil` in a database of an older
+    /// version that has none yet.
+    static func fingerprintKey(_ db: Database) throws -> FingerprintKey? {
+        guard try db.tableExists(fingerprintKeyTable) else { return nil }
+        let statement = try RawStatement(db.sqliteConnection, "SELECT key FROM \(fingerprintKeyTable) LIMIT 1")
+        guard try statement.step() else { return nil }
+        return statement.key(at: 0)
+    }
+
+    /// Parses a feed for an import into this store: the features it holds exactly (by fingerprint) are not
+    /// decoded (see ``FeedParser``'s `parse(_:known:)`), and the others are fingerprinted with its key. When
+    /// the fingerprints cannot be read, the feed is parsed in full (the import then says what is wrong).
+    package func parseForImport(_ data: Data, parser: FeedParser) throws(FeedError) -> Feed {
+        try parser.parse(data, known: (try? knownFeatures()) ?? KnownFeatures())
     }
 }
 /// A prepared SQLite statement used directly: for the import's inner loop, where GRDB's conveniences
@@ -413,6 +463,15 @@ private final class RawStatement {
 
     /// The integer in column `column` of the current row.
     func int64(at column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+
+    /// The fingerprint key in column `column` of the current row; `nil` for another size.
+    func key(at column: Int32) -> FingerprintKey? {
+        guard sqlite3_column_type(handle, column) == SQLITE_BLOB, let bytes = sqlite3_column_blob(handle, column) else {
+            return nil
+        }
+        return FingerprintKey(
+            blob: UnsafeRawBufferPointer(start: bytes, count: Int(sqlite3_column_bytes(handle, column))))
+    }
 
     /// The integer in column `column` of the current row; `nil` for NULL.
     func int64(orNilAt column: Int32) -> Int64? {

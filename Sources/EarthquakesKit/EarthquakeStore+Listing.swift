@@ -7,47 +7,6 @@ import GRDBSQLite
 import SQLite3
 #endif
 
-/// Which earthquakes a listing keeps: every filter is applied in SQL.
-///
-/// ### Thread safety
-/// A value type and `Sendable`.
-public struct EarthquakeFilter: Sendable, Equatable, Hashable {
-    /// Keep events of at least this magnitude (events without a magnitude are then excluded).
-    public var minMagnitude: Double?
-    /// Keep events of at most this magnitude (events without a magnitude are then excluded).
-    public var maxMagnitude: Double?
-    /// Keep events at or after this time (events without a time are then excluded).
-    public var since: Date?
-    /// Keep only these event types (`"earthquake"`, `"quarry blast"`, …), compared without case; empty: all.
-    public var types: [String]
-    /// Leave out these event types, compared without case. An event without a type is kept.
-    public var excludedTypes: [String]
-
-    public init(
-        minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, types: [String] = [],
-        excludedTypes: [String] = []
-    ) {
-        self.minMagnitude = minMagnitude
-        self.maxMagnitude = maxMagnitude
-        self.since = since
-        self.types = types
-        self.excludedTypes = excludedTypes
-    }
-}
-
-/// The order of a listing.
-///
-/// ### Thread safety
-/// A value type and `Sendable`.
-public enum ListingOrder: Sendable, Equatable, Hashable {
-    /// Newest first; events without a time last; ties by id.
-    case time
-    /// Strongest first; events without a magnitude last; ties newest first, then by id.
-    case magnitude
-    /// Nearest to the point first (great-circle distance); ties by id.
-    case distance(latitude: Double, longitude: Double)
-}
-
 /// One row of a listing, read straight from SQLite without copying its text.
 ///
 /// - Important: The text fields point into SQLite's memory and are valid only during the call
@@ -72,12 +31,28 @@ public struct EarthquakeRowView {
     public var type: UnsafeBufferPointer<UInt8>?
     /// Kilometres from the point of a ``ListingOrder/distance(latitude:longitude:)`` listing; nil otherwise.
     public var distanceKilometers: Double?
+    /// "Did You Feel It?" reports (``Earthquake/felt``).
+    public var felt: Int?
+    /// The largest reported intensity (``Earthquake/cdi``).
+    public var cdi: Double?
+    /// The largest estimated instrumental intensity (``Earthquake/mmi``).
+    public var mmi: Double?
+    /// The USGS significance (``Earthquake/significance``).
+    public var significance: Int?
+    /// The PAGER alert level, UTF-8 (``Earthquake/alert``).
+    public var alert: UnsafeBufferPointer<UInt8>?
 
     public init(
         id: UnsafeBufferPointer<UInt8>, timeMilliseconds: Int64?, magnitude: Double?, depth: Double,
         latitude: Double, longitude: Double, place: UnsafeBufferPointer<UInt8>?, title: UnsafeBufferPointer<UInt8>?,
-        type: UnsafeBufferPointer<UInt8>?, distanceKilometers: Double?
+        type: UnsafeBufferPointer<UInt8>?, distanceKilometers: Double?, felt: Int? = nil, cdi: Double? = nil,
+        mmi: Double? = nil, significance: Int? = nil, alert: UnsafeBufferPointer<UInt8>? = nil
     ) {
+        self.felt = felt
+        self.cdi = cdi
+        self.mmi = mmi
+        self.significance = significance
+        self.alert = alert
         self.id = id
         self.timeMilliseconds = timeMilliseconds
         self.magnitude = magnitude
@@ -128,16 +103,23 @@ extension EarthquakeStore {
         _ body: (EarthquakeRowView) throws -> Void
     ) throws {
         let (sql, arguments) = Self.listingSQL(
-            columns: "id, time, magnitude, depth, latitude, longitude, place, title, type",
+            columns:
+                "id, time, magnitude, depth, latitude, longitude, place, title, type, felt, cdi, mmi, significance, alert",
             filter: filter, order: order, limit: limit)
         var bodyError: (any Error)?
         try read("list earthquakes in") { db in
-            if case .distance = order { db.add(function: Self.distanceFunction) }
+            if Self.measuresDistance(filter, order) { db.add(function: Self.distanceFunction) }
             let statement = try db.makeStatement(sql: sql)
             try statement.setArguments(arguments)
             let cursor = try Row.fetchCursor(statement)
             let raw = statement.sqliteStatement
-            let hasDistance = statement.columnCount > 9
+            let hasDistance = statement.columnCount > 14
+            func double(_ column: Int32) -> Double? {
+                sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : sqlite3_column_double(raw, column)
+            }
+            func int(_ column: Int32) -> Int? {
+                sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : Int(sqlite3_column_int64(raw, column))
+            }
             while try cursor.next() != nil {
                 let row = EarthquakeRowView(
                     id: Self.text(raw, 0) ?? UnsafeBufferPointer(start: nil, count: 0),
@@ -149,7 +131,8 @@ extension EarthquakeStore {
                     place: Self.text(raw, 6),
                     title: Self.text(raw, 7),
                     type: Self.text(raw, 8),
-                    distanceKilometers: hasDistance ? sqlite3_column_double(raw, 9) : nil)
+                    distanceKilometers: hasDistance ? sqlite3_column_double(raw, 14) : nil,
+                    felt: int(9), cdi: double(10), mmi: double(11), significance: int(12), alert: Self.text(raw, 13))
                 do {
                     try body(row)
                 } catch {
@@ -169,7 +152,7 @@ extension EarthquakeStore {
     ) throws(StoreError) -> [(earthquake: Earthquake, distanceKilometers: Double?)] {
         let (sql, arguments) = Self.listingSQL(columns: "*", filter: filter, order: order, limit: limit)
         return try read("list earthquakes in") { db in
-            if case .distance = order { db.add(function: Self.distanceFunction) }
+            if Self.measuresDistance(filter, order) { db.add(function: Self.distanceFunction) }
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
                 (Earthquake(row: row), row["distance"] as Double?)
             }
@@ -182,7 +165,8 @@ extension EarthquakeStore {
     public func count(matching filter: EarthquakeFilter) throws(StoreError) -> Int {
         let (conditions, arguments) = Self.conditions(filter)
         return try read("count the earthquakes in") { db in
-            try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
+            if filter.within != nil { db.add(function: Self.distanceFunction) }
+            return try Int.fetchOne(db, sql: "SELECT COUNT(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
         }
     }
 
@@ -201,12 +185,16 @@ extension EarthquakeStore {
         }
     }
 
-    /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, "earthquake" when
-    /// missing or empty.
+    /// ``Earthquake/normalizedType(_:)`` in SQL: the type trimmed and lower-cased, underscores read as
+    /// spaces, "earthquake" when missing or empty, older names (``Earthquake/typeAliases``) read as today's.
     /// (Tabs, line breaks and spaces are trimmed, as ``Earthquake/storedType(_:)`` trims them on import, for
     /// rows stored before it did.)
-    static let normalizedType =
-        "COALESCE(NULLIF(lower(trim(type, char(9, 10, 13, 32))), ''), '\(Earthquake.defaultType)')"
+    static let normalizedType: String = {
+        let plain =
+            "COALESCE(NULLIF(replace(lower(trim(type, char(9, 10, 13, 32))), '_', ' '), ''), '\(Earthquake.defaultType)')"
+        let aliases = Earthquake.typeAliases.sorted { $0.key < $1.key }.map { "WHEN '\($0.key)' THEN '\($0.value)'" }
+        return "(CASE \(plain) \(aliases.joined(separator: " ")) ELSE \(plain) END)"
+    }()
 
     /// The number of events whose time is before `date`: what ``deleteEarthquakes(before:)`` would delete.
     ///
@@ -297,20 +285,32 @@ extension EarthquakeStore {
         return GreatCircle.distanceKilometers(from: (lat1, lon1), to: (lat2, lon2))
     }
 
+    /// Whether a listing computes distances (registering the function that does).
+    static func measuresDistance(_ filter: EarthquakeFilter, _ order: ListingOrder) -> Bool {
+        if case .distance = order { return true }
+        return filter.within != nil
+    }
+
     static func listingSQL(
         columns: String, filter: EarthquakeFilter, order: ListingOrder, limit: Int?
     ) -> (String, StatementArguments) {
         var (conditions, arguments) = conditions(filter)
         var select = columns
-        var orderBy: String
+        // The distance from the point of the order, or of the area: a column of every row.
+        var point: (latitude: Double, longitude: Double)?
+        if let within = filter.within { point = (within.latitude, within.longitude) }
+        let orderBy: String
         switch order {
         // NULLs sort first in SQLite, so DESC puts events without a time or magnitude last.
         case .time: orderBy = "time DESC, id"
         case .magnitude: orderBy = "magnitude DESC, time DESC, id"
         case .distance(let latitude, let longitude):
-            select += ", baton_distance_km(?, ?, latitude, longitude) AS distance"
-            arguments = [latitude, longitude] + arguments
+            point = (latitude, longitude)
             orderBy = "distance, id"
+        }
+        if let point {
+            select += ", baton_distance_km(?, ?, latitude, longitude) AS distance"
+            arguments = [point.latitude, point.longitude] + arguments
         }
         var sql = "SELECT \(select) FROM earthquake\(conditions) ORDER BY \(orderBy)"
         if let limit {
@@ -334,6 +334,14 @@ extension EarthquakeStore {
         if let since = filter.since {
             conditions.append("time >= ?")
             arguments += [since.usgsMilliseconds]
+        }
+        if let until = filter.until {
+            conditions.append("time < ?")
+            arguments += [until.usgsMilliseconds]
+        }
+        if let within = filter.within {
+            conditions.append("baton_distance_km(?, ?, latitude, longitude) <= ?")
+            arguments += [within.latitude, within.longitude, within.radiusKilometres]
         }
         if !filter.types.isEmpty {
             conditions.append("\(normalizedType) IN (\(filter.types.map { _ in "?" }.joined(separator: ", ")))")

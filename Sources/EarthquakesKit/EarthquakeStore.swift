@@ -30,7 +30,7 @@ import Darwin
 /// A file database is kept in SQLite's WAL mode: readers (`list`, `show`) never wait for an
 /// import running in another process, and see the data as it was before that import until it
 /// commits. Two imports take turns: the second waits up to ``busyTimeout`` for the first one's
-/// transaction to end, calling the observer given to ``importFeed(_:whileWaiting:)-([Earthquake],_)``
+/// transaction to end, calling the observer given to ``importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``
 /// once when it starts waiting, and fails with ``StoreError/Code/busy`` if the database is still
 /// locked after that.
 ///
@@ -108,7 +108,12 @@ public final class EarthquakeStore: Sendable {
             let opensForWriting = mode != .readOnly || Self.mayWrite(path)
             var configuration = Self.configuration(lockWait: lockWait, wal: mode != .readOnly)
             configuration.readonly = !opensForWriting
-            queue = try DatabaseQueue(path: path, configuration: configuration)
+            // A file this process may not write (a read-only file system, a folder or file without write
+            // permission) and that no connection is using is opened immutable: SQLite then needs no `-shm`
+            // beside it, which it could not create (on a read-only file system) or would leave behind with
+            // the file's read-only permissions (in a writable folder), where it stops the next writer.
+            let immutable = !opensForWriting && Self.isUnused(path) ? Self.immutableURI(path) : nil
+            queue = try DatabaseQueue(path: immutable ?? path, configuration: configuration)
         } catch {
             throw StoreError.opening(path: path, error: error, timeout: busyTimeout)
         }
@@ -146,13 +151,22 @@ public final class EarthquakeStore: Sendable {
             // Only write when the schema is behind: a reader must not need the write lock while
             // another process imports.
             (upToDate, readable, superseded, foreign) = try queue.read { db in
-                // Every later migration only adds what imports use: a reader needs the table.
-                (
-                    try Self.migrator.hasCompletedMigrations(db),
-                    try Self.migrator.appliedIdentifiers(db).contains(Self.createTable),
-                    try Self.migrator.hasBeenSuperseded(db),
-                    try Self.hasForeignTable(db)
-                )
+                // One snapshot (a `DatabaseQueue` read is no transaction): another connection (another first
+                // refresh of a new file) may create the tables between two of these statements, and GRDB
+                // reads "no such table: grdb_migrations" as an error when the table exists a moment later.
+                var facts = (false, false, false, false)
+                try db.inSavepoint {
+                    Self.loadCurrentSchema(db)
+                    // Every later migration only adds what imports use: a reader needs the table.
+                    facts = (
+                        try Self.migrator.hasCompletedMigrations(db),
+                        try Self.migrator.appliedIdentifiers(db).contains(Self.createTable),
+                        try Self.migrator.hasBeenSuperseded(db),
+                        try Self.hasForeignTable(db)
+                    )
+                    return .commit
+                }
+                return facts
             }
             // Another program's `earthquake` table: never touched (the migration would fail on it anyway).
             if foreign {
@@ -163,7 +177,7 @@ public final class EarthquakeStore: Sendable {
                     advice: "Nothing was changed; choose another database file (--database PATH)."
                 )
             }
-            if !upToDate && !readOnly { try Self.migrator.migrate(queue) }
+            if !upToDate && !readOnly { try Self.migrateUnderWriteLock(queue, path: path) }
         } catch {
             if let failure = error as? StoreError { throw failure }
             if let failure = StoreError.classified(path: path, error: error, timeout: busyTimeout) { throw failure }
@@ -202,7 +216,19 @@ public final class EarthquakeStore: Sendable {
                     try String.fetchOne(db, sql: "PRAGMA journal_mode")?.lowercased() != "wal",
                     try !hasForeignTable(db)
                 else { return }
-                try db.execute(sql: "PRAGMA journal_mode = WAL")
+                // SQLite answers "database is locked" at once, without its busy handler, when another
+                // connection holds the file meanwhile (another first refresh of a new file): wait as the
+                // handler would.
+                var tries = 0
+                while true {
+                    do {
+                        try db.execute(sql: "PRAGMA journal_mode = WAL")
+                        return
+                    } catch let error as DatabaseError where error.resultCode == .SQLITE_BUSY {
+                        guard lockWait.shouldRetry(tries: tries) else { throw error }
+                        tries += 1
+                    }
+                }
             }
             // In WAL mode, NORMAL is durable across application crashes and much faster to commit.
             configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
@@ -262,75 +288,166 @@ public final class EarthquakeStore: Sendable {
         }
     }
 
+    /// Whether no connection uses the database at `path`: it has neither a write-ahead log nor its index
+    /// beside it. (A connection in WAL mode keeps both while it is open, and the last one to close removes
+    /// them; a log left by a process that ended holds changes, which an immutable reader would not see.)
+    private static func isUnused(_ path: String) -> Bool {
+        !FileManager.default.fileExists(atPath: path + "-wal") && !FileManager.default.fileExists(atPath: path + "-shm")
+    }
+
+    /// The URI that opens `path` immutable (`file:…?immutable=1`), or `nil` when this SQLite does not read
+    /// file names as URIs.
+    static func immutableURI(_ path: String) -> String? {
+        guard sqlite3_compileoption_used("USE_URI") == 1 else { return nil }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "/-._~")
+        let escaped = absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute
+        return "file://" + escaped + "?immutable=1"
+    }
+
     /// Whether this process may write the file at `path` and its folder (where SQLite keeps its log).
     private static func mayWrite(_ path: String) -> Bool {
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         return access(path, W_OK) == 0 && access(folder, W_OK) == 0
     }
 
-    /// The schema, as a list of migrations that GRDB applies once each, in order.
+    /// Brings the schema up to date in one `BEGIN IMMEDIATE` transaction that decides what to run only
+    /// once it holds the write lock. Two processes that open a new file at once (two first refreshes)
+    /// take turns: the second finds the migrations recorded and runs none. (GRDB's migrator reads what is
+    /// applied before it takes the lock, then runs each migration in a transaction of its own: the second
+    /// process created the table again and failed, "table earthquake already exists".)
+    ///
+    /// The migrations are recorded in GRDB's table `grdb_migrations`, as ``migrator`` reads them.
+    static func migrateUnderWriteLock(_ queue: DatabaseQueue, path: String?) throws {
+        try queue.writeWithoutTransaction { db in
+            try db.inTransaction(.immediate) {
+                Self.loadCurrentSchema(db)
+                // Checked again under the lock: another program's table is never touched.
+                if try hasForeignTable(db) {
+                    throw StoreError(
+                        .foreign, path: path, doing: "use",
+                        reason: "it holds a table named earthquake that this program did not create, so the "
+                            + "database belongs to something else",
+                        advice: "Nothing was changed; choose another database file (--database PATH)."
+                    )
+                }
+                try db.execute(sql: "CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+                let applied = try migrator.appliedIdentifiers(db)
+                for (identifier, migrate) in migrations where !applied.contains(identifier) {
+                    try migrate(db)
+                    try db.execute(sql: "INSERT INTO grdb_migrations (identifier) VALUES (?)", arguments: [identifier])
+                }
+                return .commit
+            }
+        }
+    }
+
+    /// Starts the transaction's snapshot and reads the schema as it is in it. Another connection (another
+    /// first refresh of a new file) may have changed the schema since this connection last read it: SQLite
+    /// would compile a statement against the schema it knows ("no such table") without looking, and GRDB
+    /// answers from its own cache of the schema.
+    private static func loadCurrentSchema(_ db: Database) {
+        db.clearSchemaCache()
+        _ = try? Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master")
+    }
+
+    /// The schema as GRDB's migrator (to read which migrations a file has, and for tests that make old files).
     static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
-        migrator.registerMigration(createTable) { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE earthquake (
-                        id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
-                        latitude REAL NOT NULL CHECK (latitude BETWEEN -90 AND 90),
-                        longitude REAL NOT NULL CHECK (longitude BETWEEN -180 AND 180),
-                        depth REAL NOT NULL,
-                        magnitude REAL,
-                        magnitudeType TEXT,
-                        place TEXT,
-                        time INTEGER,
-                        updated INTEGER,
-                        timeZoneOffset INTEGER,
-                        url TEXT,
-                        detailURL TEXT,
-                        felt INTEGER,
-                        cdi REAL,
-                        mmi REAL,
-                        alert TEXT,
-                        status TEXT,
-                        tsunami INTEGER,
-                        significance INTEGER,
-                        network TEXT,
-                        code TEXT,
-                        type TEXT,
-                        title TEXT
-                    );
-                    CREATE INDEX earthquake_time ON earthquake(time);
-                    CREATE INDEX earthquake_magnitude ON earthquake(magnitude);
-                    """
-            )
-        }
-        migrator.registerMigration("v2: earthquake fingerprint") { db in
-            // The fingerprint of the feature each row was read from (see `FeatureFingerprint`).
-            try db.execute(sql: "ALTER TABLE earthquake ADD COLUMN fingerprint BLOB")
-        }
-        migrator.registerMigration("v3: fingerprint cleared by other writers") { db in
-            // A fingerprint says "this row holds exactly what these feature bytes say". This version
-            // replaces or clears it with every write of other values; an older version of this program
-            // (which knows nothing of the column) would change the values and leave a stale fingerprint
-            // behind, and a later re-import of the older bytes would then count the row unchanged.
-            // The trigger clears the fingerprint of a row whose values changed while it did not.
-            let values = [
-                "latitude", "longitude", "depth", "magnitude", "magnitudeType", "place", "time", "updated",
-                "timeZoneOffset", "url", "detailURL", "felt", "cdi", "mmi", "alert", "status", "tsunami",
-                "significance", "network", "code", "type", "title",
-            ]
-            try db.execute(
-                sql: """
-                    CREATE TRIGGER earthquake_stale_fingerprint AFTER UPDATE ON earthquake
-                    WHEN NEW.fingerprint IS NOT NULL AND NEW.fingerprint IS OLD.fingerprint
-                        AND (\(values.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")))
-                    BEGIN
-                        UPDATE earthquake SET fingerprint = NULL WHERE rowid = NEW.rowid;
-                    END
-                    """)
+        for (identifier, migrate) in migrations {
+            migrator.registerMigration(identifier) { db in try migrate(db) }
         }
         return migrator
     }
+
+    /// The schema, as a list of migrations applied once each, in order.
+    static let migrations: [(identifier: String, migrate: @Sendable (Database) throws -> Void)] = [
+        (
+            createTable,
+            { db in
+                try db.execute(
+                    sql: """
+                        CREATE TABLE earthquake (
+                            id TEXT PRIMARY KEY NOT NULL CHECK (length(id) > 0),
+                            latitude REAL NOT NULL CHECK (latitude BETWEEN -90 AND 90),
+                            longitude REAL NOT NULL CHECK (longitude BETWEEN -180 AND 180),
+                            depth REAL NOT NULL,
+                            magnitude REAL,
+                            magnitudeType TEXT,
+                            place TEXT,
+                            time INTEGER,
+                            updated INTEGER,
+                            timeZoneOffset INTEGER,
+                            url TEXT,
+                            detailURL TEXT,
+                            felt INTEGER,
+                            cdi REAL,
+                            mmi REAL,
+                            alert TEXT,
+                            status TEXT,
+                            tsunami INTEGER,
+                            significance INTEGER,
+                            network TEXT,
+                            code TEXT,
+                            type TEXT,
+                            title TEXT
+                        );
+                        CREATE INDEX earthquake_time ON earthquake(time);
+                        CREATE INDEX earthquake_magnitude ON earthquake(magnitude);
+                        """
+                )
+            }
+        ),
+        (
+            "v2: earthquake fingerprint",
+            { db in
+                // The fingerprint of the feature each row was read from (see `FeatureFingerprint`).
+                try db.execute(sql: "ALTER TABLE earthquake ADD COLUMN fingerprint BLOB")
+            }
+        ),
+        (
+            "v3: fingerprint cleared by other writers",
+            { db in
+                // A fingerprint says "this row holds exactly what these feature bytes say". This version
+                // replaces or clears it with every write of other values; an older version of this program
+                // (which knows nothing of the column) would change the values and leave a stale fingerprint
+                // behind, and a later re-import of the older bytes would then count the row unchanged.
+                // The trigger clears the fingerprint of a row whose values changed while it did not.
+                let values = [
+                    "latitude", "longitude", "depth", "magnitude", "magnitudeType", "place", "time", "updated",
+                    "timeZoneOffset", "url", "detailURL", "felt", "cdi", "mmi", "alert", "status", "tsunami",
+                    "significance", "network", "code", "type", "title",
+                ]
+                try db.execute(
+                    sql: """
+                        CREATE TRIGGER earthquake_stale_fingerprint AFTER UPDATE ON earthquake
+                        WHEN NEW.fingerprint IS NOT NULL AND NEW.fingerprint IS OLD.fingerprint
+                            AND (\(values.map { "NEW.\($0) IS NOT OLD.\($0)" }.joined(separator: " OR ")))
+                        BEGIN
+                            UPDATE earthquake SET fingerprint = NULL WHERE rowid = NEW.rowid;
+                        END
+                        """)
+            }
+        ),
+        (
+            "v4: fingerprint key",
+            { db in
+                // The secret key of the database's fingerprints (see `FingerprintKey`), made here at random.
+                let key = FingerprintKey.random()
+                var blob = Data(count: 16)
+                blob.withUnsafeMutableBytes { bytes in
+                    bytes.storeBytes(of: key.k0.littleEndian, toByteOffset: 0, as: UInt64.self)
+                    bytes.storeBytes(of: key.k1.littleEndian, toByteOffset: 8, as: UInt64.self)
+                }
+                try db.execute(sql: "CREATE TABLE \(fingerprintKeyTable) (key BLOB NOT NULL)")
+                try db.execute(sql: "INSERT INTO \(fingerprintKeyTable) (key) VALUES (?)", arguments: [blob])
+            }
+        ),
+    ]
+
+    /// The table that holds the key of the database's fingerprints.
+    static let fingerprintKeyTable = "earthquake_fingerprint_key"
 
     /// The first migration, which creates the table that readers need.
     static let createTable = "v1: create earthquake"

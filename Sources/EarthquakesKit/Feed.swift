@@ -14,7 +14,7 @@ public struct Feed: Sendable, Equatable {
     public var metadata: Metadata
     /// The events of the feed, in the feed's order (the USGS publishes newest first).
     ///
-    /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``) may
+    /// A feed parsed for a re-import (see ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``) may
     /// hold features that were not decoded because the store already has them; the first read of this
     /// property decodes them, and later reads (of this value or its copies) return the same array.
     public var earthquakes: [Earthquake] {
@@ -34,6 +34,9 @@ public struct Feed: Sendable, Equatable {
     private(set) var decoded: [Earthquake]
     /// The fingerprint of each of ``decoded`` (`nil` when unknown), or empty when none is known.
     private(set) var fingerprints: [FeatureFingerprint?] = []
+    /// The key ``fingerprints`` and the pending features' hashes were made with: an import stores them only
+    /// into the store of that key.
+    private(set) var fingerprintKey = FingerprintKey.unkeyed
     /// The features not decoded because the store has their fingerprint, by ascending position.
     private(set) var pending: [PendingFeature] = []
     /// The feed's bytes, to decode ``pending`` features from, and the factor of its times to milliseconds.
@@ -52,8 +55,9 @@ public struct Feed: Sendable, Equatable {
     /// A feed from a re-import parse: decoded earthquakes with their fingerprints, and the features left pending.
     init(
         metadata: Metadata, decoded: [Earthquake], fingerprints: [FeatureFingerprint?], pending: [PendingFeature],
-        source: (data: Data, units: FeedParser.TimeUnits)?, warnings: [FeedWarning]
+        source: (data: Data, units: FeedParser.TimeUnits)?, warnings: [FeedWarning], fingerprintKey: FingerprintKey
     ) {
+        self.fingerprintKey = fingerprintKey
         self.metadata = metadata
         self.decoded = decoded
         self.fingerprints = fingerprints
@@ -94,7 +98,7 @@ public struct Feed: Sendable, Equatable {
     ///   only a feed file rewritten while it was being read gets here).
     func decode(_ feature: PendingFeature) throws(FeedChangedError) -> Earthquake {
         guard let source,
-            let quake = FeedParser.decodePending(feature, in: source.data, units: source.units)
+            let quake = FeedParser.decodePending(feature, in: source.data, units: source.units, key: fingerprintKey)
         else {
             throw FeedChangedError(featureIndex: feature.featureIndex, id: feature.known.id)
         }

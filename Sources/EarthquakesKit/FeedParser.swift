@@ -96,11 +96,11 @@ public struct FeedParser: Sendable {
         if !known.isEmpty, usesScanner,
             let skipping = try parseSkippingKnown(data, jsonRange: jsonRange, known: known, warnings: &warnings)
         {
-            return try feed(metadata: skipping.metadata, parsed: skipping.parsed, warnings: warnings)
+            return try feed(metadata: skipping.metadata, parsed: skipping.parsed, warnings: warnings, key: known.key)
         }
-        let document = try decode(data, jsonRange: jsonRange)
+        let document = try decode(data, jsonRange: jsonRange, key: known.key)
         let parsed = try earthquakes(from: document, warnings: &warnings)
-        return try feed(metadata: document.metadata, parsed: parsed, warnings: warnings)
+        return try feed(metadata: document.metadata, parsed: parsed, warnings: warnings, key: known.key)
     }
 
     /// The earthquakes of a feed as the parser made them, before they become a ``Feed``.
@@ -111,7 +111,9 @@ public struct FeedParser: Sendable {
         var source: (data: Data, units: TimeUnits)?
     }
 
-    private func feed(metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning]) throws(FeedError) -> Feed {
+    private func feed(
+        metadata: WireMetadata?, parsed: Parsed, warnings: [FeedWarning], key: FingerprintKey
+    ) throws(FeedError) -> Feed {
         let generated = try Self.date(
             milliseconds: Self.generatedMilliseconds(metadata?.generated), path: "metadata.generated", featureIndex: nil
         )
@@ -128,7 +130,8 @@ public struct FeedParser: Sendable {
             fingerprints: parsed.fingerprints,
             pending: parsed.pending,
             source: parsed.source,
-            warnings: warnings
+            warnings: warnings,
+            fingerprintKey: key
         )
     }
 
@@ -149,7 +152,7 @@ public struct FeedParser: Sendable {
         let strict = strict
         let result: Result<Located?, FeedError> = data.withUnsafeBytes { raw in
             let all = raw.bindMemory(to: UInt8.self)
-            guard let light = FeedScanner.scanLight(UnsafeBufferPointer(rebasing: all[jsonRange])),
+            guard let light = FeedScanner.scanLight(UnsafeBufferPointer(rebasing: all[jsonRange]), key: known.key),
                 let located = light.features
             else { return .success(nil) }
             let document = light.document
@@ -183,7 +186,9 @@ public struct FeedParser: Sendable {
                             fingerprint: fingerprint, known: stored))
                     continue
                 }
-                guard let wire = FeedScanner.feature(in: all, range: range) else { return .success(nil) }
+                guard let wire = FeedScanner.feature(in: all, range: range, key: known.key) else {
+                    return .success(nil)
+                }
                 do throws(FeedError) {
                     parsed.quakes.append(
                         try Self.earthquake(wire, index: index, of: located.count, units: units))
@@ -213,13 +218,15 @@ public struct FeedParser: Sendable {
     }
 
     /// Decodes a feature that ``parse(_:known:)`` left pending; `nil` if it cannot be read.
-    static func decodePending(_ feature: PendingFeature, in data: Data, units: TimeUnits) -> Earthquake? {
+    static func decodePending(
+        _ feature: PendingFeature, in data: Data, units: TimeUnits, key: FingerprintKey
+    ) -> Earthquake? {
         data.withUnsafeBytes { raw -> Earthquake? in
             let bytes = raw.bindMemory(to: UInt8.self)
             // The bytes are read again (a mapped file): they must still be those that were fingerprinted.
             guard feature.range.lowerBound >= 0, feature.range.upperBound <= bytes.count,
-                FeatureHash(UnsafeBufferPointer(rebasing: bytes[feature.range])) == feature.fingerprint.hash,
-                let wire = FeedScanner.feature(in: bytes, range: feature.range)
+                FeatureHash(UnsafeBufferPointer(rebasing: bytes[feature.range]), key: key) == feature.fingerprint.hash,
+                let wire = FeedScanner.feature(in: bytes, range: feature.range, key: key)
             else {
                 return nil
             }
@@ -245,13 +252,13 @@ public struct FeedParser: Sendable {
         return result.range
     }
 
-    private func decode(_ data: Data, jsonRange: Range<Int>) throws(FeedError) -> WireDocument {
+    private func decode(_ data: Data, jsonRange: Range<Int>, key: FingerprintKey) throws(FeedError) -> WireDocument {
         // The fast path reads well-formed feeds; anything else is decoded below, for its precise errors.
         let scanned =
             !usesScanner
             ? nil
             : data.withUnsafeBytes { raw in
-                FeedScanner.scan(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[jsonRange]))
+                FeedScanner.scan(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[jsonRange]), key: key)
             }
         if let scanned { return scanned }
         let start = data.startIndex

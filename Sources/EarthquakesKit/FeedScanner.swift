@@ -28,9 +28,11 @@ struct FeedScanner {
     private var light = false
     /// The located features, when ``light``.
     private var lightFeatures: [LightFeature]?
+    /// The key features are hashed with (see ``FeatureHash``).
+    private var key = FingerprintKey.unkeyed
 
     /// Gives up: the slow path takes over.
-    private struct GiveUp: Error {}
+    struct GiveUp: Error {}
 
     private init(_ bytes: UnsafeBufferPointer<UInt8>) {
         self.bytes = bytes
@@ -39,9 +41,12 @@ struct FeedScanner {
 
     /// The document in `bytes` (exactly one JSON object, with optional surrounding whitespace), or
     /// `nil` when the slow path must read it.
-    static func scan(_ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil) -> FeedParser.WireDocument? {
+    static func scan(
+        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed
+    ) -> FeedParser.WireDocument? {
         var scanner = FeedScanner(bytes)
         scanner.splitOverride = split
+        scanner.key = key
         do {
             let document = try scanner.document()
             scanner.skipWhitespace()
@@ -65,10 +70,11 @@ struct FeedScanner {
     /// of the whole document is checked as by ``scan(_:splittingAt:)``; the features' values are not,
     /// except for `properties.time`.
     static func scanLight(
-        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil
+        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed
     ) -> (document: FeedParser.WireDocument, features: [LightFeature]?)? {
         var scanner = FeedScanner(bytes)
         scanner.splitOverride = split
+        scanner.key = key
         scanner.light = true
         do {
             let document = try scanner.document()
@@ -81,8 +87,11 @@ struct FeedScanner {
 
     /// The feature object that is exactly `range` of `bytes` (as located by ``scanLight(_:)``), decoded as
     /// ``scan(_:splittingAt:)`` decodes it; `nil` when the slow path must read it.
-    static func feature(in bytes: UnsafeBufferPointer<UInt8>, range: Range<Int>) -> FeedParser.WireFeature? {
+    static func feature(
+        in bytes: UnsafeBufferPointer<UInt8>, range: Range<Int>, key: FingerprintKey = .unkeyed
+    ) -> FeedParser.WireFeature? {
         var scanner = FeedScanner(bytes)
+        scanner.key = key
         scanner.index = range.lowerBound
         guard let feature = try? scanner.hashedFeature(), scanner.index == range.upperBound else { return nil }
         return feature
@@ -93,12 +102,20 @@ struct FeedScanner {
     private mutating func document() throws(GiveUp) -> FeedParser.WireDocument {
         var document = FeedParser.WireDocument()
         var sawFeatures = false
+        var seen = Seen()
         try object { scanner, key throws(GiveUp) in
             switch key {
-            case scanner.keys.type: document.type = try scanner.optionalString()
-            case scanner.keys.id: document.id = try scanner.lenientID()
-            case scanner.keys.metadata: document.metadata = try scanner.metadata()
+            case scanner.keys.type:
+                try seen.mark(0)
+                document.type = try scanner.optionalString()
+            case scanner.keys.id:
+                try seen.mark(1)
+                document.id = try scanner.lenientID()
+            case scanner.keys.metadata:
+                try seen.mark(2)
+                document.metadata = try scanner.metadata()
             case scanner.keys.features:
+                try seen.mark(3)
                 sawFeatures = true
                 if scanner.light {
                     scanner.lightFeatures = try scanner.elements { scanner throws(GiveUp) in try scanner.lightFeature()
@@ -119,14 +136,27 @@ struct FeedScanner {
     private mutating func metadata() throws(GiveUp) -> FeedParser.WireMetadata? {
         if try consumeNull() { return nil }
         var metadata = FeedParser.WireMetadata()
+        var seen = Seen()
         try object { scanner, key throws(GiveUp) in
             switch key {
-            case scanner.keys.generated: metadata.generated = try scanner.optionalDouble()
-            case scanner.keys.url: metadata.url = try scanner.optionalString()
-            case scanner.keys.title: metadata.title = try scanner.optionalString()
-            case scanner.keys.status: metadata.status = try scanner.optionalInt()
-            case scanner.keys.api: metadata.api = try scanner.optionalString()
-            case scanner.keys.count: metadata.count = try scanner.optionalInt()
+            case scanner.keys.generated:
+                try seen.mark(0)
+                metadata.generated = try scanner.optionalDouble()
+            case scanner.keys.url:
+                try seen.mark(1)
+                metadata.url = try scanner.optionalString()
+            case scanner.keys.title:
+                try seen.mark(2)
+                metadata.title = try scanner.optionalString()
+            case scanner.keys.status:
+                try seen.mark(3)
+                metadata.status = try scanner.optionalInt()
+            case scanner.keys.api:
+                try seen.mark(4)
+                metadata.api = try scanner.optionalString()
+            case scanner.keys.count:
+                try seen.mark(5)
+                metadata.count = try scanner.optionalInt()
             default: try scanner.skipValue()
             }
         }
@@ -215,8 +245,10 @@ struct FeedScanner {
         _ split: Int, _ read: @Sendable (inout FeedScanner) throws(GiveUp) -> Element
     ) throws(GiveUp) -> [Element] {
         let halves = Halves<Element>(bytes: bytes, start: index, split: split)
+        let key = key
         DispatchQueue.concurrentPerform(iterations: 2) { part in
             var scanner = FeedScanner(halves.bytes)
+            scanner.key = key
             var entries: [Element] = []
             if part == 0 {
                 scanner.index = halves.start
@@ -252,7 +284,7 @@ struct FeedScanner {
     private mutating func hashedFeature() throws(GiveUp) -> FeedParser.WireFeature {
         let start = index
         var feature = try feature()
-        feature.hash = FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index]))
+        feature.hash = FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index]), key: key)
         return feature
     }
 
@@ -263,15 +295,23 @@ struct FeedScanner {
         let start = index
         var time: Double?
         var updated: Double?
+        var seen = Seen()
         try object { scanner, key throws(GiveUp) in
+            // (A feature with a repeated id or geometry is read by the full parse too: see `Seen`.)
+            if key == scanner.keys.id || key == scanner.keys.geometry {
+                try seen.mark(key == scanner.keys.id ? 1 : 2)
+                return try scanner.skipValue()
+            }
             guard key == scanner.keys.properties else { return try scanner.skipValue() }
-            time = nil
-            updated = nil
+            try seen.mark(0)
             if try scanner.consumeNull() { return }
+            var inner = Seen()
             try scanner.object { scanner, key throws(GiveUp) in
                 if key == scanner.keys.time {
+                    try inner.mark(0)
                     time = try scanner.optionalDouble()
                 } else if key == scanner.keys.updated {
+                    try inner.mark(1)
                     updated = try scanner.optionalDouble()
                 } else {
                     try scanner.skipValue()
@@ -279,17 +319,25 @@ struct FeedScanner {
             }
         }
         return LightFeature(
-            range: start..<index, hash: FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index])), time: time,
+            range: start..<index, hash: FeatureHash(UnsafeBufferPointer(rebasing: bytes[start..<index]), key: key),
+            time: time,
             updated: updated)
     }
 
     private mutating func feature() throws(GiveUp) -> FeedParser.WireFeature {
         var feature = FeedParser.WireFeature()
+        var seen = Seen()
         try object { scanner, key throws(GiveUp) in
             switch key {
-            case scanner.keys.id: feature.id = try scanner.lenientID()
-            case scanner.keys.geometry: feature.geometry = try scanner.geometry()
-            case scanner.keys.properties: feature.properties = try scanner.properties()
+            case scanner.keys.id:
+                try seen.mark(0)
+                feature.id = try scanner.lenientID()
+            case scanner.keys.geometry:
+                try seen.mark(1)
+                feature.geometry = try scanner.geometry()
+            case scanner.keys.properties:
+                try seen.mark(2)
+                feature.properties = try scanner.properties()
             default: try scanner.skipValue()
             }
         }
@@ -299,8 +347,10 @@ struct FeedScanner {
     private mutating func geometry() throws(GiveUp) -> FeedParser.WireGeometry? {
         if try consumeNull() { return nil }
         var geometry = FeedParser.WireGeometry()
+        var seen = Seen()
         try object { scanner, key throws(GiveUp) in
             if key == scanner.keys.coordinates {
+                try seen.mark(0)
                 if try scanner.consumeNull() {
                     geometry.coordinates = nil
                     return
@@ -319,27 +369,66 @@ struct FeedScanner {
     private mutating func properties() throws(GiveUp) -> FeedParser.WireProperties? {
         if try consumeNull() { return nil }
         var p = FeedParser.WireProperties()
+        var seen = Seen()
         try object { s, key throws(GiveUp) in
             switch key {
-            case s.keys.mag: p.mag = try s.optionalDouble()
-            case s.keys.place: p.place = try s.optionalString()
-            case s.keys.time: p.time = try s.optionalDouble()
-            case s.keys.updated: p.updated = try s.optionalDouble()
-            case s.keys.tz: p.tz = try s.optionalInt()
-            case s.keys.url: p.url = try s.optionalString()
-            case s.keys.detail: p.detail = try s.optionalString()
-            case s.keys.felt: p.felt = try s.optionalInt()
-            case s.keys.cdi: p.cdi = try s.optionalDouble()
-            case s.keys.mmi: p.mmi = try s.optionalDouble()
-            case s.keys.alert: p.alert = try s.optionalString()
-            case s.keys.status: p.status = try s.optionalString()
-            case s.keys.tsunami: p.tsunami = try s.tsunami()
-            case s.keys.sig: p.sig = try s.optionalInt()
-            case s.keys.net: p.net = try s.optionalString()
-            case s.keys.code: p.code = try s.optionalString()
-            case s.keys.magType: p.magType = try s.optionalString()
-            case s.keys.type: p.type = try s.optionalString()
-            case s.keys.title: p.title = try s.optionalString()
+            case s.keys.mag:
+                try seen.mark(0)
+                p.mag = try s.optionalDouble()
+            case s.keys.place:
+                try seen.mark(1)
+                p.place = try s.optionalString()
+            case s.keys.time:
+                try seen.mark(2)
+                p.time = try s.optionalDouble()
+            case s.keys.updated:
+                try seen.mark(3)
+                p.updated = try s.optionalDouble()
+            case s.keys.tz:
+                try seen.mark(4)
+                p.tz = try s.optionalInt()
+            case s.keys.url:
+                try seen.mark(5)
+                p.url = try s.optionalString()
+            case s.keys.detail:
+                try seen.mark(6)
+                p.detail = try s.optionalString()
+            case s.keys.felt:
+                try seen.mark(7)
+                p.felt = try s.optionalInt()
+            case s.keys.cdi:
+                try seen.mark(8)
+                p.cdi = try s.optionalDouble()
+            case s.keys.mmi:
+                try seen.mark(9)
+                p.mmi = try s.optionalDouble()
+            case s.keys.alert:
+                try seen.mark(10)
+                p.alert = try s.optionalString()
+            case s.keys.status:
+                try seen.mark(11)
+                p.status = try s.optionalString()
+            case s.keys.tsunami:
+                try seen.mark(12)
+                p.tsunami = try s.tsunami()
+            case s.keys.sig:
+                try seen.mark(13)
+                p.sig = try s.optionalInt()
+            case s.keys.net:
+                try seen.mark(14)
+                p.net = try s.optionalString()
+            case s.keys.code:
+                try seen.mark(15)
+                p.code = try s.optionalString()
+            case s.keys.magType:
+                try seen.mark(16)
+                p.magType = try s.optionalString()
+            case s.keys.type:
+                try seen.mark(17)
+                p.type = try s.optionalString()
+            case s.keys.title:
+                try seen.mark(18)
+                p.title = try s.optionalString()
             default: try s.skipValue()
             }
         }
@@ -455,17 +544,35 @@ struct FeedScanner {
     private mutating func memberName() throws(GiveUp) -> Key {
         try expect(UInt8(ascii: "\""))
         let start = index
+        var nonASCII = false
         while index < bytes.count {
             let byte = bytes[index]
             if byte == UInt8(ascii: "\"") {
-                let key = Key(bytes: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                let name = UnsafeBufferPointer(rebasing: bytes[start..<index])
+                // `JSONDecoder` refuses a document with a name that is not UTF-8 (the differential test found
+                // the scanner reading past one).
+                if nonASCII { try Self.checkUTF8(name) }
                 index += 1
-                return key
+                return Key(bytes: name)
             }
             if byte == UInt8(ascii: "\\") || byte < 0x20 { throw GiveUp() }
+            nonASCII = nonASCII || byte >= 0x80
             index += 1
         }
         throw GiveUp()
+    }
+
+    /// Gives up unless `text` is UTF-8 (as `JSONDecoder` does with the whole document).
+    private static func checkUTF8(_ text: UnsafeBufferPointer<UInt8>) throws(GiveUp) {
+        var iterator = text.makeIterator()
+        var parser = Unicode.UTF8.ForwardParser()
+        while true {
+            switch parser.parseScalar(from: &iterator) {
+            case .valid: continue
+            case .emptyInput: return
+            case .error: throw GiveUp()
+            }
+        }
     }
 
     private mutating func string() throws(GiveUp) -> String {
@@ -674,6 +781,9 @@ struct FeedScanner {
             negative = false
         }
         if negative { value = -value }
+        // (A number beyond a double's range is read as infinity, which the feature's checks refuse: that
+        // feature is skipped, where `JSONDecoder` refuses the whole document. Kept on purpose, and allowed
+        // for by the differential test: one such feature must not block a feed for the 30 days it stays.)
         var integer: Int64?
         if isInteger, digits <= 18 { integer = negative ? -Int64(mantissa) : Int64(mantissa) }
         if isInteger, integer == nil { throw GiveUp() }  // a huge integer: let JSONDecoder decide
@@ -752,15 +862,23 @@ struct FeedScanner {
 
     private mutating func skipString() throws(GiveUp) {
         try expect(UInt8(ascii: "\""))
+        let start = index
+        var nonASCII = false
         while index < bytes.count {
             let byte = bytes[index]
             index += 1
-            if byte == UInt8(ascii: "\"") { return }
+            if byte == UInt8(ascii: "\"") {
+                // A string skipped must be UTF-8 too (escapes are ASCII: the raw bytes tell).
+                if nonASCII { try Self.checkUTF8(UnsafeBufferPointer(rebasing: bytes[start..<index - 1])) }
+                return
+            }
             if byte == UInt8(ascii: "\\") {
                 guard index < bytes.count else { throw GiveUp() }
                 index += 1
             } else if byte < 0x20 {
                 throw GiveUp()
+            } else if byte >= 0x80 {
+                nonASCII = true
             }
         }
         throw GiveUp()
@@ -798,71 +916,4 @@ private final class Halves<Element>: @unchecked Sendable {
     init(bytes: UnsafeBufferPointer<UInt8>, start: Int, split: Int) {
         (self.bytes, self.start, self.split) = (bytes, start, split)
     }
-}
-
-/// A member name, compared exactly without making a `String`: up to 16 bytes packed in two words;
-/// longer names never equal a known one.
-struct Key: Equatable {
-    private var low: UInt64 = 0
-    private var high: UInt64 = 0
-    private var length: Int
-
-    init(bytes: UnsafeBufferPointer<UInt8>) {
-        length = bytes.count
-        guard bytes.count <= 16 else {
-            (low, high) = (.max, .max)
-            return
-        }
-        for (offset, byte) in bytes.enumerated() {
-            if offset < 8 {
-                low |= UInt64(byte) << (8 * UInt64(offset))
-            } else {
-                high |= UInt64(byte) << (8 * UInt64(offset - 8))
-            }
-        }
-    }
-
-    init(_ name: String) {
-        self = Array(name.utf8).withUnsafeBufferPointer { Key(bytes: $0) }
-    }
-}
-
-/// The member names the scanner reads, and the JSON literals.
-struct Keys {
-    /// One instance per scan, so that comparisons read plain stored constants.
-    static let shared = Keys()
-
-    let type = Key("type")
-    let id = Key("id")
-    let metadata = Key("metadata")
-    let features = Key("features")
-    let generated = Key("generated")
-    let url = Key("url")
-    let title = Key("title")
-    let status = Key("status")
-    let api = Key("api")
-    let count = Key("count")
-    let geometry = Key("geometry")
-    let properties = Key("properties")
-    let coordinates = Key("coordinates")
-    let mag = Key("mag")
-    let place = Key("place")
-    let time = Key("time")
-    let updated = Key("updated")
-    let tz = Key("tz")
-    let detail = Key("detail")
-    let felt = Key("felt")
-    let cdi = Key("cdi")
-    let mmi = Key("mmi")
-    let alert = Key("alert")
-    let tsunami = Key("tsunami")
-    let sig = Key("sig")
-    let net = Key("net")
-    let code = Key("code")
-    let magType = Key("magType")
-
-    let featureStart = Array(#"{"type":"Feature","#.utf8)
-    let trueLiteral = Array("true".utf8)
-    let falseLiteral = Array("false".utf8)
-    let nullLiteral = Array("null".utf8)
 }

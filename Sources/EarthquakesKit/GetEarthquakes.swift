@@ -14,13 +14,14 @@ public import FoundationNetworking
 /// ```
 ///
 /// It is one `GroupJob` (``job``) whose children are, for an `http`/`https` source:
-/// 1. an `HTTPDownloadJob` guarded by a `ReachabilityCondition` (it fails fast with "cannot reach
+/// 1. a download job (``FeedDownload``: AsyncHTTPClient on Linux, `URLSession` elsewhere) guarded by a
+///    `ReachabilityCondition` (it fails fast with "cannot reach
 ///    HOST port PORT (…)" or "cannot resolve the host name …" before any transfer; through a proxy named
 ///    by `http_proxy`/`https_proxy` it checks the proxy), with the idle timeout ``timeout`` ("no data
 ///    from … within N seconds") and the optional ``totalTimeout``, failing on an HTTP error status
 ///    ("HTTP 503 (…) from http://…") and writing a temporary file atomically in ``workFolder``;
 /// 2. a ``ParseFeedJob`` (a ``FeedError`` says where the feed broke), which does not decode the features
-///    the store already holds exactly (see ``EarthquakeStore/importFeed(_:whileWaiting:)-(Feed,_)``), so
+///    the store already holds exactly (see ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``), so
 ///    re-importing an unchanged feed costs little more than reading it;
 /// 3. an ``ImportFeedJob``, which holds the ``EarthquakeImport`` exclusivity category, so only one
 ///    import runs at a time in its `ExclusivityScope` and a second refresh waits for the first one's
@@ -84,7 +85,7 @@ public final class GetEarthquakes: Sendable {
     public let workFolder: URL
     private let ownsWorkFolder: Bool
 
-    private let download: HTTPDownloadJob?
+    private let download: (any FeedDownloading)?
     private let parse: ParseFeedJob
     private let importer: ImportFeedJob
     /// The refresh as one group job of the steps above.
@@ -153,8 +154,9 @@ public final class GetEarthquakes: Sendable {
                     progress(.downloading(received: received, expected: expected))
                 }
             }
-            let download = HTTPDownloadJob(
-                url: url, to: file, session: session, timeout: totalTimeout, idleTimeout: timeout,
+            // AsyncHTTPClient on Linux, where URLSession keeps a core busy while a download trickles.
+            let download = FeedDownload.job(
+                url: url, to: file, session: session, timeout: totalTimeout, idleTimeout: timeout, proxies: proxies,
                 progress: downloadProgress)
             if let reachability = ReachabilityCondition(url: url, timeout: min(timeout, .seconds(10)), proxies: proxies)
             {
@@ -173,7 +175,8 @@ public final class GetEarthquakes: Sendable {
         // An FDSN event query that matches no event is answered "204 No Content": no events, not an error.
         var noContent: (@Sendable () -> Bool)?
         if let download = self.download {
-            noContent = { download.statusCode == 204 && isFDSNEventQuery(download.request.url) }
+            let url: URL? = if case .url(let url) = source { url } else { nil }
+            noContent = { download.statusCode == 204 && isFDSNEventQuery(url) }
         }
         parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store, noContent: noContent)
         if let download { parse.addDependency(download) }
@@ -246,10 +249,22 @@ public final class GetEarthquakes: Sendable {
         return summary
     }
 
-    /// Cancels the refresh: a running download stops, and no later step starts.
-    public func cancel() {
+    /// Cancels the refresh: a running download stops, no later step starts, and a running import rolls
+    /// back — unless it had already begun to commit (see ``ImportCommitGate``).
+    ///
+    /// - Returns: ``ImportCommitGate/CancelResult/willRollBack`` when the store is left as it was (``run()``
+    ///   throws `CancellationError`), ``ImportCommitGate/CancelResult/tooLate`` when the import had begun
+    ///   to commit (``run()`` returns its summary).
+    @discardableResult
+    public func cancel() -> ImportCommitGate.CancelResult {
+        let result = importer.commitGate.cancel()
         job.cancel(reason: CancellationError())
+        return result
     }
+
+    /// Decides between a cancel and the import's commit; ``ImportCommitGate/whenSettled(_:)`` says
+    /// whether the import committed, once it is known.
+    public var commitGate: ImportCommitGate { importer.commitGate }
 
     private func removeDownload() {
         guard let download else { return }

@@ -1,6 +1,6 @@
 public import Baton
 
-/// A job that imports earthquakes into an ``EarthquakeStore`` with ``EarthquakeStore/importFeed(_:whileWaiting:)-([Earthquake],_)``,
+/// A job that imports earthquakes into an ``EarthquakeStore`` with ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)``,
 /// in one all-or-nothing transaction.
 ///
 /// ```swift
@@ -18,6 +18,9 @@ public import Baton
 ///
 /// The job fails with the ``StoreError`` of the store; the database is then exactly as it was.
 ///
+/// A cancel that reaches the job while it imports rolls the import back (the job finishes cancelled)
+/// unless the import had already begun to commit: ``commitGate`` decides, and tells the canceller which.
+///
 /// ## Thread safety
 /// Every property may be read from any thread; the job's state is guarded by a lock, and the
 /// `willImport` closure is called without holding it.
@@ -26,6 +29,9 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
 
     /// The store that receives the earthquakes.
     public let store: EarthquakeStore
+    /// Decides between a cancel and the import's commit: ``ImportCommitGate/cancel()`` says whether the
+    /// import rolls back or had already begun to commit. Cancelling the job cancels through it.
+    public let commitGate = ImportCommitGate()
     private let lock = Lock()
     private var source: (@Sendable () throws -> Feed)?
     private var willImport: (@Sendable (Int) -> Void)?
@@ -100,8 +106,18 @@ public final class ImportFeedJob: Job, @unchecked Sendable {
         let feed = try source()
         willImport?(feed.count)
         if isCancelled { throw CancellationError() }
-        let summary = try store.importFeed(feed, whileWaiting: whileWaiting)
+        let summary: ImportSummary
+        do {
+            summary = try store.importFeed(feed, whileWaiting: whileWaiting, commitGate: commitGate)
+        } catch {
+            if error.code == .cancelled { throw CancellationError() }
+            throw error
+        }
         lock.withLock { storedSummary = summary }
+    }
+
+    public override func didCancel(reason: any Error) {
+        commitGate.cancel()
     }
 }
 

@@ -1,4 +1,4 @@
-/// What an import did: ``EarthquakeStore/importFeed(_:whileWaiting:)-([Earthquake],_)`` fills the
+/// What an import did: ``EarthquakeStore/importFeed(_:whileWaiting:commitGate:)-([Earthquake],_,_)`` fills the
 /// counts of rows; ``GetEarthquakes`` and ``ImportFeedJob`` add ``skipped`` from the parsed feed.
 ///
 /// ```

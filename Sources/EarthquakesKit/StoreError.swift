@@ -105,7 +105,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A value type and `Sendable`.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Hashable, Sendable {
-            case open, migrate, write, read, busy, readOnly, notADatabase, missing, foreign
+            case open, migrate, write, read, busy, readOnly, notADatabase, missing, foreign, cancelled
         }
         private let kind: Kind
         private init(_ kind: Kind) { self.kind = kind }
@@ -130,6 +130,9 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let foreign = Code(.foreign)
         /// The file does not exist and the store was opened with ``EarthquakeStore/OpenMode/mustExist``.
         public static let missing = Code(.missing)
+        /// The import was cancelled (see ``ImportCommitGate``) before it committed: it was rolled back and
+        /// nothing changed.
+        public static let cancelled = Code(.cancelled)
 
         public var description: String { kind.rawValue }
     }

@@ -11,20 +11,21 @@ struct Earthquakes: AsyncParsableCommand {
         commandName: "earthquakes",
         abstract: "Import USGS earthquake feeds into a local database and list them.",
         discussion: """
-            Without a subcommand, imports a built-in SAMPLE feed (made-up events, works offline) into a \
-            database of its own, \(DatabaseLocation.sampleFileName) next to your database, and shows it: sample \
-            events never mix with real ones. `earthquakes list --sample` lists them again; \
-            `earthquakes --remove-sample` deletes that database.
+            Without a subcommand, shows the newest events of your database; while it holds none, shows a \
+            built-in SAMPLE of made-up events instead (made in memory, works offline; nothing is saved and \
+            sample events never mix with real ones). `earthquakes list --sample` lists the sample again.
 
             The database is --database PATH, else $\(DatabaseLocation.environmentVariable), else \
             $XDG_DATA_HOME/\(DatabaseLocation.folderName)/earthquakes.sqlite, else \
             ~/.local/share/\(DatabaseLocation.folderName)/earthquakes.sqlite.
             """,
         version: EarthquakesCLI.version,
-        subcommands: [Refresh.self, List.self, Show.self, Status.self, Home.self, Prune.self]
+        subcommands: [Refresh.self, List.self, Show.self, Status.self, Home.self, Place.self, Prune.self]
     )
 
-    @Flag(help: "Delete the sample database (your own database is not touched).") var removeSample = false
+    @Flag(
+        help: "Delete the sample database that earlier versions kept beside yours (your own database is not touched).")
+    var removeSample = false
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
@@ -175,7 +176,7 @@ struct List: AsyncParsableCommand {
     static let configuration = CommandConfiguration(abstract: "List stored earthquakes.")
 
     enum SortOrder: String, ExpressibleByArgument, CaseIterable {
-        case time, magnitude
+        case time, magnitude, distance
     }
 
     // `.unconditional`: a value that starts with "-" (-0.5, -33.9,151.2) is the option's value, not an option.
@@ -191,6 +192,13 @@ struct List: AsyncParsableCommand {
             valueName: "when"))
     var since: String?
     @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Only earthquakes before a date (a date alone includes that whole day), a date and time, or an age, "
+                + "as --since takes them: --since 2019-07-04 --until 2019-07-06 is 4 to 6 July.",
+            valueName: "when"))
+    var until: String?
+    @Option(
         help: ArgumentHelp(
             "Only events of this type: earthquake, \"quarry blast\", explosion, \"ice quake\"… (repeat or separate with commas).",
             valueName: "type"))
@@ -202,14 +210,23 @@ struct List: AsyncParsableCommand {
     @Option(
         parsing: .unconditional,
         help: ArgumentHelp(
-            "The nearest earthquakes to a point (for example -33.9,151.2), nearest first, with distances.",
-            valueName: "lat,lon"))
+            "Earthquakes near a point, with distances: LAT,LON (for example -33.9,151.2), home (`earthquakes home`) "
+                + "or a saved place (`earthquakes place`). Alone: the nearest ones.",
+            valueName: "point"))
     var near: String?
-    @Option(help: "Order: time (newest first) or magnitude (strongest first). With --near: distance unless given.")
+    @Option(
+        help: ArgumentHelp(
+            "With --near: every earthquake within this distance (300km, 200mi), in the --sort order.",
+            valueName: "distance"))
+    var within: String?
+    @Option(
+        help:
+            "Order: time (newest first), magnitude (strongest first) or distance (nearest first, with --near). With --near: distance unless given."
+    )
     var sort: SortOrder?
     @Flag(help: "Print the result as JSON.") var json = false
     @Flag(help: "Print the result as CSV (a header line, then one line per event).") var csv = false
-    @Flag(help: "List the sample database (made by `earthquakes` without arguments) instead of yours.")
+    @Flag(help: "List the built-in sample of made-up events (shown by `earthquakes` while your database is empty).")
     var sample = false
     @OptionGroup var database: DatabaseOption
 
@@ -219,28 +236,40 @@ struct List: AsyncParsableCommand {
             throw ValidationError(
                 "--all and --limit \(limit) cannot be used together: --all lists every match; drop one of them")
         }
-        try usageChecked { _ = try options(now: Date()) }
+        try usageChecked { _ = try options(now: Date(), environment: ProcessInfo.processInfo.environment) }
     }
 
-    func options(now: Date) throws(CLIError) -> ListOptions {
-        try ListOptions(
+    func options(now: Date, environment: [String: String]) throws(CLIError) -> ListOptions {
+        let point = try near.map { text throws(CLIError) in
+            try Places.resolve(text, option: "--near", environment: environment).coordinate
+        }
+        let order: ListOptions.Sort
+        switch sort {
+        case .time?: order = .time
+        case .magnitude?: order = .magnitude
+        case .distance?: order = .distance
+        case nil: order = point == nil ? .time : .distance
+        }
+        return try ListOptions(
             minMagnitude: minMagnitude,
             maxMagnitude: maxMagnitude,
             since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: now) },
             limit: all ? nil : limit ?? 20,
-            near: try near.map { text throws(CLIError) in try Coordinate(parsing: text) },
-            sort: sort == .magnitude ? .magnitude : .time,
+            near: point,
+            sort: order,
             types: ListOptions.typeNames(type),
             excludedTypes: ListOptions.typeNames(excludeType),
-            csv: csv
+            csv: csv,
+            until: try until.map { text throws(CLIError) in try SinceParser.parseEnd(text, now: now) },
+            within: try within.map { text throws(CLIError) in try DistanceParser.kilometres(text) }
         ).validated()
     }
 
     func run() async throws {
         try await reportingErrors(Self.self) { cli in
             try cli.list(
-                try options(now: cli.now()), database: database.path, json: json, explicitSort: sort != nil,
-                sample: sample)
+                try options(now: cli.now(), environment: cli.environment), database: database.path, json: json,
+                explicitSort: sort != nil, sample: sample)
         }
     }
 }
@@ -254,17 +283,21 @@ struct Show: AsyncParsableCommand {
     @Argument(help: "The USGS event id, as in `earthquakes list`.") var id: String
     @Option(
         parsing: .unconditional,
-        help: ArgumentHelp("Show the distance from this point (for example -33.87,151.21).", valueName: "lat,lon"))
+        help: ArgumentHelp(
+            "Show the distance from this point: LAT,LON (for example -33.87,151.21), home or a saved place.",
+            valueName: "point"))
     var from: String?
     @Flag(help: "Print one line to share: magnitude, place, time and a link.") var share = false
     @Flag(help: "Print the result as JSON.") var json = false
-    @Flag(help: "Look in the sample database instead of yours.") var sample = false
+    @Flag(help: "Look in the built-in sample of made-up events instead of your database.") var sample = false
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
         try usageChecked {
             try EarthquakesCLI.checkShowFormat(json: json, share: share)
-            _ = try from.map { text throws(CLIError) in try Coordinate(parsing: text, option: "--from") }
+            _ = try from.map { text throws(CLIError) in
+                try Places.resolve(text, option: "--from", environment: ProcessInfo.processInfo.environment)
+            }
         }
     }
 
@@ -272,64 +305,10 @@ struct Show: AsyncParsableCommand {
         try await reportingErrors(Self.self) { cli in
             try cli.show(
                 id: id, database: database.path, json: json, sample: sample,
-                from: try from.map { text throws(CLIError) in try Coordinate(parsing: text, option: "--from") },
+                from: try from.map { text throws(CLIError) in
+                    try Places.resolve(text, option: "--from", environment: cli.environment).coordinate
+                },
                 share: share)
-        }
-    }
-}
-
-struct Home: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Show, set or forget the home location that `show` measures distances from.",
-        usage: "earthquakes home [<lat,lon>] [--clear]")
-
-    // `.allUnrecognized`: a southern or western home (-33.87,151.21) starts with "-" and is the
-    // argument, not an option (as --near and --from take it).
-    @Argument(
-        parsing: .allUnrecognized,
-        help: ArgumentHelp("The new home, for example -33.87,151.21.", valueName: "lat,lon"))
-    var locations: [String] = []
-    @Flag(help: "Forget the home location.") var clear = false
-
-    var location: String? { locations.first }
-
-    func validate() throws {
-        // `.allUnrecognized` takes every unknown option too: a word starting with "-" is the location only
-        // when it is a pair of numbers (-33.87,151.21); `--cler` or `-x` is an unknown option.
-        // Only a dash followed by a letter looks like an option; "-33.87," (a space after the comma) is a
-        // malformed location, for the messages below.
-        for text in locations where Self.looksLikeOption(text) && !Self.isNumberPair(text) {
-            throw ValidationError("Unknown option '\(text)'")
-        }
-        guard locations.count <= 1 else {
-            throw ValidationError(
-                "give one location, for example -33.87,151.21 (no space after the comma); got \(locations.joined(separator: " "))"
-            )
-        }
-        guard !(clear && location != nil) else { throw ValidationError("give a location or --clear, not both") }
-        try usageChecked {
-            _ = try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") }
-        }
-    }
-
-    /// Whether `text` reads as two numbers separated by a comma (whether they make a valid location is
-    /// checked after).
-    /// "-x" or "--clear"-like words: a dash, or two, and a letter.
-    static func looksLikeOption(_ text: String) -> Bool {
-        let rest = text.drop { $0 == "-" }
-        return rest.count < text.count && text.count - rest.count <= 2 && (rest.first?.isLetter ?? true)
-    }
-
-    static func isNumberPair(_ text: String) -> Bool {
-        let parts = text.split(separator: ",", omittingEmptySubsequences: false)
-        return parts.count == 2 && parts.allSatisfy { Double($0.trimmingCharacters(in: .whitespaces)) != nil }
-    }
-
-    func run() async throws {
-        try await reportingErrors(Self.self) { cli in
-            try cli.home(
-                set: try location.map { text throws(CLIError) in try Coordinate(parsing: text, option: "home") },
-                clear: clear)
         }
     }
 }
@@ -341,7 +320,7 @@ struct Status: AsyncParsableCommand {
     @OptionGroup var database: DatabaseOption
 
     func run() async throws {
-        try await reportingErrors(Self.self) { cli in try cli.status(database: database.path) }
+        try await reportingErrors(Self.self) { cli in try await cli.status(database: database.path) }
     }
 }
 
@@ -409,7 +388,9 @@ func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCL
         cli.console.error("Error: \(error.message)\nUsage: \(usage)\n  See '\(name) --help' for more information.\n")
         throw ExitCode.validationFailure
     } catch {
+        // A CLIError's details go on lines of their own, under its one-line message.
         cli.console.error("earthquakes: \(EarthquakesCLI.message(for: error))\n")
+        for line in (error as? CLIError)?.details ?? [] { cli.console.error("  \(line)\n") }
         throw ExitCode.failure
     }
 }

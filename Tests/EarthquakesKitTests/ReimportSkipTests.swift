@@ -30,7 +30,7 @@ struct ReimportSkipTests {
     /// A store holding `features`, imported through the fingerprinting (scanner) path.
     static func store(holding features: [String]) throws -> EarthquakeStore {
         let store = try EarthquakeStore.inMemory()
-        try store.importFeed(try FeedParser().parse(feed(features)))
+        try store.importFeed(try store.parseForImport(feed(features), parser: FeedParser()))
         return store
     }
 
@@ -126,7 +126,8 @@ struct ReimportSkipTests {
     @Test("a row changed by another import after the parse is decoded and imported after all")
     func rowChangedMeanwhile() throws {
         let (store, feed) = try Self.parsedThenEV4Changed()
-        try store.importFeed(try FeedParser().parse(Self.feed([Self.feature("ev9", magnitude: 1)])))
+        try store.importFeed(
+            try store.parseForImport(Self.feed([Self.feature("ev9", magnitude: 1)]), parser: FeedParser()))
         #expect(try store.importFeed(feed) == ImportSummary(updated: 2, unchanged: 10))
         #expect(try store.earthquake(id: "ev4")?.magnitude == 2.5)
         #expect(try store.earthquake(id: "ev9")?.magnitude == 2.5)
@@ -266,7 +267,7 @@ struct ReimportSkipTests {
         try EarthquakeStore.createVersion1Database(at: path)
         #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 0)
         let store = try EarthquakeStore(path: path)
-        try store.importFeed(try FeedParser().parse(Self.feed(Self.base)))
+        try store.importFeed(try store.parseForImport(Self.feed(Self.base), parser: FeedParser()))
         #expect(try store.knownFeatures().count == 12)
         #expect(try EarthquakeStore(path: path, mode: .readOnly).count() == 12)
     }

@@ -51,7 +51,11 @@ import Testing
             (["list", "--since", "soon"], "--since \"soon\" is not a date", "earthquakes list"),
             (["list", "--since", "2018-06-14garbage"], "for example 2018-06-14", "earthquakes list"),
             (["list", "--near", "95,10"], "latitude must be in -90...90", "earthquakes list"),
-            (["list", "--near", "Sydney"], "--near expects LAT,LON", "earthquakes list"),
+            (
+                ["list", "--near", "Sydney"], "--near \"Sydney\" is not LAT,LON, home or a saved place",
+                "earthquakes list"
+            ),
+            (["list", "--near", "-33.9"], "--near expects LAT,LON", "earthquakes list"),
             (["list", "--limit", "-1"], "--limit must be at least 1", "earthquakes list"),
             // The probe: --limit 0 said "No earthquakes match (3364 stored)".
             (["list", "--limit", "0"], "--limit must be at least 1 (--all lists every match)", "earthquakes list"),

@@ -14,26 +14,25 @@ import Testing
         return (scratch, path)
     }
 
-    /// Issue 10, defect 4: the sample goes into a database of its own, never the user's.
-    @Test func withoutArgumentsItImportsTheSampleIntoItsOwnDatabaseAndPrintsALabelledTable() async throws {
+    /// Issue 10, defect 4: the sample never goes into the user's database; issue 31, defect 9: it is made
+    /// in memory, so no file is created for it (one was, and made again after `--remove-sample`).
+    @Test func withoutArgumentsAnEmptyDatabaseShowsTheSampleFromMemoryAndCreatesNothing() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let path = scratch.path("nested/folder/quakes.sqlite")  // the folder is created
+        let path = scratch.path("nested/folder/quakes.sqlite")
         let captured = CapturedConsole()
         try await EarthquakesCLI.forTests(captured).sample(database: path)
 
         let lines = captured.lines
-        let samplePath = scratch.path("nested/folder/\(DatabaseLocation.sampleFileName)")
         #expect(lines[0].hasPrefix("SAMPLE DATA"))
-        #expect(lines[1].contains(samplePath))
-        #expect(lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID") })
-        #expect(lines.contains { $0.contains("[SAMPLE]") && $0.hasSuffix("sample0001") })
-        #expect(captured.stdout.contains("`earthquakes --remove-sample` deletes it"))
+        #expect(lines[1].contains("made in memory") && lines[1].contains(path), "\(lines[1])")
+        #expect(
+            lines.contains { $0.hasPrefix("TIME (UTC)") && $0.contains("MAG") && $0.hasSuffix("ID            DETAILS") }
+        )
+        #expect(lines.contains { $0.contains("[SAMPLE]") && $0.contains("  sample0001    sig ") })
+        #expect(captured.stdout.contains("`earthquakes list --sample` lists it again"))
         #expect(captured.stderr.isEmpty)
-        // Closed before the command returned: the file alone holds the sample (no SQLite log beside it).
-        #expect(SQLiteSideFiles.left(beside: samplePath).isEmpty)
-        #expect(try EarthquakeStore(path: samplePath).count() == 40)
-        #expect(!FileManager.default.fileExists(atPath: path))  // the user's database is not created
+        #expect(scratch.contents.isEmpty, "nothing is created: \(scratch.contents)")
 
         let listed = CapturedConsole()
         try EarthquakesCLI.forTests(listed).list(ListOptions(limit: 100), database: path, json: true, sample: true)
@@ -42,8 +41,8 @@ import Testing
 
         let removed = CapturedConsole()
         try EarthquakesCLI.forTests(removed).removeSample(database: path)
-        #expect(removed.stdout == "Removed the sample database \(samplePath).\n")
-        #expect(!FileManager.default.fileExists(atPath: samplePath))
+        let samplePath = scratch.path("nested/folder/\(DatabaseLocation.sampleFileName)")
+        #expect(removed.stdout == "There is no sample database at \(samplePath).\n")
     }
 
     /// The probe: a database named earthquakes-sample.sqlite was its own sample database — the default
@@ -55,14 +54,13 @@ import Testing
         let store = try EarthquakeStore(path: path)
         try store.importFeed([Earthquake(id: "real1", latitude: 1, longitude: 2, depth: 3, magnitude: 4)])
         try store.close()
-        let cli = EarthquakesCLI.forTests(CapturedConsole())
-        let sampled = await #expect(throws: CLIError.self) { try await cli.sample(database: path) }
-        #expect(sampled?.message.contains("has the name of the sample database") == true)
+        let shown = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(shown)
+        try await cli.sample(database: path)  // the user's own events: no sample at all
+        #expect(shown.stdout.hasPrefix("The newest 1 of 1 event in \(path)."), "\(shown.stdout)")
         let removed = #expect(throws: CLIError.self) { try cli.removeSample(database: path) }
         #expect(removed?.message.contains("--database") == true)
-        #expect(throws: CLIError.self) {
-            try cli.list(ListOptions(limit: 5), database: path, json: true, sample: true)
-        }
+        try cli.list(ListOptions(limit: 5), database: path, json: true, sample: true)  // the sample, in memory
         #expect(try EarthquakeStore(path: path).count() == 1)
     }
 
@@ -85,7 +83,7 @@ import Testing
         let commands: [(String, () async throws -> Void)] = [
             ("list", { try cli.list(ListOptions(limit: 5), database: path, json: true) }),
             ("show", { try cli.show(id: id, database: path, json: true) }),
-            ("status", { try cli.status(database: path) }),
+            ("status", { try await cli.status(database: path) }),
             ("prune", { try cli.prune(before: Date(timeIntervalSince1970: 0), database: path) }),
         ]
         for (name, command) in commands {

@@ -6,7 +6,7 @@ import Testing
 /// `list --csv` that matches nothing still writes CSV (its header line alone), and says why on standard
 /// error: a script's `list --csv > quakes.csv` never gets a sentence as its header.
 @Suite struct EmptyCSVTests {
-    static let header = "id,time,latitude,longitude,depth_km,magnitude,type,place\n"
+    static let header = "id,time,latitude,longitude,depth_km,magnitude,type,place,felt,cdi,mmi,significance,alert\n"
 
     @Test func anEmptyDatabaseGivesTheHeaderAlone() throws {
         let scratch = try Scratch()

@@ -52,8 +52,11 @@ import Testing
                 feeds: [server.url("/missing").absoluteString, server.url("/feed").absoluteString], resume: false,
                 database: scratch.path("q.sqlite"), json: false)
         }
-        let message = EarthquakesCLI.message(for: try #require(error))
+        let details = try #require(error).details
         #expect(
-            message.contains("HTTP 404 (Not Found) from \(server.url("/missing").absoluteString). There is no feed"))
+            details.count == 1
+                && details[0].contains(
+                    "HTTP 404 (Not Found) from \(server.url("/missing").absoluteString). There is no feed"),
+            "\(details)")
     }
 }

@@ -48,7 +48,10 @@ import Testing
         let (scratch, path) = try Self.database()
         defer { scratch.remove() }
         let lines = try list(ListOptions(limit: nil), path).lines
-        #expect(lines[0] == "TIME (UTC)          MAG  DEPTH km  PLACE" + String(repeating: " ", count: 45) + "ID")
+        #expect(
+            lines[0] == "TIME (UTC)          MAG  DEPTH km  PLACE" + String(repeating: " ", count: 45) + "ID"
+                + String(repeating: " ", count: 12)
+                + "DETAILS")
         #expect(lines[1].hasPrefix("2023-11-14 23:13    6.2      10.0  12 km N of \"Sydney\", Australia"))
         #expect(lines[1].hasSuffix("  e1"))
         #expect(lines[2].hasPrefix("2023-11-14 22:13    1.9       0.0  [quarry blast] 5 km SE of Tehachapi, CA"))
@@ -161,14 +164,15 @@ import Testing
         let (scratch, path) = try Self.database()
         defer { scratch.remove() }
         let lines = try list(ListOptions(limit: nil, csv: true), path).lines
-        #expect(lines[0] == "id,time,latitude,longitude,depth_km,magnitude,type,place")
+        #expect(lines[0] == "id,time,latitude,longitude,depth_km,magnitude,type,place,felt,cdi,mmi,significance,alert")
         #expect(
             lines[1]
-                == "e1,2023-11-14T23:13:20.000Z,-33.9,151.2,10.0,6.2,earthquake,\"12 km N of \"\"Sydney\"\", Australia\""
+                == "e1,2023-11-14T23:13:20.000Z,-33.9,151.2,10.0,6.2,earthquake,\"12 km N of \"\"Sydney\"\", Australia\",,,,,"
         )
         #expect(
-            lines[2] == "q1,2023-11-14T22:13:20.123Z,34.05,-118.25,0.0,1.9,quarry blast,\"5 km SE of Tehachapi, CA\"")
-        #expect(lines[5] == "n1,,0.0,0.0,1.0,,,")
+            lines[2]
+                == "q1,2023-11-14T22:13:20.123Z,34.05,-118.25,0.0,1.9,quarry blast,\"5 km SE of Tehachapi, CA\",,,,,")
+        #expect(lines[5] == "n1,,0.0,0.0,1.0,,earthquake,,,,,,")  // untyped: an earthquake, as filters count it
         #expect(lines.count == 7)  // header, five rows, and the empty string after the last newline
 
         let near = try list(ListOptions(limit: 1, near: Coordinate(latitude: -33.9, longitude: 151.2), csv: true), path)
@@ -259,7 +263,7 @@ import Testing
         let later = refreshedAt.addingTimeInterval(2 * 3600 + 120)
 
         let status = CapturedConsole()
-        try EarthquakesCLI.forTests(status, now: later).status(database: path)
+        try await EarthquakesCLI.forTests(status, now: later).status(database: path)
         #expect(
             status.stdout.contains(
                 "Refreshed  2 h ago (2025-01-01 00:00 UTC) from 2.5_day: 5 new, 0 updated, 0 unchanged"))

@@ -156,7 +156,7 @@ import FoundationNetworking
             #expect(captured.stdout.contains("sample0001"))
             #expect(captured.stderr.contains("warning: the home location in \(file) is not LAT,LON"))
             #expect(captured.stderr.contains("earthquakes home --clear"))
-            try cli.status(database: database)
+            try await cli.status(database: database)
             #expect(captured.stdout.contains("Database"))
         }
         try FileManager.default.removeItem(atPath: file)
@@ -213,7 +213,7 @@ import FoundationNetworking
         try store.close()
         let captured = CapturedConsole()
         let cli = EarthquakesCLI.forTests(captured)
-        try cli.status(database: database)
+        try await cli.status(database: database)
         #expect(captured.stdout.contains("5 events (3 earthquakes, 2 quarry blasts)"), "\(captured.stdout)")
         try cli.list(ListOptions(limit: 10), database: database, json: false)
         #expect(!captured.stdout.contains("[]"))

@@ -51,7 +51,7 @@ import FoundationNetworking
                 try await cli.refresh(feeds: [feed, second], resume: false, database: database, json: false)
             },
             await message { try cli.prune(before: Date(), database: database) },
-            await message { try cli.status(database: database) },
+            await message { try await cli.status(database: database) },
         ]
         for message in messages {
             let text = try #require(message)
@@ -140,7 +140,7 @@ import FoundationNetworking
         let cli = EarthquakesCLI.forTests(captured)
         try await cli.refresh(feeds: [feed, feed], resume: false, database: database, json: false)
         #expect(captured.stdout.contains("Refreshed 1 feed into"), "\(captured.stdout)")
-        try cli.status(database: database)
+        try await cli.status(database: database)
         #expect(captured.stdout.contains("\(database): 1 event"), "\(captured.stdout)")
         #expect(!captured.stdout.contains("1 events"), "\(captured.stdout)")
         #expect(

@@ -96,8 +96,10 @@ import Darwin
             try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
                 feeds: feeds, resume: false, database: database, json: false)
         }
-        let message = EarthquakesCLI.message(for: try #require(error))
-        #expect(message.contains("1 of 3 feeds could not be refreshed: \(bad): "), "\(message)")
+        let failure = try #require(error)
+        let message = EarthquakesCLI.message(for: failure)
+        #expect(message.hasPrefix("1 of 3 feeds could not be refreshed (below)."), "\(message)")
+        #expect(failure.details.count == 1 && failure.details[0].contains(bad), "\(failure.details)")
         #expect(message.contains("The other 2 feeds were imported into \(database)."), "\(message)")
         #expect(try EarthquakeStore(path: database).count() == Self.distinctEvents(["/a", "/c"]))
     }

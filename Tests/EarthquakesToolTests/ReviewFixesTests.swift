@@ -76,7 +76,7 @@ extension ReviewFixesTests {
         try raw.close()
         let captured = CapturedConsole()
         let cli = EarthquakesCLI.forTests(captured)
-        try cli.status(database: database)
+        try await cli.status(database: database)
         #expect(captured.stdout.contains("5 events (4 earthquakes, 1 quarry blast)"), "\(captured.stdout)")
         #expect(!captured.stdout.contains("\t"), "\(captured.stdout.debugDescription)")
         let listed = CapturedConsole()

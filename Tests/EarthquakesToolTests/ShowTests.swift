@@ -33,7 +33,7 @@ import Testing
             id: "us7000abcd", database: path, json: false, from: Coordinate(latitude: -37.81, longitude: 144.96))
         let fields = Dictionary(
             captured.lines.filter { !$0.isEmpty }.map { line in
-                (String(line.prefix(10)).trimmingCharacters(in: .whitespaces), String(line.dropFirst(11)))
+                (String(line.prefix(12)).trimmingCharacters(in: .whitespaces), String(line.dropFirst(13)))
             }, uniquingKeysWith: { first, _ in first })
         // 1_700_000_000 is 2023-11-14 22:13:20 UTC, 2023-11-15 09:13 in Sydney (UTC+11 in summer).
         #expect(fields["time"] == "2023-11-14 22:13:20 UTC (2023-11-15 09:13 local, UTC+11:00; 3 h ago)")
@@ -52,7 +52,7 @@ import Testing
 
         let shown = CapturedConsole()
         try cli(shown, home: home).show(id: "us7000abcd", database: path, json: false)
-        #expect(shown.lines.contains("distance   3 km from home (-33.8700,151.2100)"))
+        #expect(shown.lines.contains("distance     3 km from home (-33.8700,151.2100)"))
 
         let json = CapturedConsole()
         try cli(json, home: home).show(id: "us7000abcd", database: path, json: true)
@@ -81,7 +81,7 @@ import Testing
         defer { scratch.remove() }
         let captured = CapturedConsole()
         try cli(captured, home: scratch.url.path, timeZone: "UTC").show(id: "us7000abcd", database: path, json: false)
-        #expect(captured.lines.contains("time       2023-11-14 22:13:20 UTC (3 h ago)"))
+        #expect(captured.lines.contains("time         2023-11-14 22:13:20 UTC (3 h ago)"))
     }
 
     @Test func relativeTimes() {

@@ -31,7 +31,7 @@ struct Scratch {
 struct CapturedConsole {
     let out = Recorder<String>()
     let err = Recorder<String>()
-    let console: Console
+    var console: Console
 
     init(isErrorTerminal: Bool = false, isOutputTerminal: Bool = false) {
         let (out, err) = (out, err)

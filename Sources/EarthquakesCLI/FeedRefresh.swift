@@ -1,0 +1,212 @@
+import Baton
+import BatonDurable
+import EarthquakesKit
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A refresh of several feeds: one durable graph, so that a refresh killed half-way is finished by
+/// the next one.
+///
+/// ## Where the graph is stored
+/// In a job store of its own next to the database (``jobStorePath(forDatabase:)``, `<database>.jobs`),
+/// not in the database itself: the earthquakes database keeps a schema that only this tool writes,
+/// `list` and `show` never see job tables, and deleting the job store loses nothing but an unfinished
+/// refresh. The price is that an import and the record of its completion are two transactions: a
+/// refresh killed between them imports that feed again when resumed, which the import's upsert makes
+/// harmless (the same rows, counted as unchanged).
+///
+/// ## Resuming
+/// The graph is submitted with a unique key made of the feeds (in order) and `--strict`, so running the
+/// same command again finds the unfinished run and finishes it; `--resume` without feeds resumes the
+/// newest unfinished refresh whatever its feeds. Finished refreshes are pruned when the next one starts.
+public enum FeedRefresh {
+    /// The name of every refresh graph.
+    public static let runName = "earthquakes refresh"
+    /// Imports run one at a time (across processes too): each is one write transaction on the database.
+    static let importCategory = DurableCategory.named("earthquakes.import", limit: 1)
+
+    /// The job store of a database: `<database>.jobs`.
+    public static func jobStorePath(forDatabase path: String) -> String { path + ".jobs" }
+
+    /// Where downloads of unfinished refreshes wait: `<database>.downloads/`.
+    static func downloadFolder(forDatabase path: String) -> String { path + ".downloads" }
+
+    /// The unique key of a refresh of these feeds: its first line says what it is, then one feed a line.
+    static func uniqueKey(feeds: [String], strict: Bool) -> String {
+        (["earthquakes refresh v1\(strict ? " --strict" : "")"] + feeds).joined(separator: "\n")
+    }
+
+    /// The feeds and `--strict` of a unique key written by ``uniqueKey(feeds:strict:)``.
+    static func parse(uniqueKey: String) -> (feeds: [String], strict: Bool)? {
+        let lines = uniqueKey.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        guard let first = lines.first, first.hasPrefix("earthquakes refresh v1") else { return nil }
+        return (Array(lines.dropFirst()), first.hasSuffix("--strict"))
+    }
+
+    /// A short, stable name for a key (64-bit FNV-1a), for the download folder of its run.
+    static func folderName(_ key: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in key.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return String(hash, radix: 16)
+    }
+
+    /// USGS's summary feeds by short name: `hour`, `day`, `week`, `month` (magnitude 2.5+, like the
+    /// default feed) or `all_day`, `4.5_week`, `significant_month`, …; anything else is a URL or a path.
+    public static func expand(_ feed: String) -> String {
+        let periods = ["hour", "day", "week", "month"]
+        let levels = ["significant", "4.5", "2.5", "1.0", "all"]
+        var name = feed.lowercased()
+        if periods.contains(name) { name = "2.5_" + name }
+        let parts = name.split(separator: "_", maxSplits: 1).map(String.init)
+        guard parts.count == 2, levels.contains(parts[0]), periods.contains(parts[1]),
+            !FileManager.default.fileExists(atPath: feed)
+        else { return feed }
+        return "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/\(name).geojson"
+    }
+
+    /// `feeds` without repeats, in order: the same address twice (`day` and `2.5_day` once expanded), or
+    /// the same file by two spellings, is one feed.
+    public static func distinct(_ feeds: [String]) -> [String] {
+        var seen: Set<String> = []
+        return feeds.filter { feed in
+            var key = feed
+            if case .url(let url)? = try? EarthquakesCLI.source(feed) {
+                key = url.isFileURL ? "file:" + RunPicture.canonical(url.path) : url.absoluteString
+            }
+            return seen.insert(key).inserted
+        }
+    }
+
+    /// The graph of a refresh of `feeds` (in order) into the database at `database`: fetch → parse →
+    /// import for each feed; the handles of the imports, and the folder of the run's downloads.
+    static func graph(
+        feeds: [String], strict: Bool, database: String
+    ) -> (graph: JobGraph, imports: [JobGraph.Handle<ImportFeed.Output>], folder: URL) {
+        let folder = URL(fileURLWithPath: downloadFolder(forDatabase: database))
+            .appendingPathComponent(folderName(uniqueKey(feeds: feeds, strict: strict)), isDirectory: true)
+        var graph = JobGraph(name: runName)
+        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
+        for (index, feed) in feeds.enumerated() {
+            let fetch = graph.add(
+                FetchFeed.self,
+                input: FetchFeed.Input(
+                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
+                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
+            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
+            imports.append(
+                graph.add(
+                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
+                    categories: [importCategory]))
+        }
+        return (graph, imports, folder)
+    }
+
+    /// What to say when the refresh's graph was already in the job store. "Interrupted" only when it was:
+    /// a worker that held its jobs is gone. A live worker (another `refresh` of the same feeds running
+    /// now) is joined; a run that nothing has started yet was just submitted by another refresh, or was
+    /// stopped before it began.
+    static func existingRunNote(
+        imported: Int, of count: Int, liveWorkers: Int, deadWorkers: Int, started: Bool
+    ) -> String {
+        let done = "\(imported) of \(EarthquakesCLI.counted(count, "feed")) imported so far"
+        if liveWorkers > 0 {
+            return "Another refresh of these feeds is running; joining it (\(done), not downloaded again)."
+        }
+        if deadWorkers > 0 {
+            // ("1 of 3 feeds were imported … and are not", "1 of 1 feed was imported … and is not")
+            return "Resuming the interrupted refresh: \(imported) of \(EarthquakesCLI.counted(count, "feed")) "
+                + "\(count == 1 ? "was" : "were") imported before it stopped and \(count == 1 ? "is" : "are") not "
+                + "downloaded again."
+        }
+        if !started {
+            return "Joining a refresh of these feeds that another refresh submitted and has not started yet."
+        }
+        return "Finishing an unfinished refresh of these feeds (\(done), not downloaded again)."
+    }
+
+    /// Submits the graph of a refresh without running it, as another `refresh` of these feeds does just
+    /// before it starts (tests).
+    static func submitOnly(feeds: [String], strict: Bool, database: String) async throws {
+        let jobs = try SQLiteJobStore(path: jobStorePath(forDatabase: database))
+        defer { try? jobs.close() }
+        let graph = graph(feeds: feeds, strict: strict, database: database).graph
+        _ = try await jobs.submit(graph, uniqueKey: uniqueKey(feeds: feeds, strict: strict))
+    }
+
+    /// The worker id of this process: `earthquakes-<host>-<pid>`.
+    static func workerID() -> String {
+        "earthquakes-\(ProcessInfo.processInfo.hostName)-\(ProcessInfo.processInfo.processIdentifier)"
+    }
+
+    /// Whether `worker` was a process of this machine that no longer exists (so its leases can end now).
+    static func isGone(_ worker: String) -> Bool {
+        let prefix = "earthquakes-\(ProcessInfo.processInfo.hostName)-"
+        guard worker.hasPrefix(prefix), let pid = Int32(worker.dropFirst(prefix.count)), pid > 0,
+            pid != ProcessInfo.processInfo.processIdentifier
+        else { return false }
+        return kill(pid, 0) == -1 && errno == ESRCH
+    }
+}
+
+/// What `refresh --json` prints for several feeds.
+struct FeedsRefreshJSON: Encodable {
+    struct FeedResult: Encodable {
+        var source: String
+        var inserted: Int?
+        var updated: Int?
+        var unchanged: Int?
+        var total: Int?
+        var skipped: Int?
+        /// Features that repeated an id given earlier in the feed, and those ids.
+        var duplicates: Int?
+        var duplicateIDs: [String]?
+        var warnings: [String]?
+        /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
+        var deleted: Int?
+        var removedDeleted: Int?
+        var importedBeforeResume: Bool?
+        var error: String?
+    }
+    var database: String
+    /// Whether the refresh finished one that was interrupted.
+    var resumed: Bool
+    /// Whether the refresh joined another refresh of the same feeds that was running.
+    var joined: Bool
+    var feeds: [FeedResult]
+}
+
+extension EarthquakesCLI {
+    /// One line per unfinished refresh of several feeds in the job store beside `database` (interrupted,
+    /// or running now): its feeds, how many are imported, and that `refresh --resume` finishes it. Empty
+    /// when there is no job store or it cannot be read (`status` goes on without it).
+    func unfinishedRefreshes(database: String) async -> [String] {
+        let path = FeedRefresh.jobStorePath(forDatabase: database)
+        guard FileManager.default.fileExists(atPath: path), let jobs = try? SQLiteJobStore(path: path) else {
+            return []
+        }
+        defer { closeAtEnd(jobs.close) }
+        guard let runs = try? await jobs.unfinishedRuns(named: FeedRefresh.runName) else { return [] }
+        var lines: [String] = []
+        for run in runs {
+            guard let key = run.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:)),
+                let snapshot = try? await jobs.snapshot(of: run.id)
+            else { continue }
+            let imported = snapshot.jobs.filter { $0.kind == ImportFeed.kind && $0.state == .succeeded }.count
+            let running = snapshot.jobs.contains { $0.leaseOwner.map { !FeedRefresh.isGone($0) } ?? false }
+            let feeds = key.feeds.map(Self.feedName).joined(separator: ", ")
+            let what = running ? "running now" : "interrupted"
+            lines.append(
+                "Unfinished refresh of \(feeds) (\(what), started \(RelativeTime.ago(run.created, now: now()))): "
+                    + "\(imported) of \(Self.counted(key.feeds.count, "feed")) imported; "
+                    + "`earthquakes refresh --resume` finishes it")
+        }
+        return lines
+    }
+}

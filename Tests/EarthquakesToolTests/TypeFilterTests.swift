@@ -1,0 +1,54 @@
+import EarthquakesKit
+import Foundation
+import Testing
+
+/// Issue 31, defect 10: `list --type quary` said "No earthquakes match" (exit 0) instead of naming the
+/// types there are; older feeds' `quarry_blast` and `quarry` were not matched by `--type "quarry blast"`.
+@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+struct TypeFilterTests {
+    static func quake(_ id: String, _ type: String?, _ seconds: Double) -> Earthquake {
+        Earthquake(
+            id: id, latitude: 34, longitude: -118, depth: 0, magnitude: 1.5, place: "near a quarry",
+            time: Date(timeIntervalSince1970: 1_700_000_000 + seconds), type: type)
+    }
+
+    static let quakes = [
+        quake("new", "quarry blast", 4), quake("old", "quarry_blast", 3), quake("older", "quarry", 2),
+        quake("x", "explosion", 1), quake("e", "earthquake", 0), quake("u", nil, -1),
+    ]
+
+    @Test func anUnknownTypeIsRefusedWithTheTypesThereAre() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        try EarthquakeStore(path: database).importFeed(Self.quakes)
+
+        let typo = try await EarthquakesBinaryTests.run(["list", "--type", "quary", "--database", database])
+        #expect(typo.status == 64)
+        #expect(typo.stdout.isEmpty)
+        #expect(
+            typo.stderr.hasPrefix(
+                "Error: --type \"quary\": no stored event has this type; the types stored are: quarry blast (3), "
+                    + "earthquake (2), explosion (1)\n"), "\(typo.stderr)")
+        let close = try await EarthquakesBinaryTests.run([
+            "list", "--exclude-type", "explosoin", "--database", database,
+        ])
+        #expect(close.status == 64)
+        #expect(close.stderr.contains("did you mean \"explosion\"?"), "\(close.stderr)")
+
+        // Every spelling of a quarry blast, old and new, is one type.
+        let blasts = try await EarthquakesBinaryTests.run([
+            "list", "--type", "quarry blast", "--csv", "--database", database,
+        ])
+        #expect(blasts.status == 0, "\(blasts.stderr)")
+        #expect(
+            blasts.stdout.split(separator: "\n").dropFirst().map { $0.prefix { $0 != "," } } == ["new", "old", "older"])
+        #expect(blasts.stdout.split(separator: "\n").dropFirst().allSatisfy { $0.contains(",quarry blast,") })
+        let underscore = try await EarthquakesBinaryTests.run([
+            "list", "--type", "quarry_blast", "--database", database,
+        ])
+        #expect(underscore.stdout.split(separator: "\n").count == 4)
+        let status = try await EarthquakesBinaryTests.run(["status", "--database", database])
+        #expect(status.stdout.contains("6 events (3 quarry blasts, 2 earthquakes, 1 explosion)"), "\(status.stdout)")
+    }
+}
