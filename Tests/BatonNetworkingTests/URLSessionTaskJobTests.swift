@@ -121,9 +121,8 @@ import FoundationNetworking
     }
 }
 
-/// A port on 127.0.0.1 where nothing listens: the port of a server that was shut down.
+/// A port on 127.0.0.1 where nothing listens (see `closedLoopbackPort()`: a port a server was shut down
+/// on could be taken again, or connect to itself, while the whole suite runs).
 func closedPort() async throws -> Int {
-    let server = try await TestHTTPServer.start { _ in .status(200) }
-    await server.shutdown()
-    return server.port
+    closedLoopbackPort()
 }

@@ -177,11 +177,7 @@ struct PostgresConnectionTests {
         "an address where no server listens fails within the connect timeout, not the reconnect deadline, saying where it tried"
     )
     func noServer() async throws {
-        // A port nothing listens on: bound and closed again.
-        let socket = try await ServerBootstrap(group: MultiThreadedEventLoopGroup.singleton)
-            .bind(host: "127.0.0.1", port: 0).get()
-        let port = try #require(socket.localAddress?.port)
-        try await socket.close()
+        let port = closedLoopbackPort()  // nothing listens there
         var configuration = try PostgresStoreConfiguration(
             url: "postgres://baton@127.0.0.1:\(port)/baton", schema: "t_no_server", environment: [:])
         configuration.connectTimeout = .seconds(2)

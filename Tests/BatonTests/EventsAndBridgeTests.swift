@@ -27,7 +27,10 @@ import Testing
     }
 }
 
-@Suite(.timeLimit(.minutes(1))) struct FoundationBridgeTests {
+/// Off Swift concurrency's pool (`.offThePool`): some of these wait synchronously for a Foundation
+/// queue whose operation waits synchronously for a Baton job, and each wait holds a thread; on the
+/// pool (one thread per core) the job itself then had none to run on until Dispatch added one.
+@Suite(.timeLimit(.minutes(1)), .offThePool) struct FoundationBridgeTests {
     @Test func aBlockOperationCanBeADependencyOfAJob() async {
         let order = Recorder<String>()
         let operation = BlockOperation { order.record("operation") }

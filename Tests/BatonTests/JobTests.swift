@@ -66,7 +66,7 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(second.outcomeIfDecided?.isSucceeded == true)
     }
 
-    @Test func startByHandRefusesQueuedStartedOrFinishedJobs() throws {
+    @Test func startByHandRefusesQueuedStartedOrFinishedJobs() async throws {
         let done = BlockJob {}
         try done.start()
         #expect(throws: JobError.self) { try done.start() }
@@ -78,7 +78,7 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(error?.code == .notStartable)
         #expect(error?.message.contains("queue") == true)
         queue.isSuspended = false
-        queue.waitUntilAllJobsAreFinished()
+        await queue.waitUntilAllJobsAreFinished()
     }
 
     @Test func startByHandOfACancelledJobFinishesCancelledWithoutRunning() throws {

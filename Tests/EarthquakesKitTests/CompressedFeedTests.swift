@@ -1,10 +1,11 @@
+import BatonTesting
 import Foundation
 import Testing
 
 @testable import EarthquakesKit
 
 /// A compressed file given as the feed is named as one, with what to do.
-@Suite("Compressed input")
+@Suite("Compressed input", .offThePool)
 struct CompressedFeedTests {
     @Test("a gzip or ZIP file is called compressed, not malformed JSON at byte 0")
     func compressedInputIsNamed() throws {

@@ -1,3 +1,4 @@
+import BatonTesting
 import Foundation
 import Testing
 
@@ -5,7 +6,7 @@ import Testing
 
 /// Valid JSON nested deeper than `JSONDecoder` reads (a feature that is an array 100,000 deep) is named
 /// with where and why, rather than "The given data was not valid JSON" with no position.
-@Suite("Deep nesting")
+@Suite("Deep nesting", .offThePool)
 struct DeepNestingTests {
     @Test("a feed nested too deeply is named, with the position")
     func tooDeepIsNamed() throws {

@@ -1,9 +1,10 @@
+import BatonTesting
 import EarthquakesKit
 import EarthquakesTestData
 import Foundation
 import Testing
 
-@Suite("EarthquakeStore.importFeed")
+@Suite("EarthquakeStore.importFeed", .offThePool)
 struct EarthquakeStoreImportTests {
     @Test("a first import inserts everything")
     func insertsNew() throws {

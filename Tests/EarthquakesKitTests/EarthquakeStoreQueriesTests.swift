@@ -1,8 +1,9 @@
+import BatonTesting
 import EarthquakesKit
 import Foundation
 import Testing
 
-@Suite("EarthquakeStore queries")
+@Suite("EarthquakeStore queries", .offThePool)
 struct EarthquakeStoreQueriesTests {
     let store: EarthquakeStore
 

@@ -1,3 +1,4 @@
+import BatonTesting
 import Foundation
 import GRDB
 import Testing
@@ -5,7 +6,7 @@ import Testing
 @testable import EarthquakesKit
 
 /// Which copy of an event an import keeps: `updated` times and USGS deletions.
-@Suite("EarthquakeStore.importFeed: newer copies and deletions")
+@Suite("EarthquakeStore.importFeed: newer copies and deletions", .offThePool)
 struct EarthquakeStoreVersionTests {
     static func copy(_ quake: Earthquake, magnitude: Double, updated: TimeInterval?) -> Earthquake {
         var copy = quake

@@ -1,3 +1,4 @@
+import BatonTesting
 import Foundation
 import GRDB
 import Testing
@@ -8,7 +9,7 @@ import Testing
 /// so a collision would silently skip an update. It was a home-made 128-bit hash that anyone could compute
 /// (and, with work, make collide); it is now SipHash-2-4-128, a published keyed hash, with a random key per
 /// database that a feed's author does not know.
-@Suite("Feature fingerprints: a published hash, keyed per database")
+@Suite("Feature fingerprints: a published hash, keyed per database", .offThePool)
 struct FeatureFingerprintTests {
     /// SipHash-2-4-128's reference vectors (key 00…0f; message 00…(n−1)), from the reference
     /// implementation's `vectors.h`.

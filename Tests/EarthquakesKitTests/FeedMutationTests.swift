@@ -10,7 +10,7 @@ import Testing
 /// in a feed or a ``FeedError`` that says something (never a trap), and the re-import parse, which
 /// skips the features a store already holds, must give exactly what the full parse gives: the same
 /// feed, or the same error.
-@Suite("Damaged feeds: the full and the re-import parse agree, and nothing traps")
+@Suite("Damaged feeds: the full and the re-import parse agree, and nothing traps", .offThePool)
 struct FeedMutationTests {
     /// Characters that change a JSON document's structure or a number's meaning.
     static let significant = Array(#"{}[],:"\-+0123456789.eEnulltrue "#.utf8) + [0x00, 0x0A, 0xC3, 0xFF]

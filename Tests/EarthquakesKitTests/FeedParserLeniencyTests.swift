@@ -1,8 +1,9 @@
+import BatonTesting
 import EarthquakesKit
 import Foundation
 import Testing
 
-@Suite("FeedParser: one bad feature does not reject the feed")
+@Suite("FeedParser: one bad feature does not reject the feed", .offThePool)
 struct FeedParserLeniencyTests {
     static let good1 =
         #"{"type":"Feature","properties":{"mag":4,"time":1700000000000,"type":"earthquake"},"geometry":{"type":"Point","coordinates":[139.7,35.7,10]},"id":"good1"}"#

@@ -1,9 +1,10 @@
+import BatonTesting
 import EarthquakesKit
 import EarthquakesTestData
 import Foundation
 import Testing
 
-@Suite("FeedParser")
+@Suite("FeedParser", .offThePool)
 struct FeedParserTests {
     let parser = FeedParser()
 

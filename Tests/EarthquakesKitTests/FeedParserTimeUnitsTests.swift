@@ -1,9 +1,10 @@
+import BatonTesting
 import Foundation
 import Testing
 
 @testable import EarthquakesKit
 
-@Suite("FeedParser time units")
+@Suite("FeedParser time units", .offThePool)
 struct FeedParserTimeUnitsTests {
     typealias Unit = FeedParser.TimeUnit
 

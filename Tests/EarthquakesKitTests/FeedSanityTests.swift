@@ -1,9 +1,10 @@
+import BatonTesting
 import EarthquakesKit
 import Foundation
 import Testing
 
 /// Impossible values and the wording of errors, as an adversarial probe found them.
-@Suite("FeedParser: impossible values and error wording")
+@Suite("FeedParser: impossible values and error wording", .offThePool)
 struct FeedSanityTests {
     static func feed(_ features: [String]) -> Data {
         Data(#"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#.utf8)

@@ -1,3 +1,4 @@
+import BatonTesting
 import EarthquakesTestData
 import Foundation
 import Testing
@@ -5,7 +6,7 @@ import Testing
 @testable import EarthquakesKit
 
 /// The byte-level scanner reads exactly what `JSONDecoder` reads, and gives way to it for anything else.
-@Suite("FeedScanner")
+@Suite("FeedScanner", .offThePool)
 struct FeedScannerTests {
     static let slow: FeedParser = {
         var parser = FeedParser()

@@ -1,8 +1,9 @@
+import BatonTesting
 import Testing
 
 @testable import EarthquakesKit
 
-@Suite("GeoJSONP")
+@Suite("GeoJSONP", .offThePool)
 struct GeoJSONPTests {
     func unwrap(_ text: String) -> (callback: String, json: String)? {
         let bytes = Array(text.utf8)

@@ -1,8 +1,9 @@
+import BatonTesting
 import Testing
 
 @testable import EarthquakesKit
 
-@Suite("JSONSyntaxChecker")
+@Suite("JSONSyntaxChecker", .offThePool)
 struct JSONSyntaxCheckerTests {
     func check(_ text: String) -> JSONSyntaxChecker.Failure? {
         Array(text.utf8).withUnsafeBufferPointer { JSONSyntaxChecker.firstError(in: $0) }

@@ -1,3 +1,4 @@
+import BatonTesting
 import Foundation
 import GRDB
 import Testing
@@ -6,7 +7,7 @@ import Testing
 
 /// A re-import leaves undecoded the features whose exact bytes the store already holds (their fingerprint),
 /// and the result is exactly that of parsing and importing everything.
-@Suite("Re-import: features the store holds are not decoded")
+@Suite("Re-import: features the store holds are not decoded", .offThePool)
 struct ReimportSkipTests {
     /// A feature as the USGS writes it, with the values a test varies.
     static func feature(

@@ -1,8 +1,9 @@
+import BatonTesting
 import EarthquakesKit
 import Foundation
 import Testing
 
-@Suite("SampleFeed")
+@Suite("SampleFeed", .offThePool)
 struct SampleFeedTests {
     @Test("parses: 40 events, newest first, within the week before the reference date")
     func parses() throws {

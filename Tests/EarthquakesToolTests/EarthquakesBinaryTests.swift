@@ -32,8 +32,9 @@ import Darwin
 
     /// Runs the executable to its end on a thread of its own (`offThePool`), so the wait never holds one
     /// of the few threads of Swift concurrency's pool that the other tests run on; at most as many
-    /// processes at once as twice the cores (`processes`): one per test at once would make every
-    /// one of them slow enough to miss its time limit.
+    /// processes at once as there are cores (`processes`): one per test at once would make every
+    /// one of them slow enough to miss its time limit, and twice the cores left the rest of the suite,
+    /// running beside them, too little of the machine.
     static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
         try await processes.run { try await offThePool { try runBlocking(arguments, environment: environment) } }
     }
@@ -55,7 +56,7 @@ import Darwin
         }
     }
 
-    static let processes = AsyncLimit(2 * ProcessInfo.processInfo.activeProcessorCount)
+    static let processes = AsyncLimit(ProcessInfo.processInfo.activeProcessorCount)
 
     /// Waits for a process on a thread of its own (see ``run(_:environment:)``).
     static func waitOffThePool(_ process: Process) async {

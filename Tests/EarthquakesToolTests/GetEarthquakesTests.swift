@@ -125,14 +125,14 @@ import Testing
     }
 
     @Test func anUnreachableServerFailsFastWithoutDownloading() async throws {
-        let server = try await TestHTTPServer.start { _ in .status(200) }
-        await server.shutdown()  // nothing listens on its port now
+        let port = closedLoopbackPort()  // nothing listens there
         let store = try EarthquakeStore.inMemory()
-        let get = GetEarthquakes(source: .url(server.url("/feed")), store: store, timeout: .seconds(10))
+        let url = URL(string: "http://127.0.0.1:\(port)/feed")!
+        let get = GetEarthquakes(source: .url(url), store: store, timeout: .seconds(10))
         let error = try await #require(throws: NetworkError.self) { try await get.run() }
 
         #expect(error.code == .unreachable)
-        #expect(error.description.contains("cannot reach 127.0.0.1 port \(server.port)"))
+        #expect(error.description.contains("cannot reach 127.0.0.1 port \(port)"))
         #expect(get.jobs.dropFirst().allSatisfy { $0.outcomeIfDecided?.isCancelled == true })  // nothing else ran
     }
 

@@ -39,7 +39,9 @@ if arguments.first == "bench-worker" {
         let gate = value("--gate", in: arguments), let index = Int(value("--index", in: arguments) ?? "")
     else {
         FileHandle.standardError.write(
-            Data("usage: baton-postgres-chaos bench-worker --url U --schema S --run R --slots N --gate DIR --index I\n".utf8))
+            Data(
+                "usage: baton-postgres-chaos bench-worker --url U --schema S --run R --slots N --gate DIR --index I\n"
+                    .utf8))
         exit(2)
     }
     try await BenchWorkerProcess(url: url, schema: schema, run: run, slots: slots, gate: gate, index: index).main()
