@@ -3,6 +3,15 @@ public import Foundation
 import PostgresNIO
 
 extension PostgresJobStore {
+    /// The policy stored as `text` (a damaged one reads as none, as a completion treats it: the job is
+    /// not retried), decoded once per text.
+    static func policy(_ text: String, cache: inout [String: RetryPolicy]) -> RetryPolicy {
+        if let known = cache[text] { return known }
+        let policy = RetryPolicy.stored(text) ?? .never
+        cache[text] = policy
+        return policy
+    }
+
     /// The run as the server sees it, with the server's "now" (its clock decides leases and retries).
     public func snapshot(of run: DurableRunID) async throws -> RunSnapshot {
         let logger = logger
@@ -42,7 +51,9 @@ extension PostgresJobStore {
             ).decode((Int64, String, Int).self) {
                 categories[job, default: []].append(DurableCategory(name: category, limit: limit))
             }
-            let decoder = JSONDecoder()
+            // Each distinct policy text is decoded once: a run's jobs mostly share one, and decoding it for
+            // each of 20,000 jobs was most of the time of a large run's snapshot.
+            var policies: [String: RetryPolicy] = [:]
             var jobs: [JobRecord] = []
             for row in try await connection.query(
                 """
@@ -62,9 +73,7 @@ extension PostgresJobStore {
                         kind: try c["kind"].decode(String.self),
                         state: DurableJobState(rawValue: try c["state"].decode(String.self)) ?? .failed,
                         attempts: try c["attempts"].decode(Int.self),
-                        // A damaged policy reads as none, as a completion treats it (the job is not retried).
-                        retry: (try? decoder.decode(
-                            RetryPolicy.self, from: Data(try c["retry"].decode(String.self).utf8))) ?? .never,
+                        retry: Self.policy(try c["retry"].decode(String.self), cache: &policies),
                         priority: try c["priority"].decode(Int.self),
                         timeout: try c["timeout"].decode(Double?.self).map { Duration.seconds($0) },
                         categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],

@@ -18,37 +18,18 @@ extension PostgresJobStore {
     /// makes the store send the statement again; the run inserted the first time has this
     /// submission, so the second insert does nothing and the first run is returned — never a
     /// second copy of the graph, with or without a unique key.
-    ///
-    /// `general`: store the graph with the statement for any graph even when it has no dependencies,
-    /// categories or inputs taken from other jobs (the tests compare the two statements' rows).
-    func submit(
-        _ graph: GraphSpec, uniqueKey: String?, submission: String, general: Bool = false
-    ) async throws -> SubmittedRun {
+    func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
         try graph.validate()
         try StoredText.checkUniqueKey(uniqueKey)
         let jobs = graph.jobs
-        // Encoded once per distinct policy: a graph's jobs mostly share one, and so do a program's graphs
-        // (encoding one took 0.05 ms, a tenth of a one-job submission's time before its insert).
-        var encodedRetries = retryTexts.withLock { $0 }
-        var encoder: JSONEncoder?
-        var learned = false
+        // Encoded once per distinct policy: a graph's jobs mostly share one.
+        let encoder = JSONEncoder()
+        var encodedRetries: [RetryPolicy: String] = [:]
         let retries = try jobs.map { job in
             if let text = encodedRetries[job.retry] { return text }
-            let coder = encoder ?? JSONEncoder()
-            encoder = coder
-            let text = String(decoding: try coder.encode(job.retry), as: UTF8.self)
+            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
             encodedRetries[job.retry] = text
-            learned = true
             return text
-        }
-        if learned {
-            // A program uses a handful of policies; one that makes new ones per graph starts the cache over.
-            let dropped = retryTexts.withLock { cache in
-                let old = cache
-                cache = encodedRetries.count <= 64 ? encodedRetries : [:]
-                return old
-            }
-            _ = dropped  // released outside the lock
         }
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let channel = channel
@@ -85,11 +66,6 @@ extension PostgresJobStore {
                 categoryLimit.append(Int32(category.limit))
             }
         }
-        // Independent jobs (no dependency, category or input from another job) are stored by a lighter
-        // statement: no job identities drawn ahead, no edges or categories to insert (0.1 ms less of the
-        // server's time for a one-job graph, a third of its insert).
-        let independent =
-            !general && !jobs.isEmpty && edgeFrom.isEmpty && categoryJob.isEmpty && inputFrom.allSatisfy { $0 < 0 }
         let names = jobs.map(\.name)
         let kinds = jobs.map(\.kind)
         let indexes = (0..<jobs.count).map { Int32($0) }
@@ -113,31 +89,27 @@ extension PostgresJobStore {
         bindings.append(kinds)
         bindings.append(inputs)
         bindings.append(hasInput)
-        if !independent {
-            bindings.append(inputFrom)
-            bindings.append(remaining)
-        }
+        bindings.append(inputFrom)
+        bindings.append(remaining)
         bindings.append(maxAttempts)
         bindings.append(retries)
         bindings.append(priorities)
         bindings.append(timeouts)
-        if !independent { bindings.append(hasCategories) }
+        bindings.append(hasCategories)
         bindings.append(notBefore)
-        if !independent {
-            bindings.append(edgeFrom)
-            bindings.append(edgeTo)
-            bindings.append(edgeRegardless)
-            bindings.append(categoryJob)
-            bindings.append(categoryName)
-            bindings.append(categoryLimit)
-        }
+        bindings.append(edgeFrom)
+        bindings.append(edgeTo)
+        bindings.append(edgeRegardless)
+        bindings.append(categoryJob)
+        bindings.append(categoryName)
+        bindings.append(categoryLimit)
         bindings.append(channel)
-        let insert = SubmitStatement(independent: independent, bindings: bindings)
+        let insert = Prepared<SubmitGraph>(bindings: bindings)
         let logger = logger
         let row = try await retrying("submit") { [submitClient, faults] in
             let rows = try await submitClient.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
-                    let rows = try await insert.execute(on: connection, logger: logger)
+                    let rows = try await connection.rows(of: insert, logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return rows
                 }
@@ -183,54 +155,12 @@ extension PostgresJobStore {
         }
     }
 
-    /// The inserting statement of a submission: ``SubmitIndependent`` when the graph's jobs are
-    /// independent, ``SubmitGraph`` otherwise.
-    struct SubmitStatement: Sendable {
-        let independent: Bool
-        let bindings: PostgresBindings
-
-        func execute(on connection: PostgresConnection, logger: Logger) async throws -> [PostgresRow] {
-            independent
-                ? try await connection.rows(of: Prepared<SubmitIndependent>(bindings: bindings), logger: logger)
-                : try await connection.rows(of: Prepared<SubmitGraph>(bindings: bindings), logger: logger)
-        }
-    }
-
-    /// The inserting statement of a graph of independent jobs — no dependency, no category, no input
-    /// from another job: ``SubmitGraph`` without the identities drawn ahead (the insert draws them, in
-    /// job order) and without edges and categories. Its rows must be those ``SubmitGraph`` writes for
-    /// the same graph (``PostgresIntegrityTests`` compares them). Values: $1 name, $2 unique key, $3 now
-    /// (NULL: the server's clock), $4 job count, $5 whether the run is finished (no jobs), $6 trace
-    /// context, $7 submission, $8 indexes, $9 names, $10 kinds, $11 inputs, $12 has input, $13 maximum
-    /// attempts, $14 retry policies, $15 priorities, $16 timeouts, $17 not before, $18 channel.
-    enum SubmitIndependent: PreparedText {
-        static let name = "baton_submit_independent_v4"
-        static let sql = """
-            WITH now AS MATERIALIZED (
-                SELECT coalesce($3::float8, extract(epoch FROM now())::float8) AS t
-            ), new_run AS (
-                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
-                SELECT $1, $2, now.t, $4, CASE WHEN $5::bool THEN now.t END, $6, $7 FROM now
-                ON CONFLICT DO NOTHING RETURNING id
-            ), inserted AS (
-                INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
-                    timeout, has_categories, not_before)
-                SELECT new_run.id, t.idx, t.name, t.kind, 'ready', CASE WHEN t.has_input THEN t.input END, 0,
-                    t.max_attempts, t.retry, t.priority, NULLIF(t.timeout, -1), false, t.not_before
-                FROM new_run, unnest($8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
-                    AS t(idx, name, kind, input, has_input, max_attempts, retry, priority, timeout, not_before)
-                ORDER BY t.idx
-                RETURNING id, idx
-            ), woken AS (
-                SELECT pg_notify($18, '') FROM new_run WHERE $4 > 0
-            )
-            SELECT new_run.id, (SELECT count(*) FROM woken) AS done,
-                (SELECT array_agg(id ORDER BY idx) FROM inserted) AS jobs
-            FROM new_run
-            """
-    }
-
-    /// The inserting statement of a submission; its values are listed where it is run.
+    /// The inserting statement of a submission (the run, its jobs with identities drawn in job order,
+    /// their edges and categories, the wake-up). Values: $1 name, $2 unique key, $3 now (NULL: the
+    /// server's clock), $4 job count, $5 whether the run is finished (no jobs), $6 trace context,
+    /// $7 submission, $8 indexes, $9 names, $10 kinds, $11 inputs, $12 has input, $13 input from,
+    /// $14 remaining, $15 maximum attempts, $16 retry policies, $17 priorities, $18 timeouts, $19 has
+    /// categories, $20 not before, $21–$23 edges, $24–$26 categories, $27 channel.
     enum SubmitGraph: PreparedText {
         static let name = "baton_submit_v5"
         static let sql = """

@@ -67,8 +67,6 @@ public final class PostgresJobStore: JobStore, Service {
     let channel: String
     /// Faults the tests arm (``PostgresFaults``).
     let faults = PostgresFaults()
-    /// Retry policies as submissions store them (JSON), by policy; see ``submit(_:uniqueKey:submission:)``.
-    let retryTexts = Protected<[RetryPolicy: String]>([:])
     /// Made, opening, open, or closed (see ``run()`` and ``close()``).
     let lifecycle = Protected(PostgresStoreLifecycle())
     let listener: PostgresListener

@@ -118,11 +118,23 @@ final class JobLoggerSource: Sendable {
 /// ISO 8601 text (whole seconds) that earlier versions wrote.
 public enum DurableCoding {
     public static func encode<Value: Encodable>(_ value: Value) throws -> Data {
+        try encoder.encode(value)
+    }
+
+    /// One encoder and one decoder for every job (their settings never change after this; both types
+    /// may be used from any thread), rather than one made and configured for every input and output.
+    private static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys]
         encoder.dateEncodingStrategy = .deferredToDate
-        return try encoder.encode(value)
-    }
+        return encoder
+    }()
+
+    private static let decoder: JSONDecoder = {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .custom(decodeDate)
+        return decoder
+    }()
 
     /// Reads a date as ``encode(_:)`` writes it, or as ISO 8601 text.
     static func decodeDate(_ decoder: any Decoder) throws -> Date {
@@ -142,8 +154,6 @@ public enum DurableCoding {
     public static func decode<Value: Decodable>(
         _ type: Value.Type, from data: Data, what: String, job: String, kind: String
     ) throws(DurableError) -> Value {
-        let decoder = JSONDecoder()
-        decoder.dateDecodingStrategy = .custom(decodeDate)
         do {
             return try decoder.decode(type, from: data)
         } catch {
