@@ -21,6 +21,10 @@ let package = Package(
         .executable(name: "earthquakes", targets: ["earthquakes"]),
         // Durable job graphs on PostgreSQL: its own product so that users of the core never build postgres-nio.
         .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
+        // The PostgreSQL store's chaos harness and benchmark (`bench`), to run against a server of your own.
+        // A product also so that the benchmark package builds it with its own release build (CI compiles
+        // the server stack once in release, not twice).
+        .executable(name: "baton-postgres-chaos", targets: ["baton-postgres-chaos"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
@@ -128,7 +132,7 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
-        // The chaos test of BatonPostgres: worker processes killed at random, a server restart. Not a product.
+        // The chaos test of BatonPostgres: worker processes killed at random, a server restart; and its benchmark.
         .executableTarget(
             name: "baton-postgres-chaos",
             dependencies: [

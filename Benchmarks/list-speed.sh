@@ -27,8 +27,9 @@ if ! command -v sqlite3 > /dev/null; then
     exit 0
 fi
 
-swift build -c release --product earthquakes 2>&1 | grep -E "error|warning: " || true
-tool="$(swift build -c release --show-bin-path)/earthquakes"
+# Built by the benchmark package (the tool is a product of Baton's), beside the benchmarks' release build.
+swift build -c release --package-path Benchmarks --product earthquakes 2>&1 | grep -E "error|warning: " || true
+tool="$(swift build -c release --package-path Benchmarks --show-bin-path)/earthquakes"
 work=$(mktemp -d "${TMPDIR:-/tmp}/list-speed.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 db="$work/quakes.sqlite"
@@ -41,10 +42,25 @@ for feed in ../shared/data/usgs/*.geojson; do
     seeded=1
 done
 if [ "$seeded" = 0 ]; then
-    BATON_EARTHQUAKES_DATABASE="$db" "$tool" > /dev/null
-    # Copied by SQLite, not moved: the file alone can lack rows still in its write-ahead log (the tool
-    # sometimes exits before its database is closed: about 1 run in 30 left a -wal file here).
-    sqlite3 "$work/earthquakes-sample.sqlite" "VACUUM INTO '$db'"
+    # Without the recorded feeds: a feed of 200 made-up events, written here and imported by the tool.
+    feed="$work/seed.geojson"
+    {
+        printf '{"type":"FeatureCollection","metadata":{"generated":1764000000000,"count":200,"title":"list-speed seed"},"features":['
+        for i in $(seq 0 199); do
+            [ "$i" -gt 0 ] && printf ','
+            printf '{"type":"Feature","id":"seed%d","properties":{"mag":%d.%d,"place":"%d km NNW of Seed Town, CA","time":%d,' \
+                "$i" $((i % 7)) $((i % 10)) $((i % 90 + 1)) $((1764000000000 - i * 3600000))
+            printf '"updated":%d,"tz":null,"url":"https://example.invalid/seed%d","felt":null,"cdi":null,"mmi":null,' \
+                $((1764000000000 - i * 3600000)) "$i"
+            printf '"alert":null,"status":"reviewed","tsunami":0,"sig":%d,"net":"ci","code":"seed%d","magType":"ml",' \
+                $((i * 3)) "$i"
+            printf '"type":"earthquake","title":"M %d.%d - %d km NNW of Seed Town, CA"},' $((i % 7)) $((i % 10)) $((i % 90 + 1))
+            printf '"geometry":{"type":"Point","coordinates":[%d.%02d,%d.%02d,%d.5]}}' \
+                $((-170 + i % 340)) $((i % 100)) $((-60 + i % 120)) $((i * 7 % 100)) $((i % 30))
+        done
+        printf ']}'
+    } > "$feed"
+    "$tool" refresh --feed "$feed" --database "$db" > /dev/null
 fi
 seed=$(sqlite3 "$db" "SELECT COUNT(*) FROM earthquake")
 copies=$(( (rows + seed - 1) / seed - 1 ))
