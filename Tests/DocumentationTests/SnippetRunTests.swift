@@ -1,8 +1,16 @@
+import Baton
 import BatonDurable
 import Foundation
 import Testing
 
 // Snippets that run, beside their compiled copies in Snippets/.
+
+@Test("the README's first example runs: both jobs succeed", .timeLimit(.minutes(1)))
+func readmeFirstExampleRuns() async {
+    let (download, outcome) = await readmeFirstExample()
+    #expect(outcome.isSucceeded)
+    #expect(download.outcomeIfDecided?.isSucceeded == true)
+}
 
 @Test("the durable example's graph runs to the end")
 func durableExampleRuns() async throws {

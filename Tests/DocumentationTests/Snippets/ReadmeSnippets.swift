@@ -1,12 +1,12 @@
-// The README's blocks (its first example is also run by Tests/BatonTests/ReadmeExampleTests.swift).
+// The README's blocks (SnippetRunTests runs the first example).
 
 // snippet: first-example
 import Baton
 
 // end snippet
 
-/// The README's first example (Tests/BatonTests/ReadmeExampleTests.swift runs it).
-func readmeFirstExample() async {
+/// The README's first example (SnippetRunTests runs it): the download job and the parse job's outcome.
+func readmeFirstExample() async -> (download: BlockJob, outcome: JobOutcome) {
     // snippet: first-example
     let queue = JobQueue(name: "import", maxConcurrentJobs: 4)
     let download = BlockJob(name: "download") { print("downloading") }
@@ -20,5 +20,5 @@ func readmeFirstExample() async {
     let outcome = await parse.outcome  // async callers; synchronous ones use waitUntilFinished()
     print(outcome)  // "succeeded"
     // end snippet
-    _ = outcome
+    return (download, outcome)
 }
