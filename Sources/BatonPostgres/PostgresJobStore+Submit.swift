@@ -2,7 +2,7 @@ public import BatonDurable
 import Foundation
 import Logging
 import NIOCore
-import PostgresNIO
+public import PostgresNIO
 
 extension PostgresJobStore {
     /// Stores the graph in one transaction, committed synchronously: an answer means a durable run.
@@ -19,6 +19,104 @@ extension PostgresJobStore {
     /// submission, so the second insert does nothing and the first run is returned — never a
     /// second copy of the graph, with or without a unique key.
     func submit(_ graph: GraphSpec, uniqueKey: String?, submission: String) async throws -> SubmittedRun {
+        let bindings = try submitBindings(graph, uniqueKey: uniqueKey, submission: submission)
+        let insert = Prepared<SubmitGraph>(bindings: bindings)
+        let logger = logger
+        let row = try await retrying("submit") { [submitClient, faults] in
+            let rows = try await submitClient.withConnection { connection in
+                try await Self.discardingIfReadOnly(connection) {
+                    let rows = try await connection.rows(of: insert, logger: logger)
+                    try await Self.confirmCommitted(on: connection, logger: logger)
+                    return rows
+                }
+            }
+            try faults.afterCommit("submit")
+            return rows.first
+        }
+        let submitted: SubmittedRun
+        if let row {
+            let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+            submitted = SubmittedRun(
+                run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
+        } else {
+            // A run with the unique key exists, or this submission's own first try committed.
+            submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
+        }
+        if !submitted.existing && graph.jobs.count >= Self.analyzedSubmission { await refreshStatistics() }
+        return submitted
+    }
+
+    /// Stores a whole graph in the caller's own transaction on `connection`: the run exists if and only
+    /// if that transaction commits, and no worker sees it (or is woken: `NOTIFY` is delivered at commit)
+    /// before then.
+    ///
+    /// ```swift
+    /// try await connection.query("BEGIN")
+    /// try await connection.query("INSERT INTO orders (id, total) VALUES (7, 12)")
+    /// let run = try await store.submit(shipOrder(7), uniqueKey: "ship-7", on: connection)
+    /// try await connection.query("COMMIT")
+    /// ```
+    ///
+    /// `connection` is the application's own, to the store's database; its search path does not matter
+    /// (the statement names the store's schema) and is left as it was. Outside `BEGIN`/`COMMIT` the graph
+    /// is committed at once, as by ``submit(_:uniqueKey:)``. Unlike that call, this one is not retried:
+    /// a connection that fails fails the caller's transaction, which the caller retries as a whole.
+    /// A `uniqueKey` behaves as in ``submit(_:uniqueKey:)``; while another transaction holds an
+    /// uncommitted run with the same key, this call waits for it to end (PostgreSQL's unique index).
+    ///
+    /// - Throws: ``DurableError``: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle``
+    ///   before sending anything, ``DurableError/Code/misuse`` when the connection's database has no
+    ///   store in ``PostgresStoreConfiguration/schema``; PostgresNIO's errors as they happen (the caller's
+    ///   transaction is then aborted and must be rolled back).
+    public func submit(
+        _ graph: GraphSpec, uniqueKey: String?, on connection: PostgresConnection
+    ) async throws -> SubmittedRun {
+        let bindings = try submitBindings(graph, uniqueKey: uniqueKey, submission: UUID().uuidString)
+        let schema = configuration.schema
+        let logger = logger
+        do {
+            let rows = try await connection.query(
+                PostgresQuery(unsafeSQL: SubmitGraph.qualified(schema: schema), binds: bindings), logger: logger
+            ).collect()
+            if let row = rows.first {
+                let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
+                return SubmittedRun(run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
+            }
+            // The unique key is held: by a committed run, or one written earlier in this transaction.
+            let table = "\"\(schema)\""
+            let found = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        SELECT r.id, array(SELECT j.id FROM \(table).jobs j WHERE j.run = r.id ORDER BY j.idx)
+                        FROM \(table).runs r WHERE r.unique_key = $1
+                        """,
+                    binds: {
+                        var b = PostgresBindings(); b.append(uniqueKey); return b
+                    }()),
+                logger: logger
+            ).collect()
+            guard let first = found.first else {
+                throw DurableError(
+                    code: .storeFailure,
+                    message:
+                        "the run with unique key '\(uniqueKey ?? "")' was deleted while graph '\(graph.name)' was submitted; submit again"
+                )
+            }
+            let (run, ids) = try first.decode((Int64, [Int64]).self)
+            return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: true)
+        } catch let error as PSQLError where ["42P01", "3F000"].contains(error.serverInfo?[.sqlState]) {
+            throw DurableError(
+                code: .misuse,
+                message:
+                    "the connection given to submit(_:uniqueKey:on:) reaches a database without this job store's tables in schema '\(schema)' (\(PostgresFailure.describe(error))). Use a connection to the store's database, opened after the store created its tables.",
+                underlying: error)
+        }
+    }
+
+    /// Validates `graph` and binds the values of ``SubmitGraph``.
+    private func submitBindings(
+        _ graph: GraphSpec, uniqueKey: String?, submission: String
+    ) throws -> PostgresBindings {
         try graph.validate()
         try StoredText.checkUniqueKey(uniqueKey)
         let jobs = graph.jobs
@@ -104,30 +202,7 @@ extension PostgresJobStore {
         bindings.append(categoryName)
         bindings.append(categoryLimit)
         bindings.append(channel)
-        let insert = Prepared<SubmitGraph>(bindings: bindings)
-        let logger = logger
-        let row = try await retrying("submit") { [submitClient, faults] in
-            let rows = try await submitClient.withConnection { connection in
-                try await Self.discardingIfReadOnly(connection) {
-                    let rows = try await connection.rows(of: insert, logger: logger)
-                    try await Self.confirmCommitted(on: connection, logger: logger)
-                    return rows
-                }
-            }
-            try faults.afterCommit("submit")
-            return rows.first
-        }
-        let submitted: SubmittedRun
-        if let row {
-            let (run, _, ids) = try row.decode((Int64, Int64, [Int64]?).self)
-            submitted = SubmittedRun(
-                run: DurableRunID(run), jobs: (ids ?? []).map { DurableJobID($0) }, existing: false)
-        } else {
-            // A run with the unique key exists, or this submission's own first try committed.
-            submitted = try await existingRun(graph: graph, uniqueKey: uniqueKey, submission: submission)
-        }
-        if !submitted.existing && jobs.count >= Self.analyzedSubmission { await refreshStatistics() }
-        return submitted
+        return bindings
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.
@@ -232,5 +307,20 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }
+    }
+}
+
+extension PostgresJobStore.SubmitGraph {
+    /// ``sql`` with the store's tables named by their schema, for a connection whose search path is
+    /// the application's (a submission in the caller's transaction).
+    static func qualified(schema: String) -> String {
+        let table = "\"\(schema)\""
+        var text = sql
+        for name in ["runs", "jobs", "edges", "job_categories"] {
+            text = text.replacingOccurrences(of: "INSERT INTO \(name) ", with: "INSERT INTO \(table).\(name) ")
+        }
+        text = text.replacingOccurrences(
+            of: "pg_get_serial_sequence('jobs'", with: "pg_get_serial_sequence('\(table).jobs'")
+        return text
     }
 }

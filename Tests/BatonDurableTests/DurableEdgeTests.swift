@@ -423,3 +423,46 @@ struct DurableCodingTests {
         for text in [wrongType, notJSON, missing] { #expect(!text.contains(".."), "\(text)") }
     }
 }
+
+@Suite("DurableWorker: waits without spinning")
+struct DurableWorkerWaitTests {
+    @Test("a refused report waits for its retry without waking the worker again and again")
+    func refusedReportWaitsQuietly() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        var graph = JobGraph(name: "g")
+        let echo = graph.add(Echo.self, input: "x")
+        let run = try await store.submit(graph)
+        let refusals = Protected(0)
+        store.refuse.withLock {
+            $0 = { _ in
+                refusals.withLock { count in
+                    count += 1
+                    return count == 1
+                }
+            }
+        }
+        let stored = Gate()
+        store.finished.withLock { $0 = { _, results in if results.contains(.accepted(.succeeded)) { stored.open() } } }
+        // Before the fix the owner re-armed a timer for the report's 1 ms batching delay, already past,
+        // and woke at once until the retry: thousands of decisions within one poll interval.
+        let decisions = Protected(0)
+        var hooks = DurableWorker.Hooks()
+        hooks.decided = { decisions.withLock { $0 += 1 } }
+        let worker = try DurableWorker(
+            store: store, jobs: [Echo()],
+            configuration: .init(
+                id: "quiet", maxConcurrentJobs: 4, leaseDuration: .seconds(8), renewInterval: .seconds(2),
+                pollInterval: .seconds(1)),
+            hooks: hooks)
+        let running = Task { try await worker.run() }
+        defer { running.cancel() }
+        try await withDeadline(.seconds(30), "the report stored after one refusal") { await stored.waitAsync() }
+        #expect(refusals.withLock { $0 } >= 2)
+        #expect(try await base.record(of: run[echo]).state == .succeeded)
+        // A few dozen decisions at most: the claim, the attempt's end, the refused report, its retry.
+        #expect(decisions.withLock { $0 } < 200, "the owner decided \(decisions.withLock { $0 }) times")
+        running.cancel()
+        try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
+    }
+}

@@ -1,6 +1,9 @@
 import BatonDurable
+import BatonTesting
 import Foundation
+import GRDB
 import JobStoreConformance
+import Logging
 import Testing
 
 @Suite("SQLiteJobStore conformance")
@@ -26,4 +29,212 @@ final class TemporaryDirectory: Sendable {
     }
     func path(_ name: String) -> String { url.appendingPathComponent(name).path }
     deinit { try? FileManager.default.removeItem(at: url) }
+}
+
+@Suite("SQLiteJobStore: submissions in the application's transaction")
+struct SQLiteTransactionTests {
+    @Test("conformance", arguments: JobStoreConformance.transactionChecks)
+    func conformance(_ check: JobStoreConformance.TransactionCheck) async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        // The application's own connection to the same file, whose transactions stay open across calls.
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true
+        let application = try DatabaseQueue(path: path, configuration: configuration)
+        try await check.run(store: store) { try await SQLiteApplicationTransaction(store: store, queue: application) }
+    }
+
+    @Test("a transaction of another file is refused, naming both files")
+    func anotherFile() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("jobs.sqlite"))
+        let other = try DatabaseQueue(path: directory.path("other.sqlite"))
+        let error = try await #require(throws: DurableError.self) {
+            try await other.write { db in
+                _ = try store.submit(GraphSpec(name: "g", jobs: []), uniqueKey: nil, in: db)
+            }
+        }
+        #expect(error.code == .misuse)
+        #expect(error.message.contains("other.sqlite") && error.message.contains("jobs.sqlite"), "\(error.message)")
+        let memory = try SQLiteJobStore.inMemory()
+        let inMemory = try await #require(throws: DurableError.self) {
+            try await other.write { db in _ = try memory.submit(GraphSpec(name: "g", jobs: []), uniqueKey: nil, in: db)
+            }
+        }
+        #expect(inMemory.code == .misuse)
+        #expect(inMemory.message.contains("in memory"), "\(inMemory.message)")
+    }
+
+    @Test("the same file through a symbolic link is accepted")
+    func linkedFile() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("jobs.sqlite"))
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.path("link.sqlite"), withDestinationPath: directory.path("jobs.sqlite"))
+        let linked = try DatabaseQueue(path: directory.path("link.sqlite"))
+        let run = try await linked.write { db in
+            try store.submit(
+                GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: nil,
+                in: db)
+        }
+        #expect(try await store.record(of: run.run).name == "g")
+    }
+
+    @Test("the application's rows and the run commit together, or neither does")
+    func rowsAndRunTogether() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        let application = try DatabaseQueue(path: path)
+        try await application.write { db in try db.execute(sql: "CREATE TABLE orders (id INTEGER PRIMARY KEY)") }
+        struct Refused: Error {}
+        await #expect(throws: Refused.self) {
+            try await application.write { db in
+                try db.execute(sql: "INSERT INTO orders (id) VALUES (1)")
+                _ = try store.submit(
+                    GraphSpec(name: "ship 1", jobs: [JobSpec(name: "ship", kind: "k", input: Data("1".utf8))]),
+                    uniqueKey: "ship-1", in: db)
+                throw Refused()
+            }
+        }
+        let run = try await application.write { db -> SubmittedRun in
+            try db.execute(sql: "INSERT INTO orders (id) VALUES (2)")
+            return try store.submit(
+                GraphSpec(name: "ship 2", jobs: [JobSpec(name: "ship", kind: "k", input: Data("1".utf8))]),
+                uniqueKey: "ship-2", in: db)
+        }
+        #expect(try await application.read { db in try Int.fetchAll(db, sql: "SELECT id FROM orders") } == [2])
+        let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 10, lease: .seconds(30))
+        #expect(claimed.map(\.job) == run.jobs)
+        #expect(try await store.submit(GraphSpec(name: "again", jobs: []), uniqueKey: "ship-1").existing == false)
+    }
+}
+
+/// A transaction held open across calls on the application's own `DatabaseQueue` of the store's file.
+final class SQLiteApplicationTransaction: ApplicationTransaction {
+    let store: SQLiteJobStore
+    let queue: DatabaseQueue
+
+    init(store: SQLiteJobStore, queue: DatabaseQueue) async throws {
+        self.store = store
+        self.queue = queue
+        try await queue.writeWithoutTransaction { db in try db.beginTransaction(.immediate) }
+    }
+
+    func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        let store = store
+        return try await queue.writeWithoutTransaction { db in
+            try store.submit(graph, uniqueKey: uniqueKey, in: db)
+        }
+    }
+
+    func commit() async throws { try await queue.writeWithoutTransaction { db in try db.commit() } }
+    func rollback() async throws { try await queue.writeWithoutTransaction { db in try db.rollback() } }
+}
+
+@Suite("SQLiteJobStore: completions in one transaction with the application's writes")
+struct SQLiteCompletionTests {
+    @Test("conformance", arguments: JobStoreConformance.completionChecks)
+    func conformance(_ check: JobStoreConformance.CompletionCheck) async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("app.sqlite"))
+        try await check.run(store: store, effects: try await SQLiteEffects(store: store))
+    }
+
+    @Test("a worker's job counts each run once, in the completion's transaction")
+    func workerCountsOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        let application = try DatabaseQueue(path: path)
+        try await application.write { db in
+            try db.execute(sql: "CREATE TABLE counters (name TEXT PRIMARY KEY, count INTEGER NOT NULL)")
+        }
+        var graph = JobGraph(name: "count")
+        var handles: [JobGraph.Handle<Int>] = []
+        for index in 0..<20 { handles.append(graph.add(CountedOnce.self, input: "c\(index)", name: "c\(index)")) }
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [CountedOnce()])
+        try await withDeadline(.seconds(60), "the counting run") { try await worker.run(until: run) }
+        let counts = try await application.read { db in
+            try Row.fetchAll(db, sql: "SELECT name, count FROM counters ORDER BY name").map {
+                ($0["name"] as String, $0["count"] as Int)
+            }
+        }
+        #expect(counts.count == 20)
+        #expect(counts.allSatisfy { $0.1 == 1 }, "\(counts)")
+        for handle in handles { #expect(try await store.output(of: handle, in: run) == 1) }
+    }
+
+    @Test("a second completion, or one from a context made by hand, is refused with a clear message")
+    func misuse() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("app.sqlite"))
+        let context = DurableJobContext(
+            job: DurableJobID(1), run: DurableRunID(1), name: "by hand", attempt: 1, maxAttempts: 1, worker: "w",
+            logger: Logger(label: "test"))
+        let error = try await #require(throws: DurableError.self) {
+            _ = try await context.complete(returning: 1) { _ in }
+        }
+        #expect(error.code == .misuse && error.message.contains("by hand"), "\(error.message)")
+        var graph = JobGraph(name: "twice")
+        let twice = graph.add(CompletesTwice.self, input: "x", retry: .never)
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [CompletesTwice()])
+        try await withDeadline(.seconds(60), "the run") { try await worker.run(until: run) }
+        // The first completion stands; the second call threw, and the job's throw changes nothing.
+        #expect(try await store.record(of: run[twice]).state == .succeeded)
+        #expect(try await store.output(of: twice, in: run) == "first")
+    }
+}
+
+/// Counts its input's name in the application's `counters` table, in the completion's transaction.
+struct CountedOnce: DurableJob {
+    static let kind = "test.counted-once"
+    func run(_ name: String, context: DurableJobContext) async throws -> Int {
+        try await context.complete(returning: 1) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO counters (name, count) VALUES (?, 1)
+                    ON CONFLICT (name) DO UPDATE SET count = count + 1
+                    """, arguments: [name])
+        }
+    }
+}
+
+/// Completes, then tries again (and throws what the second call threw).
+struct CompletesTwice: DurableJob {
+    static let kind = "test.completes-twice"
+    func run(_ input: String, context: DurableJobContext) async throws -> String {
+        _ = try await context.complete(returning: "first") { _ in }
+        do {
+            return try await context.complete(returning: "second") { _ in }
+        } catch let error as DurableError where error.code == .misuse && error.message.contains("twice") {
+            throw error
+        }
+    }
+}
+
+/// The application's table `effects` in the store's file, written in the store's completion transaction.
+final class SQLiteEffects: ApplicationEffects {
+    let store: SQLiteJobStore
+    let application: DatabaseQueue
+
+    init(store: SQLiteJobStore) async throws {
+        self.store = store
+        application = try DatabaseQueue(path: try #require(store.path))
+        try await application.write { db in try db.execute(sql: "CREATE TABLE effects (row TEXT NOT NULL)") }
+    }
+
+    func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool {
+        try await store.complete(lease, output: output) { db in
+            try db.execute(sql: "INSERT INTO effects (row) VALUES (?)", arguments: [row])
+            if fail { throw EffectsRefused() }
+        }
+    }
+
+    func rows() async throws -> [String] {
+        try await application.read { db in try String.fetchAll(db, sql: "SELECT row FROM effects ORDER BY rowid") }
+    }
 }

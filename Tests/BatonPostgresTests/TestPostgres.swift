@@ -82,5 +82,7 @@ enum TestPostgres {
 
     static func drop(_ schema: String, using store: PostgresJobStore) async throws {
         try await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
+        // The application's schema of the transaction tests, when there is one.
+        try await store.client.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)_app\" CASCADE"))
     }
 }

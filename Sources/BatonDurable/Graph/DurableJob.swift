@@ -46,20 +46,23 @@ public struct DurableJobContext: Sendable {
     /// A logger with the job's identity in its metadata.
     public var logger: Logger { loggerSource.logger(job: job, name: name, attempt: attempt) }
     let loggerSource: JobLoggerSource
+    /// Where ``complete(returning:writes:)`` records the attempt: nil for a context made by hand.
+    package let completion: AttemptCompletion?
 
-    /// A context whose `logger` is `logger`, as given.
+    /// A context whose `logger` is `logger`, as given (for calling a job's `run` directly, in tests: it
+    /// belongs to no worker's attempt, so `complete(returning:writes:)` throws).
     public init(
         job: DurableJobID, run: DurableRunID, name: String, attempt: Int, maxAttempts: Int, worker: String,
         logger: Logger
     ) {
         self.init(
             job: job, run: run, name: name, attempt: attempt, maxAttempts: maxAttempts, worker: worker,
-            loggerSource: JobLoggerSource(ready: logger))
+            loggerSource: JobLoggerSource(ready: logger), completion: nil)
     }
 
     init(
         job: DurableJobID, run: DurableRunID, name: String, attempt: Int, maxAttempts: Int, worker: String,
-        loggerSource: JobLoggerSource
+        loggerSource: JobLoggerSource, completion: AttemptCompletion?
     ) {
         self.job = job
         self.run = run
@@ -68,6 +71,13 @@ public struct DurableJobContext: Sendable {
         self.maxAttempts = maxAttempts
         self.worker = worker
         self.loggerSource = loggerSource
+        self.completion = completion
+    }
+
+    /// The attempt's completion, or the error of a context made by hand.
+    package func attemptCompletion() throws -> AttemptCompletion {
+        guard let completion else { throw AttemptCompletion.noAttempt(name) }
+        return completion
     }
 }
 

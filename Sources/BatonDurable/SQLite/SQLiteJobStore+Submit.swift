@@ -1,71 +1,157 @@
 import Foundation
-import GRDB
+public import GRDB
 
 extension SQLiteJobStore {
     public func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        let insert = try prepareInsert(graph, uniqueKey: uniqueKey)
+        return try await write(wake: true) { db in try insert(db) }
+    }
+
+    /// Stores a whole graph in the caller's own transaction: the run exists if and only if that
+    /// transaction commits, and no worker sees it before then.
+    ///
+    /// ```swift
+    /// try await appDatabase.write { db in
+    ///     try Order(id: 7, total: 12).insert(db)
+    ///     try store.submit(shipOrder(7), uniqueKey: "ship-7", in: db)
+    /// }
+    /// ```
+    ///
+    /// `db` must be a connection to the store's own file (the `baton_…` tables live beside the
+    /// application's); the graph is written in a savepoint of the caller's transaction (or, outside a
+    /// transaction, in one of its own). This process's workers are woken when that transaction commits;
+    /// workers of other processes find the run at their next poll. A `uniqueKey` behaves as in
+    /// ``submit(_:uniqueKey:)``: a run holding it, committed or written earlier in the same transaction,
+    /// is returned with ``SubmittedRun/existing`` set.
+    ///
+    /// - Throws: ``DurableError``: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle``
+    ///   before writing anything; ``DurableError/Code/misuse`` when `db` is a connection to another file (or
+    ///   the store is in memory); GRDB's errors as they happen, which the caller's transaction handles.
+    public func submit(_ graph: GraphSpec, uniqueKey: String?, in db: Database) throws -> SubmittedRun {
+        try checkOpen()
+        try checkSameFile(db)
+        let insert = try prepareInsert(graph, uniqueKey: uniqueKey)
+        var submitted: SubmittedRun?
+        try db.inSavepoint {
+            submitted = try insert(db)
+            return .commit
+        }
+        let wakeupHub = wakeupHub
+        let outcomeHub = outcomeHub
+        if db.isInsideTransaction {
+            db.afterNextTransaction(onCommit: { _ in
+                wakeupHub.wake()
+                outcomeHub.wake()
+            })
+        } else {
+            wakeupHub.wake()
+            outcomeHub.wake()
+        }
+        return submitted!
+    }
+
+    /// Refuses a connection that is not to this store's file: its `baton_…` tables would be another
+    /// store's, or missing. Files are compared by identity (device and inode), so a path through a
+    /// link, or relative, names the same file.
+    func checkSameFile(_ db: Database) throws {
+        let theirs =
+            try Row.fetchAll(db, sql: "PRAGMA database_list")
+            .first { ($0["name"] as String?) == "main" }?["file"] as String? ?? ""
+        let ours = (writer as? DatabasePool)?.path ?? ""
+        guard !ours.isEmpty else {
+            throw DurableError(
+                code: .misuse,
+                message:
+                    "this job store is in memory: it cannot share a transaction with another connection. Open it with SQLiteJobStore(path:) on the application's database file."
+            )
+        }
+        func identity(_ path: String) -> (UInt64, UInt64)? {
+            var info = stat()
+            guard !path.isEmpty, stat(path, &info) == 0 else { return nil }
+            return (UInt64(info.st_dev), UInt64(info.st_ino))
+        }
+        guard let mine = identity(ours), let other = identity(theirs), mine == other else {
+            throw DurableError(
+                code: .misuse,
+                message:
+                    "the transaction given to submit(_:uniqueKey:in:) is on '\(theirs.isEmpty ? "a database in memory" : theirs)', but this job store is the file '\(ours)': a graph can be submitted only in a transaction of the store's own file. Open the store on the application's database file (its tables are named baton_…), or submit outside the transaction."
+            )
+        }
+    }
+
+    /// Validates and encodes a graph, and returns what writes it in a transaction.
+    private func prepareInsert(
+        _ graph: GraphSpec, uniqueKey: String?
+    ) throws -> @Sendable (Database) throws -> SubmittedRun {
         try graph.validate()
         try StoredText.checkUniqueKey(uniqueKey)
         let now = clock.now().storeTime
         let encoder = JSONEncoder()
         let retries = try graph.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
-        let result = try await write(wake: true) { db -> SubmittedRun in
-            if let uniqueKey,
-                let existing = try Int64.fetchOne(
-                    db, sql: "SELECT id FROM baton_runs WHERE unique_key = ?", arguments: [uniqueKey])
-            {
-                let jobs = try Int64.fetchAll(
-                    db, sql: "SELECT id FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [existing])
-                return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
-            }
-            // Identities are never handed out twice, even after `prune` deleted the newest runs (SQLite
-            // would reuse them): a job's idempotency key, and a run a client still names, stay its own.
-            let run = try Self.nextID(db, table: "baton_runs")
-            try db.execute(
-                sql: """
-                    INSERT INTO baton_runs (id, name, unique_key, created, unfinished, trace_context)
-                    VALUES (?, ?, ?, ?, ?, ?)
-                    """,
-                arguments: [run, graph.name, uniqueKey, now, graph.jobs.count, carrier])
-            let firstJob = try Self.nextID(db, table: "baton_jobs")
-            let insertJob = try db.cachedStatement(
-                sql: """
-                    INSERT INTO baton_jobs (id, run, idx, name, kind, state, input, remaining, max_attempts, retry,
-                        priority, timeout, has_categories, not_before)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """)
-            var ids: [Int64] = []
-            ids.reserveCapacity(graph.jobs.count)
-            for (index, job) in graph.jobs.enumerated() {
-                let remaining = Set(job.allDependencies.map(\.index)).count
-                try insertJob.execute(arguments: [
-                    firstJob + Int64(index), run, index, job.name, job.kind,
-                    (remaining == 0 ? DurableJobState.ready : .pending).rawValue,
-                    job.input, remaining, job.retry.maxAttempts, retries[index], job.priority,
-                    job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0,
-                ])
-                ids.append(firstJob + Int64(index))
-            }
-            let insertEdge = try db.cachedStatement(
-                sql: "INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless) VALUES (?, ?, ?)")
-            let setInputFrom = try db.cachedStatement(sql: "UPDATE baton_jobs SET input_from = ? WHERE id = ?")
-            let insertCategory = try db.cachedStatement(
-                sql: "INSERT OR REPLACE INTO baton_job_categories (job, category, max_holders) VALUES (?, ?, ?)")
-            for (index, job) in graph.jobs.enumerated() {
-                for dependency in job.allDependencies {
-                    try insertEdge.execute(arguments: [ids[dependency.index], ids[index], dependency.runRegardless])
-                }
-                if let from = job.inputFrom { try setInputFrom.execute(arguments: [ids[from], ids[index]]) }
-                for category in job.categories {
-                    try insertCategory.execute(arguments: [ids[index], category.name, category.limit])
-                }
-            }
-            if graph.jobs.isEmpty {
-                try db.execute(sql: "UPDATE baton_runs SET finished = ? WHERE id = ?", arguments: [now, run])
-            }
-            return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: false)
+        return { db in
+            try Self.insert(graph, uniqueKey: uniqueKey, now: now, retries: retries, carrier: carrier, db)
         }
-        return result
+    }
+
+    /// Writes a validated graph: its run, jobs, edges and categories.
+    private static func insert(
+        _ graph: GraphSpec, uniqueKey: String?, now: Double, retries: [String], carrier: String?, _ db: Database
+    ) throws -> SubmittedRun {
+        if let uniqueKey,
+            let existing = try Int64.fetchOne(
+                db, sql: "SELECT id FROM baton_runs WHERE unique_key = ?", arguments: [uniqueKey])
+        {
+            let jobs = try Int64.fetchAll(
+                db, sql: "SELECT id FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [existing])
+            return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
+        }
+        // Identities are never handed out twice, even after `prune` deleted the newest runs (SQLite
+        // would reuse them): a job's idempotency key, and a run a client still names, stay its own.
+        let run = try nextID(db, table: "baton_runs")
+        try db.execute(
+            sql: """
+                INSERT INTO baton_runs (id, name, unique_key, created, unfinished, trace_context)
+                VALUES (?, ?, ?, ?, ?, ?)
+                """,
+            arguments: [run, graph.name, uniqueKey, now, graph.jobs.count, carrier])
+        let firstJob = try nextID(db, table: "baton_jobs")
+        let insertJob = try db.cachedStatement(
+            sql: """
+                INSERT INTO baton_jobs (id, run, idx, name, kind, state, input, remaining, max_attempts, retry,
+                    priority, timeout, has_categories, not_before)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                """)
+        var ids: [Int64] = []
+        ids.reserveCapacity(graph.jobs.count)
+        for (index, job) in graph.jobs.enumerated() {
+            let remaining = Set(job.allDependencies.map(\.index)).count
+            try insertJob.execute(arguments: [
+                firstJob + Int64(index), run, index, job.name, job.kind,
+                (remaining == 0 ? DurableJobState.ready : .pending).rawValue,
+                job.input, remaining, job.retry.maxAttempts, retries[index], job.priority,
+                job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0,
+            ])
+            ids.append(firstJob + Int64(index))
+        }
+        let insertEdge = try db.cachedStatement(
+            sql: "INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless) VALUES (?, ?, ?)")
+        let setInputFrom = try db.cachedStatement(sql: "UPDATE baton_jobs SET input_from = ? WHERE id = ?")
+        let insertCategory = try db.cachedStatement(
+            sql: "INSERT OR REPLACE INTO baton_job_categories (job, category, max_holders) VALUES (?, ?, ?)")
+        for (index, job) in graph.jobs.enumerated() {
+            for dependency in job.allDependencies {
+                try insertEdge.execute(arguments: [ids[dependency.index], ids[index], dependency.runRegardless])
+            }
+            if let from = job.inputFrom { try setInputFrom.execute(arguments: [ids[from], ids[index]]) }
+            for category in job.categories {
+                try insertCategory.execute(arguments: [ids[index], category.name, category.limit])
+            }
+        }
+        if graph.jobs.isEmpty {
+            try db.execute(sql: "UPDATE baton_runs SET finished = ? WHERE id = ?", arguments: [now, run])
+        }
+        return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: false)
     }
 
     /// The key in `baton_durable_meta` of the highest identity `table` has held (``prune(finishedBefore:)``

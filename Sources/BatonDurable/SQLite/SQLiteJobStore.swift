@@ -28,6 +28,8 @@ public final class SQLiteJobStore: JobStore {
     public static let schemaVersion = 2
 
     public let clock: DurableClock
+    /// The file's path, as given to ``init(path:clock:busyTimeout:)``; nil for a store in memory.
+    public var path: String? { (writer as? DatabasePool)?.path }
     /// How long a transaction waits for another process's write to finish before failing.
     public let busyTimeout: TimeInterval
     let writer: any DatabaseWriter
@@ -109,7 +111,7 @@ public final class SQLiteJobStore: JobStore {
     /// write, a full disk, a lock held too long by another process (``DurableError/Code/storeFailure``).
     /// Errors that are already ``DurableError``s, and cancellations, pass through.
     static func storeError(_ error: any Error, location: String, doing action: String) -> any Error {
-        if error is DurableError || error is CancellationError { return error }
+        if error is DurableError || error is CancellationError || error is ApplicationWritesError { return error }
         guard let database = error as? DatabaseError else {
             return DurableError(
                 code: .storeFailure, message: "cannot \(action) the job store at '\(location)': \(error)",

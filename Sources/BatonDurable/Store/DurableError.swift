@@ -6,7 +6,7 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case dependencyCycle, invalidGraph, unknownRun, unknownJob, notAStore, newerSchema, decoding, noWorker
-            case leaseLost, storeFailure, invalidConfiguration, uniqueKeyConflict
+            case leaseLost, storeFailure, invalidConfiguration, uniqueKeyConflict, misuse
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -38,6 +38,10 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
         /// A run with the unique key exists, and its graph has another shape than the one submitted, so
         /// the submitted graph's handles would not name its jobs.
         public static let uniqueKeyConflict = Code(.uniqueKeyConflict)
+        /// A call that cannot work as made (a transaction on another database than the store's, a
+        /// transactional completion asked of a worker whose store cannot give one, …); the message says
+        /// what to do instead.
+        public static let misuse = Code(.misuse)
 
         public var description: String { "\(base)" }
     }

@@ -14,10 +14,11 @@ extension DurableWorker {
         claimed.compactMap { claim in
             guard let runner = runners[claim.kind] else { return nil }  // never: only our kinds are claimed
             let output = Protected<Data?>(nil)
+            let completion = AttemptCompletion(store: store, lease: claim.lease, jobName: claim.name)
             let context = DurableJobContext(
                 job: claim.job, run: claim.run, name: claim.name, attempt: claim.attempt,
                 maxAttempts: claim.maxAttempts, worker: configuration.id,
-                loggerSource: JobLoggerSource(adding: configuration.logger))
+                loggerSource: JobLoggerSource(adding: configuration.logger), completion: completion)
             let span = beginSpan(of: claim, carrier: carriers[claim.run])
             let job = AsyncJob(
                 name: claim.name, priority: JobPriority(rawValue: min(max(claim.priority, 0), 4)) ?? .normal
@@ -32,7 +33,8 @@ extension DurableWorker {
             job.addObserver(
                 BlockObserver(onFinish: { _, outcome in input.yield(.ended(lease, outcome, output.current)) }))
             return ActiveAttempt(
-                claimed: claim, job: job, leaseEnds: leaseEnds, span: span?.span, context: span?.context)
+                claimed: claim, job: job, completion: completion, leaseEnds: leaseEnds, span: span?.span,
+                context: span?.context)
         }
     }
 
@@ -50,6 +52,12 @@ extension DurableWorker {
     /// What the store is told of an attempt whose Baton job ended so; nil when nothing is (its lease is lost).
     func report(for attempt: ActiveAttempt, outcome: JobOutcome, output: Data?) -> PendingReport? {
         let lease = attempt.claimed.lease
+        // A completion the job committed in its own transaction, or one the store refused there: the
+        // store has its answer already, whatever the job did after.
+        switch attempt.completion.current {
+        case .committed, .refused: return nil
+        case .open, .committing: break
+        }
         func failed(_ message: String, retryable: Bool = true) -> PendingReport {
             .report(AttemptReport(lease: lease, outcome: .failed(message: message, retryable: retryable)))
         }

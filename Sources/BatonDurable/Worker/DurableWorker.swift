@@ -153,6 +153,9 @@ public final class DurableWorker: Service, Sendable {
     struct Hooks: Sendable {
         /// A shutdown began (no claim is made from now on).
         var shutdownBegan: (@Sendable () -> Void)?
+        /// The owner decides what to do next (once per event or timer): a count that tells a worker that
+        /// waits from one that spins.
+        var decided: (@Sendable () -> Void)?
     }
 
     /// - Throws: ``DurableError`` (``DurableError/Code/noWorker``) when `jobs` is empty or names a kind twice;

@@ -140,6 +140,11 @@ struct WorkerOwner {
         active[lease] = attempt
         if let pending = worker.report(for: attempt, outcome: outcome, output: output) {
             queue([pending])
+        } else if attempt.completion.current == .committed {
+            // Recorded by the job's own transaction: the slot is free now.
+            worker.tellEnded(attempt, .succeeded)
+            active[lease] = nil
+            wantClaim = true
         } else {
             // The lease was lost: nothing to report, and the slot is free now.
             worker.tellEnded(attempt, .leaseLost)
@@ -280,6 +285,8 @@ struct WorkerOwner {
                     attempt.job.cancel(
                         reason: DurableCancellation(message: "job '\(lease.job)' was cancelled: \(reason)"))
                 }
+            case .lost where attempt.completion.current == .committed:
+                break  // the job recorded its own success: the lease ended with it
             case .lost:
                 // Told once; one stopped as running out reports nothing now (it would be rejected).
                 if attempt.cause?.isLeaseLost != true { worker.tellLostLease(attempt) }
@@ -296,6 +303,7 @@ struct WorkerOwner {
 
     /// Starts what is due — reports, renewals, claims, timers — and returns whether the worker has stopped.
     mutating func decide(group: inout DiscardingTaskGroup) -> Bool {
+        worker.hooks.decided?()
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
         if let due = leaseWatch, now >= due { watchLeases(now: now) }
@@ -320,8 +328,14 @@ struct WorkerOwner {
         // call already in flight would wake the owner in a loop until it answers).
         var next: [ContinuousClock.Instant] = []
         if !renewing && !hardStopped { next.append(nextRenew) }
-        if let reportRetry, reporting == nil, !reports.isEmpty { next.append(reportRetry) }
-        if reporting == nil, !reports.isEmpty, let oldestReport { next.append(oldestReport + Self.reportDelay) }
+        if reporting == nil, !reports.isEmpty {
+            // The reports go when they are due, and not before a retry's wait is over: a batch that waits
+            // for its retry while its first report's short delay is past must not wake the owner at once,
+            // again and again, until the retry (a spin of a whole poll interval).
+            var due = oldestReport.map { $0 + Self.reportDelay } ?? now
+            if let reportRetry { due = max(due, reportRetry) }
+            next.append(due)
+        }
         if claiming == nil, !polling, shutdownDeadline == nil, room > 0, let nextClaim { next.append(nextClaim) }
         if let deadline = shutdownDeadline {
             next.append(cancelledForShutdown ? now + .seconds(1) : deadline)

@@ -99,6 +99,8 @@ enum PendingReport: Sendable {
 struct ActiveAttempt: Sendable {
     let claimed: ClaimedJob
     let job: AsyncJob
+    /// Whether the job committed its success in a transaction of its own.
+    let completion: AttemptCompletion
     var cause: CancelCause?
     /// When the lease ends as far as this worker can tell, on the store's clock *as this process reads
     /// it*: the time just before the claim or the last renewal that answered, plus the lease. A store

@@ -1,0 +1,85 @@
+public import Foundation
+public import GRDB
+
+extension SQLiteJobStore {
+    /// Records the success of the attempt holding `lease`, with `output`, in one transaction with the
+    /// application's `writes`: both commit, or neither does. Returns false, having written nothing, when
+    /// the lease is no longer the job's current one (the attempt is stale: another attempt owns the job,
+    /// or it was cancelled or finished). What ``DurableJobContext/complete(returning:writes:)`` calls;
+    /// a worker of its own would call it in place of ``finish(_:)`` for that attempt.
+    ///
+    /// - Throws: `writes`' own errors (the transaction rolled back), ``DurableError`` when SQLite fails.
+    public func complete(
+        _ lease: Lease, output: Data, writes: @escaping @Sendable (Database) throws -> Void
+    ) async throws -> Bool {
+        let now = clock.now()
+        do {
+            return try await write(wake: true) { db in
+                let current = try Bool.fetchOne(
+                    db.cachedStatement(
+                        sql: "SELECT 1 FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"),
+                    arguments: [lease.job.rawValue, lease.token])
+                guard current != nil else { return false }
+                do {
+                    try writes(db)
+                } catch {
+                    throw ApplicationWritesError(error)
+                }
+                let result = try Self.finishAttempt(
+                    db, AttemptReport(lease: lease, outcome: .succeeded(output: output)), now: now)
+                return result == .accepted(.succeeded)
+            }
+        } catch let error as ApplicationWritesError {
+            throw error.error
+        }
+    }
+}
+
+extension DurableJobContext {
+    /// Records this attempt's success, with `output`, in one SQLite transaction with `writes`: the
+    /// application's rows change if and only if the job's completion is recorded. Execution stays
+    /// at least once, but effects written here happen exactly once: a stale attempt (its lease expired
+    /// and another worker took the job over, or the job was cancelled) is refused before `writes` runs,
+    /// and a crash before the commit leaves neither.
+    ///
+    /// ```swift
+    /// struct CountVisit: DurableJob {
+    ///     static let kind = "visits.count"
+    ///     func run(_ page: String, context: DurableJobContext) async throws -> Int {
+    ///         let views = try await fetchViews(page)           // the work, outside the transaction
+    ///         return try await context.complete(returning: views) { db in
+    ///             try db.execute(sql: "UPDATE pages SET views = views + ? WHERE name = ?", arguments: [views, page])
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// The worker's store must be a ``SQLiteJobStore`` and the application's tables must be in its file.
+    /// `writes` runs inside the store's write transaction, which every worker of the file waits for:
+    /// compute before, and keep `writes` to the writing. Call it once, as the attempt's last step, and
+    /// return its result: once it returned, the attempt is recorded as succeeded whatever the job does
+    /// after, and the worker reports nothing more. An error thrown by `writes` rolls the transaction
+    /// back and is rethrown (the attempt then fails, or the job may try again).
+    ///
+    /// - Returns: `output`.
+    /// - Throws: ``DurableError/Code/leaseLost`` when the lease had ended (nothing was written; return
+    ///   or throw it, the store already ignores this attempt); ``DurableError/Code/misuse`` when the store
+    ///   is not a SQLite store, the context was made by hand, or the attempt completed already;
+    ///   `writes`' own errors; ``DurableError/Code/storeFailure`` when SQLite fails.
+    public func complete<Output: Encodable & Sendable>(
+        returning output: Output, writes: @escaping @Sendable (Database) throws -> Void
+    ) async throws -> Output {
+        let completion = try attemptCompletion()
+        guard let store = completion.store as? SQLiteJobStore else {
+            throw DurableError(
+                code: .misuse, jobs: [name],
+                message:
+                    "job '\(name)' asked for a SQLite completion transaction, but its worker's store is \(type(of: completion.store)). Use the form of complete(returning:writes:) for that store."
+            )
+        }
+        let data = try DurableCoding.encode(output)
+        return try await completion.complete(output) {
+            try await store.complete(completion.lease, output: data, writes: writes)
+        }
+    }
+}

@@ -1,0 +1,119 @@
+import Baton
+import BatonDurable
+import Foundation
+import JobStoreConformance
+import NIOPosix
+import PostgresNIO
+import Testing
+
+@testable import BatonPostgres
+
+/// Submissions in the application's own transaction, on the application's own connection: the
+/// transactional checks of `JobStoreConformance`, and what only PostgreSQL has (search paths).
+@Suite(
+    "PostgresJobStore: submissions in the application's transaction",
+    .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresTransactionTests {
+    @Test("conformance", arguments: JobStoreConformance.transactionChecks)
+    func conformance(_ check: JobStoreConformance.TransactionCheck) async throws {
+        try await TestPostgres.withStore("tx") { store, configuration in
+            let application = try await Self.applicationConnection(configuration)
+            do {
+                try await check.run(store: store) {
+                    try await PostgresApplicationTransaction(store: store, connection: application)
+                }
+                try await application.close()
+            } catch {
+                try? await application.close()
+                throw error
+            }
+        }
+    }
+
+    @Test("the application's rows and the run commit together; its search path is left as it was")
+    func rowsAndRunTogether() async throws {
+        try await TestPostgres.withStore("txrows") { store, configuration in
+            let application = try await Self.applicationConnection(configuration)
+            defer { Task { try? await application.close() } }
+            try await application.query("CREATE TABLE orders (id int PRIMARY KEY)", logger: TestPostgres.logger)
+            try await application.query("BEGIN", logger: TestPostgres.logger)
+            try await application.query("INSERT INTO orders VALUES (1)", logger: TestPostgres.logger)
+            _ = try await store.submit(
+                GraphSpec(name: "ship 1", jobs: [JobSpec(name: "ship", kind: "k", input: Data("1".utf8))]),
+                uniqueKey: "ship-1",
+                on: application)
+            try await application.query("ROLLBACK", logger: TestPostgres.logger)
+            try await application.query("BEGIN", logger: TestPostgres.logger)
+            try await application.query("INSERT INTO orders VALUES (2)", logger: TestPostgres.logger)
+            let run = try await store.submit(
+                GraphSpec(name: "ship 2", jobs: [JobSpec(name: "ship", kind: "k", input: Data("1".utf8))]),
+                uniqueKey: "ship-2",
+                on: application)
+            // The application's own tables named `jobs` and `runs` are untouched, and still first on its path.
+            let own = try await application.query("SELECT count(*) FROM jobs", logger: TestPostgres.logger)
+                .collect().first?.decode(Int.self)
+            #expect(own == 0)
+            try await application.query("COMMIT", logger: TestPostgres.logger)
+            let orders = try await application.query("SELECT id FROM orders", logger: TestPostgres.logger)
+                .collect().map { try $0.decode(Int.self) }
+            #expect(orders == [2])
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 10, lease: .seconds(30))
+            #expect(claimed.map(\.job) == run.jobs)
+            #expect(try await store.submit(GraphSpec(name: "again", jobs: []), uniqueKey: "ship-1").existing == false)
+        }
+    }
+
+    @Test("a connection to a database without the store is refused with a clear error")
+    func noStoreThere() async throws {
+        try await TestPostgres.withStore("txnone") { store, configuration in
+            var other = configuration
+            other.schema = configuration.schema + "_none"
+            let elsewhere = try PostgresJobStore(configuration: other, logger: TestPostgres.logger)
+            let application = try await Self.applicationConnection(configuration)
+            defer { Task { try? await application.close() } }
+            let error = try await #require(throws: DurableError.self) {
+                _ = try await elsewhere.submit(
+                    GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: nil,
+                    on: application)
+            }
+            #expect(error.code == .misuse)
+            #expect(error.message.contains(other.schema), "\(error.message)")
+            _ = store
+        }
+    }
+
+    /// The application's connection: to the store's database, with a search path of its own whose
+    /// schema has tables named like the store's.
+    static func applicationConnection(_ configuration: PostgresStoreConfiguration) async throws -> PostgresConnection {
+        let connection = try await PostgresConnection.connect(
+            on: MultiThreadedEventLoopGroup.singleton.next(),
+            configuration: try configuration.connectionConfiguration(), id: 1, logger: TestPostgres.logger)
+        let schema = configuration.schema + "_app"
+        for statement in [
+            "CREATE SCHEMA \"\(schema)\"", "SET search_path TO \"\(schema)\"", "CREATE TABLE runs (id int)",
+            "CREATE TABLE jobs (id int)",
+        ] {
+            try await connection.query(PostgresQuery(unsafeSQL: statement), logger: TestPostgres.logger)
+        }
+        return connection
+    }
+}
+
+/// A transaction of the application's own connection, held open across calls.
+final class PostgresApplicationTransaction: ApplicationTransaction {
+    let store: PostgresJobStore
+    let connection: PostgresConnection
+
+    init(store: PostgresJobStore, connection: PostgresConnection) async throws {
+        self.store = store
+        self.connection = connection
+        try await connection.query("BEGIN", logger: TestPostgres.logger)
+    }
+
+    func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
+        try await store.submit(graph, uniqueKey: uniqueKey, on: connection)
+    }
+
+    func commit() async throws { try await connection.query("COMMIT", logger: TestPostgres.logger) }
+    func rollback() async throws { try await connection.query("ROLLBACK", logger: TestPostgres.logger) }
+}
