@@ -419,6 +419,8 @@ public final class PostgresJobStore: JobStore, Service {
                 throw error
             } catch let error as DurableError {
                 throw error
+            } catch let error as ApplicationWritesError {
+                throw error  // the application's own, from a completion transaction: never retried here
             } catch let error as PSQLError where error.code == .poolClosed {
                 // The store's pool was shut down by `close()` while the call was under way.
                 throw PostgresStoreError.closed

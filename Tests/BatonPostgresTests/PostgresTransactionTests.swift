@@ -1,5 +1,6 @@
 import Baton
 import BatonDurable
+import BatonTesting
 import Foundation
 import JobStoreConformance
 import NIOPosix
@@ -116,4 +117,108 @@ final class PostgresApplicationTransaction: ApplicationTransaction {
 
     func commit() async throws { try await connection.query("COMMIT", logger: TestPostgres.logger) }
     func rollback() async throws { try await connection.query("ROLLBACK", logger: TestPostgres.logger) }
+}
+
+@Suite(
+    "PostgresJobStore: completions in one transaction with the application's writes",
+    .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresCompletionTests {
+    @Test("conformance", arguments: JobStoreConformance.completionChecks)
+    func conformance(_ check: JobStoreConformance.CompletionCheck) async throws {
+        try await TestPostgres.withStore("fx") { store, configuration in
+            try await check.run(store: store, effects: try await PostgresEffects(store: store))
+        }
+    }
+
+    @Test("a completion whose reply is lost at COMMIT is recognised when tried again: the writes ran once")
+    func lostReplyRunsWritesOnce() async throws {
+        try await TestPostgres.withStore("fxlost") { store, _ in
+            let effects = try await PostgresEffects(store: store)
+            let run = try await store.submit(
+                GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            store.faults.loseReply(of: "complete")
+            #expect(try await effects.complete(claimed[0].lease, output: Data("1".utf8), row: "a", fail: false))
+            #expect(try await effects.rows() == ["a"])
+            #expect(try await store.record(of: run.jobs[0]).state == .succeeded)
+        }
+    }
+
+    @Test("a worker's job counts each run once, in the completion's transaction")
+    func workerCountsOnce() async throws {
+        try await TestPostgres.withStore("fxworker") { store, _ in
+            let table = "\(store.configuration.schema)_app"
+            try await store.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \"\(table)\""))
+            try await store.query(
+                PostgresQuery(unsafeSQL: "CREATE TABLE \"\(table)\".counters (name text PRIMARY KEY, count int)"))
+            var graph = JobGraph(name: "count")
+            for index in 0..<20 { _ = graph.add(PostgresCounted.self, input: .init(table: table, name: "c\(index)")) }
+            let run = try await store.submit(graph)
+            let worker = try DurableWorker(
+                store: store, jobs: [PostgresCounted()],
+                configuration: .init(id: "counter", maxConcurrentJobs: 4, pollInterval: .milliseconds(200)))
+            try await withDeadline(.seconds(60), "the counting run") { try await worker.run(until: run) }
+            let counts = try await store.query(
+                PostgresQuery(unsafeSQL: "SELECT count FROM \"\(table)\".counters")
+            ).map { try $0.decode(Int.self) }
+            #expect(counts.count == 20)
+            #expect(counts.allSatisfy { $0 == 1 }, "\(counts)")
+        }
+    }
+}
+
+/// Counts its input's name in the application's `counters` table, in the completion's transaction.
+struct PostgresCounted: DurableJob {
+    struct Input: Codable, Sendable {
+        var table: String
+        var name: String
+    }
+    static let kind = "test.pg-counted"
+    func run(_ input: Input, context: DurableJobContext) async throws -> Int {
+        try await context.complete(returning: 1) { (connection: PostgresConnection) in
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: """
+                        INSERT INTO "\(input.table)".counters (name, count) VALUES ($1, 1)
+                        ON CONFLICT (name) DO UPDATE SET count = counters.count + 1
+                        """,
+                    binds: {
+                        var b = PostgresBindings(); b.append(input.name); return b
+                    }()),
+                logger: TestPostgres.logger)
+        }
+    }
+}
+
+/// The application's table `effects`, in a schema of its own, written in the store's completion transaction.
+final class PostgresEffects: ApplicationEffects {
+    let store: PostgresJobStore
+    let table: String
+
+    init(store: PostgresJobStore) async throws {
+        self.store = store
+        table = "\"\(store.configuration.schema)_app\".effects"
+        try await store.query(PostgresQuery(unsafeSQL: "CREATE SCHEMA \"\(store.configuration.schema)_app\""))
+        try await store.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (seq serial, row text NOT NULL)"))
+    }
+
+    func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool {
+        let table = table
+        return try await store.complete(lease, output: output) { connection in
+            try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "INSERT INTO \(table) (row) VALUES ($1)",
+                    binds: {
+                        var b = PostgresBindings(); b.append(row); return b
+                    }()),
+                logger: TestPostgres.logger)
+            if fail { throw EffectsRefused() }
+        }
+    }
+
+    func rows() async throws -> [String] {
+        try await store.query(PostgresQuery(unsafeSQL: "SELECT row FROM \(table) ORDER BY seq")).map {
+            try $0.decode(String.self)
+        }
+    }
 }

@@ -168,16 +168,22 @@ extension JobStoreConformance {
             let run = try await store.submit(Build.graph("fx", Build.job("a"), Build.job("b")), uniqueKey: nil)
             let claimed = try await store.claimAll()
             try expectEqual(claimed.count, 2, "claimed")
-            // a: finished by an ordinary report first. b: given back, so its token is no longer current.
-            try expectEqual(try await store.succeed(claimed[0]), .accepted(.succeeded), "a's report")
+            // a: cancelled, and its attempt's cancellation reported. b: given back and claimed again, so
+            // its first token is no longer current.
+            try await store.cancel(job: claimed[0].job, reason: "stop")
+            let cancelled = try await store.finish([
+                AttemptReport(lease: claimed[0].lease, outcome: .cancelled(reason: "stop"))
+            ])
+            try expectEqual(cancelled, [.accepted(.cancelled)], "a's report")
             try await store.release([claimed[1].lease])
+            try expectEqual(try await store.claimAll().map(\.job), [claimed[1].job], "b, claimed again")
             for attempt in claimed {
                 try expectEqual(
                     try await effects.complete(attempt.lease, output: Data("1".utf8), row: attempt.name, fail: false),
                     false, "the completion of stale attempt \(attempt.name)")
             }
             try expectEqual(try await effects.rows(), [], "the application's rows")
-            try expectEqual(try await store.states(run), [.succeeded, .ready], "states")
+            try expectEqual(try await store.states(run), [.cancelled, .running], "states")
         },
         CompletionCheck(name: "writes that throw roll the completion back with them") { store, effects in
             let run = try await store.submit(Build.graph("fx", Build.job("a")), uniqueKey: nil)

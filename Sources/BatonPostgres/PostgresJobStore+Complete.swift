@@ -1,0 +1,111 @@
+public import BatonDurable
+public import Foundation
+import Logging
+public import PostgresNIO
+
+extension PostgresJobStore {
+    /// Records the success of the attempt holding `lease`, with `output`, in one transaction with the
+    /// application's `writes` on the same connection: both commit, or neither does. Returns false,
+    /// having run nothing of `writes`, when the lease is no longer the job's current one (the attempt
+    /// is stale: another attempt owns the job, or it was cancelled or finished). What
+    /// ``BatonDurable/DurableJobContext/complete(returning:writes:)`` calls for this store.
+    ///
+    /// `writes` runs with PostgreSQL's default search path (`"$user", public`): name tables of other
+    /// schemas in full. It is bounded by ``PostgresStoreConfiguration/operationTimeout`` like any call.
+    /// Retry-safe: when the reply to `COMMIT` is lost and the store tries again, the completion that
+    /// committed is recognised (by its lease token) and `writes` is not run a second time.
+    ///
+    /// - Throws: `writes`' own errors (the transaction rolled back), ``BatonDurable/DurableError`` when
+    ///   PostgreSQL fails.
+    public func complete(
+        _ lease: Lease, output: Data, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
+    ) async throws -> Bool {
+        let statement = finishSucceededStatement([AttemptReport(lease: lease, outcome: .succeeded(output: output))])
+        let (id, token) = (lease.job.rawValue, lease.token)
+        let storePath = "\"\(configuration.schema)\""
+        let logger = logger
+        do {
+            return try await transaction("complete") { connection in
+                let rows = try await connection.query(
+                    """
+                    SELECT (state = 'running' AND lease_token = \(token)) IS TRUE,
+                        (finished_by = \(token) AND finished_report = 'succeeded') IS TRUE
+                    FROM jobs WHERE id = \(id) FOR UPDATE
+                    """, logger: logger
+                ).collect()
+                guard let row = rows.first else { return false }
+                let (current, recorded) = try row.decode((Bool, Bool).self)
+                // This call's own earlier try, whose reply was lost after it committed (writes included).
+                if recorded { return true }
+                guard current else { return false }
+                try await connection.query(
+                    "SELECT set_config('search_path', '\"$user\", public', true)", logger: logger)
+                do {
+                    try await writes(connection)
+                } catch {
+                    throw ApplicationWritesError(error)
+                }
+                try await connection.query("SELECT set_config('search_path', \(storePath), true)", logger: logger)
+                let accepted = try Self.acceptedLeases(try await connection.rows(of: statement, logger: logger))
+                guard accepted.contains(lease) else {
+                    // Never: the row is locked and its token was current. Rolled back, writes included.
+                    throw DurableError(
+                        code: .storeFailure,
+                        message: "PostgreSQL did not record the completion of job \(id) after its lease was checked")
+                }
+                return true
+            }
+        } catch let error as ApplicationWritesError {
+            throw error.error
+        }
+    }
+}
+
+extension DurableJobContext {
+    /// Records this attempt's success, with `output`, in one PostgreSQL transaction with `writes`: the
+    /// application's rows change if and only if the job's completion is recorded. Execution stays at
+    /// least once, but effects written here happen exactly once: a stale attempt (its lease expired
+    /// and another worker took the job over, or the job was cancelled) is refused before `writes` runs,
+    /// and a crash or a lost connection before the commit leaves neither.
+    ///
+    /// ```swift
+    /// struct CountVisit: DurableJob {
+    ///     static let kind = "visits.count"
+    ///     func run(_ page: String, context: DurableJobContext) async throws -> Int {
+    ///         let views = try await fetchViews(page)           // the work, outside the transaction
+    ///         return try await context.complete(returning: views) { (connection: PostgresConnection) in
+    ///             try await connection.query("UPDATE pages SET views = views + \(views) WHERE name = \(page)")
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// The worker's store must be a ``PostgresJobStore`` and the application's tables in its database;
+    /// `writes` runs on one of the store's connections with PostgreSQL's default search path. The job's
+    /// row stays locked while `writes` runs: compute before, and keep `writes` to the writing. Call it
+    /// once, as the attempt's last step, and return its result: once it returned, the attempt is
+    /// recorded as succeeded whatever the job does after. An error thrown by `writes` rolls the
+    /// transaction back and is rethrown.
+    ///
+    /// - Returns: `output`.
+    /// - Throws: ``BatonDurable/DurableError/Code/leaseLost`` when the lease had ended (nothing was written);
+    ///   ``BatonDurable/DurableError/Code/misuse`` when the store is not a PostgreSQL store, the context was
+    ///   made by hand, or the attempt completed already; `writes`' own errors;
+    ///   ``BatonDurable/DurableError/Code/storeFailure`` when PostgreSQL fails.
+    public func complete<Output: Encodable & Sendable>(
+        returning output: Output, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
+    ) async throws -> Output {
+        let completion = try attemptCompletion()
+        guard let store = completion.store as? PostgresJobStore else {
+            throw DurableError(
+                code: .misuse, jobs: [name],
+                message:
+                    "job '\(name)' asked for a PostgreSQL completion transaction, but its worker's store is \(type(of: completion.store)). Use the form of complete(returning:writes:) for that store."
+            )
+        }
+        let data = try DurableCoding.encode(output)
+        return try await completion.complete(output) {
+            try await store.complete(completion.lease, output: data, writes: writes)
+        }
+    }
+}
