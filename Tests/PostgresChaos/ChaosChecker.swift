@@ -51,6 +51,11 @@ struct ChaosChecker {
             SELECT count(*)::int FROM chaos_side_runs s JOIN jobs j ON j.run = s.run
             JOIN chaos_attempts a ON a.job = j.id AND a.attempt = 1 WHERE a.pid = s.pid
             """)
+        // Exactly-once effects: each odd job of the graph counted itself once, in its completion's transaction.
+        let effects = try await int("SELECT count(*)::int FROM chaos_effects")
+        let effectsOff = try await int("SELECT count(*)::int FROM chaos_effects WHERE count <> 1")
+        if effects != jobs / 2 { failures.append("\(effects) jobs counted their effect, \(jobs / 2) should have") }
+        if effectsOff != 0 { failures.append("\(effectsOff) effects were counted more than once") }
         let leftClaimed = try await int("SELECT count(*)::int FROM jobs WHERE state = 'running'")
         let leftHolders = try await int("SELECT count(*)::int FROM holders")
         if leftClaimed + leftHolders != 0 {
@@ -228,7 +233,7 @@ struct ChaosChecker {
             "worst_reclaim_s": (worstReclaim * 1000).rounded() / 1000,
             "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
             "side_runs": sideRuns, "side_jobs": sideJobs, "side_first_attempt_by_submitter": sideLocal,
-            "side_runs_lost": sideLost,
+            "side_runs_lost": sideLost, "effects_counted": effects, "effects_counted_twice": effectsOff,
             "passed": failures.isEmpty,
         ]
         let json = try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])
@@ -242,7 +247,7 @@ struct ChaosChecker {
             \(String(format: "%.2f", worstReclaim)) s (lease \(lease)); lost \(lost), duplicate completions \
             \(duplicates), early starts \(early), left claimed \(leftClaimed + leftHolders); \(sideRuns) side runs \
             submitted by workers (\(sideJobs) jobs; \(sideLocal) first attempts in the submitting process, \
-            \(sideLost) lost)
+            \(sideLost) lost); \(effects) effects committed with their completions, \(effectsOff) counted twice
             """)
         for failure in failures { say("chaos: FAILED: \(failure)") }
         if failures.isEmpty { say("chaos: passed") }

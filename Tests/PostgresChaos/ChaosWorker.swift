@@ -3,6 +3,7 @@ import BatonDurable
 import BatonPostgres
 import Foundation
 import Logging
+import PostgresNIO
 
 /// One chaos worker process: claims `chaos.work` jobs, runs each (a short sleep, and a planned
 /// failure on the attempts its input names), renews its leases every third of a lease, reports the
@@ -13,6 +14,8 @@ import Logging
 /// harness's graph, it submits a one-job side run through its own store (unique key per job, so a
 /// second attempt finds the first's run): submissions meet the kills and the server restart too. Side
 /// runs are logged once submitted; the checker finds each one, and each of their jobs succeeded once.
+/// Every odd job of the graph completes in one transaction with an increment of its row in
+/// `chaos_effects` (`PostgresJobStore.complete`): each row must end at exactly 1.
 struct ChaosWorker {
     let url: String
     let schema: String
@@ -32,12 +35,13 @@ struct ChaosWorker {
         var logger = Logger(label: "chaos.\(id)")
         logger.logLevel = .error
         try await withPostgresJobStore(url: url, schema: schema, logger: logger) { store in
-            try await work(store)
+            try await work(store, logger: logger)
         }
     }
 
-    private func work(_ store: PostgresJobStore) async throws {
+    private func work(_ store: PostgresJobStore, logger: Logger) async throws {
         let side = SideLog(store: store)
+        let schema = schema
         let journal = try WorkJournal(directory: journal)
         let pid = Int(getpid())
         // Each attempt's task, and when its lease ends as far as this worker knows (claim, renewals).
@@ -140,7 +144,21 @@ struct ChaosWorker {
                             try await submitSide(for: job, input: input, store: store, side: side, pid: pid)
                         }
                         let sent = Date().timeIntervalSince1970
-                        let result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
+                        let result: FinishResult
+                        if case .succeeded(let output) = outcome, input.n >= 0, input.n % 2 == 1 {
+                            // Exactly-once effects: the count and the completion commit together, or neither.
+                            let recorded = try await store.complete(job.lease, output: output) { connection in
+                                try await connection.query(
+                                    PostgresQuery(
+                                        unsafeSQL: """
+                                            INSERT INTO "\(schema)".chaos_effects (n, count) VALUES (\(input.n), 1)
+                                            ON CONFLICT (n) DO UPDATE SET count = chaos_effects.count + 1
+                                            """), logger: logger)
+                            }
+                            result = recorded ? .accepted(.succeeded) : .rejected
+                        } else {
+                            result = try await store.finish([AttemptReport(lease: job.lease, outcome: outcome)])[0]
+                        }
                         try await side.reported(
                             row: row!, result: result, sent: sent,
                             at: Date().timeIntervalSince1970)

@@ -23,6 +23,9 @@ final class SideLog: Sendable {
         "CREATE TABLE IF NOT EXISTS chaos_kills (pid integer NOT NULL, at float8 NOT NULL)",
         "CREATE TABLE IF NOT EXISTS chaos_side_runs (run bigint PRIMARY KEY, job bigint NOT NULL, pid integer NOT NULL)",
         "CREATE TABLE IF NOT EXISTS chaos_server_restarts (began float8 NOT NULL, ended float8 NOT NULL)",
+        // The application's effects: every odd job of the graph counts itself here in its completion's
+        // transaction (`PostgresJobStore.complete`); each count must end at exactly 1.
+        "CREATE TABLE IF NOT EXISTS chaos_effects (n integer PRIMARY KEY, count integer NOT NULL)",
     ]
 
     func create() async throws {
