@@ -109,10 +109,21 @@ struct CrashChecker {
         }
         #expect(overLimit.isEmpty, "categories over their limits: \(overLimit)")
 
+        // Exactly-once effects: each odd job counted itself once, in its completion's transaction,
+        // whatever the kills did to its attempts.
+        let counts = try await log.read { db in
+            try Row.fetchAll(db, sql: "SELECT job, count FROM crash_effects").map {
+                ($0["job"] as Int64, $0["count"] as Int)
+            }
+        }
+        let odd = snapshot.jobs.filter { $0.id.rawValue % 2 == 1 }.map(\.id.rawValue)
+        #expect(Set(counts.map(\.0)) == Set(odd), "jobs that counted their effect: \(counts.count) of \(odd.count)")
+        let twice = counts.filter { $0.1 != 1 }
+        #expect(twice.isEmpty, "effects counted more than once: \(twice.prefix(5))")
         let retried = snapshot.jobs.filter { $0.attempts > 1 }.count
         #expect(retried > 0, "no job needed a second attempt: the kills hit nothing")
         print(
-            "crash test: \(snapshot.jobs.count) jobs, \(kills.count) kills, \(events.filter { $0.event == "start" }.count) attempts, \(retried) jobs attempted more than once"
+            "crash test: \(snapshot.jobs.count) jobs, \(kills.count) kills, \(events.filter { $0.event == "start" }.count) attempts, \(retried) jobs attempted more than once, \(counts.count) effects committed with their completions"
         )
     }
 }

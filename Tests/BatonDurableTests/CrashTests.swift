@@ -38,6 +38,8 @@ struct CrashTests {
                     CREATE TABLE crash_log (id INTEGER PRIMARY KEY, job INTEGER, attempt INTEGER, worker TEXT NOT NULL,
                         event TEXT NOT NULL, at REAL NOT NULL)
                     """)
+            // The application's effects: each odd job counts itself in its completion's transaction.
+            try db.execute(sql: "CREATE TABLE crash_effects (job INTEGER PRIMARY KEY, count INTEGER NOT NULL)")
         }
         var random = SeededRandom(seed: Self.seed)
         let run = try await store.submit(Self.graph(&random), uniqueKey: "crash")

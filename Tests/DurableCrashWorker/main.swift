@@ -1,6 +1,7 @@
 // A worker process for the crash test (Tests/BatonDurableTests/CrashTests.swift): it runs `crash.node`
 // jobs from the store in --db until it is killed. Each attempt writes a start and an end line to the
 // side log table `crash_log` (each in its own transaction), which the test's checker reads afterwards.
+// Odd jobs complete in one transaction with an increment of their row in `crash_effects`.
 //
 //     durable-crash-worker --db PATH --id NAME [--lease-ms 2000] [--renew-ms 400]
 import BatonDurable
@@ -27,7 +28,16 @@ struct Node: DurableJob {
             throw error
         }
         try await append("end", context)
-        return NodeOutput(worker: worker, attempt: context.attempt)
+        let output = NodeOutput(worker: worker, attempt: context.attempt)
+        guard context.job.rawValue % 2 == 1 else { return output }
+        // Odd jobs: the application's effect commits with the completion, or not at all.
+        let job = context.job.rawValue
+        return try await context.complete(returning: output) { db in
+            try db.execute(
+                sql:
+                    "INSERT INTO crash_effects (job, count) VALUES (?, 1) ON CONFLICT (job) DO UPDATE SET count = count + 1",
+                arguments: [job])
+        }
     }
 
     private func append(_ event: String, _ context: DurableJobContext) async throws {
