@@ -152,7 +152,9 @@ import Testing
             do {
                 var last = ValueJob<Int>(name: "v0") { _ in 0 }
                 first = last
-                for index in 1..<200_000 { last = ValueJob<Int>(name: "v\(index)", input: last) { x, _ in x + 1 } }
+                for index in 1..<TestSize.chain {
+                    last = ValueJob<Int>(name: "v\(index)", input: last) { x, _ in x + 1 }
+                }
             }
             return first == nil
         }
