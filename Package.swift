@@ -151,6 +151,9 @@ let package = Package(
                 "Baton", "BatonTesting", "BatonNetworking", "BatonObservability", "BatonDurable", "BatonPostgres",
                 "EarthquakesKit",
                 .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
                 .product(name: "Tracing", package: "swift-distributed-tracing"),
             ],
             swiftSettings: strict

@@ -51,10 +51,10 @@ extension PostgresJobStore {
     /// before then.
     ///
     /// ```swift
-    /// try await connection.query("BEGIN")
-    /// try await connection.query("INSERT INTO orders (id, total) VALUES (7, 12)")
+    /// try await connection.query("BEGIN", logger: logger)
+    /// try await connection.query("INSERT INTO orders (id, total) VALUES (7, 12)", logger: logger)
     /// let run = try await store.submit(shipOrder(7), uniqueKey: "ship-7", on: connection)
-    /// try await connection.query("COMMIT")
+    /// try await connection.query("COMMIT", logger: logger)
     /// ```
     ///
     /// `connection` is the application's own, to the store's database; its search path does not matter
@@ -111,6 +111,33 @@ extension PostgresJobStore {
                     "the connection given to submit(_:uniqueKey:on:) reaches a database without this job store's tables in schema '\(schema)' (\(PostgresFailure.describe(error))). Use a connection to the store's database, opened after the store created its tables.",
                 underlying: error)
         }
+    }
+
+    /// Submits a typed graph in the caller's own transaction on `connection`, as
+    /// ``submit(_:uniqueKey:on:)-(GraphSpec,_,_)`` does; the submitter's trace context is stored with the run.
+    ///
+    /// - Throws: as ``submit(_:uniqueKey:on:)-(GraphSpec,_,_)``, and ``BatonDurable/DurableError/Code/uniqueKeyConflict``
+    ///   when the run holding `uniqueKey` has another shape than `graph`.
+    public func submit(
+        _ graph: JobGraph, uniqueKey: String? = nil, on connection: PostgresConnection
+    ) async throws -> DurableRun {
+        var spec = try graph.spec()
+        spec.traceCarrier = spec.carrierToStore()
+        let run = DurableRun(try await submit(spec, uniqueKey: uniqueKey, on: connection))
+        guard run.existing else { return run }
+        var stored: [(String, String)?] = []
+        if run.jobs.count == spec.jobs.count {
+            stored = try await connection.query(
+                PostgresQuery(
+                    unsafeSQL: "SELECT name, kind FROM \"\(configuration.schema)\".jobs WHERE run = $1 ORDER BY idx",
+                    binds: {
+                        var b = PostgresBindings(); b.append(run.id.rawValue); return b
+                    }()),
+                logger: logger
+            ).collect().map { row -> (String, String)? in try row.decode((String, String).self) }
+        }
+        try spec.checkShape(of: run, uniqueKey: uniqueKey, stored: stored)
+        return run
     }
 
     /// Validates `graph` and binds the values of ``SubmitGraph``.

@@ -1,6 +1,7 @@
 import Baton
 import BatonDurable
 import Foundation
+import GRDB
 import Testing
 
 // Snippets that run, beside their compiled copies in Snippets/.
@@ -25,4 +26,31 @@ func durableExampleRuns() async throws {
     let lines = try await store.output(of: count, in: run)
     #expect((lines ?? 0) > 10)
     #expect(try await store.explain(run).counts == [.succeeded: 2])
+}
+
+@Test("the Transactions article's SQLite examples run: an order and its run commit together, a visit counts once")
+func transactionsExampleRuns() async throws {
+    let folder = FileManager.default.temporaryDirectory.appendingPathComponent("baton-tx-\(UUID().uuidString)")
+    try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(at: folder) }
+    let path = folder.appendingPathComponent("shop.sqlite").path
+    let store = try SQLiteJobStore(path: path)
+    let database = try DatabasePool(path: path)
+    try await database.write { db in
+        try db.execute(sql: "CREATE TABLE orders (id INTEGER PRIMARY KEY)")
+        try db.execute(sql: "CREATE TABLE pages (name TEXT PRIMARY KEY, views INTEGER NOT NULL)")
+        try db.execute(sql: "INSERT INTO pages VALUES ('home', 0)")
+    }
+    let ship = try await placeOrder(7, database: database, store: store)
+    // The same order again: the insert fails, and the transaction (with its submission) rolls back.
+    await #expect(throws: DatabaseError.self) { _ = try await placeOrder(7, database: database, store: store) }
+    var graph = JobGraph(name: "visits")
+    let visit = graph.add(CountVisit.self, input: "home")
+    let visits = try await store.submit(graph)
+    let worker = try DurableWorker(store: store, jobs: [ShipOrder(), CountVisit()])
+    try await worker.run(until: ship)
+    try await worker.run(until: visits)
+    #expect(try await store.output(of: visit, in: visits) == 4)
+    #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT views FROM pages") } == 4)
+    #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_runs") } == 2)
 }

@@ -173,25 +173,14 @@ extension JobStore {
         spec.traceCarrier = spec.carrierToStore(instrument: instrument)
         let run = DurableRun(try await submit(spec, uniqueKey: uniqueKey))
         guard run.existing else { return run }
-        if run.jobs.count != spec.jobs.count {
-            throw DurableError(
-                code: .uniqueKeyConflict,
-                message:
-                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), a run of \(run.jobs.count) jobs; graph '\(spec.name)' has \(spec.jobs.count), so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
-            )
+        var stored: [(String, String)?] = []
+        if run.jobs.count == spec.jobs.count {
+            let jobs = Dictionary(
+                try await snapshot(of: run.id).jobs.map { ($0.id, ($0.name, $0.kind)) },
+                uniquingKeysWith: { first, _ in first })
+            stored = run.jobs.map { jobs[$0] }
         }
-        // As many jobs is not yet the same shape: each handle must name a job of that name and kind.
-        let stored = Dictionary(
-            try await snapshot(of: run.id).jobs.map { ($0.id, ($0.name, $0.kind)) },
-            uniquingKeysWith: { first, _ in first })
-        for (index, job) in spec.jobs.enumerated() {
-            guard let (name, kind) = stored[run.jobs[index]], name != job.name || kind != job.kind else { continue }
-            throw DurableError(
-                code: .uniqueKeyConflict,
-                message:
-                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), whose job \(index) is '\(name)' (kind '\(kind)'); graph '\(spec.name)' has '\(job.name)' (kind '\(job.kind)') there, so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
-            )
-        }
+        try spec.checkShape(of: run, uniqueKey: uniqueKey, stored: stored)
         return run
     }
 
@@ -217,5 +206,30 @@ extension JobStore {
         let record = try await record(of: run[handle])
         guard record.state == .succeeded, let data = record.output else { return nil }
         return try DurableCoding.decode(Output.self, from: data, what: "output", job: record.name, kind: record.kind)
+    }
+}
+
+extension GraphSpec {
+    /// Throws ``DurableError/Code/uniqueKeyConflict`` when `run`, the run that already holds `uniqueKey`,
+    /// has another shape than this graph: its handles would not name that run's jobs. `stored` reads the
+    /// name and kind of each of the run's jobs, in order (nil for one it cannot find); it is not read
+    /// when the counts of jobs differ.
+    package func checkShape(of run: DurableRun, uniqueKey: String?, stored: [(String, String)?]) throws {
+        if run.jobs.count != jobs.count {
+            throw DurableError(
+                code: .uniqueKeyConflict,
+                message:
+                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), a run of \(run.jobs.count) jobs; graph '\(name)' has \(jobs.count), so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
+            )
+        }
+        // As many jobs is not yet the same shape: each handle must name a job of that name and kind.
+        for (index, (job, found)) in zip(jobs, stored).enumerated() {
+            guard let (storedName, kind) = found, storedName != job.name || kind != job.kind else { continue }
+            throw DurableError(
+                code: .uniqueKeyConflict,
+                message:
+                    "the unique key '\(uniqueKey ?? "")' is taken by \(run.id), whose job \(index) is '\(storedName)' (kind '\(kind)'); graph '\(name)' has '\(job.name)' (kind '\(job.kind)') there, so its handles would not name that run's jobs. Use a key of its own for each shape of graph, or wait until that run is pruned."
+            )
+        }
     }
 }

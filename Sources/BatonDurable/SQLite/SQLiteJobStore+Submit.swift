@@ -50,6 +50,35 @@ extension SQLiteJobStore {
         return submitted!
     }
 
+    /// Submits a typed graph in the caller's own transaction, as ``submit(_:uniqueKey:in:)-(GraphSpec,_,_)``
+    /// does; the submitter's trace context is stored with the run, as by ``JobStore/submit(_:uniqueKey:instrument:)``.
+    ///
+    /// ```swift
+    /// try await appDatabase.write { db in
+    ///     try db.execute(sql: "INSERT INTO orders (id) VALUES (?)", arguments: [7])
+    ///     var graph = JobGraph(name: "ship order 7")
+    ///     _ = graph.add(ShipOrder.self, input: 7)
+    ///     return try store.submit(graph, uniqueKey: "ship-7", in: db)
+    /// }
+    /// ```
+    ///
+    /// - Throws: as ``submit(_:uniqueKey:in:)-(GraphSpec,_,_)``, and ``DurableError/Code/uniqueKeyConflict`` when the
+    ///   run holding `uniqueKey` has another shape than `graph`.
+    public func submit(_ graph: JobGraph, uniqueKey: String? = nil, in db: Database) throws -> DurableRun {
+        var spec = try graph.spec()
+        spec.traceCarrier = spec.carrierToStore()
+        let run = DurableRun(try submit(spec, uniqueKey: uniqueKey, in: db))
+        guard run.existing else { return run }
+        var stored: [(String, String)?] = []
+        if run.jobs.count == spec.jobs.count {
+            let rows = try Row.fetchAll(
+                db, sql: "SELECT name, kind FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [run.id.rawValue])
+            stored = rows.map { ($0[0] as String, $0[1] as String) }
+        }
+        try spec.checkShape(of: run, uniqueKey: uniqueKey, stored: stored)
+        return run
+    }
+
     /// Refuses a connection that is not to this store's file: its `baton_…` tables would be another
     /// store's, or missing. Files are compared by identity (device and inode), so a path through a
     /// link, or relative, names the same file.
