@@ -8,14 +8,14 @@ extension PostgresJobStore {
     /// application's `writes` on the same connection: both commit, or neither does. Returns false,
     /// having run nothing of `writes`, when the lease is no longer the job's current one (the attempt
     /// is stale: another attempt owns the job, or it was cancelled or finished). What
-    /// ``BatonDurable/DurableJobContext/complete(returning:writes:)`` calls for this store.
+    /// `DurableJobContext.complete(returning:writes:)` calls for this store.
     ///
     /// `writes` runs with PostgreSQL's default search path (`"$user", public`): name tables of other
     /// schemas in full. It is bounded by ``PostgresStoreConfiguration/operationTimeout`` like any call.
     /// Retry-safe: when the reply to `COMMIT` is lost and the store tries again, the completion that
     /// committed is recognised (by its lease token) and `writes` is not run a second time.
     ///
-    /// - Throws: `writes`' own errors (the transaction rolled back), ``BatonDurable/DurableError`` when
+    /// - Throws: `writes`' own errors (the transaction rolled back), `DurableError` when
     ///   PostgreSQL fails.
     public func complete(
         _ lease: Lease, output: Data, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
@@ -89,10 +89,10 @@ extension DurableJobContext {
     /// transaction back and is rethrown.
     ///
     /// - Returns: `output`.
-    /// - Throws: ``BatonDurable/DurableError/Code/leaseLost`` when the lease had ended (nothing was written);
-    ///   ``BatonDurable/DurableError/Code/misuse`` when the store is not a PostgreSQL store, the context was
+    /// - Throws: `DurableError.leaseLost` when the lease had ended (nothing was written);
+    ///   `DurableError.misuse` when the store is not a PostgreSQL store, the context was
     ///   made by hand, or the attempt completed already; `writes`' own errors;
-    ///   ``BatonDurable/DurableError/Code/storeFailure`` when PostgreSQL fails.
+    ///   `DurableError.storeFailure` when PostgreSQL fails.
     public func complete<Output: Encodable & Sendable>(
         returning output: Output, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
     ) async throws -> Output {

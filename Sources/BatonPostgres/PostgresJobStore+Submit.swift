@@ -64,8 +64,8 @@ extension PostgresJobStore {
     /// A `uniqueKey` behaves as in ``submit(_:uniqueKey:)``; while another transaction holds an
     /// uncommitted run with the same key, this call waits for it to end (PostgreSQL's unique index).
     ///
-    /// - Throws: ``DurableError``: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle``
-    ///   before sending anything, ``DurableError/Code/misuse`` when the connection's database has no
+    /// - Throws: `DurableError`: `DurableError.invalidGraph` or `DurableError.dependencyCycle`
+    ///   before sending anything, `DurableError.misuse` when the connection's database has no
     ///   store in ``PostgresStoreConfiguration/schema``; PostgresNIO's errors as they happen (the caller's
     ///   transaction is then aborted and must be rolled back).
     public func submit(
@@ -116,7 +116,7 @@ extension PostgresJobStore {
     /// Submits a typed graph in the caller's own transaction on `connection`, as
     /// ``submit(_:uniqueKey:on:)-(GraphSpec,_,_)`` does; the submitter's trace context is stored with the run.
     ///
-    /// - Throws: as ``submit(_:uniqueKey:on:)-(GraphSpec,_,_)``, and ``BatonDurable/DurableError/Code/uniqueKeyConflict``
+    /// - Throws: as ``submit(_:uniqueKey:on:)-(GraphSpec,_,_)``, and `DurableError.uniqueKeyConflict`
     ///   when the run holding `uniqueKey` has another shape than `graph`.
     public func submit(
         _ graph: JobGraph, uniqueKey: String? = nil, on connection: PostgresConnection
