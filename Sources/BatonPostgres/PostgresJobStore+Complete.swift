@@ -10,10 +10,14 @@ extension PostgresJobStore {
     /// is stale: another attempt owns the job, or it was cancelled or finished). What
     /// `DurableJobContext.complete(returning:writes:)` calls for this store.
     ///
-    /// `writes` runs with PostgreSQL's default search path (`"$user", public`): name tables of other
-    /// schemas in full. It is bounded by ``PostgresStoreConfiguration/operationTimeout`` like any call.
-    /// Retry-safe: when the reply to `COMMIT` is lost and the store tries again, the completion that
-    /// committed is recognised (by its lease token) and `writes` is not run a second time.
+    /// `writes` runs with PostgreSQL's default search path (`"$user", public`, whatever a role or database
+    /// sets): name tables of other schemas in full. It must not end the transaction (`COMMIT`, `ROLLBACK`);
+    /// it runs in a savepoint, whose release then fails. It counts against
+    /// ``PostgresStoreConfiguration/operationTimeout`` like any call; a try abandoned after that timeout
+    /// may still commit (writes and completion together), so a `storeFailure` does not always mean
+    /// that nothing was written. Retry-safe: when the reply to `COMMIT` is lost and the store tries
+    /// again, the completion that committed is recognised (by its lease token) and `writes` is not run
+    /// a second time.
     ///
     /// - Throws: `writes`' own errors (the transaction rolled back), `DurableError` when
     ///   PostgreSQL fails.
@@ -40,11 +44,15 @@ extension PostgresJobStore {
                 guard current else { return false }
                 try await connection.query(
                     "SELECT set_config('search_path', '\"$user\", public', true)", logger: logger)
+                // A savepoint around the writes: one that ends the transaction (`COMMIT`, `ROLLBACK`) makes
+                // the release fail, loudly, rather than leave the completion outside it.
+                try await connection.query("SAVEPOINT baton_writes", logger: logger)
                 do {
                     try await writes(connection)
                 } catch {
                     throw ApplicationWritesError(error)
                 }
+                try await connection.query("RELEASE SAVEPOINT baton_writes", logger: logger)
                 try await connection.query("SELECT set_config('search_path', \(storePath), true)", logger: logger)
                 let accepted = try Self.acceptedLeases(try await connection.rows(of: statement, logger: logger))
                 guard accepted.contains(lease) else {

@@ -1,3 +1,4 @@
+import Baton
 import BatonDurable
 import BatonTesting
 import Foundation
@@ -155,8 +156,16 @@ struct SQLiteCompletionTests {
         var handles: [JobGraph.Handle<Int>] = []
         for index in 0..<20 { handles.append(graph.add(CountedOnce.self, input: "c\(index)", name: "c\(index)")) }
         let run = try await store.submit(graph)
-        let worker = try makeWorker(store, [CountedOnce()])
+        let ends = AttemptEnds()
+        let worker = try DurableWorker(
+            store: store, jobs: [CountedOnce()],
+            configuration: .init(
+                id: "counter", maxConcurrentJobs: 8, pollInterval: .milliseconds(200), instruments: [ends]))
         try await withDeadline(.seconds(60), "the counting run") { try await worker.run(until: run) }
+        // Each attempt ended as the job's own transaction recorded it: no report sent after it (it would
+        // have been rejected), no lease said lost.
+        #expect(ends.ends == Array(repeating: "succeeded", count: 20), "\(ends.ends)")
+        #expect(ends.lost == 0)
         let counts = try await application.read { db in
             try Row.fetchAll(db, sql: "SELECT name, count FROM counters ORDER BY name").map {
                 ($0["name"] as String, $0["count"] as Int)
@@ -236,5 +245,17 @@ final class SQLiteEffects: ApplicationEffects {
 
     func rows() async throws -> [String] {
         try await application.read { db in try String.fetchAll(db, sql: "SELECT row FROM effects ORDER BY rowid") }
+    }
+}
+
+/// The ends of the attempts a worker told its instruments of, and the leases it said were lost.
+final class AttemptEnds: JobInstrument, DurableWorkerInstrument {
+    private let state = Protected<(ends: [String], lost: Int)>(([], 0))
+    var ends: [String] { state.withLock { $0.ends } }
+    var lost: Int { state.withLock { $0.lost } }
+    func attemptClaimed(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) {}
+    func attemptLostLease(_ attempt: ClaimedJob, job: Job, worker: DurableWorker) { state.withLock { $0.lost += 1 } }
+    func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {
+        state.withLock { $0.ends.append(end.description) }
     }
 }

@@ -144,6 +144,34 @@ struct PostgresCompletionTests {
         }
     }
 
+    @Test("the writes run with PostgreSQL's default search path: an unqualified table of public is the application's")
+    func writesSeeThePublicSchema() async throws {
+        try await TestPostgres.withStore("fxpath") { store, configuration in
+            let table = "\(configuration.schema)_public_probe"
+            try await store.query(PostgresQuery(unsafeSQL: "CREATE TABLE public.\(table) (n int)"))
+            do {
+                let run = try await store.submit(
+                    GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]),
+                    uniqueKey: nil)
+                let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+                let recorded = try await store.complete(claimed[0].lease, output: Data("1".utf8)) { connection in
+                    try await connection.query(
+                        PostgresQuery(unsafeSQL: "INSERT INTO \(table) VALUES (1)"), logger: TestPostgres.logger)
+                }
+                #expect(recorded)
+                #expect(try await store.record(of: run.jobs[0]).state == .succeeded)
+                let rows = try await store.query(PostgresQuery(unsafeSQL: "SELECT count(*)::int FROM public.\(table)"))
+                #expect(try rows.first?.decode(Int.self) == 1)
+                // The store's own statements afterwards still find its tables.
+                #expect(try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30)).isEmpty)
+            } catch {
+                _ = try? await store.query(PostgresQuery(unsafeSQL: "DROP TABLE public.\(table)"))
+                throw error
+            }
+            try await store.query(PostgresQuery(unsafeSQL: "DROP TABLE public.\(table)"))
+        }
+    }
+
     @Test("a worker's job counts each run once, in the completion's transaction")
     func workerCountsOnce() async throws {
         try await TestPostgres.withStore("fxworker") { store, _ in

@@ -36,13 +36,19 @@ extension JobStoreConformance {
         TransactionCheck(name: "a graph submitted in a transaction is invisible until it commits, then runs") {
             store, begin in
             let transaction = try await begin()
+            // With a category and an edge, so that every table of a submission is written in the transaction.
             let run = try await transaction.submit(
-                Build.graph("tx", Build.job("a"), Build.job("b", after: [0])), uniqueKey: "tx-1")
+                Build.graph(
+                    "tx", Build.job("a", categories: [.named("tx", limit: 1)]), Build.job("b", after: [0])),
+                uniqueKey: "tx-1")
             try expectEqual(run.existing, false, "existing")
             try expectEqual(run.jobs.count, 2, "job ids")
             try await expectDurableError(.unknownRun) { _ = try await store.record(of: run.run) }
             try await transaction.commit()
             try expectEqual(try await store.record(of: run.run).name, "tx", "the committed run's name")
+            let snapshot = try await store.snapshot(of: run.run)
+            try expectEqual(snapshot.jobs[0].categories.map(\.name), ["tx"], "a's categories")
+            try expectEqual(snapshot.jobs[1].dependencies.map(\.job), [run.jobs[0]], "b's dependency")
             let first = try await store.claimAll()
             try expectEqual(first.map(\.job), [run.jobs[0]], "claimed after the commit")
             try expectEqual(try await store.succeed(first[0]), .accepted(.succeeded), "finishing a")

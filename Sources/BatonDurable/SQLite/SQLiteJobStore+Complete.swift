@@ -27,7 +27,15 @@ extension SQLiteJobStore {
                 }
                 let result = try Self.finishAttempt(
                     db, AttemptReport(lease: lease, outcome: .succeeded(output: output)), now: now)
-                return result == .accepted(.succeeded)
+                guard result == .accepted(.succeeded) else {
+                    // Only if `writes` changed the job's own row: roll everything back, writes included.
+                    throw DurableError(
+                        code: .storeFailure,
+                        message:
+                            "the completion of job \(lease.job.rawValue) was not recorded after its lease was checked (did the writes change the store's baton_ tables?); nothing was written"
+                    )
+                }
+                return true
             }
         } catch let error as ApplicationWritesError {
             throw error.error

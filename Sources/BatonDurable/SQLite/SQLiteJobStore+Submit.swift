@@ -22,7 +22,8 @@ extension SQLiteJobStore {
     /// transaction, in one of its own). This process's workers are woken when that transaction commits;
     /// workers of other processes find the run at their next poll. A `uniqueKey` behaves as in
     /// ``submit(_:uniqueKey:)``: a run holding it, committed or written earlier in the same transaction,
-    /// is returned with ``SubmittedRun/existing`` set.
+    /// is returned with ``SubmittedRun/existing`` set. The identities returned are the run's once the
+    /// transaction commits: after a rollback, SQLite may give them to a later run, as it does rowids.
     ///
     /// - Throws: ``DurableError``: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle``
     ///   before writing anything; ``DurableError/Code/misuse`` when `db` is a connection to another file (or
@@ -135,8 +136,9 @@ extension SQLiteJobStore {
                 db, sql: "SELECT id FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [existing])
             return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
         }
-        // Identities are never handed out twice, even after `prune` deleted the newest runs (SQLite
-        // would reuse them): a job's idempotency key, and a run a client still names, stay its own.
+        // Identities of committed runs are never handed out twice, even after `prune` deleted the newest
+        // runs (SQLite would reuse them): a job's idempotency key, and a run a client still names, stay its
+        // own. (Those of a rolled-back submission in the caller's transaction may be used again.)
         let run = try nextID(db, table: "baton_runs")
         try db.execute(
             sql: """

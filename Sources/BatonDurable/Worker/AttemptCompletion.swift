@@ -14,6 +14,10 @@ import Foundation
 package final class AttemptCompletion: Sendable {
     package enum State: Sendable, Equatable {
         case open, committing, committed, refused
+
+        /// The job's own transaction is under way or committed: the worker neither renews the lease nor
+        /// stops the attempt for it (the completion ends the lease, or says it had ended).
+        package var isRecording: Bool { self == .committing || self == .committed }
     }
 
     package let store: any JobStore

@@ -285,8 +285,10 @@ struct WorkerOwner {
                     attempt.job.cancel(
                         reason: DurableCancellation(message: "job '\(lease.job)' was cancelled: \(reason)"))
                 }
-            case .lost where attempt.completion.current == .committed:
-                break  // the job recorded its own success: the lease ended with it
+            case .lost where attempt.completion.current.isRecording:
+                // The job is recording (or recorded) its own success, which ends the lease: whether it was
+                // lost first is known when the attempt ends (its completion refused).
+                break
             case .lost:
                 // Told once; one stopped as running out reports nothing now (it would be rejected).
                 if attempt.cause?.isLeaseLost != true { worker.tellLostLease(attempt) }
@@ -423,7 +425,9 @@ struct WorkerOwner {
         renewing = true
         renewWaiters += renewRequests
         renewRequests = []
-        let leases = active.values.filter { !$0.ended }.map(\.claimed.lease)
+        // An attempt whose job is committing its own completion is not renewed: PostgreSQL holds its row
+        // until the commit, and the batch's renewal would wait on it, for every lease of the batch.
+        let leases = active.values.filter { !$0.ended && !$0.completion.current.isRecording }.map(\.claimed.lease)
         var prune: Date?
         if let retention = configuration.retention {
             let now = store.clock.now()
@@ -486,7 +490,8 @@ struct WorkerOwner {
     mutating func stopAttemptsOutOfLease() -> Date? {
         let now = store.clock.now().addingTimeInterval(0.001)
         var next: Date?
-        for (lease, attempt) in active where attempt.cause == nil && !attempt.ended {
+        for (lease, attempt) in active
+        where attempt.cause == nil && !attempt.ended && !attempt.completion.current.isRecording {
             let deadline = attempt.leaseEnds.adding(.zero - leaseStopMargin)
             guard deadline <= now else {
                 if next.map({ deadline < $0 }) ?? true { next = deadline }
