@@ -68,7 +68,14 @@ struct TrickleCPUTests {
         init(_ text: String) { description = text }
     }
 
-    @Test func aTricklingDownloadCostsAtMostFivePercentOfACore() async throws {
+    @Test(
+        // ThreadSanitizer's runtime has a thread of its own that wakes periodically, and every instrumented
+        // access costs several times more: CPU that grows with the wall time, whatever the download does
+        // (5.8 % of a core measured in CI's run). The share is measured on the plain build.
+        .enabled(
+            if: ProcessInfo.processInfo.environment["BATON_SANITIZER"] == nil,
+            "under ThreadSanitizer, whose runtime costs CPU of its own while the process waits"))
+    func aTricklingDownloadCostsAtMostFivePercentOfACore() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let body = SampleFeed.geoJSON(count: 400)  // about 250 KB
