@@ -104,17 +104,9 @@ extension DurableJobContext {
     public func complete<Output: Encodable & Sendable>(
         returning output: Output, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
     ) async throws -> Output {
-        let completion = try attemptCompletion()
-        guard let store = completion.store as? PostgresJobStore else {
-            throw DurableError(
-                code: .misuse, jobs: [name],
-                message:
-                    "job '\(name)' asked for a PostgreSQL completion transaction, but its worker's store is \(type(of: completion.store)). Use the form of complete(returning:writes:) for that store."
-            )
-        }
-        let data = try DurableCoding.encode(output)
-        return try await completion.complete(output) {
-            try await store.complete(completion.lease, output: data, writes: writes)
+        try await complete(returning: output, on: PostgresJobStore.self, storeName: "PostgreSQL") {
+            store, lease, data in
+            try await store.complete(lease, output: data, writes: writes)
         }
     }
 }

@@ -195,6 +195,24 @@ struct PostgresCompletionTests {
     }
 }
 
+/// The PostgreSQL form of a completion asked of a worker whose store is SQLite (no server needed).
+@Test("a job asking for a PostgreSQL completion on a SQLite worker fails with a clear message")
+func postgresCompletionOnASQLiteWorker() async throws {
+    let store = try SQLiteJobStore.inMemory()
+    var graph = JobGraph(name: "wrong store")
+    let job = graph.add(PostgresCounted.self, input: .init(table: "t", name: "n"), retry: .never)
+    let run = try await store.submit(graph)
+    let worker = try DurableWorker(
+        store: store, jobs: [PostgresCounted()], configuration: .init(id: "w", pollInterval: .milliseconds(200)))
+    try await withDeadline(.seconds(60), "the run") { try await worker.run(until: run) }
+    let record = try await store.record(of: run[job])
+    #expect(record.state == .failed)
+    #expect(
+        record.lastError?.contains(
+            "asked for a PostgreSQL completion transaction, but its worker's store is SQLiteJobStore")
+            == true, "\(record.lastError ?? "")")
+}
+
 /// Counts its input's name in the application's `counters` table, in the completion's transaction.
 struct PostgresCounted: DurableJob {
     struct Input: Codable, Sendable {

@@ -1,5 +1,5 @@
 import Baton
-import Foundation
+package import Foundation
 
 /// An attempt's completion in a transaction of its job's own (`DurableJobContext.complete(returning:writes:)`):
 /// the worker's store and the attempt's lease, and whether the success was committed there — in which
@@ -105,4 +105,26 @@ package final class AttemptCompletion: Sendable {
 package struct ApplicationWritesError: Error {
     package let error: any Error
     package init(_ error: any Error) { self.error = error }
+}
+
+extension DurableJobContext {
+    /// The body of each store's `complete(returning:writes:)`: this attempt's completion, refused with
+    /// ``DurableError/Code/misuse`` when the worker's store is not a `Store` (`storeName` says which the
+    /// job asked for), then `record` — the store's transaction, given the store, the lease and the
+    /// encoded output — between the completion's `begin()` and `end(_:)`.
+    package func complete<Store: JobStore, Output: Encodable & Sendable>(
+        returning output: Output, on _: Store.Type, storeName: String,
+        _ record: (Store, Lease, Data) async throws -> Bool
+    ) async throws -> Output {
+        let completion = try attemptCompletion()
+        guard let store = completion.store as? Store else {
+            throw DurableError(
+                code: .misuse, jobs: [name],
+                message:
+                    "job '\(name)' asked for a \(storeName) completion transaction, but its worker's store is \(type(of: completion.store)). Use the form of complete(returning:writes:) for that store."
+            )
+        }
+        let data = try DurableCoding.encode(output)
+        return try await completion.complete(output) { try await record(store, completion.lease, data) }
+    }
 }
