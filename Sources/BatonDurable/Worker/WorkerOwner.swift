@@ -443,12 +443,14 @@ struct WorkerOwner {
     /// While `run(until:)` has nothing to do: after a while, and then once a minute, say so when the
     /// run's jobs wait for kinds that no live worker has registered (else it would wait in silence).
     mutating func watchForStall(now: ContinuousClock.Instant, group: inout DiscardingTaskGroup) {
-        guard let run = until, active.isEmpty, !lastClaimFound, !polling, shutdownDeadline == nil else {
+        guard let run = until, active.isEmpty, !lastClaimFound, shutdownDeadline == nil else {
             idleSince = nil
             return
         }
+        // A poll in flight is part of being idle: it must not restart the wait (with a poll interval
+        // shorter than the warning's delay, every poll did, and the warning never came).
         if idleSince == nil { idleSince = now }
-        guard let due = nextStallCheck, now >= due else { return }
+        guard !polling, let due = nextStallCheck, now >= due else { return }
         lastStallCheck = now
         let worker = worker
         group.addTask { await worker.warnOfMissingWorkers(run) }
