@@ -350,7 +350,8 @@ extension PostgresJobStore {
                 ).collect().first?.decode(String.self) ?? "?"
             try await connection.query(
                 """
-                UPDATE runs SET unfinished = unfinished - 1,
+                UPDATE runs SET unfinished = unfinished - 1, failed = failed + \(state == .failed ? 1 : 0),
+                    cancelled = cancelled + \(state == .cancelled ? 1 : 0),
                     finished = CASE WHEN unfinished = 1 THEN \(now) ELSE finished END
                 WHERE id = (SELECT run FROM jobs WHERE id = \(job))
                 """, logger: logger)

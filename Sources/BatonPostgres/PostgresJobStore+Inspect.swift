@@ -177,15 +177,7 @@ extension PostgresJobStore {
                 logger: logger
             ).collect().map { try $0.decode(Int64.self) }
             guard !runs.isEmpty else { return 0 }
-            let jobs = "SELECT id FROM jobs WHERE run = ANY($1)"
-            for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job", "attempts WHERE job"] {
-                var bindings = PostgresBindings()
-                bindings.append(runs)
-                try await connection.query(
-                    PostgresQuery(unsafeSQL: "DELETE FROM \(table) IN (\(jobs))", binds: bindings), logger: logger)
-            }
-            try await connection.query("DELETE FROM jobs WHERE run = ANY(\(runs))", logger: logger)
-            try await connection.query("DELETE FROM runs WHERE id = ANY(\(runs))", logger: logger)
+            try await Self.deleteRuns(connection, runs, logger: logger)
             return runs.count
         }
     }

@@ -264,13 +264,13 @@ extension PostgresJobStore {
     /// $14 remaining, $15 maximum attempts, $16 retry policies, $17 priorities, $18 timeouts, $19 has
     /// categories, $20 not before, $21–$23 edges, $24–$26 categories, $27 channel.
     enum SubmitGraph: PreparedText {
-        static let name = "baton_submit_v5"
+        static let name = "baton_submit_v6"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($3::float8, extract(epoch FROM now())::float8) AS t
             ), new_run AS (
-                INSERT INTO runs (name, unique_key, created, unfinished, finished, trace_context, submission)
-                SELECT $1, $2, now.t, $4, CASE WHEN $5::bool THEN now.t END, $6, $7 FROM now
+                INSERT INTO runs (name, unique_key, created, unfinished, jobs, finished, trace_context, submission)
+                SELECT $1, $2, now.t, $4, $4, CASE WHEN $5::bool THEN now.t END, $6, $7 FROM now
                 ON CONFLICT DO NOTHING RETURNING id
             ), ids AS MATERIALIZED (
                 SELECT g.idx, nextval(pg_get_serial_sequence('jobs', 'id')) AS id

@@ -99,6 +99,12 @@ final class HookedStore: JobStore {
     }
     func nextDueDate(kinds: [String]) async throws -> Date? { try await base.nextDueDate(kinds: kinds) }
     func prune(finishedBefore date: Date) async throws -> Int { try await base.prune(finishedBefore: date) }
+    func runs(_ filter: RunFilter) async throws -> RunPage { try await base.runs(filter) }
+    func runCounts() async throws -> [RunState: Int] { try await base.runCounts() }
+    func attempts(of job: DurableJobID) async throws -> [AttemptRecord] { try await base.attempts(of: job) }
+    func retry(job: DurableJobID) async throws -> Int { try await base.retry(job: job) }
+    func retry(run: DurableRunID) async throws -> Int { try await base.retry(run: run) }
+    func delete(run: DurableRunID) async throws { try await base.delete(run: run) }
     func wakeups() -> AsyncStream<Void> { base.wakeups() }
 }
 

@@ -101,6 +101,49 @@ struct SQLiteJobStoreTests {
         #expect(jobs == 1)
     }
 
+    @Test("a store at schema version 2 gains the runs' counts and the attempts table; its runs are counted")
+    func migratesFromVersion2() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        do {
+            let store = try SQLiteJobStore(path: path)
+            _ = try await store.submit(
+                GraphSpec(
+                    name: "old",
+                    jobs: [
+                        JobSpec(name: "a", kind: "k", input: Data("1".utf8)),
+                        JobSpec(name: "b", kind: "other", input: Data("1".utf8)),
+                    ]), uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            _ = try await store.finish([
+                AttemptReport(lease: claimed[0].lease, outcome: .failed(message: "no", retryable: false))
+            ])
+        }
+        do {
+            // As version 2 left it.
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                for index in ["open", "failed", "cancelled", "name", "created"] {
+                    try db.execute(sql: "DROP INDEX baton_runs_\(index)")
+                }
+                for column in ["jobs", "failed", "cancelled"] {
+                    try db.execute(sql: "ALTER TABLE baton_runs DROP COLUMN \(column)")
+                }
+                try db.execute(sql: "DROP TABLE baton_attempts")
+                try db.execute(sql: "UPDATE baton_durable_meta SET value = '2' WHERE key = 'schema'")
+            }
+            try queue.close()
+        }
+        let store = try SQLiteJobStore(path: path)
+        let summary = try #require(try await store.runs(RunFilter()).runs.first)
+        #expect(summary.jobs == 2 && summary.unfinished == 1 && summary.failed == 1 && summary.cancelled == 0)
+        let claimed = try await store.claim(worker: "w", kinds: ["other"], limit: 1, lease: .seconds(30))
+        _ = try await store.finish([AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: Data("1".utf8)))]
+        )
+        #expect(try await store.runs(RunFilter(state: .failed)).runs.map(\.id) == [summary.id])
+        #expect(try await store.attempts(of: claimed[0].lease.job).map(\.outcome) == [.succeeded])
+    }
+
     @Test("a store reopened keeps its runs, and shares a file with an application's own tables")
     func reopen() async throws {
         let directory = try TemporaryDirectory()

@@ -107,6 +107,14 @@ import Tracing
             // Back to version 1: the table as it was before trace contexts.
             try await store.writer.write { db in
                 try db.execute(sql: "ALTER TABLE baton_runs DROP COLUMN trace_context")
+                // And without version 3's counts, indexes and attempts.
+                for index in ["open", "failed", "cancelled", "name", "created"] {
+                    try db.execute(sql: "DROP INDEX baton_runs_\(index)")
+                }
+                for column in ["jobs", "failed", "cancelled"] {
+                    try db.execute(sql: "ALTER TABLE baton_runs DROP COLUMN \(column)")
+                }
+                try db.execute(sql: "DROP TABLE baton_attempts")
                 try db.execute(sql: "UPDATE baton_durable_meta SET value = '1' WHERE key = 'schema'")
             }
         }

@@ -61,19 +61,27 @@ struct PostgresTracingTests {
             try await store.client.query(
                 "ALTER TABLE jobs DROP COLUMN finished_by, DROP COLUMN finished_report, DROP COLUMN finished_result")
             try await store.client.query("DROP TABLE attempts")  // version 5's
+            // Version 6's (its indexes go with the columns; `runs_created` and `runs_name` are dropped).
+            try await store.client.query(
+                "ALTER TABLE runs DROP COLUMN jobs, DROP COLUMN failed, DROP COLUMN cancelled")
+            try await store.client.query("DROP INDEX runs_open, runs_name, runs_created")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 5)
+            #expect(PostgresJobStore.schemaVersion == 6)
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])
             let output = Data("\"done\"".utf8)
             let report = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: output))
             #expect(try await reopened.finish([report]) == [.accepted(.succeeded)])
+            // Version 6 counted the run's jobs when it migrated.
+            let summary = try #require(try await reopened.runs(RunFilter()).runs.first)
+            #expect(summary.jobs == 1 && summary.unfinished == 0)
+            #expect(summary.state == .succeeded)
         }
     }
 }

@@ -76,8 +76,16 @@ enum TestPostgres {
         } catch {
             try? await drop(configuration.schema, using: store)
             store.close()
+            // postgres-nio's errors describe themselves generically; a failing test names the server's words.
+            if let error = error as? PSQLError { throw Described(text: String(reflecting: error)) }
             throw error
         }
+    }
+
+    /// An error shown as its full text.
+    struct Described: Error, CustomStringConvertible {
+        var text: String
+        var description: String { text }
     }
 
     static func drop(_ schema: String, using store: PostgresJobStore) async throws {

@@ -20,8 +20,8 @@ extension SQLiteJobStore {
         let expired = try Row.fetchAll(
             db.cachedStatement(
                 sql: """
-                    SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request FROM baton_jobs
-                    WHERE state = 'running' AND lease_expires < ?
+                    SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request, lease_token
+                    FROM baton_jobs WHERE state = 'running' AND lease_expires < ?
                     """),
             arguments: [now.storeTime])
         for row in expired {
@@ -32,7 +32,13 @@ extension SQLiteJobStore {
             let message =
                 "attempt \(attempts) lost: the lease of worker '\(owner)' expired at \(at.formatted(.iso8601))"
             try releaseCategories(db, job: id)
-            if let reason: String = row["cancel_request"] {
+            let cancelRequest: String? = row["cancel_request"]
+            let result: DurableJobState =
+                cancelRequest != nil ? .cancelled : attempts >= row["max_attempts"] as Int ? .failed : .ready
+            try recordAttempt(
+                db, Lease(job: DurableJobID(id), token: row["lease_token"] ?? 0), attempt: attempts,
+                worker: row["lease_owner"], now: now, outcome: .lost, result: result, error: message)
+            if let reason = cancelRequest {
                 try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
             } else if attempts >= row["max_attempts"] as Int {
                 try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)

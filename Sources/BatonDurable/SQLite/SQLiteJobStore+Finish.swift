@@ -16,13 +16,50 @@ extension SQLiteJobStore {
             let row = try Row.fetchOne(
                 db.cachedStatement(
                     sql: """
-                        SELECT attempts, max_attempts, retry, cancel_request, has_categories FROM baton_jobs
-                        WHERE id = ? AND state = 'running' AND lease_token = ?
+                        SELECT attempts, max_attempts, retry, cancel_request, has_categories, lease_owner
+                        FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?
                         """),
                 arguments: [id, report.lease.token])
         else { return .rejected }
-        // Columns by position: attempts, max_attempts, retry, cancel_request, has_categories.
+        // Columns by position: attempts, max_attempts, retry, cancel_request, has_categories, lease_owner.
         if row[4] as Int != 0 { try releaseCategories(db, job: id) }
+        let result = try finishAttempt(db, report, row: row, now: now)
+        switch (report.outcome, result) {
+        case (.succeeded, _), (_, .rejected): break
+        case (.failed(let message, _), .accepted(let state)):
+            try recordAttempt(
+                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: state,
+                error: StoredText.message(message))
+        case (.cancelled(let reason), .accepted(let state)):
+            try recordAttempt(
+                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .cancelled, result: state,
+                error: StoredText.message(reason))
+        }
+        return result
+    }
+
+    /// Records an attempt that did not succeed (a success is the job's own row).
+    static func recordAttempt(
+        _ db: Database, _ lease: Lease, attempt: Int, worker: String?, now: Date, outcome: AttemptRecord.Outcome,
+        result: DurableJobState, error: String?
+    ) throws {
+        try db.cachedStatement(
+            sql: """
+                INSERT OR IGNORE INTO baton_attempts (job, token, attempt, worker, ended, outcome, result, error)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                """
+        ).execute(arguments: [
+            lease.job.rawValue, lease.token, attempt, worker, now.storeTime, outcome.rawValue, result.rawValue, error,
+        ])
+    }
+
+    /// Records an attempt whose lease is current (`row`: its job's columns, categories released).
+    private static func finishAttempt(
+        _ db: Database, _ report: AttemptReport, row: Row, now: Date
+    ) throws
+        -> FinishResult
+    {
+        let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
             try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)
@@ -74,7 +111,7 @@ extension SQLiteJobStore {
         // One statement counts the job down in its run and closes the run with its last job.
         let countDown = try db.cachedStatement(
             sql: """
-                UPDATE baton_runs SET unfinished = unfinished - 1,
+                UPDATE baton_runs SET unfinished = unfinished - 1, failed = failed + ?, cancelled = cancelled + ?,
                     finished = CASE WHEN unfinished = 1 THEN ? ELSE finished END
                 WHERE id = (SELECT run FROM baton_jobs WHERE id = ?)
                 """)
@@ -93,7 +130,9 @@ extension SQLiteJobStore {
         var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
         while let (job, state, error, output) = work.popLast() {
             try finalize.execute(arguments: [state.rawValue, error, output, now.storeTime, job])
-            try countDown.execute(arguments: [now.storeTime, job])
+            try countDown.execute(arguments: [
+                state == .failed ? 1 : 0, state == .cancelled ? 1 : 0, now.storeTime, job,
+            ])
             var name: String?
             // Columns by position: job, run_regardless, state, remaining.
             for row in try Row.fetchAll(dependents, arguments: [job]) {

@@ -165,14 +165,7 @@ extension SQLiteJobStore {
                 db, sql: "SELECT id FROM baton_runs WHERE finished IS NOT NULL AND finished < ?",
                 arguments: [date.storeTime])
             if !runs.isEmpty { try Self.recordIDFloors(db) }
-            for run in runs {
-                let jobs = "SELECT id FROM baton_jobs WHERE run = ?"
-                try db.execute(sql: "DELETE FROM baton_edges WHERE job IN (\(jobs))", arguments: [run])
-                try db.execute(sql: "DELETE FROM baton_job_categories WHERE job IN (\(jobs))", arguments: [run])
-                try db.execute(sql: "DELETE FROM baton_holders WHERE job IN (\(jobs))", arguments: [run])
-                try db.execute(sql: "DELETE FROM baton_jobs WHERE run = ?", arguments: [run])
-                try db.execute(sql: "DELETE FROM baton_runs WHERE id = ?", arguments: [run])
-            }
+            try Self.deleteRuns(db, runs)
             return runs.count
         }
     }

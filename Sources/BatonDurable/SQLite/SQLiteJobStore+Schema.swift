@@ -85,6 +85,40 @@ extension SQLiteJobStore {
             // Version 2: the submitter's trace context, kept with the run (NULL for older runs).
             try db.execute(sql: "ALTER TABLE baton_runs ADD COLUMN trace_context TEXT")
         }
+        if found < 3 {
+            // Version 3: what operators read. Each run counts its jobs and how many finished failed or
+            // cancelled (kept by the statements that finish jobs, so that listing runs by state reads no
+            // jobs), with indexes for the run list's filters; and the attempts that did not succeed, one
+            // row each (a success is the job's own row).
+            try db.execute(
+                sql: """
+                    ALTER TABLE baton_runs ADD COLUMN jobs INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE baton_runs ADD COLUMN failed INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE baton_runs ADD COLUMN cancelled INTEGER NOT NULL DEFAULT 0;
+                    UPDATE baton_runs SET
+                        jobs = (SELECT count(*) FROM baton_jobs j WHERE j.run = baton_runs.id),
+                        failed = (SELECT count(*) FROM baton_jobs j WHERE j.run = baton_runs.id AND j.state = 'failed'),
+                        cancelled = (SELECT count(*) FROM baton_jobs j WHERE j.run = baton_runs.id AND j.state = 'cancelled');
+                    CREATE INDEX baton_runs_open ON baton_runs(id) WHERE finished IS NULL;
+                    CREATE INDEX baton_runs_failed ON baton_runs(id) WHERE finished IS NOT NULL AND failed > 0;
+                    CREATE INDEX baton_runs_cancelled ON baton_runs(id)
+                        WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0;
+                    CREATE INDEX baton_runs_name ON baton_runs(name, id);
+                    CREATE INDEX baton_runs_created ON baton_runs(created);
+                    CREATE TABLE baton_attempts (
+                        seq INTEGER PRIMARY KEY,
+                        job INTEGER NOT NULL,
+                        token INTEGER NOT NULL,
+                        attempt INTEGER NOT NULL,
+                        worker TEXT,
+                        ended REAL NOT NULL,
+                        outcome TEXT NOT NULL,
+                        result TEXT NOT NULL,
+                        error TEXT,
+                        UNIQUE (job, token)
+                    );
+                    """)
+        }
         try db.execute(
             sql: "INSERT OR REPLACE INTO baton_durable_meta (key, value) VALUES ('schema', ?)",
             arguments: [schemaVersion])

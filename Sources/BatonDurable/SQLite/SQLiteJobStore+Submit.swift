@@ -142,10 +142,10 @@ extension SQLiteJobStore {
         let run = try nextID(db, table: "baton_runs")
         try db.execute(
             sql: """
-                INSERT INTO baton_runs (id, name, unique_key, created, unfinished, trace_context)
-                VALUES (?, ?, ?, ?, ?, ?)
+                INSERT INTO baton_runs (id, name, unique_key, created, unfinished, jobs, trace_context)
+                VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
-            arguments: [run, graph.name, uniqueKey, now, graph.jobs.count, carrier])
+            arguments: [run, graph.name, uniqueKey, now, graph.jobs.count, graph.jobs.count, carrier])
         let firstJob = try nextID(db, table: "baton_jobs")
         let insertJob = try db.cachedStatement(
             sql: """

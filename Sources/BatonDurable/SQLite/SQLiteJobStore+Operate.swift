@@ -1,0 +1,193 @@
+public import Foundation
+import GRDB
+
+/// What operators read and repair: runs by state, name and time; a job's attempts; retries in place and
+/// deletion.
+extension SQLiteJobStore {
+    public func runs(_ filter: RunFilter) async throws -> RunPage {
+        try filter.check()
+        return try await reading { db in
+            var conditions: [String] = []
+            var arguments: [any DatabaseValueConvertible] = []
+            switch filter.state {
+            case nil: break
+            case .running: conditions.append("finished IS NULL")
+            case .failed: conditions.append("finished IS NOT NULL AND failed > 0")
+            case .cancelled: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled > 0")
+            case .succeeded: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled = 0")
+            }
+            if let name = filter.name {
+                conditions.append("name = ?")
+                arguments.append(name)
+            }
+            if let since = filter.createdSince {
+                conditions.append("created >= ?")
+                arguments.append(since.storeTime)
+            }
+            if let before = filter.createdBefore {
+                conditions.append("created < ?")
+                arguments.append(before.storeTime)
+            }
+            if let run = filter.before {
+                conditions.append("id < ?")
+                arguments.append(run.rawValue)
+            }
+            arguments.append(filter.limit + 1)
+            let rows = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, name, unique_key, created, finished, jobs, unfinished, failed, cancelled
+                    FROM baton_runs \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+                    ORDER BY id DESC LIMIT ?
+                    """, arguments: StatementArguments(arguments))
+            let runs = rows.prefix(filter.limit).map { row in
+                RunSummary(
+                    id: DurableRunID(row[0] as Int64), name: row[1], uniqueKey: row[2],
+                    created: Date(storeTime: row[3]), finished: (row[4] as Double?).map(Date.init(storeTime:)),
+                    jobs: row[5], unfinished: row[6], failed: row[7], cancelled: row[8])
+            }
+            return RunPage(runs: runs, next: rows.count > filter.limit ? runs.last?.id : nil)
+        }
+    }
+
+    public func runCounts() async throws -> [RunState: Int] {
+        try await reading { db in
+            let row = try Row.fetchOne(
+                db,
+                sql: """
+                    SELECT (SELECT count(*) FROM baton_runs WHERE finished IS NULL),
+                        (SELECT count(*) FROM baton_runs WHERE finished IS NOT NULL AND failed > 0),
+                        (SELECT count(*) FROM baton_runs WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0),
+                        (SELECT count(*) FROM baton_runs)
+                    """)
+            let (running, failed, cancelled, all): (Int, Int, Int, Int) =
+                row.map { ($0[0], $0[1], $0[2], $0[3]) } ?? (0, 0, 0, 0)
+            return [
+                .running: running, .failed: failed, .cancelled: cancelled,
+                .succeeded: all - running - failed - cancelled,
+            ]
+        }
+    }
+
+    public func attempts(of job: DurableJobID) async throws -> [AttemptRecord] {
+        try await reading { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT state, attempts, finished FROM baton_jobs WHERE id = ?",
+                    arguments: [job.rawValue])
+            else { throw RunQueries.unknownJob(job, doing: "it has no attempts to show") }
+            var attempts = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT attempt, worker, ended, outcome, result, error FROM baton_attempts
+                    WHERE job = ? ORDER BY seq
+                    """, arguments: [job.rawValue]
+            ).map { row in
+                AttemptRecord(
+                    attempt: row[0], worker: row[1], ended: Date(storeTime: row[2]),
+                    outcome: AttemptRecord.Outcome(rawValue: row[3]) ?? .failed,
+                    result: DurableJobState(rawValue: row[4]) ?? .failed, error: row[5])
+            }
+            if row[0] as String == DurableJobState.succeeded.rawValue, let finished = row[2] as Double? {
+                attempts.append(
+                    AttemptRecord(
+                        attempt: row[1], worker: nil, ended: Date(storeTime: finished), outcome: .succeeded,
+                        result: .succeeded, error: nil))
+            }
+            return attempts
+        }
+    }
+
+    @discardableResult
+    public func retry(job: DurableJobID) async throws -> Int {
+        try await write(wake: true) { db in
+            guard
+                let run = try Int64.fetchOne(
+                    db, sql: "SELECT run FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
+            else { throw RunQueries.unknownJob(job, doing: "nothing to retry") }
+            let (jobs, edges) = try Self.retryGraph(db, run: run)
+            return try Self.apply(try RetryPlan.make(targets: [job.rawValue], jobs: jobs, edges: edges), db, run: run)
+        }
+    }
+
+    @discardableResult
+    public func retry(run: DurableRunID) async throws -> Int {
+        try await write(wake: true) { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM baton_runs WHERE id = ?", arguments: [run.rawValue]) != nil
+            else { throw RunQueries.unknownRun(run, doing: "nothing to retry") }
+            let (jobs, edges) = try Self.retryGraph(db, run: run.rawValue)
+            let roots = RetryPlan.roots(jobs: jobs, edges: edges)
+            return try Self.apply(try RetryPlan.make(targets: roots, jobs: jobs, edges: edges), db, run: run.rawValue)
+        }
+    }
+
+    public func delete(run: DurableRunID) async throws {
+        try await write(wake: false) { db in
+            guard
+                let unfinished = try Int.fetchOne(
+                    db, sql: "SELECT unfinished FROM baton_runs WHERE id = ?", arguments: [run.rawValue])
+            else { throw RunQueries.unknownRun(run, doing: "nothing to delete") }
+            guard unfinished == 0 else { throw RunQueries.unfinishedDelete(run, unfinished: unfinished) }
+            try Self.recordIDFloors(db)
+            try Self.deleteRuns(db, [run.rawValue])
+        }
+    }
+
+    /// Deletes runs with their jobs, edges, categories, holders and attempts.
+    static func deleteRuns(_ db: Database, _ runs: [Int64]) throws {
+        for run in runs {
+            let jobs = "SELECT id FROM baton_jobs WHERE run = ?"
+            for table in ["baton_edges", "baton_job_categories", "baton_holders", "baton_attempts"] {
+                try db.execute(sql: "DELETE FROM \(table) WHERE job IN (\(jobs))", arguments: [run])
+            }
+            try db.execute(sql: "DELETE FROM baton_jobs WHERE run = ?", arguments: [run])
+            try db.execute(sql: "DELETE FROM baton_runs WHERE id = ?", arguments: [run])
+        }
+    }
+
+    /// A run's jobs and edges, as a retry plans over them.
+    static func retryGraph(_ db: Database, run: Int64) throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
+        var jobs: [Int64: RetryPlan.Job] = [:]
+        for row in try Row.fetchAll(
+            db, sql: "SELECT id, name, state, remaining FROM baton_jobs WHERE run = ?", arguments: [run])
+        {
+            jobs[row[0]] = RetryPlan.Job(
+                name: row[1], state: DurableJobState(rawValue: row[2]) ?? .failed, remaining: row[3])
+        }
+        let edges = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT e.dependency, e.job, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
+                WHERE j.run = ?
+                """, arguments: [run]
+        ).map { RetryPlan.Edge(dependency: $0[0], job: $0[1], runRegardless: $0[2]) }
+        return (jobs, edges)
+    }
+
+    /// Writes a retry's plan; returns how many jobs run again.
+    static func apply(_ plan: RetryPlan, _ db: Database, run: Int64) throws -> Int {
+        let restart = try db.cachedStatement(
+            sql: """
+                UPDATE baton_jobs SET state = ?, remaining = ?, attempts = 0, not_before = 0, lease_owner = NULL,
+                    lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL, output = NULL,
+                    finished = NULL
+                WHERE id = ?
+                """)
+        for change in plan.restarted {
+            try restart.execute(arguments: [change.state.rawValue, change.remaining, change.id])
+        }
+        for change in plan.waiting {
+            try db.execute(
+                sql: "UPDATE baton_jobs SET state = ?, remaining = ? WHERE id = ?",
+                arguments: [change.state.rawValue, change.remaining, change.id])
+        }
+        guard !plan.restarted.isEmpty else { return 0 }
+        try db.execute(
+            sql: """
+                UPDATE baton_runs SET unfinished = unfinished + ?, failed = failed - ?, cancelled = cancelled - ?,
+                    finished = NULL
+                WHERE id = ?
+                """, arguments: [plan.restarted.count, plan.failed, plan.cancelled, run])
+        return plan.restarted.count
+    }
+}

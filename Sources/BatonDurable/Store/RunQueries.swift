@@ -1,0 +1,201 @@
+public import Foundation
+
+/// What a run as a whole has come to, from its jobs' states.
+public enum RunState: String, Codable, Sendable, CaseIterable, CustomStringConvertible {
+    /// Some job has not finished (pending, ready or running).
+    case running
+    /// Every job finished and succeeded.
+    case succeeded
+    /// Every job finished, and at least one failed.
+    case failed
+    /// Every job finished, none failed, and at least one was cancelled.
+    case cancelled
+
+    public var description: String { rawValue }
+}
+
+/// Which runs ``JobStore/runs(_:)`` lists: newest first, a page at a time.
+///
+/// ```swift
+/// var filter = RunFilter(state: .failed, limit: 20)
+/// let first = try await store.runs(filter)
+/// filter.before = first.next  // the following page, or nil when there is none
+/// ```
+public struct RunFilter: Hashable, Codable, Sendable {
+    /// Only runs in this state, or any.
+    public var state: RunState?
+    /// Only runs of this exact name, or any.
+    public var name: String?
+    /// Only runs created at or after this time.
+    public var createdSince: Date?
+    /// Only runs created before this time.
+    public var createdBefore: Date?
+    /// Only runs older than this one (its identity excluded): ``RunPage/next`` of the previous page.
+    public var before: DurableRunID?
+    /// At most this many runs (1…1,000).
+    public var limit: Int
+
+    public init(
+        state: RunState? = nil, name: String? = nil, createdSince: Date? = nil, createdBefore: Date? = nil,
+        before: DurableRunID? = nil, limit: Int = 50
+    ) {
+        self.state = state
+        self.name = name
+        self.createdSince = createdSince
+        self.createdBefore = createdBefore
+        self.before = before
+        self.limit = limit
+    }
+
+    /// Throws ``DurableError/Code/misuse`` for a limit outside 1…1,000.
+    package func check() throws {
+        guard (1...1_000).contains(limit) else {
+            throw DurableError(
+                code: .misuse,
+                message: "a page of runs holds 1 to 1,000 runs, not \(limit); ask for the next page with `before`.")
+        }
+    }
+}
+
+/// A run with its progress, as the run list shows it.
+public struct RunSummary: Hashable, Codable, Sendable {
+    public var id: DurableRunID
+    public var name: String
+    public var uniqueKey: String?
+    public var created: Date
+    /// When its last job finished, or `nil` while it runs.
+    public var finished: Date?
+    public var state: RunState
+    /// Its jobs: how many in all, how many have not finished, and how many finished failed or cancelled.
+    public var jobs: Int
+    public var unfinished: Int
+    public var failed: Int
+    public var cancelled: Int
+
+    public init(
+        id: DurableRunID, name: String, uniqueKey: String?, created: Date, finished: Date?, jobs: Int,
+        unfinished: Int, failed: Int, cancelled: Int
+    ) {
+        self.id = id
+        self.name = name
+        self.uniqueKey = uniqueKey
+        self.created = created
+        self.finished = finished
+        self.jobs = jobs
+        self.unfinished = unfinished
+        self.failed = failed
+        self.cancelled = cancelled
+        self.state = RunSummary.state(unfinished: unfinished, failed: failed, cancelled: cancelled)
+    }
+
+    /// The run's state from its counts.
+    static func state(unfinished: Int, failed: Int, cancelled: Int) -> RunState {
+        if unfinished > 0 { return .running }
+        if failed > 0 { return .failed }
+        if cancelled > 0 { return .cancelled }
+        return .succeeded
+    }
+
+    /// Finished jobs, succeeded or not.
+    public var done: Int { jobs - unfinished }
+}
+
+/// One page of ``JobStore/runs(_:)``.
+public struct RunPage: Hashable, Codable, Sendable {
+    public var runs: [RunSummary]
+    /// Pass as ``RunFilter/before`` for the next page; `nil` when this page is the last.
+    public var next: DurableRunID?
+
+    public init(runs: [RunSummary], next: DurableRunID?) {
+        self.runs = runs
+        self.next = next
+    }
+}
+
+/// One ended attempt of a job, as ``JobStore/attempts(of:)`` lists them.
+public struct AttemptRecord: Hashable, Codable, Sendable {
+    /// How an attempt ended.
+    public enum Outcome: String, Codable, Sendable, CustomStringConvertible {
+        /// Its worker reported success.
+        case succeeded
+        /// Its worker reported an error.
+        case failed
+        /// Its worker reported that it stopped on a cancellation.
+        case cancelled
+        /// Its lease expired: the worker stopped renewing it (killed, stuck, cut off).
+        case lost
+
+        public var description: String { rawValue }
+    }
+
+    /// Its number, from 1 (attempts given back unattempted at a shutdown are not counted). After a
+    /// ``JobStore/retry(job:)`` numbering starts again from 1; the list stays in the order they ended.
+    public var attempt: Int
+    /// The worker that held it, when known (not for a success recorded before this was kept).
+    public var worker: String?
+    public var ended: Date
+    public var outcome: Outcome
+    /// What the job became: ready (to be retried), succeeded, failed or cancelled.
+    public var result: DurableJobState
+    /// The error, the cancellation's reason, or why the lease was lost.
+    public var error: String?
+
+    public init(
+        attempt: Int, worker: String?, ended: Date, outcome: Outcome, result: DurableJobState, error: String?
+    ) {
+        self.attempt = attempt
+        self.worker = worker
+        self.ended = ended
+        self.outcome = outcome
+        self.result = result
+        self.error = error
+    }
+}
+
+/// The shared part of the repairs' and queries' messages.
+package enum RunQueries {
+    package static func unknownRun(_ run: DurableRunID, doing: String) -> DurableError {
+        DurableError(code: .unknownRun, message: "\(run) is not in the store (pruned?); \(doing).")
+    }
+
+    package static func unknownJob(_ job: DurableJobID, doing: String) -> DurableError {
+        DurableError(code: .unknownJob, message: "\(job) is not in the store (pruned?); \(doing).")
+    }
+
+    /// Checks a retry's target: a failed or cancelled job.
+    package static func checkRetryable(_ job: DurableJobID, name: String, state: DurableJobState) throws {
+        switch state {
+        case .failed, .cancelled: return
+        case .succeeded:
+            throw DurableError(
+                code: .misuse,
+                message: "job '\(name)' (\(job)) succeeded; only a failed or cancelled job can be retried.")
+        case .pending, .ready, .running:
+            throw DurableError(
+                code: .misuse,
+                message:
+                    "job '\(name)' (\(job)) is \(state), not finished; only a failed or cancelled job can be retried (cancel it first to start it over)."
+            )
+        }
+    }
+
+    /// The error for a retry whose job cannot run because a dependency outside the retry failed.
+    package static func blockedRetry(
+        _ job: DurableJobID, name: String, dependency: String, state: DurableJobState
+    ) -> DurableError {
+        DurableError(
+            code: .misuse,
+            message:
+                "job '\(name)' (\(job)) cannot run again: its dependency '\(dependency)' \(state == .failed ? "failed" : "was cancelled"). Retry '\(dependency)' instead; its cancelled dependents are retried with it."
+        )
+    }
+
+    /// The error for deleting an unfinished run.
+    package static func unfinishedDelete(_ run: DurableRunID, unfinished: Int) -> DurableError {
+        DurableError(
+            code: .misuse,
+            message:
+                "\(run) has \(unfinished) unfinished job\(unfinished == 1 ? "" : "s"); cancel it and wait until it has finished before deleting it."
+        )
+    }
+}

@@ -1,0 +1,214 @@
+public import BatonDurable
+public import Foundation
+import Logging
+import PostgresNIO
+
+/// What operators read and repair: runs by state, name and time; a job's attempts; retries in place and
+/// deletion.
+extension PostgresJobStore {
+    public func runs(_ filter: RunFilter) async throws -> RunPage {
+        try filter.check()
+        var conditions: [String] = []
+        var bindings = PostgresBindings()
+        switch filter.state {
+        case nil: break
+        case .running: conditions.append("finished IS NULL")
+        case .failed: conditions.append("finished IS NOT NULL AND failed > 0")
+        case .cancelled: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled > 0")
+        case .succeeded: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled = 0")
+        }
+        if let name = filter.name {
+            bindings.append(name)
+            conditions.append("name = $\(bindings.count)")
+        }
+        if let since = filter.createdSince {
+            bindings.append(since.storeTime)
+            conditions.append("created >= $\(bindings.count)")
+        }
+        if let before = filter.createdBefore {
+            bindings.append(before.storeTime)
+            conditions.append("created < $\(bindings.count)")
+        }
+        if let run = filter.before {
+            bindings.append(run.rawValue)
+            conditions.append("id < $\(bindings.count)")
+        }
+        bindings.append(filter.limit + 1)
+        let sql = """
+            SELECT id, name, unique_key, created, finished, jobs, unfinished, failed, cancelled FROM runs
+            \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
+            ORDER BY id DESC LIMIT $\(bindings.count)
+            """
+        let rows = try await statement("runs", PostgresQuery(unsafeSQL: sql, binds: bindings), readOnly: true)
+        let runs = try rows.prefix(filter.limit).map { row in
+            let (id, name, uniqueKey, created, finished, jobs, unfinished, failed, cancelled) = try row.decode(
+                (Int64, String, String?, Double, Double?, Int, Int, Int, Int).self)
+            return RunSummary(
+                id: DurableRunID(id), name: name, uniqueKey: uniqueKey, created: Date(storeTime: created),
+                finished: finished.map(Date.init(storeTime:)), jobs: jobs, unfinished: unfinished, failed: failed,
+                cancelled: cancelled)
+        }
+        return RunPage(runs: runs, next: rows.count > filter.limit ? runs.last?.id : nil)
+    }
+
+    public func runCounts() async throws -> [RunState: Int] {
+        let rows = try await statement(
+            "runCounts",
+            """
+            SELECT (SELECT count(*) FROM runs WHERE finished IS NULL)::int,
+                (SELECT count(*) FROM runs WHERE finished IS NOT NULL AND failed > 0)::int,
+                (SELECT count(*) FROM runs WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0)::int,
+                (SELECT count(*) FROM runs)::int
+            """, readOnly: true)
+        let (running, failed, cancelled, all) = try rows.first?.decode((Int, Int, Int, Int).self) ?? (0, 0, 0, 0)
+        return [
+            .running: running, .failed: failed, .cancelled: cancelled, .succeeded: all - running - failed - cancelled,
+        ]
+    }
+
+    public func attempts(of job: DurableJobID) async throws -> [AttemptRecord] {
+        let logger = logger
+        return try await transaction("attempts") { connection in
+            guard
+                let row = try await connection.query(
+                    "SELECT state, attempts, finished FROM jobs WHERE id = \(job.rawValue)", logger: logger
+                ).collect().first
+            else { throw RunQueries.unknownJob(job, doing: "it has no attempts to show") }
+            let (state, count, finished) = try row.decode((String, Int, Double?).self)
+            var attempts = try await connection.query(
+                """
+                SELECT attempt, worker, ended, outcome, result, error FROM attempts
+                WHERE job = \(job.rawValue) ORDER BY seq
+                """, logger: logger
+            ).collect().map { row in
+                let (attempt, worker, ended, outcome, result, error) = try row.decode(
+                    (Int, String?, Double, String, String, String?).self)
+                return AttemptRecord(
+                    attempt: attempt, worker: worker, ended: Date(storeTime: ended),
+                    outcome: AttemptRecord.Outcome(rawValue: outcome) ?? .failed,
+                    result: DurableJobState(rawValue: result) ?? .failed, error: error)
+            }
+            if state == DurableJobState.succeeded.rawValue, let finished {
+                attempts.append(
+                    AttemptRecord(
+                        attempt: count, worker: nil, ended: Date(storeTime: finished), outcome: .succeeded,
+                        result: .succeeded, error: nil))
+            }
+            return attempts
+        }
+    }
+
+    @discardableResult
+    public func retry(job: DurableJobID) async throws -> Int {
+        let logger = logger
+        let notify = notifySQL()
+        return try await transaction("retry") { connection in
+            guard
+                let run = try await connection.query(
+                    "SELECT run FROM jobs WHERE id = \(job.rawValue)", logger: logger
+                ).collect().first?.decode(Int64.self)
+            else { throw RunQueries.unknownJob(job, doing: "nothing to retry") }
+            let (jobs, edges) = try await Self.retryGraph(connection, run: run, logger: logger)
+            let plan = try RetryPlan.make(targets: [job.rawValue], jobs: jobs, edges: edges)
+            return try await Self.apply(plan, connection, run: run, notify: notify, logger: logger)
+        }
+    }
+
+    @discardableResult
+    public func retry(run: DurableRunID) async throws -> Int {
+        let logger = logger
+        let notify = notifySQL()
+        return try await transaction("retry") { connection in
+            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+                .collect()
+            guard !exists.isEmpty else { throw RunQueries.unknownRun(run, doing: "nothing to retry") }
+            let (jobs, edges) = try await Self.retryGraph(connection, run: run.rawValue, logger: logger)
+            let plan = try RetryPlan.make(targets: RetryPlan.roots(jobs: jobs, edges: edges), jobs: jobs, edges: edges)
+            return try await Self.apply(plan, connection, run: run.rawValue, notify: notify, logger: logger)
+        }
+    }
+
+    public func delete(run: DurableRunID) async throws {
+        let logger = logger
+        try await transaction("delete") { connection in
+            guard
+                let unfinished = try await connection.query(
+                    "SELECT unfinished FROM runs WHERE id = \(run.rawValue) FOR UPDATE", logger: logger
+                ).collect().first?.decode(Int.self)
+            else { throw RunQueries.unknownRun(run, doing: "nothing to delete") }
+            guard unfinished == 0 else { throw RunQueries.unfinishedDelete(run, unfinished: unfinished) }
+            try await Self.deleteRuns(connection, [run.rawValue], logger: logger)
+        }
+    }
+
+    /// Deletes runs with their jobs, edges, categories, holders and attempts.
+    static func deleteRuns(_ connection: PostgresConnection, _ runs: [Int64], logger: Logger) async throws {
+        let jobs = "SELECT id FROM jobs WHERE run = ANY($1)"
+        for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job", "attempts WHERE job"] {
+            var bindings = PostgresBindings()
+            bindings.append(runs)
+            try await connection.query(
+                PostgresQuery(unsafeSQL: "DELETE FROM \(table) IN (\(jobs))", binds: bindings), logger: logger)
+        }
+        try await connection.query("DELETE FROM jobs WHERE run = ANY(\(runs))", logger: logger)
+        try await connection.query("DELETE FROM runs WHERE id = ANY(\(runs))", logger: logger)
+    }
+
+    /// A run's jobs (locked, in identity order as `cancel(run:)` locks them) and edges, as a retry plans
+    /// over them.
+    static func retryGraph(
+        _ connection: PostgresConnection, run: Int64, logger: Logger
+    ) async throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
+        var jobs: [Int64: RetryPlan.Job] = [:]
+        for row in try await connection.query(
+            "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
+        ).collect() {
+            let (id, name, state, remaining) = try row.decode((Int64, String, String, Int).self)
+            jobs[id] = RetryPlan.Job(
+                name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining)
+        }
+        let edges = try await connection.query(
+            """
+            SELECT e.dependency, e.job, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
+            WHERE j.run = \(run)
+            """, logger: logger
+        ).collect().map { row in
+            let (dependency, job, regardless) = try row.decode((Int64, Int64, Bool).self)
+            return RetryPlan.Edge(dependency: dependency, job: job, runRegardless: regardless)
+        }
+        return (jobs, edges)
+    }
+
+    /// Writes a retry's plan and wakes workers; returns how many jobs run again.
+    static func apply(
+        _ plan: RetryPlan, _ connection: PostgresConnection, run: Int64, notify: String, logger: Logger
+    ) async throws -> Int {
+        guard !plan.restarted.isEmpty else { return 0 }
+        try await connection.query(
+            """
+            UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0,
+                lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
+                output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL
+            FROM unnest(\(plan.restarted.map(\.id)), \(plan.restarted.map(\.state.rawValue)),
+                \(plan.restarted.map(\.remaining))) AS c(id, state, remaining)
+            WHERE j.id = c.id
+            """, logger: logger)
+        if !plan.waiting.isEmpty {
+            try await connection.query(
+                """
+                UPDATE jobs j SET state = c.state, remaining = c.remaining
+                FROM unnest(\(plan.waiting.map(\.id)), \(plan.waiting.map(\.state.rawValue)),
+                    \(plan.waiting.map(\.remaining))) AS c(id, state, remaining)
+                WHERE j.id = c.id
+                """, logger: logger)
+        }
+        try await connection.query(
+            """
+            UPDATE runs SET unfinished = unfinished + \(plan.restarted.count), failed = failed - \(plan.failed),
+                cancelled = cancelled - \(plan.cancelled), finished = NULL
+            WHERE id = \(run)
+            """, logger: logger)
+        try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        return plan.restarted.count
+    }
+}

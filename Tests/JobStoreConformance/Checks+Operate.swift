@@ -1,0 +1,194 @@
+import BatonDurable
+import Foundation
+
+/// What operators read and repair: run lists, attempts, retries in place, deletion.
+extension JobStoreConformance {
+    static let operateChecks: [Check] = [
+        check("runs are listed newest first by state, name and time, a page at a time") { store, clock in
+            // ok: succeeds; bad: fails; stop: cancelled; open: still running.
+            let ok = try await store.submit(Build.graph("ok", Build.job("a", kind: "ok")), uniqueKey: nil)
+            _ = try await store.succeed(try await store.claimAll(["ok"])[0])
+            clock.advance(by: .seconds(10))
+            let bad = try await store.submit(
+                Build.graph("bad", Build.job("a", kind: "bad"), Build.job("b", kind: "bad", after: [0])),
+                uniqueKey: nil)
+            _ = try await store.fail(try await store.claimAll(["bad"])[0], retryable: false)
+            let stop = try await store.submit(Build.graph("stop", Build.job("a", kind: "none")), uniqueKey: nil)
+            try await store.cancel(run: stop.run, reason: "no longer needed")
+            clock.advance(by: .seconds(10))
+            let open = try await store.submit(
+                Build.graph("open", Build.job("a", kind: "none"), Build.job("b", kind: "none")), uniqueKey: "k")
+
+            let all = try await store.runs(RunFilter())
+            try expectEqual(all.runs.map(\.id), [open.run, stop.run, bad.run, ok.run], "newest first")
+            try expectEqual(all.next, nil, "one page")
+            try expectEqual(
+                all.runs.map(\.state), [.running, .cancelled, .failed, .succeeded], "states")
+            let first = all.runs[0]
+            try expectEqual(
+                [first.jobs, first.unfinished, first.done, first.failed, first.cancelled], [2, 2, 0, 0, 0],
+                "open's counts")
+            try expectEqual(first.uniqueKey, "k", "unique key")
+            try expectEqual(first.finished, nil, "open has not finished")
+            let failed = all.runs[2]
+            try expectEqual(
+                [failed.jobs, failed.unfinished, failed.failed, failed.cancelled], [2, 0, 1, 1], "bad's counts")
+            for state in RunState.allCases {
+                let listed = try await store.runs(RunFilter(state: state)).runs.map(\.state)
+                try expectEqual(listed, [state], "runs in state \(state)")
+            }
+            try expectEqual(try await store.runs(RunFilter(name: "bad")).runs.map(\.id), [bad.run], "by name")
+            try expectEqual(try await store.runs(RunFilter(name: "nothing")).runs, [], "an unknown name")
+            let start = clock.now.addingTimeInterval(-20)
+            try expectEqual(
+                try await store.runs(RunFilter(createdSince: start.addingTimeInterval(5))).runs.map(\.id),
+                [open.run, stop.run, bad.run], "created since")
+            try expectEqual(
+                try await store.runs(RunFilter(createdBefore: start.addingTimeInterval(5))).runs.map(\.id), [ok.run],
+                "created before")
+            // Pages of one, then the next from `next`.
+            var filter = RunFilter(limit: 3)
+            let page1 = try await store.runs(filter)
+            try expectEqual(page1.runs.map(\.id), [open.run, stop.run, bad.run], "first page")
+            try expectEqual(page1.next, bad.run, "the first page says where the next begins")
+            filter.before = page1.next
+            let page2 = try await store.runs(filter)
+            try expectEqual(page2.runs.map(\.id), [ok.run], "second page")
+            try expectEqual(page2.next, nil, "the last page says so")
+            let counts = try await store.runCounts()
+            try expectEqual(counts, [.running: 1, .succeeded: 1, .failed: 1, .cancelled: 1], "counts by state")
+            try await expectDurableError(.misuse) { _ = try await store.runs(RunFilter(limit: 0)) }
+        },
+        check("a job's attempts list each error, lost lease and cancellation with its worker, then the success") {
+            store, clock in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a", retry: .constant(maxAttempts: 5, delay: .zero))), uniqueKey: nil)
+            let job = run.jobs[0]
+            try expectEqual(try await store.attempts(of: job), [], "none before the first")
+            _ = try await store.fail(try await store.claimAll(worker: "w1")[0], "timeout")
+            _ = try await store.claimAll(worker: "w2", lease: .seconds(5))
+            clock.advance(by: .seconds(6))
+            let third = try await store.claimAll(worker: "w3")[0]
+            _ = try await store.succeed(third)
+            let attempts = try await store.attempts(of: job)
+            try expectEqual(attempts.map(\.attempt), [1, 2, 3], "numbers")
+            try expectEqual(attempts.map(\.outcome), [.failed, .lost, .succeeded], "outcomes")
+            try expectEqual(attempts.map(\.result), [.ready, .ready, .succeeded], "what the job became")
+            try expectEqual(attempts.map(\.worker).prefix(2), ["w1", "w2"], "workers")
+            try expectEqual(attempts[0].error, "timeout", "the error")
+            try expect(attempts[1].error?.contains("w2") == true, "a lost lease names its worker: \(attempts[1])")
+            try expectEqual(attempts[2].error, nil, "a success has no error")
+            try expect(attempts[0].ended <= attempts[1].ended, "in the order they ended")
+
+            let cancelled = try await store.submit(Build.graph("c", Build.job("a", kind: "c")), uniqueKey: nil)
+            let claimed = try await store.claimAll(["c"], worker: "w4")[0]
+            try await store.cancel(run: cancelled.run, reason: "stop it")
+            _ = try await store.finish([AttemptReport(lease: claimed.lease, outcome: .cancelled(reason: "stopped"))])
+            let ended = try await store.attempts(of: cancelled.jobs[0])
+            try expectEqual(ended.map(\.outcome), [.cancelled], "a cancelled attempt")
+            try expectEqual(ended.map(\.worker), ["w4"], "its worker")
+            try await expectDurableError(.unknownJob) { _ = try await store.attempts(of: DurableJobID(987_654)) }
+        },
+        check("retrying a failed job runs it and the dependents it cancelled again, in place") { store, _ in
+            // a → b → c, and d runs regardless of a; e depends on nothing and succeeds.
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a", retry: .constant(maxAttempts: 2, delay: .zero)), Build.job("b", after: [0]),
+                    Build.job("c", after: [1]), Build.job("d", kind: "later", regardless: [0]), Build.job("e")),
+                uniqueKey: nil)
+            for job in try await store.claimAll() {
+                if job.name == "a" { _ = try await store.fail(job, "first") } else { _ = try await store.succeed(job) }
+            }
+            _ = try await store.fail(try await store.claimAll()[0], "second")
+            try expectEqual(
+                try await store.states(run), [.failed, .cancelled, .cancelled, .ready, .succeeded], "after a failed")
+            try expectEqual(try await store.runs(RunFilter()).runs[0].state, .running, "d has not run yet")
+            _ = try await store.succeed(try await store.claimAll(["later"])[0])
+            try expectEqual(try await store.record(of: run.run).finished != nil, true, "the run finished")
+            try expectEqual(try await store.runs(RunFilter()).runs[0].state, .failed, "failed")
+
+            try await expectDurableError(.misuse) { _ = try await store.retry(job: run.jobs[4]) }  // succeeded
+            try await expectDurableError(.misuse) { _ = try await store.retry(job: run.jobs[1]) }  // a failed
+            try expectEqual(try await store.retry(job: run.jobs[0]), 3, "a, b and c run again")
+            try expectEqual(
+                try await store.states(run), [.ready, .pending, .pending, .succeeded, .succeeded], "after the retry")
+            let summary = try await store.runs(RunFilter()).runs[0]
+            try expectEqual(summary.state, .running, "the run is running again")
+            try expectEqual([summary.unfinished, summary.failed, summary.cancelled], [3, 0, 0], "its counts")
+            try expectEqual(try await store.record(of: run.run).finished, nil, "not finished")
+            // A fresh budget: two attempts again.
+            let again = try await store.claimAll()
+            try expectEqual(again.map(\.name), ["a"], "a is claimed")
+            try expectEqual(again[0].attempt, 1, "from its first attempt")
+            _ = try await store.fail(again[0], "third")
+            let fourth = try await store.claimAll()
+            try expectEqual(fourth.map(\.attempt), [2], "its second attempt")
+            _ = try await store.succeed(fourth[0])
+            _ = try await store.succeed(try await store.claimAll()[0])  // b
+            _ = try await store.succeed(try await store.claimAll()[0])  // c
+            try expectEqual(
+                try await store.states(run), [.succeeded, .succeeded, .succeeded, .succeeded, .succeeded], "all done")
+            try expectEqual(try await store.runs(RunFilter()).runs[0].state, .succeeded, "the run succeeded")
+            try expect(try await store.record(of: run.run).finished != nil, "finished again")
+            try expectEqual(
+                try await store.attempts(of: run.jobs[0]).map(\.error), ["first", "second", "third", nil],
+                "the attempts of both tries, in order")
+            try await expectDurableError(.unknownJob) { _ = try await store.retry(job: DurableJobID(987_654)) }
+        },
+        check("a dependent that runs regardless waits for a retried job's new outcome") { store, _ in
+            // a fails; d runs regardless of a and also waits for b (not yet run).
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a"), Build.job("b", kind: "slow"),
+                    Build.job("d", kind: "d", after: [1], regardless: [0])),
+                uniqueKey: nil)
+            _ = try await store.fail(try await store.claimAll()[0], "no", retryable: false)
+            try expectEqual(try await store.states(run), [.failed, .ready, .pending], "d waits for b")
+            try expectEqual(try await store.retry(job: run.jobs[0]), 1, "only a")
+            _ = try await store.succeed(try await store.claimAll(["slow"])[0])
+            try expectEqual(try await store.states(run), [.ready, .succeeded, .pending], "d waits for a again")
+            _ = try await store.succeed(try await store.claimAll()[0])
+            try expectEqual(try await store.states(run), [.succeeded, .succeeded, .ready], "then d is ready")
+        },
+        check("retrying a run retries each failed job whose dependencies did not fail; a cancelled run runs again") {
+            store, _ in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a"), Build.job("b", after: [0]), Build.job("c"), Build.job("d")),
+                uniqueKey: nil)
+            for job in try await store.claimAll() where job.name != "d" {
+                if job.name == "c" {
+                    _ = try await store.succeed(job)
+                } else {
+                    _ = try await store.fail(job, retryable: false)
+                }
+            }
+            try expectEqual(try await store.retry(run: run.run), 2, "a and b")
+            try expectEqual(try await store.states(run), [.ready, .pending, .succeeded, .running], "after")
+            try expectEqual(try await store.retry(run: run.run), 0, "nothing failed: nothing to retry")
+
+            let stopped = try await store.submit(
+                Build.graph("s", Build.job("a", kind: "s"), Build.job("b", kind: "s", after: [0])), uniqueKey: nil)
+            try await store.cancel(run: stopped.run, reason: "pause")
+            try expectEqual(try await store.runs(RunFilter(name: "s")).runs.map(\.state), [.cancelled], "cancelled")
+            try expectEqual(try await store.retry(run: stopped.run), 2, "both")
+            try expectEqual(try await store.states(stopped), [.ready, .pending], "running again")
+            try await expectDurableError(.unknownRun) { _ = try await store.retry(run: DurableRunID(987_654)) }
+        },
+        check("a finished run can be deleted with its jobs; an unfinished one cannot") { store, _ in
+            let done = try await store.submit(
+                Build.graph("d", Build.job("a", retry: .constant(maxAttempts: 2, delay: .zero))), uniqueKey: "d")
+            _ = try await store.fail(try await store.claimAll()[0])
+            let open = try await store.submit(Build.graph("o", Build.job("a", kind: "none")), uniqueKey: nil)
+            try await expectDurableError(.misuse) { try await store.delete(run: open.run) }
+            try await expectDurableError(.misuse) { try await store.delete(run: done.run) }  // a retry is due
+            _ = try await store.succeed(try await store.claimAll()[0])
+            try await store.delete(run: done.run)
+            try await expectDurableError(.unknownRun) { _ = try await store.snapshot(of: done.run) }
+            try await expectDurableError(.unknownJob) { _ = try await store.attempts(of: done.jobs[0]) }
+            try await expectDurableError(.unknownRun) { try await store.delete(run: done.run) }
+            try expectEqual(try await store.runs(RunFilter()).runs.map(\.id), [open.run], "only the open run is left")
+            let again = try await store.submit(Build.graph("d", Build.job("a")), uniqueKey: "d")
+            try expectEqual(again.existing, false, "the deleted run's key is free")
+        },
+    ]
+}
