@@ -86,9 +86,7 @@ struct PostgresTransactionTests {
     /// The application's connection: to the store's database, with a search path of its own whose
     /// schema has tables named like the store's.
     static func applicationConnection(_ configuration: PostgresStoreConfiguration) async throws -> PostgresConnection {
-        let connection = try await PostgresConnection.connect(
-            on: MultiThreadedEventLoopGroup.singleton.next(),
-            configuration: try configuration.connectionConfiguration(), id: 1, logger: TestPostgres.logger)
+        let connection = try await TestPostgres.connect(configuration, id: 1)
         let schema = configuration.schema + "_app"
         for statement in [
             "CREATE SCHEMA \"\(schema)\"", "SET search_path TO \"\(schema)\"", "CREATE TABLE runs (id int)",

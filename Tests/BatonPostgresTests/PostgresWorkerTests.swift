@@ -197,10 +197,7 @@ struct PostgresWorkerTests {
         try await TestPostgres.withStore("stuck") { store, configuration in
             // Another client (a paused worker, a half-open connection, psql) sits in a transaction
             // holding the lock that guards category "one"'s count.
-            let stuck = try await PostgresConnection.connect(
-                on: MultiThreadedEventLoopGroup.singleton.next(),
-                configuration: try configuration.connectionConfiguration(), id: 7, logger: TestPostgres.logger
-            ).get()
+            let stuck = try await TestPostgres.connect(configuration, id: 7)
             do {
                 try await Self.runWhileStuck(stuck, store: store, configuration: configuration)
                 try await stuck.close()

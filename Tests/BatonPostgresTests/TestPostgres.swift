@@ -62,6 +62,26 @@ enum TestPostgres {
         return store
     }
 
+    /// A connection of the test's own (an application's, or a stuck session), tried again while the
+    /// server has no connection to spare (SQLSTATE 53300, "too many clients": the suites run at once and
+    /// their stores' pools come and go), as the stores' own connections are, for up to 60 s.
+    static func connect(
+        _ configuration: PostgresStoreConfiguration, id: Int
+    ) async throws -> PostgresConnection {
+        let start = ContinuousClock.now
+        while true {
+            do {
+                return try await PostgresConnection.connect(
+                    on: MultiThreadedEventLoopGroup.singleton.next(),
+                    configuration: try configuration.connectionConfiguration(), id: id, logger: logger)
+            } catch let error as PSQLError
+                where error.serverInfo?[.sqlState] == "53300" && ContinuousClock.now - start < .seconds(60)
+            {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+        }
+    }
+
     /// Runs `body` with a store on a fresh schema and drops the schema afterwards.
     static func withStore<T>(
         _ name: String, _ body: (PostgresJobStore, PostgresStoreConfiguration) async throws -> T
