@@ -22,9 +22,12 @@ extension PostgresJobStore {
     /// - Throws: `writes`' own errors (the transaction rolled back), `DurableError` when
     ///   PostgreSQL fails.
     public func complete(
-        _ lease: Lease, output: Data, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
+        _ lease: Lease, output: Data, additions: RunAddition? = nil,
+        writes: @escaping @Sendable (PostgresConnection) async throws -> Void
     ) async throws -> Bool {
-        let statement = finishSucceededStatement([AttemptReport(lease: lease, outcome: .succeeded(output: output))])
+        let report = AttemptReport(lease: lease, outcome: .succeeded(output: output), additions: additions)
+        let statement = finishSucceededStatement([report])
+        let adds = !(additions?.jobs.isEmpty ?? true)
         let (id, token) = (lease.job.rawValue, lease.token)
         let storePath = "\"\(configuration.schema)\""
         let logger = logger
@@ -54,6 +57,20 @@ extension PostgresJobStore {
                 }
                 try await connection.query("RELEASE SAVEPOINT baton_writes", logger: logger)
                 try await connection.query("SELECT set_config('search_path', \(storePath), true)", logger: logger)
+                if adds {
+                    // Statement by statement, as a completion that adds jobs always is (refused additions
+                    // fail the job: recorded too).
+                    let now = try await self.serverTime(on: connection)
+                    let result = try await Self.finishAttempt(connection, report, now: now, logger: logger)
+                    guard result != .rejected else {
+                        throw DurableError(
+                            code: .storeFailure,
+                            message: "PostgreSQL did not record the completion of job \(id) after its lease was checked"
+                        )
+                    }
+                    try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
+                    return true
+                }
                 let accepted = try Self.acceptedLeases(try await connection.rows(of: statement, logger: logger))
                 guard accepted.contains(lease) else {
                     // Never: the row is locked and its token was current. Rolled back, writes included.
@@ -105,8 +122,8 @@ extension DurableJobContext {
         returning output: Output, writes: @escaping @Sendable (PostgresConnection) async throws -> Void
     ) async throws -> Output {
         try await complete(returning: output, on: PostgresJobStore.self, storeName: "PostgreSQL") {
-            store, lease, data in
-            try await store.complete(lease, output: data, writes: writes)
+            store, lease, data, additions in
+            try await store.complete(lease, output: data, additions: additions, writes: writes)
         }
     }
 }

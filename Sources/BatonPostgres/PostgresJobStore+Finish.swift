@@ -16,7 +16,12 @@ extension PostgresJobStore {
         var successes: [Int] = []
         var others: [Int] = []
         for index in Self.firstReports(reports) {
-            if case .succeeded = reports[index].outcome { successes.append(index) } else { others.append(index) }
+            // A success that adds jobs goes the way of the others: statement by statement, in a transaction.
+            if case .succeeded = reports[index].outcome, reports[index].additions?.jobs.isEmpty ?? true {
+                successes.append(index)
+            } else {
+                others.append(index)
+            }
         }
         if !successes.isEmpty {
             let accepted = try await finishSucceeded(successes.map { reports[$0] })
@@ -187,7 +192,7 @@ extension PostgresJobStore {
         _ reports: [AttemptReport], thenClaim limit: Int, worker: String, kinds: [String], lease: Duration
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
         let allSucceeded = reports.allSatisfy { report in
-            if case .succeeded = report.outcome { return true }
+            if case .succeeded = report.outcome { return report.additions?.jobs.isEmpty ?? true }
             return false
         }
         guard limit > 0, !kinds.isEmpty, !reports.isEmpty, allSucceeded else {
@@ -292,6 +297,17 @@ extension PostgresJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
+            if let additions = report.additions, !additions.jobs.isEmpty {
+                do {
+                    try await addJobs(connection, additions, by: id, now: now, logger: logger)
+                } catch let error as DurableError {
+                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added.
+                    try await finishJob(
+                        connection, id: id, state: .failed, error: "its added jobs were refused: \(error.message)",
+                        output: nil, now: now, logger: logger)
+                    return .accepted(.failed)
+                }
+            }
             try await finishJob(
                 connection, id: id, state: .succeeded, error: nil, output: output, now: now, logger: logger)
             return .accepted(.succeeded)
@@ -492,6 +508,127 @@ extension PostgresJobStore {
             default: break
             }
             try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        }
+    }
+
+    /// Stores the jobs that job `adder` adds to its run (before its success is recorded): they, their
+    /// edges and categories; the adder's dependents that wait for what it adds wait for them too.
+    /// Validated before anything is written.
+    static func addJobs(
+        _ connection: PostgresConnection, _ addition: RunAddition, by adder: Int64, now: Double, logger: Logger
+    ) async throws {
+        try addition.validate()
+        guard
+            let row = try await connection.query(
+                "SELECT run, name FROM jobs WHERE id = \(adder)", logger: logger
+            ).collect().first
+        else { return }
+        let (run, adderName) = try row.decode((Int64, String).self)
+        // The run is locked while it grows: two of its jobs adding at once pick names and places in turn.
+        try await connection.query("SELECT 1 FROM runs WHERE id = \(run) FOR UPDATE", logger: logger)
+        let taken = Set(
+            try await connection.query("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
+                .map { try $0.decode(String.self) })
+        var existing: [Int64: AdditionPlan.Existing] = [:]
+        var downstream = Set<Int64>()
+        if !addition.after.isEmpty {
+            let ids = Array(Set(addition.after.map(\.rawValue)))
+            for row in try await connection.query(
+                "SELECT id, run, name, state FROM jobs WHERE id = ANY(\(ids))", logger: logger
+            ).collect() {
+                let (id, run, name, state) = try row.decode((Int64, Int64, String, String).self)
+                existing[id] = AdditionPlan.Existing(
+                    run: run, name: name, state: DurableJobState(rawValue: state) ?? .failed)
+            }
+            downstream = Set(
+                try await connection.query(
+                    """
+                    WITH RECURSIVE down(id) AS (
+                        SELECT job FROM edges WHERE dependency = \(adder)
+                        UNION SELECT e.job FROM edges e JOIN down ON e.dependency = down.id
+                    ) SELECT id FROM down
+                    """, logger: logger
+                ).collect().map { try $0.decode(Int64.self) })
+        }
+        let groupDependents = try await connection.query(
+            """
+            SELECT e.job, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
+            WHERE e.dependency = \(adder) AND e.includes_added AND j.state = 'pending'
+            """, logger: logger
+        ).collect().map { row in
+            let (id, regardless) = try row.decode((Int64, Bool).self)
+            return AdditionPlan.GroupDependent(id: id, runRegardless: regardless)
+        }
+        let plan = try AdditionPlan.make(
+            addition, adder: adder, adderName: adderName, run: run, taken: taken, existing: existing,
+            downstream: downstream, groupDependents: groupDependents)
+        let encoder = JSONEncoder()
+        let first =
+            (try await connection.query("SELECT max(idx) FROM jobs WHERE run = \(run)", logger: logger).collect()
+            .first?.decode(Int?.self) ?? nil).map { $0 + 1 } ?? 0
+        var ids: [Int64] = []
+        for (index, job) in addition.jobs.enumerated() {
+            let retry = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
+            let state = plan.remaining[index] == 0 ? "ready" : "pending"
+            let id =
+                try await connection.query(
+                    """
+                    INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
+                        timeout, has_categories, not_before, added_by)
+                    VALUES (\(run), \(first + index), \(plan.names[index]), \(job.kind), \(state), \(job.input),
+                        \(plan.remaining[index]), \(job.retry.maxAttempts), \(retry), \(job.priority),
+                        \(job.timeout?.storeSeconds), \(!job.categories.isEmpty), \(job.notBefore?.storeTime ?? 0), \(adder))
+                    RETURNING id
+                    """, logger: logger
+                ).collect().first?.decode(Int64.self) ?? 0
+            ids.append(id)
+        }
+        for (index, job) in addition.jobs.enumerated() {
+            for dependency in job.storedDependencies {
+                try await connection.query(
+                    """
+                    INSERT INTO edges (dependency, job, run_regardless, includes_added)
+                    VALUES (\(ids[dependency.index]), \(ids[index]), \(dependency.runRegardless), \(dependency.includingAdded))
+                    """, logger: logger)
+            }
+            if let from = job.inputFrom {
+                try await connection.query(
+                    "UPDATE jobs SET input_from = \(ids[from]) WHERE id = \(ids[index])", logger: logger)
+            }
+            for category in job.categories {
+                try await connection.query(
+                    """
+                    INSERT INTO job_categories (job, category, max_holders)
+                    VALUES (\(ids[index]), \(category.name), \(category.limit))
+                    ON CONFLICT (job, category) DO UPDATE SET max_holders = EXCLUDED.max_holders
+                    """, logger: logger)
+            }
+        }
+        for edge in plan.existingEdges {
+            try await connection.query(
+                """
+                INSERT INTO edges (dependency, job, run_regardless, includes_added)
+                VALUES (\(edge.dependency), \(ids[edge.job]), false, false) ON CONFLICT DO NOTHING
+                """, logger: logger)
+        }
+        for dependent in plan.groupDependents {
+            try await connection.query(
+                """
+                INSERT INTO edges (dependency, job, run_regardless, includes_added)
+                SELECT id, \(dependent.id), \(dependent.runRegardless), true FROM unnest(\(ids)) AS a(id)
+                ON CONFLICT DO NOTHING
+                """, logger: logger)
+            try await connection.query(
+                "UPDATE jobs SET remaining = remaining + \(ids.count) WHERE id = \(dependent.id)", logger: logger)
+        }
+        try await connection.query(
+            """
+            UPDATE runs SET unfinished = unfinished + \(ids.count), jobs = jobs + \(ids.count), finished = NULL
+            WHERE id = \(run)
+            """, logger: logger)
+        for (index, reason) in plan.cancelled {
+            try await finishJob(
+                connection, id: ids[index], state: .cancelled, error: reason, output: nil, now: now, logger: logger)
         }
     }
 }

@@ -33,14 +33,15 @@ extension PostgresJobStore {
                 id: run, name: name, uniqueKey: uniqueKey, created: Date(storeTime: created),
                 finished: finished.map(Date.init(storeTime:)))
             var dependencies: [Int64: [JobRecord.Dependency]] = [:]
-            for try await (job, dependency, regardless) in try await connection.query(
+            for try await (job, dependency, regardless, includesAdded) in try await connection.query(
                 """
-                SELECT e.job, e.dependency, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
+                SELECT e.job, e.dependency, e.run_regardless, e.includes_added FROM edges e JOIN jobs j ON j.id = e.job
                 WHERE j.run = \(run.rawValue) ORDER BY e.job, e.dependency
                 """, logger: logger
-            ).decode((Int64, Int64, Bool).self) {
+            ).decode((Int64, Int64, Bool, Bool).self) {
                 dependencies[job, default: []].append(
-                    JobRecord.Dependency(job: DurableJobID(dependency), runRegardless: regardless))
+                    JobRecord.Dependency(
+                        job: DurableJobID(dependency), runRegardless: regardless, includingAdded: includesAdded))
             }
             var categories: [Int64: [DurableCategory]] = [:]
             for try await (job, category, limit) in try await connection.query(
@@ -58,7 +59,7 @@ extension PostgresJobStore {
             for row in try await connection.query(
                 """
                 SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before, lease_owner,
-                    lease_expires, cancel_request, last_error, output, finished
+                    lease_expires, cancel_request, last_error, output, finished, added_by
                 FROM jobs WHERE run = \(run.rawValue) ORDER BY idx
                 """, logger: logger
             ).collect() {
@@ -83,7 +84,8 @@ extension PostgresJobStore {
                         leaseExpires: try c["lease_expires"].decode(Double?.self).map(Date.init(storeTime:)),
                         cancelRequest: try c["cancel_request"].decode(String?.self),
                         lastError: try c["last_error"].decode(String?.self), output: try c["output"].decode(Data?.self),
-                        finished: try c["finished"].decode(Double?.self).map(Date.init(storeTime:))))
+                        finished: try c["finished"].decode(Double?.self).map(Date.init(storeTime:)),
+                        addedBy: try c["added_by"].decode(Int64?.self).map { DurableJobID($0) }))
             }
             let names = Array(Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })).sorted()
             var holders: [CategoryHolder] = []

@@ -167,6 +167,7 @@ extension PostgresJobStore {
         var edgeFrom: [Int32] = []
         var edgeTo: [Int32] = []
         var edgeRegardless: [Bool] = []
+        var edgeIncludesAdded: [Bool] = []
         var categoryJob: [Int32] = []
         var categoryName: [String] = []
         var categoryLimit: [Int32] = []
@@ -178,11 +179,11 @@ extension PostgresJobStore {
             inputFrom.append(job.inputFrom.map { Int32($0) } ?? -1)
             timeouts.append(job.timeout?.storeSeconds ?? -1)
             notBefore.append(job.notBefore?.storeTime ?? 0)
-            var seen = Set<Int>()
-            for dependency in dependencies where seen.insert(dependency.index).inserted {
+            for dependency in job.storedDependencies {
                 edgeFrom.append(Int32(dependency.index))
                 edgeTo.append(Int32(index))
                 edgeRegardless.append(dependency.runRegardless)
+                edgeIncludesAdded.append(dependency.includingAdded)
             }
             var seenCategories = Set<String>()
             for category in job.categories where seenCategories.insert(category.name).inserted {
@@ -201,7 +202,7 @@ extension PostgresJobStore {
         // older means submitted first), their edges and categories by job index, and the wake-up.
         // With a unique key that an earlier run has, the run's insert does nothing, so nothing else
         // is inserted either, and the existing run is looked up.
-        var bindings = PostgresBindings(capacity: 27)
+        var bindings = PostgresBindings(capacity: 28)
         bindings.append(graph.name)
         bindings.append(uniqueKey)
         bindings.append(nowOverride)
@@ -229,6 +230,7 @@ extension PostgresJobStore {
         bindings.append(categoryName)
         bindings.append(categoryLimit)
         bindings.append(channel)
+        bindings.append(edgeIncludesAdded)
         return bindings
     }
 
@@ -262,7 +264,8 @@ extension PostgresJobStore {
     /// server's clock), $4 job count, $5 whether the run is finished (no jobs), $6 trace context,
     /// $7 submission, $8 indexes, $9 names, $10 kinds, $11 inputs, $12 has input, $13 input from,
     /// $14 remaining, $15 maximum attempts, $16 retry policies, $17 priorities, $18 timeouts, $19 has
-    /// categories, $20 not before, $21–$23 edges, $24–$26 categories, $27 channel.
+    /// categories, $20 not before, $21–$23 edges, $24–$26 categories, $27 channel, $28 whether each edge
+    /// waits for what its dependency adds.
     enum SubmitGraph: PreparedText {
         static let name = "baton_submit_v6"
         static let sql = """
@@ -291,9 +294,9 @@ extension PostgresJobStore {
                 FROM new_run, t JOIN ids i ON i.idx = t.idx LEFT JOIN ids source ON source.idx = t.input_from
                 RETURNING id
             ), new_edges AS (
-                INSERT INTO edges (dependency, job, run_regardless)
-                SELECT a.id, b.id, e.regardless
-                FROM unnest($21, $22, $23) AS e(dependency, job, regardless)
+                INSERT INTO edges (dependency, job, run_regardless, includes_added)
+                SELECT a.id, b.id, e.regardless, e.includes_added
+                FROM unnest($21, $22, $23, $28) AS e(dependency, job, regardless, includes_added)
                     JOIN ids a ON a.idx = e.dependency JOIN ids b ON b.idx = e.job
             ), new_categories AS (
                 INSERT INTO job_categories (job, category, max_holders)

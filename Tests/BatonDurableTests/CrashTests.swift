@@ -55,6 +55,63 @@ struct CrashTests {
         #expect(pool.kills.count >= 2, "the workers were killed \(pool.kills.count) times; the test needs crashes")
     }
 
+    @Test(
+        "a paged listing grows while its workers are killed: every page listed and imported exactly once",
+        .enabled(if: environment["BATON_SANITIZER"] == nil, "the crash test does not run under sanitizers"))
+    func growingRunSurvivesKills() async throws {
+        let pages = Int(Self.environment["BATON_CRASH_PAGES"] ?? "") ?? 150
+        let directory = try TemporaryDirectory()
+        let path = directory.path("pages.sqlite")
+        let store = try SQLiteJobStore(path: path, busyTimeout: 30)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(30)
+        let log = try DatabaseQueue(path: path, configuration: configuration)
+        try await log.write { db in
+            try db.execute(sql: "CREATE TABLE page_imports (page INTEGER PRIMARY KEY, count INTEGER NOT NULL)")
+            try db.execute(sql: "CREATE TABLE pages_done (imported INTEGER NOT NULL)")
+            try db.execute(
+                sql:
+                    "CREATE TABLE crash_log (id INTEGER PRIMARY KEY, job INTEGER, attempt INTEGER, worker TEXT, event TEXT, at REAL)"
+            )
+        }
+        let first = try DurableCoding.encode(["page": 1, "pages": pages])
+        let run = try await store.submit(
+            GraphSpec(
+                name: "pages",
+                jobs: [
+                    JobSpec(name: "page 1", kind: "pages.list", input: first, retry: .immediate(maxAttempts: 1000)),
+                    JobSpec(
+                        name: "done", kind: "pages.done", input: Data("0".utf8),
+                        dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)],
+                        retry: .immediate(maxAttempts: 1000)),
+                ]), uniqueKey: nil)
+        let pool = try WorkerPool(path: path, log: log)
+        defer { pool.killAll() }
+        for slot in 0..<3 { try pool.start(slot: slot) }
+        try await withDeadline(.seconds(240), "the paged listing (\(pages) pages)") {
+            try await pool.chaos(untilFinished: run.run, seed: Self.seed &+ 2)
+        }
+        await pool.stop()
+        let snapshot = try await store.snapshot(of: run.run)
+        #expect(snapshot.jobs.count == 2 * pages + 1, "jobs: \(snapshot.jobs.count)")
+        #expect(snapshot.jobs.allSatisfy { $0.state == .succeeded }, "\(snapshot.explain())")
+        let names = snapshot.jobs.map(\.name)
+        #expect(Set(names).count == names.count, "every page added once")
+        let (imports, done) = try await log.read { db in
+            (
+                try Row.fetchAll(db, sql: "SELECT page, count FROM page_imports ORDER BY page").map {
+                    ($0[0] as Int, $0[1] as Int)
+                },
+                try Int.fetchAll(db, sql: "SELECT imported FROM pages_done")
+            )
+        }
+        #expect(imports.map(\.0) == Array(1...pages), "every page imported")
+        #expect(imports.allSatisfy { $0.1 == 1 }, "no page imported twice: \(imports.filter { $0.1 != 1 })")
+        #expect(done == [pages], "done ran once, after every import")
+        #expect(pool.kills.count >= 2, "the workers were killed \(pool.kills.count) times; the test needs crashes")
+        print("Paged listing: \(pages) pages, \(pool.kills.count) kills")
+    }
+
     /// Random dependencies on up to 3 of the previous 300 jobs; a fifth of the jobs in a counted category.
     static func graph(_ random: inout SeededRandom) -> GraphSpec {
         var jobs: [JobSpec] = []

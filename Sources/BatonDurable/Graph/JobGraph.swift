@@ -25,7 +25,9 @@ protocol NamedDurableHandle: DurableHandle {
 ///
 /// `inputFrom:` makes the job depend on another and take that job's output as its input; the types
 /// must match at compile time. `after:` adds ordering without passing data, and `regardless:` adds a
-/// dependency that the job waits for but runs after even when it fails or is cancelled.
+/// dependency that the job waits for but runs after even when it fails or is cancelled. `afterAll:`
+/// waits for a job and for every job it adds to the run while it runs (``DurableJobContext/add(_:after:)``),
+/// transitively: the durable form of a group that grows.
 ///
 /// ## Thread safety
 /// A value type; copies are independent.
@@ -53,8 +55,9 @@ public struct JobGraph: Sendable {
     @discardableResult
     public mutating func add<J: DurableJob>(
         _ type: J.Type, input: J.Input, name: String? = nil, after: [any DurableHandle] = [],
-        regardless: [any DurableHandle] = [], priority: JobPriority = .normal, retry: RetryPolicy = .standard,
-        timeout: Duration? = nil, categories: [DurableCategory] = [], notBefore: Date? = nil
+        regardless: [any DurableHandle] = [], afterAll: [any DurableHandle] = [], priority: JobPriority = .normal,
+        retry: RetryPolicy = .standard, timeout: Duration? = nil, categories: [DurableCategory] = [],
+        notBefore: Date? = nil
     ) -> Handle<J.Output> {
         let name = name ?? defaultName(J.kind)
         var data: Data?
@@ -66,7 +69,7 @@ public struct JobGraph: Sendable {
         }
         return append(
             JobSpec(
-                name: name, kind: J.kind, input: data, dependencies: edges(after, regardless),
+                name: name, kind: J.kind, input: data, dependencies: edges(after, regardless, afterAll),
                 priority: priority.rawValue, retry: retry, timeout: timeout, categories: categories,
                 notBefore: notBefore))
     }
@@ -75,14 +78,16 @@ public struct JobGraph: Sendable {
     @discardableResult
     public mutating func add<J: DurableJob>(
         _ type: J.Type, inputFrom source: Handle<J.Input>, name: String? = nil, after: [any DurableHandle] = [],
-        regardless: [any DurableHandle] = [], priority: JobPriority = .normal, retry: RetryPolicy = .standard,
-        timeout: Duration? = nil, categories: [DurableCategory] = [], notBefore: Date? = nil
+        regardless: [any DurableHandle] = [], afterAll: [any DurableHandle] = [], priority: JobPriority = .normal,
+        retry: RetryPolicy = .standard, timeout: Duration? = nil, categories: [DurableCategory] = [],
+        notBefore: Date? = nil
     ) -> Handle<J.Output> {
         checkOwn(source)
         return append(
             JobSpec(
                 name: name ?? defaultName(J.kind), kind: J.kind, inputFrom: source.index,
-                dependencies: edges(after, regardless), priority: priority.rawValue, retry: retry, timeout: timeout,
+                dependencies: edges(after, regardless, afterAll), priority: priority.rawValue, retry: retry,
+                timeout: timeout,
                 categories: categories, notBefore: notBefore))
     }
 
@@ -102,13 +107,14 @@ public struct JobGraph: Sendable {
     }
 
     private mutating func edges(
-        _ after: [any DurableHandle], _ regardless: [any DurableHandle]
+        _ after: [any DurableHandle], _ regardless: [any DurableHandle], _ afterAll: [any DurableHandle]
     )
         -> [JobSpec.Dependency]
     {
-        for handle in after + regardless { checkOwn(handle) }
+        for handle in after + regardless + afterAll { checkOwn(handle) }
         return after.map { JobSpec.Dependency(index: $0.index) }
             + regardless.map { JobSpec.Dependency(index: $0.index, runRegardless: true) }
+            + afterAll.map { JobSpec.Dependency(index: $0.index, includingAdded: true) }
     }
 
     /// Records an error (thrown by ``spec()``) when `handle` is not of this graph: a handle of another

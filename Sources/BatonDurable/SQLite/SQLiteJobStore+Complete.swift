@@ -10,7 +10,8 @@ extension SQLiteJobStore {
     ///
     /// - Throws: `writes`' own errors (the transaction rolled back), ``DurableError`` when SQLite fails.
     public func complete(
-        _ lease: Lease, output: Data, writes: @escaping @Sendable (Database) throws -> Void
+        _ lease: Lease, output: Data, additions: RunAddition? = nil,
+        writes: @escaping @Sendable (Database) throws -> Void
     ) async throws -> Bool {
         let now = clock.now()
         do {
@@ -26,7 +27,9 @@ extension SQLiteJobStore {
                     throw ApplicationWritesError(error)
                 }
                 let result = try Self.finishAttempt(
-                    db, AttemptReport(lease: lease, outcome: .succeeded(output: output)), now: now)
+                    db, AttemptReport(lease: lease, outcome: .succeeded(output: output), additions: additions), now: now
+                )
+                if additions != nil, result == .accepted(.failed) { return true }  // the additions were refused
                 guard result == .accepted(.succeeded) else {
                     // Only if `writes` changed the job's own row: roll everything back, writes included.
                     throw DurableError(
@@ -77,8 +80,9 @@ extension DurableJobContext {
     public func complete<Output: Encodable & Sendable>(
         returning output: Output, writes: @escaping @Sendable (Database) throws -> Void
     ) async throws -> Output {
-        try await complete(returning: output, on: SQLiteJobStore.self, storeName: "SQLite") { store, lease, data in
-            try await store.complete(lease, output: data, writes: writes)
+        try await complete(returning: output, on: SQLiteJobStore.self, storeName: "SQLite") {
+            store, lease, data, additions in
+            try await store.complete(lease, output: data, additions: additions, writes: writes)
         }
     }
 }

@@ -62,6 +62,17 @@ extension SQLiteJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
+            if let additions = report.additions, !additions.jobs.isEmpty {
+                do {
+                    try addJobs(db, additions, by: id, now: now)
+                } catch let error as DurableError {
+                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added.
+                    try finishJob(
+                        db, id: id, state: .failed, error: "its added jobs were refused: \(error.message)", output: nil,
+                        now: now)
+                    return .accepted(.failed)
+                }
+            }
             try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)
             return .accepted(.succeeded)
         case .cancelled(let reason):
@@ -250,6 +261,82 @@ extension SQLiteJobStore {
                 if let reason: String = row["cancel_request"] { return .cancelRequested(reason: reason, until: until) }
                 return .renewed(until: until)
             }
+        }
+    }
+
+    /// Stores the jobs that job `adder` adds to its run (before its success is recorded): they, their
+    /// edges and categories; the adder's dependents that wait for what it adds wait for them too.
+    static func addJobs(_ db: Database, _ addition: RunAddition, by adder: Int64, now: Date) throws {
+        try addition.validate()
+        guard
+            let row = try Row.fetchOne(
+                db, sql: "SELECT run, name FROM baton_jobs WHERE id = ?", arguments: [adder])
+        else { return }
+        let run: Int64 = row[0]
+        let adderName: String = row[1]
+        let taken = Set(try String.fetchAll(db, sql: "SELECT name FROM baton_jobs WHERE run = ?", arguments: [run]))
+        var existing: [Int64: AdditionPlan.Existing] = [:]
+        var downstream = Set<Int64>()
+        if !addition.after.isEmpty {
+            for id in Set(addition.after.map(\.rawValue)) {
+                guard
+                    let row = try Row.fetchOne(
+                        db, sql: "SELECT run, name, state FROM baton_jobs WHERE id = ?", arguments: [id])
+                else { continue }
+                existing[id] = AdditionPlan.Existing(
+                    run: row[0], name: row[1], state: DurableJobState(rawValue: row[2]) ?? .failed)
+            }
+            downstream = Set(
+                try Int64.fetchAll(
+                    db,
+                    sql: """
+                        WITH RECURSIVE down(id) AS (
+                            SELECT job FROM baton_edges WHERE dependency = ?
+                            UNION SELECT e.job FROM baton_edges e JOIN down ON e.dependency = down.id
+                        ) SELECT id FROM down
+                        """, arguments: [adder]))
+        }
+        let groupDependents = try Row.fetchAll(
+            db,
+            sql: """
+                SELECT e.job, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
+                WHERE e.dependency = ? AND e.includes_added = 1 AND j.state = 'pending'
+                """, arguments: [adder]
+        ).map { AdditionPlan.GroupDependent(id: $0[0], runRegardless: $0[1]) }
+        let plan = try AdditionPlan.make(
+            addition, adder: adder, adderName: adderName, run: run, taken: taken, existing: existing,
+            downstream: downstream, groupDependents: groupDependents)
+        let encoder = JSONEncoder()
+        let retries = try addition.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        var jobs = addition.jobs
+        for index in jobs.indices { jobs[index].name = plan.names[index] }
+        let first =
+            (try Int.fetchOne(db, sql: "SELECT max(idx) FROM baton_jobs WHERE run = ?", arguments: [run]) ?? -1) + 1
+        let ids = try insertJobs(
+            db, run: run, jobs: jobs, retries: retries, firstIndex: first, addedBy: adder, remaining: plan.remaining)
+        for edge in plan.existingEdges {
+            try db.execute(
+                sql:
+                    "INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless, includes_added) VALUES (?, ?, 0, 0)",
+                arguments: [edge.dependency, ids[edge.job]])
+        }
+        for dependent in plan.groupDependents {
+            for id in ids {
+                try db.execute(
+                    sql: """
+                        INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless, includes_added)
+                        VALUES (?, ?, ?, 1)
+                        """, arguments: [id, dependent.id, dependent.runRegardless])
+            }
+            try db.execute(
+                sql: "UPDATE baton_jobs SET remaining = remaining + ? WHERE id = ?",
+                arguments: [ids.count, dependent.id])
+        }
+        try db.execute(
+            sql: "UPDATE baton_runs SET unfinished = unfinished + ?, jobs = jobs + ?, finished = NULL WHERE id = ?",
+            arguments: [ids.count, ids.count, run])
+        for (index, reason) in plan.cancelled {
+            try finishJob(db, id: ids[index], state: .cancelled, error: reason, output: nil, now: now)
         }
     }
 }

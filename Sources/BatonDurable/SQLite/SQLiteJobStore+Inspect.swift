@@ -22,12 +22,14 @@ extension SQLiteJobStore {
             for row in try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT e.job, e.dependency, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
+                    SELECT e.job, e.dependency, e.run_regardless, e.includes_added
+                    FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
                     WHERE j.run = ? ORDER BY e.job, e.dependency
                     """, arguments: [run.rawValue])
             {
                 dependencies[row[0], default: []].append(
-                    JobRecord.Dependency(job: DurableJobID(row[1] as Int64), runRegardless: row[2]))
+                    JobRecord.Dependency(
+                        job: DurableJobID(row[1] as Int64), runRegardless: row[2], includingAdded: row[3]))
             }
             var categories: [Int64: [DurableCategory]] = [:]
             for row in try Row.fetchAll(
@@ -47,7 +49,7 @@ extension SQLiteJobStore {
                 db,
                 sql: """
                     SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before,
-                        lease_owner, lease_expires, cancel_request, last_error, output, finished
+                        lease_owner, lease_expires, cancel_request, last_error, output, finished, added_by
                     FROM baton_jobs WHERE run = ? ORDER BY idx
                     """, arguments: [run.rawValue])
             var jobs: [JobRecord] = []
@@ -75,7 +77,8 @@ extension SQLiteJobStore {
                         inputFrom: (row[8] as Int64?).map { DurableJobID($0) },
                         notBefore: notBefore > 0 ? Date(storeTime: notBefore) : nil, leaseOwner: row[10],
                         leaseExpires: (row[11] as Double?).map(Date.init(storeTime:)), cancelRequest: row[12],
-                        lastError: row[13], output: row[14], finished: (row[15] as Double?).map(Date.init(storeTime:))))
+                        lastError: row[13], output: row[14], finished: (row[15] as Double?).map(Date.init(storeTime:)),
+                        addedBy: (row[16] as Int64?).map { DurableJobID($0) }))
             }
             let names = Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })
             var holders: [CategoryHolder] = []

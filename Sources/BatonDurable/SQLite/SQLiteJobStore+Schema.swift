@@ -89,7 +89,8 @@ extension SQLiteJobStore {
             // Version 3: what operators read. Each run counts its jobs and how many finished failed or
             // cancelled (kept by the statements that finish jobs, so that listing runs by state reads no
             // jobs), with indexes for the run list's filters; and the attempts that did not succeed, one
-            // row each (a success is the job's own row).
+            // row each (a success is the job's own row). And runs that grow: the job that added a job,
+            // and edges that wait for what their dependency adds.
             try db.execute(
                 sql: """
                     ALTER TABLE baton_runs ADD COLUMN jobs INTEGER NOT NULL DEFAULT 0;
@@ -105,6 +106,8 @@ extension SQLiteJobStore {
                         WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0;
                     CREATE INDEX baton_runs_name ON baton_runs(name, id);
                     CREATE INDEX baton_runs_created ON baton_runs(created);
+                    ALTER TABLE baton_edges ADD COLUMN includes_added INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE baton_jobs ADD COLUMN added_by INTEGER;
                     CREATE TABLE baton_attempts (
                         seq INTEGER PRIMARY KEY,
                         job INTEGER NOT NULL,

@@ -146,43 +146,60 @@ extension SQLiteJobStore {
                 VALUES (?, ?, ?, ?, ?, ?, ?)
                 """,
             arguments: [run, graph.name, uniqueKey, now, graph.jobs.count, graph.jobs.count, carrier])
+        let ids = try insertJobs(
+            db, run: run, jobs: graph.jobs, retries: retries, firstIndex: 0, addedBy: nil,
+            remaining: graph.jobs.map { Set($0.allDependencies.map(\.index)).count })
+        if graph.jobs.isEmpty {
+            try db.execute(sql: "UPDATE baton_runs SET finished = ? WHERE id = ?", arguments: [now, run])
+        }
+        return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: false)
+    }
+
+    /// Writes validated jobs into `run` (their `idx` from `firstIndex`), with their edges among them,
+    /// their inputs' sources and their categories; `remaining` counts each one's unfinished dependencies.
+    /// Returns their identities, in order.
+    static func insertJobs(
+        _ db: Database, run: Int64, jobs: [JobSpec], retries: [String], firstIndex: Int, addedBy: Int64?,
+        remaining: [Int]
+    ) throws -> [Int64] {
         let firstJob = try nextID(db, table: "baton_jobs")
         let insertJob = try db.cachedStatement(
             sql: """
                 INSERT INTO baton_jobs (id, run, idx, name, kind, state, input, remaining, max_attempts, retry,
-                    priority, timeout, has_categories, not_before)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    priority, timeout, has_categories, not_before, added_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         var ids: [Int64] = []
-        ids.reserveCapacity(graph.jobs.count)
-        for (index, job) in graph.jobs.enumerated() {
-            let remaining = Set(job.allDependencies.map(\.index)).count
+        ids.reserveCapacity(jobs.count)
+        for (index, job) in jobs.enumerated() {
             try insertJob.execute(arguments: [
-                firstJob + Int64(index), run, index, job.name, job.kind,
-                (remaining == 0 ? DurableJobState.ready : .pending).rawValue,
-                job.input, remaining, job.retry.maxAttempts, retries[index], job.priority,
-                job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0,
+                firstJob + Int64(index), run, firstIndex + index, job.name, job.kind,
+                (remaining[index] == 0 ? DurableJobState.ready : .pending).rawValue,
+                job.input, remaining[index], job.retry.maxAttempts, retries[index], job.priority,
+                job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0, addedBy,
             ])
             ids.append(firstJob + Int64(index))
         }
         let insertEdge = try db.cachedStatement(
-            sql: "INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless) VALUES (?, ?, ?)")
+            sql: """
+                INSERT OR IGNORE INTO baton_edges (dependency, job, run_regardless, includes_added)
+                VALUES (?, ?, ?, ?)
+                """)
         let setInputFrom = try db.cachedStatement(sql: "UPDATE baton_jobs SET input_from = ? WHERE id = ?")
         let insertCategory = try db.cachedStatement(
             sql: "INSERT OR REPLACE INTO baton_job_categories (job, category, max_holders) VALUES (?, ?, ?)")
-        for (index, job) in graph.jobs.enumerated() {
-            for dependency in job.allDependencies {
-                try insertEdge.execute(arguments: [ids[dependency.index], ids[index], dependency.runRegardless])
+        for (index, job) in jobs.enumerated() {
+            for dependency in job.storedDependencies {
+                try insertEdge.execute(arguments: [
+                    ids[dependency.index], ids[index], dependency.runRegardless, dependency.includingAdded,
+                ])
             }
             if let from = job.inputFrom { try setInputFrom.execute(arguments: [ids[from], ids[index]]) }
             for category in job.categories {
                 try insertCategory.execute(arguments: [ids[index], category.name, category.limit])
             }
         }
-        if graph.jobs.isEmpty {
-            try db.execute(sql: "UPDATE baton_runs SET finished = ? WHERE id = ?", arguments: [now, run])
-        }
-        return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: false)
+        return ids
     }
 
     /// The key in `baton_durable_meta` of the highest identity `table` has held (``prune(finishedBefore:)``

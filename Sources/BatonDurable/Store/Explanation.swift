@@ -43,6 +43,8 @@ public struct JobExplanation: Hashable, Codable, Sendable, CustomStringConvertib
     public var lastError: String?
     /// Empty for a finished job; otherwise what it waits for.
     public var waitingFor: [WaitReason]
+    /// The job that added this one to the run while it ran, or nil for a job submitted with the graph.
+    public var addedBy: DurableJobID? = nil
 
     public var description: String {
         var line = "\(name) [\(kind)]: \(state), attempt \(attempts) of \(maxAttempts)"
@@ -71,7 +73,25 @@ public struct RunExplanation: Hashable, Codable, Sendable, CustomStringConvertib
     public var description: String {
         let summary = DurableJobState.allCases.compactMap { state in counts[state].map { "\($0) \(state)" } }
         var lines = ["run \(run.id.rawValue) '\(run.name)': " + summary.joined(separator: ", ")]
-        lines += jobs.map { "  " + $0.description }
+        // Each added job under the job that added it, one step further in.
+        var added: [DurableJobID: [Int]] = [:]
+        let present = Set(jobs.map(\.id))
+        var top: [Int] = []
+        for (index, job) in jobs.enumerated() {
+            if let adder = job.addedBy, present.contains(adder), adder != job.id {
+                added[adder, default: []].append(index)
+            } else {
+                top.append(index)
+            }
+        }
+        var work = top.reversed().map { (index: $0, depth: 1) }
+        var shown = Set<Int>()
+        while let (index, depth) = work.popLast() {
+            guard shown.insert(index).inserted else { continue }
+            let job = jobs[index]
+            lines.append(String(repeating: "  ", count: depth) + (depth > 1 ? "+ " : "") + job.description)
+            work += (added[job.id] ?? []).reversed().map { (index: $0, depth: depth + 1) }
+        }
         if let now {
             lines.append("  (times are on \(clock), which decides leases and retries; now \(now.formatted(.iso8601)))")
         }
@@ -121,7 +141,7 @@ extension RunSnapshot {
             }
             return JobExplanation(
                 id: job.id, name: job.name, kind: job.kind, state: job.state, attempts: job.attempts,
-                maxAttempts: job.retry.maxAttempts, lastError: job.lastError, waitingFor: reasons)
+                maxAttempts: job.retry.maxAttempts, lastError: job.lastError, waitingFor: reasons, addedBy: job.addedBy)
         }
         return RunExplanation(run: run, jobs: explained, clock: clock, now: now)
     }

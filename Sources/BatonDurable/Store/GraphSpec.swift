@@ -31,9 +31,25 @@ public struct JobSpec: Hashable, Codable, Sendable {
         public var index: Int
         /// Run even when that dependency fails or is cancelled (it must still finish first).
         public var runRegardless: Bool
-        public init(index: Int, runRegardless: Bool = false) {
+        /// Wait also for every job that the dependency adds to the run when it succeeds
+        /// (``DurableJobContext/add(_:after:)``), and for those that they add, transitively: the durable
+        /// form of a group that grows while it runs.
+        public var includingAdded: Bool
+
+        public init(index: Int, runRegardless: Bool = false, includingAdded: Bool = false) {
             self.index = index
             self.runRegardless = runRegardless
+            self.includingAdded = includingAdded
+        }
+
+        private enum CodingKeys: String, CodingKey { case index, runRegardless, includingAdded }
+
+        /// Reads graphs encoded before `includingAdded` existed as not including added jobs.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            index = try container.decode(Int.self, forKey: .index)
+            runRegardless = try container.decode(Bool.self, forKey: .runRegardless)
+            includingAdded = try container.decodeIfPresent(Bool.self, forKey: .includingAdded) ?? false
         }
     }
 
@@ -80,6 +96,23 @@ public struct JobSpec: Hashable, Codable, Sendable {
             result.append(Dependency(index: inputFrom))
         }
         return result
+    }
+
+    /// One edge per dependency as stores keep them: the first listing of each index, waiting also for
+    /// its added jobs when any listing of it asks to.
+    public var storedDependencies: [Dependency] {
+        var order: [Int] = []
+        var edges: [Int: Dependency] = [:]
+        for dependency in allDependencies {
+            if var known = edges[dependency.index] {
+                known.includingAdded = known.includingAdded || dependency.includingAdded
+                edges[dependency.index] = known
+            } else {
+                order.append(dependency.index)
+                edges[dependency.index] = dependency
+            }
+        }
+        return order.compactMap { edges[$0] }
     }
 }
 

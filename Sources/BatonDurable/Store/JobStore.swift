@@ -208,10 +208,14 @@ public struct AttemptReport: Hashable, Codable, Sendable {
 
     public var lease: Lease
     public var outcome: Outcome
+    /// Jobs the attempt adds to its run, stored with its success in the same transaction (ignored for
+    /// any other outcome, and for a rejected report).
+    public var additions: RunAddition?
 
-    public init(lease: Lease, outcome: Outcome) {
+    public init(lease: Lease, outcome: Outcome, additions: RunAddition? = nil) {
         self.lease = lease
         self.outcome = outcome
+        self.additions = additions
     }
 }
 

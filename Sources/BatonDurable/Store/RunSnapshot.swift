@@ -23,9 +23,12 @@ public struct JobRecord: Hashable, Codable, Sendable {
     public struct Dependency: Hashable, Codable, Sendable {
         public var job: DurableJobID
         public var runRegardless: Bool
-        public init(job: DurableJobID, runRegardless: Bool) {
+        /// Waits also for what that job adds to the run (`afterAll:`).
+        public var includingAdded: Bool = false
+        public init(job: DurableJobID, runRegardless: Bool, includingAdded: Bool = false) {
             self.job = job
             self.runRegardless = runRegardless
+            self.includingAdded = includingAdded
         }
     }
 
@@ -54,13 +57,17 @@ public struct JobRecord: Hashable, Codable, Sendable {
     /// The encoded output, once succeeded.
     public var output: Data?
     public var finished: Date?
+    /// The job that added this one to the run while it ran, or nil for a job submitted with the graph.
+    public var addedBy: DurableJobID?
 
     public init(
         id: DurableJobID, run: DurableRunID, name: String, kind: String, state: DurableJobState, attempts: Int,
         retry: RetryPolicy, priority: Int, timeout: Duration?, categories: [DurableCategory],
         dependencies: [Dependency], inputFrom: DurableJobID?, notBefore: Date?, leaseOwner: String?,
-        leaseExpires: Date?, cancelRequest: String?, lastError: String?, output: Data?, finished: Date?
+        leaseExpires: Date?, cancelRequest: String?, lastError: String?, output: Data?, finished: Date?,
+        addedBy: DurableJobID? = nil
     ) {
+        self.addedBy = addedBy
         self.id = id
         self.run = run
         self.name = name

@@ -7,7 +7,9 @@ package import Foundation
 ///
 /// One small machine behind one lock: `open` → `committing` → `committed` or back to `open` (the
 /// transaction failed and may be tried again) or `refused` (the lease had ended: the attempt's
-/// writes were rolled back, and nothing of it will be recorded).
+/// writes were rolled back, and nothing of it will be recorded). The jobs the attempt adds to its run
+/// (`DurableJobContext.add(_:after:)`) are data of the same machine: collected while `open`, and
+/// sent with the success that records them.
 ///
 /// ## Thread safety
 /// All methods may be called from any thread.
@@ -20,10 +22,17 @@ package final class AttemptCompletion: Sendable {
         package var isRecording: Bool { self == .committing || self == .committed }
     }
 
+    private struct Machine: Sendable {
+        var state = State.open
+        /// The jobs added so far, in order; their dependencies index into the whole list.
+        var added: [JobSpec] = []
+        var after: Set<DurableJobID> = []
+    }
+
     package let store: any JobStore
     package let lease: Lease
     let jobName: String
-    private let state = Protected(State.open)
+    private let machine = Protected(Machine())
 
     init(store: any JobStore, lease: Lease, jobName: String) {
         self.store = store
@@ -31,13 +40,48 @@ package final class AttemptCompletion: Sendable {
         self.jobName = jobName
     }
 
-    package var current: State { state.current }
+    package var current: State { machine.withLock { $0.state } }
+
+    /// What the attempt adds to its run, or nil when it adds nothing.
+    package var additions: RunAddition? {
+        machine.withLock { machine in
+            machine.added.isEmpty
+                ? nil : RunAddition(jobs: machine.added, after: machine.after.sorted { $0.rawValue < $1.rawValue })
+        }
+    }
+
+    /// Adds `jobs` (dependencies indexing into `jobs`) after those added before, each without a
+    /// dependency among them waiting also for `after`; throws once the completion began.
+    func add(_ jobs: [JobSpec], after: [DurableJobID]) throws {
+        let state = machine.withLock { machine -> State in
+            guard machine.state == .open else { return machine.state }
+            let offset = machine.added.count
+            for var job in jobs {
+                job.dependencies = job.dependencies.map { dependency in
+                    var moved = dependency
+                    moved.index += offset
+                    return moved
+                }
+                job.inputFrom = job.inputFrom.map { $0 + offset }
+                machine.added.append(job)
+            }
+            machine.after.formUnion(after)
+            return .open
+        }
+        guard state == .open else {
+            throw DurableError(
+                code: .misuse, jobs: [jobName],
+                message:
+                    "job '\(jobName)' added jobs after its completion \(state == .refused ? "was refused" : "began"); add them before calling complete(returning:writes:)."
+            )
+        }
+    }
 
     /// Moves to `committing`; throws when a completion already began, succeeded or was refused.
     package func begin() throws {
-        let previous = state.withLock { state -> State in
-            defer { if state == .open { state = .committing } }
-            return state
+        let previous = machine.withLock { machine -> State in
+            defer { if machine.state == .open { machine.state = .committing } }
+            return machine.state
         }
         switch previous {
         case .open: return
@@ -55,11 +99,11 @@ package final class AttemptCompletion: Sendable {
     /// Ends the transaction begun by ``begin()``: `true` committed, `false` refused (the lease had
     /// ended), `nil` failed (rolled back; the attempt may try again or throw).
     package func end(_ committed: Bool?) {
-        state.withLock { state in
+        machine.withLock { machine in
             switch committed {
-            case true?: state = .committed
-            case false?: state = .refused
-            case nil: state = .open
+            case true?: machine.state = .committed
+            case false?: machine.state = .refused
+            case nil: machine.state = .open
             }
         }
     }
@@ -114,7 +158,7 @@ extension DurableJobContext {
     /// encoded output — between the completion's `begin()` and `end(_:)`.
     package func complete<Store: JobStore, Output: Encodable & Sendable>(
         returning output: Output, on _: Store.Type, storeName: String,
-        _ record: (Store, Lease, Data) async throws -> Bool
+        _ record: (Store, Lease, Data, RunAddition?) async throws -> Bool
     ) async throws -> Output {
         let completion = try attemptCompletion()
         guard let store = completion.store as? Store else {
@@ -125,6 +169,52 @@ extension DurableJobContext {
             )
         }
         let data = try DurableCoding.encode(output)
-        return try await completion.complete(output) { try await record(store, completion.lease, data) }
+        return try await completion.complete(output) {
+            try await record(store, completion.lease, data, completion.additions)
+        }
+    }
+}
+
+extension DurableJobContext {
+    /// Adds the jobs of `graph` to this job's run, stored with this attempt's success in the same
+    /// transaction: they exist once the job has succeeded, and a failed, lost or retried attempt adds
+    /// nothing, so an attempt that ran twice never adds them twice.
+    ///
+    /// ```swift
+    /// struct ListPage: DurableJob {
+    ///     static let kind = "quakes.list-page"
+    ///     func run(_ page: Int, context: DurableJobContext) async throws -> Int {
+    ///         let listing = try await fetchPage(page)          // the work
+    ///         var more = JobGraph(name: "page \(page)")
+    ///         more.add(ImportPage.self, input: listing.events, name: "import \(page)")
+    ///         if listing.hasNext { more.add(ListPage.self, input: page + 1, name: "page \(page + 1)") }
+    ///         try context.add(more)
+    ///         return listing.events.count
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// Edges among the added jobs are those of `graph`; each added job without one also waits for the
+    /// jobs of the run named in `after`. A dependent that waits for this job with `afterAll:` waits for
+    /// the added jobs too, and for whatever they add. An added name that the run already has is stored
+    /// as `name #2`, `name #3`…; `explain` shows each added job under the job that added it.
+    /// Several calls add to what the earlier ones added. Nothing is stored when the attempt fails, or
+    /// when the added jobs cannot be (a job of another run in `after`, or one that waits for this job):
+    /// the job then fails, saying why.
+    ///
+    /// - Throws: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle`` for a graph
+    ///   that could not be submitted either; ``DurableError/Code/misuse`` after
+    ///   `complete(returning:writes:)` began, or for a context made by hand.
+    public func add(_ graph: JobGraph, after existing: [DurableJobID] = []) throws {
+        let spec = try graph.spec()
+        try RunAddition(jobs: spec.jobs).validate()
+        guard let completion else {
+            throw DurableError(
+                code: .misuse, jobs: [name],
+                message:
+                    "add(_:after:) needs the context of an attempt run by a DurableWorker; this one was made by hand (DurableJobContext.init), so there is no run to add to"
+            )
+        }
+        try completion.add(spec.jobs, after: existing)
     }
 }

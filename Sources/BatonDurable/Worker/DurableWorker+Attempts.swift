@@ -63,7 +63,10 @@ extension DurableWorker {
         }
         switch outcome {
         case .succeeded:
-            return .report(AttemptReport(lease: lease, outcome: .succeeded(output: output ?? Data("null".utf8))))
+            return .report(
+                AttemptReport(
+                    lease: lease, outcome: .succeeded(output: output ?? Data("null".utf8)),
+                    additions: attempt.completion.additions))
         case .failed(let error):
             return failed(describe(error), retryable: (error as? DurableError)?.code != .decoding)
         case .cancelled(let reason):

@@ -1,0 +1,144 @@
+public import Foundation
+
+/// Jobs that a running job adds to its own run, stored with its successful completion
+/// (``DurableJobContext/add(_:after:)`` builds one; ``AttemptReport/additions`` carries it).
+///
+/// Stored in the completion's transaction, so they are added once however often the job's attempts
+/// are retried: a failed, lost or stale attempt adds nothing. An added job whose name the run already
+/// has is stored under the first free name `name #2`, `name #3`…
+public struct RunAddition: Hashable, Codable, Sendable {
+    /// The jobs; their dependencies and `inputFrom` are indexes into this list.
+    public var jobs: [JobSpec]
+    /// Jobs already in the run that every added job without a dependency among ``jobs`` waits for.
+    public var after: [DurableJobID]
+
+    public init(jobs: [JobSpec], after: [DurableJobID] = []) {
+        self.jobs = jobs
+        self.after = after
+    }
+
+    /// Checks the jobs as a graph (``GraphSpec/validate()``), but for their names, which need not be
+    /// unique: the store makes them so.
+    public func validate() throws(DurableError) {
+        var named = jobs
+        for (index, name) in Self.uniqueNames(jobs.map(\.name), taken: []).enumerated() { named[index].name = name }
+        try GraphSpec(name: "added jobs", jobs: named).validate()
+    }
+
+    /// `names`, each that is taken (or repeated) given the first free suffix ` #2`, ` #3`…
+    static func uniqueNames(_ names: [String], taken: Set<String>) -> [String] {
+        var used = taken
+        return names.map { name in
+            var unique = name
+            var number = 2
+            while used.contains(unique) {
+                unique = "\(name) #\(number)"
+                number += 1
+            }
+            used.insert(unique)
+            return unique
+        }
+    }
+
+    /// Whether added job `index` has no dependency among the added jobs (so it waits for ``after``).
+    func isRoot(_ index: Int) -> Bool { jobs[index].allDependencies.isEmpty }
+}
+
+/// What storing a ``RunAddition`` writes, computed from what the run holds: a pure function that both
+/// stores apply in the completion's transaction.
+package struct AdditionPlan: Equatable {
+    /// An existing job as the plan needs it.
+    package struct Existing: Equatable {
+        package var run: Int64
+        package var name: String
+        package var state: DurableJobState
+        package init(run: Int64, name: String, state: DurableJobState) {
+            self.run = run
+            self.name = name
+            self.state = state
+        }
+    }
+
+    /// A dependent of the adding job that waits for what it adds.
+    package struct GroupDependent: Equatable {
+        package var id: Int64
+        package var runRegardless: Bool
+        package init(id: Int64, runRegardless: Bool) {
+            self.id = id
+            self.runRegardless = runRegardless
+        }
+    }
+
+    package struct ExistingEdge: Equatable {
+        package var dependency: Int64
+        /// The added job's index.
+        package var job: Int
+    }
+
+    /// The added jobs' names as stored.
+    package var names: [String] = []
+    /// Each added job's count of unfinished dependencies (among the added and existing jobs).
+    package var remaining: [Int] = []
+    /// Edges from existing jobs to added ones.
+    package var existingEdges: [ExistingEdge] = []
+    /// The adding job's dependents that now wait for every added job too.
+    package var groupDependents: [GroupDependent] = []
+    /// Added jobs cancelled at once, with the reason: a dependency of theirs in the run had failed or
+    /// was cancelled.
+    package var cancelled: [(index: Int, reason: String)] = []
+
+    package static func == (lhs: AdditionPlan, rhs: AdditionPlan) -> Bool {
+        lhs.names == rhs.names && lhs.remaining == rhs.remaining && lhs.existingEdges == rhs.existingEdges
+            && lhs.groupDependents == rhs.groupDependents
+            && lhs.cancelled.map(\.index) == rhs.cancelled.map(\.index)
+            && lhs.cancelled.map(\.reason) == rhs.cancelled.map(\.reason)
+    }
+
+    /// - Parameters:
+    ///   - adder: the job adding, in run `run`.
+    ///   - taken: the names its run's jobs have.
+    ///   - existing: the jobs ``RunAddition/after`` names, as stored (missing: not in the store).
+    ///   - downstream: the jobs that depend on the adder, transitively (an added job may not wait for one).
+    ///   - groupDependents: the adder's dependents whose edge includes added jobs, still pending.
+    /// - Throws: ``DurableError/Code/invalidGraph`` naming the job that cannot be waited for.
+    package static func make(
+        _ addition: RunAddition, adder: Int64, adderName: String, run: Int64, taken: Set<String>,
+        existing: [Int64: Existing], downstream: Set<Int64>, groupDependents: [GroupDependent]
+    ) throws -> AdditionPlan {
+        var plan = AdditionPlan()
+        plan.names = RunAddition.uniqueNames(addition.jobs.map(\.name), taken: taken)
+        plan.remaining = addition.jobs.map { Set($0.allDependencies.map(\.index)).count }
+        var blocked: [Int: String] = [:]
+        for dependency in Set(addition.after.map(\.rawValue)).sorted() where dependency != adder {
+            guard let job = existing[dependency], job.run == run else {
+                throw DurableError(
+                    code: .invalidGraph, jobs: [adderName],
+                    message:
+                        "job '\(adderName)' added jobs that wait for job \(dependency), which is not in its run (\(DurableRunID(run))); name jobs of the same run in after:."
+                )
+            }
+            if downstream.contains(dependency) {
+                throw DurableError(
+                    code: .dependencyCycle, jobs: [adderName, job.name],
+                    message:
+                        "job '\(adderName)' added jobs that wait for '\(job.name)', which itself waits for '\(adderName)': that would be a cycle. Wait only for jobs that do not depend on the adding job."
+                )
+            }
+            for index in addition.jobs.indices where addition.isRoot(index) {
+                plan.existingEdges.append(ExistingEdge(dependency: dependency, job: index))
+                switch job.state {
+                case .pending, .ready, .running: plan.remaining[index] += 1
+                case .succeeded: break
+                case .failed, .cancelled:
+                    plan.remaining[index] += 1  // counted down by the cancellation that follows
+                    blocked[index] =
+                        blocked[index]
+                        ?? "dependency '\(job.name)' \(job.state == .failed ? "failed" : "was cancelled")"
+                }
+            }
+        }
+        plan.cancelled = blocked.sorted { $0.key < $1.key }.map { (index: $0.key, reason: $0.value) }
+        plan.groupDependents = groupDependents
+        return plan
+    }
+}

@@ -1,0 +1,114 @@
+import Baton
+import BatonDurable
+import BatonTesting
+import Foundation
+import Testing
+
+/// Jobs that add jobs to their run, through a worker: the typed API, `afterAll:`, explain, and misuse.
+@Suite("Runs that grow")
+struct GrowingRunTests {
+    /// Lists pages 1…`last`: each page adds the next page and a tally of itself.
+    struct Page: DurableJob {
+        static let kind = "test.grow.page"
+        struct Input: Codable, Sendable {
+            var page: Int
+            var last: Int
+        }
+        func run(_ input: Input, context: DurableJobContext) async throws -> Int {
+            var more = JobGraph(name: "more")
+            let tally = more.add(Tally.self, input: input.page, name: "tally")  // the run's names get suffixes
+            if input.page < input.last {
+                more.add(Page.self, input: Input(page: input.page + 1, last: input.last), name: "page", after: [tally])
+            }
+            try context.add(more)
+            return input.page
+        }
+    }
+
+    struct Tally: DurableJob {
+        static let kind = "test.grow.tally"
+        static let seen = Protected<[Int]>([])
+        func run(_ page: Int, context: DurableJobContext) async throws -> Int {
+            Self.seen.withLock { $0.append(page) }
+            return page
+        }
+    }
+
+    /// Runs after everything: what the tallies saw by then.
+    struct Summary: DurableJob {
+        static let kind = "test.grow.summary"
+        func run(_ input: Int, context: DurableJobContext) async throws -> [Int] {
+            Tally.seen.withLock { $0.sorted() }
+        }
+    }
+
+    /// Adds after completing: refused.
+    struct Late: DurableJob {
+        static let kind = "test.grow.late"
+        static let refusal = Protected<DurableError?>(nil)
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            _ = try await context.complete(returning: 1) { _ in }
+            do {
+                var more = JobGraph(name: "late")
+                more.add(Tally.self, input: 99)
+                try context.add(more)
+            } catch let error as DurableError {
+                Self.refusal.withLock { $0 = error }
+            }
+            return 1
+        }
+    }
+
+    @Test("pages add pages and tallies; a summary with afterAll runs after all of them; explain nests them")
+    func pagesAddPages() async throws {
+        Tally.seen.withLock { $0 = [] }
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "pages")
+        let first = graph.add(Page.self, input: Page.Input(page: 1, last: 5), name: "page")
+        let summary = graph.add(Summary.self, input: 0, name: "summary", afterAll: [first])
+        let run = try await store.submit(graph)
+        let worker = try DurableWorker(
+            store: store, jobs: [Page(), Tally(), Summary()],
+            configuration: .init(id: "grow", pollInterval: .milliseconds(50)))
+        try await withDeadline(.seconds(30), "the growing run") {
+            let counts = try await worker.run(until: run).counts
+            #expect(counts == [.succeeded: 11])
+        }
+        #expect(try await store.output(of: summary, in: run) == [1, 2, 3, 4, 5])
+        let explanation = try await store.explain(run)
+        #expect(explanation.jobs.map(\.name).contains("page #5"))
+        #expect(explanation["tally #3"]?.addedBy == explanation["page #3"]?.id)
+        let text = explanation.description
+        #expect(text.contains("\n  page [test.grow.page]"), "\(text)")
+        #expect(text.contains("\n    + tally [test.grow.tally]"), "\(text)")
+        #expect(text.contains("\n    + page #2 [test.grow.page]"), "\(text)")
+        #expect(text.contains("\n      + tally #2 [test.grow.tally]"), "\(text)")
+    }
+
+    @Test("adding after the completion, or on a context made by hand, is refused with a clear message")
+    func misuse() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "late")
+        let late = graph.add(Late.self, input: 1)
+        let run = try await store.submit(graph)
+        let worker = try DurableWorker(
+            store: store, jobs: [Late()], configuration: .init(id: "late", pollInterval: .milliseconds(50)))
+        try await withDeadline(.seconds(30), "the late run") { _ = try await worker.run(until: run) }
+        #expect(try await store.snapshot(of: run.id).jobs.count == 1)
+        #expect(Late.refusal.current?.code == .misuse)
+        #expect(Late.refusal.current?.message.contains("after its completion") == true)
+        _ = late
+        let context = DurableJobContext(
+            job: DurableJobID(1), run: DurableRunID(1), name: "by hand", attempt: 1, maxAttempts: 1, worker: "w",
+            logger: .init(label: "test"))
+        var more = JobGraph(name: "more")
+        more.add(Tally.self, input: 1)
+        let error = #expect(throws: DurableError.self) { try context.add(more) }
+        #expect(error?.code == .misuse)
+        #expect(error?.message.contains("made by hand") == true)
+        var cyclic = JobGraph(name: "bad")
+        cyclic.add(Tally.self, input: 1, name: "same")
+        cyclic.add(Tally.self, input: 2, name: "")
+        #expect(throws: DurableError.self) { try context.add(cyclic) }
+    }
+}

@@ -1,0 +1,123 @@
+import BatonDurable
+import Foundation
+
+/// Runs that grow: jobs added by a running job, stored with its success.
+extension JobStoreConformance {
+    static let growthChecks: [Check] = [
+        check("jobs added by a success are stored with it, once; a failed or stale attempt adds nothing") {
+            store, clock in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("list", retry: .constant(maxAttempts: 3, delay: .zero))), uniqueKey: nil)
+            let more = RunAddition(jobs: [Build.job("import"), Build.job("next", after: [0])])
+            let first = try await store.claimAll(lease: .seconds(5))[0]
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(lease: first.lease, outcome: .failed(message: "no", retryable: true), additions: more)
+                ]), [.accepted(.ready)], "a failure")
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 1, "a failure adds nothing")
+            let second = try await store.claimAll(lease: .seconds(5))[0]
+            clock.advance(by: .seconds(6))
+            let third = try await store.claimAll()[0]
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(lease: second.lease, outcome: .succeeded(output: Data("1".utf8)), additions: more)
+                ]), [.rejected], "a stale attempt")
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 1, "a stale attempt adds nothing")
+            let report = AttemptReport(lease: third.lease, outcome: .succeeded(output: Data("1".utf8)), additions: more)
+            try expectEqual(try await store.finish([report]), [.accepted(.succeeded)], "the success")
+            let jobs = try await store.snapshot(of: run.run).jobs
+            try expectEqual(jobs.map(\.name), ["list", "import", "next"], "the added jobs, after the run's")
+            try expectEqual(jobs.map(\.state), [.succeeded, .ready, .pending], "their states")
+            try expectEqual(jobs.map(\.addedBy), [nil, run.jobs[0], run.jobs[0]], "who added them")
+            try expectEqual(jobs[2].dependencies.map(\.job), [jobs[1].id], "their edges")
+            let summary = try await store.runs(RunFilter()).runs[0]
+            try expectEqual([summary.jobs, summary.unfinished], [3, 2], "the run counts them")
+            try expectEqual(try await store.record(of: run.run).finished, nil, "the run is not finished")
+            _ = try? await store.finish([report])  // sent again: recognised or rejected, never added twice
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 3, "added once")
+            for job in try await store.claimAll() { _ = try await store.succeed(job) }
+            for job in try await store.claimAll() { _ = try await store.succeed(job) }
+            try expect(try await store.record(of: run.run).finished != nil, "the run finishes with its added jobs")
+            let explained = try await store.explain(run: run.run).description
+            try expect(explained.contains("    + import"), "explain shows added jobs under their adder:\n\(explained)")
+        },
+        check("a dependent with afterAll waits for everything its dependency adds, transitively") { store, _ in
+            let run = try await store.submit(
+                GraphSpec(
+                    name: "g",
+                    jobs: [
+                        Build.job("first"),
+                        JobSpec(
+                            name: "all", kind: "all", input: Data("1".utf8),
+                            dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)], retry: .never),
+                        Build.job("plain", kind: "plain", after: [0]),
+                    ]), uniqueKey: nil)
+            let first = try await store.claimAll()[0]
+            _ = try await store.finish([
+                AttemptReport(
+                    lease: first.lease, outcome: .succeeded(output: Data("1".utf8)),
+                    additions: RunAddition(jobs: [Build.job("second")]))
+            ])
+            try expectEqual(
+                try await store.states(run), [.succeeded, .pending, .ready, .ready], "all waits for second; plain runs")
+            let second = try await store.claimAll()[0]
+            try expectEqual(second.name, "second", "second is claimed")
+            _ = try await store.finish([
+                AttemptReport(
+                    lease: second.lease, outcome: .succeeded(output: Data("1".utf8)),
+                    additions: RunAddition(jobs: [Build.job("third")]))
+            ])
+            try expectEqual(try await store.states(run)[1], .pending, "all waits for what second added")
+            _ = try await store.succeed(try await store.claimAll()[0])
+            try expectEqual(try await store.states(run)[1], .ready, "then all is ready")
+            let all = try await store.snapshot(of: run.run).jobs[1]
+            try expectEqual(all.dependencies.count, 3, "all's edges: first, second and third")
+            try expect(all.dependencies.allSatisfy(\.includingAdded), "each waits for what its job adds")
+        },
+        check(
+            "added names the run has get a suffix; edges to the run's jobs; a cycle or another run's job fails the adder"
+        ) {
+            store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("list"), Build.job("other", kind: "o"), Build.job("after", kind: "a", after: [0])),
+                uniqueKey: nil)
+            let list = try await store.claimAll()[0]
+            _ = try await store.finish([
+                AttemptReport(
+                    lease: list.lease, outcome: .succeeded(output: Data("1".utf8)),
+                    additions: RunAddition(
+                        jobs: [Build.job("other", kind: "x"), Build.job("other", kind: "x")], after: [run.jobs[1]]))
+            ])
+            let jobs = try await store.snapshot(of: run.run).jobs
+            try expectEqual(jobs.map(\.name), ["list", "other", "after", "other #2", "other #3"], "unique names")
+            try expectEqual(jobs.suffix(2).map(\.state), [.pending, .pending], "they wait for other")
+            _ = try await store.succeed(try await store.claimAll(["o"])[0])
+            try expectEqual(
+                try await store.snapshot(of: run.run).jobs.suffix(2).map(\.state), [.ready, .ready], "then run")
+
+            let cyclic = try await store.submit(
+                Build.graph("c", Build.job("p", kind: "c"), Build.job("d", kind: "d", after: [0])), uniqueKey: nil)
+            let p = try await store.claimAll(["c"])[0]
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: p.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [cyclic.jobs[1]]))
+                ]), [.accepted(.failed)], "waiting for its own dependent fails the adder")
+            let failed = try await store.snapshot(of: cyclic.run).jobs
+            try expectEqual(failed.count, 2, "nothing added")
+            try expect(failed[0].lastError?.contains("cycle") == true, "says why: \(failed[0].lastError ?? "nil")")
+
+            let foreign = try await store.submit(Build.graph("f", Build.job("p", kind: "f")), uniqueKey: nil)
+            let q = try await store.claimAll(["f"])[0]
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: q.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [run.jobs[0]]))
+                ]), [.accepted(.failed)], "a job of another run fails the adder")
+            try expectEqual(try await store.snapshot(of: foreign.run).jobs.count, 1, "nothing added")
+        },
+    ]
+}
