@@ -54,3 +54,30 @@ func transactionsExampleRuns() async throws {
     #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT views FROM pages") } == 4)
     #expect(try await database.read { db in try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_runs") } == 2)
 }
+
+@Test("the growing-run example imports every page once and reports after all of them")
+func growingRunExampleRuns() async throws {
+    let store = try SQLiteJobStore.inMemory()
+    let run = try await importAllPages(store: store)
+    let explanation = try await store.explain(run)
+    // 5 pages of 100 (450 events): 5 listings, 5 imports, the report.
+    #expect(explanation.counts == [.succeeded: 11])
+    #expect(explanation.jobs.filter { $0.name.hasPrefix("import") }.count == 5)
+    #expect(explanation.description.contains("+ list #2"))
+}
+
+@Test("the operating example retries a failed run in place")
+func operatingExampleRuns() async throws {
+    let store = try SQLiteJobStore.inMemory()
+    let run = try await store.submit(
+        GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8), retry: .never)]),
+        uniqueKey: nil)
+    let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+    _ = try await store.finish([
+        AttemptReport(lease: claimed[0].lease, outcome: .failed(message: "no", retryable: false))
+    ])
+    try await whyDidItFail(claimed[0].job, store: store)
+    try await repairFailedRuns(store: store)
+    #expect(try await store.runs(RunFilter()).runs.map(\.state) == [.running])
+    _ = run
+}

@@ -24,7 +24,7 @@ public struct DurableCategory: Hashable, Codable, Sendable, CustomStringConverti
     public var description: String { limit == 1 ? "'\(name)'" : "'\(name)' (limit \(limit))" }
 }
 
-/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:name:after:regardless:priority:retry:timeout:categories:notBefore:)`` records.
+/// One job of a ``GraphSpec``: the stored, untyped form of what ``JobGraph/add(_:input:name:after:regardless:afterAll:priority:retry:timeout:categories:notBefore:)`` records.
 public struct JobSpec: Hashable, Codable, Sendable {
     /// A dependency edge to another job of the same graph, by its index in ``GraphSpec/jobs``.
     public struct Dependency: Hashable, Codable, Sendable {
