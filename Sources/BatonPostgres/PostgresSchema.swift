@@ -157,6 +157,16 @@ enum PostgresSchema {
             // Runs that grow: the job that added a job, and edges that wait for what their dependency adds.
             "ALTER TABLE jobs ADD COLUMN added_by bigint",
             "ALTER TABLE edges ADD COLUMN includes_added boolean NOT NULL DEFAULT false",
+            // Schedules: a graph submitted at each tick, with the tick as its run's unique key.
+            """
+            CREATE TABLE schedules (
+                name text PRIMARY KEY,
+                definition text NOT NULL,
+                next_tick float8,
+                last_tick float8,
+                paused boolean NOT NULL DEFAULT false
+            )
+            """,
         ],
     ]
 

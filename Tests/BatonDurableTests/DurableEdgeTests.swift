@@ -105,6 +105,13 @@ final class HookedStore: JobStore {
     func retry(job: DurableJobID) async throws -> Int { try await base.retry(job: job) }
     func retry(run: DurableRunID) async throws -> Int { try await base.retry(run: run) }
     func delete(run: DurableRunID) async throws { try await base.delete(run: run) }
+    func schedule(_ schedule: Schedule) async throws -> ScheduleRecord { try await base.schedule(schedule) }
+    func schedules() async throws -> [ScheduleRecord] { try await base.schedules() }
+    func setSchedule(named name: String, paused: Bool) async throws {
+        try await base.setSchedule(named: name, paused: paused)
+    }
+    func removeSchedule(named name: String) async throws { try await base.removeSchedule(named: name) }
+    func fireDueSchedules() async throws -> FiredSchedules { try await base.fireDueSchedules() }
     func wakeups() -> AsyncStream<Void> { base.wakeups() }
 }
 

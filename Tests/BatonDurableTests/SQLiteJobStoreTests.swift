@@ -130,6 +130,7 @@ struct SQLiteJobStoreTests {
                     try db.execute(sql: "ALTER TABLE baton_runs DROP COLUMN \(column)")
                 }
                 try db.execute(sql: "DROP TABLE baton_attempts")
+                try db.execute(sql: "DROP TABLE baton_schedules")
                 try db.execute(sql: "ALTER TABLE baton_jobs DROP COLUMN added_by")
                 try db.execute(sql: "ALTER TABLE baton_edges DROP COLUMN includes_added")
                 try db.execute(sql: "UPDATE baton_durable_meta SET value = '2' WHERE key = 'schema'")

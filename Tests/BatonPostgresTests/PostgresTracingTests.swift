@@ -67,6 +67,7 @@ struct PostgresTracingTests {
             try await store.client.query("DROP INDEX runs_open, runs_name, runs_created")
             try await store.client.query("ALTER TABLE jobs DROP COLUMN added_by")
             try await store.client.query("ALTER TABLE edges DROP COLUMN includes_added")
+            try await store.client.query("DROP TABLE schedules")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }

@@ -33,7 +33,7 @@ public enum JobStoreConformance {
     /// Every check, in a stable order.
     public static let checks: [Check] =
         submitChecks + claimChecks + finishChecks + cancelChecks + inspectChecks + recordChecks + edgeChecks
-        + operateChecks + growthChecks
+        + operateChecks + growthChecks + scheduleChecks
 
     static func check(
         _ name: String, _ body: @escaping @Sendable (any JobStore, ManualDurableClock) async throws -> Void

@@ -90,7 +90,7 @@ extension SQLiteJobStore {
             // cancelled (kept by the statements that finish jobs, so that listing runs by state reads no
             // jobs), with indexes for the run list's filters; and the attempts that did not succeed, one
             // row each (a success is the job's own row). And runs that grow: the job that added a job,
-            // and edges that wait for what their dependency adds.
+            // and edges that wait for what their dependency adds. And schedules.
             try db.execute(
                 sql: """
                     ALTER TABLE baton_runs ADD COLUMN jobs INTEGER NOT NULL DEFAULT 0;
@@ -108,6 +108,13 @@ extension SQLiteJobStore {
                     CREATE INDEX baton_runs_created ON baton_runs(created);
                     ALTER TABLE baton_edges ADD COLUMN includes_added INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE baton_jobs ADD COLUMN added_by INTEGER;
+                    CREATE TABLE baton_schedules (
+                        name TEXT PRIMARY KEY,
+                        definition TEXT NOT NULL,
+                        next_tick REAL,
+                        last_tick REAL,
+                        paused INTEGER NOT NULL DEFAULT 0
+                    );
                     CREATE TABLE baton_attempts (
                         seq INTEGER PRIMARY KEY,
                         job INTEGER NOT NULL,

@@ -124,6 +124,15 @@ extension SQLiteJobStore {
         }
     }
 
+    /// Validates `graph` and writes it in the transaction `db` (a schedule's tick).
+    static func insertChecked(_ graph: GraphSpec, uniqueKey: String, now: Double, _ db: Database) throws -> SubmittedRun
+    {
+        try graph.validate()
+        let encoder = JSONEncoder()
+        let retries = try graph.jobs.map { String(decoding: try encoder.encode($0.retry), as: UTF8.self) }
+        return try insert(graph, uniqueKey: uniqueKey, now: now, retries: retries, carrier: nil, db)
+    }
+
     /// Writes a validated graph: its run, jobs, edges and categories.
     private static func insert(
         _ graph: GraphSpec, uniqueKey: String?, now: Double, retries: [String], carrier: String?, _ db: Database

@@ -146,6 +146,28 @@ public protocol JobStore: Sendable {
     ///   ``DurableError/Code/unknownRun``.
     func delete(run: DurableRunID) async throws
 
+    /// Stores a schedule, replacing the one of the same name; its next tick is the first after now.
+    /// - Throws: ``DurableError/Code/invalidGraph`` for a bad name, timing or graph, before writing.
+    @discardableResult
+    func schedule(_ schedule: Schedule) async throws -> ScheduleRecord
+
+    /// The stored schedules, by name.
+    func schedules() async throws -> [ScheduleRecord]
+
+    /// Pauses a schedule (its ticks are not fired) or resumes it (from its first tick after now: ticks
+    /// that passed while it was paused are not fired).
+    /// - Throws: ``DurableError/Code/misuse`` when there is no schedule of that name.
+    func setSchedule(named name: String, paused: Bool) async throws
+
+    /// Removes a schedule; runs it submitted stay.
+    /// - Throws: ``DurableError/Code/misuse`` when there is no schedule of that name.
+    func removeSchedule(named name: String) async throws
+
+    /// Submits one run for each due tick of each unpaused schedule (by its ``Schedule/CatchUp``), each
+    /// with the tick as its unique key, and moves the schedules on, in one transaction: however many
+    /// workers call this at once, a tick makes one run. ``DurableWorker/run()`` calls it.
+    func fireDueSchedules() async throws -> FiredSchedules
+
     /// A stream that yields whenever work may have become claimable (a submission, a completion, a
     /// release, a cancellation). A store shared by processes delivers its own changes at once and other
     /// processes' changes as it can (SQLite: not at all — workers poll; PostgreSQL: `LISTEN/NOTIFY`).
@@ -255,6 +277,30 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
 extension JobStore {
     /// Never closed.
     public var isClosed: Bool { false }
+
+    /// Stores a schedule that submits `graph` every `interval` (counted from 1970-01-01 00:00 UTC).
+    @discardableResult
+    public func schedule(
+        name: String, every interval: Duration, graph: JobGraph, catchUp: Schedule.CatchUp = .skip
+    ) async throws -> ScheduleRecord {
+        try await schedule(Schedule(name: name, timing: .every(interval), graph: try graph.spec(), catchUp: catchUp))
+    }
+
+    /// Stores a schedule that submits `graph` at the times a five-field cron expression matches in
+    /// `timeZone` (an IANA name).
+    @discardableResult
+    public func schedule(
+        name: String, cron: String, timeZone: String = "UTC", graph: JobGraph, catchUp: Schedule.CatchUp = .skip
+    ) async throws -> ScheduleRecord {
+        try await schedule(
+            Schedule(name: name, timing: .cron(cron, timeZone: timeZone), graph: try graph.spec(), catchUp: catchUp))
+    }
+
+    /// Pauses a schedule: ``setSchedule(named:paused:)``.
+    public func pauseSchedule(named name: String) async throws { try await setSchedule(named: name, paused: true) }
+
+    /// Resumes a schedule from its next tick: ``setSchedule(named:paused:)``.
+    public func resumeSchedule(named name: String) async throws { try await setSchedule(named: name, paused: false) }
 
     /// Calls ``finish(_:)``, then ``claim(worker:kinds:limit:lease:)`` when `limit` is positive.
     public func finish(

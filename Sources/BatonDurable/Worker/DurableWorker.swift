@@ -73,6 +73,10 @@ public final class DurableWorker: Service, Sendable {
         /// Makes a span of every attempt, a child of the submitter's context stored with the run.
         /// `nil`: the bootstrapped tracer (`InstrumentationSystem.tracer`); none bootstrapped, no spans.
         public var tracer: (any Tracer)?
+        /// Whether ``DurableWorker/run()`` fires the store's due schedules (``JobStore/fireDueSchedules()``):
+        /// at each tick, and at least every `pollInterval`. Every worker may: a tick makes one run however
+        /// many fire it. `run(until:)` never does.
+        public var firesSchedules: Bool = true
         /// How long `run(until:)` waits with nothing to do before it checks whether the run's jobs wait
         /// for kinds no live worker has registered (and warns); tests shorten it.
         var stallWarningDelay: Duration = .seconds(5)
@@ -327,6 +331,9 @@ public final class DurableWorker: Service, Sendable {
             group.addTask {
                 for await _ in store.wakeups() { input.yield(.wake) }
             }
+            if run == nil && configuration.firesSchedules {
+                group.addTask { await self.fireSchedules() }
+            }
             var owner = WorkerOwner(worker: self, input: input, until: run)
             await owner.run(events, group: &group)
             group.cancelAll()
@@ -334,6 +341,40 @@ public final class DurableWorker: Service, Sendable {
         }
         try? await store.unregister(worker: configuration.id)
         return storeClosed
+    }
+
+    /// Fires the store's due schedules until cancelled (the worker stopping): at each next tick, and at
+    /// least every poll interval, for schedules that other processes store or change. A failure is
+    /// logged and tried again at the next poll; its ticks are not lost (they stay due, and fire by their
+    /// schedule's `catchUp`).
+    private func fireSchedules() async {
+        while !Task.isCancelled {
+            var wait = configuration.pollInterval
+            do {
+                let fired = try await store.fireDueSchedules()
+                for (name, tick, run) in fired.runs where !run.existing {
+                    configuration.logger.info(
+                        "schedule fired",
+                        metadata: [
+                            "schedule": "\(name)", "tick": "\(tick.formatted(.iso8601))", "run": "\(run.run.rawValue)",
+                        ])
+                }
+                if let next = fired.nextTick {
+                    let seconds = max(0, next.timeIntervalSince(store.clock.now()))
+                    wait = min(wait, .milliseconds(Int64((seconds * 1000).rounded(.up))))
+                }
+            } catch {
+                if store.isClosed || Task.isCancelled { return }
+                configuration.logger.warning(
+                    "firing the store's schedules failed; trying again at the next poll",
+                    metadata: ["error": "\(error)"])
+            }
+            do {
+                try await Task.sleep(for: max(wait, .milliseconds(1)))
+            } catch {
+                return
+            }
+        }
     }
 
     private func registerSelf() async throws {

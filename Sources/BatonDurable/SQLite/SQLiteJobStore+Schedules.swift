@@ -1,0 +1,115 @@
+public import Foundation
+import GRDB
+
+extension SQLiteJobStore {
+    @discardableResult
+    public func schedule(_ schedule: Schedule) async throws -> ScheduleRecord {
+        try schedule.validate()
+        let definition = String(decoding: try JSONEncoder().encode(schedule), as: UTF8.self)
+        let next = try schedule.tick(after: clock.now())
+        return try await write(wake: false) { db in
+            try db.execute(
+                sql: """
+                    INSERT INTO baton_schedules (name, definition, next_tick, paused) VALUES (?, ?, ?, 0)
+                    ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, next_tick = excluded.next_tick
+                    """, arguments: [schedule.name, definition, next?.storeTime])
+            return try Self.schedules(db, named: schedule.name)[0]
+        }
+    }
+
+    public func schedules() async throws -> [ScheduleRecord] {
+        try await reading { db in try Self.schedules(db, named: nil) }
+    }
+
+    public func setSchedule(named name: String, paused: Bool) async throws {
+        let now = clock.now()
+        try await write(wake: false) { db in
+            guard let record = try Self.schedules(db, named: name).first else { throw ScheduleErrors.unknown(name) }
+            guard record.paused != paused else { return }
+            let next = paused ? record.nextTick : try record.schedule.tick(after: now)
+            try db.execute(
+                sql: "UPDATE baton_schedules SET paused = ?, next_tick = ? WHERE name = ?",
+                arguments: [paused, next?.storeTime, name])
+        }
+    }
+
+    public func removeSchedule(named name: String) async throws {
+        try await write(wake: false) { db in
+            try db.execute(sql: "DELETE FROM baton_schedules WHERE name = ?", arguments: [name])
+            guard db.changesCount > 0 else { throw ScheduleErrors.unknown(name) }
+        }
+    }
+
+    public func fireDueSchedules() async throws -> FiredSchedules {
+        let now = clock.now()
+        // Most calls find nothing due: read first, and take the write lock only when a tick is due.
+        let due = try await reading { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT 1 FROM baton_schedules WHERE paused = 0 AND next_tick <= ? LIMIT 1",
+                arguments: [now.storeTime]) ?? false
+        }
+        guard due else { return FiredSchedules(runs: [], nextTick: try await nextScheduleTick()) }
+        return try await write(wake: true) { db in
+            var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
+            for row in try Row.fetchAll(
+                db,
+                sql: "SELECT name, definition, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick <= ?",
+                arguments: [now.storeTime])
+            {
+                let name: String = row[0]
+                let schedule = try Self.decodeSchedule(row[1], name: name)
+                let (fire, next) = try schedule.due(next: Date(storeTime: row[2]), now: now)
+                for tick in fire {
+                    let run = try Self.insertChecked(
+                        schedule.graph, uniqueKey: schedule.key(of: tick), now: now.storeTime, db)
+                    runs.append((name, tick, run))
+                }
+                try db.execute(
+                    sql: """
+                        UPDATE baton_schedules SET next_tick = ?, last_tick = COALESCE(?, last_tick) WHERE name = ?
+                        """, arguments: [next?.storeTime, fire.last?.storeTime, name])
+            }
+            let next = try Double.fetchOne(
+                db, sql: "SELECT min(next_tick) FROM baton_schedules WHERE paused = 0")
+            return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)))
+        }
+    }
+
+    private func nextScheduleTick() async throws -> Date? {
+        try await reading { db in
+            try Double.fetchOne(db, sql: "SELECT min(next_tick) FROM baton_schedules WHERE paused = 0")
+                .map(Date.init(storeTime:))
+        }
+    }
+
+    static func decodeSchedule(_ text: String, name: String) throws -> Schedule {
+        do {
+            return try JSONDecoder().decode(Schedule.self, from: Data(text.utf8))
+        } catch {
+            throw DurableError(
+                code: .decoding,
+                message:
+                    "schedule '\(name)' is stored in a form this program cannot read (\(error)); store it again with schedule(_:)."
+            )
+        }
+    }
+
+    static func schedules(_ db: Database, named name: String?) throws -> [ScheduleRecord] {
+        let rows =
+            if let name {
+                try Row.fetchAll(
+                    db,
+                    sql: "SELECT name, definition, next_tick, last_tick, paused FROM baton_schedules WHERE name = ?",
+                    arguments: [name])
+            } else {
+                try Row.fetchAll(
+                    db, sql: "SELECT name, definition, next_tick, last_tick, paused FROM baton_schedules ORDER BY name")
+            }
+        return try rows.map { row in
+            ScheduleRecord(
+                schedule: try decodeSchedule(row[1], name: row[0]), paused: row[4],
+                nextTick: (row[2] as Double?).map(Date.init(storeTime:)),
+                lastTick: (row[3] as Double?).map(Date.init(storeTime:)))
+        }
+    }
+}

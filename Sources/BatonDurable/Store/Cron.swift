@@ -1,0 +1,145 @@
+public import Foundation
+
+/// A standard five-field cron expression — minute, hour, day of month, month, day of week — read in a
+/// time zone.
+///
+/// Each field is `*`, a number, a range `a-b`, a list `a,b,c`, or any of these with a step (`*/15`,
+/// `8-18/2`). Months may be named (`jan`…`dec`) and days of the week too (`sun`…`sat`; 0 and 7 are
+/// Sunday). As in Vixie cron, when both the day of month and the day of week are restricted, a day
+/// matching either one matches. `@hourly`, `@daily` (`@midnight`), `@weekly`, `@monthly` and
+/// `@yearly` (`@annually`) are accepted too.
+///
+/// Times are wall-clock times in the zone. A time that a daylight-saving change skips (02:30 on the
+/// night clocks go forward) fires when the clock reaches it after the jump (03:30); a time that
+/// happens twice (01:30 on the night they go back) fires once, the first time.
+public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
+    public let text: String
+    public let timeZone: TimeZone
+    let minutes: Set<Int>
+    let hours: Set<Int>
+    let days: Set<Int>
+    let months: Set<Int>
+    /// 0 = Sunday … 6 = Saturday.
+    let weekdays: Set<Int>
+    let daysRestricted: Bool
+    let weekdaysRestricted: Bool
+
+    /// - Throws: ``DurableError/Code/invalidGraph`` naming the field that is wrong and what it accepts.
+    public init(_ text: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!) throws {
+        self.text = text
+        self.timeZone = timeZone
+        let macros = [
+            "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
+            "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+        ]
+        let expanded = macros[text.trimmingCharacters(in: .whitespaces).lowercased()] ?? text
+        let fields = expanded.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        guard fields.count == 5 else {
+            throw Self.invalid(
+                text,
+                "has \(fields.count) field\(fields.count == 1 ? "" : "s"); a cron expression has 5: minute hour day-of-month month day-of-week (for example '*/15 9-17 * * mon-fri')"
+            )
+        }
+        let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
+        let weekdays = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"]
+        minutes = try Self.field(fields[0], "minute", 0...59, names: [:], in: text)
+        hours = try Self.field(fields[1], "hour", 0...23, names: [:], in: text)
+        days = try Self.field(fields[2], "day-of-month", 1...31, names: [:], in: text)
+        self.months = try Self.field(
+            fields[3], "month", 1...12,
+            names: Dictionary(uniqueKeysWithValues: months.enumerated().map { ($1, $0 + 1) }), in: text)
+        let weekdaySet = try Self.field(
+            fields[4], "day-of-week", 0...7,
+            names: Dictionary(uniqueKeysWithValues: weekdays.enumerated().map { ($1, $0) }), in: text)
+        self.weekdays = Set(weekdaySet.map { $0 % 7 })
+        daysRestricted = !fields[2].hasPrefix("*")
+        weekdaysRestricted = !fields[4].hasPrefix("*")
+    }
+
+    public var description: String { "\(text) (\(timeZone.identifier))" }
+
+    private static func invalid(_ text: String, _ why: String) -> DurableError {
+        DurableError(code: .invalidGraph, message: "cron expression '\(text)' \(why).")
+    }
+
+    private static func field(
+        _ text: String, _ name: String, _ range: ClosedRange<Int>, names: [String: Int], in expression: String
+    ) throws -> Set<Int> {
+        func value(_ part: Substring) throws -> Int {
+            if let number = Int(part), range.contains(number) { return number }
+            if let named = names[part.lowercased()] { return named }
+            throw invalid(
+                expression,
+                "has '\(part)' in its \(name) field, which takes \(range.lowerBound)-\(range.upperBound)\(names.isEmpty ? "" : " or names (\(names.sorted { $0.value < $1.value }.prefix(3).map(\.key).joined(separator: ", "))…)")"
+            )
+        }
+        var result = Set<Int>()
+        for item in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let pieces = item.split(separator: "/", omittingEmptySubsequences: false)
+            guard (1...2).contains(pieces.count), !pieces[0].isEmpty else {
+                throw invalid(expression, "has '\(item)' in its \(name) field, which is not a value, range or step")
+            }
+            var step = 1
+            if pieces.count == 2 {
+                guard let parsed = Int(pieces[1]), parsed > 0 else {
+                    throw invalid(
+                        expression, "has step '\(pieces[1])' in its \(name) field; a step is a positive number")
+                }
+                step = parsed
+            }
+            let bounds: ClosedRange<Int>
+            if pieces[0] == "*" {
+                bounds = range
+            } else if let dash = pieces[0].firstIndex(of: "-") {
+                let low = try value(pieces[0][..<dash])
+                let high = try value(pieces[0][pieces[0].index(after: dash)...])
+                guard low <= high else {
+                    throw invalid(expression, "has the range '\(pieces[0])' in its \(name) field, which runs backwards")
+                }
+                bounds = low...high
+            } else {
+                let single = try value(pieces[0])
+                bounds = single...(pieces.count == 2 ? range.upperBound : single)
+            }
+            result.formUnion(stride(from: bounds.lowerBound, through: bounds.upperBound, by: step))
+        }
+        return result
+    }
+
+    /// The first time strictly after `date` that the expression matches, or nil when none comes within
+    /// five years (`0 0 30 2 *`: February never has a 30th).
+    public func next(after date: Date) -> Date? {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let sortedHours = hours.sorted()
+        let sortedMinutes = minutes.sorted()
+        var day = calendar.startOfDay(for: date)
+        for _ in 0..<(366 * 5) {
+            let parts = calendar.dateComponents([.year, .month, .day, .weekday], from: day)
+            guard let year = parts.year, let month = parts.month, let dayOfMonth = parts.day,
+                let weekday = parts.weekday
+            else { return nil }
+            let dayMatches: Bool
+            switch (daysRestricted, weekdaysRestricted) {
+            case (true, true): dayMatches = days.contains(dayOfMonth) || weekdays.contains(weekday - 1)
+            case (true, false): dayMatches = days.contains(dayOfMonth)
+            case (false, true): dayMatches = weekdays.contains(weekday - 1)
+            case (false, false): dayMatches = true
+            }
+            if months.contains(month) && dayMatches {
+                for hour in sortedHours {
+                    for minute in sortedMinutes {
+                        let wanted = DateComponents(
+                            year: year, month: month, day: dayOfMonth, hour: hour, minute: minute)
+                        // A skipped time comes out moved forward by the gap; a repeated one as its first instant.
+                        guard let candidate = calendar.date(from: wanted) else { continue }
+                        if candidate > date { return candidate }
+                    }
+                }
+            }
+            guard let following = calendar.date(byAdding: .day, value: 1, to: day) else { return nil }
+            day = calendar.startOfDay(for: following)
+        }
+        return nil
+    }
+}

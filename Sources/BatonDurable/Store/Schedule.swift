@@ -1,0 +1,189 @@
+public import Foundation
+
+/// A graph submitted again and again on a timetable: at each tick, one run, whose unique key is the
+/// tick — so any number of workers on any number of machines submit it once, also across restarts.
+///
+/// ```swift
+/// let refresh = try GraphSpec(name: "refresh", jobs: [JobSpec(name: "fetch", kind: "feed.fetch", input: Data("{}".utf8))])
+/// try await store.schedule(Schedule(name: "refresh", timing: .every(.seconds(300)), graph: refresh))
+/// ```
+///
+/// Every ``DurableWorker`` that runs without end (``DurableWorker/run()``) fires the store's due
+/// schedules; a store's ``JobStore/fireDueSchedules()`` does it by hand.
+public struct Schedule: Hashable, Codable, Sendable {
+    /// When the ticks are.
+    public enum Timing: Hashable, Codable, Sendable, CustomStringConvertible {
+        /// Every `interval`, counted from 1970-01-01 00:00 UTC (every 5 minutes: at :00, :05, …).
+        case every(Duration)
+        /// The times a five-field cron expression matches in a time zone (an IANA name, such as
+        /// `Europe/Paris`): see ``CronExpression``.
+        case cron(String, timeZone: String)
+
+        public var description: String {
+            switch self {
+            case .every(let interval): "every \(interval)"
+            case .cron(let text, let zone): "cron '\(text)' in \(zone)"
+            }
+        }
+    }
+
+    /// What happens to ticks that passed while no worker fired them (all stopped, or the store was
+    /// unreachable).
+    public enum CatchUp: String, Hashable, Codable, Sendable, CaseIterable {
+        /// Missed ticks are dropped; only a tick that is due now (less than a minute late) runs.
+        case skip
+        /// The latest missed tick runs once; the earlier ones are dropped.
+        case once
+        /// Every missed tick runs, each as its own run (at most 1,000 at a time).
+        case all
+    }
+
+    /// Unique in the store; a schedule stored under a name that is taken replaces it.
+    public var name: String
+    public var timing: Timing
+    /// The graph each tick submits (its run is named after the graph).
+    public var graph: GraphSpec
+    public var catchUp: CatchUp
+
+    public init(name: String, timing: Timing, graph: GraphSpec, catchUp: CatchUp = .skip) {
+        self.name = name
+        self.timing = timing
+        self.graph = graph
+        self.catchUp = catchUp
+    }
+
+    /// How late a tick may be fired and still count as due now (for ``CatchUp/skip``).
+    public static let lateness: Duration = .seconds(60)
+
+    /// Checks the name, the timing and the graph.
+    /// - Throws: ``DurableError/Code/invalidGraph`` saying what is wrong.
+    public func validate() throws {
+        guard !name.isEmpty, StoredText.isStorable(name) else {
+            throw DurableError(
+                code: .invalidGraph, message: "a schedule needs a name without NUL characters, not '\(name)'.")
+        }
+        switch timing {
+        case .every(let interval):
+            guard interval >= .seconds(1) else {
+                throw DurableError(
+                    code: .invalidGraph,
+                    message: "schedule '\(name)' runs every \(interval); the shortest interval is 1 second.")
+            }
+        case .cron:
+            _ = try cron()
+        }
+        try graph.validate()
+    }
+
+    /// The cron expression of a cron timing.
+    func cron() throws -> CronExpression? {
+        guard case .cron(let text, let zone) = timing else { return nil }
+        guard let timeZone = TimeZone(identifier: zone) else {
+            throw DurableError(
+                code: .invalidGraph,
+                message:
+                    "schedule '\(name)' names the time zone '\(zone)', which this system does not know; use an IANA name such as 'Europe/Paris' or 'UTC'."
+            )
+        }
+        return try CronExpression(text, timeZone: timeZone)
+    }
+
+    /// The first tick strictly after `date`, or nil when there is none (a cron expression that never matches).
+    public func tick(after date: Date) throws -> Date? {
+        switch timing {
+        case .every(let interval):
+            let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) * 1e-18
+            let count = (date.timeIntervalSince1970 / seconds).rounded(.down) + 1
+            return Date(timeIntervalSince1970: count * seconds)
+        case .cron:
+            return try cron()?.next(after: date)
+        }
+    }
+
+    /// The ticks to fire at `now` when the next unfired tick is `next`, by ``catchUp``, and the next
+    /// tick after them.
+    package func due(next: Date, now: Date) throws -> (fire: [Date], next: Date?) {
+        guard next <= now else { return ([], next) }
+        let late = Double(Self.lateness.components.seconds)
+        // Where to start counting: ticks older than any that can fire are not walked through one by one
+        // (every second for a week is 600,000 of them).
+        var from = next
+        switch catchUp {
+        case .skip:
+            if let recent = try tick(after: now.addingTimeInterval(-late)) { from = max(next, recent) }
+        case .once:
+            if let recent = try tick(after: now.addingTimeInterval(-86_400)), recent <= now { from = max(next, recent) }
+        case .all: break
+        }
+        var passed: [Date] = []
+        var tick: Date? = from
+        var steps = 0
+        while let current = tick, current <= now, steps < 100_000 {
+            passed.append(current)
+            if passed.count > 1_000 { passed.removeFirst() }
+            tick = try self.tick(after: current)
+            steps += 1
+        }
+        if steps == 100_000 { tick = try self.tick(after: now) }
+        let fire: [Date]
+        switch catchUp {
+        case .all: fire = passed
+        case .once: fire = passed.suffix(1)
+        case .skip: fire = passed.suffix(1).filter { now.timeIntervalSince($0) < late }
+        }
+        return (fire, tick)
+    }
+
+    /// The unique key of the run of `tick`.
+    package func key(of tick: Date) -> String {
+        "schedule/\(name)/" + tick.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
+    }
+}
+
+/// A schedule as stored, with where it is.
+public struct ScheduleRecord: Hashable, Codable, Sendable {
+    public var schedule: Schedule
+    public var paused: Bool
+    /// The next tick to fire (on the clock that decides the store's times), or nil when there is none.
+    public var nextTick: Date?
+    /// The last tick fired, if any.
+    public var lastTick: Date?
+
+    public init(schedule: Schedule, paused: Bool, nextTick: Date?, lastTick: Date?) {
+        self.schedule = schedule
+        self.paused = paused
+        self.nextTick = nextTick
+        self.lastTick = lastTick
+    }
+}
+
+/// What ``JobStore/fireDueSchedules()`` did.
+public struct FiredSchedules: Hashable, Sendable {
+    /// The runs submitted, one per tick, with their schedule's name and tick.
+    public var runs: [(schedule: String, tick: Date, run: SubmittedRun)]
+    /// The earliest next tick of the unpaused schedules, on this process's clock (the store's
+    /// ``JobStore/clock``, to wait on), or nil when no schedule has one.
+    public var nextTick: Date?
+
+    public init(runs: [(schedule: String, tick: Date, run: SubmittedRun)], nextTick: Date?) {
+        self.runs = runs
+        self.nextTick = nextTick
+    }
+
+    public static func == (lhs: FiredSchedules, rhs: FiredSchedules) -> Bool {
+        lhs.nextTick == rhs.nextTick && lhs.runs.map(\.schedule) == rhs.runs.map(\.schedule)
+            && lhs.runs.map(\.tick) == rhs.runs.map(\.tick) && lhs.runs.map(\.run) == rhs.runs.map(\.run)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(nextTick)
+        hasher.combine(runs.map(\.schedule))
+    }
+}
+
+package enum ScheduleErrors {
+    package static func unknown(_ name: String) -> DurableError {
+        DurableError(
+            code: .misuse, message: "there is no schedule named '\(name)' in the store; `schedules()` lists them.")
+    }
+}

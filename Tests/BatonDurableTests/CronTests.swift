@@ -1,0 +1,114 @@
+import Foundation
+import Testing
+
+@testable import BatonDurable
+
+/// Cron expressions and schedules' ticks, computed without a store.
+@Suite("Cron expressions and ticks")
+struct CronTests {
+    static let utc = TimeZone(identifier: "UTC")!
+    static let newYork = TimeZone(identifier: "America/New_York")!
+
+    /// `text` (`yyyy-MM-dd HH:mm`) in `zone`.
+    static func date(_ text: String, _ zone: TimeZone = utc) -> Date {
+        let formatter = DateFormatter()
+        formatter.locale = Locale(identifier: "en_US_POSIX")
+        formatter.timeZone = zone
+        formatter.dateFormat = "yyyy-MM-dd HH:mm"
+        return formatter.date(from: text)!
+    }
+
+    static func ticks(_ cron: String, _ zone: TimeZone = utc, after start: String, count: Int) throws -> [Date] {
+        let expression = try CronExpression(cron, timeZone: zone)
+        var result: [Date] = []
+        var at = date(start, zone)
+        for _ in 0..<count {
+            guard let next = expression.next(after: at) else { break }
+            result.append(next)
+            at = next
+        }
+        return result
+    }
+
+    @Test("steps, ranges, lists and names")
+    func fields() throws {
+        #expect(
+            try Self.ticks("*/20 9-10 * * mon-fri", after: "2026-11-27 08:00", count: 7)  // a Friday
+                == ["09:00", "09:20", "09:40", "10:00", "10:20", "10:40"].map { Self.date("2026-11-27 \($0)") }
+                + [Self.date("2026-11-30 09:00")])  // Monday
+        #expect(
+            try Self.ticks("0 0 1 jan,jul *", after: "2026-02-01 00:00", count: 2)
+                == [Self.date("2026-07-01 00:00"), Self.date("2027-01-01 00:00")])
+        #expect(try Self.ticks("@hourly", after: "2026-11-27 08:10", count: 1) == [Self.date("2026-11-27 09:00")])
+        #expect(try Self.ticks("0 12 * * 7", after: "2026-11-27 00:00", count: 1) == [Self.date("2026-11-29 12:00")])
+    }
+
+    @Test("a day of month and a day of week both restricted: either matches, as in Vixie cron")
+    func dayOrWeekday() throws {
+        // The 1st, or any Monday.
+        #expect(
+            try Self.ticks("0 0 1 * mon", after: "2026-11-27 00:00", count: 3)
+                == [Self.date("2026-11-30 00:00"), Self.date("2026-12-01 00:00"), Self.date("2026-12-07 00:00")])
+    }
+
+    @Test("the 31st runs only in months that have one; the 30th of February never")
+    func monthsWithoutTheDay() throws {
+        #expect(
+            try Self.ticks("0 6 31 * *", after: "2026-01-31 07:00", count: 3)
+                == [Self.date("2026-03-31 06:00"), Self.date("2026-05-31 06:00"), Self.date("2026-07-31 06:00")])
+        #expect(try CronExpression("0 0 30 2 *").next(after: Self.date("2026-01-01 00:00")) == nil)
+    }
+
+    @Test("daylight saving: a skipped time fires after the jump, a repeated one once")
+    func daylightSaving() throws {
+        // New York: clocks go forward at 02:00 on 2026-03-08, back at 02:00 on 2026-11-01.
+        let spring = try Self.ticks("30 2 * * *", Self.newYork, after: "2026-03-07 00:00", count: 3)
+        #expect(spring[0] == Self.date("2026-03-07 02:30", Self.newYork))
+        #expect(spring[1] == Self.date("2026-03-08 03:30", Self.newYork), "02:30 does not exist: 03:30")
+        #expect(spring[2] == Self.date("2026-03-09 02:30", Self.newYork))
+        let fall = try Self.ticks("30 1 * * *", Self.newYork, after: "2026-10-31 12:00", count: 2)
+        #expect(fall[1].timeIntervalSince(fall[0]) == 25 * 3600, "01:30 on 2026-11-01 fires once (the first)")
+        let hourly = try Self.ticks("30 * * * *", Self.newYork, after: "2026-11-01 00:00", count: 3)
+        #expect(
+            hourly.map { $0.timeIntervalSince(hourly[0]) } == [0, 3600, 3 * 3600],
+            "00:30, 01:30 (first), then 02:30: the repeated 01:30 is not fired a second time")
+    }
+
+    @Test("a bad expression is refused, naming the field and what it takes")
+    func errors() throws {
+        for (text, words) in [
+            ("* * * *", "has 4 fields"), ("61 * * * *", "minute field"), ("* 24 * * *", "hour field"),
+            ("* * 0 * *", "day-of-month field"), ("* * * foo *", "month field"), ("* * * * 8", "day-of-week field"),
+            ("*/0 * * * *", "step '0'"), ("5-1 * * * *", "runs backwards"), ("1,,2 * * * *", "minute field"),
+        ] {
+            let error = #expect(throws: DurableError.self, "\(text)") { try CronExpression(text) }
+            #expect(error?.message.contains(words) == true, "\(text): \(error?.message ?? "")")
+        }
+        let zone = #expect(throws: DurableError.self) {
+            try Schedule(
+                name: "s", timing: .cron("* * * * *", timeZone: "Mars/Olympus"), graph: GraphSpec(name: "g", jobs: [])
+            ).validate()
+        }
+        #expect(zone?.message.contains("Mars/Olympus") == true)
+    }
+
+    @Test("catching up: skip drops missed ticks, once runs the latest, all runs each")
+    func catchUp() throws {
+        let graph = GraphSpec(name: "g", jobs: [])
+        func due(_ catchUp: Schedule.CatchUp, late: Double) throws -> [Date] {
+            let schedule = Schedule(name: "s", timing: .every(.seconds(120)), graph: graph, catchUp: catchUp)
+            let first = Date(timeIntervalSince1970: 1_200_000)
+            return try schedule.due(next: first, now: first.addingTimeInterval(9 * 120 + late)).fire
+        }
+        #expect(try due(.skip, late: 90).isEmpty)
+        #expect(try due(.skip, late: 30).count == 1)
+        #expect(try due(.once, late: 90) == [Date(timeIntervalSince1970: 1_200_000 + 9 * 120)])
+        #expect(try due(.all, late: 90).count == 10)
+        // A week of one-second ticks missed: counted without walking them all.
+        let fast = Schedule(name: "s", timing: .every(.seconds(1)), graph: graph, catchUp: .once)
+        let start = Date(timeIntervalSince1970: 1_000_000)
+        let (fire, next) = try fast.due(next: start, now: start.addingTimeInterval(7 * 86_400 + 0.5))
+        #expect(fire == [start.addingTimeInterval(7 * 86_400)])
+        #expect(next == start.addingTimeInterval(7 * 86_400 + 1))
+    }
+}
