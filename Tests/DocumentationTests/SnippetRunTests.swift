@@ -81,3 +81,12 @@ func operatingExampleRuns() async throws {
     #expect(try await store.runs(RunFilter()).runs.map(\.state) == [.running])
     _ = run
 }
+
+@Test("the schedules example stores two schedules and pauses one")
+func schedulesExampleRuns() async throws {
+    let store = try SQLiteJobStore.inMemory()
+    try await scheduleRefreshes(store: store)
+    let records = try await store.schedules()
+    #expect(records.map(\.schedule.name) == ["hourly feed", "monthly feed"])
+    #expect(records.map(\.paused) == [false, true])
+}
