@@ -25,7 +25,7 @@ extension PostgresJobStore {
         _ lease: Lease, output: Data, additions: RunAddition? = nil,
         writes: @escaping @Sendable (PostgresConnection) async throws -> Void
     ) async throws -> Bool {
-        let report = AttemptReport(lease: lease, outcome: .succeeded(output: output), additions: additions)
+        let report = AttemptReport(lease: lease, outcome: .succeeded(output: output))
         let statement = finishSucceededStatement([report])
         let adds = !(additions?.jobs.isEmpty ?? true)
         let (id, token) = (lease.job.rawValue, lease.token)
@@ -36,15 +36,21 @@ extension PostgresJobStore {
                 let rows = try await connection.query(
                     """
                     SELECT (state = 'running' AND lease_token = \(token)) IS TRUE,
-                        (finished_by = \(token) AND finished_report = 'succeeded') IS TRUE
+                        (finished_by = \(token) AND finished_report = 'succeeded') IS TRUE, cancel_request
                     FROM jobs WHERE id = \(id) FOR UPDATE
                     """, logger: logger
                 ).collect()
                 guard let row = rows.first else { return false }
-                let (current, recorded) = try row.decode((Bool, Bool).self)
+                let (current, recorded, cancelRequest) = try row.decode((Bool, Bool, String?).self)
                 // This call's own earlier try, whose reply was lost after it committed (writes included).
                 if recorded { return true }
                 guard current else { return false }
+                // The added jobs first: ones the store refuses throw here, before the application's writes,
+                // and nothing is written (the job sees the error).
+                if adds, let additions, cancelRequest == nil {
+                    let now = try await self.serverTime(on: connection)
+                    try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
+                }
                 try await connection.query(
                     "SELECT set_config('search_path', '\"$user\", public', true)", logger: logger)
                 // A savepoint around the writes: one that ends the transaction (`COMMIT`, `ROLLBACK`) makes
@@ -58,8 +64,7 @@ extension PostgresJobStore {
                 try await connection.query("RELEASE SAVEPOINT baton_writes", logger: logger)
                 try await connection.query("SELECT set_config('search_path', \(storePath), true)", logger: logger)
                 if adds {
-                    // Statement by statement, as a completion that adds jobs always is (refused additions
-                    // fail the job: recorded too).
+                    // Statement by statement, as a completion that adds jobs always is (they are in already).
                     let now = try await self.serverTime(on: connection)
                     let result = try await Self.finishAttempt(connection, report, now: now, logger: logger)
                     guard result != .rejected else {

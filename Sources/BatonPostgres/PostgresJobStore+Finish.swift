@@ -139,7 +139,7 @@ extension PostgresJobStore {
     /// looking 500 jobs up by key — then matched every running job against every report (1.4–1.7 s a
     /// statement on 20,000 jobs). Not counted, the reports are planned as a few, as in the generic plan.
     enum FinishSucceeded: PreparedText {
-        static let name = "baton_finish_succeeded_v4"
+        static let name = "baton_finish_succeeded_v5"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($4::float8, extract(epoch FROM now())::float8) AS t
@@ -168,9 +168,13 @@ extension PostgresJobStore {
                 SELECT e.job, count(*)::int AS n FROM edges e
                 WHERE e.dependency = ANY(ARRAY(SELECT id FROM done)) GROUP BY e.job
             ), readied AS (
-                UPDATE jobs d SET remaining = d.remaining - deps.n,
-                    state = CASE WHEN d.remaining - deps.n = 0 THEN 'ready' ELSE d.state END
-                FROM deps WHERE d.id = deps.job AND d.state = 'pending'
+                -- Whether a dependent is pending is read from the row as it is when it is updated, not in the
+                -- WHERE (the statement's snapshot): a retry that made a cancelled dependent pending again and
+                -- committed while this statement waited for its job's lock would otherwise be missed, and the
+                -- dependent would wait for ever.
+                UPDATE jobs d SET remaining = CASE WHEN d.state = 'pending' THEN d.remaining - deps.n ELSE d.remaining END,
+                    state = CASE WHEN d.state = 'pending' AND d.remaining - deps.n = 0 THEN 'ready' ELSE d.state END
+                FROM deps WHERE d.id = deps.job
                 RETURNING d.state
             ), woken AS (
                 SELECT pg_notify($5, '') FROM (SELECT 1) one
@@ -297,7 +301,8 @@ extension PostgresJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
-            if let additions = report.additions, !additions.jobs.isEmpty {
+            // A job whose cancellation was asked for adds nothing (its run is being cancelled).
+            if let additions = report.additions, !additions.jobs.isEmpty, cancelRequest == nil {
                 do {
                     try await addJobs(connection, additions, by: id, now: now, logger: logger)
                 } catch let error as DurableError {
@@ -469,14 +474,24 @@ extension PostgresJobStore {
             // In graph order, as before (and as SQLite does): a job cancelled by an earlier one's cascade
             // keeps that reason.
             let waiting = unfinished.filter { $0.1 != "running" }.sorted { $0.2 < $1.2 }.map(\.0)
-            for job in waiting {
-                PostgresTimeout.progressed()
-                // An earlier job's cascade may have cancelled it already.
-                let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
-                    .collect().first?.decode(String.self)
-                guard state == "pending" || state == "ready" else { continue }
-                try await Self.finishJob(
-                    connection, id: job, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+            var waitingNow = waiting
+            while !waitingNow.isEmpty {
+                for job in waitingNow {
+                    PostgresTimeout.progressed()
+                    // An earlier job's cascade may have cancelled it already.
+                    let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
+                        .collect().first?.decode(String.self)
+                    guard state == "pending" || state == "ready" else { continue }
+                    try await Self.finishJob(
+                        connection, id: job, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
+                }
+                // Jobs that a completion added while this waited for its job's lock (invisible to the
+                // first statement's snapshot): read again until none is left.
+                waitingNow = try await connection.query(
+                    """
+                    SELECT id FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready') ORDER BY idx FOR UPDATE
+                    """, logger: logger
+                ).collect().map { try $0.decode(Int64.self) }
             }
             try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         }
@@ -533,8 +548,10 @@ extension PostgresJobStore {
         var downstream = Set<Int64>()
         if !addition.after.isEmpty {
             let ids = Array(Set(addition.after.map(\.rawValue)))
+            // Locked, so that none is claimed (and its completion's statement begun, blind to the edges
+            // added here) before this transaction commits.
             for row in try await connection.query(
-                "SELECT id, run, name, state FROM jobs WHERE id = ANY(\(ids))", logger: logger
+                "SELECT id, run, name, state FROM jobs WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE", logger: logger
             ).collect() {
                 let (id, run, name, state) = try row.decode((Int64, Int64, String, String).self)
                 existing[id] = AdditionPlan.Existing(

@@ -75,8 +75,11 @@ extension PostgresJobStore {
                 """, logger: logger
             ).collect() {
                 let (name, definition, next) = try row.decode((String, String, Double).self)
-                let schedule = try Self.decodeSchedule(definition, name: name)
-                let (fire, following) = try schedule.due(next: Date(storeTime: next), now: now)
+                // A schedule this program cannot read (a newer one wrote it) is left for those that can;
+                // the others still fire.
+                guard let schedule = try? Self.decodeSchedule(definition, name: name),
+                    let (fire, following) = try? schedule.due(next: Date(storeTime: next), now: now)
+                else { continue }
                 for tick in fire {
                     PostgresTimeout.progressed()
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)

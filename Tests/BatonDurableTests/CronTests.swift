@@ -110,5 +110,23 @@ struct CronTests {
         let (fire, next) = try fast.due(next: start, now: start.addingTimeInterval(7 * 86_400 + 0.5))
         #expect(fire == [start.addingTimeInterval(7 * 86_400)])
         #expect(next == start.addingTimeInterval(7 * 86_400 + 1))
+        // `.all` fires 1,000 at most, and goes on from the 1,001st next time.
+        let all = Schedule(name: "s", timing: .every(.seconds(1)), graph: graph, catchUp: .all)
+        let (many, after) = try all.due(next: start, now: start.addingTimeInterval(5_000))
+        #expect(many.count == 1_000 && many.last == start.addingTimeInterval(999))
+        #expect(after == start.addingTimeInterval(1_000))
+    }
+
+    @Test("an interval that is not whole seconds still moves on at every tick")
+    func fractionalInterval() throws {
+        let schedule = Schedule(
+            name: "s", timing: .every(.milliseconds(1_100)), graph: GraphSpec(name: "g", jobs: []))
+        var tick = try #require(try schedule.tick(after: Date(timeIntervalSince1970: 1_000_000)))
+        for _ in 0..<1_000 {
+            let next = try #require(try schedule.tick(after: tick))
+            #expect(next > tick)
+            #expect(abs(next.timeIntervalSince(tick) - 1.1) < 1e-3, "one interval apart")
+            tick = next
+        }
     }
 }

@@ -5,8 +5,11 @@ import Testing
 
 @testable import BatonPostgres
 
-/// The same checks as `SQLiteConformanceTests`: one suite, two backends.
-@Suite("PostgresJobStore conformance", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+/// The same checks as `SQLiteConformanceTests`: one suite, two backends. One check at a time: each
+/// opens a store with its pools and listener, and the 50-odd checks at once, beside the other suites,
+/// took more connections than the test server allows (300: "too many clients" failed other suites).
+@Suite(
+    "PostgresJobStore conformance", .serialized, .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresConformanceTests {
     @Test("PostgreSQL", arguments: JobStoreConformance.checks)
     func conformance(_ check: JobStoreConformance.Check) async throws {

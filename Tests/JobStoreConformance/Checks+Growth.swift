@@ -118,6 +118,33 @@ extension JobStoreConformance {
                         additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [run.jobs[0]]))
                 ]), [.accepted(.failed)], "a job of another run fails the adder")
             try expectEqual(try await store.snapshot(of: foreign.run).jobs.count, 1, "nothing added")
+
+            // Waiting for a job that is running now is refused (its completion may be under way).
+            let busy = try await store.submit(
+                Build.graph("b", Build.job("p", kind: "b1"), Build.job("r", kind: "b2")), uniqueKey: nil)
+            let adder = try await store.claimAll(["b1"])[0]
+            _ = try await store.claimAll(["b2"])
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [busy.jobs[1]]))
+                ]), [.accepted(.failed)], "waiting for a running job fails the adder")
+            let refused = try await store.snapshot(of: busy.run).jobs[0].lastError ?? ""
+            try expect(refused.contains("running now"), "says why: \(refused)")
+        },
+        check("a job whose run is being cancelled adds nothing when it succeeds") { store, _ in
+            let run = try await store.submit(Build.graph("g", Build.job("p")), uniqueKey: nil)
+            let adder = try await store.claimAll()[0]
+            try await store.cancel(run: run.run, reason: "stop")
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x")]))
+                ]), [.accepted(.succeeded)], "its success is recorded")
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 1, "nothing added")
+            try expect(try await store.record(of: run.run).finished != nil, "the run is finished")
         },
     ]
 }

@@ -16,20 +16,26 @@ extension SQLiteJobStore {
         let now = clock.now()
         do {
             return try await write(wake: true) { db in
-                let current = try Bool.fetchOne(
-                    db.cachedStatement(
-                        sql: "SELECT 1 FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"),
-                    arguments: [lease.job.rawValue, lease.token])
-                guard current != nil else { return false }
+                guard
+                    let row = try Row.fetchOne(
+                        db.cachedStatement(
+                            sql:
+                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
+                        ),
+                        arguments: [lease.job.rawValue, lease.token])
+                else { return false }
+                // The added jobs first: ones the store refuses throw here, before the application's writes,
+                // and nothing is written (the job sees the error).
+                if let additions, !additions.jobs.isEmpty, row[0] as String? == nil {
+                    try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
+                }
                 do {
                     try writes(db)
                 } catch {
                     throw ApplicationWritesError(error)
                 }
                 let result = try Self.finishAttempt(
-                    db, AttemptReport(lease: lease, outcome: .succeeded(output: output), additions: additions), now: now
-                )
-                if additions != nil, result == .accepted(.failed) { return true }  // the additions were refused
+                    db, AttemptReport(lease: lease, outcome: .succeeded(output: output)), now: now)
                 guard result == .accepted(.succeeded) else {
                     // Only if `writes` changed the job's own row: roll everything back, writes included.
                     throw DurableError(

@@ -62,7 +62,8 @@ extension SQLiteJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
-            if let additions = report.additions, !additions.jobs.isEmpty {
+            // A job whose cancellation was asked for adds nothing (its run is being cancelled).
+            if let additions = report.additions, !additions.jobs.isEmpty, row[3] as String? == nil {
                 do {
                     try addJobs(db, additions, by: id, now: now)
                 } catch let error as DurableError {

@@ -57,8 +57,11 @@ extension SQLiteJobStore {
                 arguments: [now.storeTime])
             {
                 let name: String = row[0]
-                let schedule = try Self.decodeSchedule(row[1], name: name)
-                let (fire, next) = try schedule.due(next: Date(storeTime: row[2]), now: now)
+                // A schedule this program cannot read (a newer one wrote it) is left for those that can;
+                // the others still fire.
+                guard let schedule = try? Self.decodeSchedule(row[1], name: name),
+                    let (fire, next) = try? schedule.due(next: Date(storeTime: row[2]), now: now)
+                else { continue }
                 for tick in fire {
                     let run = try Self.insertChecked(
                         schedule.graph, uniqueKey: schedule.key(of: tick), now: now.storeTime, db)

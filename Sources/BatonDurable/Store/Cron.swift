@@ -114,6 +114,10 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
         let sortedHours = hours.sorted()
         let sortedMinutes = minutes.sorted()
         var day = calendar.startOfDay(for: date)
+        // On the first day, hours well before the date's own are not tried (an hour's margin for a
+        // daylight-saving change): catching up minute by minute would otherwise retry a whole day each time.
+        let firstHour = calendar.component(.hour, from: date) - 1
+        var isFirstDay = true
         for _ in 0..<(366 * 5) {
             let parts = calendar.dateComponents([.year, .month, .day, .weekday], from: day)
             guard let year = parts.year, let month = parts.month, let dayOfMonth = parts.day,
@@ -127,7 +131,7 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             case (false, false): dayMatches = true
             }
             if months.contains(month) && dayMatches {
-                for hour in sortedHours {
+                for hour in sortedHours where !isFirstDay || hour >= firstHour {
                     for minute in sortedMinutes {
                         let wanted = DateComponents(
                             year: year, month: month, day: dayOfMonth, hour: hour, minute: minute)
@@ -137,6 +141,7 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
                     }
                 }
             }
+            isFirstDay = false
             guard let following = calendar.date(byAdding: .day, value: 1, to: day) else { return nil }
             day = calendar.startOfDay(for: following)
         }

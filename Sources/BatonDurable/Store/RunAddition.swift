@@ -127,7 +127,15 @@ package struct AdditionPlan: Equatable {
             for index in addition.jobs.indices where addition.isRoot(index) {
                 plan.existingEdges.append(ExistingEdge(dependency: dependency, job: index))
                 switch job.state {
-                case .pending, .ready, .running: plan.remaining[index] += 1
+                case .pending, .ready: plan.remaining[index] += 1
+                case .running:
+                    // Its completion may be under way already, blind to an edge added now (PostgreSQL reads a
+                    // statement's rows as they were when it began): refused on every store alike.
+                    throw DurableError(
+                        code: .invalidGraph, jobs: [adderName, job.name],
+                        message:
+                            "job '\(adderName)' added jobs that wait for '\(job.name)', which is running now; an added job can wait only for jobs of the run that are pending, ready or finished. Add the waiting jobs from '\(job.name)' itself, or wait with afterAll: on a job that adds both."
+                    )
                 case .succeeded: break
                 case .failed, .cancelled:
                     plan.remaining[index] += 1  // counted down by the cancellation that follows

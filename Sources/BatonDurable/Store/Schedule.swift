@@ -34,7 +34,7 @@ public struct Schedule: Hashable, Codable, Sendable {
         case skip
         /// The latest missed tick runs once; the earlier ones are dropped.
         case once
-        /// Every missed tick runs, each as its own run (at most 1,000 at a time).
+        /// Every missed tick runs, each as its own run (1,000 a call at most: the next call goes on).
         case all
     }
 
@@ -92,9 +92,15 @@ public struct Schedule: Hashable, Codable, Sendable {
     public func tick(after date: Date) throws -> Date? {
         switch timing {
         case .every(let interval):
-            let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) * 1e-18
-            let count = (date.timeIntervalSince1970 / seconds).rounded(.down) + 1
-            return Date(timeIntervalSince1970: count * seconds)
+            // In whole milliseconds, so that every machine computes the same ticks (and a tick is never
+            // computed as itself, as floating-point division can for an interval such as 1.1 s).
+            let step = max(
+                1, interval.components.seconds * 1000 + interval.components.attoseconds / 1_000_000_000_000_000)
+            let now = Int64((date.timeIntervalSince1970 * 1000).rounded())
+            var tick = (now / step) * step
+            // Compared as dates: a date keeps its time from 2001, and the conversion can move it by a bit.
+            while Date(timeIntervalSince1970: Double(tick) / 1000) <= date { tick += step }
+            return Date(timeIntervalSince1970: Double(tick) / 1000)
         case .cron:
             return try cron()?.next(after: date)
         }
@@ -119,8 +125,9 @@ public struct Schedule: Hashable, Codable, Sendable {
         var tick: Date? = from
         var steps = 0
         while let current = tick, current <= now, steps < 100_000 {
+            // `.all` fires at most 1,000 ticks a call; the next call goes on from the 1,001st.
+            if catchUp == .all && passed.count == 1_000 { break }
             passed.append(current)
-            if passed.count > 1_000 { passed.removeFirst() }
             tick = try self.tick(after: current)
             steps += 1
         }
