@@ -1,5 +1,5 @@
 public import BatonDurable
-public import Foundation
+import Foundation
 import Logging
 import PostgresNIO
 

@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 import GRDB
 
 /// What operators read and repair: runs by state, name and time; a job's attempts; retries in place and

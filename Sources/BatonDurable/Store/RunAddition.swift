@@ -1,4 +1,4 @@
-public import Foundation
+import Foundation
 
 /// Jobs that a running job adds to its own run, stored with its successful completion
 /// (``DurableJobContext/add(_:after:)`` builds one; ``AttemptReport/additions`` carries it).
