@@ -10,13 +10,7 @@ extension PostgresJobStore {
         try filter.check()
         var conditions: [String] = []
         var bindings = PostgresBindings()
-        switch filter.state {
-        case nil: break
-        case .running: conditions.append("finished IS NULL")
-        case .failed: conditions.append("finished IS NOT NULL AND failed > 0")
-        case .cancelled: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled > 0")
-        case .succeeded: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled = 0")
-        }
+        if let state = filter.state { conditions.append(RunQueries.condition(state)) }
         if let name = filter.name {
             bindings.append(name)
             conditions.append("name = $\(bindings.count)")
@@ -53,17 +47,9 @@ extension PostgresJobStore {
 
     public func runCounts() async throws -> [RunState: Int] {
         let rows = try await statement(
-            "runCounts",
-            """
-            SELECT (SELECT count(*) FROM runs WHERE finished IS NULL)::int,
-                (SELECT count(*) FROM runs WHERE finished IS NOT NULL AND failed > 0)::int,
-                (SELECT count(*) FROM runs WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0)::int,
-                (SELECT count(*) FROM runs)::int
-            """, readOnly: true)
+            "runCounts", PostgresQuery(unsafeSQL: RunQueries.countsSQL(table: "runs")), readOnly: true)
         let (running, failed, cancelled, all) = try rows.first?.decode((Int, Int, Int, Int).self) ?? (0, 0, 0, 0)
-        return [
-            .running: running, .failed: failed, .cancelled: cancelled, .succeeded: all - running - failed - cancelled,
-        ]
+        return RunQueries.counts(running: running, failed: failed, cancelled: cancelled, all: all)
     }
 
     public func attempts(of job: DurableJobID) async throws -> [AttemptRecord] {

@@ -8,7 +8,7 @@ extension PostgresJobStore {
     @discardableResult
     public func schedule(_ schedule: Schedule) async throws -> ScheduleRecord {
         try schedule.validate()
-        let definition = String(decoding: try JSONEncoder().encode(schedule), as: UTF8.self)
+        let definition = try schedule.stored()
         let logger = logger
         return try await transaction("schedule") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))
@@ -77,7 +77,7 @@ extension PostgresJobStore {
                 let (name, definition, next) = try row.decode((String, String, Double).self)
                 // A schedule this program cannot read (a newer one wrote it) is left for those that can;
                 // the others still fire.
-                guard let schedule = try? Self.decodeSchedule(definition, name: name),
+                guard let schedule = try? Schedule.stored(definition, name: name),
                     let (fire, following) = try? schedule.due(next: Date(storeTime: next), now: now)
                 else { continue }
                 for tick in fire {
@@ -97,18 +97,6 @@ extension PostgresJobStore {
             ).collect().first?.decode(Double?.self)
             return FiredSchedules(
                 runs: runs, nextTick: next.map { asked.addingTimeInterval($0 - now.storeTime) })
-        }
-    }
-
-    static func decodeSchedule(_ text: String, name: String) throws -> Schedule {
-        do {
-            return try JSONDecoder().decode(Schedule.self, from: Data(text.utf8))
-        } catch {
-            throw DurableError(
-                code: .decoding,
-                message:
-                    "schedule '\(name)' is stored in a form this program cannot read (\(error)); store it again with schedule(_:)."
-            )
         }
     }
 
@@ -134,7 +122,7 @@ extension PostgresJobStore {
         return try rows.map { row in
             let (name, definition, next, last, paused) = try row.decode((String, String, Double?, Double?, Bool).self)
             return ScheduleRecord(
-                schedule: try decodeSchedule(definition, name: name), paused: paused,
+                schedule: try Schedule.stored(definition, name: name), paused: paused,
                 nextTick: next.map(Date.init(storeTime:)), lastTick: last.map(Date.init(storeTime:)))
         }
     }

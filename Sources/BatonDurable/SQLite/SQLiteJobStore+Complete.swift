@@ -16,14 +16,7 @@ extension SQLiteJobStore {
         let now = clock.now()
         do {
             return try await write(wake: true) { db in
-                guard
-                    let row = try Row.fetchOne(
-                        db.cachedStatement(
-                            sql:
-                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
-                        ),
-                        arguments: [lease.job.rawValue, lease.token])
-                else { return false }
+                guard let row = try Self.currentLease(db, lease) else { return false }
                 // The added jobs first: ones the store refuses throw here, before the application's writes,
                 // and nothing is written (the job sees the error).
                 if let additions, !additions.jobs.isEmpty, row[0] as String? == nil {

@@ -171,14 +171,7 @@ extension SQLiteJobStore {
         let now = clock.now()
         try await write(wake: true) { db in
             for lease in leases {
-                guard
-                    let row = try Row.fetchOne(
-                        db.cachedStatement(
-                            sql:
-                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
-                        ),
-                        arguments: [lease.job.rawValue, lease.token])
-                else { continue }
+                guard let row = try Self.currentLease(db, lease) else { continue }
                 try Self.releaseCategories(db, job: lease.job.rawValue)
                 if let reason: String = row["cancel_request"] {
                     try Self.finishJob(
@@ -249,14 +242,7 @@ extension SQLiteJobStore {
         let until = clock.now().adding(lease)
         return try await write(wake: false) { db in
             try leases.map { held in
-                guard
-                    let row = try Row.fetchOne(
-                        db.cachedStatement(
-                            sql:
-                                "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"
-                        ),
-                        arguments: [held.job.rawValue, held.token])
-                else { return .lost }
+                guard let row = try Self.currentLease(db, held) else { return .lost }
                 try db.cachedStatement(sql: "UPDATE baton_jobs SET lease_expires = ?, lease_owner = ? WHERE id = ?")
                     .execute(arguments: [until.storeTime, worker, held.job.rawValue])
                 if let reason: String = row["cancel_request"] { return .cancelRequested(reason: reason, until: until) }
@@ -339,5 +325,14 @@ extension SQLiteJobStore {
         for (index, reason) in plan.cancelled {
             try finishJob(db, id: ids[index], state: .cancelled, error: reason, output: nil, now: now)
         }
+    }
+
+    /// The row (its `cancel_request`) of the job that `lease` names, if the lease is its current one;
+    /// nil when the job ended or another attempt holds it.
+    static func currentLease(_ db: Database, _ lease: Lease) throws -> Row? {
+        try Row.fetchOne(
+            db.cachedStatement(
+                sql: "SELECT cancel_request FROM baton_jobs WHERE id = ? AND state = 'running' AND lease_token = ?"),
+            arguments: [lease.job.rawValue, lease.token])
     }
 }

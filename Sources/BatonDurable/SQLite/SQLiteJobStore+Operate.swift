@@ -9,13 +9,7 @@ extension SQLiteJobStore {
         return try await reading { db in
             var conditions: [String] = []
             var arguments: [any DatabaseValueConvertible] = []
-            switch filter.state {
-            case nil: break
-            case .running: conditions.append("finished IS NULL")
-            case .failed: conditions.append("finished IS NOT NULL AND failed > 0")
-            case .cancelled: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled > 0")
-            case .succeeded: conditions.append("finished IS NOT NULL AND failed = 0 AND cancelled = 0")
-            }
+            if let state = filter.state { conditions.append(RunQueries.condition(state)) }
             if let name = filter.name {
                 conditions.append("name = ?")
                 arguments.append(name)
@@ -52,20 +46,9 @@ extension SQLiteJobStore {
 
     public func runCounts() async throws -> [RunState: Int] {
         try await reading { db in
-            let row = try Row.fetchOne(
-                db,
-                sql: """
-                    SELECT (SELECT count(*) FROM baton_runs WHERE finished IS NULL),
-                        (SELECT count(*) FROM baton_runs WHERE finished IS NOT NULL AND failed > 0),
-                        (SELECT count(*) FROM baton_runs WHERE finished IS NOT NULL AND failed = 0 AND cancelled > 0),
-                        (SELECT count(*) FROM baton_runs)
-                    """)
-            let (running, failed, cancelled, all): (Int, Int, Int, Int) =
-                row.map { ($0[0], $0[1], $0[2], $0[3]) } ?? (0, 0, 0, 0)
-            return [
-                .running: running, .failed: failed, .cancelled: cancelled,
-                .succeeded: all - running - failed - cancelled,
-            ]
+            let row = try Row.fetchOne(db, sql: RunQueries.countsSQL(table: "baton_runs"))
+            return RunQueries.counts(
+                running: row?[0] ?? 0, failed: row?[1] ?? 0, cancelled: row?[2] ?? 0, all: row?[3] ?? 0)
         }
     }
 

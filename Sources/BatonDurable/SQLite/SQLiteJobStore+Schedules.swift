@@ -5,7 +5,7 @@ extension SQLiteJobStore {
     @discardableResult
     public func schedule(_ schedule: Schedule) async throws -> ScheduleRecord {
         try schedule.validate()
-        let definition = String(decoding: try JSONEncoder().encode(schedule), as: UTF8.self)
+        let definition = try schedule.stored()
         let next = try schedule.tick(after: clock.now())
         return try await write(wake: false) { db in
             try db.execute(
@@ -59,7 +59,7 @@ extension SQLiteJobStore {
                 let name: String = row[0]
                 // A schedule this program cannot read (a newer one wrote it) is left for those that can;
                 // the others still fire.
-                guard let schedule = try? Self.decodeSchedule(row[1], name: name),
+                guard let schedule = try? Schedule.stored(row[1], name: name),
                     let (fire, next) = try? schedule.due(next: Date(storeTime: row[2]), now: now)
                 else { continue }
                 for tick in fire {
@@ -85,18 +85,6 @@ extension SQLiteJobStore {
         }
     }
 
-    static func decodeSchedule(_ text: String, name: String) throws -> Schedule {
-        do {
-            return try JSONDecoder().decode(Schedule.self, from: Data(text.utf8))
-        } catch {
-            throw DurableError(
-                code: .decoding,
-                message:
-                    "schedule '\(name)' is stored in a form this program cannot read (\(error)); store it again with schedule(_:)."
-            )
-        }
-    }
-
     static func schedules(_ db: Database, named name: String?) throws -> [ScheduleRecord] {
         let rows =
             if let name {
@@ -110,7 +98,7 @@ extension SQLiteJobStore {
             }
         return try rows.map { row in
             ScheduleRecord(
-                schedule: try decodeSchedule(row[1], name: row[0]), paused: row[4],
+                schedule: try Schedule.stored(row[1], name: row[0]), paused: row[4],
                 nextTick: (row[2] as Double?).map(Date.init(storeTime:)),
                 lastTick: (row[3] as Double?).map(Date.init(storeTime:)))
         }

@@ -152,8 +152,30 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
     }
 }
 
-/// The shared part of the repairs' and queries' messages.
+/// What both stores' run queries share: their SQL on the runs table (the same in SQLite and
+/// PostgreSQL), and the repairs' messages.
 package enum RunQueries {
+    /// The condition on a row of the runs table for a run in `state`.
+    package static func condition(_ state: RunState) -> String {
+        switch state {
+        case .running: "finished IS NULL"
+        case .failed: "finished IS NOT NULL AND failed > 0"
+        case .cancelled: "finished IS NOT NULL AND failed = 0 AND cancelled > 0"
+        case .succeeded: "finished IS NOT NULL AND failed = 0 AND cancelled = 0"
+        }
+    }
+
+    /// One row: how many runs of `table` are running, failed and cancelled, and how many in all.
+    package static func countsSQL(table: String) -> String {
+        let count = { (state: RunState) in "(SELECT count(*) FROM \(table) WHERE \(condition(state)))" }
+        return "SELECT \(count(.running)), \(count(.failed)), \(count(.cancelled)), (SELECT count(*) FROM \(table))"
+    }
+
+    /// The counts by state from the row of ``countsSQL(table:)``.
+    package static func counts(running: Int, failed: Int, cancelled: Int, all: Int) -> [RunState: Int] {
+        [.running: running, .failed: failed, .cancelled: cancelled, .succeeded: all - running - failed - cancelled]
+    }
+
     package static func unknownRun(_ run: DurableRunID, doing: String) -> DurableError {
         DurableError(code: .unknownRun, message: "\(run) is not in the store (pruned?); \(doing).")
     }

@@ -141,6 +141,24 @@ public struct Schedule: Hashable, Codable, Sendable {
         return (fire, tick)
     }
 
+    /// The schedule as stores keep it (JSON text).
+    package func stored() throws -> String {
+        String(decoding: try JSONEncoder().encode(self), as: UTF8.self)
+    }
+
+    /// A schedule as stores keep it; a form this program cannot read is said to be so.
+    package static func stored(_ text: String, name: String) throws -> Schedule {
+        do {
+            return try JSONDecoder().decode(Schedule.self, from: Data(text.utf8))
+        } catch {
+            throw DurableError(
+                code: .decoding,
+                message:
+                    "schedule '\(name)' is stored in a form this program cannot read (\(error)); store it again with schedule(_:)."
+            )
+        }
+    }
+
     /// The unique key of the run of `tick`.
     package func key(of tick: Date) -> String {
         "schedule/\(name)/" + tick.formatted(.iso8601.year().month().day().time(includingFractionalSeconds: true))
