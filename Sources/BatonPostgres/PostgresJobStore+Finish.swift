@@ -359,23 +359,29 @@ extension PostgresJobStore {
         now: Double, logger: Logger
     ) async throws {
         var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
+        // The run is counted down once, after the whole cascade: one update of its row per finished job
+        // made PostgreSQL walk every earlier version of that row (all of one transaction) at each update,
+        // and a cascade through thousands of dependents slowed down as it went.
+        var run: Int64?
+        var counts = (finished: 0, failed: 0, cancelled: 0)
         while let (job, state, error, output) = work.popLast() {
             PostgresTimeout.progressed()
-            let name =
+            let row =
                 try await connection.query(
                     """
                     UPDATE jobs SET state = \(state.rawValue), last_error = COALESCE(\(error), last_error), output = \(output),
                         finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
-                    WHERE id = \(job) RETURNING name
+                    WHERE id = \(job) RETURNING name, run
                     """, logger: logger
-                ).collect().first?.decode(String.self) ?? "?"
-            try await connection.query(
-                """
-                UPDATE runs SET unfinished = unfinished - 1, failed = failed + \(state == .failed ? 1 : 0),
-                    cancelled = cancelled + \(state == .cancelled ? 1 : 0),
-                    finished = CASE WHEN unfinished = 1 THEN \(now) ELSE finished END
-                WHERE id = (SELECT run FROM jobs WHERE id = \(job))
-                """, logger: logger)
+                ).collect().first
+            let decoded = try row.map { try $0.decode((String, Int64).self) }
+            let name = decoded?.0 ?? "?"
+            if run == nil { run = decoded?.1 }
+            if decoded != nil {
+                counts.finished += 1
+                if state == .failed { counts.failed += 1 }
+                if state == .cancelled { counts.cancelled += 1 }
+            }
             if state == .succeeded {
                 try await connection.query(
                     """
@@ -404,6 +410,15 @@ extension PostgresJobStore {
             for row in cancelled {
                 work.append((try row.decode(Int64.self), .cancelled, reason, nil))
             }
+        }
+        if let run {
+            try await connection.query(
+                """
+                UPDATE runs SET unfinished = unfinished - \(counts.finished), failed = failed + \(counts.failed),
+                    cancelled = cancelled + \(counts.cancelled),
+                    finished = CASE WHEN unfinished = \(counts.finished) THEN \(now) ELSE finished END
+                WHERE id = \(run)
+                """, logger: logger)
         }
     }
 
