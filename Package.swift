@@ -100,7 +100,10 @@ let package = Package(
         // The logic of the `earthquakes` tool, kept out of the executable so tests can call it.
         .target(
             name: "EarthquakesCLI",
-            dependencies: ["Baton", "BatonDurable", "BatonNetworking", "BatonObservability", "EarthquakesKit"],
+            dependencies: [
+                "Baton", "BatonDurable", "BatonNetworking", "BatonObservability", "EarthquakesKit",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         .executableTarget(

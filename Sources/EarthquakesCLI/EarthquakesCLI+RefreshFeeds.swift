@@ -39,9 +39,11 @@ extension EarthquakesCLI {
         for feed in FeedRefresh.distinct(given) {
             if case .url(let url) = try Self.source(feed), url.isFileURL { try Self.checkFeedFile(url.path) }
         }
-        if given.isEmpty, resume, !FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: path)) {
+        if given.isEmpty, resume, !FileManager.default.fileExists(atPath: path),
+            !FileManager.default.fileExists(atPath: LegacyJobStore.path(forDatabase: path))
+        {
             throw CLIError(
-                "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
+                "there is no interrupted refresh to resume in \(path) (there is no such database); "
                     + "run `earthquakes refresh --feed …` to start one")
         }
         try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
@@ -51,8 +53,9 @@ extension EarthquakesCLI {
         let store = try Self.mappingReadOnly(path) { () throws(StoreError) in try EarthquakeStore(path: path) }
         defer { closeAtEnd(store.close) }
         try store.checkWritable()
-        let jobs = try SQLiteJobStore(path: FeedRefresh.jobStorePath(forDatabase: path))
+        let (jobs, note) = try FeedRefresh.openJobs(database: path)
         defer { closeAtEnd(jobs.close) }
+        if let note, !json { console.error(note) }
 
         var feeds = FeedRefresh.distinct(feeds.map(FeedRefresh.expand))
         var strict = strict
@@ -62,8 +65,8 @@ extension EarthquakesCLI {
                 let key = newest.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:))
             else {
                 throw CLIError(
-                    "there is no interrupted refresh to resume in \(FeedRefresh.jobStorePath(forDatabase: path)); "
-                        + "run `earthquakes refresh --feed …` to start one")
+                    "there is no interrupted refresh to resume in \(path); run `earthquakes refresh --feed …` to "
+                        + "start one")
             }
             // The run keeps the `--strict` it was submitted with (it is part of its unique key): a
             // different one given now is refused rather than dropped without a word.

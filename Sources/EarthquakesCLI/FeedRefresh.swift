@@ -2,6 +2,7 @@ import Baton
 import BatonDurable
 import EarthquakesKit
 import Foundation
+import GRDB
 
 #if canImport(Glibc)
 import Glibc
@@ -15,12 +16,12 @@ import Darwin
 /// the next one.
 ///
 /// ## Where the graph is stored
-/// In a job store of its own next to the database (``jobStorePath(forDatabase:)``, `<database>.jobs`),
-/// not in the database itself: the earthquakes database keeps a schema that only this tool writes,
-/// `list` and `show` never see job tables, and deleting the job store loses nothing but an unfinished
-/// refresh. The price is that an import and the record of its completion are two transactions: a
-/// refresh killed between them imports that feed again when resumed, which the import's upsert makes
-/// harmless (the same rows, counted as unchanged).
+/// In the database itself: the job store's tables (`baton_…`) sit beside `earthquake`, so that a feed's
+/// import, its line in the refresh log and its job's completion commit in one transaction
+/// (``ImportFeed``). A refresh killed at any moment has imported a feed and recorded it, or neither; a
+/// resumed refresh never imports a feed a second time. `list` and `show` read only `earthquake`.
+/// Versions before 2026-11 kept the graphs in `<database>.jobs`; the first refresh moves them in
+/// (``LegacyJobStore``).
 ///
 /// ## Resuming
 /// The graph is submitted with a unique key made of the feeds (in order) and `--strict`, so running the
@@ -32,8 +33,34 @@ public enum FeedRefresh {
     /// Imports run one at a time (across processes too): each is one write transaction on the database.
     static let importCategory = DurableCategory.named("earthquakes.import", limit: 1)
 
-    /// The job store of a database: `<database>.jobs`.
-    public static func jobStorePath(forDatabase path: String) -> String { path + ".jobs" }
+    /// How long a job store write waits for another process's transaction: an import of a big feed holds
+    /// the database's write lock for seconds, as ``EarthquakeStore/busyTimeout`` allows.
+    static let busyTimeout: TimeInterval = 60
+
+    /// The job store in the database at `database` (its tables made if missing), with the runs of an older
+    /// version's `<database>.jobs` moved in; and a note to print when they could not be.
+    static func openJobs(database: String) throws -> (store: SQLiteJobStore, note: String?) {
+        let jobs = try SQLiteJobStore(path: database, busyTimeout: busyTimeout)
+        do {
+            return (jobs, try LegacyJobStore.migrate(database: database, opened: jobs))
+        } catch {
+            try? jobs.close()
+            throw error
+        }
+    }
+
+    /// The job store in the database at `database` for reading, or nil when the file has none (a read
+    /// never adds the store's tables to a database) or this process may not write it (a connection that
+    /// may not write would leave SQLite's side files behind it; the store has nothing to say then).
+    static func existingJobs(database: String) -> SQLiteJobStore? {
+        let folder = URL(fileURLWithPath: database).deletingLastPathComponent().path
+        guard FileManager.default.isWritableFile(atPath: database), FileManager.default.isWritableFile(atPath: folder),
+            let queue = try? DatabaseQueue(path: database)
+        else { return nil }
+        let hasStore = (try? queue.read { db in try db.tableExists("baton_durable_meta") }) ?? false
+        try? queue.close()
+        return hasStore ? try? SQLiteJobStore(path: database, busyTimeout: busyTimeout) : nil
+    }
 
     /// Where downloads of unfinished refreshes wait: `<database>.downloads/`.
     static func downloadFolder(forDatabase path: String) -> String { path + ".downloads" }
@@ -99,7 +126,11 @@ public enum FeedRefresh {
                 input: FetchFeed.Input(
                     feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
                 name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
-            let parse = graph.add(ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .never)
+            // A parse that fails fails the same way again; but one whose process was killed (while it
+            // parsed, or waited to record its result behind another feed's import) lost its attempt to the
+            // crash, and must run again when the refresh is resumed.
+            let parse = graph.add(
+                ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .immediate(maxAttempts: 3))
             imports.append(
                 graph.add(
                     ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
@@ -134,7 +165,7 @@ public enum FeedRefresh {
     /// Submits the graph of a refresh without running it, as another `refresh` of these feeds does just
     /// before it starts (tests).
     static func submitOnly(feeds: [String], strict: Bool, database: String) async throws {
-        let jobs = try SQLiteJobStore(path: jobStorePath(forDatabase: database))
+        let jobs = try openJobs(database: database).store
         defer { try? jobs.close() }
         let graph = graph(feeds: feeds, strict: strict, database: database).graph
         _ = try await jobs.submit(graph, uniqueKey: uniqueKey(feeds: feeds, strict: strict))
@@ -187,11 +218,21 @@ extension EarthquakesCLI {
     /// or running now): its feeds, how many are imported, and that `refresh --resume` finishes it. Empty
     /// when there is no job store or it cannot be read (`status` goes on without it).
     func unfinishedRefreshes(database: String) async -> [String] {
-        let path = FeedRefresh.jobStorePath(forDatabase: database)
-        guard FileManager.default.fileExists(atPath: path), let jobs = try? SQLiteJobStore(path: path) else {
-            return []
+        var lines: [String] = []
+        if let jobs = FeedRefresh.existingJobs(database: database) {
+            lines += await unfinishedRefreshes(in: jobs)
+            closeAtEnd(jobs.close)
         }
-        defer { closeAtEnd(jobs.close) }
+        // An older version's job store, not yet moved into the database (the next refresh moves it).
+        let legacy = LegacyJobStore.path(forDatabase: database)
+        if FileManager.default.fileExists(atPath: legacy), let jobs = try? SQLiteJobStore(path: legacy) {
+            lines += await unfinishedRefreshes(in: jobs)
+            closeAtEnd(jobs.close)
+        }
+        return lines
+    }
+
+    private func unfinishedRefreshes(in jobs: SQLiteJobStore) async -> [String] {
         guard let runs = try? await jobs.unfinishedRuns(named: FeedRefresh.runName) else { return [] }
         var lines: [String] = []
         for run in runs {

@@ -90,6 +90,7 @@ struct ParseFeed: DurableJob {
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
         let strict = strict
         let feed = try await offThePool { try Self.read(input.file, strict: strict) }
+        await EarthquakesCLI.testPause("parsed")
         return Output(
             feed: input.feed, file: input.file, events: feed.earthquakes.count, skipped: feed.skippedFeatures.count)
     }
@@ -108,8 +109,9 @@ struct ParseFeed: DurableJob {
     }
 }
 
-/// Step 3: imports the feed in one transaction (an upsert: importing the same feed twice leaves the
-/// same rows, which is what makes a repeated attempt after a crash harmless). Runs in the exclusivity
+/// Step 3: imports the feed in the transaction that records the job's completion (both in the
+/// database), so a feed is imported once per refresh whatever is killed when. The import is an upsert
+/// all the same: the same feed imported by another refresh leaves the same rows. Runs in the exclusivity
 /// category ``FeedRefresh/importCategory`` (limit 1), so imports of a refresh never wait on each other's
 /// database lock.
 struct ImportFeed: DurableJob {
@@ -156,25 +158,41 @@ struct ImportFeed: DurableJob {
         imports.began(gate)
         defer { imports.ended(gate) }
         return try await withTaskCancellationHandler {
-            try await offThePool { () throws -> Output in
-                let feed = try ParseFeed.read(input.file, strict: strict, for: store)
-                let summary: ImportSummary
-                do {
-                    summary = try store.importFeed(feed, commitGate: gate)
-                } catch {
-                    if (error as? StoreError)?.code == .cancelled { throw CancellationError() }
-                    throw error
+            let feed = try await offThePool { try ParseFeed.read(input.file, strict: strict, for: store) }
+            // The import, its line in the refresh log and this job's completion are one transaction of the
+            // database (the job store lives in it): a refresh killed at any moment has imported the feed and
+            // recorded it, or neither. A cancel reaches the transaction through the gate only: not through
+            // the task, whose cancellation would make GRDB interrupt a `COMMIT` the gate had let begin.
+            let committing = Protected(false)
+            let transaction = Task {
+                try await context.complete { db -> Output in
+                    let summary = try store.importFeed(feed, in: db, commitGate: gate)
+                    try store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary), in: db)
+                    TestPause.at("before-commit")
+                    // The last moment a cancel rolls the import back; from here on it is too late.
+                    guard gate.beginCommit() else { throw CancellationError() }
+                    committing.withLock { $0 = true }
+                    return Output(
+                        feed: input.feed, inserted: summary.inserted, updated: summary.updated,
+                        unchanged: summary.unchanged, duplicates: summary.duplicates,
+                        duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, otherTypes: summary.otherTypes,
+                        warnings: feed.warnings.map(\.description),
+                        hasSample: feed.containsEarthquake(ofNetwork: "sample"), deleted: summary.deleted,
+                        removed: summary.removed)
                 }
-                try? store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary))
-                let output = Output(
-                    feed: input.feed, inserted: summary.inserted, updated: summary.updated,
-                    unchanged: summary.unchanged, duplicates: summary.duplicates, duplicateIDs: summary.duplicateIDs,
-                    skipped: summary.skipped, otherTypes: summary.otherTypes,
-                    warnings: feed.warnings.map(\.description),
-                    hasSample: feed.containsEarthquake(ofNetwork: "sample"), deleted: summary.deleted,
-                    removed: summary.removed)
+            }
+            do {
+                let output = try await transaction.value
+                gate.endCommit(succeeded: true)
+                await EarthquakesCLI.testPause("committed")
                 imports.committed(output)
                 return output
+            } catch {
+                if committing.withLock({ $0 }) { gate.endCommit(succeeded: false) }
+                if error is CancellationError || (error as? StoreError)?.code == .cancelled {
+                    throw CancellationError()
+                }
+                throw error
             }
         } onCancel: {
             gate.cancel()

@@ -1,5 +1,5 @@
 package import Foundation
-import GRDB
+public import GRDB
 import GRDBSQLite
 
 extension EarthquakeStore {
@@ -100,6 +100,70 @@ extension EarthquakeStore {
         var summary = try importEntries(of: feed, whileWaiting: whileWaiting, gate: commitGate)
         summary.skipped = feed.skippedFeatures.count
         return summary
+    }
+
+    /// Imports every earthquake of `feed` in a write transaction that the caller owns, on another
+    /// connection to this store's file: for an import that must commit together with other writes, such as
+    /// a durable job's completion record (`DurableJobContext.complete(writes:)` of a job store opened on
+    /// this file). The rules and the summary are those of
+    /// ``importFeed(_:whileWaiting:commitGate:)-(Feed,_,_)``; the caller commits or rolls back.
+    ///
+    /// ```swift
+    /// let summary = try await context.complete { db in
+    ///     try quakes.importFeed(feed, in: db)   // committed with the job's completion, or not at all
+    /// }
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - db: A connection to this store's file, inside a transaction (it is refused otherwise).
+    ///   - commitGate: Checked as the import goes: a cancel makes it throw ``StoreError/Code/cancelled``.
+    ///     Its ``ImportCommitGate/beginCommit()`` is the caller's to ask, just before its commit.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/readOnly`` (a store opened read-only),
+    ///   ``StoreError/Code/open`` (`db` is not in a transaction, or is on another file),
+    ///   ``StoreError/Code/write`` or ``StoreError/Code/cancelled``.
+    public func importFeed(
+        _ feed: Feed, in db: Database, commitGate: ImportCommitGate? = nil
+    ) throws(StoreError)
+        -> ImportSummary
+    {
+        if refusesWrites {
+            throw StoreError(
+                .readOnly, path: path, doing: "import into", reason: "the store was opened read-only",
+                advice: "Open it with EarthquakeStore(path:) to import.")
+        }
+        guard db.isInsideTransaction, let path, Self.isSameFile(db, as: path) else {
+            throw StoreError(
+                .open, path: path, doing: "import into",
+                reason: "the connection given is not in a transaction on this store's file",
+                advice: "Call importFeed(_:in:) inside a write transaction of a connection to \(path ?? "the file").")
+        }
+        if commitGate?.isCancelled == true { throw Self.cancelled(path: path) }
+        let count = feed.count
+        do {
+            let cacheSize = try Int.fetchOne(db, sql: "PRAGMA cache_size") ?? -2000
+            try db.execute(sql: "PRAGMA cache_size = -\(min(max(count / 4, 2000), 256 * 1024))")
+            defer { try? db.execute(sql: "PRAGMA cache_size = \(cacheSize)") }
+            var summary = try Self.upsert(feed, in: db, gate: commitGate)
+            summary.skipped = feed.skippedFeatures.count
+            return summary
+        } catch {
+            if error is CancellationError { throw Self.cancelled(path: path) }
+            throw StoreError(
+                .write, path: path, doing: "import \(count) earthquake\(count == 1 ? "" : "s") into", error: error,
+                advice: "Nothing was changed: the import was rolled back.")
+        }
+    }
+
+    /// Whether `db`'s main database is the file at `path` (the same file, whatever the spelling).
+    private static func isSameFile(_ db: Database, as path: String) -> Bool {
+        guard
+            let theirs = try? Row.fetchAll(db, sql: "PRAGMA database_list")
+                .first(where: { ($0["name"] as String?) == "main" })?["file"] as String?
+        else { return false }
+        var mine = stat()
+        var other = stat()
+        return stat(path, &mine) == 0 && stat(theirs, &other) == 0 && mine.st_dev == other.st_dev
+            && mine.st_ino == other.st_ino
     }
 
     /// The error of an import that a cancel rolled back.

@@ -1,5 +1,5 @@
 public import Foundation
-import GRDB
+public import GRDB
 
 #if canImport(GRDBSQLite)
 import GRDBSQLite
@@ -244,20 +244,31 @@ extension EarthquakeStore {
     ///
     /// - Throws: ``StoreError`` with code ``StoreError/Code/write``.
     public func recordRefresh(_ record: RefreshRecord) throws(StoreError) {
-        try write("record the refresh in") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE IF NOT EXISTS refresh_log (
-                        time INTEGER NOT NULL, source TEXT NOT NULL,
-                        inserted INTEGER NOT NULL, updated INTEGER NOT NULL, unchanged INTEGER NOT NULL);
-                    INSERT INTO refresh_log VALUES (?, ?, ?, ?, ?);
-                    DELETE FROM refresh_log WHERE rowid NOT IN (SELECT rowid FROM refresh_log ORDER BY time DESC LIMIT 100);
-                    """,
-                arguments: [
-                    record.date.usgsMilliseconds, record.source, record.summary.inserted, record.summary.updated,
-                    record.summary.unchanged,
-                ])
-        }
+        try write("record the refresh in") { db in try Self.recordRefresh(record, in: db) }
+    }
+
+    /// Records a refresh as ``recordRefresh(_:)`` does, in a transaction the caller owns on another
+    /// connection to this store's file (with ``importFeed(_:in:commitGate:)``, so that the import and its
+    /// record commit together).
+    ///
+    /// - Throws: GRDB's errors, which the caller's transaction handles.
+    public func recordRefresh(_ record: RefreshRecord, in db: Database) throws {
+        try Self.recordRefresh(record, in: db)
+    }
+
+    private static func recordRefresh(_ record: RefreshRecord, in db: Database) throws {
+        try db.execute(
+            sql: """
+                CREATE TABLE IF NOT EXISTS refresh_log (
+                    time INTEGER NOT NULL, source TEXT NOT NULL,
+                    inserted INTEGER NOT NULL, updated INTEGER NOT NULL, unchanged INTEGER NOT NULL);
+                INSERT INTO refresh_log VALUES (?, ?, ?, ?, ?);
+                DELETE FROM refresh_log WHERE rowid NOT IN (SELECT rowid FROM refresh_log ORDER BY time DESC LIMIT 100);
+                """,
+            arguments: [
+                record.date.usgsMilliseconds, record.source, record.summary.inserted, record.summary.updated,
+                record.summary.unchanged,
+            ])
     }
 
     /// The latest refresh recorded with ``recordRefresh(_:)``, or nil. Never writes.

@@ -55,10 +55,11 @@ struct Refresh: AsyncParsableCommand {
             Without --feed: \(EarthquakesCLI.defaultFeedURL.absoluteString)
 
             Several feeds (--feed repeated, or --feeds hour,day,week) run as a durable job graph: for \
-            each feed fetch, parse and import, imports one at a time, recorded in a job store next to \
-            the database (<database>.jobs). If the refresh is killed half-way, running the same command \
-            again (or `earthquakes refresh --resume`) finishes only what is left: feeds already \
-            imported are not downloaded again. A feed that fails is named; the others are still \
+            each feed fetch, parse and import, imports one at a time, recorded in the database itself \
+            (each import commits together with the record that it finished). If the refresh is killed \
+            half-way, running the same command again (or `earthquakes refresh --resume`) finishes only \
+            what is left: feeds already imported are neither downloaded nor imported again. A feed \
+            that fails is named; the others are still \
             imported. Short names: hour, day, week, month (magnitude 2.5+), or all_day, 4.5_week, \
             significant_month, ...
             """

@@ -176,6 +176,30 @@ struct SQLiteCompletionTests {
         for handle in handles { #expect(try await store.output(of: handle, in: run) == 1) }
     }
 
+    @Test("complete(writes:) records what its writes returned as the output, in their transaction")
+    func writesMakeTheOutput() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("app.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        let application = try DatabaseQueue(path: path)
+        try await application.write { db in
+            try db.execute(sql: "CREATE TABLE counters (name TEXT PRIMARY KEY, count INTEGER NOT NULL)")
+            try db.execute(sql: "INSERT INTO counters VALUES ('a', 41)")
+        }
+        var graph = JobGraph(name: "count")
+        let bumped = graph.add(BumpsAndReports.self, input: "a", retry: .never)
+        let failing = graph.add(BumpsAndReports.self, input: "missing", retry: .never)
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [BumpsAndReports()])
+        try await withDeadline(.seconds(60), "the run") { try await worker.run(until: run) }
+        // The output is the counter's value as the transaction left it.
+        #expect(try await store.output(of: bumped, in: run) == 42)
+        // A failure inside the writes rolled back the insert it had made, and the job failed with it.
+        #expect(try await store.record(of: run[failing]).state == .failed)
+        let names = try await application.read { db in try String.fetchAll(db, sql: "SELECT name FROM counters") }
+        #expect(names == ["a"])
+    }
+
     @Test("a second completion, or one from a context made by hand, is refused with a clear message")
     func misuse() async throws {
         let directory = try TemporaryDirectory()
@@ -208,6 +232,23 @@ struct CountedOnce: DurableJob {
                     INSERT INTO counters (name, count) VALUES (?, 1)
                     ON CONFLICT (name) DO UPDATE SET count = count + 1
                     """, arguments: [name])
+        }
+    }
+}
+
+/// Adds one to its input's counter in the completion's transaction and returns the new value; a counter
+/// that does not exist is inserted as a marker, then refused (the transaction must roll the insert back).
+struct BumpsAndReports: DurableJob {
+    static let kind = "test.bumps-and-reports"
+    struct Missing: Error {}
+    func run(_ name: String, context: DurableJobContext) async throws -> Int {
+        try await context.complete { db -> Int in
+            try db.execute(sql: "UPDATE counters SET count = count + 1 WHERE name = ?", arguments: [name])
+            guard db.changesCount == 1 else {
+                try db.execute(sql: "INSERT INTO counters VALUES (?, 0)", arguments: [name])
+                throw Missing()
+            }
+            return try Int.fetchOne(db, sql: "SELECT count FROM counters WHERE name = ?", arguments: [name]) ?? -1
         }
     }
 }

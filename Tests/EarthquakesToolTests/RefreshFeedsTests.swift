@@ -1,9 +1,10 @@
 import BatonTesting
-import EarthquakesCLI
 import EarthquakesKit
 import Foundation
 import TestHTTPServer
 import Testing
+
+@testable import EarthquakesCLI
 
 #if canImport(Glibc)
 import Glibc
@@ -63,14 +64,13 @@ import Darwin
             #expect(captured.stdout.contains("from \(server.url(path).absoluteString) into \(database)"))
         }
         #expect(captured.stdout.hasSuffix("Refreshed 3 feeds into \(database).\n"), "\(captured.stdout)")
-        // The graph lives in a job store next to the database; the downloads are gone.
-        #expect(FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
-        // Both files were closed: each holds its rows alone, with no SQLite log beside it.
-        for file in [database, FeedRefresh.jobStorePath(forDatabase: database)] {
-            #expect(
-                SQLiteSideFiles.left(beside: file).isEmpty, "left beside \(file): \(SQLiteSideFiles.left(beside: file))"
-            )
-        }
+        // The graph lives in the database itself, with no file beside it; the downloads are gone.
+        #expect(try JobTables.exist(in: database))
+        #expect(!FileManager.default.fileExists(atPath: LegacyJobStore.path(forDatabase: database)))
+        // Every connection was closed: the file holds its rows alone, with no SQLite log beside it.
+        #expect(
+            SQLiteSideFiles.left(beside: database).isEmpty,
+            "left beside \(database): \(SQLiteSideFiles.left(beside: database))")
         let downloads = (try? FileManager.default.contentsOfDirectory(atPath: database + ".downloads")) ?? []
         #expect(downloads.isEmpty, "left behind: \(downloads)")
 

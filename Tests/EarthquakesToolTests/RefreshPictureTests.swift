@@ -1,8 +1,9 @@
-import EarthquakesCLI
 import EarthquakesKit
 import Foundation
 import TestHTTPServer
 import Testing
+
+@testable import EarthquakesCLI
 
 /// `refresh --timeline PATH --trace PATH` writes the picture of that refresh's jobs.
 @Suite struct RefreshPictureTests {
@@ -111,7 +112,7 @@ import Testing
         }
         #expect(try Data(contentsOf: URL(fileURLWithPath: database)) == databaseBytes)
         #expect(try Data(contentsOf: URL(fileURLWithPath: feed)) == SampleFeed.data)
-        #expect(!FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
+        #expect(!FileManager.default.fileExists(atPath: LegacyJobStore.path(forDatabase: database)))
     }
     /// The review: `--timeline /unwritable/run.html` was found only after the import. A folder that
     /// cannot be written in is a usage error before anything is read or written.

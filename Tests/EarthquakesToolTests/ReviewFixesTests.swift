@@ -131,7 +131,7 @@ extension ReviewFixesTests {
         let run = try await Binary.run(["refresh", "--feed", feed, "--feed", feed, "--database", database])
         #expect(run.status == 0, "\(run.stderr)")
         #expect(run.stderr.contains("given more than once"), "\(run.stderr)")
-        #expect(!FileManager.default.fileExists(atPath: FeedRefresh.jobStorePath(forDatabase: database)))
+        #expect(try !JobTables.exist(in: database))
         #expect(try EarthquakeStore(path: database).count() == 3)
     }
 }

@@ -1,3 +1,4 @@
+import Baton
 public import Foundation
 public import GRDB
 
@@ -13,6 +14,17 @@ extension SQLiteJobStore {
         _ lease: Lease, output: Data, additions: RunAddition? = nil,
         writes: @escaping @Sendable (Database) throws -> Void
     ) async throws -> Bool {
+        try await complete(lease, additions: additions) { db in
+            try writes(db)
+            return output
+        }
+    }
+
+    /// ``complete(_:output:additions:writes:)`` whose `writes` also make the output: the encoded output they
+    /// return is recorded as the attempt's, in the same transaction.
+    func complete(
+        _ lease: Lease, additions: RunAddition?, writes: @escaping @Sendable (Database) throws -> Data
+    ) async throws -> Bool {
         let now = clock.now()
         do {
             return try await write(wake: true) { db in
@@ -22,8 +34,9 @@ extension SQLiteJobStore {
                 if let additions, !additions.jobs.isEmpty, row[0] as String? == nil {
                     try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
                 }
+                let output: Data
                 do {
-                    try writes(db)
+                    output = try writes(db)
                 } catch {
                     throw ApplicationWritesError(error)
                 }
@@ -83,5 +96,43 @@ extension DurableJobContext {
             store, lease, data, additions in
             try await store.complete(lease, output: data, additions: additions, writes: writes)
         }
+    }
+
+    /// Records this attempt's success in one SQLite transaction with `writes`, which also make its
+    /// output: for a job whose result is what its writes did (rows inserted, a counter's new value).
+    /// Otherwise the same as ``complete(returning:writes:)``.
+    ///
+    /// ```swift
+    /// struct ImportBatch: DurableJob {
+    ///     static let kind = "shop.import-batch"
+    ///     func run(_ names: [String], context: DurableJobContext) async throws -> Int {
+    ///         let cleaned = names.map { $0.trimmingCharacters(in: .whitespaces) }  // outside the transaction
+    ///         return try await context.complete { db in
+    ///             for name in cleaned { try db.execute(sql: "INSERT OR IGNORE INTO customers (name) VALUES (?)", arguments: [name]) }
+    ///             return db.changesCount  // the output: what the writes did
+    ///         }
+    ///     }
+    /// }
+    /// ```
+    ///
+    /// - Returns: what `writes` returned, once the transaction committed.
+    /// - Throws: as ``complete(returning:writes:)``; an output that cannot be encoded rolls back like an
+    ///   error of `writes`.
+    public func complete<Output: Encodable & Sendable>(
+        writes: @escaping @Sendable (Database) throws -> Output
+    ) async throws -> Output {
+        let made = Protected<Output?>(nil)
+        try await complete(on: SQLiteJobStore.self, storeName: "SQLite") { store, lease, additions in
+            try await store.complete(lease, additions: additions) { db in
+                let output = try writes(db)
+                let data = try DurableCoding.encode(output)
+                made.withLock { $0 = output }
+                return data
+            }
+        }
+        guard let output = made.withLock({ $0 }) else {
+            preconditionFailure("a committed completion of complete(writes:) made no output")
+        }
+        return output
     }
 }

@@ -157,9 +157,20 @@ extension DurableJobContext {
     /// job asked for), then `record` — the store's transaction, given the store, the lease and the
     /// encoded output — between the completion's `begin()` and `end(_:)`.
     package func complete<Store: JobStore, Output: Encodable & Sendable>(
-        returning output: Output, on _: Store.Type, storeName: String,
+        returning output: Output, on store: Store.Type, storeName: String,
         _ record: (Store, Lease, Data, RunAddition?) async throws -> Bool
     ) async throws -> Output {
+        let data = try DurableCoding.encode(output)
+        try await complete(on: store, storeName: storeName) { store, lease, additions in
+            try await record(store, lease, data, additions)
+        }
+        return output
+    }
+
+    /// ``complete(returning:on:storeName:_:)`` for a transaction that makes the output itself.
+    package func complete<Store: JobStore>(
+        on _: Store.Type, storeName: String, _ record: (Store, Lease, RunAddition?) async throws -> Bool
+    ) async throws {
         let completion = try attemptCompletion()
         guard let store = completion.store as? Store else {
             throw DurableError(
@@ -168,9 +179,8 @@ extension DurableJobContext {
                     "job '\(name)' asked for a \(storeName) completion transaction, but its worker's store is \(type(of: completion.store)). Use the form of complete(returning:writes:) for that store."
             )
         }
-        let data = try DurableCoding.encode(output)
-        return try await completion.complete(output) {
-            try await record(store, completion.lease, data, completion.additions)
+        try await completion.complete(()) {
+            try await record(store, completion.lease, completion.additions)
         }
     }
 }

@@ -29,3 +29,20 @@ struct CountVisit: DurableJob {
     }
 }
 // end snippet
+
+// snippet: transactions-complete-output
+struct ImportCustomers: DurableJob {
+    static let kind = "shop.import-customers"
+    func run(_ names: [String], context: DurableJobContext) async throws -> Int {
+        let cleaned = Set(names.map { $0.trimmingCharacters(in: .whitespaces) })  // outside the transaction
+        return try await context.complete { db in
+            var added = 0
+            for name in cleaned.sorted() {
+                try db.execute(sql: "INSERT OR IGNORE INTO customers (name) VALUES (?)", arguments: [name])
+                added += db.changesCount
+            }
+            return added  // the output: what the writes did
+        }
+    }
+}
+// end snippet
