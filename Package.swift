@@ -19,6 +19,8 @@ let package = Package(
         .library(name: "EarthquakesKit", targets: ["EarthquakesKit"]),
         .library(name: "BatonDurable", targets: ["BatonDurable"]),
         .executable(name: "earthquakes", targets: ["earthquakes"]),
+        // See and repair the runs of a job store (SQLite or PostgreSQL) from a shell.
+        .executable(name: "baton", targets: ["baton"]),
         // Durable job graphs on PostgreSQL: its own product so that users of the core never build postgres-nio.
         .library(name: "BatonPostgres", targets: ["BatonPostgres"]),
         // The PostgreSQL store's chaos harness and benchmark (`bench`), to run against a server of your own.
@@ -111,6 +113,21 @@ let package = Package(
             dependencies: [
                 "EarthquakesCLI",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "BatonCLI",
+            dependencies: [
+                "BatonDurable", "BatonPostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "baton",
+            dependencies: [
+                "BatonCLI", "BatonDurable", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict
         ),
@@ -212,6 +229,14 @@ let package = Package(
         .testTarget(
             name: "BatonNetworkingTests",
             dependencies: ["BatonNetworking", "BatonTesting", "TestHTTPServer"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BatonCLITests",
+            dependencies: [
+                "Baton", "BatonCLI", "BatonDurable", "BatonPostgres", "BatonTesting", "baton",
+                .product(name: "GRDB", package: "GRDB.swift"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

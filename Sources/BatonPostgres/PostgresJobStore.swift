@@ -146,7 +146,9 @@ public final class PostgresJobStore: JobStore, Service {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
                 [client, configuration, logger] in
                 try await client.withConnection { connection in
-                    try await PostgresSchema.migrate(on: connection, schema: configuration.schema, logger: logger)
+                    try await PostgresSchema.migrate(
+                        on: connection, schema: configuration.schema, logger: logger,
+                        mustExistIn: configuration.createsStore ? nil : configuration.database)
                 }
             }
         } catch {

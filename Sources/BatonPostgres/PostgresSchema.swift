@@ -178,8 +178,16 @@ enum PostgresSchema {
     /// - Returns: the version found before migrating (0 for a new schema).
     @discardableResult
     static func migrate(
-        on connection: PostgresConnection, schema: String, logger: Logger, target: Int = current
+        on connection: PostgresConnection, schema: String, logger: Logger, target: Int = current,
+        mustExistIn database: String? = nil
     ) async throws -> Int {
+        if let database {
+            let exists =
+                try await connection.query(
+                    "SELECT to_regclass(\("\"\(schema)\"." + versionTable)) IS NOT NULL", logger: logger
+                ).collect().first?.decode(Bool.self) ?? false
+            guard exists else { throw PostgresStoreError.noStore(schema, database: database) }
+        }
         try await connection.query("BEGIN", logger: logger)
         do {
             let found = try await migrateInTransaction(on: connection, schema: schema, logger: logger, target: target)

@@ -6,12 +6,17 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
         case foreignSchema
         case closed
         case notRunning
+        case noStore
     }
     let code: Code
     /// A sentence naming the problem and how to fix it.
     public let message: String
 
     public var description: String { message }
+
+    /// True when the schema holds no store and the configuration said not to create one
+    /// (``PostgresStoreConfiguration/createsStore``).
+    public var isNoStore: Bool { code == .noStore }
 
     /// True when the database was migrated by a newer BatonPostgres than this one.
     public var isNewerSchema: Bool {
@@ -34,6 +39,14 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
             code: .foreignSchema,
             message: "PostgreSQL schema '\(schema)' has a table '\(table)' that BatonPostgres did not create; "
                 + "use another schema name (PostgresStoreConfiguration.schema) or drop that table")
+    }
+
+    static func noStore(_ schema: String, database: String) -> Self {
+        .init(
+            code: .noStore,
+            message: "there is no Baton job store in PostgreSQL schema '\(schema)' of database '\(database)' (it was "
+                + "not created: this opening only reads); check the address and the schema, or start a worker to create it"
+        )
     }
 
     static let closed = Self(code: .closed, message: "the store was closed; create a new PostgresJobStore")

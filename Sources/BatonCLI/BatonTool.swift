@@ -1,0 +1,274 @@
+public import BatonDurable
+public import Foundation
+
+/// What the `baton` command does, apart from parsing its arguments: each command reads or repairs a job
+/// store and writes what it found, for people (tables, one line per fact) or with `json` for programs.
+/// Tests run it in-process with a captured output.
+///
+/// ## Thread safety
+/// A `Sendable` value; `write` is called from the calling task only.
+public struct BatonTool: Sendable {
+    /// Writes to standard output.
+    public var write: @Sendable (String) -> Void
+    public var now: @Sendable () -> Date
+    /// The time zone of the times shown and of dates given without one.
+    public var timeZone: TimeZone
+
+    public init(
+        write: @escaping @Sendable (String) -> Void, now: @escaping @Sendable () -> Date = { Date() },
+        timeZone: TimeZone = .current
+    ) {
+        self.write = write
+        self.now = now
+        self.timeZone = timeZone
+    }
+
+    // MARK: runs
+
+    /// What `baton runs --json` prints.
+    public struct RunsJSON: Codable, Sendable {
+        public var counts: [String: Int]
+        public var runs: [RunSummary]
+        /// The `--before` of the next page, when there is one.
+        public var next: Int64?
+    }
+
+    /// `baton runs`: the counts by state, then a page of runs, newest first.
+    public func runs(_ store: any JobStore, filter: RunFilter, json: Bool) async throws {
+        let page = try await store.runs(filter)
+        let counts = try await store.runCounts()
+        if json {
+            let byName = Dictionary(uniqueKeysWithValues: RunState.allCases.map { ($0.rawValue, counts[$0] ?? 0) })
+            return try emit(RunsJSON(counts: byName, runs: page.runs, next: page.next?.rawValue))
+        }
+        write(RunState.allCases.map { "\(counts[$0] ?? 0) \($0)" }.joined(separator: ", ") + "\n")
+        guard !page.runs.isEmpty else {
+            return write("No runs match.\n")
+        }
+        var table = TextTable(["RUN", "STATE", "NAME", "JOBS", "FAILED", "CREATED", "TOOK"])
+        for run in page.runs {
+            let took = run.finished.map { TimeText.duration($0.timeIntervalSince(run.created)) }
+            table.add([
+                "\(run.id.rawValue)", run.state.rawValue, TimeText.printable(run.name), "\(run.done)/\(run.jobs)",
+                run.failed + run.cancelled > 0 ? "\(run.failed) failed, \(run.cancelled) cancelled" : "",
+                TimeText.stamp(run.created, timeZone: timeZone),
+                took ?? "running for \(TimeText.duration(now().timeIntervalSince(run.created)))",
+            ])
+        }
+        write(table.text)
+        if let next = page.next {
+            write("More: add --before \(next.rawValue) for the next page.\n")
+        }
+    }
+
+    // MARK: explain and job
+
+    /// `baton explain RUN`: each job of the run, its state, attempt, what it waits for and its last error.
+    public func explain(_ store: any JobStore, run: DurableRunID, json: Bool) async throws {
+        let explanation = try await store.explain(run: run)
+        if json { return try emit(explanation) }
+        write(explanation.printable.description + "\n")
+    }
+
+    /// What `baton job --json` prints.
+    public struct JobJSON: Codable, Sendable {
+        public var job: JobExplanation
+        public var run: DurableRunID
+        public var runName: String
+        /// The job's output as stored (JSON text), once it succeeded.
+        public var output: String?
+        public var attempts: [AttemptRecord]
+    }
+
+    /// `baton job JOB`: the job's state, then every attempt with its worker, end, outcome and error.
+    public func job(_ store: any JobStore, job id: DurableJobID, json: Bool) async throws {
+        let explanation = try await store.explain(job: id)
+        let run = try await store.run(of: id)
+        let record = try await store.record(of: run)
+        let snapshot = try await store.snapshot(of: run)
+        let output = snapshot.jobs.first { $0.id == id }?.output.map { String(decoding: $0, as: UTF8.self) }
+        let attempts = try await store.attempts(of: id)
+        if json {
+            return try emit(
+                JobJSON(job: explanation, run: run, runName: record.name, output: output, attempts: attempts))
+        }
+        write(
+            "job \(id.rawValue) '\(TimeText.printable(explanation.name))' [\(TimeText.printable(explanation.kind))] "
+                + "of run \(run.rawValue) '\(TimeText.printable(record.name))': \(explanation.state), attempt "
+                + "\(explanation.attempts) of \(explanation.maxAttempts)\n")
+        if !explanation.waitingFor.isEmpty {
+            write("waiting for: " + explanation.printable.waitingFor.map(\.description).joined(separator: "; ") + "\n")
+        }
+        if let error = explanation.lastError { write("last error: \(TimeText.printable(error))\n") }
+        if let output { write("output: \(TimeText.printable(output))\n") }
+        guard !attempts.isEmpty else { return write("No attempt has ended yet.\n") }
+        var table = TextTable(["#", "OUTCOME", "ENDED", "WORKER", "THEN", "ERROR"])
+        for attempt in attempts {
+            table.add([
+                "\(attempt.attempt)", attempt.outcome.rawValue, TimeText.stamp(attempt.ended, timeZone: timeZone),
+                TimeText.printable(attempt.worker ?? ""), attempt.result.rawValue,
+                TimeText.printable(attempt.error ?? ""),
+            ])
+        }
+        write(table.text)
+    }
+
+    // MARK: repairs
+
+    /// `baton cancel RUN` / `baton cancel --job JOB`.
+    public func cancel(_ store: any JobStore, run: DurableRunID?, job: DurableJobID?, reason: String) async throws {
+        if let job {
+            let explanation = try await store.explain(job: job)
+            guard !explanation.state.isFinished else {
+                return write(
+                    "Job \(job.rawValue) had already finished (\(explanation.state)); nothing was cancelled.\n")
+            }
+            try await store.cancel(job: job, reason: reason)
+            return write(
+                "Cancelled job \(job.rawValue) '\(TimeText.printable(explanation.name))'"
+                    + (explanation.state == .running
+                        ? " (it is running: its worker stops it at its next lease renewal)" : "")
+                    + "; the jobs that need it are cancelled too.\n")
+        }
+        guard let run else { throw BatonCLIError.usage("give a run, or --job JOB") }
+        let snapshot = try await store.snapshot(of: run)
+        let unfinished = snapshot.jobs.filter { !$0.state.isFinished }
+        guard !unfinished.isEmpty else {
+            return write("Run \(run.rawValue) had already finished; nothing was cancelled.\n")
+        }
+        try await store.cancel(run: run, reason: reason)
+        let running = unfinished.filter { $0.state == .running }.count
+        write(
+            "Cancelled run \(run.rawValue) '\(TimeText.printable(snapshot.run.name))': \(counted(unfinished.count, "unfinished job"))"
+                + (running > 0 ? " (\(running) running: their workers stop them at their next lease renewal)" : "")
+                + ".\n")
+    }
+
+    /// `baton retry RUN` / `baton retry --job JOB`.
+    public func retry(_ store: any JobStore, run: DurableRunID?, job: DurableJobID?) async throws {
+        if let job {
+            let count = try await store.retry(job: job)
+            return write(
+                "Job \(job.rawValue) runs again, with \(counted(count - 1, "job")) that had been cancelled because of it.\n"
+            )
+        }
+        guard let run else { throw BatonCLIError.usage("give a run, or --job JOB") }
+        let count = try await store.retry(run: run)
+        write(
+            count == 0
+                ? "Run \(run.rawValue) has no failed or cancelled job to retry.\n"
+                : "Run \(run.rawValue): \(counted(count, "job")) run again.\n")
+    }
+
+    /// `baton prune --before AGE`: deletes the runs that finished before `date`.
+    public func prune(_ store: any JobStore, finishedBefore date: Date, json: Bool) async throws {
+        let count = try await store.prune(finishedBefore: date)
+        if json { return try emit(["deleted": count]) }
+        write("Deleted \(counted(count, "run")) that finished before \(TimeText.stamp(date, timeZone: timeZone)).\n")
+    }
+
+    // MARK: schedules
+
+    /// `baton schedules`: every schedule, its timing, whether it is paused, and its next tick.
+    public func schedules(_ store: any JobStore, json: Bool) async throws {
+        let schedules = try await store.schedules()
+        if json { return try emit(schedules) }
+        guard !schedules.isEmpty else { return write("No schedules.\n") }
+        var table = TextTable(["NAME", "TIMING", "STATE", "NEXT", "LAST"])
+        for record in schedules {
+            table.add([
+                TimeText.printable(record.schedule.name), TimeText.printable(record.schedule.timing.description),
+                record.paused ? "paused" : "active",
+                record.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                record.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+            ])
+        }
+        write(table.text)
+    }
+
+    /// `baton schedules pause|resume NAME`.
+    public func setSchedule(_ store: any JobStore, named name: String, paused: Bool) async throws {
+        guard try await store.schedules().contains(where: { $0.schedule.name == name }) else {
+            throw BatonCLIError(
+                "there is no schedule named '\(TimeText.printable(name))'; `baton schedules` lists them")
+        }
+        try await store.setSchedule(named: name, paused: paused)
+        write("\(paused ? "Paused" : "Resumed") the schedule '\(TimeText.printable(name))'.\n")
+    }
+
+    // MARK: -
+
+    private func emit(_ value: some Encodable) throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        write(String(decoding: try encoder.encode(value), as: UTF8.self) + "\n")
+    }
+
+    private func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
+}
+
+/// Columns padded to their widest cell; a cell longer than 60 characters is cut with `…`.
+struct TextTable {
+    private var rows: [[String]]
+
+    init(_ header: [String]) { rows = [header] }
+
+    mutating func add(_ row: [String]) {
+        rows.append(row.map { $0.count > 60 ? String($0.prefix(59)) + "…" : $0 })
+    }
+
+    var text: String {
+        let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        return rows.map { row in
+            row.enumerated().map { column, cell in
+                column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+        }.joined()
+    }
+}
+
+extension RunExplanation {
+    /// The explanation with every text that came from users (names, kinds, errors, reasons) made
+    /// ``TimeText/printable(_:)``, so that its description's lines are the only line breaks.
+    var printable: RunExplanation {
+        var copy = self
+        copy.run.name = TimeText.printable(run.name)
+        copy.jobs = jobs.map(\.printable)
+        return copy
+    }
+}
+
+extension JobExplanation {
+    /// See ``RunExplanation/printable``.
+    var printable: JobExplanation {
+        var copy = self
+        copy.name = TimeText.printable(name)
+        copy.kind = TimeText.printable(kind)
+        copy.lastError = lastError.map(TimeText.printable)
+        copy.waitingFor = waitingFor.map { reason in
+            switch reason {
+            case .dependency(let name, let state): .dependency(name: TimeText.printable(name), state: state)
+            case .category(let name, let limit, let heldBy):
+                .category(name: TimeText.printable(name), limit: limit, heldBy: heldBy.map(TimeText.printable))
+            case .lease(let worker, let until): .lease(worker: TimeText.printable(worker), until: until)
+            case .leaseExpired(let worker, let at): .leaseExpired(worker: TimeText.printable(worker), at: at)
+            case .noWorker(let kind): .noWorker(kind: TimeText.printable(kind))
+            case .cancelRequested(let reason): .cancelRequested(reason: TimeText.printable(reason))
+            case .notBefore: reason
+            }
+        }
+        return copy
+    }
+}
+
+extension BatonTool {
+    /// The one line to print for an error: its own message for the store's errors, not Swift's rendering.
+    public static func message(for error: any Error) -> String {
+        switch error {
+        case let error as BatonCLIError: return error.message
+        case let error as DurableError: return error.message
+        default: return String(describing: error)
+        }
+    }
+}

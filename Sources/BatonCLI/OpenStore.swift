@@ -1,0 +1,71 @@
+public import BatonDurable
+import BatonPostgres
+import Foundation
+import GRDB
+import Logging
+
+extension StoreAddress {
+    /// Runs `body` with the store at this address open, and closes it after. Never creates a store: a
+    /// SQLite file that does not exist, or holds no job store, and a PostgreSQL schema without one, are
+    /// errors saying so, and nothing is written.
+    ///
+    /// - Throws: ``BatonCLIError`` for a store that is not there; the store's own errors otherwise.
+    public func withStore<T: Sendable>(_ body: (any JobStore) async throws -> T) async throws -> T {
+        switch self {
+        case .sqlite(let path):
+            try Self.checkSQLiteStore(path)
+            let store: SQLiteJobStore
+            do {
+                store = try SQLiteJobStore(path: path)
+            } catch let error as DurableError {
+                throw BatonCLIError("cannot open the job store \(path): \(error.message)")
+            }
+            defer { try? store.close() }
+            return try await body(store)
+        case .postgres(let url, let schema):
+            var configuration: PostgresStoreConfiguration
+            do {
+                configuration = try PostgresStoreConfiguration(url: url, schema: schema)
+            } catch let error as PostgresStoreError {
+                throw BatonCLIError.usage("--store: \(error.message)")
+            }
+            configuration.createsStore = false
+            // The store's own log lines (reconnections, retries) are not this tool's output.
+            let quiet = Logger(label: "baton") { _ in SwiftLogNoOpLogHandler() }
+            do {
+                return try await withPostgresJobStore(configuration: configuration, logger: quiet) { store in
+                    try await body(store)
+                }
+            } catch let error as PostgresStoreError {
+                throw BatonCLIError(error.message)
+            }
+        }
+    }
+
+    /// Refuses a file that is missing, a folder, or no job store, without changing it.
+    static func checkSQLiteStore(_ path: String) throws(BatonCLIError) {
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw BatonCLIError("there is no job store at \(path) (no such file); check the path given to --store")
+        }
+        guard !isFolder.boolValue else {
+            throw BatonCLIError("\(path) is a folder; give the job store's file, as in sqlite:\(path)/jobs.sqlite")
+        }
+        // A connection that may write removes SQLite's side files when it closes; a read-only one (for a
+        // file this process may not write) would leave them, so it is used only then.
+        var configuration = Configuration()
+        configuration.readonly = !FileManager.default.isWritableFile(atPath: path)
+        let hasStore: Bool
+        do {
+            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            defer { try? queue.close() }
+            hasStore = try queue.read { db in try db.tableExists("baton_durable_meta") }
+        } catch {
+            throw BatonCLIError("\(path) cannot be read as a SQLite database: \(error)")
+        }
+        guard hasStore else {
+            throw BatonCLIError(
+                "\(path) holds no Baton job store (it has no baton_ tables); check the path given to --store")
+        }
+    }
+}

@@ -1,0 +1,226 @@
+import ArgumentParser
+import BatonCLI
+import BatonDurable
+import Foundation
+
+/// `baton`: see and repair the runs of a durable job store, SQLite or PostgreSQL.
+///
+/// The commands are thin: they parse arguments and call ``BatonTool``, which tests run in-process.
+@main
+struct Baton: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "baton",
+        abstract: "See and repair the runs of a Baton job store.",
+        discussion: """
+            The store is --store, else $\(StoreAddress.environmentVariable): sqlite:PATH (a SQLiteJobStore \
+            file) or postgres://user[:password]@host[:port]/database (a PostgresJobStore; --schema names its \
+            schema, default baton). A read never creates a store. Every read command takes --json.
+            """,
+        subcommands: [Runs.self, Explain.self, Job.self, Cancel.self, Retry.self, Prune.self, Schedules.self]
+    )
+}
+
+struct StoreOptions: ParsableArguments {
+    @Option(help: ArgumentHelp("The job store: sqlite:PATH or postgres://…", valueName: "address"))
+    var store: String?
+    @Option(help: ArgumentHelp("The PostgreSQL schema of the store (default baton).", valueName: "name"))
+    var schema: String?
+
+    func validate() throws {
+        _ = try usageChecked { try address() }
+    }
+
+    func address() throws(BatonCLIError) -> StoreAddress {
+        try StoreAddress.resolve(option: store, schema: schema, environment: ProcessInfo.processInfo.environment)
+    }
+}
+
+/// Runs a command against the store. On failure prints `baton: <one line>` to standard error and exits
+/// with 1; a usage error is printed as the parser prints its own and exits with 64.
+func running(
+    _ command: any ParsableCommand.Type, _ options: StoreOptions,
+    _ body: @escaping @Sendable (BatonTool, any JobStore) async throws -> Void
+) async throws {
+    let tool = BatonTool(write: { text in FileHandle.standardOutput.write(Data(text.utf8)) })
+    do {
+        try await options.address().withStore { store in try await body(tool, store) }
+    } catch let error as BatonCLIError where error.isUsage {
+        let usage = Baton.usageString(for: command)
+        FileHandle.standardError.write(
+            Data(
+                "Error: \(error.message)\nUsage: \(usage)\n  See 'baton \(command._commandName) --help' for more information.\n"
+                    .utf8))
+        throw ExitCode.validationFailure
+    } catch {
+        FileHandle.standardError.write(Data("baton: \(BatonTool.message(for: error))\n".utf8))
+        throw ExitCode.failure
+    }
+}
+
+/// Turns a usage ``BatonCLIError`` found while validating into the parser's `ValidationError` (exit 64).
+func usageChecked<T>(_ body: () throws -> T) throws -> T {
+    do {
+        return try body()
+    } catch let error as BatonCLIError where error.isUsage {
+        throw ValidationError(error.message)
+    }
+}
+
+struct Runs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List runs, newest first, with the counts of runs by state.")
+    @OptionGroup var options: StoreOptions
+    @Option(help: "Only runs in this state: running, succeeded, failed or cancelled.") var state: String?
+    @Option(help: "Only runs of this name.") var name: String?
+    @Option(help: ArgumentHelp("Only runs created since then: an age (30m, 12h, 7d) or a date.", valueName: "when"))
+    var since: String?
+    @Option(help: ArgumentHelp("The page after this run (what `More:` says).", valueName: "run")) var before: Int64?
+    @Option(help: "How many runs (1 to 1000).") var limit = 50
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        if let state, RunState(rawValue: state) == nil {
+            throw ValidationError("--state \(state): give running, succeeded, failed or cancelled")
+        }
+        guard (1...1000).contains(limit) else { throw ValidationError("--limit \(limit): give 1 to 1000") }
+        if let since {
+            _ = try usageChecked { try TimeText.moment(since, now: Date(), timeZone: .current, option: "--since") }
+        }
+    }
+
+    func run() async throws {
+        let filter = RunFilter(
+            state: state.flatMap(RunState.init(rawValue:)), name: name,
+            createdSince: try since.map { try TimeText.moment($0, now: Date(), timeZone: .current, option: "--since") },
+            before: before.map { DurableRunID($0) }, limit: limit)
+        let json = json
+        try await running(Self.self, options) { tool, store in try await tool.runs(store, filter: filter, json: json) }
+    }
+}
+
+struct Explain: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Each job of a run: its state, attempt, what it waits for and its last error.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The run's number.") var run: Int64
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        let (run, json) = (DurableRunID(run), json)
+        try await running(Self.self, options) { tool, store in try await tool.explain(store, run: run, json: json) }
+    }
+}
+
+struct Job: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A job's state, output and every attempt with its worker and error.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The job's number.") var job: Int64
+    @Flag(help: "Print JSON.") var json = false
+
+    func run() async throws {
+        let (job, json) = (DurableJobID(job), json)
+        try await running(Self.self, options) { tool, store in try await tool.job(store, job: job, json: json) }
+    }
+}
+
+struct Cancel: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Cancel a run's unfinished jobs, or one job (--job) and the jobs that need it.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The run's number.") var run: Int64?
+    @Option(help: ArgumentHelp("Cancel this job instead of a run.", valueName: "job")) var job: Int64?
+    @Option(help: "Why (kept with the jobs).") var reason = "cancelled with the baton command"
+
+    func validate() throws {
+        guard (run == nil) != (job == nil) else { throw ValidationError("give a run, or --job JOB (not both)") }
+    }
+
+    func run() async throws {
+        let (run, job, reason) = (run.map { DurableRunID($0) }, job.map { DurableJobID($0) }, reason)
+        try await running(Self.self, options) { tool, store in
+            try await tool.cancel(store, run: run, job: job, reason: reason)
+        }
+    }
+}
+
+struct Retry: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run a run's failed and cancelled jobs again, or one job (--job) and what it cancelled.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The run's number.") var run: Int64?
+    @Option(help: ArgumentHelp("Retry this job instead of a run.", valueName: "job")) var job: Int64?
+
+    func validate() throws {
+        guard (run == nil) != (job == nil) else { throw ValidationError("give a run, or --job JOB (not both)") }
+    }
+
+    func run() async throws {
+        let (run, job) = (run.map { DurableRunID($0) }, job.map { DurableJobID($0) })
+        try await running(Self.self, options) { tool, store in try await tool.retry(store, run: run, job: job) }
+    }
+}
+
+struct Prune: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Delete the runs that finished before a time.")
+    @OptionGroup var options: StoreOptions
+    @Option(
+        help: ArgumentHelp("An age (7d, 12h) or a date: runs that finished before it are deleted.", valueName: "when"))
+    var before: String
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        _ = try usageChecked { try TimeText.moment(before, now: Date(), timeZone: .current, option: "--before") }
+    }
+
+    func run() async throws {
+        let date = try TimeText.moment(before, now: Date(), timeZone: .current, option: "--before")
+        let json = json
+        try await running(Self.self, options) { tool, store in
+            try await tool.prune(store, finishedBefore: date, json: json)
+        }
+    }
+}
+
+struct Schedules: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "List schedules, or pause or resume one.",
+        subcommands: [List.self, Pause.self, Resume.self], defaultSubcommand: List.self)
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Every schedule, paused or not, and its next tick.")
+        @OptionGroup var options: StoreOptions
+        @Flag(help: "Print JSON.") var json = false
+
+        func run() async throws {
+            let json = json
+            try await running(Self.self, options) { tool, store in try await tool.schedules(store, json: json) }
+        }
+    }
+
+    struct Pause: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Stop a schedule's ticks until it is resumed.")
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The schedule's name.") var name: String
+
+        func run() async throws {
+            let name = name
+            try await running(Self.self, options) { tool, store in
+                try await tool.setSchedule(store, named: name, paused: true)
+            }
+        }
+    }
+
+    struct Resume: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(abstract: "Let a paused schedule tick again.")
+        @OptionGroup var options: StoreOptions
+        @Argument(help: "The schedule's name.") var name: String
+
+        func run() async throws {
+            let name = name
+            try await running(Self.self, options) { tool, store in
+                try await tool.setSchedule(store, named: name, paused: false)
+            }
+        }
+    }
+}

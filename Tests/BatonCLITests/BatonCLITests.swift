@@ -1,0 +1,253 @@
+import Baton
+import BatonCLI
+import BatonDurable
+import BatonPostgres
+import BatonTesting
+import Foundation
+import GRDB
+import Testing
+
+/// A job that fails when its input says so, else returns it.
+struct Echo: DurableJob {
+    static let kind = "cli.echo"
+    struct Refused: Error, CustomStringConvertible {
+        var description: String { "refused \u{1B}[31mred\u{1B}[0m on purpose" }
+    }
+    func run(_ input: String, context: DurableJobContext) async throws -> String {
+        if input.hasPrefix("fail") { throw Refused() }
+        return input
+    }
+}
+
+/// What the tool wrote, captured.
+final class Captured: Sendable {
+    private let text = Protected("")
+    var output: String { text.withLock { $0 } }
+    func write(_ part: String) { text.withLock { $0 += part } }
+    func clear() { text.withLock { $0 = "" } }
+}
+
+/// A store holding a succeeded run, a failed one (with a hostile job name and error) and an unfinished
+/// one, as the `baton` command meets them.
+struct Fixture {
+    let succeeded: DurableRunID
+    let failed: DurableRunID
+    let running: DurableRunID
+    let failedJob: DurableJobID
+
+    static let hostile = "evil \u{1B}]0;pwned\u{07} <b>name</b>"
+
+    static func fill(_ store: any JobStore) async throws -> Fixture {
+        var good = JobGraph(name: "nightly report")
+        good.add(Echo.self, input: "ok", name: "write", retry: .never)
+        var bad = JobGraph(name: "import")
+        let failing = bad.add(Echo.self, input: "fail", name: hostile, retry: .never)
+        bad.add(Echo.self, inputFrom: failing, name: "after", retry: .never)
+        let first = try await store.submit(good)
+        let second = try await store.submit(bad)
+        let worker = try DurableWorker(
+            store: store, jobs: [Echo()],
+            configuration: .init(id: "cli-worker", maxConcurrentJobs: 2, pollInterval: .milliseconds(100)))
+        try await withDeadline(.seconds(60), "the fixture's runs") {
+            try await worker.run(until: first)
+            try await worker.run(until: second)
+        }
+        // Submitted last, never run: no worker of its kind is running.
+        var later = JobGraph(name: "waiting")
+        later.add(Echo.self, input: "x", name: "later")
+        let third = try await store.submit(later)
+        return Fixture(succeeded: first.id, failed: second.id, running: third.id, failedJob: second[failing])
+    }
+}
+
+@Suite("baton: reading and repairing a SQLite job store")
+struct BatonToolSQLiteTests {
+    let directory: URL
+    let path: String
+
+    init() throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("BatonCLITests-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        path = directory.appendingPathComponent("jobs.sqlite").path
+    }
+
+    func withFixture(_ body: (BatonTool, Captured, any JobStore, Fixture) async throws -> Void) async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let store = try SQLiteJobStore(path: path)
+        let fixture = try await Fixture.fill(store)
+        try store.close()
+        let captured = Captured()
+        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
+        try await StoreAddress.sqlite(path: path).withStore { store in try await body(tool, captured, store, fixture) }
+    }
+
+    @Test func runsListsEachRunWithTheCountsByState() async throws {
+        try await withFixture { tool, captured, store, fixture in
+            try await tool.runs(store, filter: RunFilter(), json: false)
+            let lines = captured.output.split(separator: "\n").map(String.init)
+            #expect(lines.first == "1 running, 1 succeeded, 1 failed, 0 cancelled", "\(captured.output)")
+            #expect(lines.count == 5, "\(captured.output)")
+            // Newest first.
+            #expect(lines[2].hasPrefix("\(fixture.running.rawValue) "), "\(lines[2])")
+            #expect(
+                lines[3].contains("failed") && lines[3].contains("import") && lines[3].contains("1 failed, 1 cancelled")
+            )
+            #expect(lines[4].contains("succeeded") && lines[4].contains("nightly report") && lines[4].contains("1/1"))
+
+            captured.clear()
+            try await tool.runs(store, filter: RunFilter(state: .failed), json: true)
+            let page = try JSONDecoder.iso.decode(BatonTool.RunsJSON.self, from: Data(captured.output.utf8))
+            #expect(page.runs.map(\.id) == [fixture.failed])
+            #expect(page.counts["failed"] == 1 && page.counts["running"] == 1)
+            #expect(page.next == nil)
+        }
+    }
+
+    @Test func aPageSaysHowToAskForTheNext() async throws {
+        try await withFixture { tool, captured, store, fixture in
+            try await tool.runs(store, filter: RunFilter(limit: 2), json: false)
+            #expect(
+                captured.output.contains("More: add --before \(fixture.failed.rawValue) for the next page."),
+                "\(captured.output)")
+        }
+    }
+
+    @Test func explainAndJobShowUsersTextEscaped() async throws {
+        try await withFixture { tool, captured, store, fixture in
+            try await tool.explain(store, run: fixture.failed, json: false)
+            #expect(
+                captured.output.contains("evil \\u{1B}]0;pwned\\u{7} <b>name</b> [cli.echo]: failed"),
+                "\(captured.output)")
+            #expect(captured.output.contains("after [cli.echo]: cancelled"), "\(captured.output)")
+            #expect(!captured.output.contains("\u{1B}"))
+
+            captured.clear()
+            try await tool.job(store, job: fixture.failedJob, json: false)
+            let text = captured.output
+            #expect(text.contains("of run \(fixture.failed.rawValue) 'import': failed, attempt 1 of 1"), "\(text)")
+            #expect(text.contains("refused \\u{1B}[31mred\\u{1B}[0m on purpose"), "\(text)")
+            #expect(text.contains("cli-worker"), "\(text)")
+            #expect(!text.contains("\u{1B}"))
+
+            captured.clear()
+            try await tool.job(store, job: fixture.failedJob, json: true)
+            let job = try JSONDecoder.iso.decode(BatonTool.JobJSON.self, from: Data(captured.output.utf8))
+            #expect(job.job.name == Fixture.hostile)  // JSON keeps the text exact (escaped by JSON itself)
+            #expect(job.attempts.map(\.outcome) == [.failed])
+            #expect(job.attempts.first?.worker == "cli-worker")
+        }
+    }
+
+    @Test func retryCancelAndPruneRepairTheStore() async throws {
+        try await withFixture { tool, captured, store, fixture in
+            try await tool.retry(store, run: fixture.failed, job: nil)
+            #expect(captured.output == "Run \(fixture.failed.rawValue): 2 jobs run again.\n", "\(captured.output)")
+            #expect(try await store.record(of: fixture.failed).finished == nil)
+
+            captured.clear()
+            try await tool.cancel(store, run: fixture.running, job: nil, reason: "not needed")
+            #expect(
+                captured.output.hasPrefix("Cancelled run \(fixture.running.rawValue) 'waiting': 1 unfinished job"),
+                "\(captured.output)")
+            let explained = try await store.explain(run: fixture.running)
+            #expect(explained.jobs.map(\.state) == [.cancelled])
+            captured.clear()
+            try await tool.cancel(store, run: fixture.running, job: nil, reason: "again")
+            #expect(captured.output.contains("had already finished; nothing was cancelled"))
+
+            captured.clear()
+            try await tool.prune(store, finishedBefore: Date().addingTimeInterval(60), json: false)
+            #expect(captured.output.hasPrefix("Deleted 2 runs that finished before"), "\(captured.output)")
+            let left = try await store.runs(RunFilter())
+            #expect(left.runs.map(\.id) == [fixture.failed])
+        }
+    }
+
+    @Test func schedulesAreListedPausedAndResumed() async throws {
+        try await withFixture { tool, captured, store, _ in
+            var graph = JobGraph(name: "hourly")
+            graph.add(Echo.self, input: "tick")
+            _ = try await store.schedule(name: "hourly \u{1B}[2J", every: .seconds(3_600), graph: graph)
+            try await tool.schedules(store, json: false)
+            #expect(captured.output.contains("hourly \\u{1B}[2J"), "\(captured.output)")
+            #expect(captured.output.contains("active"))
+            captured.clear()
+            try await tool.setSchedule(store, named: "hourly \u{1B}[2J", paused: true)
+            #expect(try await store.schedules().first?.paused == true)
+            await #expect(throws: BatonCLIError.self) { try await tool.setSchedule(store, named: "nope", paused: true) }
+        }
+    }
+
+    @Test func aReadNeverCreatesAStore() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let missing = directory.appendingPathComponent("missing.sqlite").path
+        let error = await #expect(throws: BatonCLIError.self) {
+            try await StoreAddress.sqlite(path: missing).withStore { _ in }
+        }
+        #expect(error?.message.contains("there is no job store at \(missing)") == true)
+        #expect(!FileManager.default.fileExists(atPath: missing))
+
+        // Another program's database: refused, and left without baton_ tables.
+        let other = directory.appendingPathComponent("app.sqlite").path
+        let queue = try DatabaseQueue(path: other)
+        try await queue.write { db in try db.execute(sql: "CREATE TABLE orders (id INTEGER)") }
+        try queue.close()
+        let refused = await #expect(throws: BatonCLIError.self) {
+            try await StoreAddress.sqlite(path: other).withStore { _ in }
+        }
+        #expect(refused?.message.contains("holds no Baton job store") == true)
+        let tables = try await DatabaseQueue(path: other).read { db in
+            try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'table'")
+        }
+        #expect(tables == ["orders"])
+    }
+
+    @Test func addressesAreReadOrRefusedAsUsageErrors() throws {
+        #expect(try StoreAddress.parse("sqlite:/tmp/a.sqlite", schema: nil) == .sqlite(path: "/tmp/a.sqlite"))
+        #expect(try StoreAddress.parse("sqlite:///tmp/a", schema: nil) == .sqlite(path: "/tmp/a"))
+        #expect(try StoreAddress.parse("jobs.db", schema: nil) == .sqlite(path: "jobs.db"))
+        #expect(
+            try StoreAddress.parse("postgres://u@h/d", schema: "s") == .postgres(url: "postgres://u@h/d", schema: "s"))
+        #expect(
+            try StoreAddress.resolve(option: nil, schema: nil, environment: ["BATON_STORE": "sqlite:x"])
+                == .sqlite(path: "x"))
+        for (text, schema) in [("mysql://x", nil), ("jobs", nil), ("sqlite:", nil), ("sqlite:x", "s")]
+            as [(String, String?)]
+        {
+            #expect(throws: BatonCLIError.self) { try StoreAddress.parse(text, schema: schema) }
+        }
+        let missing = #expect(throws: BatonCLIError.self) {
+            try StoreAddress.resolve(option: nil, schema: nil, environment: [:])
+        }
+        #expect(missing?.isUsage == true)
+        #expect(
+            StoreAddress.postgres(url: "postgres://u:secret@h/d", schema: "baton").description == "postgres://u:***@h/d"
+        )
+    }
+
+    @Test func agesAndDatesAreRead() throws {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let utc = TimeZone(identifier: "UTC")!
+        #expect(try TimeText.moment("2h", now: now, timeZone: utc, option: "--since") == now.addingTimeInterval(-7_200))
+        #expect(
+            try TimeText.moment("7d", now: now, timeZone: utc, option: "--since") == now.addingTimeInterval(-604_800))
+        #expect(
+            try TimeText.moment("2026-11-01", now: now, timeZone: utc, option: "--since")
+                == Date(timeIntervalSince1970: 1_793_491_200))
+        #expect(
+            try TimeText.moment("2026-11-01T08:00:00Z", now: now, timeZone: utc, option: "--since")
+                == Date(timeIntervalSince1970: 1_793_520_000))
+        let error = #expect(throws: BatonCLIError.self) {
+            try TimeText.moment("yesterday", now: now, timeZone: utc, option: "--before")
+        }
+        #expect(error?.isUsage == true && error?.message.contains("--before 'yesterday'") == true)
+    }
+}
+
+extension JSONDecoder {
+    static var iso: JSONDecoder {
+        let decoder = JSONDecoder()
+        decoder.dateDecodingStrategy = .iso8601
+        return decoder
+    }
+}
