@@ -112,6 +112,74 @@ struct CrashTests {
         print("Paged listing: \(pages) pages, \(pool.kills.count) kills")
     }
 
+    /// A schedule ticking every second, made `ticks` seconds ago (its missed ticks fire with `.all`) and
+    /// then fired by 3 worker processes that are killed at random while it goes on ticking: every tick
+    /// makes exactly one run (none lost to a kill, none fired twice), and each run's job counts itself
+    /// once in the application's table, in its completion's transaction.
+    @Test func scheduleSurvivesKills() async throws {
+        let ticks = Int(Self.environment["BATON_CRASH_TICKS"] ?? "") ?? 100
+        let directory = try TemporaryDirectory()
+        let path = directory.path("beats.sqlite")
+        let store = try SQLiteJobStore(path: path, busyTimeout: 30)
+        var configuration = Configuration()
+        configuration.busyMode = .timeout(30)
+        let log = try DatabaseQueue(path: path, configuration: configuration)
+        try await log.write { db in
+            try db.execute(sql: "CREATE TABLE beats (run INTEGER PRIMARY KEY, count INTEGER NOT NULL)")
+            try db.execute(
+                sql:
+                    "CREATE TABLE crash_log (id INTEGER PRIMARY KEY, job INTEGER, attempt INTEGER, worker TEXT, event TEXT, at REAL)"
+            )
+        }
+        let beat = GraphSpec(
+            name: "beat",
+            jobs: [
+                JobSpec(
+                    name: "beat", kind: "schedule.beat", input: Data("0".utf8), retry: .immediate(maxAttempts: 1000))
+            ])
+        // Made by a store whose clock is `ticks` seconds behind: its first tick is that long ago.
+        let behind = try SQLiteJobStore(path: path, clock: .system(offsetBy: .seconds(-ticks)), busyTimeout: 30)
+        _ = try await behind.schedule(Schedule(name: "beat", timing: .every(.seconds(1)), graph: beat, catchUp: .all))
+        try behind.close()
+        let pool = try WorkerPool(path: path, log: log)
+        defer { pool.killAll() }
+        for slot in 0..<3 { try pool.start(slot: slot) }
+        // The missed ticks, then at least 4 live ones (4 s of kills every 0.1–0.4 s).
+        try await withDeadline(.seconds(240), "\(ticks + 4) ticks of a one-second schedule") {
+            try await pool.chaos(seed: Self.seed &+ 3) { db in
+                try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_runs WHERE name = 'beat'") ?? 0 >= ticks + 4
+            }
+        }
+        try await store.pauseSchedule(named: "beat")
+        await pool.stop()
+        // The runs fired before the pause, run to the end here (`run(until:)` fires no schedule).
+        let runs = try await store.runs(RunFilter(name: "beat", limit: 1000)).runs
+        for run in runs where run.state == .running {
+            let drain = try DurableWorker(
+                store: store, jobs: [DrainBeat()],
+                configuration: .init(id: "drain", maxConcurrentJobs: 8, pollInterval: .milliseconds(100)))
+            let fired = DurableRun(SubmittedRun(run: run.id, jobs: [], existing: true))
+            try await withDeadline(.seconds(60), "the fired run \(run.id)") { try await drain.run(until: fired) }
+        }
+        let finished = try await store.runs(RunFilter(name: "beat", limit: 1000)).runs
+        #expect(finished.count >= ticks + 4)
+        #expect(finished.allSatisfy { $0.state == .succeeded }, "\(finished.filter { $0.state != .succeeded })")
+        // One run per tick, with no tick missing between the first and the last.
+        let style = Date.ISO8601FormatStyle().year().month().day().time(includingFractionalSeconds: true)
+        let times = finished.compactMap { run in
+            run.uniqueKey.flatMap { try? style.parse(String($0.dropFirst("schedule/beat/".count))) }
+        }.sorted()
+        #expect(times.count == finished.count, "every run is a tick's")
+        let gaps = zip(times, times.dropFirst()).filter { abs($1.timeIntervalSince($0) - 1) > 0.001 }
+        #expect(gaps.isEmpty, "ticks missing or repeated: \(gaps.prefix(5))")
+        let counts = try await log.read { db in try Int.fetchAll(db, sql: "SELECT count FROM beats") }
+        #expect(
+            counts.count == finished.count && counts.allSatisfy { $0 == 1 },
+            "each run counted once: \(counts.filter { $0 != 1 })")
+        #expect(pool.kills.count >= 2, "the workers were killed \(pool.kills.count) times; the test needs crashes")
+        print("Schedule: \(finished.count) ticks, \(pool.kills.count) kills")
+    }
+
     /// Random dependencies on up to 3 of the previous 300 jobs; a fifth of the jobs in a counted category.
     static func graph(_ random: inout SeededRandom) -> GraphSpec {
         var jobs: [JobSpec] = []
@@ -210,12 +278,21 @@ final class WorkerPool: @unchecked Sendable {
     /// or the calling task is cancelled. The pauses are the chaos's cadence, not synchronisation: on an idle
     /// machine the workers can finish the graph in about a second, before a slower cadence kills twice.
     func chaos(untilFinished run: DurableRunID, seed: UInt64) async throws {
+        try await chaos(seed: seed) { db in
+            try Bool.fetchOne(
+                db, sql: "SELECT finished IS NOT NULL FROM baton_runs WHERE id = ?", arguments: [run.rawValue]) ?? false
+        }
+    }
+
+    /// Kills a random worker every 0.1–0.4 s and starts a new one in its slot, until `done` (read in the
+    /// store's file) is true or the calling task is cancelled.
+    func chaos(seed: UInt64, until done: @escaping @Sendable (Database) throws -> Bool) async throws {
         let cancelled = Protected(false)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let thread = Thread {
                     do {
-                        try self.chaosLoop(run: run, seed: seed, cancelled: cancelled)
+                        try self.chaosLoop(seed: seed, cancelled: cancelled, done: done)
                         continuation.resume()
                     } catch {
                         continuation.resume(throwing: error)
@@ -229,15 +306,11 @@ final class WorkerPool: @unchecked Sendable {
         }
     }
 
-    private func chaosLoop(run: DurableRunID, seed: UInt64, cancelled: Protected<Bool>) throws {
+    private func chaosLoop(
+        seed: UInt64, cancelled: Protected<Bool>, done: @escaping @Sendable (Database) throws -> Bool
+    ) throws {
         var random = SeededRandom(seed: seed)
-        func finished() throws -> Bool {
-            try log.read { db in
-                try Bool.fetchOne(
-                    db, sql: "SELECT finished IS NOT NULL FROM baton_runs WHERE id = ?", arguments: [run.rawValue])
-                    ?? false
-            }
-        }
+        func finished() throws -> Bool { try log.read(done) }
         while try !finished() && !cancelled.current {
             Thread.sleep(forTimeInterval: Double(Int.random(in: 100...400, using: &random)) / 1000)
             if try finished() || cancelled.current { break }
@@ -299,4 +372,18 @@ final class WorkerPool: @unchecked Sendable {
 
 struct MissingWorker: Error, CustomStringConvertible {
     let description: String
+}
+
+/// `schedule.beat` as the crash worker runs it (Tests/DurableCrashWorker), for the runs left when the
+/// workers are stopped.
+struct DrainBeat: DurableJob {
+    static let kind = "schedule.beat"
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+        let run = context.run.rawValue
+        return try await context.complete(returning: input) { db in
+            try db.execute(
+                sql: "INSERT INTO beats (run, count) VALUES (?, 1) ON CONFLICT (run) DO UPDATE SET count = count + 1",
+                arguments: [run])
+        }
+    }
 }

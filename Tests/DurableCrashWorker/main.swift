@@ -2,7 +2,8 @@
 // jobs from the store in --db until it is killed. Each attempt writes a start and an end line to the
 // side log table `crash_log` (each in its own transaction), which the test's checker reads afterwards.
 // Odd jobs complete in one transaction with an increment of their row in `crash_effects`. The
-// `pages.*` jobs are a paged listing whose pages add their imports and the next page to the run.
+// `pages.*` jobs are a paged listing whose pages add their imports and the next page to the run. The
+// workers fire the store's schedules; `schedule.beat` is the job of each tick of the schedule test.
 //
 //     durable-crash-worker --db PATH --id NAME [--lease-ms 2000] [--renew-ms 400]
 import BatonDurable
@@ -99,6 +100,20 @@ struct PagesDone: DurableJob {
     }
 }
 
+/// The job of each tick of the `beat` schedule: counts its run in `beats`, in its completion's transaction.
+struct Beat: DurableJob {
+    static let kind = "schedule.beat"
+    func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+        try await Task.sleep(for: .milliseconds(Int.random(in: 1...30)))
+        let run = context.run.rawValue
+        return try await context.complete(returning: input) { db in
+            try db.execute(
+                sql: "INSERT INTO beats (run, count) VALUES (?, 1) ON CONFLICT (run) DO UPDATE SET count = count + 1",
+                arguments: [run])
+        }
+    }
+}
+
 func argument(_ name: String) -> String? {
     let arguments = CommandLine.arguments
     guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
@@ -118,7 +133,7 @@ configuration.busyMode = .timeout(30)
 let log = try DatabasePool(path: path, configuration: configuration)
 let store = try SQLiteJobStore(path: path, busyTimeout: 30)
 let worker = try DurableWorker(
-    store: store, jobs: [Node(log: log, worker: id), ListPage(), ImportPage(), PagesDone()],
+    store: store, jobs: [Node(log: log, worker: id), ListPage(), ImportPage(), PagesDone(), Beat()],
     configuration: .init(
         id: id, maxConcurrentJobs: 8, leaseDuration: .milliseconds(lease), renewInterval: .milliseconds(renew),
         pollInterval: .milliseconds(100)))

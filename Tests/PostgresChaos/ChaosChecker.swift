@@ -24,6 +24,9 @@ struct ChaosChecker {
         var worked = true
     }
 
+    /// The name of the harness's schedule, and of its runs.
+    static let beatSchedule = "chaos-beat"
+
     func check(
         kills: Int, workerRestarts: Int, serverRestarts: Int, crash: Bool, elapsed: Duration, seed: UInt64,
         workers: Int,
@@ -56,6 +59,25 @@ struct ChaosChecker {
         let effectsOff = try await int("SELECT count(*)::int FROM chaos_effects WHERE count <> 1")
         if effects != jobs / 2 { failures.append("\(effects) jobs counted their effect, \(jobs / 2) should have") }
         if effectsOff != 0 { failures.append("\(effectsOff) effects were counted more than once") }
+        // The schedule: one run per tick, none missing from the first tick to the last.
+        let style = Date.ISO8601FormatStyle().year().month().day().time(includingFractionalSeconds: true)
+        let prefix = "schedule/\(Self.beatSchedule)/"
+        var ticks: [Date] = []
+        for row in try await side.query("SELECT unique_key FROM runs WHERE name = \(Self.beatSchedule)") {
+            let key = try row.decode(String.self)
+            guard key.hasPrefix(prefix), let tick = try? style.parse(String(key.dropFirst(prefix.count))) else {
+                failures.append("a run of the schedule has the unique key '\(key)', which names no tick")
+                continue
+            }
+            ticks.append(tick)
+        }
+        ticks.sort()
+        let gaps = zip(ticks, ticks.dropFirst()).filter { abs($1.timeIntervalSince($0) - 1) > 0.001 }
+        if ticks.count < 2 {
+            failures.append("the schedule fired \(ticks.count) ticks; the run lasted longer than that")
+        }
+        if !gaps.isEmpty { failures.append("the schedule's ticks are not one run per second: \(gaps.prefix(3))") }
+        say("chaos: schedule: \(ticks.count) ticks, one run each\(gaps.isEmpty ? ", none missing" : "")")
         let leftClaimed = try await int("SELECT count(*)::int FROM jobs WHERE state = 'running'")
         let leftHolders = try await int("SELECT count(*)::int FROM holders")
         if leftClaimed + leftHolders != 0 {
@@ -234,6 +256,7 @@ struct ChaosChecker {
             "lease_s": Double(lease.components.seconds), "seconds": (seconds * 10).rounded() / 10,
             "side_runs": sideRuns, "side_jobs": sideJobs, "side_first_attempt_by_submitter": sideLocal,
             "side_runs_lost": sideLost, "effects_counted": effects, "effects_counted_twice": effectsOff,
+            "schedule_ticks": ticks.count, "schedule_gaps": gaps.count,
             "passed": failures.isEmpty,
         ]
         let json = try JSONSerialization.data(withJSONObject: summary, options: [.sortedKeys])

@@ -78,6 +78,19 @@ struct ChaosRun {
         say(
             "chaos: submitted \(graphs.dropLast(late).reduce(0) { $0 + $1.jobs.count }) jobs in \(graphs.count - late) runs in \(clock.now - submitStart)"
                 + (late > 0 ? "; \(late) more runs to submit while PostgreSQL restarts" : ""))
+        // A schedule ticking every second, fired by the workers while they are killed and the server
+        // restarts; each tick's run is one job of the workers' kind. Paused once the graph is done.
+        let beat = GraphSpec(
+            name: ChaosChecker.beatSchedule,
+            jobs: [
+                JobSpec(
+                    name: "beat", kind: "chaos.work",
+                    input: try encoder.encode(ChaosWorker.Input(n: -1, micros: 100, failAttempts: 0)),
+                    retry: .constant(maxAttempts: 20, delay: .milliseconds(20)))
+            ])
+        _ = try await store.schedule(
+            Schedule(name: ChaosChecker.beatSchedule, timing: .every(.seconds(1)), graph: beat, catchUp: .all))
+        var beatPaused = false
         var lateSubmissions: Task<LateSubmissions, any Error>?
         // Their store, opened now (not while the server goes down), logs the calls it retries.
         let retries = Protected(0)
@@ -109,6 +122,12 @@ struct ChaosRun {
                 """
             )[0].decode((Int, Int).self)
             finished = done
+            if finished >= jobs && !beatPaused {
+                // No tick after this commits (a fire under way commits first); its runs finish below.
+                try await store.pauseSchedule(named: ChaosChecker.beatSchedule)
+                beatPaused = true
+                continue
+            }
             if finished >= jobs && unfinished == 0 { break }
             if let failure = lateFailure.withLock({ $0 }) {
                 say("chaos: FAILED: \(failure)")

@@ -56,9 +56,12 @@ struct ChaosWorker {
         let forwarder = Task {
             for await _ in store.wakeups() { signal.yield() }
         }
+        // Every worker also fires the store's schedules (the harness's `chaos-beat`), as a `DurableWorker`
+        // does: ticks fired by processes that are killed, and across the server's restart.
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(100))
+                _ = try? await store.fireDueSchedules()
                 signal.yield()
             }
         }
