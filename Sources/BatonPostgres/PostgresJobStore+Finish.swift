@@ -561,8 +561,8 @@ extension PostgresJobStore {
                 .map { try $0.decode(String.self) })
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
-        if !addition.after.isEmpty {
-            let ids = Array(Set(addition.after.map(\.rawValue)))
+        if !addition.existingDependencies.isEmpty {
+            let ids = addition.existingDependencies.map(\.rawValue)
             // Locked, so that none is claimed (and its completion's statement begun, blind to the edges
             // added here) before this transaction commits.
             for row in try await connection.query(

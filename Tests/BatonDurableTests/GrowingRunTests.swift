@@ -42,6 +42,29 @@ struct GrowingRunTests {
         }
     }
 
+    /// Does nothing (a job of its own kind, so that tests running at once do not share ``Tally/seen``).
+    struct Mark: DurableJob {
+        static let kind = "test.grow.mark"
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int { input }
+    }
+
+    /// Adds two graphs in two calls, each with its own `after:` (the jobs set in ``targets``).
+    struct Split: DurableJob {
+        static let kind = "test.grow.split"
+        static let targets = Protected<[DurableJobID]>([])
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            let targets = Self.targets.withLock { $0 }
+            var first = JobGraph(name: "first")
+            first.add(Mark.self, input: 1, name: "a")
+            try context.add(first, after: [targets[0]])
+            var second = JobGraph(name: "second")
+            let b = second.add(Mark.self, input: 2, name: "b")
+            second.add(Mark.self, input: 3, name: "c", after: [b])
+            try context.add(second, after: [targets[1]])
+            return 0
+        }
+    }
+
     /// Adds after completing: refused.
     struct Late: DurableJob {
         static let kind = "test.grow.late"
@@ -83,6 +106,31 @@ struct GrowingRunTests {
         #expect(text.contains("\n    + tally [test.grow.tally]"), "\(text)")
         #expect(text.contains("\n    + page #2 [test.grow.page]"), "\(text)")
         #expect(text.contains("\n      + tally #2 [test.grow.tally]"), "\(text)")
+    }
+
+    @Test("each add call's after: applies to that call's jobs only")
+    func afterIsPerCall() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "split")
+        let x = graph.add(Mark.self, input: 100, name: "x")
+        let y = graph.add(Mark.self, input: 200, name: "y")
+        graph.add(Split.self, input: 0, name: "split", after: [x, y])
+        let run = try await store.submit(graph)
+        Split.targets.withLock { $0 = [run[x], run[y]] }
+        let worker = try DurableWorker(
+            store: store, jobs: [Split(), Mark()], configuration: .init(id: "split", pollInterval: .milliseconds(50)))
+        try await withDeadline(.seconds(30), "the splitting run") {
+            let counts = try await worker.run(until: run).counts
+            #expect(counts == [.succeeded: 6])
+        }
+        let jobs = try await store.snapshot(of: run.id).jobs
+        func waits(_ name: String) -> Set<DurableJobID> {
+            Set(jobs.first { $0.name == name }?.dependencies.map(\.job) ?? [])
+        }
+        let b = try #require(jobs.first { $0.name == "b" }?.id)
+        #expect(waits("a") == [run[x]], "a waits for x only (its call's after:)")
+        #expect(waits("b") == [run[y]], "b waits for y only (its call's after:)")
+        #expect(waits("c") == [b], "c waits for b, within its call, and for no existing job")
     }
 
     @Test("adding after the completion, or on a context made by hand, is refused with a clear message")

@@ -264,8 +264,8 @@ extension SQLiteJobStore {
         let taken = Set(try String.fetchAll(db, sql: "SELECT name FROM baton_jobs WHERE run = ?", arguments: [run]))
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
-        if !addition.after.isEmpty {
-            for id in Set(addition.after.map(\.rawValue)) {
+        if !addition.existingDependencies.isEmpty {
+            for id in addition.existingDependencies.map(\.rawValue) {
                 guard
                     let row = try Row.fetchOne(
                         db, sql: "SELECT run, name, state FROM baton_jobs WHERE id = ?", arguments: [id])

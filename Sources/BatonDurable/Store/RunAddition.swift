@@ -9,13 +9,26 @@ import Foundation
 public struct RunAddition: Hashable, Codable, Sendable {
     /// The jobs; their dependencies and `inputFrom` are indexes into this list.
     public var jobs: [JobSpec]
-    /// Jobs already in the run that every added job without a dependency among ``jobs`` waits for.
-    public var after: [DurableJobID]
+    /// For each added job (by index), the jobs already in the run that it waits for as well; only jobs
+    /// without a dependency among ``jobs`` have any.
+    public var after: [[DurableJobID]]
 
+    /// Jobs to add, each without a dependency among them waiting also for `after`.
     public init(jobs: [JobSpec], after: [DurableJobID] = []) {
+        self.jobs = jobs
+        self.after = jobs.map { $0.allDependencies.isEmpty ? after : [] }
+    }
+
+    /// Jobs to add, job `index` waiting also for `after[index]` (the jobs of several `add` calls, each
+    /// with its own `after:`).
+    public init(jobs: [JobSpec], afterByJob after: [[DurableJobID]]) {
+        precondition(after.count == jobs.count, "RunAddition: one list of existing jobs to wait for per added job")
         self.jobs = jobs
         self.after = after
     }
+
+    /// Every existing job that an added job waits for.
+    public var existingDependencies: Set<DurableJobID> { Set(after.joined()) }
 
     /// Checks the jobs as a graph (``GraphSpec/validate()``), but for their names, which need not be
     /// unique: the store makes them so.
@@ -40,8 +53,6 @@ public struct RunAddition: Hashable, Codable, Sendable {
         }
     }
 
-    /// Whether added job `index` has no dependency among the added jobs (so it waits for ``after``).
-    func isRoot(_ index: Int) -> Bool { jobs[index].allDependencies.isEmpty }
 }
 
 /// What storing a ``RunAddition`` writes, computed from what the run holds: a pure function that both
@@ -109,7 +120,7 @@ package struct AdditionPlan: Equatable {
         plan.names = RunAddition.uniqueNames(addition.jobs.map(\.name), taken: taken)
         plan.remaining = addition.jobs.map { Set($0.allDependencies.map(\.index)).count }
         var blocked: [Int: String] = [:]
-        for dependency in Set(addition.after.map(\.rawValue)).sorted() where dependency != adder {
+        for dependency in addition.existingDependencies.map(\.rawValue).sorted() where dependency != adder {
             guard let job = existing[dependency], job.run == run else {
                 throw DurableError(
                     code: .invalidGraph, jobs: [adderName],
@@ -124,7 +135,7 @@ package struct AdditionPlan: Equatable {
                         "job '\(adderName)' added jobs that wait for '\(job.name)', which itself waits for '\(adderName)': that would be a cycle. Wait only for jobs that do not depend on the adding job."
                 )
             }
-            for index in addition.jobs.indices where addition.isRoot(index) {
+            for index in addition.jobs.indices where addition.after[index].contains(DurableJobID(dependency)) {
                 plan.existingEdges.append(ExistingEdge(dependency: dependency, job: index))
                 switch job.state {
                 case .pending, .ready: plan.remaining[index] += 1

@@ -26,7 +26,8 @@ package final class AttemptCompletion: Sendable {
         var state = State.open
         /// The jobs added so far, in order; their dependencies index into the whole list.
         var added: [JobSpec] = []
-        var after: Set<DurableJobID> = []
+        /// For each added job, the run's existing jobs it waits for (its call's `after`, for its roots).
+        var after: [[DurableJobID]] = []
     }
 
     package let store: any JobStore
@@ -46,7 +47,7 @@ package final class AttemptCompletion: Sendable {
     package var additions: RunAddition? {
         machine.withLock { machine in
             machine.added.isEmpty
-                ? nil : RunAddition(jobs: machine.added, after: machine.after.sorted { $0.rawValue < $1.rawValue })
+                ? nil : RunAddition(jobs: machine.added, afterByJob: machine.after)
         }
     }
 
@@ -63,9 +64,10 @@ package final class AttemptCompletion: Sendable {
                     return moved
                 }
                 job.inputFrom = job.inputFrom.map { $0 + offset }
+                // This call's `after` is for this call's jobs that wait for none of its others.
+                machine.after.append(job.allDependencies.isEmpty ? after : [])
                 machine.added.append(job)
             }
-            machine.after.formUnion(after)
             return .open
         }
         guard state == .open else {
@@ -208,7 +210,7 @@ extension DurableJobContext {
     /// jobs of the run named in `after`. A dependent that waits for this job with `afterAll:` waits for
     /// the added jobs too, and for whatever they add. An added name that the run already has is stored
     /// as `name #2`, `name #3`…; `explain` shows each added job under the job that added it.
-    /// Several calls add to what the earlier ones added. Nothing is stored when the attempt fails, or
+    /// Several calls add to what the earlier ones added; each call's `after` is for its own jobs. Nothing is stored when the attempt fails, or
     /// when the added jobs cannot be (a job of another run in `after`, or one that waits for this job):
     /// the job then fails, saying why.
     ///
