@@ -119,7 +119,7 @@ let package = Package(
         .target(
             name: "BatonCLI",
             dependencies: [
-                "BatonDurable", "BatonPostgres", .product(name: "GRDB", package: "GRDB.swift"),
+                "BatonDurable", "BatonPostgres", "BatonObservability", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

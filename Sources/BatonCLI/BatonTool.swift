@@ -1,4 +1,5 @@
 public import BatonDurable
+import BatonObservability
 public import Foundation
 
 /// What the `baton` command does, apart from parsing its arguments: each command reads or repairs a job
@@ -111,6 +112,49 @@ public struct BatonTool: Sendable {
             ])
         }
         write(table.text)
+    }
+
+    // MARK: timeline
+
+    /// `baton timeline RUN -o FILE`: the Gantt page of the run's attempts (one bar per attempt that
+    /// ended, on the store's clock), jobs that were added drawn under the job that added them. An
+    /// attempt under way is drawn once it ends.
+    ///
+    /// - Returns: the page (the caller writes it).
+    public func timeline(_ store: any JobStore, run: DurableRunID) async throws -> String {
+        let snapshot = try await store.snapshot(of: run)
+        var recorded: [JobTimeline.RecordedJob] = []
+        var lastEntry: [DurableJobID: UInt64] = [:]
+        var pending: [(job: JobRecord, entry: UInt64)] = []
+        for job in snapshot.jobs {
+            let attempts = try await store.attempts(of: job.id)
+            for attempt in attempts where attempt.started != nil {
+                let entry = UInt64(recorded.count + 1)
+                let outcome: JobTimeline.Outcome? =
+                    switch attempt.outcome {
+                    case .succeeded: .succeeded
+                    case .failed, .lost: .failed
+                    case .cancelled: .cancelled
+                    }
+                recorded.append(
+                    JobTimeline.RecordedJob(
+                        id: entry, name: attempts.count > 1 ? "\(job.name) (attempt \(attempt.attempt))" : job.name,
+                        queue: "", kind: job.kind, added: snapshot.run.created, started: attempt.started,
+                        finished: attempt.ended, outcome: outcome))
+                lastEntry[job.id] = entry
+                pending.append((job, entry))
+            }
+        }
+        // Rows: the run's own jobs, then each adder's additions under it; edges to the last attempts.
+        let names = Dictionary(uniqueKeysWithValues: snapshot.jobs.map { ($0.id, $0.name) })
+        for (job, entry) in pending {
+            let index = Int(entry - 1)
+            recorded[index].queue = job.addedBy.flatMap { names[$0] }.map { "added by \($0)" } ?? snapshot.run.name
+            recorded[index].group = job.addedBy.flatMap { lastEntry[$0] }
+            recorded[index].dependencies = job.dependencies.compactMap { lastEntry[$0.job] }
+        }
+        return JobTimeline.recorded(recorded, now: snapshot.now).html(
+            title: "run \(run.rawValue) '\(snapshot.run.name)'")
     }
 
     // MARK: repairs

@@ -1,4 +1,5 @@
 public import Baton
+public import Foundation
 
 /// Records when every job of the queues it watches was added, became ready, started and finished,
 /// on which slot of its queue it ran, and what it depended on; then draws the run.
@@ -99,6 +100,86 @@ public final class JobTimeline: JobInstrument {
     private let state = Protected(State())
 
     public init() { origin = Instant.now }
+
+    private init(origin: UInt64) { self.origin = origin }
+
+    /// A job that ran without a timeline watching it — an attempt of a durable run, read back from its
+    /// store — for ``recorded(_:now:)``.
+    public struct RecordedJob: Sendable {
+        public var id: UInt64
+        public var name: String
+        /// The row group it is drawn in.
+        public var queue: String
+        public var kind: String
+        /// The job it is drawn under (for a durable run: the job that added it).
+        public var group: UInt64?
+        /// The ids of the recorded jobs it waited for.
+        public var dependencies: [UInt64]
+        public var added: Date
+        public var started: Date?
+        public var finished: Date?
+        public var outcome: Outcome?
+
+        public init(
+            id: UInt64, name: String, queue: String, kind: String, group: UInt64? = nil, dependencies: [UInt64] = [],
+            added: Date, started: Date?, finished: Date?, outcome: Outcome?
+        ) {
+            self.id = id
+            self.name = name
+            self.queue = queue
+            self.kind = kind
+            self.group = group
+            self.dependencies = dependencies
+            self.added = added
+            self.started = started
+            self.finished = finished
+            self.outcome = outcome
+        }
+    }
+
+    /// A timeline of jobs recorded elsewhere, drawn as if it had watched them: each queue's slots are
+    /// given in order of start, the lowest free one first. Jobs not finished are drawn up to `now`.
+    public static func recorded(_ jobs: [RecordedJob], now: Date = Date()) -> JobTimeline {
+        // The zero of the timeline's clock: the first instant recorded, read on the monotonic clock.
+        let first = jobs.map(\.added).min() ?? now
+        let sinceFirst = UInt64(max(0, now.timeIntervalSince(first)) * 1e9)
+        let timeline = JobTimeline(origin: Instant.now &- min(sinceFirst, Instant.now))
+        func nanoseconds(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince(first)) * 1e9) }
+        timeline.state.withLock { state in
+            var serials: [String: Int] = [:]
+            var slotEnds: [Int: [UInt64]] = [:]
+            for job in jobs.sorted(by: { ($0.started ?? .distantFuture, $0.id) < ($1.started ?? .distantFuture, $1.id) }
+            ) {
+                let serial: Int
+                if let known = serials[job.queue] {
+                    serial = known
+                } else {
+                    state.queueCount += 1
+                    serial = state.queueCount
+                    serials[job.queue] = serial
+                }
+                var entry = Entry(
+                    id: job.id, name: job.name, queue: job.queue, queueInstance: 1, queueSerial: serial, kind: job.kind,
+                    group: job.group, dependencies: job.dependencies, added: nanoseconds(job.added))
+                if let started = job.started {
+                    let start = nanoseconds(started)
+                    let end = job.finished.map(nanoseconds) ?? UInt64.max
+                    var ends = slotEnds[serial] ?? []
+                    let slot = ends.firstIndex { $0 <= start } ?? ends.count
+                    if slot == ends.count { ends.append(end) } else { ends[slot] = end }
+                    slotEnds[serial] = ends
+                    entry.ready = start
+                    entry.started = start
+                    entry.slot = slot
+                }
+                entry.finished = job.finished.map(nanoseconds)
+                entry.outcome = job.outcome
+                state.index[job.id] = state.entries.count
+                state.entries.append(entry)
+            }
+        }
+        return timeline
+    }
 
     /// The jobs recorded so far, in the order they were added.
     public var entries: [Entry] { state.withLock { $0.entries } }

@@ -120,7 +120,8 @@ extension PostgresJobStore {
                 FOR UPDATE SKIP LOCKED
             ), claimed AS (
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
-                    lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8
+                    lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8,
+                    started = (SELECT t FROM now)
                 WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, j.lease_expires,
@@ -218,7 +219,8 @@ extension PostgresJobStore {
             let rows = try await connection.query(
                 """
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.storeSeconds)
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.storeSeconds),
+                    started = \(now)
                 WHERE j.id = ANY(\(chosen))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
                     j.lease_token, j.lease_expires,
@@ -254,8 +256,9 @@ extension PostgresJobStore {
                     cancelRequest != nil ? .cancelled : attempts >= maxAttempts ? .failed : .ready
                 try await connection.query(
                     """
-                    INSERT INTO attempts (job, token, attempt, worker, ended, outcome, result, error)
-                    VALUES (\(id), \(token ?? 0), \(attempts), \(owner), \(now), 'lost', \(result.rawValue), \(message))
+                    INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
+                    VALUES (\(id), \(token ?? 0), \(attempts), \(owner), (SELECT started FROM jobs WHERE id = \(id)),
+                        \(now), 'lost', \(result.rawValue), \(message))
                     ON CONFLICT DO NOTHING
                     """, logger: logger)
                 if let cancelRequest {

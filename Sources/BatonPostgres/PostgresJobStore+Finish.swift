@@ -284,8 +284,9 @@ extension PostgresJobStore {
                     }
                 try await connection.query(
                     """
-                    INSERT INTO attempts (job, token, attempt, worker, ended, outcome, result, error)
-                    VALUES (\(id), \(token), \(attempts), \(owner), \(now), \(kind), \(state.rawValue), \(error))
+                    INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
+                    VALUES (\(id), \(token), \(attempts), \(owner), (SELECT started FROM jobs WHERE id = \(id)),
+                        \(now), \(kind), \(state.rawValue), \(error))
                     ON CONFLICT DO NOTHING
                     """, logger: logger)
             }

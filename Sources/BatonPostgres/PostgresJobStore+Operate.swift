@@ -57,28 +57,28 @@ extension PostgresJobStore {
         return try await transaction("attempts") { connection in
             guard
                 let row = try await connection.query(
-                    "SELECT state, attempts, finished FROM jobs WHERE id = \(job.rawValue)", logger: logger
+                    "SELECT state, attempts, finished, started FROM jobs WHERE id = \(job.rawValue)", logger: logger
                 ).collect().first
             else { throw RunQueries.unknownJob(job, doing: "it has no attempts to show") }
-            let (state, count, finished) = try row.decode((String, Int, Double?).self)
+            let (state, count, finished, started) = try row.decode((String, Int, Double?, Double?).self)
             var attempts = try await connection.query(
                 """
-                SELECT attempt, worker, ended, outcome, result, error FROM attempts
+                SELECT attempt, worker, ended, outcome, result, error, started FROM attempts
                 WHERE job = \(job.rawValue) ORDER BY seq
                 """, logger: logger
             ).collect().map { row in
-                let (attempt, worker, ended, outcome, result, error) = try row.decode(
-                    (Int, String?, Double, String, String, String?).self)
+                let (attempt, worker, ended, outcome, result, error, began) = try row.decode(
+                    (Int, String?, Double, String, String, String?, Double?).self)
                 return AttemptRecord(
-                    attempt: attempt, worker: worker, ended: Date(storeTime: ended),
-                    outcome: AttemptRecord.Outcome(rawValue: outcome) ?? .failed,
+                    attempt: attempt, worker: worker, started: began.map(Date.init(storeTime:)),
+                    ended: Date(storeTime: ended), outcome: AttemptRecord.Outcome(rawValue: outcome) ?? .failed,
                     result: DurableJobState(rawValue: result) ?? .failed, error: error)
             }
             if state == DurableJobState.succeeded.rawValue, let finished {
                 attempts.append(
                     AttemptRecord(
-                        attempt: count, worker: nil, ended: Date(storeTime: finished), outcome: .succeeded,
-                        result: .succeeded, error: nil))
+                        attempt: count, worker: nil, started: started.map(Date.init(storeTime:)),
+                        ended: Date(storeTime: finished), outcome: .succeeded, result: .succeeded, error: nil))
             }
             return attempts
         }

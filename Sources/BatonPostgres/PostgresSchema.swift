@@ -168,6 +168,11 @@ enum PostgresSchema {
             )
             """,
         ],
+        // 7: when each attempt started (its claim, on the server's clock), for timelines of stored runs.
+        [
+            "ALTER TABLE jobs ADD COLUMN IF NOT EXISTS started float8",
+            "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS started float8",
+        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

@@ -16,7 +16,9 @@ struct Baton: AsyncParsableCommand {
             file) or postgres://user[:password]@host[:port]/database (a PostgresJobStore; --schema names its \
             schema, default baton). A read never creates a store. Every read command takes --json.
             """,
-        subcommands: [Runs.self, Explain.self, Job.self, Cancel.self, Retry.self, Prune.self, Schedules.self]
+        subcommands: [
+            Runs.self, Explain.self, Job.self, Timeline.self, Cancel.self, Retry.self, Prune.self, Schedules.self,
+        ]
     )
 }
 
@@ -121,6 +123,34 @@ struct Job: AsyncParsableCommand {
     func run() async throws {
         let (job, json) = (DurableJobID(job), json)
         try await running(Self.self, options) { tool, store in try await tool.job(store, job: job, json: json) }
+    }
+}
+
+struct Timeline: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Write the Gantt page of a run's attempts (one self-contained HTML file).")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The run's number.") var run: Int64
+    @Option(name: .shortAndLong, help: ArgumentHelp("The page to write.", valueName: "file")) var output: String
+
+    func validate() throws {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), isFolder.boolValue {
+            throw ValidationError("-o \(output) is a folder; give the file to write, such as \(output)/run.html")
+        }
+    }
+
+    func run() async throws {
+        let (run, output) = (DurableRunID(run), output)
+        try await running(Self.self, options) { tool, store in
+            let page = try await tool.timeline(store, run: run)
+            do {
+                try page.write(toFile: output, atomically: true, encoding: .utf8)
+            } catch {
+                throw BatonCLIError("cannot write \(output): \(error.localizedDescription)")
+            }
+            tool.write("Wrote the timeline of run \(run.rawValue) to \(output).\n")
+        }
     }
 }
 

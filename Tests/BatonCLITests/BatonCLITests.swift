@@ -138,6 +138,18 @@ struct BatonToolSQLiteTests {
         }
     }
 
+    @Test func theTimelineDrawsEachAttemptEscaped() async throws {
+        try await withFixture { tool, _, store, fixture in
+            let page = try await tool.timeline(store, run: fixture.failed)
+            #expect(page.contains("<svg"), "a Gantt chart")
+            #expect(page.contains("&lt;b&gt;name&lt;/b&gt;"), "the hostile name is escaped")
+            #expect(!page.contains("<b>name</b>"))
+            let attempts = try await store.attempts(of: fixture.failedJob)
+            #expect(attempts.first?.started != nil, "the store keeps when each attempt started")
+            if let started = attempts.first?.started { #expect(started <= attempts[0].ended) }
+        }
+    }
+
     @Test func retryCancelAndPruneRepairTheStore() async throws {
         try await withFixture { tool, captured, store, fixture in
             try await tool.retry(store, run: fixture.failed, job: nil)

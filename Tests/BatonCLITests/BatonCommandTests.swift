@@ -133,6 +133,10 @@ struct BatonToolPostgresTests {
         try await StoreAddress.postgres(url: url, schema: schema).withStore { store in
             try await tool.runs(store, filter: RunFilter(), json: false)
             #expect(captured.output.hasPrefix("1 running, 1 succeeded, 1 failed, 0 cancelled\n"), "\(captured.output)")
+            // The server's clock records when each attempt started, for the timeline.
+            let attempts = try await store.attempts(of: fixture.failedJob)
+            #expect(attempts.first?.started != nil)
+            #expect(try await tool.timeline(store, run: fixture.failed).contains("&lt;b&gt;name&lt;/b&gt;"))
             captured.clear()
             try await tool.retry(store, run: fixture.failed, job: nil)
             #expect(captured.output == "Run \(fixture.failed.rawValue): 2 jobs run again.\n", "\(captured.output)")

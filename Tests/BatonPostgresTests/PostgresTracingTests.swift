@@ -68,13 +68,14 @@ struct PostgresTracingTests {
             try await store.client.query("ALTER TABLE jobs DROP COLUMN added_by")
             try await store.client.query("ALTER TABLE edges DROP COLUMN includes_added")
             try await store.client.query("DROP TABLE schedules")
+            try await store.client.query("ALTER TABLE jobs DROP COLUMN started")  // version 7's
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 6)
+            #expect(PostgresJobStore.schemaVersion == 7)
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])

@@ -73,7 +73,7 @@ extension SQLiteJobStore {
         let update = try db.cachedStatement(
             sql: """
                 UPDATE baton_jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
-                    lease_expires = ? WHERE id = ?
+                    lease_expires = ?, started = ? WHERE id = ?
                 """)
         let categoriesOf = try db.cachedStatement(
             sql: "SELECT category, max_holders FROM baton_job_categories WHERE job = ?")
@@ -101,7 +101,7 @@ extension SQLiteJobStore {
                     for category in categories { try hold.execute(arguments: [category["category"] as String, id]) }
                 }
                 let token = Lease.newToken()
-                try update.execute(arguments: [worker, token, expires.storeTime, id])
+                try update.execute(arguments: [worker, token, expires.storeTime, now.storeTime, id])
                 progress = true
                 claimed.append(
                     ClaimedJob(

@@ -45,11 +45,12 @@ extension SQLiteJobStore {
     ) throws {
         try db.cachedStatement(
             sql: """
-                INSERT OR IGNORE INTO baton_attempts (job, token, attempt, worker, ended, outcome, result, error)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+                INSERT OR IGNORE INTO baton_attempts (job, token, attempt, worker, started, ended, outcome, result, error)
+                VALUES (?, ?, ?, ?, (SELECT started FROM baton_jobs WHERE id = ?), ?, ?, ?, ?)
                 """
         ).execute(arguments: [
-            lease.job.rawValue, lease.token, attempt, worker, now.storeTime, outcome.rawValue, result.rawValue, error,
+            lease.job.rawValue, lease.token, attempt, worker, lease.job.rawValue, now.storeTime, outcome.rawValue,
+            result.rawValue, error,
         ])
     }
 

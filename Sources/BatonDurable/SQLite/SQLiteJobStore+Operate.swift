@@ -56,26 +56,26 @@ extension SQLiteJobStore {
         try await reading { db in
             guard
                 let row = try Row.fetchOne(
-                    db, sql: "SELECT state, attempts, finished FROM baton_jobs WHERE id = ?",
+                    db, sql: "SELECT state, attempts, finished, started FROM baton_jobs WHERE id = ?",
                     arguments: [job.rawValue])
             else { throw RunQueries.unknownJob(job, doing: "it has no attempts to show") }
             var attempts = try Row.fetchAll(
                 db,
                 sql: """
-                    SELECT attempt, worker, ended, outcome, result, error FROM baton_attempts
+                    SELECT attempt, worker, ended, outcome, result, error, started FROM baton_attempts
                     WHERE job = ? ORDER BY seq
                     """, arguments: [job.rawValue]
             ).map { row in
                 AttemptRecord(
-                    attempt: row[0], worker: row[1], ended: Date(storeTime: row[2]),
-                    outcome: AttemptRecord.Outcome(rawValue: row[3]) ?? .failed,
+                    attempt: row[0], worker: row[1], started: (row[6] as Double?).map(Date.init(storeTime:)),
+                    ended: Date(storeTime: row[2]), outcome: AttemptRecord.Outcome(rawValue: row[3]) ?? .failed,
                     result: DurableJobState(rawValue: row[4]) ?? .failed, error: row[5])
             }
             if row[0] as String == DurableJobState.succeeded.rawValue, let finished = row[2] as Double? {
                 attempts.append(
                     AttemptRecord(
-                        attempt: row[1], worker: nil, ended: Date(storeTime: finished), outcome: .succeeded,
-                        result: .succeeded, error: nil))
+                        attempt: row[1], worker: nil, started: (row[3] as Double?).map(Date.init(storeTime:)),
+                        ended: Date(storeTime: finished), outcome: .succeeded, result: .succeeded, error: nil))
             }
             return attempts
         }

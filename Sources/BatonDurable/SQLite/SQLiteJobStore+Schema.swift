@@ -129,6 +129,14 @@ extension SQLiteJobStore {
                     );
                     """)
         }
+        if found < 4 {
+            // Version 4: when each attempt started (its claim), for timelines of stored runs: kept on the job
+            // while it runs, and with each attempt that ended. NULL for attempts recorded before.
+            for table in ["baton_jobs", "baton_attempts"]
+            where try !db.columns(in: table).contains(where: { $0.name == "started" }) {
+                try db.execute(sql: "ALTER TABLE \(table) ADD COLUMN started REAL")
+            }
+        }
         try db.execute(
             sql: "INSERT OR REPLACE INTO baton_durable_meta (key, value) VALUES ('schema', ?)",
             arguments: [schemaVersion])

@@ -140,11 +140,16 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
     /// The error, the cancellation's reason, or why the lease was lost.
     public var error: String?
 
+    /// When it began (its claim); nil for attempts recorded by a store of an older schema.
+    public var started: Date?
+
     public init(
-        attempt: Int, worker: String?, ended: Date, outcome: Outcome, result: DurableJobState, error: String?
+        attempt: Int, worker: String?, started: Date? = nil, ended: Date, outcome: Outcome,
+        result: DurableJobState, error: String?
     ) {
         self.attempt = attempt
         self.worker = worker
+        self.started = started
         self.ended = ended
         self.outcome = outcome
         self.result = result
