@@ -1,20 +1,14 @@
 import BatonCLI
 import BatonDurable
 import BatonPostgres
+import BatonTesting
 import Foundation
 import Testing
 
 /// The built `baton` executable: exit statuses and what goes to which stream.
 @Suite("baton: the command")
 struct BatonCommandTests {
-    static let executable: URL? = {
-        let folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [folder, folder.deletingLastPathComponent()] {
-            let url = candidate.appendingPathComponent("baton")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return nil
-    }()
+    static let executable = BuiltExecutable.url(named: "baton")
 
     struct Run {
         var status: Int32

@@ -14,15 +14,7 @@ import Darwin
 /// Runs the built `earthquakes` executable, to check what only a real process shows: exit codes and
 /// which stream gets what. Skipped when the executable has not been built next to the tests.
 @Suite(.timeLimit(.minutes(1))) struct EarthquakesBinaryTests {
-    static let executable: URL? = {
-        // The test bundle lives in the build folder, next to the products.
-        let folder = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [folder, folder.deletingLastPathComponent()] {
-            let url = candidate.appendingPathComponent("earthquakes")
-            if FileManager.default.isExecutableFile(atPath: url.path) { return url }
-        }
-        return nil
-    }()
+    static let executable = BuiltExecutable.url(named: "earthquakes")
 
     struct Run {
         var status: Int32
