@@ -55,17 +55,28 @@ extension StoreAddress {
         // file this process may not write) would leave them, so it is used only then.
         var configuration = Configuration()
         configuration.readonly = !FileManager.default.isWritableFile(atPath: path)
-        let hasStore: Bool
+        let version: Int?
         do {
             let queue = try DatabaseQueue(path: path, configuration: configuration)
             defer { try? queue.close() }
-            hasStore = try queue.read { db in try db.tableExists("baton_durable_meta") }
+            version = try queue.read { db in
+                guard try db.tableExists("baton_durable_meta") else { return nil }
+                return try String.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
+                    .flatMap { Int($0) } ?? 0
+            }
         } catch {
             throw BatonCLIError("\(path) cannot be read as a SQLite database: \(error)")
         }
-        guard hasStore else {
+        guard let version else {
             throw BatonCLIError(
                 "\(path) holds no Baton job store (it has no baton_ tables); check the path given to --store")
+        }
+        // Opening an older store upgrades it, which workers of its version would then refuse: not for this tool.
+        guard version >= SQLiteJobStore.schemaVersion else {
+            throw BatonCLIError(
+                "the job store \(path) has schema version \(version), older than this baton's "
+                    + "\(SQLiteJobStore.schemaVersion), and baton does not upgrade it; start a worker of this version "
+                    + "(after stopping the older ones: it upgrades the store), or use the baton of the store's version")
         }
     }
 }

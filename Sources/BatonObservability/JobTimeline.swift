@@ -158,12 +158,17 @@ public final class JobTimeline: JobInstrument {
                     serial = state.queueCount
                     serials[job.queue] = serial
                 }
+                // Times recorded by several machines' clocks may disagree: each is kept at or after the one
+                // before it (added ≤ started ≤ finished), as the chart's arithmetic needs.
+                let added = min(nanoseconds(job.added), job.started.map(nanoseconds) ?? .max)
                 var entry = Entry(
                     id: job.id, name: job.name, queue: job.queue, queueInstance: 1, queueSerial: serial, kind: job.kind,
-                    group: job.group, dependencies: job.dependencies, added: nanoseconds(job.added))
+                    group: job.group, dependencies: job.dependencies, added: added)
+                var finished = job.finished.map(nanoseconds).map { max($0, added) }
                 if let started = job.started {
-                    let start = nanoseconds(started)
-                    let end = job.finished.map(nanoseconds) ?? UInt64.max
+                    let start = max(nanoseconds(started), added)
+                    finished = finished.map { max($0, start) }
+                    let end = finished ?? UInt64.max
                     var ends = slotEnds[serial] ?? []
                     let slot = ends.firstIndex { $0 <= start } ?? ends.count
                     if slot == ends.count { ends.append(end) } else { ends[slot] = end }
@@ -172,7 +177,7 @@ public final class JobTimeline: JobInstrument {
                     entry.started = start
                     entry.slot = slot
                 }
-                entry.finished = job.finished.map(nanoseconds)
+                entry.finished = finished
                 entry.outcome = job.outcome
                 state.index[job.id] = state.entries.count
                 state.entries.append(entry)

@@ -192,6 +192,13 @@ enum PostgresSchema {
                     "SELECT to_regclass(\("\"\(schema)\"." + versionTable)) IS NOT NULL", logger: logger
                 ).collect().first?.decode(Bool.self) ?? false
             guard exists else { throw PostgresStoreError.noStore(schema, database: database) }
+            // Nor upgraded: the upgrade's ALTER TABLEs need the tables' owner and would queue behind the
+            // workers' locks, and workers of the older version would then refuse the store.
+            let found =
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "SELECT max(version) FROM \"\(schema)\".\(versionTable)"), logger: logger
+                ).collect().first?.decode(Int?.self) ?? 0
+            if found < current { throw PostgresStoreError.olderSchema(found: found, schema: schema) }
         }
         try await connection.query("BEGIN", logger: logger)
         do {

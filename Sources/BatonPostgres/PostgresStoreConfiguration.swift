@@ -82,8 +82,8 @@ public struct PostgresStoreConfiguration: Sendable {
     public var tls: TLSMode = .prefer
     /// Whether opening creates the store's schema and tables when they are missing (the default). A tool
     /// that only reads or repairs sets it to `false`: opening a schema without a store then fails with a
-    /// ``PostgresStoreError`` whose ``PostgresStoreError/isNoStore`` is true, and nothing is created. (A
-    /// store of an older version is still upgraded.)
+    /// ``PostgresStoreError`` whose ``PostgresStoreError/isNoStore`` is true, and nothing is created; a
+    /// store of an older version is refused too, not upgraded.
     public var createsStore: Bool = true
 
     /// Where the store connects, for messages: `host:port`, or the socket's path.

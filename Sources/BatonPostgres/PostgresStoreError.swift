@@ -7,6 +7,7 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
         case closed
         case notRunning
         case noStore
+        case olderSchema
     }
     let code: Code
     /// A sentence naming the problem and how to fix it.
@@ -46,6 +47,15 @@ public struct PostgresStoreError: Error, Sendable, Equatable, CustomStringConver
             code: .noStore,
             message: "there is no Baton job store in PostgreSQL schema '\(schema)' of database '\(database)' (it was "
                 + "not created: this opening only reads); check the address and the schema, or start a worker to create it"
+        )
+    }
+
+    static func olderSchema(found: Int, schema: String) -> Self {
+        .init(
+            code: .olderSchema,
+            message: "the store in PostgreSQL schema '\(schema)' is at version \(found), older than this program's "
+                + "\(PostgresSchema.current), and this opening only reads: it was not upgraded. Upgrade the workers (stop "
+                + "the older ones, start one of this version: it upgrades the store), or use a program of the store's version"
         )
     }
 

@@ -127,9 +127,17 @@ extension EarthquakesCLI {
                 FetchFeed(session: session, timeout: timeout, totalTimeout: totalTimeout, display: display),
                 ParseFeed(strict: strict), ImportFeed(store: store, strict: strict, now: now, imports: ownImports),
             ],
-            configuration: DurableWorker.Configuration(
-                id: FeedRefresh.workerID(), maxConcurrentJobs: 4, shutdownGracePeriod: shutdownGracePeriod,
-                retention: nil, instruments: picture.instruments)
+            configuration: {
+                var configuration = DurableWorker.Configuration(
+                    id: FeedRefresh.workerID(), maxConcurrentJobs: 4, shutdownGracePeriod: shutdownGracePeriod,
+                    retention: nil, instruments: picture.instruments)
+                // An import holds the database's write lock (the job store's too) for as long as it takes:
+                // the other attempts' renewals wait for it (up to the busy timeout), so their leases must
+                // outlast that wait. A killed refresh's leases end at once on resume (its process is gone).
+                configuration.leaseDuration = FeedRefresh.leaseDuration
+                configuration.renewInterval = FeedRefresh.leaseDuration / 8
+                return configuration
+            }()
         )
         // Each import is reported once its completion is recorded (the store wakes its watchers after
         // each recorded outcome), so a line on the screen means "done, not done again".

@@ -37,6 +37,10 @@ public enum FeedRefresh {
     /// the database's write lock for seconds, as ``EarthquakeStore/busyTimeout`` allows.
     static let busyTimeout: TimeInterval = 60
 
+    /// The leases of a refresh's attempts: twice ``busyTimeout``, so that a renewal that waited the whole
+    /// busy timeout behind another feed's import still lands in time.
+    static let leaseDuration = Duration.seconds(2 * busyTimeout)
+
     /// The job store in the database at `database` (its tables made if missing), with the runs of an older
     /// version's `<database>.jobs` moved in; and a note to print when they could not be.
     static func openJobs(database: String) throws -> (store: SQLiteJobStore, note: String?) {

@@ -30,6 +30,14 @@ enum LegacyJobStore {
             defer { try? db.execute(sql: "DETACH DATABASE legacy") }
             var moved = false
             try db.inTransaction(.immediate) {
+                // Moved already, by a refresh that then could not delete the file (or stopped first): the runs
+                // must not come back (they may have been pruned since).
+                if try String.fetchOne(
+                    db, sql: "SELECT value FROM main.baton_durable_meta WHERE key = ?", arguments: [movedKey]) != nil
+                {
+                    moved = true
+                    return .commit
+                }
                 // Every old run already here: moved by an earlier refresh that stopped before deleting the file.
                 let notHere =
                     try Int.fetchOne(
@@ -57,6 +65,9 @@ enum LegacyJobStore {
                     try db.execute(
                         sql: "INSERT OR IGNORE INTO main.\(table) (\(columns)) SELECT \(columns) FROM legacy.\(table)")
                 }
+                try db.execute(
+                    sql: "INSERT OR REPLACE INTO main.baton_durable_meta (key, value) VALUES (?, ?)",
+                    arguments: [movedKey, legacy])
                 moved = true
                 return .commit
             }
@@ -70,6 +81,9 @@ enum LegacyJobStore {
         for file in [legacy, legacy + "-wal", legacy + "-shm"] { try? FileManager.default.removeItem(atPath: file) }
         return nil
     }
+
+    /// The key, in the job store's meta table, that records that the old file's runs were moved in.
+    static let movedKey = "earthquakes.legacy-jobs-moved"
 
     private static func rank(_ table: String) -> Int {
         switch table {

@@ -54,7 +54,8 @@ func running(
                     .utf8))
         throw ExitCode.validationFailure
     } catch {
-        FileHandle.standardError.write(Data("baton: \(BatonTool.message(for: error))\n".utf8))
+        // (Messages quote job names, which come from users: shown escaped, like every other output.)
+        FileHandle.standardError.write(Data("baton: \(TimeText.printable(BatonTool.message(for: error)))\n".utf8))
         throw ExitCode.failure
     }
 }

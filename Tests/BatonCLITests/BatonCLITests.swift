@@ -214,6 +214,25 @@ struct BatonToolSQLiteTests {
         #expect(tables == ["orders"])
     }
 
+    @Test func anOlderStoreIsReadByNoOneButItsWorkersAndIsNotUpgraded() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        try SQLiteJobStore(path: path).close()
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(sql: "UPDATE baton_durable_meta SET value = '3' WHERE key = 'schema'")
+        }
+        try queue.close()
+        let error = await #expect(throws: BatonCLIError.self) {
+            try await StoreAddress.sqlite(path: path).withStore { _ in }
+        }
+        #expect(
+            error?.message.contains("has schema version 3, older than this baton's") == true, "\(error?.message ?? "")")
+        let version = try await DatabaseQueue(path: path).read { db in
+            try String.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
+        }
+        #expect(version == "3", "the store was not upgraded")
+    }
+
     @Test func addressesAreReadOrRefusedAsUsageErrors() throws {
         #expect(try StoreAddress.parse("sqlite:/tmp/a.sqlite", schema: nil) == .sqlite(path: "/tmp/a.sqlite"))
         #expect(try StoreAddress.parse("sqlite:///tmp/a", schema: nil) == .sqlite(path: "/tmp/a"))

@@ -33,6 +33,13 @@ public struct RunAddition: Hashable, Codable, Sendable {
     /// Checks the jobs as a graph (``GraphSpec/validate()``), but for their names, which need not be
     /// unique: the store makes them so.
     public func validate() throws(DurableError) {
+        guard after.count == jobs.count else {
+            throw DurableError(
+                code: .invalidGraph,
+                message:
+                    "a RunAddition has \(after.count) lists of existing jobs to wait for and \(jobs.count) jobs; give one list per job"
+            )
+        }
         var named = jobs
         for (index, name) in Self.uniqueNames(jobs.map(\.name), taken: []).enumerated() { named[index].name = name }
         try GraphSpec(name: "added jobs", jobs: named).validate()
