@@ -42,10 +42,44 @@ import Darwin
         return try await processes.run {
             try await offThePool {
                 try runBlocking(
-                    ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", executable!.path] + arguments,
+                    ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", try unprivilegedExecutable().path]
+                        + arguments,
                     environment: environment, executable: URL(fileURLWithPath: "/usr/bin/setpriv"))
             }
         }
+    }
+
+    /// The executable as the unprivileged user can run it: itself, or — when a folder above it is closed
+    /// to other users (a checkout in a `mktemp -d` folder, mode 0700) — a copy in a folder they can enter.
+    static func unprivilegedExecutable() throws -> URL {
+        let original = try #require(executable)
+        var folder = original.deletingLastPathComponent()
+        var open = true
+        while folder.path != "/" {
+            let mode = (try? FileManager.default.attributesOfItem(atPath: folder.path)[.posixPermissions] as? Int) ?? 0
+            if mode & 0o001 == 0 { open = false }
+            folder.deleteLastPathComponent()
+        }
+        if open { return original }
+        return try unprivilegedCopy.get()
+    }
+
+    /// The copy, made once per test process in one shared folder (see ``unprivilegedExecutable()``): copied
+    /// under a name of its own, then renamed over the last one, so runs at once never see half a file.
+    private static let unprivilegedCopy = Result { () throws -> URL in
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "earthquakes-unprivileged", isDirectory: true)
+        try FileManager.default.createDirectory(
+            at: folder, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o755])
+        let copy = folder.appendingPathComponent("earthquakes")
+        let fresh = folder.appendingPathComponent("earthquakes.\(getpid())")
+        try? FileManager.default.removeItem(at: fresh)
+        try FileManager.default.copyItem(at: executable!, to: fresh)
+        try FileManager.default.setAttributes([.posixPermissions: 0o755], ofItemAtPath: fresh.path)
+        guard rename(fresh.path, copy.path) == 0 else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: copy.path])
+        }
+        return copy
     }
 
     static let processes = AsyncLimit(ProcessInfo.processInfo.activeProcessorCount)
