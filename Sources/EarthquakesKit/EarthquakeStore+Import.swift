@@ -115,6 +115,7 @@ extension EarthquakeStore {
     /// ```
     ///
     /// - Parameters:
+    ///   - feed: The parsed feed.
     ///   - db: A connection to this store's file, inside a transaction (it is refused otherwise).
     ///   - commitGate: Checked as the import goes: a cancel makes it throw ``StoreError/Code/cancelled``.
     ///     Its ``ImportCommitGate/beginCommit()`` is the caller's to ask, just before its commit.
