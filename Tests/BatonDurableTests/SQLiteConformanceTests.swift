@@ -143,15 +143,25 @@ struct SQLiteCompletionTests {
         try await check.run(store: store, effects: try await SQLiteEffects(store: store))
     }
 
-    @Test("a worker's job counts each run once, in the completion's transaction")
-    func workerCountsOnce() async throws {
-        let directory = try TemporaryDirectory()
+    /// A store in `directory`'s `app.sqlite`, and the application's connection to the same file, which
+    /// holds a `counters` table (name, count) filled by `rows`.
+    static func counters(
+        in directory: TemporaryDirectory, _ rows: [String] = []
+    ) async throws -> (SQLiteJobStore, DatabaseQueue) {
         let path = directory.path("app.sqlite")
         let store = try SQLiteJobStore(path: path)
         let application = try DatabaseQueue(path: path)
         try await application.write { db in
             try db.execute(sql: "CREATE TABLE counters (name TEXT PRIMARY KEY, count INTEGER NOT NULL)")
+            for row in rows { try db.execute(sql: row) }
         }
+        return (store, application)
+    }
+
+    @Test("a worker's job counts each run once, in the completion's transaction")
+    func workerCountsOnce() async throws {
+        let directory = try TemporaryDirectory()
+        let (store, application) = try await Self.counters(in: directory)
         var graph = JobGraph(name: "count")
         var handles: [JobGraph.Handle<Int>] = []
         for index in 0..<20 { handles.append(graph.add(CountedOnce.self, input: "c\(index)", name: "c\(index)")) }
@@ -179,13 +189,7 @@ struct SQLiteCompletionTests {
     @Test("complete(writes:) records what its writes returned as the output, in their transaction")
     func writesMakeTheOutput() async throws {
         let directory = try TemporaryDirectory()
-        let path = directory.path("app.sqlite")
-        let store = try SQLiteJobStore(path: path)
-        let application = try DatabaseQueue(path: path)
-        try await application.write { db in
-            try db.execute(sql: "CREATE TABLE counters (name TEXT PRIMARY KEY, count INTEGER NOT NULL)")
-            try db.execute(sql: "INSERT INTO counters VALUES ('a', 41)")
-        }
+        let (store, application) = try await Self.counters(in: directory, ["INSERT INTO counters VALUES ('a', 41)"])
         var graph = JobGraph(name: "count")
         let bumped = graph.add(BumpsAndReports.self, input: "a", retry: .never)
         let failing = graph.add(BumpsAndReports.self, input: "missing", retry: .never)
