@@ -71,6 +71,32 @@ public struct BatonTool: Sendable {
         write(explanation.printable.description + "\n")
     }
 
+    /// What `baton jobs --json` prints.
+    public struct JobsJSON: Codable, Sendable {
+        public var jobs: [JobSummary]
+        /// The `--after` of the next page, when there is one.
+        public var next: Int64?
+    }
+
+    /// `baton jobs RUN`: a page of the run's jobs in the order they were added.
+    public func jobs(_ store: any JobStore, filter: JobFilter, json: Bool) async throws {
+        let page = try await store.jobs(filter)
+        if json { return try emit(JobsJSON(jobs: page.jobs, next: page.next?.rawValue)) }
+        guard !page.jobs.isEmpty else { return write("No jobs match.\n") }
+        var table = TextTable(["JOB", "STATE", "NAME", "KIND", "ATTEMPTS", "FINISHED", "ERROR"])
+        for job in page.jobs {
+            table.add([
+                "\(job.id.rawValue)", job.state.rawValue, TimeText.printable(job.name), TimeText.printable(job.kind),
+                "\(job.attempts)", job.finished.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                TimeText.printable(job.lastError ?? ""),
+            ])
+        }
+        write(table.text)
+        if let next = page.next {
+            write("More: add --after \(next.rawValue) for the next page.\n")
+        }
+    }
+
     /// What `baton job --json` prints.
     public struct JobJSON: Codable, Sendable {
         public var job: JobExplanation
@@ -126,8 +152,9 @@ public struct BatonTool: Sendable {
         var recorded: [JobTimeline.RecordedJob] = []
         var lastEntry: [DurableJobID: UInt64] = [:]
         var pending: [(job: JobRecord, entry: UInt64)] = []
+        let attemptsByJob = try await store.attempts(ofRun: run)
         for job in snapshot.jobs {
-            let attempts = try await store.attempts(of: job.id)
+            let attempts = attemptsByJob[job.id] ?? []
             for attempt in attempts where attempt.started != nil {
                 let entry = UInt64(recorded.count + 1)
                 let outcome: JobTimeline.Outcome? =

@@ -251,13 +251,16 @@ extension PostgresJobStore {
         ).collect()
         guard let row = rows.first else {
             // The same report again, after the first one was committed (a reply lost at COMMIT): answered
-            // as then, even when later attempts have ended since.
+            // as then, even when later attempts have ended since. A success whose added jobs were refused
+            // failed its job and kept no output, so its output cannot be compared: the token and the kind
+            // of report identify it.
             let earlier = try await connection.query(
                 """
                 SELECT result FROM attempts WHERE job = \(id) AND token = \(token) AND outcome = \(kind)
                 UNION ALL
                 SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
-                    AND finished_report = \(kind) AND (\(output == nil) OR output = \(output ?? Data()))
+                    AND finished_report = \(kind)
+                    AND (\(output == nil) OR finished_result <> 'succeeded' OR output = \(output ?? Data()))
                 LIMIT 1
                 """, logger: logger
             ).collect().first?.decode(String?.self)

@@ -84,6 +84,75 @@ extension PostgresJobStore {
         }
     }
 
+    public func jobs(_ filter: JobFilter) async throws -> JobPage {
+        try filter.check()
+        let logger = logger
+        var bindings = PostgresBindings()
+        bindings.append(filter.run.rawValue)
+        if let state = filter.state { bindings.append(state.rawValue) }
+        if let after = filter.after { bindings.append(after.rawValue) }
+        bindings.append(filter.limit + 1)
+        let sql = RunQueries.jobsSQL(
+            table: "jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { "$\($0)" })
+        let query = PostgresQuery(unsafeSQL: sql, binds: bindings)
+        return try await transaction("jobs") { connection in
+            let exists = try await connection.query(
+                "SELECT 1 FROM runs WHERE id = \(filter.run.rawValue)", logger: logger
+            ).collect()
+            guard !exists.isEmpty else { throw RunQueries.unknownRun(filter.run, doing: "it has no jobs to list") }
+            let rows = try await connection.query(query, logger: logger).collect()
+            let jobs = try rows.prefix(filter.limit).map { row in
+                let (id, name, kind, state, attempts, started, finished, lastError, addedBy) = try row.decode(
+                    (Int64, String, String, String, Int, Double?, Double?, String?, Int64?).self)
+                return JobSummary(
+                    id: DurableJobID(id), name: name, kind: kind, state: DurableJobState(rawValue: state) ?? .failed,
+                    attempts: attempts, started: started.map(Date.init(storeTime:)),
+                    finished: finished.map(Date.init(storeTime:)), lastError: lastError,
+                    addedBy: addedBy.map { DurableJobID($0) })
+            }
+            return JobPage(jobs: jobs, next: rows.count > filter.limit ? jobs.last?.id : nil)
+        }
+    }
+
+    public func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]] {
+        let logger = logger
+        return try await transaction("attempts") { connection in
+            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+                .collect()
+            guard !exists.isEmpty else { throw RunQueries.unknownRun(run, doing: "it has no attempts to show") }
+            var attempts: [DurableJobID: [AttemptRecord]] = [:]
+            let ended = try await connection.query(
+                """
+                SELECT a.job, a.attempt, a.worker, a.ended, a.outcome, a.result, a.error, a.started
+                FROM jobs j JOIN attempts a ON a.job = j.id WHERE j.run = \(run.rawValue) ORDER BY a.seq
+                """, logger: logger
+            ).collect()
+            for row in ended {
+                let (job, attempt, worker, endedAt, outcome, result, error, started) = try row.decode(
+                    (Int64, Int, String?, Double, String, String, String?, Double?).self)
+                attempts[DurableJobID(job), default: []].append(
+                    AttemptRecord(
+                        attempt: attempt, worker: worker, started: started.map(Date.init(storeTime:)),
+                        ended: Date(storeTime: endedAt), outcome: AttemptRecord.Outcome(rawValue: outcome) ?? .failed,
+                        result: DurableJobState(rawValue: result) ?? .failed, error: error))
+            }
+            let succeeded = try await connection.query(
+                """
+                SELECT id, attempts, finished, started FROM jobs
+                WHERE run = \(run.rawValue) AND state = 'succeeded' AND finished IS NOT NULL
+                """, logger: logger
+            ).collect()
+            for row in succeeded {
+                let (job, attempt, finished, started) = try row.decode((Int64, Int, Double, Double?).self)
+                attempts[DurableJobID(job), default: []].append(
+                    AttemptRecord(
+                        attempt: attempt, worker: nil, started: started.map(Date.init(storeTime:)),
+                        ended: Date(storeTime: finished), outcome: .succeeded, result: .succeeded, error: nil))
+            }
+            return attempts
+        }
+    }
+
     @discardableResult
     public func retry(job: DurableJobID) async throws -> Int {
         let logger = logger

@@ -17,7 +17,8 @@ struct Baton: AsyncParsableCommand {
             schema, default baton). A read never creates a store. Every read command takes --json.
             """,
         subcommands: [
-            Runs.self, Explain.self, Job.self, Timeline.self, Cancel.self, Retry.self, Prune.self, Schedules.self,
+            Runs.self, Explain.self, Jobs.self, Job.self, Timeline.self, Cancel.self, Retry.self, Prune.self,
+            Schedules.self,
         ]
     )
 }
@@ -111,6 +112,34 @@ struct Explain: AsyncParsableCommand {
     func run() async throws {
         let (run, json) = (DurableRunID(run), json)
         try await running(Self.self, options) { tool, store in try await tool.explain(store, run: run, json: json) }
+    }
+}
+
+struct Jobs: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "A run's jobs in the order they were added, a page at a time, optionally in one state.")
+    @OptionGroup var options: StoreOptions
+    @Argument(help: "The run's number.") var run: Int64
+    @Option(help: "Only jobs in this state: pending, ready, running, succeeded, failed or cancelled.") var state:
+        String?
+    @Option(help: ArgumentHelp("The page after this job (what `More:` says).", valueName: "job")) var after: Int64?
+    @Option(help: "How many jobs (1 to 1000).") var limit = 100
+    @Flag(help: "Print JSON.") var json = false
+
+    func validate() throws {
+        if let state, DurableJobState(rawValue: state) == nil {
+            throw ValidationError(
+                "--state \(state): give pending, ready, running, succeeded, failed or cancelled")
+        }
+        guard (1...1000).contains(limit) else { throw ValidationError("--limit \(limit): give 1 to 1000") }
+    }
+
+    func run() async throws {
+        let filter = JobFilter(
+            run: DurableRunID(run), state: state.flatMap(DurableJobState.init(rawValue:)),
+            after: after.map { DurableJobID($0) }, limit: limit)
+        let json = json
+        try await running(Self.self, options) { tool, store in try await tool.jobs(store, filter: filter, json: json) }
     }
 }
 

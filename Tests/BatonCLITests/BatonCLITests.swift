@@ -112,6 +112,30 @@ struct BatonToolSQLiteTests {
         }
     }
 
+    @Test func jobsListsARunsJobsByStateAPageAtATime() async throws {
+        try await withFixture { tool, captured, store, fixture in
+            try await tool.jobs(store, filter: JobFilter(run: fixture.failed), json: false)
+            let lines = captured.output.split(separator: "\n").map(String.init)
+            #expect(lines.count == 3, "\(captured.output)")
+            #expect(lines[1].contains("failed") && lines[1].contains("evil \\u{1B}]0;pwned"), "\(lines[1])")
+            #expect(lines[1].contains("refused \\u{1B}[31mred"), "\(lines[1])")
+            #expect(lines[2].contains("cancelled") && lines[2].contains("after"), "\(lines[2])")
+            #expect(!captured.output.contains("\u{1B}"))
+
+            captured.clear()
+            try await tool.jobs(store, filter: JobFilter(run: fixture.failed, limit: 1), json: false)
+            #expect(
+                captured.output.contains("More: add --after \(fixture.failedJob.rawValue) for the next page."),
+                "\(captured.output)")
+
+            captured.clear()
+            try await tool.jobs(store, filter: JobFilter(run: fixture.failed, state: .cancelled), json: true)
+            let page = try JSONDecoder.iso.decode(BatonTool.JobsJSON.self, from: Data(captured.output.utf8))
+            #expect(page.jobs.map(\.name) == ["after"])
+            #expect(page.next == nil)
+        }
+    }
+
     @Test func explainAndJobShowUsersTextEscaped() async throws {
         try await withFixture { tool, captured, store, fixture in
             try await tool.explain(store, run: fixture.failed, json: false)

@@ -102,6 +102,10 @@ final class HookedStore: JobStore {
     func runs(_ filter: RunFilter) async throws -> RunPage { try await base.runs(filter) }
     func runCounts() async throws -> [RunState: Int] { try await base.runCounts() }
     func attempts(of job: DurableJobID) async throws -> [AttemptRecord] { try await base.attempts(of: job) }
+    func jobs(_ filter: JobFilter) async throws -> JobPage { try await base.jobs(filter) }
+    func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]] {
+        try await base.attempts(ofRun: run)
+    }
     func retry(job: DurableJobID) async throws -> Int { try await base.retry(job: job) }
     func retry(run: DurableRunID) async throws -> Int { try await base.retry(run: run) }
     func delete(run: DurableRunID) async throws { try await base.delete(run: run) }

@@ -72,4 +72,53 @@ struct RunListScaleTests {
         #expect(counts.values.reduce(0, +) == Self.runs)
         print("Run list at 100,000 runs: " + report.joined(separator: ", "))
     }
+
+    @Test("a run of 10,000 jobs is paged through by state from the index of its jobs")
+    func jobsOfALargeRun() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("jobs.sqlite"))
+        var graph = GraphSpec(name: "large")
+        for index in 0..<10_000 {
+            graph.jobs.append(
+                JobSpec(name: "j\(index)", kind: index % 4 == 0 ? "quarter" : "rest", input: Data("0".utf8)))
+        }
+        let run = try await store.submit(graph, uniqueKey: nil)
+        let claimed = try await store.claim(worker: "w", kinds: ["quarter"], limit: 1_000, lease: .seconds(60))
+        #expect(claimed.count == 1_000)
+        var report: [String] = []
+        for (label, state, expected) in [("all", nil, 10_000), ("running", .running, 1_000), ("ready", .ready, 9_000)]
+            as [(String, DurableJobState?, Int)]
+        {
+            var filter = JobFilter(run: run.run, state: state, limit: 1_000)
+            var seen: [DurableJobID] = []
+            var pages = 0
+            let start = ContinuousClock.now
+            while true {
+                let page = try await store.jobs(filter)
+                pages += 1
+                seen += page.jobs.map(\.id)
+                guard let next = page.next else { break }
+                filter.after = next
+            }
+            let took = ContinuousClock.now - start
+            #expect(seen.count == expected, "\(label)")
+            #expect(Set(seen).count == seen.count, "\(label): no job twice")
+            #expect(seen == seen.sorted { $0.rawValue < $1.rawValue }, "\(label): in the order they were added")
+            report.append(
+                "\(label) in \(pages) pages \(took.formatted(.units(allowed: [.milliseconds], fractionalPart: .show(length: 1))))"
+            )
+        }
+        try store.close()
+        // The plan: the run's jobs are searched in the index on (run, idx), never the whole table.
+        let queue = try DatabaseQueue(path: directory.path("jobs.sqlite"))
+        let sql = RunQueries.jobsSQL(table: "baton_jobs", state: true, after: true, placeholder: { _ in "?" })
+        let plan = try await queue.read { db in
+            try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [run.run.rawValue, "ready", 1, 100])
+                .map { $0["detail"] as String }
+        }
+        #expect(plan.contains { $0.contains("USING INDEX baton_jobs_run") }, "\(plan)")
+        #expect(!plan.contains { $0.hasPrefix("SCAN baton_jobs") }, "\(plan)")
+        try queue.close()
+        print("Jobs of a run of 10,000: " + report.joined(separator: ", "))
+    }
 }

@@ -78,6 +78,24 @@ struct PostgresRetryTests {
         }
     }
 
+    @Test("a success whose added jobs were refused, committed but unanswered, is answered as failed again")
+    func refusedAdditionsReplyLost() async throws {
+        try await TestPostgres.withStore("refusedlost") { store, _ in
+            let run = try await store.submit(Self.graph(), uniqueKey: nil)
+            let a = try await Self.claim(store)[0]
+            // Waiting for its own dependent makes a cycle: the store refuses the addition and fails `a`.
+            let report = AttemptReport(
+                lease: a.lease, outcome: .succeeded(output: Data("1".utf8)),
+                additions: RunAddition(
+                    jobs: [JobSpec(name: "x", kind: "retry.k", input: Data("0".utf8))], after: [run.jobs[1]]))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([report]) == [.accepted(.failed)])
+            #expect(try await store.finish([report]) == [.accepted(.failed)])
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs") == 2)
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs WHERE state = 'failed'") == 1)
+        }
+    }
+
     @Test("a submission committed but unanswered is retried into the same run, not a second one")
     func submitReplyLost() async throws {
         try await TestPostgres.withStore("submitlost") { store, _ in

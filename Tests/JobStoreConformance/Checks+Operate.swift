@@ -89,6 +89,74 @@ extension JobStoreConformance {
             try expectEqual(ended.map(\.worker), ["w4"], "its worker")
             try await expectDurableError(.unknownJob) { _ = try await store.attempts(of: DurableJobID(987_654)) }
         },
+        check("a run's jobs are listed in the order they were added, by state, a page at a time") { store, clock in
+            // a fails, b is cancelled with it, c succeeds (having started), d and e wait; x is added by c.
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a", kind: "a"), Build.job("b", kind: "b", after: [0]), Build.job("c", kind: "c"),
+                    Build.job("d", kind: "d"), Build.job("e", kind: "d")),
+                uniqueKey: nil)
+            let other = try await store.submit(Build.graph("o", Build.job("z", kind: "z")), uniqueKey: nil)
+            _ = try await store.fail(try await store.claimAll(["a"], worker: "w1")[0], "a broke", retryable: false)
+            let c = try await store.claimAll(["c"], worker: "w2")[0]
+            let started = clock.now
+            clock.advance(by: .seconds(3))
+            _ = try await store.finish([
+                AttemptReport(
+                    lease: c.lease, outcome: .succeeded(output: Data("1".utf8)),
+                    additions: RunAddition(jobs: [Build.job("x", kind: "x")]))
+            ])
+
+            let all = try await store.jobs(JobFilter(run: run.run))
+            try expectEqual(all.jobs.map(\.name), ["a", "b", "c", "d", "e", "x"], "in the order they were added")
+            try expectEqual(all.next, nil, "one page")
+            try expectEqual(
+                all.jobs.map(\.state), [.failed, .cancelled, .succeeded, .ready, .ready, .ready], "their states")
+            try expectEqual(all.jobs[0].lastError, "a broke", "a's error")
+            try expectEqual(all.jobs[0].attempts, 1, "a's attempts")
+            try expectEqual(all.jobs[2].started, started, "when c started")
+            try expectEqual(all.jobs[2].finished, started.addingTimeInterval(3), "when c finished")
+            try expectEqual(all.jobs[2].kind, "c", "its kind")
+            try expectEqual(all.jobs[5].addedBy, run.jobs[2], "x was added by c")
+            try expectEqual(all.jobs[3].started, nil, "d has not started")
+            try expectEqual(
+                try await store.jobs(JobFilter(run: run.run, state: .ready)).jobs.map(\.name), ["d", "e", "x"],
+                "only the ready ones")
+            try expectEqual(
+                try await store.jobs(JobFilter(run: run.run, state: .running)).jobs, [], "none running")
+            // Pages of two, from `next`, with and without a state.
+            var filter = JobFilter(run: run.run, limit: 2)
+            var names: [[String]] = []
+            while true {
+                let page = try await store.jobs(filter)
+                names.append(page.jobs.map(\.name))
+                guard let next = page.next else { break }
+                filter.after = next
+            }
+            try expectEqual(names, [["a", "b"], ["c", "d"], ["e", "x"]], "pages of two")
+            let ready = try await store.jobs(JobFilter(run: run.run, state: .ready, limit: 2))
+            try expectEqual(ready.jobs.map(\.name), ["d", "e"], "the first page of ready jobs")
+            try expectEqual(
+                try await store.jobs(JobFilter(run: run.run, state: .ready, after: ready.next, limit: 2)).jobs.map(
+                    \.name),
+                ["x"], "the second page of ready jobs")
+            try expectEqual(
+                try await store.jobs(JobFilter(run: other.run)).jobs.map(\.name), ["z"], "another run's jobs")
+            try await expectDurableError(.unknownRun) {
+                _ = try await store.jobs(JobFilter(run: DurableRunID(987_654)))
+            }
+            try await expectDurableError(.misuse) { _ = try await store.jobs(JobFilter(run: run.run, limit: 1_001)) }
+
+            // Every attempt of the run, in one call, as each job's own list.
+            let byJob = try await store.attempts(ofRun: run.run)
+            try expectEqual(Set(byJob.keys), [run.jobs[0], run.jobs[2]], "the jobs that ended an attempt")
+            for job in byJob.keys {
+                try expectEqual(byJob[job], try await store.attempts(of: job), "\(job)'s attempts")
+            }
+            try expectEqual(byJob[run.jobs[0]]?.map(\.worker), ["w1"], "a's worker")
+            try expectEqual(try await store.attempts(ofRun: other.run), [:], "none in the other run")
+            try await expectDurableError(.unknownRun) { _ = try await store.attempts(ofRun: DurableRunID(987_654)) }
+        },
         check("retrying a failed job runs it and the dependents it cancelled again, in place") { store, _ in
             // a → b → c, and d runs regardless of a; e depends on nothing and succeeds.
             let run = try await store.submit(

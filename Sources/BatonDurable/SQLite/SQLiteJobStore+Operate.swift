@@ -81,6 +81,66 @@ extension SQLiteJobStore {
         }
     }
 
+    public func jobs(_ filter: JobFilter) async throws -> JobPage {
+        try filter.check()
+        return try await reading { db in
+            guard
+                try Bool.fetchOne(db, sql: "SELECT 1 FROM baton_runs WHERE id = ?", arguments: [filter.run.rawValue])
+                    != nil
+            else { throw RunQueries.unknownRun(filter.run, doing: "it has no jobs to list") }
+            var arguments: [any DatabaseValueConvertible] = [filter.run.rawValue]
+            if let state = filter.state { arguments.append(state.rawValue) }
+            if let after = filter.after { arguments.append(after.rawValue) }
+            arguments.append(filter.limit + 1)
+            let sql = RunQueries.jobsSQL(
+                table: "baton_jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { _ in "?" })
+            let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
+            let jobs: [JobSummary] = rows.prefix(filter.limit).map { (row: Row) -> JobSummary in
+                JobSummary(
+                    id: DurableJobID(row[0] as Int64), name: row[1], kind: row[2],
+                    state: DurableJobState(rawValue: row[3] as String) ?? .failed, attempts: row[4],
+                    started: (row[5] as Double?).map(Date.init(storeTime:)),
+                    finished: (row[6] as Double?).map(Date.init(storeTime:)), lastError: row[7],
+                    addedBy: (row[8] as Int64?).map { DurableJobID($0) })
+            }
+            return JobPage(jobs: jobs, next: rows.count > filter.limit ? jobs.last?.id : nil)
+        }
+    }
+
+    public func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]] {
+        try await reading { db in
+            guard try Bool.fetchOne(db, sql: "SELECT 1 FROM baton_runs WHERE id = ?", arguments: [run.rawValue]) != nil
+            else { throw RunQueries.unknownRun(run, doing: "it has no attempts to show") }
+            var attempts: [DurableJobID: [AttemptRecord]] = [:]
+            let ended = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT a.job, a.attempt, a.worker, a.ended, a.outcome, a.result, a.error, a.started
+                    FROM baton_jobs j JOIN baton_attempts a ON a.job = j.id WHERE j.run = ? ORDER BY a.seq
+                    """, arguments: [run.rawValue])
+            for row in ended {
+                attempts[DurableJobID(row[0] as Int64), default: []].append(
+                    AttemptRecord(
+                        attempt: row[1], worker: row[2], started: (row[7] as Double?).map(Date.init(storeTime:)),
+                        ended: Date(storeTime: row[3]), outcome: AttemptRecord.Outcome(rawValue: row[4]) ?? .failed,
+                        result: DurableJobState(rawValue: row[5]) ?? .failed, error: row[6]))
+            }
+            let succeeded = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT id, attempts, finished, started FROM baton_jobs
+                    WHERE run = ? AND state = 'succeeded' AND finished IS NOT NULL
+                    """, arguments: [run.rawValue])
+            for row in succeeded {
+                attempts[DurableJobID(row[0] as Int64), default: []].append(
+                    AttemptRecord(
+                        attempt: row[1], worker: nil, started: (row[3] as Double?).map(Date.init(storeTime:)),
+                        ended: Date(storeTime: row[2]), outcome: .succeeded, result: .succeeded, error: nil))
+            }
+            return attempts
+        }
+    }
+
     @discardableResult
     public func retry(job: DurableJobID) async throws -> Int {
         try await write(wake: true) { db in

@@ -124,6 +124,17 @@ public protocol JobStore: Sendable {
     /// - Throws: ``DurableError/Code/unknownJob``.
     func attempts(of job: DurableJobID) async throws -> [AttemptRecord]
 
+    /// The jobs of a run in the order they were added to it, a page at a time, optionally only those
+    /// in one state. Answered from the index of the run's jobs: milliseconds with 10,000 jobs in a run.
+    /// - Throws: ``DurableError/Code/unknownRun``; ``DurableError/Code/misuse`` for a limit outside
+    ///   1…1,000.
+    func jobs(_ filter: JobFilter) async throws -> JobPage
+
+    /// The ended attempts of every job of a run, each job's as ``attempts(of:)`` lists them, read in one
+    /// query rather than one per job (for timelines). Jobs with no ended attempt are absent.
+    /// - Throws: ``DurableError/Code/unknownRun``.
+    func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]]
+
     /// Runs a failed or cancelled job again, in place, from its first attempt, together with the jobs
     /// that were cancelled because of it (its cancelled dependents, transitively); the run is
     /// unfinished again until they finish. Dependents that run regardless wait for its new outcome. A

@@ -112,6 +112,88 @@ public struct RunPage: Hashable, Codable, Sendable {
     }
 }
 
+/// Which jobs of a run ``JobStore/jobs(_:)`` lists: in the order they were added to the run (the
+/// submitted graph's jobs first), a page at a time.
+///
+/// ```swift
+/// var filter = JobFilter(run: run, state: .failed, limit: 100)
+/// let first = try await store.jobs(filter)
+/// filter.after = first.next  // the following page, or nil when there is none
+/// ```
+public struct JobFilter: Hashable, Codable, Sendable {
+    /// The run whose jobs are listed.
+    public var run: DurableRunID
+    /// Only jobs in this state, or any.
+    public var state: DurableJobState?
+    /// Only jobs added after this one (itself excluded): ``JobPage/next`` of the previous page.
+    public var after: DurableJobID?
+    /// At most this many jobs (1…1,000).
+    public var limit: Int
+
+    public init(run: DurableRunID, state: DurableJobState? = nil, after: DurableJobID? = nil, limit: Int = 100) {
+        self.run = run
+        self.state = state
+        self.after = after
+        self.limit = limit
+    }
+
+    /// Throws ``DurableError/Code/misuse`` for a limit outside 1…1,000.
+    package func check() throws {
+        guard (1...1_000).contains(limit) else {
+            throw DurableError(
+                code: .misuse,
+                message: "a page of jobs holds 1 to 1,000 jobs, not \(limit); ask for the next page with `after`.")
+        }
+    }
+}
+
+/// A job as a run's job list shows it: no input, output, edges or categories (``JobStore/snapshot(of:)``
+/// has those).
+public struct JobSummary: Hashable, Codable, Sendable {
+    public var id: DurableJobID
+    public var name: String
+    public var kind: String
+    public var state: DurableJobState
+    /// Attempts started so far (the running one included).
+    public var attempts: Int
+    /// When its latest attempt started (its claim), or nil before the first (or for a store of an older
+    /// schema).
+    public var started: Date?
+    /// When it finished, or nil.
+    public var finished: Date?
+    /// The last attempt's error, or the cancellation's reason.
+    public var lastError: String?
+    /// The job that added it to the run, or nil for a job of the submitted graph.
+    public var addedBy: DurableJobID?
+
+    public init(
+        id: DurableJobID, name: String, kind: String, state: DurableJobState, attempts: Int, started: Date?,
+        finished: Date?, lastError: String?, addedBy: DurableJobID?
+    ) {
+        self.id = id
+        self.name = name
+        self.kind = kind
+        self.state = state
+        self.attempts = attempts
+        self.started = started
+        self.finished = finished
+        self.lastError = lastError
+        self.addedBy = addedBy
+    }
+}
+
+/// One page of ``JobStore/jobs(_:)``.
+public struct JobPage: Hashable, Codable, Sendable {
+    public var jobs: [JobSummary]
+    /// Pass as ``JobFilter/after`` for the next page; `nil` when this page is the last.
+    public var next: DurableJobID?
+
+    public init(jobs: [JobSummary], next: DurableJobID?) {
+        self.jobs = jobs
+        self.next = next
+    }
+}
+
 /// One ended attempt of a job, as ``JobStore/attempts(of:)`` lists them.
 public struct AttemptRecord: Hashable, Codable, Sendable {
     /// How an attempt ended.
@@ -168,6 +250,30 @@ package enum RunQueries {
         case .cancelled: "finished IS NOT NULL AND failed = 0 AND cancelled > 0"
         case .succeeded: "finished IS NOT NULL AND failed = 0 AND cancelled = 0"
         }
+    }
+
+    /// The columns of a ``JobSummary``, in the order ``jobSummary(_:)`` reads them.
+    package static let jobSummaryColumns = "id, name, kind, state, attempts, started, finished, last_error, added_by"
+
+    /// The jobs of a run as ``JobStore/jobs(_:)`` lists them, from `table` (the same in both stores): `?`
+    /// marks the run, then the state when `state`, then the job after which the page starts when `after`,
+    /// then the limit (one more than the page, to know whether another follows). Ordered by the run
+    /// index's second column, so that the index on (run, idx) answers it.
+    package static func jobsSQL(table: String, state: Bool, after: Bool, placeholder: (Int) -> String) -> String {
+        var count = 1
+        var conditions = ["run = \(placeholder(count))"]
+        if state {
+            count += 1
+            conditions.append("state = \(placeholder(count))")
+        }
+        if after {
+            count += 1
+            conditions.append("idx > (SELECT idx FROM \(table) WHERE id = \(placeholder(count)))")
+        }
+        return """
+            SELECT \(jobSummaryColumns) FROM \(table) WHERE \(conditions.joined(separator: " AND "))
+            ORDER BY idx LIMIT \(placeholder(count + 1))
+            """
     }
 
     /// One row: how many runs of `table` are running, failed and cancelled, and how many in all.

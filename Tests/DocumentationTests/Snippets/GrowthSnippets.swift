@@ -63,4 +63,15 @@ func whyDidItFail(_ job: DurableJobID, store: some JobStore) async throws {
         print("attempt \(attempt.attempt) on \(attempt.worker ?? "?"): \(attempt.outcome) \(attempt.error ?? "")")
     }
 }
+
+func failedJobs(of run: DurableRunID, store: some JobStore) async throws -> [JobSummary] {
+    var filter = JobFilter(run: run, state: .failed, limit: 1_000)
+    var failed: [JobSummary] = []
+    repeat {
+        let page = try await store.jobs(filter)  // in the order they were added, from the run's index
+        failed += page.jobs
+        filter.after = page.next
+    } while filter.after != nil
+    return failed
+}
 // end snippet
