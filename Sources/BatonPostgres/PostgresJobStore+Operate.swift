@@ -153,6 +153,48 @@ extension PostgresJobStore {
         }
     }
 
+    public func workers() async throws -> [WorkerSummary] {
+        let logger = logger
+        return try await transaction("workers") { connection in
+            let now = try await self.serverTime(on: connection)
+            var registered: [(id: String, kinds: [String], expires: Date)] = []
+            for try await (id, kinds, expires) in try await connection.query(
+                "SELECT id, kinds, expires FROM workers WHERE expires > \(now)", logger: logger
+            ).decode((String, [String], Double).self) {
+                registered.append((id: id, kinds: kinds, expires: Date(storeTime: expires)))
+            }
+            var leases: [(owner: String, lease: HeldLease)] = []
+            for try await (owner, id, name, kind, run, attempt, started, expires) in try await connection.query(
+                """
+                SELECT lease_owner, id, name, kind, run, attempts, started, lease_expires FROM jobs
+                WHERE state = 'running' AND lease_owner IS NOT NULL ORDER BY id
+                """, logger: logger
+            ).decode((String, Int64, String, String, Int64, Int, Double?, Double?).self) {
+                leases.append(
+                    (
+                        owner: owner,
+                        lease: HeldLease(
+                            job: DurableJobID(id), name: name, kind: kind, run: DurableRunID(run), attempt: attempt,
+                            started: started.map { Date(storeTime: $0) }, expires: expires.map { Date(storeTime: $0) })
+                    ))
+            }
+            return RunQueries.workers(registered: registered, leases: leases)
+        }
+    }
+
+    public func payload(of job: DurableJobID) async throws -> JobPayload {
+        let logger = logger
+        return try await transaction("payload") { connection in
+            guard
+                let row = try await connection.query(
+                    "SELECT input, input_from, output FROM jobs WHERE id = \(job.rawValue)", logger: logger
+                ).collect().first
+            else { throw RunQueries.unknownJob(job, doing: "it has no input or output to show") }
+            let (input, inputFrom, output) = try row.decode((Data?, Int64?, Data?).self)
+            return JobPayload(input: input, inputFrom: inputFrom.map { DurableJobID($0) }, output: output)
+        }
+    }
+
     @discardableResult
     public func retry(job: DurableJobID) async throws -> Int {
         let logger = logger

@@ -103,6 +103,8 @@ final class HookedStore: JobStore {
     func runCounts() async throws -> [RunState: Int] { try await base.runCounts() }
     func attempts(of job: DurableJobID) async throws -> [AttemptRecord] { try await base.attempts(of: job) }
     func jobs(_ filter: JobFilter) async throws -> JobPage { try await base.jobs(filter) }
+    func workers() async throws -> [WorkerSummary] { try await base.workers() }
+    func payload(of job: DurableJobID) async throws -> JobPayload { try await base.payload(of: job) }
     func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]] {
         try await base.attempts(ofRun: run)
     }

@@ -157,6 +157,45 @@ extension JobStoreConformance {
             try expectEqual(try await store.attempts(ofRun: other.run), [:], "none in the other run")
             try await expectDurableError(.unknownRun) { _ = try await store.attempts(ofRun: DurableRunID(987_654)) }
         },
+        check("workers are listed with the leases they hold, registered or not; a job's input and output are read") {
+            store, clock in
+            try await store.register(
+                WorkerRecord(id: "w2", kinds: ["b", "a"], expires: clock.now.addingTimeInterval(30)))
+            try await store.register(WorkerRecord(id: "w9", kinds: ["z"], expires: clock.now.addingTimeInterval(5)))
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a", kind: "a"), Build.job("b", kind: "b"), Build.job("c", inputFrom: 0)),
+                uniqueKey: nil)
+            try expectEqual(
+                try await store.workers().map(\.id), ["w2", "w9"], "registered workers without leases, by id")
+            let started = clock.now
+            let a = try await store.claimAll(["a"], worker: "w2", lease: .seconds(20))[0]
+            _ = try await store.claimAll(["b"], worker: "ghost", lease: .seconds(20))
+            clock.advance(by: .seconds(6))  // w9's registration lapses
+            let workers = try await store.workers()
+            try expectEqual(workers.map(\.id), ["ghost", "w2"], "w9 lapsed; ghost holds a lease unregistered")
+            try expectEqual(workers[0].kinds, [], "ghost is not registered")
+            try expectEqual(workers[0].expires, nil, "ghost has no registration")
+            try expectEqual(workers[0].leases.map(\.name), ["b"], "ghost's lease")
+            try expectEqual(Set(workers[1].kinds), ["a", "b"], "w2's kinds")
+            let lease = try unwrap(workers[1].leases.first, "w2's lease")
+            try expectEqual(
+                lease,
+                HeldLease(
+                    job: run.jobs[0], name: "a", kind: "a", run: run.run, attempt: 1, started: started,
+                    expires: started.addingTimeInterval(20)), "w2 holds a")
+            _ = try await store.succeed(a, output: "\"A\"")
+            try expectEqual(try await store.workers().first { $0.id == "w2" }?.leases, [], "a's lease ended")
+
+            let payload = try await store.payload(of: run.jobs[0])
+            try expectEqual(payload.input, Data("\"a\"".utf8), "a's input")
+            try expectEqual(payload.output, Data("\"A\"".utf8), "a's output")
+            try expectEqual(payload.inputFrom, nil, "a's input is its own")
+            let c = try await store.payload(of: run.jobs[2])
+            try expectEqual(c.inputFrom, run.jobs[0], "c takes a's output")
+            try expectEqual(c.input, nil, "c has no input of its own")
+            try expectEqual(c.output, nil, "c has not run")
+            try await expectDurableError(.unknownJob) { _ = try await store.payload(of: DurableJobID(987_654)) }
+        },
         check("retrying a failed job runs it and the dependents it cancelled again, in place") { store, _ in
             // a → b → c, and d runs regardless of a; e depends on nothing and succeeds.
             let run = try await store.submit(

@@ -53,6 +53,12 @@ func expectEqual<T: Equatable>(
     }
 }
 
+/// The value, or a failure naming what was missing.
+func unwrap<T>(_ value: T?, _ what: String, file: String = #fileID, line: UInt = #line) throws -> T {
+    guard let value else { throw ConformanceFailure(message: "\(what): missing", file: file, line: line) }
+    return value
+}
+
 /// Expects `body` to throw a ``DurableError`` with `code`, and returns it.
 @discardableResult
 func expectDurableError(

@@ -141,6 +141,49 @@ extension SQLiteJobStore {
         }
     }
 
+    public func workers() async throws -> [WorkerSummary] {
+        let now = clock.now()
+        return try await reading { db in
+            let decoder = JSONDecoder()
+            let registered = try Row.fetchAll(
+                db, sql: "SELECT id, kinds, expires FROM baton_workers WHERE expires > ?", arguments: [now.storeTime]
+            ).map { row in
+                (
+                    id: row[0] as String, kinds: try decoder.decode([String].self, from: Data((row[1] as String).utf8)),
+                    expires: Date(storeTime: row[2])
+                )
+            }
+            let leases = try Row.fetchAll(
+                db,
+                sql: """
+                    SELECT lease_owner, id, name, kind, run, attempts, started, lease_expires FROM baton_jobs
+                    WHERE state = 'running' AND lease_owner IS NOT NULL ORDER BY id
+                    """
+            ).map { (row: Row) -> (owner: String, lease: HeldLease) in
+                (
+                    owner: row[0],
+                    lease: HeldLease(
+                        job: DurableJobID(row[1] as Int64), name: row[2], kind: row[3],
+                        run: DurableRunID(row[4] as Int64),
+                        attempt: row[5], started: (row[6] as Double?).map { Date(storeTime: $0) },
+                        expires: (row[7] as Double?).map { Date(storeTime: $0) })
+                )
+            }
+            return RunQueries.workers(registered: registered, leases: leases)
+        }
+    }
+
+    public func payload(of job: DurableJobID) async throws -> JobPayload {
+        try await reading { db in
+            guard
+                let row = try Row.fetchOne(
+                    db, sql: "SELECT input, input_from, output FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
+            else { throw RunQueries.unknownJob(job, doing: "it has no input or output to show") }
+            return JobPayload(
+                input: row[0], inputFrom: (row[1] as Int64?).map { DurableJobID($0) }, output: row[2])
+        }
+    }
+
     @discardableResult
     public func retry(job: DurableJobID) async throws -> Int {
         try await write(wake: true) { db in

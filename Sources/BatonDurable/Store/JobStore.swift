@@ -135,6 +135,15 @@ public protocol JobStore: Sendable {
     /// - Throws: ``DurableError/Code/unknownRun``.
     func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]]
 
+    /// The workers whose registration has not lapsed, and every worker that holds a running job's lease
+    /// (registered or not: one whose registration lapsed while it holds leases is listed without
+    /// kinds), by id, each with the leases it holds.
+    func workers() async throws -> [WorkerSummary]
+
+    /// A job's input and output as stored.
+    /// - Throws: ``DurableError/Code/unknownJob``.
+    func payload(of job: DurableJobID) async throws -> JobPayload
+
     /// Runs a failed or cancelled job again, in place, from its first attempt, together with the jobs
     /// that were cancelled because of it (its cancelled dependents, transitively); the run is
     /// unfinished again until they finish. Dependents that run regardless wait for its new outcome. A

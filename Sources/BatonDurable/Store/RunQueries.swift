@@ -194,6 +194,68 @@ public struct JobPage: Hashable, Codable, Sendable {
     }
 }
 
+/// A worker as ``JobStore/workers()`` lists it: its registration, if it has not lapsed, and the jobs
+/// whose leases it holds.
+public struct WorkerSummary: Hashable, Codable, Sendable {
+    public var id: String
+    /// The kinds it registered to run; empty when it is not registered (its registration lapsed, or it
+    /// never registered) but still holds leases.
+    public var kinds: [String]
+    /// When its registration lapses unless refreshed; nil when it is not registered.
+    public var expires: Date?
+    /// The running jobs it holds, by job.
+    public var leases: [HeldLease]
+
+    public init(id: String, kinds: [String], expires: Date?, leases: [HeldLease]) {
+        self.id = id
+        self.kinds = kinds
+        self.expires = expires
+        self.leases = leases
+    }
+}
+
+/// A running job's lease, as ``WorkerSummary`` shows it.
+public struct HeldLease: Hashable, Codable, Sendable {
+    public var job: DurableJobID
+    public var name: String
+    public var kind: String
+    public var run: DurableRunID
+    /// The attempt that holds it.
+    public var attempt: Int
+    /// When the attempt started (its claim), when known.
+    public var started: Date?
+    /// When the lease ends unless renewed.
+    public var expires: Date?
+
+    public init(
+        job: DurableJobID, name: String, kind: String, run: DurableRunID, attempt: Int, started: Date?, expires: Date?
+    ) {
+        self.job = job
+        self.name = name
+        self.kind = kind
+        self.run = run
+        self.attempt = attempt
+        self.started = started
+        self.expires = expires
+    }
+}
+
+/// A job's input and output as stored (``JobStore/payload(of:)``): encoded JSON.
+public struct JobPayload: Hashable, Codable, Sendable {
+    /// The input it was given; nil when it takes another job's output (``inputFrom``).
+    public var input: Data?
+    /// The job whose output is its input.
+    public var inputFrom: DurableJobID?
+    /// Its output, once it succeeded.
+    public var output: Data?
+
+    public init(input: Data?, inputFrom: DurableJobID?, output: Data?) {
+        self.input = input
+        self.inputFrom = inputFrom
+        self.output = output
+    }
+}
+
 /// One ended attempt of a job, as ``JobStore/attempts(of:)`` lists them.
 public struct AttemptRecord: Hashable, Codable, Sendable {
     /// How an attempt ended.
@@ -285,6 +347,21 @@ package enum RunQueries {
     /// The counts by state from the row of ``countsSQL(table:)``.
     package static func counts(running: Int, failed: Int, cancelled: Int, all: Int) -> [RunState: Int] {
         [.running: running, .failed: failed, .cancelled: cancelled, .succeeded: all - running - failed - cancelled]
+    }
+
+    /// The workers from their registrations (`registered`: id, kinds, expiry) and the running jobs'
+    /// leases, which may name workers that are not registered.
+    package static func workers(
+        registered: [(id: String, kinds: [String], expires: Date)], leases: [(owner: String, lease: HeldLease)]
+    ) -> [WorkerSummary] {
+        var byID: [String: WorkerSummary] = [:]
+        for worker in registered {
+            byID[worker.id] = WorkerSummary(id: worker.id, kinds: worker.kinds, expires: worker.expires, leases: [])
+        }
+        for (owner, lease) in leases {
+            byID[owner, default: WorkerSummary(id: owner, kinds: [], expires: nil, leases: [])].leases.append(lease)
+        }
+        return byID.values.sorted { $0.id < $1.id }
     }
 
     package static func unknownRun(_ run: DurableRunID, doing: String) -> DurableError {
