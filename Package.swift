@@ -45,6 +45,8 @@ let package = Package(
         // BatonPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
+        // The `baton dashboard` web server only (BatonDashboard).
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
     ],
     targets: [
         .target(
@@ -124,10 +126,21 @@ let package = Package(
             ],
             swiftSettings: strict
         ),
+        // The web dashboard of `baton dashboard`: server-rendered pages of a job store's runs, on Hummingbird.
+        .target(
+            name: "BatonDashboard",
+            dependencies: [
+                "BatonCLI", "BatonDurable", "BatonObservability", .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
         .executableTarget(
             name: "baton",
             dependencies: [
-                "BatonCLI", "BatonDurable", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                "BatonCLI", "BatonDashboard", "BatonDurable",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
         ),
@@ -236,6 +249,15 @@ let package = Package(
             dependencies: [
                 "Baton", "BatonCLI", "BatonDurable", "BatonPostgres", "BatonTesting", "baton",
                 .product(name: "GRDB", package: "GRDB.swift"),
+            ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "BatonDashboardTests",
+            dependencies: [
+                "BatonCLI", "BatonDashboard", "BatonDurable", "BatonPostgres", "BatonTesting",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: strict
         ),

@@ -1,5 +1,5 @@
 public import BatonDurable
-import BatonObservability
+public import BatonObservability
 public import Foundation
 
 /// What the `baton` command does, apart from parsing its arguments: each command reads or repairs a job
@@ -149,10 +149,21 @@ public struct BatonTool: Sendable {
     /// - Returns: the page (the caller writes it).
     public func timeline(_ store: any JobStore, run: DurableRunID) async throws -> String {
         let snapshot = try await store.snapshot(of: run)
+        let timeline = Self.timeline(of: snapshot, attempts: try await store.attempts(ofRun: run))
+        return timeline.html(title: "run \(run.rawValue) '\(snapshot.run.name)'")
+    }
+
+    /// The timeline of a stored run: one entry per attempt that started and ended (``JobStore/attempts(ofRun:)``),
+    /// on the store's clock; jobs that were added are in a section under the job that added them, and
+    /// each attempt's dependencies point to its dependencies' last attempts.
+    public static func timeline(
+        of snapshot: RunSnapshot, attempts attemptsByJob: [DurableJobID: [AttemptRecord]]
+    )
+        -> JobTimeline
+    {
         var recorded: [JobTimeline.RecordedJob] = []
         var lastEntry: [DurableJobID: UInt64] = [:]
         var pending: [(job: JobRecord, entry: UInt64)] = []
-        let attemptsByJob = try await store.attempts(ofRun: run)
         for job in snapshot.jobs {
             let attempts = attemptsByJob[job.id] ?? []
             for attempt in attempts where attempt.started != nil {
@@ -180,8 +191,7 @@ public struct BatonTool: Sendable {
             recorded[index].group = job.addedBy.flatMap { lastEntry[$0] }
             recorded[index].dependencies = job.dependencies.compactMap { lastEntry[$0.job] }
         }
-        return JobTimeline.recorded(recorded, now: snapshot.now).html(
-            title: "run \(run.rawValue) '\(snapshot.run.name)'")
+        return JobTimeline.recorded(recorded, now: snapshot.now)
     }
 
     // MARK: repairs

@@ -16,15 +16,7 @@ extension JobTimeline {
     /// As in ``chromeTraceJSON()``, a job still running when this is called ends at the call; the time
     /// axis reaches the last instant recorded (a mark after a job finished included).
     public func html(title: String = "Baton timeline", rowLimit: Int = 400) -> String {
-        let entries = entries
-        let now = Instant.now &- origin
-        let end = max(entries.map { Self.lastInstant(of: $0, now: now) }.max() ?? 0, 1)
-        var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
-        let svg = chart.render()
-        let counts = Dictionary(grouping: entries, by: { $0.outcome?.rawValue ?? "running" }).mapValues(\.count)
-        let summary = ["succeeded", "failed", "cancelled", "running"].compactMap { key in
-            counts[key].map { "\($0) \(key)" }
-        }.joined(separator: ", ")
+        let chart = chart(rowLimit: rowLimit)
         return """
             <!DOCTYPE html>
             <html lang="en">
@@ -35,23 +27,44 @@ extension JobTimeline {
             body { font: 13px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; margin: 16px; color: #222; }
             h1 { font-size: 18px; margin: 0 0 4px; }
             p.summary { margin: 0 0 12px; color: #555; }
-            svg text { font: 11px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; fill: #333; }
-            svg text.section { font-weight: bold; }
-            svg .deps { visibility: hidden; pointer-events: none; }
-            svg .job:hover .deps { visibility: visible; }
-            svg .job:hover .run { stroke: #000; stroke-width: 1; }
-            svg .job:hover .label { font-weight: bold; }
+            \(Self.chartStyle)
             </style>
             </head>
             <body>
             <h1>\(escape(title))</h1>
-            <p class="summary">\(entries.count) jobs (\(summary)) in \(formatDuration(end)). Hover over a job for details and the jobs it waited for.</p>
-            \(svg)
+            <p class="summary">\(escape(chart.summary)). Hover over a job for details and the jobs it waited for.</p>
+            \(chart.svg)
             </body>
             </html>
 
             """
     }
+
+    /// The chart of ``html(title:rowLimit:)`` alone, for a page of another's: its SVG element (to be
+    /// styled by ``chartStyle``) and a one-line summary ("12 jobs (10 succeeded, 2 failed) in 3.1 s"),
+    /// plain text to escape where it is shown.
+    public func chart(rowLimit: Int = 400) -> (svg: String, summary: String) {
+        let entries = entries
+        let now = Instant.now &- origin
+        let end = max(entries.map { Self.lastInstant(of: $0, now: now) }.max() ?? 0, 1)
+        var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
+        let svg = chart.render()
+        let counts = Dictionary(grouping: entries, by: { $0.outcome?.rawValue ?? "running" }).mapValues(\.count)
+        let summary = ["succeeded", "failed", "cancelled", "running"].compactMap { key in
+            counts[key].map { "\($0) \(key)" }
+        }.joined(separator: ", ")
+        return (svg, "\(entries.count) jobs (\(summary)) in \(formatDuration(end))")
+    }
+
+    /// The CSS rules the chart's SVG needs (its text, and the arrows and highlight shown on hover).
+    public static let chartStyle = """
+        svg text { font: 11px -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; fill: #333; }
+        svg text.section { font-weight: bold; }
+        svg .deps { visibility: hidden; pointer-events: none; }
+        svg .job:hover .deps { visibility: visible; }
+        svg .job:hover .run { stroke: #000; stroke-width: 1; }
+        svg .job:hover .label { font-weight: bold; }
+        """
 }
 
 extension JobTimeline {
@@ -63,18 +76,21 @@ extension JobTimeline {
     }
 }
 
-/// Escapes text for HTML and XML.
+/// Escapes text for HTML and XML. Control characters, which XML does not allow (a terminal's escape
+/// sequences in a job's name), are written out as `\u{1B}`.
 func escape(_ text: String) -> String {
     var out = ""
     out.reserveCapacity(text.utf8.count)
-    for character in text {
-        switch character {
+    for scalar in text.unicodeScalars {
+        switch scalar {
         case "&": out += "&amp;"
         case "<": out += "&lt;"
         case ">": out += "&gt;"
         case "\"": out += "&quot;"
         case "'": out += "&#39;"
-        default: out.append(character)
+        case "\u{0}"..."\u{8}", "\u{B}", "\u{C}", "\u{E}"..."\u{1F}", "\u{7F}":
+            out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
+        default: out.unicodeScalars.append(scalar)
         }
     }
     return out

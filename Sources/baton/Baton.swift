@@ -1,7 +1,9 @@
 import ArgumentParser
 import BatonCLI
+import BatonDashboard
 import BatonDurable
 import Foundation
+import Logging
 
 /// `baton`: see and repair the runs of a durable job store, SQLite or PostgreSQL.
 ///
@@ -281,6 +283,70 @@ struct Schedules: AsyncParsableCommand {
             try await running(Self.self, options) { tool, store in
                 try await tool.setSchedule(store, named: name, paused: false)
             }
+        }
+    }
+}
+
+struct DashboardCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "dashboard",
+        abstract: "Serve a web dashboard of the store's runs, jobs, workers and schedules.",
+        discussion: """
+            Listens on 127.0.0.1 (this machine only) unless --host says otherwise, and is read-only unless \
+            --allow-actions. With --token (or $BATON_DASHBOARD_TOKEN) every request needs the token: open the \
+            address printed at start, which carries it once and sets a cookie. Ctrl-C stops it.
+            """)
+    @OptionGroup var options: StoreOptions
+    @Option(help: "The port to listen on (0: any free port).") var port = 8080
+    @Option(help: "The address to listen on; anything but a loopback address exposes the store to the network.")
+    var host = "127.0.0.1"
+    @Flag(help: "Offer and accept cancel, retry, delete, pause and resume.") var allowActions = false
+    @Option(help: ArgumentHelp("A secret that every request must carry.", valueName: "secret")) var token: String?
+
+    func validate() throws {
+        guard (0...65_535).contains(port) else { throw ValidationError("--port \(port): give 0 to 65535") }
+        let configuration = Dashboard.Configuration(host: host, port: port, allowActions: allowActions)
+        if !configuration.isLoopback, allowActions, resolvedToken == nil {
+            throw ValidationError(
+                "--allow-actions on \(host) lets anyone who reaches this machine cancel and delete runs: give --token too (or listen on 127.0.0.1)"
+            )
+        }
+        if let token = resolvedToken, token.count < 8 || token.contains(where: { !$0.isASCII || $0.isWhitespace }) {
+            throw ValidationError("--token: give at least 8 printable ASCII characters, without spaces")
+        }
+    }
+
+    var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["BATON_DASHBOARD_TOKEN"] }
+
+    func run() async throws {
+        let configuration = Dashboard.Configuration(
+            host: host, port: port, allowActions: allowActions, token: resolvedToken)
+        let address = try usageChecked { try options.address() }
+        try await running(Self.self, options) { _, store in
+            let dashboard = Dashboard(store: store, storeName: address.description, configuration: configuration)
+            var logger = Logger(label: "baton.dashboard")
+            logger.logLevel = .warning
+            let app = dashboard.application(logger: logger) { port in
+                let shown = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
+                let tokenPart =
+                    configuration.token.map {
+                        "?token=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)
+                    } ?? ""
+                var lines = [
+                    "Dashboard of \(address) at http://\(shown):\(port)/\(tokenPart)",
+                    configuration.allowActions
+                        ? "Actions are on (cancel, retry, delete, pause, resume)."
+                        : "Read-only (--allow-actions to repair runs).",
+                ]
+                if !configuration.isLoopback && configuration.token == nil {
+                    lines.append(
+                        "Warning: listening on \(configuration.host) without --token: anyone who reaches this machine can read the store."
+                    )
+                }
+                lines.append("Ctrl-C stops it.")
+                FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+            }
+            try await app.runService()
         }
     }
 }

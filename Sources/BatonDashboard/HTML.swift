@@ -1,0 +1,99 @@
+import BatonCLI
+import BatonDurable
+import Foundation
+
+/// Text made safe to put into HTML, in an element or in a quoted attribute. Every value the dashboard
+/// shows that came from a store (names, kinds, errors, inputs, outputs, worker ids) goes through it.
+enum HTML {
+    static func escape(_ text: String) -> String {
+        var out = ""
+        out.reserveCapacity(text.utf8.count)
+        for character in text.unicodeScalars {
+            switch character {
+            case "&": out += "&amp;"
+            case "<": out += "&lt;"
+            case ">": out += "&gt;"
+            case "\"": out += "&quot;"
+            case "'": out += "&#39;"
+            // Control characters (a terminal's escape sequences in an error) are shown, not sent.
+            case "\u{0}"..."\u{8}", "\u{B}", "\u{C}", "\u{E}"..."\u{1F}", "\u{7F}":
+                out += "\\u{\(String(character.value, radix: 16, uppercase: true))}"
+            default: out.unicodeScalars.append(character)
+            }
+        }
+        return out
+    }
+
+    /// Text cut to `limit` characters with `…`, then escaped; the whole text is the element's tooltip.
+    static func short(_ text: String, _ limit: Int = 80) -> String {
+        guard text.count > limit else { return escape(text) }
+        return "<span title=\"\(escape(String(text.prefix(2_000))))\">\(escape(String(text.prefix(limit - 1))))…</span>"
+    }
+
+    /// A query string from parameters whose values are present, percent-encoded.
+    static func query(_ items: [(String, String?)]) -> String {
+        var components = URLComponents()
+        components.queryItems = items.compactMap { name, value in value.map { URLQueryItem(name: name, value: $0) } }
+        guard let query = components.percentEncodedQuery, !query.isEmpty else { return "" }
+        // `+` is a space in forms: encoded, so that a name with a plus sign comes back as it was.
+        return "?" + query.replacingOccurrences(of: "+", with: "%2B")
+    }
+
+    /// A coloured label for a state.
+    static func badge(_ state: String) -> String {
+        "<span class=\"badge \(escape(state))\">\(escape(state))</span>"
+    }
+}
+
+/// How the dashboard writes times: in one time zone, to the second, with the age beside.
+struct Clock: Sendable {
+    var timeZone: TimeZone
+    var now: @Sendable () -> Date
+
+    func stamp(_ date: Date?) -> String {
+        guard let date else { return "" }
+        return
+            "<time datetime=\"\(date.formatted(.iso8601))\">\(HTML.escape(TimeText.stamp(date, timeZone: timeZone)))</time>"
+    }
+
+    func duration(from start: Date, to end: Date?) -> String {
+        guard let end else { return "running for " + TimeText.duration(now().timeIntervalSince(start)) }
+        return TimeText.duration(end.timeIntervalSince(start))
+    }
+}
+
+/// The page around each view: navigation, the store, whether actions are on, and the live-update script.
+struct Layout: Sendable {
+    var storeName: String
+    var actions: Bool
+    var timeZone: TimeZone
+
+    func page(title: String, section: String, body: String, status: String = "") -> String {
+        func link(_ path: String, _ name: String) -> String {
+            "<a href=\"\(path)\"\(name == section ? " class=\"here\" aria-current=\"page\"" : "")>\(name)</a>"
+        }
+        return """
+            <!DOCTYPE html>
+            <html lang="en">
+            <head>
+            <meta charset="utf-8">
+            <meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>\(HTML.escape(title)) · Baton</title>
+            <link rel="stylesheet" href="/assets/dashboard.css">
+            <script src="/assets/live.js" defer></script>
+            </head>
+            <body>
+            <header>
+            <nav><strong>Baton</strong> \(link("/", "Runs")) \(link("/workers", "Workers")) \(link("/schedules", "Schedules"))</nav>
+            <p class="store">\(HTML.escape(storeName)) · \(actions ? "actions on" : "read-only") · times in \(HTML.escape(timeZone.identifier))</p>
+            </header>
+            <main>
+            \(status)
+            \(body)
+            </main>
+            </body>
+            </html>
+
+            """
+    }
+}

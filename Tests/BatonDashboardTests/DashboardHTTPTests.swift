@@ -1,0 +1,202 @@
+import BatonDashboard
+import BatonDurable
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// The dashboard over HTTP, against its real server on 127.0.0.1: status codes, escaping of what users
+/// wrote, and the refusals that keep a store safe (read-only, CSRF, token).
+@Suite("Dashboard over HTTP")
+struct DashboardHTTPTests {
+    @Test func everyPageRendersWithHostileTextEscaped() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServer { client in
+            let paths = [
+                "/", "/?state=failed", "/runs/\(fixture.failed.rawValue)", "/runs/\(fixture.running.rawValue)",
+                "/runs/\(fixture.grown.rawValue)", "/jobs/\(fixture.failedJob.rawValue)",
+                "/jobs/\(fixture.runningJob.rawValue)", "/workers", "/schedules",
+            ]
+            for path in paths {
+                let response = try await client.execute(uri: path, method: .get)
+                #expect(response.status == .ok, "\(path)")
+                #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(path)")
+                #expect(response.headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true, "\(path)")
+                let page = response.text
+                for raw in Hostile.raw { #expect(!page.contains(raw), "\(path) shows \(raw.debugDescription) raw") }
+                #expect(page.hasPrefix("<!DOCTYPE html>"), "\(path)")
+                #expect(!page.contains("<form method=\"post\""), "\(path): read-only pages offer no actions")
+            }
+            let runs = try await client.execute(uri: "/", method: .get).text
+            #expect(runs.contains("&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;"), "the run's name, escaped")
+            #expect(runs.contains(">failed <span class=\"count\">1</span>"), "the count of failed runs")
+            #expect(runs.contains("data-live"), "the runs table updates itself")
+
+            let failed = try await client.execute(uri: "/runs/\(fixture.failed.rawValue)", method: .get).text
+            #expect(failed.contains("&lt;img src=x onerror=alert(&#39;error&#39;)&gt; failed"), "the error, escaped")
+            #expect(failed.contains("\\u{1B}[31m"), "a terminal escape is shown as text")
+            #expect(failed.contains("<svg class=\"graph\""), "the dependency graph")
+            #expect(failed.contains("href=\"/jobs/\(fixture.cancelledJob.rawValue)\""), "links to its jobs")
+            #expect(!failed.contains("data-live"), "a finished run does not poll")
+
+            let running = try await client.execute(uri: "/runs/\(fixture.running.rawValue)", method: .get).text
+            #expect(running.contains("data-live"), "a running run updates itself")
+            #expect(running.contains("lease held by worker"), "what its running job waits for")
+
+            let grown = try await client.execute(uri: "/runs/\(fixture.grown.rawValue)", method: .get).text
+            #expect(grown.contains("added by <a href="), "added jobs name the job that added them")
+
+            let job = try await client.execute(uri: "/jobs/\(fixture.failedJob.rawValue)", method: .get).text
+            #expect(job.contains("w&quot;&gt;&lt;script&gt;"), "the worker, escaped")
+            #expect(job.contains("&lt;i&gt;x&lt;/i&gt;"), "the input JSON, escaped")
+            #expect(job.contains("<h2>Attempts</h2>"))
+
+            let workers = try await client.execute(uri: "/workers", method: .get).text
+            #expect(workers.contains("download"), "the hostile worker holds download's lease")
+            #expect(workers.contains("&lt;k&gt;"), "its kinds, escaped")
+
+            let schedules = try await client.execute(uri: "/schedules", method: .get).text
+            #expect(schedules.contains("nightly &lt;b&gt;bold&lt;/b&gt;"), "the schedule's name, escaped")
+
+            let css = try await client.execute(uri: "/assets/dashboard.css", method: .get)
+            #expect(css.status == .ok && css.headers[.contentType] == "text/css; charset=utf-8")
+            let script = try await client.execute(uri: "/assets/live.js", method: .get)
+            #expect(script.status == .ok && script.text.contains("data-live"))
+        }
+    }
+
+    @Test func unknownAndMalformedAddressesAreClearErrors() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServer { client in
+            let run = try await client.execute(uri: "/runs/987654", method: .get)
+            #expect(run.status == .notFound)
+            #expect(run.text.contains("is not in the store"), "\(run.text)")
+            #expect(try await client.execute(uri: "/jobs/987654", method: .get).status == .notFound)
+            #expect(try await client.execute(uri: "/runs/abc", method: .get).status == .badRequest)
+            let state = try await client.execute(uri: "/?state=%3Cdone%3E", method: .get)
+            #expect(state.status == .badRequest)
+            #expect(state.text.contains("state=&lt;done&gt;: give running"), "\(state.text)")
+            #expect(try await client.execute(uri: "/nothing", method: .get).status == .notFound)
+        }
+    }
+
+    @Test func aReadOnlyDashboardRefusesEveryAction() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServer { client in
+            for path in [
+                "/runs/\(fixture.running.rawValue)/cancel", "/runs/\(fixture.failed.rawValue)/retry",
+                "/runs/\(fixture.succeeded.rawValue)/delete", "/jobs/\(fixture.runningJob.rawValue)/cancel",
+                "/jobs/\(fixture.failedJob.rawValue)/retry", "/schedules/pause",
+            ] {
+                let response = try await client.execute(
+                    uri: path, method: .post, headers: formHeaders, body: form(["csrf": "x", "name": Hostile.schedule]))
+                #expect(response.status == .forbidden, "\(path)")
+                #expect(response.text.contains("--allow-actions"), "\(path): says how to turn actions on")
+            }
+        }
+        // Nothing changed.
+        #expect(try await fixture.store.record(of: fixture.running).finished == nil)
+        #expect(try await fixture.store.explain(job: fixture.failedJob).state == .failed)
+        #expect(try await fixture.store.schedules().allSatisfy { !$0.paused })
+    }
+
+    @Test func actionsNeedThePagesCSRFTokenAndTheirOrigin() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let page = try await client.execute(uri: "/runs/\(fixture.running.rawValue)", method: .get).text
+            let token = try #require(csrfToken(in: page), "the run page has an action form")
+            #expect(page.contains("Cancel the run"))
+            let cancel = "/runs/\(fixture.running.rawValue)/cancel"
+            let missing = try await client.execute(uri: cancel, method: .post, headers: formHeaders, body: form([:]))
+            #expect(missing.status == .forbidden)
+            #expect(missing.text.contains("CSRF token"))
+            let wrong = try await client.execute(
+                uri: cancel, method: .post, headers: formHeaders, body: form(["csrf": token + "0"]))
+            #expect(wrong.status == .forbidden)
+            var foreign = formHeaders
+            foreign[.origin] = "http://evil.example"
+            let crossSite = try await client.execute(
+                uri: cancel, method: .post, headers: foreign, body: form(["csrf": token]))
+            #expect(crossSite.status == .forbidden)
+            #expect(
+                try await fixture.store.explain(job: fixture.runningJob).waitingFor.contains { reason in
+                    if case .cancelRequested = reason { return true } else { return false }
+                } == false, "no refused form cancelled anything")
+
+            let done = try await client.execute(
+                uri: cancel, method: .post, headers: formHeaders, body: form(["csrf": token]))
+            #expect(done.status == .seeOther)
+            #expect(done.headers[.location] == "/runs/\(fixture.running.rawValue)?notice=cancelled")
+            let after = try await client.execute(uri: done.headers[.location]!, method: .get).text
+            #expect(after.contains("Cancelled. Running jobs stop"), "the notice")
+
+            // Retry the failed run: its failed job and the dependent it cancelled run again.
+            let retry = try await client.execute(
+                uri: "/runs/\(fixture.failed.rawValue)/retry", method: .post, headers: formHeaders,
+                body: form(["csrf": token]))
+            #expect(retry.status == .seeOther)
+            #expect(try await fixture.store.explain(job: fixture.failedJob).state == .ready)
+            // A refused repair is a conflict with the store's reason.
+            let again = try await client.execute(
+                uri: "/jobs/\(fixture.failedJob.rawValue)/retry", method: .post, headers: formHeaders,
+                body: form(["csrf": token]))
+            #expect(again.status == .conflict)
+            #expect(again.text.contains("only a failed or cancelled job can be retried"), "\(again.text)")
+
+            let pause = try await client.execute(
+                uri: "/schedules/pause", method: .post, headers: formHeaders,
+                body: form(["csrf": token, "name": Hostile.schedule]))
+            #expect(pause.status == .seeOther)
+            #expect(try await fixture.store.schedules().first?.paused == true)
+            let unknown = try await client.execute(
+                uri: "/schedules/resume", method: .post, headers: formHeaders,
+                body: form(["csrf": token, "name": "no such"]))
+            #expect(unknown.status == .notFound)
+
+            let delete = try await client.execute(
+                uri: "/runs/\(fixture.succeeded.rawValue)/delete", method: .post, headers: formHeaders,
+                body: form(["csrf": token]))
+            #expect(delete.status == .seeOther)
+            #expect(
+                try await client.execute(uri: "/runs/\(fixture.succeeded.rawValue)", method: .get).status == .notFound)
+        }
+    }
+
+    @Test func aTokenIsNeededAsBearerOrCookie() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        let secret = "s3cret-token"
+        let configuration = Dashboard.Configuration(port: 0, token: secret, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let none = try await client.execute(uri: "/", method: .get)
+            #expect(none.status == .unauthorized)
+            #expect(none.text.contains("needs its token"))
+            #expect(!none.text.contains("nightly report"), "nothing of the store")
+            #expect(try await client.execute(uri: "/assets/live.js", method: .get).status == .unauthorized)
+            let bearer = try await client.execute(uri: "/", method: .get, headers: [.authorization: "Bearer \(secret)"])
+            #expect(bearer.status == .ok)
+            let badBearer = try await client.execute(uri: "/", method: .get, headers: [.authorization: "Bearer nope"])
+            #expect(badBearer.status == .unauthorized)
+            let wrong = try await client.execute(uri: "/workers?token=wrong", method: .get)
+            #expect(wrong.status == .unauthorized)
+            #expect(wrong.text.contains("not this dashboard"))
+            let opened = try await client.execute(uri: "/workers?token=\(secret)", method: .get)
+            #expect(opened.status == .seeOther)
+            #expect(opened.headers[.location] == "/workers", "the token leaves the address bar")
+            let cookie = try #require(opened.headers[.setCookie])
+            #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "\(cookie)")
+            let pair = String(cookie.prefix { $0 != ";" })
+            let withCookie = try await client.execute(uri: "/workers", method: .get, headers: [.cookie: pair])
+            #expect(withCookie.status == .ok)
+            #expect(
+                try await client.execute(uri: "/", method: .get, headers: [.cookie: "baton_dashboard_token=nope"])
+                    .status
+                    == .unauthorized)
+        }
+    }
+}
