@@ -255,8 +255,8 @@ let package = Package(
         .testTarget(
             name: "BatonDashboardTests",
             dependencies: [
-                "BatonCLI", "BatonDashboard", "BatonDurable", "BatonPostgres", "BatonTesting",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "Baton", "BatonCLI", "BatonDashboard", "BatonDurable", "BatonPostgres", "BatonTesting",
+                .product(name: "GRDB", package: "GRDB.swift"), .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
             ],
             swiftSettings: strict

@@ -120,3 +120,14 @@ func form(_ fields: [String: String]) -> ByteBuffer {
 }
 
 let formHeaders: HTTPFields = [.contentType: "application/x-www-form-urlencoded"]
+
+/// A new folder under the temporary directory; `remove()` deletes it.
+struct Scratch {
+    let url: URL
+    init() throws {
+        url = FileManager.default.temporaryDirectory.appendingPathComponent("BatonDashboard-\(UUID())")
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+    func path(_ name: String) -> String { url.appendingPathComponent(name).path }
+    func remove() { try? FileManager.default.removeItem(at: url) }
+}

@@ -1,0 +1,109 @@
+import Baton
+import BatonDashboard
+import BatonDurable
+import BatonTesting
+import Foundation
+import Hummingbird
+import HummingbirdTesting
+import Testing
+
+/// Each page in a real browser (Debian's headless Chromium): it loads, its script runs (the live
+/// update's first poll included) with no console error and no content-security-policy violation, and
+/// its screenshot is saved (to `$BATON_SCREENSHOTS` when set: how the README's pictures are made).
+/// Skipped, saying so, where no browser is installed.
+@Suite("Dashboard in a browser")
+struct DashboardBrowserTests {
+    static let browser = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].first {
+        FileManager.default.isExecutableFile(atPath: $0)
+    }
+
+    /// What the browser printed: the page's DOM (`--dump-dom`) and its log on standard error.
+    static func load(
+        _ url: String, screenshot: String?, profile: String
+    ) async throws -> (
+        dom: String, log: String, status: Int32
+    ) {
+        guard let browser else { return ("", "", -1) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: browser)
+        var arguments = [
+            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
+            "--user-data-dir=\(profile)", "--enable-logging=stderr", "--v=0",
+            // Long enough for the live script's first poll (after 2 s) to run and swap its section in.
+            "--virtual-time-budget=5000", "--window-size=1280,900",
+        ]
+        arguments += screenshot.map { ["--screenshot=\($0)"] } ?? ["--dump-dom"]
+        process.arguments = arguments + [url]
+        let output = Pipe()
+        let errors = Pipe()
+        process.standardOutput = output
+        process.standardError = errors
+        try process.run()
+        return await offThePool {
+            // Both pipes at once: a browser that fills one while the other is read would block.
+            let group = DispatchGroup()
+            let errorText = Protected(Data())
+            group.enter()
+            DispatchQueue(label: "browser.stderr").async {
+                errorText.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() }
+                group.leave()
+            }
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            group.wait()
+            process.waitUntilExit()
+            return (
+                String(decoding: data, as: UTF8.self), String(decoding: errorText.withLock { $0 }, as: UTF8.self),
+                process.terminationStatus
+            )
+        }
+    }
+
+    /// The console's errors and the policy's refusals in a browser log.
+    static func problems(in log: String) -> [String] {
+        log.split(separator: "\n").map(String.init).filter { line in
+            line.contains("CONSOLE") || line.contains("Refused to") || line.contains("Uncaught")
+        }
+    }
+
+    @Test func everyPageRendersInABrowserWithoutConsoleErrors() async throws {
+        guard Self.browser != nil else {
+            print("DashboardBrowserTests: no headless browser (apt-get install chromium); the HTTP tests stand.")
+            return
+        }
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        let folder =
+            ProcessInfo.processInfo.environment["BATON_SCREENSHOTS"].map { URL(fileURLWithPath: $0) }
+            ?? fixture.directory.appendingPathComponent("screenshots")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let pages = [
+            ("runs", "/"), ("run", "/runs/\(fixture.failed.rawValue)"),
+            ("running-run", "/runs/\(fixture.running.rawValue)"),
+            ("job", "/jobs/\(fixture.failedJob.rawValue)"), ("workers", "/workers"), ("schedules", "/schedules"),
+        ]
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let port = try #require(client.port)
+            for (name, path) in pages {
+                let url = "http://127.0.0.1:\(port)\(path)"
+                let profile = fixture.directory.appendingPathComponent("profile-\(name)").path
+                let (dom, log, status) = try await Self.load(url, screenshot: nil, profile: profile)
+                #expect(status == 0, "\(name): the browser exited with \(status)")
+                #expect(dom.contains("<main>"), "\(name): the page's DOM")
+                #expect(!dom.contains("<script>alert"), "\(name): no injected script in the DOM")
+                #expect(Self.problems(in: log).isEmpty, "\(name): \(Self.problems(in: log))")
+                let picture = folder.appendingPathComponent("dashboard-\(name).png").path
+                let shot = try await Self.load(url, screenshot: picture, profile: profile + "-shot")
+                #expect(shot.status == 0, "\(name): the screenshot")
+                #expect(FileManager.default.fileExists(atPath: picture), "\(name): \(picture)")
+                #expect(Self.problems(in: shot.log).isEmpty, "\(name): \(Self.problems(in: shot.log))")
+            }
+            // The running run's page polled: its live section was swapped in, and still shows the run.
+            let live = try await Self.load(
+                "http://127.0.0.1:\(port)/runs/\(fixture.running.rawValue)", screenshot: nil,
+                profile: fixture.directory.appendingPathComponent("profile-live").path)
+            #expect(live.dom.contains("data-live"), "the running run's page keeps polling")
+            #expect(live.dom.contains("lease held by worker"))
+        }
+    }
+}
