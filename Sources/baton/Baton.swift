@@ -20,7 +20,7 @@ struct Baton: AsyncParsableCommand {
             """,
         subcommands: [
             Runs.self, Explain.self, Jobs.self, Job.self, Timeline.self, Cancel.self, Retry.self, Prune.self,
-            Schedules.self,
+            Schedules.self, DashboardCommand.self,
         ]
     )
 }
@@ -316,6 +316,13 @@ struct DashboardCommand: AsyncParsableCommand {
         }
     }
 
+    /// A query value: everything but RFC 3986's unreserved characters percent-encoded.
+    static func queryValue(_ text: String) -> String {
+        var unreserved = CharacterSet(charactersIn: "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789")
+        unreserved.insert(charactersIn: "-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+
     var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["BATON_DASHBOARD_TOKEN"] }
 
     func run() async throws {
@@ -328,10 +335,7 @@ struct DashboardCommand: AsyncParsableCommand {
             logger.logLevel = .warning
             let app = dashboard.application(logger: logger) { port in
                 let shown = configuration.host.contains(":") ? "[\(configuration.host)]" : configuration.host
-                let tokenPart =
-                    configuration.token.map {
-                        "?token=" + ($0.addingPercentEncoding(withAllowedCharacters: .alphanumerics) ?? $0)
-                    } ?? ""
+                let tokenPart = configuration.token.map { "?token=" + Self.queryValue($0) } ?? ""
                 var lines = [
                     "Dashboard of \(address) at http://\(shown):\(port)/\(tokenPart)",
                     configuration.allowActions

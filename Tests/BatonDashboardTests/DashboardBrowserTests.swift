@@ -34,28 +34,25 @@ struct DashboardBrowserTests {
         ]
         arguments += screenshot.map { ["--screenshot=\($0)"] } ?? ["--dump-dom"]
         process.arguments = arguments + [url]
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
+        // Files, not pipes: the browser's helper processes inherit its output and may outlive it, so a
+        // pipe's end of file could come long after the browser exited.
+        let folder = URL(fileURLWithPath: profile + "-output")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let (out, err) = (folder.appendingPathComponent("out"), folder.appendingPathComponent("err"))
+        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: out)
+        process.standardError = try FileHandle(forWritingTo: err)
         try process.run()
-        return await offThePool {
-            // Both pipes at once: a browser that fills one while the other is read would block.
-            let group = DispatchGroup()
-            let errorText = Protected(Data())
-            group.enter()
-            DispatchQueue(label: "browser.stderr").async {
-                errorText.withLock { $0 = errors.fileHandleForReading.readDataToEndOfFile() }
-                group.leave()
-            }
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            group.wait()
+        let status = await offThePool {
             process.waitUntilExit()
-            return (
-                String(decoding: data, as: UTF8.self), String(decoding: errorText.withLock { $0 }, as: UTF8.self),
-                process.terminationStatus
-            )
+            return process.terminationStatus
         }
+        return (
+            (try? String(contentsOf: out, encoding: .utf8)) ?? "",
+            (try? String(contentsOf: err, encoding: .utf8)) ?? "",
+            status
+        )
     }
 
     /// The console's errors and the policy's refusals in a browser log.

@@ -20,8 +20,8 @@ enum Hostile {
 /// A store holding a run of each kind the dashboard shows: succeeded, failed (a hostile job name and
 /// error, its dependent cancelled), running (a job leased by a hostile worker id), one whose job added
 /// jobs, and a schedule. Filled with the store's own calls, one transition at a time.
-struct DashboardFixture {
-    let store: SQLiteJobStore
+struct DashboardFixture: Sendable {
+    let store: any JobStore
     let succeeded: DurableRunID
     let failed: DurableRunID
     let failedJob: DurableJobID
@@ -31,10 +31,16 @@ struct DashboardFixture {
     let grown: DurableRunID
     let directory: URL
 
+    /// The fixture in a new SQLite store.
     static func make() async throws -> DashboardFixture {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("BatonDashboard-\(UUID())")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let store = try SQLiteJobStore(path: directory.appendingPathComponent("jobs.sqlite").path)
+        return try await fill(
+            try SQLiteJobStore(path: directory.appendingPathComponent("jobs.sqlite").path), directory: directory)
+    }
+
+    /// The fixture's runs and schedule in `store`, which must be empty; `directory` is for the tests' files.
+    static func fill(_ store: any JobStore, directory: URL) async throws -> DashboardFixture {
         func job(_ name: String, _ kind: String, after: [Int] = []) -> JobSpec {
             JobSpec(
                 name: name, kind: kind, input: Data("{\"name\":\"\(name.count)\",\"html\":\"<i>x</i>\"}".utf8),
@@ -78,7 +84,7 @@ struct DashboardFixture {
     }
 
     func remove() {
-        try? store.close()
+        try? (store as? SQLiteJobStore)?.close()
         try? FileManager.default.removeItem(at: directory)
     }
 

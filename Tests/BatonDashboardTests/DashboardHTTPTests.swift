@@ -1,5 +1,6 @@
 import BatonDashboard
 import BatonDurable
+import BatonPostgres
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -12,6 +13,10 @@ struct DashboardHTTPTests {
     @Test func everyPageRendersWithHostileTextEscaped() async throws {
         let fixture = try await DashboardFixture.make()
         defer { fixture.remove() }
+        try await Self.checkPages(fixture)
+    }
+
+    static func checkPages(_ fixture: DashboardFixture) async throws {
         try await fixture.withServer { client in
             let paths = [
                 "/", "/?state=failed", "/runs/\(fixture.failed.rawValue)", "/runs/\(fixture.running.rawValue)",
@@ -106,6 +111,10 @@ struct DashboardHTTPTests {
     @Test func actionsNeedThePagesCSRFTokenAndTheirOrigin() async throws {
         let fixture = try await DashboardFixture.make()
         defer { fixture.remove() }
+        try await Self.checkActions(fixture)
+    }
+
+    static func checkActions(_ fixture: DashboardFixture) async throws {
         let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
         try await fixture.withServer(configuration) { client in
             let page = try await client.execute(uri: "/runs/\(fixture.running.rawValue)", method: .get).text
@@ -197,6 +206,27 @@ struct DashboardHTTPTests {
                 try await client.execute(uri: "/", method: .get, headers: [.cookie: "baton_dashboard_token=nope"])
                     .status
                     == .unauthorized)
+        }
+    }
+}
+
+/// The same pages and actions on a PostgreSQL store (skipped without a server, except in CI).
+@Suite("Dashboard over HTTP, PostgreSQL")
+struct DashboardPostgresTests {
+    static var url: String? {
+        ProcessInfo.processInfo.environment["BATON_POSTGRES_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
+    static var required: Bool { !(ProcessInfo.processInfo.environment["BATON_CI"] ?? "").isEmpty }
+
+    @Test(.enabled(if: url != nil || required, "set BATON_POSTGRES_URL to run the dashboard's PostgreSQL tests"))
+    func pagesAndActionsWorkOnPostgreSQL() async throws {
+        let url = try #require(Self.url, "CI must set BATON_POSTGRES_URL")
+        for check in [DashboardHTTPTests.checkPages, DashboardHTTPTests.checkActions] {
+            let scratch = try Scratch()
+            defer { scratch.remove() }
+            try await withPostgresJobStore(url: url, schema: "dash_\(UInt32.random(in: 0...UInt32.max))") { store in
+                try await check(try await DashboardFixture.fill(store, directory: scratch.url))
+            }
         }
     }
 }
