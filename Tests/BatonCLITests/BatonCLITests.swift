@@ -258,6 +258,7 @@ struct BatonToolSQLiteTests {
     }
 
     @Test func addressesAreReadOrRefusedAsUsageErrors() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }  // made by init, unused here
         #expect(try StoreAddress.parse("sqlite:/tmp/a.sqlite", schema: nil) == .sqlite(path: "/tmp/a.sqlite"))
         #expect(try StoreAddress.parse("sqlite:///tmp/a", schema: nil) == .sqlite(path: "/tmp/a"))
         #expect(try StoreAddress.parse("jobs.db", schema: nil) == .sqlite(path: "jobs.db"))
@@ -281,6 +282,7 @@ struct BatonToolSQLiteTests {
     }
 
     @Test func agesAndDatesAreRead() throws {
+        defer { try? FileManager.default.removeItem(at: directory) }  // made by init, unused here
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let utc = TimeZone(identifier: "UTC")!
         #expect(try TimeText.moment("2h", now: now, timeZone: utc, option: "--since") == now.addingTimeInterval(-7_200))
