@@ -38,8 +38,16 @@ public struct Dashboard: Sendable {
             self.timeZone = timeZone
         }
 
-        /// Whether `host` is a loopback address (reachable from this machine only).
-        public var isLoopback: Bool { ["127.0.0.1", "::1", "localhost"].contains(host) || host.hasPrefix("127.") }
+        /// Whether `host` is a loopback address (reachable from this machine only): `localhost`, `::1` or
+        /// an IPv4 address 127.x.y.z.
+        public var isLoopback: Bool { Self.isLoopback(host) }
+
+        static func isLoopback(_ host: String) -> Bool {
+            if host == "localhost" || host == "::1" || host == "[::1]" { return true }
+            let octets = host.split(separator: ".", omittingEmptySubsequences: false)
+            return octets.count == 4 && octets[0] == "127"
+                && octets.allSatisfy { octet in UInt8(octet).map { "\($0)" == octet } ?? false }
+        }
     }
 
     public let store: any JobStore
@@ -68,7 +76,7 @@ public struct Dashboard: Sendable {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router()
-        router.add(middleware: Guard(token: configuration.token))
+        router.add(middleware: Guard(token: configuration.token, loopbackOnly: configuration.isLoopback))
         let pages = Pages(dashboard: self)
         router.get("/") { request, _ in await pages.respond { try await pages.runs(request) } }
         router.get("/runs/:id") { request, context in
@@ -129,6 +137,22 @@ func sameSecret(_ a: String, _ b: String) -> Bool {
 struct Guard<Context: RequestContext>: RouterMiddleware {
     static var cookie: String { "baton_dashboard_token" }
     let token: String?
+    /// Listening on loopback: requests must name a loopback host. A page of another site whose name
+    /// was made to resolve to 127.0.0.1 (DNS rebinding) names its own, and is refused.
+    let loopbackOnly: Bool
+
+    /// Whether a request's `Host` (`authority`: a name or address, maybe with a port) may reach a
+    /// dashboard listening on loopback.
+    static func isLoopbackAuthority(_ authority: String?) -> Bool {
+        guard let authority else { return false }
+        var host = Substring(authority)
+        if host.hasPrefix("["), let end = host.firstIndex(of: "]") {
+            host = host[host.index(after: host.startIndex)..<end]  // [::1]:8080
+        } else if let colon = host.lastIndex(of: ":") {
+            host = host[..<colon]  // 127.0.0.1:8080
+        }
+        return Dashboard.Configuration.isLoopback(String(host).lowercased())
+    }
 
     func handle(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
@@ -146,6 +170,15 @@ struct Guard<Context: RequestContext>: RouterMiddleware {
     private func authorised(
         _ request: Request, context: Context, next: (Request, Context) async throws -> Response
     ) async throws -> Response {
+        if loopbackOnly, !Self.isLoopbackAuthority(request.head.authority) {
+            return Response(
+                status: .misdirectedRequest, headers: [.contentType: "text/plain; charset=utf-8"],
+                body: ResponseBody(
+                    byteBuffer: ByteBuffer(
+                        string:
+                            "This dashboard listens on loopback and answers only to 127.0.0.1, localhost or [::1] in the address.\n"
+                    )))
+        }
         guard let token else { return try await next(request, context) }
         if let bearer = request.headers[.authorization], bearer.hasPrefix("Bearer "),
             sameSecret(String(bearer.dropFirst("Bearer ".count)), token)
@@ -158,7 +191,9 @@ struct Guard<Context: RequestContext>: RouterMiddleware {
         let query = QueryItems(request.uri.query)
         if request.method == .get, let given = query["token"] {
             guard sameSecret(given, token) else { return Self.refused(wrong: true) }
-            var response = Response.redirect(to: request.uri.path, type: .normal)
+            // The same page, without the token; a path starting "//" (another host to a browser) is not one.
+            let path = "/" + request.uri.path.drop { $0 == "/" || $0 == "\\" }
+            var response = Response.redirect(to: path, type: .normal)
             response.setCookie(Cookie(name: Self.cookie, value: token, path: "/", httpOnly: true, sameSite: .strict))
             return response
         }

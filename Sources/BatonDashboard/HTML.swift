@@ -1,28 +1,12 @@
 import BatonCLI
 import BatonDurable
+import BatonObservability
 import Foundation
 
 /// Text made safe to put into HTML, in an element or in a quoted attribute. Every value the dashboard
 /// shows that came from a store (names, kinds, errors, inputs, outputs, worker ids) goes through it.
 enum HTML {
-    static func escape(_ text: String) -> String {
-        var out = ""
-        out.reserveCapacity(text.utf8.count)
-        for character in text.unicodeScalars {
-            switch character {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case "'": out += "&#39;"
-            // Control characters (a terminal's escape sequences in an error) are shown, not sent.
-            case "\u{0}"..."\u{8}", "\u{B}", "\u{C}", "\u{E}"..."\u{1F}", "\u{7F}":
-                out += "\\u{\(String(character.value, radix: 16, uppercase: true))}"
-            default: out.unicodeScalars.append(character)
-            }
-        }
-        return out
-    }
+    static func escape(_ text: String) -> String { JobTimeline.htmlEscaped(text) }
 
     /// Text cut to `limit` characters with `…`, then escaped; the whole text is the element's tooltip.
     static func short(_ text: String, _ limit: Int = 80) -> String {

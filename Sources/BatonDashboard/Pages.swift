@@ -32,6 +32,8 @@ struct Pages: Sendable {
             return try await body()
         } catch let failure as Failure {
             return errorPage(failure.status, failure.message)
+        } catch let error as HTTPError {
+            return errorPage(error.status, error.body ?? error.status.reasonPhrase)
         } catch let error as DurableError {
             switch error.code {
             case .unknownRun, .unknownJob: return errorPage(.notFound, error.message)
@@ -238,10 +240,10 @@ struct Pages: Sendable {
         // The timeline of its attempts, then its graph.
         let chart = BatonTool.timeline(of: snapshot, attempts: attempts).chart()
         body += """
+            </section>
             <h2>Timeline</h2>
             <p class="summary">\(HTML.escape(chart.summary)), one bar per attempt that ended. Hover over one for details.</p>
             <div class="chart">\(chart.svg)</div>
-            </section>
             <h2>Graph</h2>
             """
         if snapshot.jobs.count <= DependencyGraph.limit {
@@ -391,10 +393,14 @@ struct Pages: Sendable {
             )
         }
         // A form of this dashboard's own pages: its origin, when the browser says, and its CSRF token.
-        if let origin = request.headers[.origin], let host = request.head.authority,
-            origin != "http://\(host)" && origin != "https://\(host)"
-        {
-            throw Failure(status: .forbidden, message: "A form of another site (\(origin)) was refused.")
+        if let origin = request.headers[.origin] {
+            let host = origin.split(separator: "://", maxSplits: 1).last.map(String.init)
+            let ours =
+                dashboard.configuration.isLoopback
+                ? Guard<BasicRequestContext>.isLoopbackAuthority(host) : host == request.head.authority
+            guard ours else {
+                throw Failure(status: .forbidden, message: "A form of another site (\(origin)) was refused.")
+            }
         }
         var request = request
         let form = QueryItems(String(buffer: try await request.collectBody(upTo: 65_536)))

@@ -76,6 +76,12 @@ extension JobTimeline {
     }
 }
 
+extension JobTimeline {
+    /// Text made safe for HTML and XML, in an element or a quoted attribute, as the page escapes every
+    /// name: `&<>"'` as entities, control characters (which XML does not allow) as `\u{1B}`.
+    public static func htmlEscaped(_ text: String) -> String { escape(text) }
+}
+
 /// Escapes text for HTML and XML. Control characters, which XML does not allow (a terminal's escape
 /// sequences in a job's name), are written out as `\u{1B}`.
 func escape(_ text: String) -> String {

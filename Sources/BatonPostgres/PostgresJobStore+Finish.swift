@@ -278,18 +278,22 @@ extension PostgresJobStore {
                 UPDATE jobs SET finished_by = \(token), finished_report = \(kind), finished_result = \(state.rawValue)
                 WHERE id = \(id)
                 """, logger: logger)
-            if kind != "succeeded" {
+            // A success whose added jobs were refused failed its job: recorded as a failed attempt, with
+            // the job's last error saying why.
+            if kind != "succeeded" || state == .failed {
                 let error: String? =
                     switch report.outcome {
                     case .failed(let message, _): StoredText.message(message)
                     case .cancelled(let reason): StoredText.message(reason)
                     case .succeeded: nil
                     }
+                let outcome = kind == "succeeded" ? "failed" : kind
                 try await connection.query(
                     """
                     INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
                     VALUES (\(id), \(token), \(attempts), \(owner), (SELECT started FROM jobs WHERE id = \(id)),
-                        \(now), \(kind), \(state.rawValue), \(error))
+                        \(now), \(outcome), \(state.rawValue),
+                        COALESCE(\(error), (SELECT last_error FROM jobs WHERE id = \(id))))
                     ON CONFLICT DO NOTHING
                     """, logger: logger)
             }

@@ -311,8 +311,11 @@ struct DashboardCommand: AsyncParsableCommand {
                 "--allow-actions on \(host) lets anyone who reaches this machine cancel and delete runs: give --token too (or listen on 127.0.0.1)"
             )
         }
-        if let token = resolvedToken, token.count < 8 || token.contains(where: { !$0.isASCII || $0.isWhitespace }) {
-            throw ValidationError("--token: give at least 8 printable ASCII characters, without spaces")
+        let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-")
+        if let token = resolvedToken, token.count < 8 || !token.allSatisfy(allowed.contains) {
+            throw ValidationError(
+                "--token: give at least 8 characters of letters, digits and . _ ~ - (it travels in a cookie and an address)"
+            )
         }
     }
 
@@ -323,7 +326,9 @@ struct DashboardCommand: AsyncParsableCommand {
         return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
     }
 
-    var resolvedToken: String? { token ?? ProcessInfo.processInfo.environment["BATON_DASHBOARD_TOKEN"] }
+    var resolvedToken: String? {
+        token ?? ProcessInfo.processInfo.environment["BATON_DASHBOARD_TOKEN"].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     func run() async throws {
         let configuration = Dashboard.Configuration(

@@ -44,10 +44,15 @@ struct DashboardBrowserTests {
         process.standardOutput = try FileHandle(forWritingTo: out)
         process.standardError = try FileHandle(forWritingTo: err)
         try process.run()
+        // A browser that hangs is killed after 120 s, and the test fails on its status.
+        let pid = process.processIdentifier
+        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
+        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
         let status = await offThePool {
             process.waitUntilExit()
             return process.terminationStatus
         }
+        watchdog.cancel()
         return (
             (try? String(contentsOf: out, encoding: .utf8)) ?? "",
             (try? String(contentsOf: err, encoding: .utf8)) ?? "",
@@ -95,7 +100,7 @@ struct DashboardBrowserTests {
                 #expect(FileManager.default.fileExists(atPath: picture), "\(name): \(picture)")
                 #expect(Self.problems(in: shot.log).isEmpty, "\(name): \(Self.problems(in: shot.log))")
             }
-            // The running run's page polled: its live section was swapped in, and still shows the run.
+            // The running run's page, after its first poll (in the browser's virtual time): still live.
             let live = try await Self.load(
                 "http://127.0.0.1:\(port)/runs/\(fixture.running.rawValue)", screenshot: nil,
                 profile: fixture.directory.appendingPathComponent("profile-live").path)

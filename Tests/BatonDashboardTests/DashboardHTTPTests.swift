@@ -1,10 +1,11 @@
-import BatonDashboard
 import BatonDurable
 import BatonPostgres
 import Foundation
 import Hummingbird
 import HummingbirdTesting
 import Testing
+
+@testable import BatonDashboard
 
 /// The dashboard over HTTP, against its real server on 127.0.0.1: status codes, escaping of what users
 /// wrote, and the refusals that keep a store safe (read-only, CSRF, token).
@@ -137,8 +138,11 @@ struct DashboardHTTPTests {
                     if case .cancelRequested = reason { return true } else { return false }
                 } == false, "no refused form cancelled anything")
 
+            // A browser's form from the dashboard's own page names its origin.
+            var sameSite = formHeaders
+            sameSite[.origin] = "http://127.0.0.1:\(client.port ?? 0)"
             let done = try await client.execute(
-                uri: cancel, method: .post, headers: formHeaders, body: form(["csrf": token]))
+                uri: cancel, method: .post, headers: sameSite, body: form(["csrf": token]))
             #expect(done.status == .seeOther)
             #expect(done.headers[.location] == "/runs/\(fixture.running.rawValue)?notice=cancelled")
             let after = try await client.execute(uri: done.headers[.location]!, method: .get).text
@@ -174,6 +178,24 @@ struct DashboardHTTPTests {
             #expect(
                 try await client.execute(uri: "/runs/\(fixture.succeeded.rawValue)", method: .get).status == .notFound)
         }
+    }
+
+    @Test func aDashboardOnLoopbackAnswersOnlyToLoopbackNames() {
+        // What the Host header of a request names: another site's name resolved to 127.0.0.1 (DNS
+        // rebinding) must not reach a dashboard that trusts being on loopback.
+        for allowed in ["127.0.0.1:8080", "localhost", "LOCALHOST:80", "[::1]:8080", "127.1.2.3"] {
+            #expect(Guard<BasicRequestContext>.isLoopbackAuthority(allowed), "\(allowed)")
+        }
+        for refused in [
+            "evil.example:8080", "127.0.0.1.evil.example", "127.example.com", "localhost.evil", "[::2]:80", "",
+            "0.0.0.0",
+        ] {
+            #expect(!Guard<BasicRequestContext>.isLoopbackAuthority(refused), "\(refused)")
+        }
+        #expect(!Guard<BasicRequestContext>.isLoopbackAuthority(nil))
+        #expect(Dashboard.Configuration(host: "127.0.0.1").isLoopback)
+        #expect(!Dashboard.Configuration(host: "127.example.com").isLoopback)
+        #expect(!Dashboard.Configuration(host: "0.0.0.0").isLoopback)
     }
 
     @Test func aTokenIsNeededAsBearerOrCookie() async throws {

@@ -111,7 +111,7 @@ struct RunListScaleTests {
         try store.close()
         // The plan: the run's jobs are searched in the index on (run, idx), never the whole table.
         let queue = try DatabaseQueue(path: directory.path("jobs.sqlite"))
-        let sql = RunQueries.jobsSQL(table: "baton_jobs", state: true, after: true, placeholder: { _ in "?" })
+        let sql = RunQueries.jobsSQL(table: "baton_jobs", state: true, after: true, placeholder: { "?\($0)" })
         let plan = try await queue.read { db in
             try Row.fetchAll(db, sql: "EXPLAIN QUERY PLAN " + sql, arguments: [run.run.rawValue, "ready", 1, 100])
                 .map { $0["detail"] as String }

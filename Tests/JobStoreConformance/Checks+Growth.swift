@@ -108,6 +108,9 @@ extension JobStoreConformance {
             let failed = try await store.snapshot(of: cyclic.run).jobs
             try expectEqual(failed.count, 2, "nothing added")
             try expect(failed[0].lastError?.contains("cycle") == true, "says why: \(failed[0].lastError ?? "nil")")
+            let attempts = try await store.attempts(of: cyclic.jobs[0])
+            try expectEqual(attempts.map(\.outcome), [.failed], "the refused attempt is recorded as failed")
+            try expect(attempts.first?.error?.contains("cycle") == true, "with why: \(attempts)")
 
             let foreign = try await store.submit(Build.graph("f", Build.job("p", kind: "f")), uniqueKey: nil)
             let q = try await store.claimAll(["f"])[0]

@@ -142,6 +142,9 @@ extension JobStoreConformance {
                 ["x"], "the second page of ready jobs")
             try expectEqual(
                 try await store.jobs(JobFilter(run: other.run)).jobs.map(\.name), ["z"], "another run's jobs")
+            try expectEqual(
+                try await store.jobs(JobFilter(run: other.run, after: run.jobs[0])).jobs, [],
+                "a job of another run as `after` gives an empty page")
             try await expectDurableError(.unknownRun) {
                 _ = try await store.jobs(JobFilter(run: DurableRunID(987_654)))
             }

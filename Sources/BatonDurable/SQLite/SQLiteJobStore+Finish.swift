@@ -25,6 +25,12 @@ extension SQLiteJobStore {
         if row[4] as Int != 0 { try releaseCategories(db, job: id) }
         let result = try finishAttempt(db, report, row: row, now: now)
         switch (report.outcome, result) {
+        case (.succeeded, .accepted(.failed)):
+            // Its added jobs were refused: the attempt failed, saying why (the job's last error).
+            let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
+            try recordAttempt(
+                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: .failed,
+                error: error)
         case (.succeeded, _), (_, .rejected): break
         case (.failed(let message, _), .accepted(let state)):
             try recordAttempt(

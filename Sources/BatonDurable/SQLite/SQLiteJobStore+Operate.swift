@@ -93,7 +93,7 @@ extension SQLiteJobStore {
             if let after = filter.after { arguments.append(after.rawValue) }
             arguments.append(filter.limit + 1)
             let sql = RunQueries.jobsSQL(
-                table: "baton_jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { _ in "?" })
+                table: "baton_jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { "?\($0)" })
             let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
             let jobs: [JobSummary] = rows.prefix(filter.limit).map { (row: Row) -> JobSummary in
                 JobSummary(

@@ -125,7 +125,8 @@ public struct JobFilter: Hashable, Codable, Sendable {
     public var run: DurableRunID
     /// Only jobs in this state, or any.
     public var state: DurableJobState?
-    /// Only jobs added after this one (itself excluded): ``JobPage/next`` of the previous page.
+    /// Only jobs added after this one (itself excluded): ``JobPage/next`` of the previous page. A job of
+    /// another run, or one that is not in the store, gives an empty page.
     public var after: DurableJobID?
     /// At most this many jobs (1…1,000).
     public var limit: Int
@@ -317,9 +318,10 @@ package enum RunQueries {
     /// The columns of a ``JobSummary``, in the order ``jobSummary(_:)`` reads them.
     package static let jobSummaryColumns = "id, name, kind, state, attempts, started, finished, last_error, added_by"
 
-    /// The jobs of a run as ``JobStore/jobs(_:)`` lists them, from `table` (the same in both stores): `?`
-    /// marks the run, then the state when `state`, then the job after which the page starts when `after`,
-    /// then the limit (one more than the page, to know whether another follows). Ordered by the run
+    /// The jobs of a run as ``JobStore/jobs(_:)`` lists them, from `table` (the same in both stores), its
+    /// parameters numbered by `placeholder` (`?1` in SQLite, `$1` in PostgreSQL; the run's is used twice):
+    /// the run, then the state when `state`, then the job after which the page starts when `after`, then
+    /// the limit (one more than the page, to know whether another follows). Ordered by the run
     /// index's second column, so that the index on (run, idx) answers it.
     package static func jobsSQL(table: String, state: Bool, after: Bool, placeholder: (Int) -> String) -> String {
         var count = 1
@@ -329,8 +331,10 @@ package enum RunQueries {
             conditions.append("state = \(placeholder(count))")
         }
         if after {
+            // A job of another run (or none) matches no row: the page is empty.
             count += 1
-            conditions.append("idx > (SELECT idx FROM \(table) WHERE id = \(placeholder(count)))")
+            conditions.append(
+                "idx > (SELECT idx FROM \(table) WHERE id = \(placeholder(count)) AND run = \(placeholder(1)))")
         }
         return """
             SELECT \(jobSummaryColumns) FROM \(table) WHERE \(conditions.joined(separator: " AND "))
