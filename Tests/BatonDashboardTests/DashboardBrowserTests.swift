@@ -11,8 +11,18 @@ import Testing
 /// update's first poll included) with no console error and no content-security-policy violation, and
 /// its screenshot is saved (to `$BATON_SCREENSHOTS` when set: how the README's pictures are made).
 /// Skipped, saying so, where no browser is installed.
-@Suite("Dashboard in a browser")
+/// The browser and scale tests take both cores of a small machine for seconds at a time (Chromium
+/// laying out pages, 10,000-job runs): run beside the whole suite, they pushed the tests that start
+/// processes past their time limits. `.ci/run` runs them alone, with `BATON_DASHBOARD_ALONE` set.
+enum DashboardAlone {
+    static var enabled: Bool { !(ProcessInfo.processInfo.environment["BATON_DASHBOARD_ALONE"] ?? "").isEmpty }
+}
+
+@Suite(
+    "Dashboard in a browser", .serialized,
+    .enabled(if: DashboardAlone.enabled, "set BATON_DASHBOARD_ALONE=1 to run (.ci/run runs it after swift test)"))
 struct DashboardBrowserTests {
+
     static let browser = ["/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/bin/google-chrome"].first {
         FileManager.default.isExecutableFile(atPath: $0)
     }

@@ -11,7 +11,9 @@ import Testing
 /// The pages of large stores: a run of 10,000 jobs and a store of 100,000 runs. Each page's server time
 /// is printed for the record (not asserted: the machine's load decides it); what is asserted is what
 /// keeps a browser responsive: the job table is paged and the graph summarised.
-@Suite("Dashboard at scale")
+@Suite(
+    "Dashboard at scale", .serialized,
+    .enabled(if: DashboardAlone.enabled, "set BATON_DASHBOARD_ALONE=1 to run (.ci/run runs it after swift test)"))
 struct DashboardScaleTests {
     static func timed(_ client: any TestClientProtocol, _ path: String) async throws -> (TestResponse, Duration) {
         let start = ContinuousClock.now
