@@ -1,4 +1,4 @@
-// swift-tools-version: 6.0
+// swift-tools-version: 6.1
 import PackageDescription
 
 let strict: [SwiftSetting] = [
@@ -46,7 +46,10 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
         // The `baton dashboard` web server only (BatonDashboard).
-        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // Without its ConfigurationSupport trait: the dashboard reads no swift-configuration, and that package
+        // would add 20,000 lines to every build.
+        .package(
+            url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1", traits: ["FullFoundation"]),
     ],
     targets: [
         .target(

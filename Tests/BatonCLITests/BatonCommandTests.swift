@@ -10,46 +10,16 @@ import Testing
 struct BatonCommandTests {
     static let executable = BuiltExecutable.url(named: "baton")
 
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
-    }
+    typealias Run = ChildRun
 
-    /// Runs `baton` with `arguments`, its output in files (so a large one never blocks it), on a thread
-    /// of its own; killed after 60 s.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
+    /// Runs `baton` with `arguments` to its exit (``ChildProcess``: output in files, killed after 60 s).
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Run {
         let executable = try #require(executable)
-        return try await withCheckedThrowingContinuation { continuation in
-            DispatchQueue(label: "baton run").async {
-                continuation.resume(
-                    with: Result {
-                        let folder = FileManager.default.temporaryDirectory.appendingPathComponent(UUID().uuidString)
-                        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-                        defer { try? FileManager.default.removeItem(at: folder) }
-                        let out = folder.appendingPathComponent("out")
-                        let err = folder.appendingPathComponent("err")
-                        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-                        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-                        let process = Process()
-                        process.executableURL = executable
-                        process.arguments = arguments
-                        process.environment = ["PATH": "/usr/bin:/bin"].merging(environment) { $1 }
-                        process.standardOutput = try FileHandle(forWritingTo: out)
-                        process.standardError = try FileHandle(forWritingTo: err)
-                        try process.run()
-                        let pid = process.processIdentifier
-                        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
-                        DispatchQueue.global().asyncAfter(deadline: .now() + 60, execute: watchdog)
-                        process.waitUntilExit()
-                        watchdog.cancel()
-                        return Run(
-                            status: process.terminationStatus,
-                            stdout: try String(contentsOf: out, encoding: .utf8),
-                            stderr: try String(contentsOf: err, encoding: .utf8))
-                    })
-            }
-        }
+        return try await ChildProcess.run(
+            executable, arguments, environment: ["PATH": "/usr/bin:/bin"].merging(environment) { $1 },
+            sourceLocation: sourceLocation)
     }
 
     @Test(.enabled(if: executable != nil, "the baton executable is not built; skipping"))

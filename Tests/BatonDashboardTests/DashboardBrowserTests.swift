@@ -34,8 +34,6 @@ struct DashboardBrowserTests {
         dom: String, log: String, status: Int32
     ) {
         guard let browser else { return ("", "", -1) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: browser)
         var arguments = [
             "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--hide-scrollbars",
             "--user-data-dir=\(profile)", "--enable-logging=stderr", "--v=0",
@@ -43,31 +41,13 @@ struct DashboardBrowserTests {
             "--virtual-time-budget=5000", "--window-size=1280,900",
         ]
         arguments += screenshot.map { ["--screenshot=\($0)"] } ?? ["--dump-dom"]
-        process.arguments = arguments + [url]
-        // Files, not pipes: the browser's helper processes inherit its output and may outlive it, so a
-        // pipe's end of file could come long after the browser exited.
-        let folder = URL(fileURLWithPath: profile + "-output")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        let (out, err) = (folder.appendingPathComponent("out"), folder.appendingPathComponent("err"))
-        _ = FileManager.default.createFile(atPath: out.path, contents: nil)
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: out)
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        // A browser that hangs is killed after 120 s, and the test fails on its status.
-        let pid = process.processIdentifier
-        let watchdog = DispatchWorkItem { kill(pid, SIGKILL) }
-        DispatchQueue.global().asyncAfter(deadline: .now() + 120, execute: watchdog)
-        let status = await offThePool {
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
-        watchdog.cancel()
-        return (
-            (try? String(contentsOf: out, encoding: .utf8)) ?? "",
-            (try? String(contentsOf: err, encoding: .utf8)) ?? "",
-            status
-        )
+        // Output in files (``ChildProcess``): the browser's helper processes inherit it and may outlive it,
+        // so a pipe's end of file could come long after the browser exited. A browser that hangs is
+        // killed after 120 s.
+        let run = try await ChildProcess.run(
+            URL(fileURLWithPath: browser), arguments + [url],
+            environment: ProcessInfo.processInfo.environment, limit: .seconds(120))
+        return (run.stdout, run.stderr, run.status)
     }
 
     /// The console's errors and the policy's refusals in a browser log.

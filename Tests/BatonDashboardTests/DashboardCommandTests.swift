@@ -47,25 +47,16 @@ struct DashboardCommandTests {
         }
     }
 
-    /// Runs `baton` to its exit (killed after 60 s) and returns its status and standard error, written to a
-    /// file: a pipe's end of file may never come while a process started beside it holds a copy.
-    static func finish(_ arguments: [String], in scratch: Scratch) async throws -> (Int32, String) {
+    /// Runs `baton` to its exit (``ChildProcess``: killed after 60 s) and returns its status and standard
+    /// error.
+    static func finish(
+        _ arguments: [String], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> (
+        Int32, String
+    ) {
         guard let executable = Self.executable else { throw CocoaError(.fileNoSuchFile) }
-        let err = URL(fileURLWithPath: scratch.path("stderr-\(UUID())"))
-        _ = FileManager.default.createFile(atPath: err.path, contents: nil)
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
-        process.environment = ["PATH": "/usr/bin:/bin"]
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = try FileHandle(forWritingTo: err)
-        try process.run()
-        let status = Protected<Int32>(-1)
-        try await withDeadline(.seconds(60), "baton \(arguments.joined(separator: " ")) exits") {
-            let code = await Self.exit(process)
-            status.withLock { $0 = code }
-        }
-        return (status.current, try String(contentsOf: err, encoding: .utf8))
+        let run = try await ChildProcess.run(executable, arguments, sourceLocation: sourceLocation)
+        return (run.status, run.stderr)
     }
 
     @Test(.enabled(if: executable != nil, "the baton executable is not built; skipping"))
@@ -83,13 +74,13 @@ struct DashboardCommandTests {
             (["dashboard", "--store", "sqlite:" + store, "--port", "70000"], "give 0 to 65535"),
         ]
         for (arguments, words) in cases {
-            let (status, text) = try await Self.finish(arguments, in: scratch)
+            let (status, text) = try await Self.finish(arguments)
             #expect(status == 64, "\(arguments)")
             #expect(text.contains(words), "\(arguments): \(text)")
         }
         let missing = scratch.path("missing.sqlite")
         let (status, text) = try await Self.finish(
-            ["dashboard", "--store", "sqlite:" + missing, "--port", "0"], in: scratch)
+            ["dashboard", "--store", "sqlite:" + missing, "--port", "0"])
         #expect(status == 1)
         #expect(text.hasPrefix("baton: "), "\(text)")
         #expect(!FileManager.default.fileExists(atPath: missing), "a read never creates a store")

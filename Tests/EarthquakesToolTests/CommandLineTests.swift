@@ -4,7 +4,7 @@ import Foundation
 import Testing
 
 /// The command line as typed, through the built executable: negative numbers, exit codes, usage.
-@Suite(.timeLimit(.minutes(1))) struct CommandLineTests {
+@Suite(.timeLimit(.binarySuite)) struct CommandLineTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// A scratch folder with a database holding the 40 sample events, imported with `refresh --feed FILE`.

@@ -13,7 +13,7 @@ import Darwin
 
 /// Issue 10, defects 4, 7, 13 and 14, through the built executable: the sample's own database, read
 /// commands that never create anything, messages that name the real cause, and Ctrl-C.
-@Suite(.timeLimit(.minutes(1))) struct DatabaseAndFeedCheckTests {
+@Suite(.timeLimit(.binarySuite)) struct DatabaseAndFeedCheckTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// Defect 4: the sample never lands in the user's database (issue 31, defect 9: bare `earthquakes`

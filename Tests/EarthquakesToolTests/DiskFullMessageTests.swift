@@ -15,7 +15,7 @@ import Darwin
 /// Issue 31, defect 13: the message for a download folder on a full disk read "There isn't enough
 /// space.. Check that the folder exists…" (Foundation's reason kept its own full stop, after
 /// "The operation could not be completed.").
-@Suite(.timeLimit(.minutes(1))) struct DiskFullMessageTests {
+@Suite(.timeLimit(.binarySuite)) struct DiskFullMessageTests {
     /// A 64 KB tmpfs, where the test may mount one (as root, with the right to mount); else `nil`.
     static func smallFileSystem(at folder: String) -> Bool {
         guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/bin/mount") else { return false }

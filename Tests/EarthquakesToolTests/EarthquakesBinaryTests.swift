@@ -13,39 +13,52 @@ import Darwin
 
 /// Runs the built `earthquakes` executable, to check what only a real process shows: exit codes and
 /// which stream gets what. Skipped when the executable has not been built next to the tests.
-@Suite(.timeLimit(.minutes(1))) struct EarthquakesBinaryTests {
+///
+/// The suites that run the executable have a time limit of `.binarySuite` (below).
+@Suite(.timeLimit(.binarySuite)) struct EarthquakesBinaryTests {
     static let executable = BuiltExecutable.url(named: "earthquakes")
 
-    struct Run {
-        var status: Int32
-        var stdout: String
-        var stderr: String
+    typealias Run = ChildRun
+    typealias OutputFiles = BatonTesting.OutputFiles
+
+    /// Runs the executable to its end (``ChildProcess/run(_:_:environment:limit:sourceLocation:)``: output
+    /// in files, the wait on a thread of its own, killed after 60 s); at most as many processes at once as
+    /// there are cores (`processes`): one per test at once would make every one of them slow, and twice the
+    /// cores left the rest of the suite, running beside them, too little of the machine.
+    static func run(
+        _ arguments: [String], environment: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Run {
+        let executable = try #require(executable)
+        return try await processes.run {
+            try await ChildProcess.run(
+                executable, arguments, environment: Self.environment(environment), sourceLocation: sourceLocation)
+        }
     }
 
-    /// Runs the executable to its end on a thread of its own (`offThePool`), so the wait never holds one
-    /// of the few threads of Swift concurrency's pool that the other tests run on; at most as many
-    /// processes at once as there are cores (`processes`): one per test at once would make every
-    /// one of them slow enough to miss its time limit, and twice the cores left the rest of the suite,
-    /// running beside them, too little of the machine.
-    static func run(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
-        try await processes.run { try await offThePool { try runBlocking(arguments, environment: environment) } }
+    /// What every run gets, then `extra`.
+    static func environment(_ extra: [String: String]) -> [String: String] {
+        ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent-home"].merging(extra) { $1 }
     }
 
-    /// The user id ``runUnprivileged(_:environment:)`` runs as when the tests run as root: `nobody`.
+    /// The user id ``runUnprivileged(_:environment:sourceLocation:)`` runs as when the tests run as root:
+    /// `nobody`.
     static let unprivilegedUser: UInt32 = 65534
 
     /// Runs the executable as a user that file permissions apply to: as `nobody` (through `setpriv`)
     /// when the tests run as root, for whom no permission check fails; else as the current user.
-    static func runUnprivileged(_ arguments: [String], environment: [String: String] = [:]) async throws -> Run {
-        guard getuid() == 0 else { return try await run(arguments, environment: environment) }
+    static func runUnprivileged(
+        _ arguments: [String], environment: [String: String] = [:], sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Run {
+        guard getuid() == 0 else {
+            return try await run(arguments, environment: environment, sourceLocation: sourceLocation)
+        }
         let user = "\(unprivilegedUser)"
+        let executable = try unprivilegedExecutable()
         return try await processes.run {
-            try await offThePool {
-                try runBlocking(
-                    ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", try unprivilegedExecutable().path]
-                        + arguments,
-                    environment: environment, executable: URL(fileURLWithPath: "/usr/bin/setpriv"))
-            }
+            try await ChildProcess.run(
+                URL(fileURLWithPath: "/usr/bin/setpriv"),
+                ["--reuid=\(user)", "--regid=\(user)", "--clear-groups", executable.path] + arguments,
+                environment: Self.environment(environment), sourceLocation: sourceLocation)
         }
     }
 
@@ -89,53 +102,6 @@ import Darwin
         await offThePool { process.waitUntilExit() }
     }
 
-    private static func runBlocking(
-        _ arguments: [String], environment: [String: String], executable: URL? = nil
-    ) throws -> Run {
-        let process = Process()
-        process.executableURL = executable ?? Self.executable  // nil only when the test is disabled
-        process.arguments = arguments
-        process.environment = ["PATH": "/usr/bin:/bin", "HOME": "/nonexistent-home"].merging(environment) { $1 }
-        // Output goes to files rather than pipes: Foundation's pipe reading is not reliable with many
-        // processes running at once (EINTR, crashes), and a file never blocks the child.
-        let capture = try OutputFiles()
-        defer { capture.remove() }
-        process.standardOutput = capture.out
-        process.standardError = capture.err
-        try process.run()
-        process.waitUntilExit()
-        return Run(status: process.terminationStatus, stdout: capture.stdout, stderr: capture.stderr)
-    }
-
-    /// Two files that receive a child process's standard output and error.
-    struct OutputFiles {
-        let folder: URL
-        let out: FileHandle
-        let err: FileHandle
-
-        init() throws {
-            folder = FileManager.default.temporaryDirectory.appendingPathComponent("eq-output-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("out").path, contents: nil)
-            _ = FileManager.default.createFile(atPath: folder.appendingPathComponent("err").path, contents: nil)
-            out = try FileHandle(forWritingTo: folder.appendingPathComponent("out"))
-            err = try FileHandle(forWritingTo: folder.appendingPathComponent("err"))
-        }
-
-        var stdout: String { read("out") }
-        var stderr: String { read("err") }
-
-        private func read(_ name: String) -> String {
-            String(decoding: (try? Data(contentsOf: folder.appendingPathComponent(name))) ?? Data(), as: UTF8.self)
-        }
-
-        func remove() {
-            try? out.close()
-            try? err.close()
-            try? FileManager.default.removeItem(at: folder)
-        }
-    }
-
     @Test(.enabled(if: executable != nil, "the earthquakes executable is not built next to the tests; skipping"))
     func sampleRunListAndErrors() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
@@ -171,4 +137,12 @@ import Darwin
         #expect(badSince.status == 64)
         #expect(badSince.stderr.hasPrefix("Error: --since \"soon\" is not a date"))
     }
+}
+
+extension TimeLimitTrait.Duration {
+    /// The time limit of a suite that runs the executable: five minutes, not one, because its processes
+    /// queue behind every other suite's (``EarthquakesBinaryTests/processes``), so a test's time counts the
+    /// queue's (in CI the whole binary workload took 74 s). What hangs is caught by each process's own
+    /// deadline (``ChildProcess``, 60 s), which names the command.
+    static let binarySuite = Self.minutes(5)
 }

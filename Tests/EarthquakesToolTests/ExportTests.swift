@@ -5,7 +5,7 @@ import Testing
 /// Issue 31, defect 8: exports. An event with no type had an empty CSV `type` and `null` in JSON,
 /// although filters and `status` count it as an earthquake; CSV passed a U+202E (right-to-left
 /// override) through raw, which the table defuses. Run with the built executable.
-@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct ExportTests {
     static let quakes = [
         Earthquake(

@@ -14,7 +14,7 @@ import Darwin
 
 /// The review: options that were accepted and then ignored (or that said something untrue) are
 /// refused with a usage error, or report what really happened.
-@Suite(.timeLimit(.minutes(1))) struct IgnoredOptionsTests {
+@Suite(.timeLimit(.binarySuite)) struct IgnoredOptionsTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// `show ID --share --json` printed the share line, not JSON; `list --all --limit 5` listed every

@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 10, defects 9 and 10 and the new list options: types, the streamed table and CSV, `--near` in
 /// SQL, `--max-magnitude`, colours, data age, prune.
-@Suite(.timeLimit(.minutes(1))) struct ListingTests {
+@Suite(.timeLimit(.binarySuite)) struct ListingTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// Events of several types and magnitudes, some awkward (negative magnitude, no time, commas and

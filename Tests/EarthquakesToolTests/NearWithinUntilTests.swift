@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 31, what daily users miss: `list --near LAT,LON|home|PLACE --within 300km`, sorted by time or
 /// distance, and `--until` beside `--since`. Run with the built executable.
-@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct NearWithinUntilTests {
     typealias Binary = EarthquakesBinaryTests
 

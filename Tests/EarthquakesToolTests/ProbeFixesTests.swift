@@ -11,7 +11,7 @@ import FoundationNetworking
 #endif
 
 /// Problems an adversarial probe of the tool found, each fixed; one test (or more) per problem.
-@Suite(.timeLimit(.minutes(1))) struct ProbeFixesTests {
+@Suite(.timeLimit(.binarySuite)) struct ProbeFixesTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// The help's own example, `earthquakes home -33.87,151.21`, failed: "Unknown option".

@@ -6,7 +6,7 @@ import Testing
 /// Issue 10, defect 8: with `http_proxy` set, `refresh` goes through the proxy — its reachability check
 /// included — even when the feed's host cannot be resolved from this machine. The executable is run as
 /// a separate process so that the environment variable is read as a user's shell would pass it.
-@Suite(.timeLimit(.minutes(1))) struct ProxyDownloadTests {
+@Suite(.timeLimit(.binarySuite)) struct ProxyDownloadTests {
     @Test(
         .enabled(
             if: EarthquakesBinaryTests.executable != nil, "the earthquakes executable is not built; skipping"))

@@ -5,7 +5,7 @@ import Testing
 /// Issue 31, defect 12: `prune` deleted rows but never shrank the file (134k of 210k rows deleted, still
 /// 83.6 MB): SQLite keeps the pages of deleted rows. It now compacts the file after a prune that freed
 /// enough of it, and says by how much.
-@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct PruneShrinksTests {
     static func size(_ path: String) -> Int64 {
         ((try? FileManager.default.attributesOfItem(atPath: path)[.size]) as? NSNumber)?.int64Value ?? 0

@@ -14,7 +14,7 @@ import Darwin
 /// Issue 31, defects 3 and 4: a database the user may read but not write. The executable runs as a user
 /// that permissions apply to (``EarthquakesBinaryTests/runUnprivileged(_:environment:)``: `nobody` when
 /// the tests run as root).
-@Suite(.timeLimit(.minutes(2)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct ReadOnlyDatabaseTests {
     /// The user the executable runs as: `nobody` under root, else the current user.
     static var user: UInt32 { getuid() == 0 ? EarthquakesBinaryTests.unprivilegedUser : getuid() }

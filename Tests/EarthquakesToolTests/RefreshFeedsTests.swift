@@ -15,7 +15,7 @@ import Darwin
 #endif
 
 /// Issue 11, requirement 10: a refresh of several feeds is a durable graph that a crash does not lose.
-@Suite(.timeLimit(.minutes(1))) struct RefreshFeedsTests {
+@Suite(.timeLimit(.binarySuite)) struct RefreshFeedsTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// Three small feeds, /a, /b and /c, of different events (ids of their own, so the order of the

@@ -10,7 +10,7 @@ import Testing
 /// terminal; `status` never mentioned an interrupted refresh waiting for `--resume`; "Imported before the
 /// interruption: …" appeared when the refresh merely joined a running one; and when every feed failed,
 /// the error was one enormous line naming each address twice.
-@Suite(.timeLimit(.minutes(2)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct RefreshMessagesTests {
     typealias Binary = EarthquakesBinaryTests
 

@@ -5,7 +5,7 @@ import Testing
 
 /// Issue 10, defects 11 and 12, as `refresh` reports them: repeated ids and skipped features are said,
 /// not hidden in "1 updated"; `--strict` refuses such a feed.
-@Suite(.timeLimit(.minutes(1))) struct RefreshReportTests {
+@Suite(.timeLimit(.binarySuite)) struct RefreshReportTests {
     typealias Binary = EarthquakesBinaryTests
 
     /// Six sample features: the third repeats the first one's id, the fifth has a null depth.

@@ -12,7 +12,7 @@ import FoundationNetworking
 #endif
 
 /// Problems a review of the probe's fixes found; one test (or more) per problem.
-@Suite(.timeLimit(.minutes(1))) struct ReviewFixesTests {
+@Suite(.timeLimit(.binarySuite)) struct ReviewFixesTests {
     /// A failed first refresh deleted "its" new database: another refresh that had imported into the same
     /// file meanwhile lost every event. Nothing is deleted now, and the message says what is there.
     @Test func aFailedRefreshNeverDeletesWhatAnotherRefreshImported() async throws {

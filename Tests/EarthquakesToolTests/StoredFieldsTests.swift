@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 31, defect 11: felt reports, CDI and MMI intensity, significance and the PAGER alert were in the
 /// database but not in `show`, `list` or `--json` (Ridgecrest M7.1: felt 42,907, MMI 9.3).
-@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct StoredFieldsTests {
     static let ridgecrest = Earthquake(
         id: "ci38457511", latitude: 35.7695, longitude: -117.5993, depth: 8, magnitude: 7.1, magnitudeType: "mw",

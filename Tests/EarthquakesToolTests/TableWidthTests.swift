@@ -15,7 +15,7 @@ import Darwin
 /// Issue 31, defect 6: the table assumed about 100 columns; at 80 every row wrapped, at 60 it was
 /// unreadable. It now fits the terminal's width (or `COLUMNS`): the place is shortened first, then the
 /// depth column is left out; the time, the magnitude and the id are never cut.
-@Suite(.timeLimit(.minutes(1))) struct TableWidthTests {
+@Suite(.timeLimit(.binarySuite)) struct TableWidthTests {
     /// The listing of ``ListingTests/quakes`` at `width` columns (`nil`: no width known).
     func table(width: Int?) throws -> [String] {
         let (scratch, path) = try ListingTests.database()

@@ -4,7 +4,7 @@ import Testing
 
 /// Issue 31, defect 10: `list --type quary` said "No earthquakes match" (exit 0) instead of naming the
 /// types there are; older feeds' `quarry_blast` and `quarry` were not matched by `--type "quarry blast"`.
-@Suite(.timeLimit(.minutes(1)), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
 struct TypeFilterTests {
     static func quake(_ id: String, _ type: String?, _ seconds: Double) -> Earthquake {
         Earthquake(
