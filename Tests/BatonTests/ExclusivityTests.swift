@@ -258,3 +258,139 @@ import Darwin
         #expect(m.holders(of: "x").isEmpty && m.holders(of: "y").isEmpty)
     }
 }
+
+/// The arbiter's cost (issue 30): no step scans a line. `moves` counts every time a ticket came into or
+/// left a line's window, the only loop a step has.
+@Suite struct ExclusivityLineCostTests {
+    typealias Tickets = ExclusivityStateMachineTests.Tickets
+
+    /// A claim for {x (limit 3), y} waits at the front of x's line while y is held; 40,000 x-claims
+    /// queue behind it and give up; then 40,000 x-only claims come and go. Dead entries were skipped one
+    /// by one on every later claim (22.7 s); now they are gone at once.
+    @Test func claimsThatGaveUpCostNothingLater() {
+        var m = ExclusivityStateMachine()
+        let t = Tickets()
+        let x = ExclusivityCategory("x", limit: 3)
+        #expect(m.request(t(0, ["y"])) == .granted)
+        #expect(m.request(t(1, [x, "y"])) == .waiting)
+        var granted = 0
+        for n in 2..<40_002 where m.request(t(n, [x])) == .granted { granted += 1 }
+        #expect(granted == 2, "two units of x are free behind the first claim")
+        for n in 2..<40_002 { _ = m.release(t[n]) }
+        var missed: [Int] = []  // (one #expect per claim would take longer than the claims)
+        for n in 40_002..<80_002 where m.request(t(n, [x])) != .granted || !m.release(t[n]).isEmpty {
+            missed.append(n)
+        }
+        #expect(missed.isEmpty)
+        #expect(m.moves <= 4 * 80_000, "moves: \(m.moves)")
+        #expect(names(m.release(t[0])) == ["1"])
+    }
+
+    /// 2,000 claims for {io, db} wait while db is held (io's limit above 2,000); then 10,000 io-only
+    /// claims come and go. Each release rechecked every waiting claim (66 s); now it looks at none.
+    @Test func manyWaitersInAWideLineCostNothingPerRelease() {
+        var m = ExclusivityStateMachine()
+        let t = Tickets()
+        let io = ExclusivityCategory("io", limit: 3_000)
+        #expect(m.request(t(0, ["db"])) == .granted)
+        #expect((1...2_000).allSatisfy { m.request(t($0, [io, "db"])) == .waiting })
+        var missed: [Int] = []
+        for n in 2_001...12_000 where m.request(t(n, [io])) != .granted || !m.release(t[n]).isEmpty {
+            missed.append(n)
+        }
+        #expect(missed.isEmpty)
+        #expect(m.moves <= 4 * 12_000, "moves: \(m.moves)")
+        // They are granted one at a time, in order, as db frees up.
+        var next = t[0]
+        var order: [String] = []
+        for n in 1...2_000 {
+            order += names(m.release(next))
+            next = t[n]
+        }
+        #expect(order == (1...2_000).map { "\($0)" })
+    }
+
+    /// The arbiter against the rule it implements, written plainly: a waiting claim is granted when, in
+    /// each of its lines, fewer waiting claims are ahead of it than the line has free units (repeated
+    /// until nothing changes). Random claims, limits and releases; the same grants after every step.
+    @Test(arguments: [1, 2, 3, 4] as [UInt64]) func grantsWhatThePlainRuleGrants(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        var m = ExclusivityStateMachine()
+        let t = Tickets()
+        var model = PlainArbiter()
+        var live: [Int] = []
+        for n in 0..<2_000 {
+            if live.isEmpty || Bool.random(using: &random) {
+                let keys = ["a", "b", "c", "d"].shuffled(using: &random).prefix(Int.random(in: 1...3, using: &random))
+                let categories = keys.map { ExclusivityCategory($0, limit: Int.random(in: 1...4, using: &random)) }
+                let result = m.request(t(n, categories))
+                let expected = model.request(n, categories.map { ($0.key, $0.limit) })
+                #expect(result == (expected ? .granted : .waiting), "step \(n)")
+                live.append(n)
+            } else {
+                let n = live.remove(at: Int.random(in: 0..<live.count, using: &random))
+                let granted = Set(m.release(t[n]).compactMap { $0.job?.name })
+                #expect(granted == Set(model.release(n).map(String.init)), "release of \(n)")
+            }
+        }
+    }
+
+    func names(_ tickets: [ClaimTicket]) -> [String] { tickets.compactMap { $0.job?.name } }
+}
+
+/// The exclusivity rule, with arrays and rescans: the reference for ``ExclusivityLineCostTests``.
+struct PlainArbiter {
+    var limits: [String: Int] = [:]
+    var holders: [String: [Int]] = [:]
+    var waiting: [String: [Int]] = [:]
+    var wants: [Int: [String]] = [:]
+    /// The waiting claims, oldest first.
+    var queue: [Int] = []
+
+    mutating func request(_ id: Int, _ categories: [(String, Int)]) -> Bool {
+        for (key, limit) in categories { limits[key] = min(limits[key] ?? limit, limit) }
+        wants[id] = categories.map(\.0)
+        for (key, _) in categories { waiting[key, default: []].append(id) }
+        queue.append(id)
+        return grantAll().contains(id)
+    }
+
+    mutating func release(_ id: Int) -> [Int] {
+        for key in wants[id] ?? [] {
+            holders[key]?.removeAll { $0 == id }
+            waiting[key]?.removeAll { $0 == id }
+        }
+        let keys = wants[id] ?? []
+        wants[id] = nil
+        queue.removeAll { $0 == id }
+        let granted = grantAll()
+        // A line nobody holds or waits for is forgotten, with the smallest limit it was asked for.
+        for key in keys where holders[key, default: []].isEmpty && waiting[key, default: []].isEmpty {
+            limits[key] = nil
+        }
+        return granted
+    }
+
+    private mutating func grantAll() -> [Int] {
+        var granted: [Int] = []
+        var changed = true
+        while changed {
+            changed = false
+            for id in queue {
+                let admitted = wants[id]!.allSatisfy { key in
+                    let ahead = waiting[key]!.firstIndex(of: id)!
+                    return ahead < limits[key]! - (holders[key]?.count ?? 0)
+                }
+                guard admitted else { continue }
+                for key in wants[id]! {
+                    waiting[key]!.removeAll { $0 == id }
+                    holders[key, default: []].append(id)
+                }
+                queue.removeAll { $0 == id }
+                granted.append(id)
+                changed = true
+            }
+        }
+        return granted
+    }
+}

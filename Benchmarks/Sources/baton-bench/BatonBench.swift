@@ -20,7 +20,7 @@ struct RunBenchmarks: ParsableCommand {
 
     static let allWorkloads = [
         "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated", "group",
-        "metrics-off", "metrics-on", "timeline",
+        "metrics-off", "metrics-on", "timeline", "lines-dead", "lines-dead-none", "lines-wide", "lines-wide-none",
     ]
 
     @Flag(help: "Small sizes (1k, 10k), 3 runs, Foundation graphs up to 2k, memory at 10k: well under a minute.")
@@ -93,6 +93,7 @@ struct RunBenchmarks: ParsableCommand {
             GraphWorkloads.fanIn, GraphWorkloads.dag,
             CancelWorkload.cancelAll, AsyncWorkload.async, DecoratedWorkload.decorated, GroupWorkload.group,
             InstrumentWorkloads.metricsOff, InstrumentWorkloads.metricsOn, InstrumentWorkloads.timeline,
+            ClaimLineWorkloads.dead, ClaimLineWorkloads.deadNone, ClaimLineWorkloads.wide, ClaimLineWorkloads.wideNone,
         ]
         let peers = try parseList(peers)?.compactMap(Peer.init(rawValue:)) ?? Peer.allCases
         var harness = Harness(sizes: sizes, runs: runs, limits: limits, peers: peers, watchdog: watchdog)

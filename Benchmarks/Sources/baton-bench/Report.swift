@@ -209,6 +209,20 @@ struct Report {
                             unit: "time/independent"))
             }
         }
+        // Issue 30: exclusivity lines with dead or waiting entries against the same jobs without them.
+        for (workload, label) in [
+            ("lines-dead", "behind n cancelled waiters: ≤ 3× without them"),
+            ("lines-wide", "beside n/5 waiting claims: ≤ 3× with nobody waiting"),
+        ] {
+            for result in results where result.workload == workload {
+                guard let value = result.median[.baton], let plain = median(workload + "-none", result.n, .baton)
+                else { continue }
+                lines.append(
+                    "  "
+                        + verdict("\(workload) \(grouped(result.n)): \(label)", value / plain, atMost: 3, unit: "ratio")
+                )
+            }
+        }
         for (count, readings) in memory {
             if let baton = readings[.baton] {
                 lines.append(

@@ -78,11 +78,7 @@ public final class ExclusivityScope: @unchecked Sendable {
             switch machine.request(ticket) {
             case .granted: return .granted
             case .refused: return .waiting(behindGroup: false)
-            case .waiting:
-                let behindGroup = ticket.categories.contains { category in
-                    machine.holders(of: category.key).contains { $0.job is GroupJob }
-                }
-                return .waiting(behindGroup: behindGroup)
+            case .waiting: return .waiting(behindGroup: machine.isBehindGroup(ticket))
             }
         }
     }

@@ -1,5 +1,3 @@
-import DequeModule
-
 /// One job's claim on its exclusivity categories: made when its queue starts the job, given up when
 /// it finishes (or goes back to waiting). The job keeps its ticket, so the arbiter needs no table of
 /// jobs; every field is guarded by the lock of the ``ExclusivityScope`` the ticket is submitted to.
@@ -14,18 +12,27 @@ final class ClaimTicket {
         case granted
         /// Given up before it was submitted: the submission is refused.
         case releasedEarly
-        /// Given up (or refused): in no line any more, except as a dead entry skipped on the way.
+        /// Given up (or refused): in no line, holding nothing.
         case done
     }
 
-    /// The claiming job; `nil` once the ticket is done, so that a dead entry left in a line does not
-    /// keep a finished job alive. (The job that gives a ticket up still holds itself then: letting go of
-    /// it here never frees it under the scope's lock.)
+    /// The claiming job; `nil` once the ticket is done, so that a finished claim does not keep its job
+    /// alive. (The job that gives a ticket up still holds itself then: letting go of it here never
+    /// frees it under the scope's lock.)
     @exclusivity(unchecked) private(set) var job: Job?
     let categories: [ExclusivityCategory]
-    /// The lines of its categories, found once when it is submitted (guarded by the scope's lock).
+    /// The claim of a group (whose children may wait for it: see ``ExclusivityScope/request(_:)``).
+    let isGroup: Bool
+    /// The lines of its categories (one per key), found once when it is submitted; guarded by the
+    /// scope's lock like every field below.
     @exclusivity(unchecked) fileprivate var lines: [ExclusivityLine] = []
-    /// Guarded by the scope's lock, like `job`.
+    /// While it holds: its index in the holders of each of `lines`, in the same order.
+    @exclusivity(unchecked) fileprivate var holderSlots: [Int] = []
+    /// While it waits: its place in each of `lines`, in the same order.
+    @exclusivity(unchecked) fileprivate var entries: [LineEntry] = []
+    /// While it waits: in how many of its lines it is within the free capacity from the front. It is
+    /// granted when that is all of them.
+    @exclusivity(unchecked) fileprivate var admitted = 0
     @exclusivity(unchecked) var stage = Stage.new {
         didSet { if stage == .done { job = nil } }
     }
@@ -33,17 +40,50 @@ final class ClaimTicket {
     init(job: Job, categories: [ExclusivityCategory]) {
         self.job = job
         self.categories = categories
+        isGroup = job is GroupJob
     }
+
+    fileprivate var isAdmittedEverywhere: Bool { admitted == entries.count }
+}
+
+/// A waiting ticket's place in one line: a node of the line's doubly linked list. The links are
+/// strong both ways only while the node is in the list; taking it out clears them (no cycle outlives
+/// a wait).
+final class LineEntry {
+    let ticket: ClaimTicket
+    @exclusivity(unchecked) fileprivate var previous: LineEntry?
+    @exclusivity(unchecked) fileprivate var next: LineEntry?
+    /// Within the line's window: among the first `capacity` waiting tickets.
+    @exclusivity(unchecked) fileprivate var inWindow = false
+
+    fileprivate init(_ ticket: ClaimTicket) { self.ticket = ticket }
 }
 
 /// One category's holders and waiting line. A reference, so that tickets find their lines without a
 /// lookup and every change is made in place; guarded by the scope's lock.
+///
+/// The line keeps its *window*: the first `max(0, capacity)` waiting tickets, the ones the free
+/// capacity admits. Every change moves the window's end by as many entries as the change frees or
+/// takes (usually one), so no step scans the line.
 final class ExclusivityLine {
     // Guarded by the scope's lock, like tickets: no run-time exclusivity checks needed.
     let key: String
     @exclusivity(unchecked) var limit: Int
-    @exclusivity(unchecked) var holders: [ClaimTicket] = []
-    @exclusivity(unchecked) var waiting: Deque<ClaimTicket> = []
+    /// In no order: a release moves the last holder into the place it frees.
+    @exclusivity(unchecked) private(set) var holders: [ClaimTicket] = []
+    /// How many of `holders` are groups.
+    @exclusivity(unchecked) private(set) var groupHolders = 0
+    @exclusivity(unchecked) private var first: LineEntry?
+    @exclusivity(unchecked) private var last: LineEntry?
+    /// How many tickets wait.
+    @exclusivity(unchecked) private(set) var count = 0
+    /// The last entry of the window (`nil` when the window is empty) and the window's size.
+    @exclusivity(unchecked) private var windowEnd: LineEntry?
+    @exclusivity(unchecked) private var windowCount = 0
+    /// How many times an entry came into or left the window: the work of every step (for the tests
+    /// that check it is linear).
+    @exclusivity(unchecked) private(set) var moves = 0
+
     var capacity: Int { limit - holders.count }
 
     init(key: String, limit: Int) {
@@ -51,43 +91,105 @@ final class ExclusivityLine {
         self.limit = limit
     }
 
-    /// Drops dead entries from the front.
-    func dropDeadFront() {
-        while let first = waiting.first, first.stage != .waiting { waiting.removeFirst() }
+    /// Nobody holds or waits.
+    var isIdle: Bool { holders.isEmpty && count == 0 }
+
+    /// `ticket`, whose line this is at `index` of its lines, holds a unit.
+    func addHolder(_ ticket: ClaimTicket, lineIndex index: Int) {
+        ticket.holderSlots[index] = holders.count
+        holders.append(ticket)
+        if ticket.isGroup { groupHolders += 1 }
     }
 
-    /// Whether `ticket` is within the free capacity from the front (its share of the line is free).
-    func admits(_ ticket: ClaimTicket) -> Bool {
-        let free = capacity
-        guard free > 0 else { return false }
-        var ahead = 0
-        for candidate in waiting where candidate.stage == .waiting {
-            if candidate === ticket { return true }
-            ahead += 1
-            if ahead == free { return false }
+    /// `ticket`, whose line this is at `index` of its lines, gives its unit back.
+    func removeHolder(_ ticket: ClaimTicket, lineIndex index: Int) {
+        let slot = ticket.holderSlots[index]
+        let moved = holders.removeLast()
+        if moved !== ticket {
+            holders[slot] = moved
+            moved.holderSlots[moved.lines.firstIndex { $0 === self }!] = slot
         }
-        return false
+        if ticket.isGroup { groupHolders -= 1 }
     }
 
-    /// Nobody holds or waits (dead entries are dropped from the front first).
-    var isIdle: Bool { holders.isEmpty && waiting.isEmpty }
+    /// Adds `entry` at the end of the line, in the window if there is room; tickets that the window
+    /// admits in all their lines are added to `ready`.
+    func append(_ entry: LineEntry, _ ready: inout [ClaimTicket]) {
+        entry.previous = last
+        if let last { last.next = entry } else { first = entry }
+        last = entry
+        count += 1
+        fill(&ready)
+    }
+
+    /// Takes `entry` out of the line (its ticket was granted or gave up), then lets the next waiters
+    /// into the window if that made room.
+    func remove(_ entry: LineEntry, _ ready: inout [ClaimTicket]) {
+        if entry.inWindow {
+            entry.inWindow = false
+            entry.ticket.admitted -= 1
+            windowCount -= 1
+            if windowEnd === entry { windowEnd = entry.previous }
+        }
+        if let previous = entry.previous { previous.next = entry.next } else { first = entry.next }
+        if let next = entry.next { next.previous = entry.previous } else { last = entry.previous }
+        entry.previous = nil
+        entry.next = nil
+        count -= 1
+        fill(&ready)
+    }
+
+    /// Grows the window to the free capacity (after a release, a removal or an append).
+    func fill(_ ready: inout [ClaimTicket]) {
+        while windowCount < capacity, let entry = windowEnd.map({ $0.next }) ?? first {
+            entry.inWindow = true
+            windowEnd = entry
+            windowCount += 1
+            moves += 1
+            entry.ticket.admitted += 1
+            if entry.ticket.isAdmittedEverywhere { ready.append(entry.ticket) }
+        }
+        checkWindow()
+    }
+
+    /// Shrinks the window to the free capacity (after the limit was lowered).
+    func shrink() {
+        while windowCount > max(0, capacity), let entry = windowEnd {
+            entry.inWindow = false
+            entry.ticket.admitted -= 1
+            windowEnd = entry.previous
+            windowCount -= 1
+            moves += 1
+        }
+        checkWindow()
+    }
+
+    /// The window is the first `max(0, capacity)` waiting tickets (checked in debug builds).
+    func checkWindow() {
+        assert(windowCount == min(count, max(0, capacity)), "line \(key): window \(windowCount) of \(count)")
+    }
 }
 
 /// Who holds and who waits for each exclusivity category, as a plain value (``ExclusivityScope``
-/// keeps it behind a lock).
+/// keeps it behind a lock). The value owns the lines it names: each ``ExclusivityLine``, and the
+/// fields of the tickets in them, are changed only through it, under the scope's lock (they are
+/// references so that a step touches only the lines it names, without copying).
 ///
 /// A ticket for several categories joins the end of each category's waiting line in one step, and is
 /// granted only when, in every one of its categories, it is within the free capacity from the front of
-/// the line. Because all tickets join all their lines in a single global order, the oldest waiting
-/// ticket is at the front of every line it is in, so it is granted as soon as capacity frees up:
-/// there is no deadlock between jobs that want the same categories in different orders.
+/// the line (in the line's window). Because all tickets join all their lines in a single global order,
+/// the oldest waiting ticket is at the front of every line it is in, so it is granted as soon as
+/// capacity frees up: there is no deadlock between jobs that want the same categories in different
+/// orders.
 ///
-/// A ticket given up while waiting stays in its lines as a dead entry until it reaches the front
-/// (removing it at once would cost the length of the line: a `cancelAll` of a million waiting jobs
-/// would be quadratic). Every step costs the capacity of the lines it touches, plus the dead entries
-/// it skips once; only submitting a ticket looks its categories up by name.
+/// Every step costs O(1) per line it touches, plus O(1) per ticket it lets into a window: a ticket
+/// given up while waiting leaves its lines at once (they are linked lists), and each ticket counts the
+/// windows it is in, so a release looks only at the tickets its freed capacity lets in. A claim that
+/// waits for nobody is granted without joining any list.
 struct ExclusivityStateMachine {
     private var lines: [String: ExclusivityLine] = [:]
+    /// The ``ExclusivityLine/moves`` of the lines dropped when they fell idle.
+    private var movesOfDroppedLines = 0
 
     enum RequestResult: Equatable {
         case granted
@@ -101,21 +203,35 @@ struct ExclusivityStateMachine {
             ticket.stage = .done
             return .refused
         }
-        ticket.stage = .waiting
-        ticket.lines = ticket.categories.map { category in
+        var seen: Set<String> = []
+        for category in ticket.categories where seen.insert(category.key).inserted {
             let line: ExclusivityLine
             if let existing = lines[category.key] {
                 line = existing
-                line.limit = min(line.limit, category.limit)  // the smallest limit asked for applies
+                if category.limit < line.limit {
+                    line.limit = category.limit  // the smallest limit asked for applies
+                    line.shrink()
+                }
             } else {
                 line = ExclusivityLine(key: category.key, limit: category.limit)
                 lines[category.key] = line
             }
-            line.dropDeadFront()
-            line.waiting.append(ticket)
-            return line
+            ticket.lines.append(line)
         }
-        if isGrantable(ticket) {
+        ticket.holderSlots = Array(repeating: 0, count: ticket.lines.count)
+        // Nobody waits in any of its lines and each has room: granted without joining them.
+        if ticket.lines.allSatisfy({ $0.count == 0 && $0.capacity > 0 }) {
+            for (index, line) in ticket.lines.enumerated() { line.addHolder(ticket, lineIndex: index) }
+            ticket.stage = .granted
+            return .granted
+        }
+        ticket.stage = .waiting
+        ticket.entries = ticket.lines.map { _ in LineEntry(ticket) }
+        var ready: [ClaimTicket] = []
+        for (line, entry) in zip(ticket.lines, ticket.entries) { line.append(entry, &ready) }
+        // Only the new ticket can have been let in: the windows were full before it came, or held
+        // everyone already.
+        if ticket.isAdmittedEverywhere {
             grant(ticket)
             return .granted
         }
@@ -124,6 +240,7 @@ struct ExclusivityStateMachine {
 
     /// The ticket's job finished or gave its claim up. Returns the tickets granted as a result.
     mutating func release(_ ticket: ClaimTicket) -> [ClaimTicket] {
+        var ready: [ClaimTicket] = []
         switch ticket.stage {
         case .new:
             ticket.stage = .releasedEarly
@@ -131,53 +248,51 @@ struct ExclusivityStateMachine {
         case .releasedEarly, .done:
             return []
         case .granted:
-            for line in ticket.lines { line.holders.removeAll { $0 === ticket } }
+            for (index, line) in ticket.lines.enumerated() {
+                line.removeHolder(ticket, lineIndex: index)
+                line.fill(&ready)
+            }
         case .waiting:
-            break  // it stays in its lines as a dead entry
+            for (line, entry) in zip(ticket.lines, ticket.entries) { line.remove(entry, &ready) }
         }
         ticket.stage = .done
         let touched = ticket.lines
         ticket.lines = []
-        // Only the fronts of the touched lines can have become grantable; granting one ticket never makes
-        // another grantable or ungrantable elsewhere (it leaves its lines and takes one unit of each).
+        ticket.entries = []
+        ticket.holderSlots = []
+        // Granting a ticket never lets another in nor out of a window elsewhere (it leaves each of its
+        // windows and takes one unit of each line's capacity), so every ticket let in everywhere is
+        // granted, in the order it was let in.
         var newlyGranted: [ClaimTicket] = []
-        for line in touched {
-            line.dropDeadFront()
-            var index = line.waiting.startIndex
-            var looked = 0
-            while looked < line.capacity, index < line.waiting.endIndex {
-                let candidate = line.waiting[index]
-                index += 1
-                guard candidate.stage == .waiting else { continue }
-                looked += 1
-                if isGrantable(candidate) {
-                    grant(candidate)
-                    newlyGranted.append(candidate)
-                    index = line.waiting.startIndex  // the line changed: look again from the front
-                    looked = 0
-                }
-            }
-            if line.isIdle, lines[line.key] === line { lines[line.key] = nil }
+        for candidate in ready where candidate.stage == .waiting && candidate.isAdmittedEverywhere {
+            grant(candidate)
+            newlyGranted.append(candidate)
+        }
+        for line in touched where line.isIdle && lines[line.key] === line {
+            lines[line.key] = nil
+            movesOfDroppedLines += line.moves
         }
         return newlyGranted
     }
 
-    private func isGrantable(_ ticket: ClaimTicket) -> Bool {
-        ticket.lines.allSatisfy { $0.admits(ticket) }
-    }
-
     private mutating func grant(_ ticket: ClaimTicket) {
-        for line in ticket.lines {
-            let at = line.waiting.firstIndex { $0 === ticket }!  // within the capacity from the front
-            line.waiting.remove(at: at)
-            line.holders.append(ticket)
-            line.dropDeadFront()
+        var none: [ClaimTicket] = []
+        for (index, (line, entry)) in zip(ticket.lines, ticket.entries).enumerated() {
+            line.addHolder(ticket, lineIndex: index)  // first: the room it frees in the window is taken at once
+            line.remove(entry, &none)
         }
+        assert(none.isEmpty, "granting a ticket let another into a window")
+        ticket.entries = []
+        ticket.admitted = 0
         ticket.stage = .granted
     }
 
     // MARK: Queries
 
     func holders(of key: String) -> [ClaimTicket] { lines[key]?.holders ?? [] }
+    /// Whether a group holds one of the categories `ticket` waits for.
+    func isBehindGroup(_ ticket: ClaimTicket) -> Bool { ticket.lines.contains { $0.groupHolders > 0 } }
     func limit(of key: String) -> Int? { lines[key]?.limit }
+    /// How many times a ticket came into or left a line's window so far (see ``ExclusivityLine/moves``).
+    var moves: Int { lines.values.reduce(movesOfDroppedLines) { $0 + $1.moves } }
 }
