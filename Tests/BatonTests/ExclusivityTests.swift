@@ -75,6 +75,50 @@ import Darwin
         waiting.cancel()
     }
 
+    /// Issue 30: a job its queue started, waiting for a category, is granted it while the queue is
+    /// suspended. "Suspended: no job starts" holds for it: it executes only when the queue resumes.
+    @Test func aClaimGrantedWhileTheQueueIsSuspendedWaitsForTheResume() async {
+        let queue = JobQueue(maxConcurrentJobs: 4, exclusivityScope: ExclusivityScope(name: "suspend"))
+        let holderGo = Gate()
+        let holder = BlockJob(name: "holder") { holderGo.wait() }
+        holder.addCondition(MutuallyExclusive(category: "db"))
+        let ran = Recorder<String>()
+        let waiter = BlockJob(name: "waiter") { ran.record("waiter") }
+        waiter.addCondition(MutuallyExclusive(category: "db"))
+        let cancelled = BlockJob(name: "cancelled") { ran.record("cancelled") }
+        cancelled.addCondition(MutuallyExclusive(category: "io"))
+        let ioHolderGo = Gate()
+        let ioHolder = BlockJob(name: "io holder") { ioHolderGo.wait() }
+        ioHolder.addCondition(MutuallyExclusive(category: "io"))
+        queue.add([holder, ioHolder])
+        #expect(await eventually { holder.state == .executing && ioHolder.state == .executing })
+        queue.add([waiter, cancelled])
+        @Sendable func waitsForItsCategory(_ name: String) -> Bool {
+            queue.diagnose().jobs.contains { job in
+                job.jobName == name && job.blockers.contains { if case .exclusivity = $0 { true } else { false } }
+            }
+        }
+        #expect(await eventually { waitsForItsCategory("waiter") && waitsForItsCategory("cancelled") })
+
+        queue.isSuspended = true
+        holderGo.open()
+        ioHolderGo.open()
+        // The holders handed their categories over before their waiters resume: both claims are granted.
+        _ = await holder.outcome
+        _ = await ioHolder.outcome
+        #expect(waiter.state == .ready && cancelled.state == .ready)
+        #expect(ran.values.isEmpty, "no body runs in a suspended queue")
+        #expect(queue.exclusivityScope.holders(of: "db").map(\.name) == ["waiter"], "it keeps its grant")
+        #expect(queue.diagnose().jobs.first { $0.jobName == "waiter" }?.blockers == [.suspendedQueue(queue.name)])
+
+        cancelled.cancel()  // a grant kept while suspended is given back when the job is cancelled
+        #expect(await cancelled.outcome.isCancelled)
+        #expect(queue.exclusivityScope.holders(of: "io").isEmpty)
+        queue.isSuspended = false
+        #expect(await waiter.outcome.isSucceeded)
+        #expect(ran.values == ["waiter"])
+    }
+
     @Test func grantsAreFirstComeFirstServed() async {
         let scope = ExclusivityScope(name: "fifo")
         let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: scope)

@@ -286,11 +286,22 @@ extension Job {
 
     /// The scope granted `ticket`: the job runs, on a thread of its queue. A grant of a ticket the job
     /// gave up since is ignored.
+    ///
+    /// In a queue suspended since it claimed, the job keeps the grant (and its slot) and executes when the
+    /// queue resumes: once `isSuspended = true` has returned, no job starts.
     func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
+        if let queue = withCore({ $0.queue }), !queue.mayExecuteGranted(self, ticket) { return }
         perform(
             step { core in
                 core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
             }, &work)
+    }
+
+    /// Its queue resumed after granting its claim while suspended (see `claimGranted(_:_:)`).
+    func executeGrantedAfterResume(_ ticket: ClaimTicket) {
+        var work = Propagation()
+        claimGranted(ticket, &work)
+        work.run()
     }
 
     // MARK: 5. Running

@@ -23,14 +23,19 @@ extension JobQueue {
 
     /// While `true`, no job starts; jobs already executing go on. Jobs still become ready, get
     /// cancelled and finish as usual.
+    ///
+    /// Once setting it to `true` has returned, no body starts, including that of a job the queue had
+    /// started that is waiting for its exclusivity categories: if they are granted while the queue is
+    /// suspended, the job keeps them (and its slot) and executes when the queue resumes.
     public var isSuspended: Bool {
         get { lock.withLock { scheduler.isSuspended } }
         set {
-            startWorkers(
-                lock.withLock {
-                    scheduler.isSuspended = newValue
-                    return scheduler.workersToStart()
-                })
+            let (workers, granted) = lock.withLock {
+                scheduler.isSuspended = newValue
+                return (scheduler.workersToStart(), scheduler.takeGrantedWhileSuspended())
+            }
+            startWorkers(workers)
+            for (job, ticket) in granted { job.executeGrantedAfterResume(ticket) }
         }
     }
 
