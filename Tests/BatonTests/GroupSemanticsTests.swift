@@ -233,6 +233,44 @@ import Testing
         }
     }
 
+    /// Issue 30: a child added while its group waits for its categories (started by its queue, not yet
+    /// running) is what the refusal's message asks for — "give the group the child before it starts" —
+    /// so it works: the group claims anew, with the child's categories.
+    @Test func aChildAddedWhileItsGroupWaitsForItsCategoriesIsClaimedWithIt() async throws {
+        let scope = ExclusivityScope(name: "waiting group")
+        let queue = JobQueue(name: "q", exclusivityScope: scope)
+        let holderGo = Gate()
+        let holder = BlockJob(name: "holder") { holderGo.wait() }
+        holder.addCondition(MutuallyExclusive(category: "A"))
+        queue.add(holder)
+        #expect(await eventually { holder.state == .executing })
+
+        let group = GroupJob(name: "group")
+        group.addChild(BlockJob(name: "first") {})
+        group.addCondition(MutuallyExclusive(category: "A"))
+        queue.add(group)
+        @Sendable func waitsForItsClaim() -> Bool {
+            queue.diagnose().jobs.contains { job in
+                job.jobName == "group" && job.blockers.contains { if case .exclusivity = $0 { true } else { false } }
+            }
+        }
+        #expect(await eventually { waitsForItsClaim() })
+
+        let holdsB = Recorder<[String]>()
+        let late = BlockJob(name: "late") { holdsB.record(scope.holders(of: "B").map(\.name)) }
+        late.addCondition(MutuallyExclusive(category: "B"))
+        group.addChild(late)
+        holderGo.open()
+        try await withDeadline(
+            .seconds(10), "a group given a child while it waits", report: { queue.diagnose().description }
+        ) {
+            let outcome = await late.outcome
+            #expect(outcome.isSucceeded, "\(outcome)")
+            #expect(await group.outcome.isSucceeded)
+        }
+        #expect(holdsB.values == [["group"]], "the group holds B and lends it to the child")
+    }
+
     /// Item 11: the diagnosis sees inside groups.
     @Test func diagnoseShowsWhatAGroupsChildrenWaitFor() async throws {
         let queue = JobQueue(name: "outer")

@@ -109,22 +109,54 @@ open class GroupJob: Job, @unchecked Sendable {
             case add(JobQueue, cancelled: Bool, joining: UInt64)
             case tooLate(JobState)
         }
-        let decision: Decision = withCore { core in
-            let state = core.lifecycle.publicState
-            let group = core.extrasForWriting()
-            if group.group == nil { group.group = GroupState() }
-            if !group.group!.started && state < .finishing {
-                group.group!.waiting += newChildren
-                return .wait
+        // A group its queue started, waiting for its claim, claims anew when the new children (or theirs)
+        // ask for categories the claim lacks. Those are read without the group's lock (each child's in
+        // turn), and only for a group in that state: the walk through nested groups costs their size.
+        var asked: Set<String>?
+        var decision = Decision.wait
+        var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
+        var reclaim: Step
+        repeat {
+            var readCategories = false
+            reclaim = step { core in
+                let state = core.lifecycle.publicState
+                let group = core.extrasForWriting()
+                if group.group == nil { group.group = GroupState() }
+                if !group.group!.started && state < .finishing {
+                    guard !core.lifecycle.awaitsAnyClaim || asked != nil else {
+                        readCategories = true  // read them, then look again
+                        return .none
+                    }
+                    group.group!.waiting += newChildren
+                    let claimed = Set(group.group!.claimed.map(\.key))
+                    guard core.lifecycle.awaitsAnyClaim, let asked, !asked.isSubset(of: claimed) else { return .none }
+                    let action = core.lifecycle.withdrawClaimToReady()
+                    if let scope = core.queue?.exclusivityScope, let ticket = core.extras?.claim {
+                        withdrawn = (scope, ticket)
+                        core.extras?.claim = nil
+                    }
+                    return action
+                }
+                if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
+                    let token = group.group!.beginJoining(newChildren)
+                    decision = .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
+                } else {
+                    decision = .tooLate(state)
+                }
+                return .none
             }
-            if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
-                let token = group.group!.beginJoining(newChildren)
-                return .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
-            }
-            return .tooLate(state)
-        }
+            if readCategories { asked = Self.categoryKeys(of: newChildren) } else { break }
+        } while true
         switch decision {
         case .wait:
+            guard case .enqueueReady = reclaim.action else { return }
+            reclaim.queue?.slotReturned()
+            Propagation.run { work in
+                if let (scope, ticket) = withdrawn {
+                    for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
+                }
+                perform(inPlace: &reclaim, &work)
+            }
             return
         case .tooLate(let state):
             let error = JobError.groupFinished(children: newChildren.map(\.name), group: name, state: state)
@@ -287,6 +319,18 @@ open class GroupJob: Job, @unchecked Sendable {
         for child in childQueue.lock.withLock({ Array(childQueue.scheduler.members.values) }) {
             work.cancel(child, reason: CancellationError())
         }
+    }
+
+    /// The keys of the categories `children` and their children (for groups, those waiting to start) ask
+    /// for. Takes each child's lock in turn, never two at once.
+    static func categoryKeys(of children: [Job]) -> Set<String> {
+        var keys: Set<String> = []
+        var work = children
+        while let job = work.popLast() {
+            keys.formUnion(job.categoriesOfConditions.map(\.key))
+            if let group = job as? GroupJob { work += group.withGroup { $0.waiting } }
+        }
+        return keys
     }
 
     override func categoriesToClaim(own: [ExclusivityCategory]) -> [ExclusivityCategory] {

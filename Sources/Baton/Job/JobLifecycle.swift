@@ -221,6 +221,9 @@ extension JobLifecycle {
     }
 
     /// Whether the job waits for the claim of round `round` (and so may submit it).
+    /// Its queue started it and it waits for its categories (in any round).
+    var awaitsAnyClaim: Bool { if case .ready(.waiting) = state { true } else { false } }
+
     func awaitsClaim(round answered: UInt32) -> Bool {
         if case .ready(.waiting(answered)) = state { true } else { false }
     }
@@ -232,6 +235,14 @@ extension JobLifecycle {
         guard observed else { return .run(deliver: false) }
         events.append(.start)
         return .run(deliver: claimDelivery())
+    }
+
+    /// The claim must be made anew (a group waiting for its categories was given a child that needs one
+    /// its claim lacks): the job gives the claim and its slot up and goes back on the ready list.
+    mutating func withdrawClaimToReady() -> Action {
+        guard case .ready(.waiting) = state else { return .none }
+        state = .ready(.none)
+        return .enqueueReady(claims: hasCategories)
     }
 
     /// The exclusivity categories cannot be granted (a group's child asked for one its group does not
