@@ -9,15 +9,20 @@ import Testing
 /// in window moves (`ExclusivityStateMachine.moves`), not timed; at 4× the size (times the stress
 /// scale) a claim must cost no more than at 1×.
 @Suite struct ClaimLineScalingTests {
+    /// Makes tickets, each for a job of its own.
+    final class TicketMaker {
+        var made = 0
+        func callAsFunction(_ categories: [ExclusivityCategory]) -> ClaimTicket {
+            made += 1
+            return ClaimTicket(job: BlockJob(name: "\(made)") {}, categories: categories)
+        }
+    }
+
     /// Moves per claim: a blocked {x (limit 3), y} claim at the front of x's line, `n` x-claims that wait
     /// behind it (two jobs hold x's other units) and give up, then `n` x-only claims that come and go.
     static func deadEntries(_ n: Int) -> Double {
         var m = ExclusivityStateMachine()
-        var next = 0
-        func ticket(_ categories: [ExclusivityCategory]) -> ClaimTicket {
-            next += 1
-            return ClaimTicket(job: BlockJob(name: "\(next)") {}, categories: categories)
-        }
+        let ticket = TicketMaker()
         let x = ExclusivityCategory("x", limit: 3)
         let holder = ticket(["y"])
         _ = m.request(holder)
@@ -41,11 +46,7 @@ import Testing
     /// io-only claims come and go, then db is let go and the waiters run.
     static func wideLine(_ n: Int) -> Double {
         var m = ExclusivityStateMachine()
-        var next = 0
-        func ticket(_ categories: [ExclusivityCategory]) -> ClaimTicket {
-            next += 1
-            return ClaimTicket(job: BlockJob(name: "\(next)") {}, categories: categories)
-        }
+        let ticket = TicketMaker()
         let io = ExclusivityCategory("io", limit: n / 5 + 1_000)
         let holder = ticket(["db"])
         _ = m.request(holder)
