@@ -34,11 +34,13 @@ import Testing
         for claim in gaveUp { _ = m.release(claim) }
         for hog in hogs { _ = m.release(hog) }
         let before = m.moves
+        var missed = 0
         for _ in 0..<n {
             let claim = ticket([x])
-            precondition(m.request(claim) == .granted)
+            if m.request(claim) != .granted { missed += 1 }
             _ = m.release(claim)
         }
+        #expect(missed == 0, "x-only claims not granted at once")
         return Double(m.moves - before) / Double(n)
     }
 
@@ -52,16 +54,18 @@ import Testing
         _ = m.request(holder)
         let waiters = (0..<n / 5).map { _ in ticket([io, "db"]) }
         for claim in waiters { _ = m.request(claim) }
+        var missed = 0
         for _ in 0..<n {
             let claim = ticket([io])
-            precondition(m.request(claim) == .granted)
+            if m.request(claim) != .granted { missed += 1 }
             _ = m.release(claim)
         }
         var current = holder
         for claim in waiters {
-            precondition(m.release(current).count == 1)
+            if m.release(current).count != 1 { missed += 1 }
             current = claim
         }
+        #expect(missed == 0, "claims not granted when they should be")
         return Double(m.moves) / Double(n + n / 5)
     }
 

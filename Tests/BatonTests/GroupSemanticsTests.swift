@@ -238,7 +238,7 @@ import Testing
     /// so it works: the group claims anew, with the child's categories.
     @Test func aChildAddedWhileItsGroupWaitsForItsCategoriesIsClaimedWithIt() async throws {
         let scope = ExclusivityScope(name: "waiting group")
-        let queue = JobQueue(name: "q", exclusivityScope: scope)
+        let queue = JobQueue(name: "q", maxConcurrentJobs: 2, exclusivityScope: scope)
         let holderGo = Gate()
         let holder = BlockJob(name: "holder") { holderGo.wait() }
         holder.addCondition(MutuallyExclusive(category: "A"))
@@ -269,6 +269,11 @@ import Testing
             #expect(await group.outcome.isSucceeded)
         }
         #expect(holdsB.values == [["group"]], "the group holds B and lends it to the child")
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(queue.diagnose().runningJobs == 0, "every slot given back once")
+        let after = BlockJob(name: "after") {}
+        queue.add(after)
+        #expect(await after.outcome.isSucceeded)
     }
 
     /// Item 11: the diagnosis sees inside groups.

@@ -141,7 +141,7 @@ final class ExclusivityLine {
 
     /// Grows the window to the free capacity (after a release, a removal or an append).
     func fill(_ ready: inout [ClaimTicket]) {
-        while windowCount < capacity, let entry = windowEnd.map({ $0.next }) ?? first {
+        while windowCount < capacity, let entry = windowEnd == nil ? first : windowEnd!.next {
             entry.inWindow = true
             windowEnd = entry
             windowCount += 1
@@ -203,20 +203,18 @@ struct ExclusivityStateMachine {
             ticket.stage = .done
             return .refused
         }
-        var seen: Set<String> = []
-        for category in ticket.categories where seen.insert(category.key).inserted {
-            let line: ExclusivityLine
-            if let existing = lines[category.key] {
-                line = existing
-                if category.limit < line.limit {
-                    line.limit = category.limit  // the smallest limit asked for applies
-                    line.shrink()
-                }
-            } else {
-                line = ExclusivityLine(key: category.key, limit: category.limit)
-                lines[category.key] = line
+        // One line per key; the smallest limit asked for applies, within the claim and across claims.
+        if ticket.categories.count == 1 {
+            ticket.lines = [line(ticket.categories[0].key, limit: ticket.categories[0].limit)]
+        } else {
+            var limits: [String: Int] = [:]
+            for category in ticket.categories {
+                limits[category.key] = min(limits[category.key] ?? .max, category.limit)
             }
-            ticket.lines.append(line)
+            var seen: Set<String> = []
+            for category in ticket.categories where seen.insert(category.key).inserted {
+                ticket.lines.append(line(category.key, limit: limits[category.key]!))
+            }
         }
         ticket.holderSlots = Array(repeating: 0, count: ticket.lines.count)
         // Nobody waits in any of its lines and each has room: granted without joining them.
@@ -236,6 +234,21 @@ struct ExclusivityStateMachine {
             return .granted
         }
         return .waiting
+    }
+
+    /// The line of `key`, made if nobody holds or waits for it, its limit lowered to `limit` if that is
+    /// smaller.
+    private mutating func line(_ key: String, limit: Int) -> ExclusivityLine {
+        guard let line = lines[key] else {
+            let line = ExclusivityLine(key: key, limit: limit)
+            lines[key] = line
+            return line
+        }
+        if limit < line.limit {
+            line.limit = limit
+            line.shrink()
+        }
+        return line
     }
 
     /// The ticket's job finished or gave its claim up. Returns the tickets granted as a result.

@@ -253,8 +253,9 @@ extension Job {
     /// (`.run`: the caller starts the body); a claim granted later runs the job from
     /// `claimGranted(_:_:)`.
     func claim(round: UInt32, _ work: inout Propagation) -> JobLifecycle.Action {
-        let (scope, own) = withCore { ($0.queue?.exclusivityScope, $0.extras?.categories ?? []) }
-        guard let scope else { return .none }  // finished meanwhile
+        let (queue, own) = withCore { ($0.queue, $0.extras?.categories ?? []) }
+        guard let queue else { return .none }  // finished meanwhile
+        let scope = queue.exclusivityScope
         switch scope.claimable(categoriesToClaim(own: own), by: name) {
         case .failure(let refusal):
             perform(step { $0.lifecycle.awaitsClaim(round: round) ? $0.lifecycle.claimRefused(refusal) : .none }, &work)
@@ -271,6 +272,10 @@ extension Job {
             guard current else { return .none }
             switch scope.request(ticket) {
             case .granted:
+                if queue.isSuspended {
+                    withdrawClaim(ticket, &work)
+                    return .none
+                }
                 return withCore { core in
                     core.extras?.claim === ticket
                         ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
@@ -285,23 +290,38 @@ extension Job {
     }
 
     /// The scope granted `ticket`: the job runs, on a thread of its queue. A grant of a ticket the job
-    /// gave up since is ignored.
-    ///
-    /// In a queue suspended since it claimed, the job keeps the grant (and its slot) and executes when the
-    /// queue resumes: once `isSuspended = true` has returned, no job starts.
+    /// gave up since is ignored. In a suspended queue the job does not start: it gives the grant back
+    /// (see `withdrawClaim(_:_:)`).
     func claimGranted(_ ticket: ClaimTicket, _ work: inout Propagation) {
-        if let queue = withCore({ $0.queue }), !queue.mayExecuteGranted(self, ticket) { return }
+        if let queue = withCore({ $0.queue }), queue.isSuspended {
+            withdrawClaim(ticket, &work)
+            return
+        }
         perform(
             step { core in
                 core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
             }, &work)
     }
 
-    /// Its queue resumed after granting its claim while suspended (see `claimGranted(_:_:)`).
-    func executeGrantedAfterResume(_ ticket: ClaimTicket) {
-        var work = Propagation()
-        claimGranted(ticket, &work)
-        work.run()
+    /// The job, started by its queue, must not run on the claim `ticket` (its queue was suspended): it
+    /// gives the claim and its slot back and returns to the ready list, to claim anew when a worker
+    /// takes it again. Jobs granted what it gave back are told through `work`'s caller, in turn.
+    func withdrawClaim(_ ticket: ClaimTicket, _ work: inout Propagation) {
+        var withdrawn = false
+        var back = step { core in
+            guard core.extras?.claim === ticket else { return .none }  // gave it up already
+            let action = core.lifecycle.withdrawClaimToReady()
+            if case .enqueueReady = action {
+                core.extras?.claim = nil
+                withdrawn = true
+            }
+            return action
+        }
+        if withdrawn, let queue = back.queue {
+            queue.slotReturned()
+            for (granted, job) in queue.exclusivityScope.release(ticket) { job.claimGranted(granted, &work) }
+        }
+        perform(inPlace: &back, &work)
     }
 
     // MARK: 5. Running

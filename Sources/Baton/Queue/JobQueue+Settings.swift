@@ -24,18 +24,18 @@ extension JobQueue {
     /// While `true`, no job starts; jobs already executing go on. Jobs still become ready, get
     /// cancelled and finish as usual.
     ///
-    /// Once setting it to `true` has returned, no body starts, including that of a job the queue had
-    /// started that is waiting for its exclusivity categories: if they are granted while the queue is
-    /// suspended, the job keeps them (and its slot) and executes when the queue resumes.
+    /// Once setting it to `true` has returned, no job is taken from the ready list, and a job the queue
+    /// had taken that still waits for its exclusivity categories does not start either: when they are
+    /// granted, it gives them and its slot back and returns to the ready list, to claim them again
+    /// when the queue resumes. A suspended queue's jobs hold no category.
     public var isSuspended: Bool {
         get { lock.withLock { scheduler.isSuspended } }
         set {
-            let (workers, granted) = lock.withLock {
-                scheduler.isSuspended = newValue
-                return (scheduler.workersToStart(), scheduler.takeGrantedWhileSuspended())
-            }
-            startWorkers(workers)
-            for (job, ticket) in granted { job.executeGrantedAfterResume(ticket) }
+            startWorkers(
+                lock.withLock {
+                    scheduler.isSuspended = newValue
+                    return scheduler.workersToStart()
+                })
         }
     }
 

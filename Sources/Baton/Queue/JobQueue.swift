@@ -387,12 +387,6 @@ public final class JobQueue: @unchecked Sendable {
         }
     }
 
-    /// Whether `job`, started by this queue, may execute now that its claim was granted: not while the
-    /// queue is suspended (it then executes when the queue resumes).
-    func mayExecuteGranted(_ job: Job, _ ticket: ClaimTicket) -> Bool {
-        lock.withLock { scheduler.mayExecuteGranted(job.id, ticket) }
-    }
-
     /// A started job gave its slot back without running (it went back to waiting, or had finished).
     func slotReturned() {
         startWorkers(

@@ -25,30 +25,11 @@ struct QueueScheduler<Member> {
     private(set) var workers = 0
     /// Worker loops inside a job's body.
     private(set) var busyWorkers = 0
-    /// Members whose exclusivity claim was granted while the queue was suspended: each keeps its slot
-    /// and its categories, and executes when the queue resumes.
-    private var grantedWhileSuspended: [(id: UInt64, ticket: ClaimTicket)] = []
     var isSuspended = false
     /// Counts additions, starts and finishes, so a watchdog can tell whether anything happened.
     private(set) var progress: UInt64 = 0
     /// The most worker loops at once (a synchronous body occupies a thread).
     let workerLimit: Int
-
-    /// The claim `ticket` of member `id`, which holds a slot, was granted: `true` if it may execute now,
-    /// `false` if the queue is suspended (it is kept until ``takeGrantedWhileSuspended()``).
-    mutating func mayExecuteGranted(_ id: UInt64, _ ticket: ClaimTicket) -> Bool {
-        guard isSuspended else { return true }
-        grantedWhileSuspended.append((id, ticket))
-        return false
-    }
-
-    /// The queue resumed: the members granted while it was suspended, with their grants, to execute now
-    /// (a member that gave its grant up since ignores it).
-    mutating func takeGrantedWhileSuspended() -> [(Member, ClaimTicket)] {
-        guard !isSuspended, !grantedWhileSuspended.isEmpty else { return [] }
-        defer { grantedWhileSuspended = [] }
-        return grantedWhileSuspended.compactMap { entry in members[entry.id].map { ($0, entry.ticket) } }
-    }
 
     init(maxConcurrent: Int, workerLimit: Int) {
         self.maxConcurrent = maxConcurrent
