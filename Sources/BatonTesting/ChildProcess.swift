@@ -74,8 +74,11 @@ public enum ChildProcess {
     ///   processes behind other tests' (``AsyncLimit``) is not charged for their time.
     ///
     /// - Parameters:
+    ///   - executable: The program to run.
+    ///   - arguments: Its arguments.
     ///   - environment: The whole environment of the child (nothing is inherited).
     ///   - limit: How long the process may run.
+    ///   - sourceLocation: Where the issue of a killed process is recorded: the caller's line.
     public static func run(
         _ executable: URL, _ arguments: [String], environment: [String: String] = ["PATH": "/usr/bin:/bin"],
         limit: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation
