@@ -439,14 +439,6 @@ private final class TaskDelegate: NSObject, URLSessionDataDelegate, @unchecked S
     }
 }
 
-extension Duration {
-    /// The duration in seconds, as a `Double`.
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
-
 /// Time on a clock since a start, for the limits of a transfer: keeps the clock's own instants out of
 /// ``URLSessionTaskJob``, which is not generic over its clock.
 private struct Stopwatch: Sendable {

@@ -58,7 +58,7 @@ extension PostgresJobStore {
         bindings.append(kinds)
         bindings.append(limit)
         bindings.append(worker)
-        bindings.append(lease.storeSeconds)
+        bindings.append(lease.seconds)
         return Prepared<ClaimReady>(bindings: bindings)
     }
 
@@ -219,7 +219,7 @@ extension PostgresJobStore {
             let rows = try await connection.query(
                 """
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
-                    lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.storeSeconds),
+                    lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.seconds),
                     started = \(now)
                 WHERE j.id = ANY(\(chosen))
                 RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
@@ -290,7 +290,7 @@ extension PostgresJobStore {
             "renew",
             """
             UPDATE jobs j SET lease_expires = coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8)
-                    + \(lease.storeSeconds)::float8,
+                    + \(lease.seconds)::float8,
                 lease_owner = \(worker)
             FROM unnest(\(ids), \(tokens)) AS r(id, token)
             WHERE j.id = r.id AND j.lease_token = r.token AND j.state = 'running'

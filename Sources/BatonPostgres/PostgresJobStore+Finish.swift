@@ -349,7 +349,7 @@ extension PostgresJobStore {
                     now: now, logger: logger)
                 return .accepted(.failed)
             }
-            let notBefore = now + policy.wait(beforeAttempt: attempts + 1).storeSeconds
+            let notBefore = now + policy.wait(beforeAttempt: attempts + 1).seconds
             try await connection.query(
                 """
                 UPDATE jobs SET state = 'ready', not_before = \(notBefore), lease_owner = NULL, lease_token = NULL,
@@ -361,73 +361,82 @@ extension PostgresJobStore {
 
     /// Moves a job to a final state, then its dependents: those whose last dependency this was become
     /// ready; if it did not succeed, those that do not run regardless are cancelled, transitively.
-    /// A work list, not recursion.
+    ///
+    /// The cascade goes a level at a time, each level in two statements whatever its width: the
+    /// dependents that run regardless are counted down, and the others are cancelled, each with the
+    /// name of a dependency that stopped it. It went a job at a time before, three statements each: a
+    /// failure ahead of 4,000 dependents took 12,000 round trips (18 s in a debug build, over 300 s
+    /// under ThreadSanitizer on a loaded machine), with the run's rows locked throughout.
     static func finishJob(
         _ connection: PostgresConnection, id: Int64, state: DurableJobState, error: String?, output: Data?,
         now: Double, logger: Logger
     ) async throws {
-        var work: [(id: Int64, state: DurableJobState, error: String?, output: Data?)] = [(id, state, error, output)]
-        // The run is counted down once, after the whole cascade: one update of its row per finished job
-        // made PostgreSQL walk every earlier version of that row (all of one transaction) at each update,
-        // and a cascade through thousands of dependents slowed down as it went.
-        var run: Int64?
-        var counts = (finished: 0, failed: 0, cancelled: 0)
-        while let (job, state, error, output) = work.popLast() {
-            PostgresTimeout.progressed()
-            let row =
-                try await connection.query(
-                    """
-                    UPDATE jobs SET state = \(state.rawValue), last_error = COALESCE(\(error), last_error), output = \(output),
-                        finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
-                    WHERE id = \(job) RETURNING name, run
-                    """, logger: logger
-                ).collect().first
-            let decoded = try row.map { try $0.decode((String, Int64).self) }
-            let name = decoded?.0 ?? "?"
-            if run == nil { run = decoded?.1 }
-            if decoded != nil {
-                counts.finished += 1
-                if state == .failed { counts.failed += 1 }
-                if state == .cancelled { counts.cancelled += 1 }
-            }
-            if state == .succeeded {
-                try await connection.query(
-                    """
-                    UPDATE jobs d SET remaining = d.remaining - 1,
-                        state = CASE WHEN d.remaining = 1 THEN 'ready' ELSE d.state END
-                    FROM edges e WHERE e.dependency = \(job) AND d.id = e.job AND d.state = 'pending'
-                    """, logger: logger)
-                continue
-            }
+        PostgresTimeout.progressed()
+        let row =
+            try await connection.query(
+                """
+                UPDATE jobs SET state = \(state.rawValue), last_error = COALESCE(\(error), last_error), output = \(output),
+                    finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
+                WHERE id = \(id) RETURNING run
+                """, logger: logger
+            ).collect().first
+        guard let run = try row?.decode(Int64.self) else { return }
+        if state == .succeeded {
             try await connection.query(
                 """
                 UPDATE jobs d SET remaining = d.remaining - 1,
                     state = CASE WHEN d.remaining = 1 THEN 'ready' ELSE d.state END
-                FROM edges e WHERE e.dependency = \(job) AND e.run_regardless AND d.id = e.job AND d.state = 'pending'
+                FROM edges e WHERE e.dependency = \(id) AND d.id = e.job AND d.state = 'pending'
                 """, logger: logger)
-            let reason = state == .failed ? "dependency '\(name)' failed" : "dependency '\(name)' was cancelled"
-            // Marked now so that a second path to a dependent in this work list does not queue it twice.
-            let cancelled = try await connection.query(
+        }
+        // The run is counted down once, after the whole cascade: one update of its row per finished job
+        // made PostgreSQL walk every earlier version of that row (all of one transaction) at each update,
+        // and a cascade through thousands of dependents slowed down as it went.
+        var cancelled = 0
+        var frontier: [Int64] = state == .succeeded ? [] : [id]
+        var ending = state == .failed ? "' failed" : "' was cancelled"
+        while !frontier.isEmpty {
+            PostgresTimeout.progressed()
+            // Cancelled first: a dependent that waits regardless on one job of the level and not on
+            // another is cancelled, as a job at a time did in either order (it could not become ready
+            // while the other was unfinished).
+            let stopped = try await connection.query(
                 """
-                UPDATE jobs d SET state = 'cancelled'
-                FROM edges e WHERE e.dependency = \(job) AND NOT e.run_regardless AND d.id = e.job
-                    AND d.state = 'pending'
+                UPDATE jobs d SET state = 'cancelled', last_error = 'dependency ''' || c.name || \(ending),
+                    output = NULL, finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
+                FROM (
+                    SELECT DISTINCT ON (e.job) e.job, p.name FROM edges e JOIN jobs p ON p.id = e.dependency
+                    WHERE e.dependency = ANY(\(frontier)) AND NOT e.run_regardless ORDER BY e.job, e.dependency
+                ) c
+                WHERE d.id = c.job AND d.state = 'pending'
                 RETURNING d.id
                 """, logger: logger
             ).collect()
-            for row in cancelled {
-                work.append((try row.decode(Int64.self), .cancelled, reason, nil))
-            }
-        }
-        if let run {
+            PostgresTimeout.progressed()
             try await connection.query(
                 """
-                UPDATE runs SET unfinished = unfinished - \(counts.finished), failed = failed + \(counts.failed),
-                    cancelled = cancelled + \(counts.cancelled),
-                    finished = CASE WHEN unfinished = \(counts.finished) THEN \(now) ELSE finished END
-                WHERE id = \(run)
+                UPDATE jobs d SET remaining = d.remaining - c.n,
+                    state = CASE WHEN d.remaining = c.n THEN 'ready' ELSE d.state END
+                FROM (
+                    SELECT job, count(*)::integer AS n FROM edges
+                    WHERE dependency = ANY(\(frontier)) AND run_regardless GROUP BY job
+                ) c
+                WHERE d.id = c.job AND d.state = 'pending'
                 """, logger: logger)
+            frontier = try stopped.map { try $0.decode(Int64.self) }
+            cancelled += frontier.count
+            ending = "' was cancelled"
         }
+        let finished = 1 + cancelled
+        let failed = state == .failed ? 1 : 0
+        let cancelledCount = cancelled + (state == .cancelled ? 1 : 0)
+        try await connection.query(
+            """
+            UPDATE runs SET unfinished = unfinished - \(finished), failed = failed + \(failed),
+                cancelled = cancelled + \(cancelledCount),
+                finished = CASE WHEN unfinished = \(finished) THEN \(now) ELSE finished END
+            WHERE id = \(run)
+            """, logger: logger)
     }
 
     public func release(_ leases: [Lease]) async throws {
@@ -617,7 +626,7 @@ extension PostgresJobStore {
                         timeout, has_categories, not_before, added_by)
                     VALUES (\(run), \(first + index), \(plan.names[index]), \(job.kind), \(state), \(job.input),
                         \(plan.remaining[index]), \(job.retry.maxAttempts), \(retry), \(job.priority),
-                        \(job.timeout?.storeSeconds), \(!job.categories.isEmpty), \(job.notBefore?.storeTime ?? 0), \(adder))
+                        \(job.timeout?.seconds), \(!job.categories.isEmpty), \(job.notBefore?.storeTime ?? 0), \(adder))
                     RETURNING id
                     """, logger: logger
                 ).collect().first?.decode(Int64.self) ?? 0

@@ -177,7 +177,7 @@ extension PostgresJobStore {
             inputs.append(ByteBuffer(bytes: job.input ?? Data()))
             hasInput.append(job.input != nil)
             inputFrom.append(job.inputFrom.map { Int32($0) } ?? -1)
-            timeouts.append(job.timeout?.storeSeconds ?? -1)
+            timeouts.append(job.timeout?.seconds ?? -1)
             notBefore.append(job.notBefore?.storeTime ?? 0)
             for dependency in job.storedDependencies {
                 edgeFrom.append(Int32(dependency.index))

@@ -572,9 +572,8 @@ extension Date {
 }
 
 extension Duration {
-    var storeSeconds: Double { durableSeconds }
     /// Whole milliseconds, at least 1 (for the server's settings).
-    var milliseconds: Int64 { max(1, Int64((durableSeconds * 1000).rounded())) }
+    var milliseconds: Int64 { max(1, Int64((seconds * 1000).rounded())) }
 }
 
 /// A limit on one attempt of an operation. A request that the server will never answer — seen when a
@@ -605,9 +604,11 @@ struct PostgresTimeout: Error {
     }
 
     /// Runs `body`, abandoning it (cancelled, not awaited) and throwing a `PostgresTimeout` when it
-    /// has neither finished nor reported progress (`progressed()`) within `limit`.
-    static func run<T: Sendable>(_ limit: Duration, _ body: @escaping @Sendable () async throws -> T) async throws -> T
-    {
+    /// has neither finished nor reported progress (`progressed()`) within `limit` on `clock` (a test's
+    /// manual clock, or the continuous clock).
+    static func run<T: Sendable, C: Clock<Duration>>(
+        _ limit: Duration, clock: C = ContinuousClock(), _ body: @escaping @Sendable () async throws -> T
+    ) async throws -> T where C: Sendable {
         // One state under one lock: the result and the waiting caller were kept under two locks, and a
         // result that arrived while the caller was between its two looks was stored after the caller's
         // second look — the caller then waited for the timer and reported a timeout.
@@ -638,7 +639,7 @@ struct PostgresTimeout: Error {
         let timer = Task {
             var seen = 0
             while true {
-                try? await Task.sleep(for: limit)
+                try? await clock.sleep(for: limit)
                 let now = steps.withLock { $0 }
                 if Task.isCancelled || now == seen { break }
                 seen = now

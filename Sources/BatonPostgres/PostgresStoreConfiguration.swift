@@ -259,7 +259,7 @@ public struct PostgresStoreConfiguration: Sendable {
                 host: host, port: port, username: username, password: password, database: database, tls: tls)
         }
         result.options.additionalStartupParameters = [("search_path", schema), ("application_name", applicationName)]
-        result.options.connectTimeout = .milliseconds(Int64(connectTimeout.storeSeconds * 1000))
+        result.options.connectTimeout = .milliseconds(Int64(connectTimeout.seconds * 1000))
         return result
     }
 

@@ -104,8 +104,7 @@ public enum ChildProcess {
             }
             if overdue { kill(pid, SIGKILL) }
         }
-        let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
-        DispatchQueue.global().asyncAfter(deadline: .now() + seconds, execute: watchdog)
+        DispatchQueue.global().asyncAfter(deadline: .now() + limit.seconds, execute: watchdog)
         let status = await offThePool { () -> Int32 in
             process.waitUntilExit()
             return process.terminationStatus

@@ -1,3 +1,5 @@
+import Baton
+
 /// A small, fast, deterministic random number generator (SplitMix64) for tests that explore random
 /// interleavings, graphs or cancel points: the same seed gives the same sequence on every platform, so a
 /// failure can be replayed.
@@ -7,17 +9,11 @@
 /// let cancelAt = Int.random(in: 0..<100, using: &rng)
 /// ```
 public struct SeededRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var generator: SplitMix64
 
     public init(seed: UInt64) {
-        state = seed
+        generator = SplitMix64(seed: seed)
     }
 
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
+    public mutating func next() -> UInt64 { generator.next() }
 }

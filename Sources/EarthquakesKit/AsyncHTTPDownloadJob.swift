@@ -120,14 +120,14 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     private func translated(_ error: any Error, received: (bytes: Int64, expected: Int64?)) -> any Error {
         if error is NetworkError { return error }
         if error is TotalTimeout, let timeout {
-            return NetworkError.timedOut(url: url, after: Self.seconds(timeout))
+            return NetworkError.timedOut(url: url, after: timeout.seconds)
         }
         if let client = error as? HTTPClientError, client == .readTimeout, let idleTimeout {
             return NetworkError.stalled(
-                url: url, after: Self.seconds(idleTimeout), received: received.bytes, expected: received.expected)
+                url: url, after: idleTimeout.seconds, received: received.bytes, expected: received.expected)
         }
         if let client = error as? HTTPClientError, client == .connectTimeout, let idleTimeout {
-            return NetworkError.timedOut(url: url, after: Self.seconds(idleTimeout))
+            return NetworkError.timedOut(url: url, after: idleTimeout.seconds)
         }
         if error is CancellationError || isCancelled || (error as? HTTPClientError) == .cancelled {
             return CancellationError()
@@ -140,10 +140,6 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {
         .nanoseconds(duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000)
-    }
-
-    private static func seconds(_ duration: Duration) -> Double {
-        Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
     }
 
     /// The whole transfer took longer than ``timeout``.

@@ -1,3 +1,4 @@
+import Baton
 public import Foundation
 
 /// A small, made-up feed in the USGS GeoJSON format, for demos, previews and tests that must

@@ -1,3 +1,4 @@
+import Baton
 import Foundation
 import GRDB
 
@@ -95,7 +96,7 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     private static func seconds(_ duration: Duration) -> String {
-        let seconds = Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+        let seconds = duration.seconds
         return seconds == seconds.rounded() ? "\(Int(seconds)) s" : "\(seconds) s"
     }
 

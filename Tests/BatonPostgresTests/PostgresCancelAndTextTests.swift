@@ -89,28 +89,29 @@ struct PostgresCancelAndTextTests {
     }
 
     @Test(
-        "a failure cascading to 4,000 dependents takes longer than the operation timeout and still completes in one attempt"
+        "a failure cascading to 4,000 dependents and down a chain of 50 is recorded in one attempt under a short operation timeout, each dependent naming what stopped it"
     )
     func longCascadeIsNotAbandoned() async throws {
         try await withDeadline(.seconds(300), "a cascade through 4,000 dependents") {
             try await TestPostgres.withStore("cascade") { store, configuration in
                 var jobs = [JobSpec(name: "root", kind: "k", input: Data("1".utf8), retry: .never)]
-                for index in 0..<4_000 {
-                    jobs.append(
-                        JobSpec(
-                            name: "d\(index)", kind: "k", input: Data("1".utf8),
-                            dependencies: [JobSpec.Dependency(index: 0)]))
+                func add(_ name: String, after dependencies: [JobSpec.Dependency]) {
+                    jobs.append(JobSpec(name: name, kind: "k", input: Data("1".utf8), dependencies: dependencies))
                 }
+                for index in 0..<4_000 { add("d\(index)", after: [.init(index: 0)]) }
+                // A chain below the root: a level of the cascade each.
+                add("c0", after: [.init(index: 0)])
+                for index in 1..<50 { add("c\(index)", after: [.init(index: jobs.count - 1)]) }
+                // Runs regardless after the chain's end: made ready, not cancelled.
+                add("cleanup", after: [.init(index: jobs.count - 1, runRegardless: true)])
+                // Regardless of the root but not of d0: cancelled, by d0.
+                add("mixed", after: [.init(index: 0, runRegardless: true), .init(index: 1)])
                 let run = try await store.submit(GraphSpec(name: "fan-out", jobs: jobs), uniqueKey: nil)
                 let root = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(600))
                 #expect(root.map(\.name) == ["root"])
-                // The cascade takes seconds (four statements a dependent); every statement is answered at
-                // once. No time to retry in: an abandoned attempt fails the call.
-                // Longer than one statement takes on a loaded machine, shorter than the cascade's 16,000
-                // statements take. Plain debug build: 5 s (the cascade takes about 18 s alone here). Under
-                // ThreadSanitizer, beside the suite's other tests on two cores, a single step once went
-                // unanswered for 5 s in CI (1 s and 2 s had failed before): 20 s there, where the cascade
-                // takes several times longer than in the plain build.
+                // Every statement of the cascade is answered at once; a limit that one statement can meet
+                // on a loaded machine (a single step once went unanswered for 5 s under ThreadSanitizer in
+                // CI), and no time to retry in: an abandoned attempt fails the call.
                 let limit: Duration =
                     ProcessInfo.processInfo.environment["BATON_SANITIZER"] == nil ? .seconds(5) : .seconds(20)
                 var short = configuration
@@ -130,11 +131,25 @@ struct PostgresCancelAndTextTests {
                 let results = try await impatient.finish(
                     root.map { AttemptReport(lease: $0.lease, outcome: .failed(message: "no", retryable: false)) })
                 #expect(results == [.accepted(.failed)])
-                // For the record: the test proves its name only when the cascade outlasted the limit.
-                print("PostgreSQL cascade of 4,000 dependents: \(ContinuousClock.now - start) (limit \(limit))")
-                let states = try await store.snapshot(of: run.run).jobs.map(\.state)
-                #expect(states.first == .failed)
-                #expect(states.dropFirst().allSatisfy { $0 == .cancelled })
+                print("PostgreSQL cascade through 4,052 dependents: \(ContinuousClock.now - start) (limit \(limit))")
+                let snapshot = try await store.snapshot(of: run.run)
+                let byName = Dictionary(uniqueKeysWithValues: snapshot.jobs.map { ($0.name, $0) })
+                #expect(byName["root"]?.state == .failed)
+                let fanned = (0..<4_000).compactMap { byName["d\($0)"] }
+                #expect(fanned.count == 4_000)
+                #expect(fanned.allSatisfy { $0.state == .cancelled && $0.lastError == "dependency 'root' failed" })
+                #expect(byName["c0"]?.lastError == "dependency 'root' failed")
+                for index in 1..<50 {
+                    #expect(byName["c\(index)"]?.state == .cancelled)
+                    #expect(byName["c\(index)"]?.lastError == "dependency 'c\(index - 1)' was cancelled")
+                }
+                #expect(byName["cleanup"]?.state == .ready)
+                #expect(byName["mixed"]?.state == .cancelled)
+                #expect(byName["mixed"]?.lastError == "dependency 'd0' was cancelled")
+                let summary = try await store.runs(RunFilter()).runs.first { $0.id == run.run }
+                #expect(summary?.unfinished == 1, "only the cleanup is left")
+                #expect(summary?.failed == 1)
+                #expect(summary?.cancelled == 4_051)
             }
         }
     }

@@ -57,6 +57,39 @@ struct PostgresTimeoutTests {
         #expect(PostgresFailure.classify(PostgresTimeout()) == .unreachable, "a timeout is retried")
     }
 
+    @Test(
+        "an operation that reports progress outlives its limit many times over; once it stops, it is abandoned one limit later"
+    )
+    func progressStartsTheLimitOver() async throws {
+        let clock = ManualClock()
+        let (steps, stepper) = AsyncStream.makeStream(of: Void.self)
+        let (reports, reporter) = AsyncStream.makeStream(of: Int.self)
+        let operation = Task {
+            try await PostgresTimeout.run(.seconds(1), clock: clock) {
+                var count = 0
+                for await _ in steps {
+                    PostgresTimeout.progressed()
+                    count += 1
+                    reporter.yield(count)
+                }
+                return count
+            }
+        }
+        var reported = reports.makeAsyncIterator()
+        for step in 1...3 {
+            await clock.waitForSleepers(1)
+            stepper.yield()
+            #expect(await reported.next() == step)
+            // A whole limit passes; the step made within it keeps the operation going.
+            clock.advance(by: .seconds(1))
+        }
+        // Three limits have passed. Now a limit passes with no step: the operation is abandoned.
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(1))
+        await #expect(throws: PostgresTimeout.self) { _ = try await operation.value }
+        stepper.finish()
+    }
+
     @Test("a request that answers in time returns its answer, and its own error is passed on")
     func answersInTime() async throws {
         #expect(try await PostgresTimeout.run(.seconds(30)) { 7 } == 7)

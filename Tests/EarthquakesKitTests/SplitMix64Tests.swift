@@ -1,6 +1,5 @@
+import Baton
 import Testing
-
-@testable import EarthquakesKit
 
 @Suite("SplitMix64")
 struct SplitMix64Tests {

@@ -59,7 +59,7 @@ struct TrickleCPUTests {
             let text = (try? String(contentsOfFile: errors, encoding: .utf8)) ?? ""
             return Measured(
                 status: exit, cpu: seconds(usage.ru_utime) + seconds(usage.ru_stime),
-                wall: Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18, stderr: text)
+                wall: wall / .seconds(1), stderr: text)
         }
     }
 

@@ -373,7 +373,7 @@ struct PostgresBench {
         let submitter = try await store(schema, logger)
         var graph = JobGraph(name: "dag")
         var handles: [JobGraph.Handle<Int>] = []
-        var random = BenchRandom(seed: 12)
+        var random = SplitMix64(seed: 12)  // the same DAG in every run
         for index in 0..<jobs {
             var after: Set<Int> = []
             for _ in 0..<min(index, 4) { after.insert(index - 1 - Int(random.next() % UInt64(min(index, 50)))) }
@@ -714,19 +714,6 @@ final class BenchTimes: Sendable {
     }
 }
 
-/// SplitMix64, for a DAG that is the same in every run.
-struct BenchRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Runs a program to its end on a Dispatch thread (never blocking the cooperative pool), killing
 /// it at the time limit; returns its status and standard output. Standard error passes through.
 enum BenchProcess {
@@ -758,10 +745,6 @@ enum BenchProcess {
             }
         }
     }
-}
-
-extension Duration {
-    var seconds: Double { Double(components.seconds) + Double(components.attoseconds) / 1e18 }
 }
 
 extension Sequence {

@@ -38,7 +38,7 @@ enum DurableWorkloads {
         for index in 0..<n { graph.add(NoOp.self, input: index, name: "j\(index)", retry: .never) }
         let submitStart = ContinuousClock.now
         let run = try await store.submit(graph)
-        let submitTime = (ContinuousClock.now - submitStart).durableBenchSeconds
+        let submitTime = (ContinuousClock.now - submitStart).seconds
         let pool = try (0..<workers).map {
             try DurableWorker(store: store, jobs: [NoOp()], configuration: configuration("w\($0)"))
         }
@@ -47,11 +47,11 @@ enum DurableWorkloads {
             for worker in pool { group.addTask { try await worker.run(until: run) } }
             try await group.waitForAll()
         }
-        let seconds = (ContinuousClock.now - start).durableBenchSeconds
+        let seconds = (ContinuousClock.now - start).seconds
         // Outside the measured time, but each worker's run(until:) built the same explanation inside it.
         let explainStart = ContinuousClock.now
         let counts = try await store.explain(run).counts
-        let explainTime = (ContinuousClock.now - explainStart).durableBenchSeconds
+        let explainTime = (ContinuousClock.now - explainStart).seconds
         progress("durable burndown n=\(n) workers=\(workers): \(String(format: "%.0f", Double(n) / seconds)) jobs/s")
         return [
             "peer": "baton", "workload": "burndown", "workers": workers, "n": n, "seconds": seconds,
@@ -70,7 +70,7 @@ enum DurableWorkloads {
         let worker = try DurableWorker(store: store, jobs: [NoOp()], configuration: configuration("w"))
         let start = ContinuousClock.now
         try await worker.run(until: run)
-        let seconds = (ContinuousClock.now - start).durableBenchSeconds
+        let seconds = (ContinuousClock.now - start).seconds
         progress("durable chain n=\(n): \(String(format: "%.0f", Double(n) / seconds)) jobs/s")
         return ["peer": "baton", "workload": "chain", "n": n, "seconds": seconds, "jobs_per_s": Double(n) / seconds]
     }
@@ -93,7 +93,7 @@ enum DurableWorkloads {
                 started = starts.withLock { $0[sample] }
                 if started == nil { try await Task.sleep(for: .microseconds(50)) }
             }
-            latencies.append((started! - submitted).durableBenchSeconds * 1000)
+            latencies.append((started! - submitted).seconds * 1000)
             try await Task.sleep(for: .milliseconds(2))  // let the worker go idle again
         }
         worker.shutdown()
@@ -103,12 +103,5 @@ enum DurableWorkloads {
         let p99 = latencies[min(latencies.count - 1, Int(Double(latencies.count) * 0.99))]
         progress("durable latency: p50 \(String(format: "%.2f", p50)) ms, p99 \(String(format: "%.2f", p99)) ms")
         return ["peer": "baton", "workload": "latency", "samples": samples, "p50_ms": p50, "p99_ms": p99]
-    }
-}
-
-extension Duration {
-    var durableBenchSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
     }
 }

@@ -110,10 +110,8 @@ enum Statistics {
 }
 
 extension Duration {
-    var seconds: Double {
-        let (s, attoseconds) = components
-        return Double(s) + Double(attoseconds) / 1e18
-    }
+    /// The duration in seconds, as a floating-point number (the benchmarks' one conversion).
+    var seconds: Double { self / .seconds(1) }
 }
 
 /// Runs the workloads.

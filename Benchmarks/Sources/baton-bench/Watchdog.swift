@@ -29,8 +29,7 @@ final class Watchdog {
         thread.stackSize = Watchdog.stackSize
         thread.name = label
         thread.start()
-        let seconds = Double(limit.components.seconds) + Double(limit.components.attoseconds) / 1e18
-        if done.wait(timeout: .now() + seconds) == .success {
+        if done.wait(timeout: .now() + limit.seconds) == .success {
             return box.result
         }
         hangs.append(label)

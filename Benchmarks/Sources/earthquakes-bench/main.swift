@@ -41,7 +41,7 @@ if arguments.count == 4, arguments[1] == "--import-child" {
     let store = try EarthquakeStore(path: arguments[3])
     let summary = try await GetEarthquakes(source: .url(URL(fileURLWithPath: arguments[2])), store: store).run()
     let elapsed = ContinuousClock.now - started
-    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let seconds = elapsed / .seconds(1)
     print(
         #"{"seconds":\#(seconds),"peak_rss_mb":\#(peakRSSMegabytes()),"inserted":\#(summary.inserted),"#
             + #""updated":\#(summary.updated),"unchanged":\#(summary.unchanged)}"#)

@@ -53,11 +53,8 @@ public struct Backoff: Sendable {
 }
 
 extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    var seconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
+    /// The duration in seconds, as a floating-point number: the package's one conversion.
+    package var seconds: Double { self / .seconds(1) }
 }
 
 extension Job {

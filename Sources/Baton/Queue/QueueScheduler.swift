@@ -12,7 +12,8 @@ import DequeModule
 struct QueueScheduler<Member> {
     /// Unfinished jobs of the queue, by identifier.
     private(set) var members: [UInt64: Member] = [:]
-    /// Jobs that finished before they joined (see `insertReady`); each is removed when it joins.
+    /// Jobs that finished before they joined (see `insert(_:_:readyWith:claims:)`); each is removed
+    /// when it joins.
     private var finishedBeforeJoining: Set<UInt64> = []
     private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
     /// Identifiers in the ready lists, including stale ones.
@@ -135,7 +136,7 @@ struct QueueScheduler<Member> {
     /// happen under a lock).
     mutating func finished(_ id: UInt64, heldSlot: Bool, departed: inout [Member]) -> Bool {
         guard let member = members.removeValue(forKey: id) else {
-            // A job that finished between moving to ready and joining (see `insertReady`).
+            // A job that finished between moving to ready and joining (see `insert`).
             finishedBeforeJoining.insert(id)
             return false
         }

@@ -185,7 +185,7 @@ extension SQLiteJobStore {
                 firstJob + Int64(index), run, firstIndex + index, job.name, job.kind,
                 (remaining[index] == 0 ? DurableJobState.ready : .pending).rawValue,
                 job.input, remaining[index], job.retry.maxAttempts, retries[index], job.priority,
-                job.timeout?.durableSeconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0, addedBy,
+                job.timeout?.seconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0, addedBy,
             ])
             ids.append(firstJob + Int64(index))
         }

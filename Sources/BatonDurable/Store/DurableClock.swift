@@ -43,19 +43,11 @@ public struct DurableClock: Sendable {
     /// wrong. It counts as ``system`` — a PostgreSQL store on it still uses the server's clock — which is
     /// what tests of clock skew need.
     public static func system(offsetBy offset: Duration) -> DurableClock {
-        DurableClock(systemOffset: offset.durableSeconds)
-    }
-}
-
-extension Duration {
-    /// The duration in seconds, as a floating-point number.
-    package var durableSeconds: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
+        DurableClock(systemOffset: offset.seconds)
     }
 }
 
 extension Date {
     /// This date moved by `duration`.
-    func adding(_ duration: Duration) -> Date { addingTimeInterval(duration.durableSeconds) }
+    func adding(_ duration: Duration) -> Date { addingTimeInterval(duration.seconds) }
 }
