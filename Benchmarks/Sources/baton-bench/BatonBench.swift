@@ -19,7 +19,8 @@ struct RunBenchmarks: ParsableCommand {
     )
 
     static let allWorkloads = [
-        "independent", "serial", "chain", "chain-serial", "fan-in", "dag", "cancel-all", "async", "decorated", "group",
+        "independent", "serial", "chain", "chain-serial", "chain-cross", "fan-in", "dag", "cancel-all", "async",
+        "decorated", "group",
         "metrics-off", "metrics-on", "timeline", "lines-dead", "lines-dead-none", "lines-wide", "lines-wide-none",
     ]
 
@@ -43,6 +44,12 @@ struct RunBenchmarks: ParsableCommand {
             "Comma-separated pending-job counts for the memory probes (default 100k,1M; quick: 10k). 'none' skips them."
     )
     var memorySizes: String?
+
+    @Option(
+        help:
+            "Comma-separated job counts for the back-pressure probe: one producer through addWhenRoom under a bound of 10,000 (default 1M,10M; quick: 100k,1M). 'none' skips it."
+    )
+    var boundedSizes: String?
 
     @Option(
         help: "Largest Foundation chain or DAG (default 20k; quick: 2k). Longer ones take minutes or crash on release.")
@@ -73,6 +80,7 @@ struct RunBenchmarks: ParsableCommand {
         }
         _ = try parseSizes(sizes)
         if memorySizes != "none" { _ = try parseSizes(memorySizes) }
+        if boundedSizes != "none" { _ = try parseSizes(boundedSizes) }
     }
 
     func run() throws {
@@ -80,6 +88,9 @@ struct RunBenchmarks: ParsableCommand {
         let runs = runs ?? (quick ? 3 : 5)
         let memorySizes =
             memorySizes == "none" ? [] : try parseSizes(memorySizes) ?? (quick ? [10_000] : [100_000, 1_000_000])
+        let boundedSizes =
+            boundedSizes == "none"
+            ? [] : try parseSizes(boundedSizes) ?? (quick ? [100_000, 1_000_000] : [1_000_000, 10_000_000])
         var limits = Limits()
         limits.foundationGraph = foundationGraphLimit ?? (quick ? 2_000 : 20_000)
         limits.foundationFanIn = foundationFanInLimit ?? (quick ? 10_000 : 100_000)
@@ -89,7 +100,7 @@ struct RunBenchmarks: ParsableCommand {
 
         let all: [Workload] = [
             IndependentWorkloads.independent, IndependentWorkloads.serial,
-            ChainWorkloads.chain, ChainWorkloads.chainSerial,
+            ChainWorkloads.chain, ChainWorkloads.chainSerial, ChainWorkloads.chainCross,
             GraphWorkloads.fanIn, GraphWorkloads.dag,
             CancelWorkload.cancelAll, AsyncWorkload.async, DecoratedWorkload.decorated, GroupWorkload.group,
             InstrumentWorkloads.metricsOff, InstrumentWorkloads.metricsOn, InstrumentWorkloads.timeline,
@@ -117,6 +128,14 @@ struct RunBenchmarks: ParsableCommand {
                 readings[peer] = MemoryProbe.measure(peer: peer, count: count, timeout: watchdog.timeout)
             }
             report.memory.append((count, readings))
+        }
+        for count in boundedSizes {
+            progress("back-pressure n=\(grouped(count)), bound \(grouped(Report.bound))")
+            if let reading = MemoryProbe.measure(
+                peer: .baton, count: count, bound: Report.bound, timeout: watchdog.timeout)
+            {
+                report.bounded.append(reading)
+            }
         }
         report.printTable()
         report.printJSON()
@@ -153,12 +172,17 @@ struct MemoryProbeCommand: ParsableCommand {
 
     @Option var peer: String
     @Option var count: Int
+    /// Measures back-pressure instead: Baton's `addWhenRoom` under this bound.
+    @Option var bound: Int?
 
     func run() throws {
         guard let peer = Peer(rawValue: peer), MemoryProbe.peers.contains(peer) else {
             throw ValidationError("unknown peer '\(peer)'")
         }
-        let reading = MemoryProbe.probe(peer: peer, count: count)
+        let reading =
+            if let bound { MemoryProbe.probeBounded(count: count, bound: bound) } else {
+                MemoryProbe.probe(peer: peer, count: count)
+            }
         let data = try JSONEncoder().encode(reading)
         FileHandle.standardOutput.write(data)
         // Leave without draining or releasing the pending jobs: the parent only wants the numbers.

@@ -24,6 +24,18 @@ enum ChainWorkloads {
         )
     }
 
+    /// Every hop crosses a queue: the cost of waking the other queue's worker, against the same hop
+    /// handed over within one queue (`chain`).
+    static var chainCross: Workload {
+        Workload(
+            name: "chain-cross",
+            summary:
+                "as chain, jobs alternating between two queues (GCD: notify chain alternating two serial queues)",
+            runners: [.baton: batonCross, .foundation: foundationCross, .gcd: gcdCross],
+            skipReason: skipLongFoundationChains
+        )
+    }
+
     static func skipLongFoundationChains(_ peer: Peer, _ n: Int, _ limits: Limits) -> String? {
         guard peer == .foundation, n > limits.foundationGraph else { return nil }
         return
@@ -53,6 +65,62 @@ enum ChainWorkloads {
             sample.problem = check(tickets)
             return sample
         }
+    }
+
+    static func batonCross(_ n: Int) -> Sample {
+        let tickets = Tickets(count: n)
+        var sample = measure {
+            let queues = [JobQueue(name: "chain-a"), JobQueue(name: "chain-b")]
+            var jobs: [Job] = []
+            jobs.reserveCapacity(n)
+            for index in 0..<n {
+                let job = BlockJob { tickets.stamp(index) }
+                if index > 0 { job.addDependency(jobs[index - 1]) }
+                jobs.append(job)
+            }
+            queues[0].add(stride(from: 0, to: n, by: 2).map { jobs[$0] })
+            queues[1].add(stride(from: 1, to: n, by: 2).map { jobs[$0] })
+            for queue in queues { queue.waitUntilAllJobsAreFinished() }
+            return (queues, jobs)
+        }
+        sample.problem = check(tickets)
+        return sample
+    }
+
+    static func foundationCross(_ n: Int) -> Sample {
+        let tickets = Tickets(count: n)
+        var sample = measure {
+            let queues = [OperationQueue(), OperationQueue()]
+            var operations: [Operation] = []
+            operations.reserveCapacity(n)
+            for index in 0..<n {
+                let operation = BlockOperation { tickets.stamp(index) }
+                if index > 0 { operation.addDependency(operations[index - 1]) }
+                operations.append(operation)
+            }
+            queues[0].addOperations(stride(from: 0, to: n, by: 2).map { operations[$0] }, waitUntilFinished: false)
+            queues[1].addOperations(stride(from: 1, to: n, by: 2).map { operations[$0] }, waitUntilFinished: false)
+            for queue in queues { queue.waitUntilAllOperationsAreFinished() }
+            return (queues, operations)
+        }
+        sample.problem = check(tickets)
+        return sample
+    }
+
+    static func gcdCross(_ n: Int) -> Sample {
+        let tickets = Tickets(count: n)
+        var sample = measure {
+            let queues = [DispatchQueue(label: "bench.chain-a"), DispatchQueue(label: "bench.chain-b")]
+            let items = (0..<n).map { index in DispatchWorkItem { tickets.stamp(index) } }
+            for index in 0..<(n - 1) { items[index].notify(queue: queues[(index + 1) % 2], execute: items[index + 1]) }
+            let done = DispatchSemaphore(value: 0)
+            items[n - 1].notify(queue: queues[0]) { done.signal() }
+            queues[0].async(execute: items[0])
+            done.wait()
+            return items
+        }
+        sample.problem = check(tickets)
+        return sample
     }
 
     static func foundation(width: Int?) -> (Int) -> Sample {

@@ -16,6 +16,10 @@ struct MemoryReading: Codable {
     /// before: the high-water mark including transient buffers (a table's old and new storage at once).
     var peak: Int
 
+    /// For the back-pressure probe: the bound, and the seconds from the first add to the last finish.
+    var bound: Int? = nil
+    var seconds: Double? = nil
+
     var residentPerJob: Double { Double(resident) / Double(count) }
     var peakPerJob: Double { Double(peak) / Double(count) }
 }
@@ -111,12 +115,39 @@ enum MemoryProbe {
         return reading
     }
 
+    /// Runs in the child: one producer adds `count` jobs (empty bodies) through `addWhenRoom` to a queue
+    /// bounded at `bound` unfinished jobs, and the resident set is read at the end; the peak (`VmHWM`)
+    /// shows whether memory stayed flat while they ran.
+    static func probeBounded(count: Int, bound: Int) -> MemoryReading {
+        let counter = Counter()
+        let warm = JobQueue(name: "warm-up")
+        for _ in 0..<1_000 { warm.add { counter.increment() } }
+        warm.waitUntilAllJobsAreFinished()
+        let queue = JobQueue(name: "bounded", maxUnfinishedJobs: bound)
+        resetPeak()
+        let resident = residentBytes()
+        let start = ContinuousClock.now
+        let done = DispatchSemaphore(value: 0)
+        Task {
+            for _ in 0..<count { try await queue.addWhenRoom(BlockJob { counter.increment() }) }
+            await queue.waitUntilAllJobsAreFinished()
+            done.signal()
+        }
+        done.wait()
+        let seconds = (ContinuousClock.now - start).seconds
+        return MemoryReading(
+            peer: Peer.baton.rawValue, count: count, resident: residentBytes() - resident,
+            peak: max(0, peakResidentBytes() - resident), bound: bound, seconds: seconds)
+    }
+
     /// Runs in the parent: spawns `baton-bench memory-probe` and reads its answer. `nil` (with a
     /// message) if the child failed or did not answer within `timeout` (it is then killed).
-    static func measure(peer: Peer, count: Int, timeout: Duration) -> MemoryReading? {
+    static func measure(peer: Peer, count: Int, bound: Int? = nil, timeout: Duration) -> MemoryReading? {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = ["memory-probe", "--peer", peer.rawValue, "--count", "\(count)"]
+        process.arguments =
+            ["memory-probe", "--peer", peer.rawValue, "--count", "\(count)"]
+            + (bound.map { ["--bound", "\($0)"] } ?? [])
         let output = Pipe()
         process.standardOutput = output
         let exited = DispatchSemaphore(value: 0)

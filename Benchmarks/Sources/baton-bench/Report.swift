@@ -8,6 +8,10 @@ struct Report {
     var summaries: [(name: String, summary: String)] = []
     /// Memory readings by job count.
     var memory: [(count: Int, readings: [Peer: MemoryReading])] = []
+    /// Back-pressure readings (`addWhenRoom` under ``bound``), by job count.
+    var bounded: [MemoryReading] = []
+    /// The bound of the back-pressure probe.
+    static let bound = 10_000
     var runs = 0
     var environment = ""
 
@@ -88,6 +92,26 @@ struct Report {
         print("Workloads:")
         for (name, summary) in summaries { print("  \(pad(name, 13)) \(summary)") }
         printMemoryTable()
+        printBoundedTable()
+    }
+
+    func printBoundedTable() {
+        guard !bounded.isEmpty else { return }
+        print("")
+        print(
+            "Back-pressure: one producer adds n jobs through addWhenRoom under maxUnfinishedJobs \(grouped(Self.bound)) (child process each):"
+        )
+        print(
+            pad("jobs", 14) + pad("peak RSS growth", 18, right: true) + pad("seconds", 10, right: true)
+                + pad("µs/job", 10, right: true))
+        for reading in bounded {
+            let seconds = reading.seconds ?? 0
+            print(
+                pad(grouped(reading.count), 14)
+                    + pad(String(format: "%.1f MB", Double(reading.peak) / 1e6), 18, right: true)
+                    + pad(String(format: "%.2f", seconds), 10, right: true)
+                    + pad(String(format: "%.2f", seconds * 1e6 / Double(reading.count)), 10, right: true))
+        }
     }
 
     func printMemoryTable() {
@@ -137,6 +161,11 @@ struct Report {
                 fields.append("\"\(peer.rawValue)_peak\":" + (readings[peer].map { json($0.peakPerJob) } ?? "null"))
             }
             print("{" + fields.joined(separator: ",") + "}")
+        }
+        for reading in bounded {
+            print(
+                "{\"workload\":\"back-pressure\",\"n\":\(reading.count),\"bound\":\(Self.bound),"
+                    + "\"peak_bytes\":\(reading.peak),\"seconds\":\(json(reading.seconds ?? 0))}")
         }
     }
 
@@ -231,6 +260,16 @@ struct Report {
                             "memory \(grouped(count)) pending: ≤ 256 B/job", baton.residentPerJob, atMost: 256,
                             unit: "bytes/job"))
             }
+        }
+        // Issue 30: back-pressure keeps memory flat: the largest run's peak within 1.5× the smallest's.
+        if let small = bounded.min(by: { $0.count < $1.count }), let large = bounded.max(by: { $0.count < $1.count }),
+            large.count > small.count
+        {
+            lines.append(
+                "  "
+                    + verdict(
+                        "back-pressure \(grouped(small.count))→\(grouped(large.count)) jobs under \(grouped(Self.bound)): peak RSS flat (≤ 1.5×)",
+                        Double(large.peak) / Double(max(small.peak, 1)), atMost: 1.5, unit: "peak ratio"))
         }
         if lines.isEmpty { lines.append("  (none of the targets' sizes were run)") }
         for line in lines { print(line) }

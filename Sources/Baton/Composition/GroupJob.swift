@@ -214,7 +214,8 @@ open class GroupJob: Job, @unchecked Sendable {
         // gives its bodies threads of their own (``JobQueue/WorkerThreads/dedicated``).
         let dedicated = parentQueue.map { $0.dispatchQueue == nil } ?? false
         let childQueue = JobQueue(
-            name: "\(name).children", maxConcurrentJobs: maxChildren, dispatchQueue: dedicated ? nil : .global(),
+            name: "\(name).children", maxConcurrentJobs: maxChildren,
+            dispatchQueue: dedicated ? nil : JobQueue.globalDispatchQueue,
             exclusivityScope: scope,
             instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
             adoption: { [weak self] jobs in self?.adopt(jobs) })

@@ -91,12 +91,20 @@ public struct QueueDiagnosis: Sendable, CustomStringConvertible {
     public let isSuspended: Bool
     public let runningJobs: Int
     public let maxConcurrentJobs: Int
+    /// The queue's bound on unfinished jobs (``JobQueue/maxUnfinishedJobs``), if it has one.
+    public let maxUnfinishedJobs: Int?
+    /// How many producers wait for room under that bound (``JobQueue/addWhenRoom(_:)-([Job])``).
+    public let waitingProducers: Int
     /// One entry per unfinished job, in creation order.
     public let jobs: [JobDiagnosis]
 
     public var description: String {
+        let bound = maxUnfinishedJobs.map { " (bound \($0))" } ?? ""
+        let producers =
+            waitingProducers == 0
+            ? "" : ", \(waitingProducers) producer\(waitingProducers == 1 ? "" : "s") waiting for room"
         var lines = [
-            "queue '\(queueName)': \(jobs.count) unfinished, \(runningJobs) running of at most \(maxConcurrentJobs)\(isSuspended ? ", suspended" : "")"
+            "queue '\(queueName)': \(jobs.count) unfinished\(bound), \(runningJobs) running of at most \(maxConcurrentJobs)\(isSuspended ? ", suspended" : "")\(producers)"
         ]
         lines += jobs.flatMap { $0.lines(depth: 1) }
         return lines.joined(separator: "\n")

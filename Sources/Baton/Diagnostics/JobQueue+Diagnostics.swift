@@ -25,12 +25,13 @@ extension JobQueue {
     static let diagnosisDepthLimit = 32
 
     func diagnose(depth: Int) -> QueueDiagnosis {
-        let (members, suspended, running, limit) = lockedSnapshot()
+        let (members, suspended, running, limit, bound, waitingProducers) = lockedSnapshot()
         let jobs = members.sorted { $0.id < $1.id }
             .map { $0.diagnosis(queueSuspended: suspended, running: running, limit: limit, depth: depth) }
             .filter { $0.state != .finished }  // finished a moment ago, not yet counted out
         return QueueDiagnosis(
-            queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit, jobs: jobs)
+            queueName: name, isSuspended: suspended, runningJobs: running, maxConcurrentJobs: limit,
+            maxUnfinishedJobs: bound, waitingProducers: waitingProducers, jobs: jobs)
     }
 
     /// A number that changes whenever a job of this queue, or of a group running in it (at any depth),

@@ -354,9 +354,9 @@ extension Job {
         }
         do {
             try execute()
-            if finishesWhenExecuteReturns { bodyCompleted(error: nil) }
+            if finishesWhenExecuteReturns { bodyReturned(error: nil) }
         } catch {
-            bodyCompleted(error: error)
+            bodyReturned(error: error)
         }
     }
 
@@ -366,6 +366,13 @@ extension Job {
     /// program with a message naming the job.
     func bodyCompleted(error: (any Error)?) {
         Propagation.run { bodyCompleted(error: error, &$0) }
+    }
+
+    /// The body returned on the thread that runs it (a synchronous body): when that is a worker loop's
+    /// thread, the jobs this finish makes ready last may be left to it.
+    private func bodyReturned(error: (any Error)?) {
+        let onLoop = WorkerContext.bodyReturned(self)
+        Propagation.run(handsOffLast: onLoop) { bodyCompleted(error: error, &$0) }
     }
 
     func bodyCompleted(error: (any Error)?, _ work: inout Propagation) {

@@ -24,9 +24,16 @@ struct Propagation {
     /// the call's jobs, and their positions by identifier once a flush needed them.
     private var readyOrder: (queue: JobQueue, jobs: [Job], positions: [UInt64: Int]?)?
 
-    /// Makes a work list, lets `body` fill it, and runs it.
-    static func run(_ body: (inout Propagation) -> Void) {
+    /// The list of a worker loop's job whose body returned (`bodyCompleted`), not one that user code
+    /// started while it ran: the jobs it makes ready last may be left to the loop's thread (see
+    /// `JobQueue.jobsBecameReady(_:_:last:)`), since nothing else runs on that thread before the loop
+    /// looks for work again.
+    private var handsOffLast = false
+
+    /// Makes a work list, lets `body` fill it, and runs it. `handsOffLast`: see the property.
+    static func run(handsOffLast: Bool = false, _ body: (inout Propagation) -> Void) {
         var work = Propagation()
+        work.handsOffLast = handsOffLast
         body(&work)
         work.run()
     }
@@ -71,7 +78,7 @@ struct Propagation {
         readyOrder = (queue, jobs, nil)
     }
 
-    private mutating func flushReady() {
+    private mutating func flushReady(last: Bool = false) {
         guard let queue = readyQueue, var first = firstReady else { return }
         if var order = readyOrder, order.queue === queue, !moreReady.isEmpty {
             // Made when first needed: a chain's batch, whose one job ready at once is alone, never needs it.
@@ -85,7 +92,7 @@ struct Propagation {
             first = all[0]
             moreReady = Array(all.dropFirst())
         }
-        queue.jobsBecameReady(first, moreReady)
+        queue.jobsBecameReady(first, moreReady, last: last && handsOffLast)
         firstReady = nil
         moreReady.removeAll(keepingCapacity: true)
     }
@@ -114,6 +121,6 @@ struct Propagation {
                 break
             }
         }
-        flushReady()
+        flushReady(last: true)
     }
 }

@@ -76,7 +76,10 @@ extension JobQueue {
             idleWaiters.append(.semaphore(semaphore))
             return false
         }
-        if !empty { semaphore.wait() }
+        if !empty {
+            WorkerContext.startNextLoopElsewhere()
+            semaphore.wait()
+        }
     }
 
     /// Waits, without blocking a thread, until the queue has no unfinished job.
@@ -113,22 +116,32 @@ extension JobQueue {
 
     // MARK: Diagnostics support
 
-    func lockedSnapshot() -> (members: [Job], suspended: Bool, running: Int, limit: Int) {
+    func lockedSnapshot() -> (
+        members: [Job], suspended: Bool, running: Int, limit: Int, bound: Int?, waitingProducers: Int
+    ) {
         lock.withLock {
-            (Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent)
+            (
+                Array(scheduler.members.values), scheduler.isSuspended, scheduler.running, scheduler.maxConcurrent,
+                admission.limit, admission.waitingCount
+            )
         }
     }
 }
 
-/// Someone waiting for a queue to become empty.
+/// Someone a queue resumes, outside its lock, once a finish is recorded: a wait for the queue to become
+/// empty, or a producer let in.
 enum IdleWaiter {
     case continuation(CheckedContinuation<Void, Never>)
     case semaphore(DispatchSemaphore)
+    /// Not waiting for the queue to be empty: a producer let in under ``JobQueue/maxUnfinishedJobs``,
+    /// resumed at the same point.
+    case producer(CheckedContinuation<Void, any Error>)
 
     func resume() {
         switch self {
         case .continuation(let continuation): continuation.resume()
         case .semaphore(let semaphore): semaphore.signal()
+        case .producer(let continuation): continuation.resume()
         }
     }
 }

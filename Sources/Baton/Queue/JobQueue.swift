@@ -29,10 +29,11 @@ import Darwin
 /// Every method may be called from any thread. The queue's state is guarded by one lock, never held
 /// while Baton takes another lock or calls your code.
 public final class JobQueue: @unchecked Sendable {
-    // @unchecked Sendable: `name`, `lock`, `dispatchQueue` are immutable; `scheduler`, `idleWaiters`,
-    // `eventStreams` and `nextStreamID` are only touched while holding `streamsLock` (a lock of their
-    // own, so that adding jobs does not contend with the workers for it) (here and in
-    // JobQueue+Workers.swift).
+    // @unchecked Sendable: `name`, `lock`, `dispatchQueue`, `streamsLock` and the instruments are
+    // immutable; `scheduler`, `idleWaiters`, `claimsToSubmit`, `claimsDraining` and `admission` are only touched
+    // while holding `lock` (here and in JobQueue+Settings.swift); `eventStreams` and `nextStreamID`
+    // only while holding `streamsLock`, a lock of their own so that subscribing does not contend with
+    // the workers. The two are never held together.
 
     /// The queue's name, for diagnostics.
     public let name: String
@@ -49,6 +50,8 @@ public final class JobQueue: @unchecked Sendable {
     /// reach the arbiter in that order.
     @exclusivity(unchecked) var claimsToSubmit: Deque<Job> = []
     @exclusivity(unchecked) var claimsDraining = false
+    /// Producers waiting for room under ``maxUnfinishedJobs`` (guarded by `lock`).
+    @exclusivity(unchecked) var admission = Admission()
     /// Consumers of ``events``, by id.
     let streamsLock = Lock()
     @exclusivity(unchecked) var eventStreams: [Int: AsyncStream<(Job, JobLifecycleEvent)>.Continuation] = [:]
@@ -80,14 +83,19 @@ public final class JobQueue: @unchecked Sendable {
     ///   - workerThreads: ``WorkerThreads/shared`` (the default) runs synchronous bodies on
     ///     `dispatchQueue`; ``WorkerThreads/dedicated`` gives each running body a thread of its own, for
     ///     bodies that block. Give `dedicated` without a `dispatchQueue`.
-    /// - Precondition: `maxConcurrentJobs >= 1`, and no `dispatchQueue` with `.dedicated` threads.
+    ///   - maxUnfinishedJobs: The bound on unfinished jobs that ``addWhenRoom(_:)-([Job])`` waits under
+    ///     and ``tryAdd(_:)-([Job])`` refuses over; `nil` (the default) for none. See
+    ///     ``maxUnfinishedJobs``.
+    /// - Precondition: `maxConcurrentJobs >= 1`, `maxUnfinishedJobs` nil or at least 1, and no
+    ///   `dispatchQueue` with `.dedicated` threads.
     public convenience init(
         name: String = "JobQueue",
         maxConcurrentJobs: Int = JobQueue.defaultMaxConcurrentJobs,
         dispatchQueue: DispatchQueue? = nil,
         exclusivityScope: ExclusivityScope = .processWide,
         instruments: [any JobInstrument]? = nil,
-        workerThreads: WorkerThreads = .shared
+        workerThreads: WorkerThreads = .shared,
+        maxUnfinishedJobs: Int? = nil
     ) {
         if workerThreads == .dedicated, dispatchQueue != nil {
             fatalError(
@@ -97,9 +105,10 @@ public final class JobQueue: @unchecked Sendable {
         }
         self.init(
             name: name, maxConcurrentJobs: maxConcurrentJobs,
-            dispatchQueue: workerThreads == .dedicated ? nil : (dispatchQueue ?? .global()),
+            dispatchQueue: workerThreads == .dedicated ? nil : (dispatchQueue ?? JobQueue.globalDispatchQueue),
             exclusivityScope: exclusivityScope, instruments: instruments ?? JobQueue.defaultInstruments,
             adoption: nil)
+        if let maxUnfinishedJobs { self.maxUnfinishedJobs = maxUnfinishedJobs }
     }
 
     /// Which threads run a queue's synchronous bodies (asynchronous bodies always run on Swift
@@ -312,13 +321,37 @@ public final class JobQueue: @unchecked Sendable {
         var claims = false
     }
 
-    func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob]) {
-        startWorkers(
-            lock.withLock {
-                scheduler.markReady(first.id, priority: first.priority, claims: first.claims)
-                for job in more { scheduler.markReady(job.id, priority: job.priority, claims: job.claims) }
-                return scheduler.workersToStart()
-            })
+    /// Jobs of this queue became ready. `last`: they were made ready, last, by the work list of a job
+    /// whose body returned on a worker loop's thread (`Propagation.handsOffLast`): nothing but Baton's
+    /// own code runs on this thread before its loop looks for work again.
+    func jobsBecameReady(_ first: ReadyJob, _ more: [ReadyJob], last: Bool = false) {
+        var start = lock.withLock {
+            scheduler.markReady(first.id, priority: first.priority, claims: first.claims)
+            for job in more { scheduler.markReady(job.id, priority: job.priority, claims: job.claims) }
+            return scheduler.workersToStart()
+        }
+        // Made ready, last, by the hand-over of a job that a loop of another queue on the same threads
+        // ran: that loop's thread runs this queue's new loop if it has nothing more to do itself, instead
+        // of waking another thread (see `WorkerContext.nextLoop`).
+        if start > 0, last, let context = WorkerContext.current, context.bodyReturned,
+            context.nextLoop == nil,
+            context.queue !== self, context.queue.sharesThreads(with: self)
+        {
+            context.nextLoop = self
+            start -= 1
+        }
+        startWorkers(start)
+    }
+
+    /// Dispatch's global queue: one wrapper for every queue that runs on it, so that two such queues
+    /// can tell that they share threads (`sharesThreads(with:)`).
+    static let globalDispatchQueue = DispatchQueue.global()
+
+    /// Whether a loop of `other` may run on a thread of this queue's loops: both run on the same
+    /// Dispatch queue, or both on threads of their own (``WorkerThreads/dedicated``).
+    func sharesThreads(with other: JobQueue) -> Bool {
+        guard let mine = dispatchQueue else { return other.dispatchQueue == nil }
+        return mine === other.dispatchQueue
     }
 
     /// A job of this queue finished (`heldSlot`: its body ran, so it held a slot).
@@ -336,14 +369,17 @@ public final class JobQueue: @unchecked Sendable {
         }
         var waiters: [IdleWaiter] = []
         var departed: [Job] = []
+        var producers: [CheckedContinuation<Void, any Error>] = []
         let start: Int = lock.withLock {
             if scheduler.finished(job.id, heldSlot: heldSlot, departed: &departed) {
                 waiters = idleWaiters
                 idleWaiters = []
             }
+            if admission.hasWaiting { producers = admission.admitWaiting(unfinished: scheduler.members.count) }
             return scheduler.workersToStart()
         }
         departed.removeAll()  // let go of outside the lock
+        for producer in producers { producer.resume() }
         startWorkers(start)
         return waiters
     }
@@ -357,9 +393,13 @@ public final class JobQueue: @unchecked Sendable {
             empty = scheduler.finished(id, heldSlot: heldSlot, departed: &context.departed)
         }
         context.finished.removeAll(keepingCapacity: true)
-        guard empty else { return [] }
+        var waiters: [IdleWaiter] = []
+        if admission.hasWaiting {
+            waiters = admission.admitWaiting(unfinished: scheduler.members.count).map(IdleWaiter.producer)
+        }
+        guard empty else { return waiters }
         defer { idleWaiters = [] }
-        return idleWaiters
+        return waiters.isEmpty ? idleWaiters : waiters + idleWaiters
     }
 
     /// Submits the claims of the jobs started that must claim categories, in the order they were started,
@@ -403,7 +443,7 @@ public final class JobQueue: @unchecked Sendable {
     /// Starts a worker loop on the queue's Dispatch queue, or, for ``WorkerThreads/dedicated``, on a
     /// serial queue made for it: such a queue targets Dispatch's overcommitting pool, which gives it a
     /// thread at once (an idle one, or a new one).
-    private func dispatchWorker() {
+    func dispatchWorker() {
         if let dispatchQueue {
             dispatchQueue.async { self.runWorker() }
         } else {
@@ -411,7 +451,16 @@ public final class JobQueue: @unchecked Sendable {
         }
     }
 
+    /// Runs worker loops on this thread: this queue's, then each queue that a job finished here made
+    /// ready and that this thread can serve (`WorkerContext.nextLoop`). A loop, not recursion.
     func runWorker() {
+        var queue: JobQueue? = self
+        while let current = queue { queue = current.runWorkerTurn() }
+    }
+
+    /// One turn of this queue's worker loop. Returns the queue whose loop this thread runs next, if
+    /// any: one that became ready while this loop ran and was left to this thread.
+    private func runWorkerTurn() -> JobQueue? {
         let context = WorkerContext(queue: self)
         let previous = WorkerContext.current
         WorkerContext.current = context
@@ -428,7 +477,16 @@ public final class JobQueue: @unchecked Sendable {
             }
             context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
             for waiter in waiters { waiter.resume() }
-            guard let (job, claims) = next else { return }
+            guard let (job, claims) = next else {
+                // Nothing more here: this thread goes on with the loop left to it.
+                defer { context.nextLoop = nil }
+                return context.nextLoop
+            }
+            // More here: the loop left to this thread starts on another one now.
+            if let other = context.nextLoop {
+                context.nextLoop = nil
+                other.dispatchWorker()
+            }
             if claims {
                 // The job holds its slot while it claims its categories (it runs once they are granted, on
                 // another thread): a job waiting for a slot never holds a category.
@@ -439,6 +497,7 @@ public final class JobQueue: @unchecked Sendable {
             context.running = job
             report = job.runFromQueue(self) ? .ran : .skipped
             context.running = nil
+            context.bodyReturned = false
         }
         let waiters: [IdleWaiter] = lock.withLock {
             scheduler.handOver(after: report)
@@ -446,7 +505,12 @@ public final class JobQueue: @unchecked Sendable {
         }
         context.departed.removeAll(keepingCapacity: true)  // outside the lock
         for waiter in waiters { waiter.resume() }
+        if let other = context.nextLoop {
+            context.nextLoop = nil
+            other.dispatchWorker()
+        }
         dispatchWorker()
+        return nil
     }
 }
 
@@ -461,6 +525,14 @@ final class WorkerContext {
     @exclusivity(unchecked) var finished: [(id: UInt64, heldSlot: Bool)] = []
     /// Finished jobs the queue let go of, released by the loop after it unlocks.
     @exclusivity(unchecked) var departed: [Job] = []
+    /// The running job's body returned: this thread is handing the job over (its observers were told,
+    /// its dependents are being released), which takes no user time but theirs.
+    @exclusivity(unchecked) var bodyReturned = false
+    /// A queue on the same threads whose job the hand-over made ready and that wanted a new worker loop:
+    /// this thread runs that loop when its own has nothing left, instead of waking another thread for
+    /// it (a chain whose jobs alternate between two queues paid a thread wake-up a hop), or starts it
+    /// elsewhere as soon as its own loop takes another job.
+    @exclusivity(unchecked) var nextLoop: JobQueue?
 
     init(queue: JobQueue) {
         self.queue = queue
@@ -474,6 +546,21 @@ final class WorkerContext {
         precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
         return key
     }()
+
+    /// A thread about to block starts the loop left to it on another thread: what it waits for may
+    /// need that loop.
+    static func startNextLoopElsewhere() {
+        guard let context = current, let other = context.nextLoop else { return }
+        context.nextLoop = nil
+        other.dispatchWorker()
+    }
+
+    /// Marks that `job`'s body returned, if this thread's loop is running it; returns whether it is.
+    static func bodyReturned(_ job: Job) -> Bool {
+        guard let context = current, context.running === job else { return false }
+        context.bodyReturned = true
+        return true
+    }
 
     /// The context of the worker loop on this thread (not retained: the loop keeps it alive).
     static var current: WorkerContext? {

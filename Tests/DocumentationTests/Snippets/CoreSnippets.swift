@@ -37,6 +37,20 @@ func conditions(session: Session, save: Job, showAlert: Job, download: Job, queu
     // end snippet
 }
 
+func backPressure(
+    lines: AsyncThrowingStream<String, any Error>, store: @escaping @Sendable (String) throws -> Void
+)
+    async throws
+{
+    // snippet: back-pressure
+    let queue = JobQueue(name: "import", maxConcurrentJobs: 8, maxUnfinishedJobs: 10_000)
+    for try await line in lines {
+        try await queue.addWhenRoom(BlockJob(name: "store") { try store(line) })
+    }
+    await queue.waitUntilAllJobsAreFinished()
+    // end snippet
+}
+
 func blockingQueue() -> JobQueue {
     // snippet: dedicated-threads
     let downloads = JobQueue(name: "downloads", maxConcurrentJobs: 8, workerThreads: .dedicated)
