@@ -67,7 +67,6 @@ extension Job {
             return nil
         }
         if let outcome { return outcome }
-        WorkerContext.startNextLoopElsewhere()
         semaphore.wait()
         return withCore { $0.lifecycle.outcome! }
     }

@@ -95,6 +95,8 @@ struct Admission {
             case .new, .admitted, .cancelled:
                 break
             }
+            // Freed here, under the queue's lock, if the producer has gone: a ticket out of line holds
+            // nothing (its continuation was taken), so freeing it runs no code.
             line.removeFirst()
         }
         return admitted

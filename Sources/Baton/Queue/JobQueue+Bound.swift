@@ -38,10 +38,16 @@ extension JobQueue {
 
     /// Adds jobs once the queue has room for all of them under ``maxUnfinishedJobs``, waiting (without
     /// blocking a thread) while it has not. Producers that wait are let in first come, first served: a
-    /// small batch does not overtake a large one that asked first. Without a bound it adds at once.
+    /// small batch does not overtake a large one that asked first. Without a bound it does not wait.
     ///
-    /// - Throws: `CancellationError` if the calling task is cancelled before the jobs could be added;
-    ///   then none of them was added. Once it returns, they all were (see ``add(_:)-([Job])``).
+    /// Jobs count from when they are added: ``waitUntilAllJobsAreFinished()`` may return while a
+    /// producer that was let in has yet to add its jobs. A job of this queue that waits here for room
+    /// in its own queue waits for itself once the bound is full of such jobs: produce from outside
+    /// the bounded queue.
+    ///
+    /// - Throws: `CancellationError` if the calling task is cancelled before the jobs could be added
+    ///   (also without a bound); then none of them was added. Once it returns, they all were (see
+    ///   ``add(_:)-([Job])``).
     public func addWhenRoom(_ jobs: [Job]) async throws {
         guard !jobs.isEmpty else { return }
         let ticket = Admission.Ticket(count: jobs.count)

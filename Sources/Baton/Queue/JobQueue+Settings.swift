@@ -76,10 +76,7 @@ extension JobQueue {
             idleWaiters.append(.semaphore(semaphore))
             return false
         }
-        if !empty {
-            WorkerContext.startNextLoopElsewhere()
-            semaphore.wait()
-        }
+        if !empty { semaphore.wait() }
     }
 
     /// Waits, without blocking a thread, until the queue has no unfinished job.

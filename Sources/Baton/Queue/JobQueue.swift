@@ -333,9 +333,10 @@ public final class JobQueue: @unchecked Sendable {
         // Made ready, last, by the hand-over of a job that a loop of another queue on the same threads
         // ran: that loop's thread runs this queue's new loop if it has nothing more to do itself, instead
         // of waking another thread (see `WorkerContext.nextLoop`).
-        if start > 0, last, let context = WorkerContext.current, context.bodyReturned,
-            context.nextLoop == nil,
-            context.queue !== self, context.queue.sharesThreads(with: self)
+        // Not from a queue with instruments: the end of their `withStart` runs on this thread after
+        // the body, and might wait for the job left to it.
+        if start > 0, last, let context = WorkerContext.current, context.bodyReturned, context.nextLoop == nil,
+            context.queue !== self, context.queue.instruments.isEmpty, context.queue.sharesThreads(with: self)
         {
             context.nextLoop = self
             start -= 1
@@ -452,21 +453,32 @@ public final class JobQueue: @unchecked Sendable {
     }
 
     /// Runs worker loops on this thread: this queue's, then each queue that a job finished here made
-    /// ready and that this thread can serve (`WorkerContext.nextLoop`). A loop, not recursion.
+    /// ready and that this thread can serve (`WorkerContext.nextLoop`). A loop, not recursion. The
+    /// loops share one turn of `jobsPerWorkerTurn` jobs: a chain hopping between two queues gives its
+    /// Dispatch queue back as often as one queue's loop does.
     func runWorker() {
+        var budget = JobQueue.jobsPerWorkerTurn
         var queue: JobQueue? = self
-        while let current = queue { queue = current.runWorkerTurn() }
+        while let current = queue {
+            queue = current.runWorkerTurn(budget: &budget)
+            if budget == 0, let next = queue {
+                next.dispatchWorker()
+                queue = nil
+            }
+        }
     }
 
-    /// One turn of this queue's worker loop. Returns the queue whose loop this thread runs next, if
-    /// any: one that became ready while this loop ran and was left to this thread.
-    private func runWorkerTurn() -> JobQueue? {
+    /// This queue's worker loop, for at most `budget` jobs (counted down). Returns the queue whose loop
+    /// this thread runs next, if any: one that became ready while this loop ran and was left to this
+    /// thread.
+    private func runWorkerTurn(budget: inout Int) -> JobQueue? {
         let context = WorkerContext(queue: self)
         let previous = WorkerContext.current
         WorkerContext.current = context
         defer { WorkerContext.current = previous }
         var report = QueueScheduler<Job>.WorkerReport.starting
-        for _ in 0..<JobQueue.jobsPerWorkerTurn {
+        while budget > 0 {
+            budget -= 1
             let (next, waiters, drain): ((member: Job, claims: Bool)?, [IdleWaiter], Bool) = lock.withLock {
                 let waiters = recordFinishesLocked(context)
                 let next = scheduler.nextJobAndClaim(after: report)
@@ -475,7 +487,7 @@ public final class JobQueue: @unchecked Sendable {
                 defer { claimsDraining = true }
                 return (next, waiters, !claimsDraining)
             }
-            context.departed.removeAll(keepingCapacity: true)  // the finished jobs, let go of outside the lock
+            context.releaseDeparted()
             for waiter in waiters { waiter.resume() }
             guard let (job, claims) = next else {
                 // Nothing more here: this thread goes on with the loop left to it.
@@ -503,12 +515,12 @@ public final class JobQueue: @unchecked Sendable {
             scheduler.handOver(after: report)
             return recordFinishesLocked(context)
         }
-        context.departed.removeAll(keepingCapacity: true)  // outside the lock
-        for waiter in waiters { waiter.resume() }
         if let other = context.nextLoop {
             context.nextLoop = nil
             other.dispatchWorker()
         }
+        context.releaseDeparted()
+        for waiter in waiters { waiter.resume() }
         dispatchWorker()
         return nil
     }
@@ -526,12 +538,15 @@ final class WorkerContext {
     /// Finished jobs the queue let go of, released by the loop after it unlocks.
     @exclusivity(unchecked) var departed: [Job] = []
     /// The running job's body returned: this thread is handing the job over (its observers were told,
-    /// its dependents are being released), which takes no user time but theirs.
+    /// its dependents are being released).
     @exclusivity(unchecked) var bodyReturned = false
-    /// A queue on the same threads whose job the hand-over made ready and that wanted a new worker loop:
-    /// this thread runs that loop when its own has nothing left, instead of waking another thread for
-    /// it (a chain whose jobs alternate between two queues paid a thread wake-up a hop), or starts it
-    /// elsewhere as soon as its own loop takes another job.
+    /// A queue on the same threads whose job the hand-over made ready, last, and that wanted a new
+    /// worker loop: this thread runs that loop when its own has nothing left, instead of waking another
+    /// thread for it (a chain whose jobs alternate between two queues paid a thread wake-up a hop), or
+    /// starts it elsewhere as soon as its own loop takes another job, or before it runs a `deinit`.
+    /// Between the two, no user code runs on this thread: the hand-over's work list has ended, the
+    /// queue has no instruments (whose `withStart` ends after the body), and `releaseDeparted()` checks
+    /// for deinits.
     @exclusivity(unchecked) var nextLoop: JobQueue?
 
     init(queue: JobQueue) {
@@ -547,12 +562,17 @@ final class WorkerContext {
         return key
     }()
 
-    /// A thread about to block starts the loop left to it on another thread: what it waits for may
-    /// need that loop.
-    static func startNextLoopElsewhere() {
-        guard let context = current, let other = context.nextLoop else { return }
-        context.nextLoop = nil
-        other.dispatchWorker()
+    /// Lets go of the finished jobs (outside the queue's lock). A job this releases for good runs its
+    /// `deinit`, which is user code and might wait for the job whose loop was left to this thread: that
+    /// loop is started elsewhere first. (A job that made another queue's job ready is usually still
+    /// held by it, as its dependency.)
+    func releaseDeparted() {
+        guard !departed.isEmpty else { return }
+        if let other = nextLoop, departed.indices.contains(where: { isKnownUniquelyReferenced(&departed[$0]) }) {
+            nextLoop = nil
+            other.dispatchWorker()
+        }
+        departed.removeAll(keepingCapacity: true)
     }
 
     /// Marks that `job`'s body returned, if this thread's loop is running it; returns whether it is.
