@@ -1,7 +1,7 @@
 /// Arbitrates exclusivity categories among the jobs of every queue that shares this scope.
 ///
 /// By default all queues share ``processWide``, so `MutuallyExclusive<Alert>()` means one alert at a
-/// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:instruments:workerThreads:)``)
+/// time in the whole process. Give a queue its own scope (``JobQueue/init(name:maxConcurrentJobs:dispatchQueue:exclusivityScope:instruments:workerThreads:maxUnfinishedJobs:)``)
 /// to isolate tests, or a library that embeds Baton, from everyone else's categories.
 ///
 /// A job claims all its categories at once when its queue starts it (its dependencies finished, its

@@ -40,7 +40,7 @@ extension JobQueue {
     /// blocking a thread) while it has not. Producers that wait are let in first come, first served: a
     /// small batch does not overtake a large one that asked first. Without a bound it does not wait.
     ///
-    /// Jobs count from when they are added: ``waitUntilAllJobsAreFinished()`` may return while a
+    /// Jobs count from when they are added: `waitUntilAllJobsAreFinished()` may return while a
     /// producer that was let in has yet to add its jobs. A job of this queue that waits here for room
     /// in its own queue waits for itself once the bound is full of such jobs: produce from outside
     /// the bounded queue.
