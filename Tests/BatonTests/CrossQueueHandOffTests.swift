@@ -8,18 +8,26 @@ import Testing
 /// on a shared Dispatch queue, and no wait on that thread for the job left to it.
 @Suite("Cross-queue hand-off")
 struct CrossQueueHandOffTests {
-    @Test func aChainAlternatingBetweenTwoQueuesRunsEachJobAfterItsDependency() async throws {
-        let count = 20_000
-        let order = Recorder<Int>()
-        let queues = [JobQueue(name: "even"), JobQueue(name: "odd")]
+    /// Adds a chain of `count` jobs running `body` with their index, each depending on the one before,
+    /// the even ones to `queues[0]` and the odd ones to `queues[1]`: every hop crosses.
+    static func addAlternatingChain(
+        _ count: Int, to queues: [JobQueue], _ body: @escaping @Sendable (Int) -> Void
+    ) {
         var jobs: [Job] = []
         for index in 0..<count {
-            let job = BlockJob(name: "j\(index)") { order.record(index) }
+            let job = BlockJob(name: "j\(index)") { body(index) }
             if let previous = jobs.last { job.addDependency(previous) }
             jobs.append(job)
         }
         queues[0].add(stride(from: 0, to: count, by: 2).map { jobs[$0] })
         queues[1].add(stride(from: 1, to: count, by: 2).map { jobs[$0] })
+    }
+
+    @Test func aChainAlternatingBetweenTwoQueuesRunsEachJobAfterItsDependency() async throws {
+        let count = 20_000
+        let order = Recorder<Int>()
+        let queues = [JobQueue(name: "even"), JobQueue(name: "odd")]
+        Self.addAlternatingChain(count, to: queues) { order.record($0) }
         try await withDeadline(.seconds(120), "a chain of 20,000 jobs alternating between two queues") {
             for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         }
@@ -51,19 +59,12 @@ struct CrossQueueHandOffTests {
         let count = 2_000
         let finished = Protected(0)
         let seenByTheBlock = Recorder<Int>()
-        var jobs: [Job] = []
-        for index in 0..<count {
-            let job = BlockJob(name: "j\(index)") {
-                finished.withLock { $0 += 1 }
-                // Mid-chain, another block is queued on the same serial queue: it must get its turn
-                // before the chain ends (a worker loop gives the queue back every 256 jobs or so).
-                if index == 10 { serial.async { seenByTheBlock.record(finished.withLock { $0 }) } }
-            }
-            if let previous = jobs.last { job.addDependency(previous) }
-            jobs.append(job)
+        Self.addAlternatingChain(count, to: queues) { index in
+            finished.withLock { $0 += 1 }
+            // Mid-chain, another block is queued on the same serial queue: it must get its turn before
+            // the chain ends (a worker loop gives the queue back every 256 jobs or so).
+            if index == 10 { serial.async { seenByTheBlock.record(finished.withLock { $0 }) } }
         }
-        queues[0].add(stride(from: 0, to: count, by: 2).map { jobs[$0] })
-        queues[1].add(stride(from: 1, to: count, by: 2).map { jobs[$0] })
         try await withDeadline(.seconds(120), "a chain of 2,000 jobs on one serial queue") {
             for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         }

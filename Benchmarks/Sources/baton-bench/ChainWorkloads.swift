@@ -46,18 +46,44 @@ enum ChainWorkloads {
         tickets.check { $0 > 0 ? [$0 - 1] : [] }
     }
 
+    /// n Baton jobs, each depending on the one before and stamping its ticket (built in the timed part).
+    static func batonChain(_ n: Int, _ tickets: Tickets) -> [Job] {
+        var jobs: [Job] = []
+        jobs.reserveCapacity(n)
+        for index in 0..<n {
+            let job = BlockJob { tickets.stamp(index) }
+            if index > 0 { job.addDependency(jobs[index - 1]) }
+            jobs.append(job)
+        }
+        return jobs
+    }
+
+    /// The same chain of Foundation operations.
+    static func foundationChain(_ n: Int, _ tickets: Tickets) -> [Operation] {
+        var operations: [Operation] = []
+        operations.reserveCapacity(n)
+        for index in 0..<n {
+            let operation = BlockOperation { tickets.stamp(index) }
+            if index > 0 { operation.addDependency(operations[index - 1]) }
+            operations.append(operation)
+        }
+        return operations
+    }
+
+    /// The even-numbered and the odd-numbered elements, for the two queues of `chain-cross`.
+    static func evensAndOdds<T>(_ items: [T]) -> [[T]] {
+        [
+            stride(from: 0, to: items.count, by: 2).map { items[$0] },
+            stride(from: 1, to: items.count, by: 2).map { items[$0] },
+        ]
+    }
+
     static func baton(width: Int?) -> (Int) -> Sample {
         { n in
             let tickets = Tickets(count: n)
             var sample = measure {
                 let queue = width.map { JobQueue(name: "chain", maxConcurrentJobs: $0) } ?? JobQueue(name: "chain")
-                var jobs: [Job] = []
-                jobs.reserveCapacity(n)
-                for index in 0..<n {
-                    let job = BlockJob { tickets.stamp(index) }
-                    if index > 0 { job.addDependency(jobs[index - 1]) }
-                    jobs.append(job)
-                }
+                let jobs = batonChain(n, tickets)
                 queue.add(jobs)
                 queue.waitUntilAllJobsAreFinished()
                 return (queue, jobs)
@@ -71,15 +97,8 @@ enum ChainWorkloads {
         let tickets = Tickets(count: n)
         var sample = measure {
             let queues = [JobQueue(name: "chain-a"), JobQueue(name: "chain-b")]
-            var jobs: [Job] = []
-            jobs.reserveCapacity(n)
-            for index in 0..<n {
-                let job = BlockJob { tickets.stamp(index) }
-                if index > 0 { job.addDependency(jobs[index - 1]) }
-                jobs.append(job)
-            }
-            queues[0].add(stride(from: 0, to: n, by: 2).map { jobs[$0] })
-            queues[1].add(stride(from: 1, to: n, by: 2).map { jobs[$0] })
+            let jobs = batonChain(n, tickets)
+            for (queue, share) in zip(queues, evensAndOdds(jobs)) { queue.add(share) }
             for queue in queues { queue.waitUntilAllJobsAreFinished() }
             return (queues, jobs)
         }
@@ -91,15 +110,10 @@ enum ChainWorkloads {
         let tickets = Tickets(count: n)
         var sample = measure {
             let queues = [OperationQueue(), OperationQueue()]
-            var operations: [Operation] = []
-            operations.reserveCapacity(n)
-            for index in 0..<n {
-                let operation = BlockOperation { tickets.stamp(index) }
-                if index > 0 { operation.addDependency(operations[index - 1]) }
-                operations.append(operation)
+            let operations = foundationChain(n, tickets)
+            for (queue, share) in zip(queues, evensAndOdds(operations)) {
+                queue.addOperations(share, waitUntilFinished: false)
             }
-            queues[0].addOperations(stride(from: 0, to: n, by: 2).map { operations[$0] }, waitUntilFinished: false)
-            queues[1].addOperations(stride(from: 1, to: n, by: 2).map { operations[$0] }, waitUntilFinished: false)
             for queue in queues { queue.waitUntilAllOperationsAreFinished() }
             return (queues, operations)
         }
@@ -129,13 +143,7 @@ enum ChainWorkloads {
             var sample = measure {
                 let queue = OperationQueue()
                 if let width { queue.maxConcurrentOperationCount = width }
-                var operations: [Operation] = []
-                operations.reserveCapacity(n)
-                for index in 0..<n {
-                    let operation = BlockOperation { tickets.stamp(index) }
-                    if index > 0 { operation.addDependency(operations[index - 1]) }
-                    operations.append(operation)
-                }
+                let operations = foundationChain(n, tickets)
                 queue.addOperations(operations, waitUntilFinished: false)
                 queue.waitUntilAllOperationsAreFinished()
                 return (queue, operations)
