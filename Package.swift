@@ -116,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "earthquakes",
             dependencies: [
-                "EarthquakesCLI",
+                "EarthquakesCLI", "EarthquakesKit",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
             swiftSettings: strict

@@ -10,13 +10,46 @@ extension EarthquakesCLI {
     ///
     /// - Parameter explicitSort: with ``ListOptions/near``, whether `sort` was given (the nearest
     ///   `limit` events are then re-ordered by it); otherwise they stay nearest first.
+    ///   - new: only the events stored since the last `list --new` (all of them, with no earlier look); the
+    ///     look is then remembered in the database.
     public func list(
-        _ options: ListOptions, database: String?, json: Bool, explicitSort: Bool = true, sample: Bool = false
+        _ options: ListOptions, database: String?, json: Bool, explicitSort: Bool = true, sample: Bool = false,
+        new: Bool = false
     ) throws {
+        if new, sample {
+            throw CLIError.usage("--new lists what came into your database since you last looked; not with --sample")
+        }
         let (store, path) = try openForReading(database, sample: sample)
         defer { closeAtEnd(store.close) }
         try Self.checkTypes(options, in: store)
-        let filter = options.filter
+        var filter = options.filter
+        var look: (last: EarthquakeStore.Look?, now: EarthquakeStore.Look)?
+        if new {
+            // Up to the mark read now: an import that commits while this lists is new at the next look.
+            let last = try store.lastLook(named: Self.listLookName)
+            let current = EarthquakeStore.Look(mark: try store.latestMark(), date: now())
+            filter.storedAfter = last?.mark ?? 0
+            filter.storedThrough = current.mark
+            look = (last, current)
+        }
+        if let look, try look.now.mark == 0 || store.count(matching: filter) == 0 {
+            let since = look.last.map { "since you last looked (\(RelativeTime.ago($0.date, now: look.now.date)))" }
+            if json { console.print("[]") }
+            let text =
+                "Nothing new \(since ?? "stored yet (new events are counted from this version's first refresh)")."
+            if options.csv || json { console.error(text + "\n") } else { console.print(text) }
+            if options.csv { makeWriter(options, distances: options.near != nil).header() }
+            rememberLook(look.now, path: path)
+            return
+        }
+        try listRows(options, filter: filter, store: store, path: path, json: json, explicitSort: explicitSort)
+        if let look { rememberLook(look.now, path: path) }
+    }
+
+    private func listRows(
+        _ options: ListOptions, filter: EarthquakeFilter, store: EarthquakeStore, path: String, json: Bool,
+        explicitSort: Bool
+    ) throws {
         let order: ListingOrder
         var reorder = false
         if let point = options.near, options.within == nil {
@@ -204,6 +237,22 @@ extension EarthquakesCLI {
 
     /// Says that nothing matched: on standard output after a table, on standard error after CSV (whose
     /// output stays a CSV file: its header alone).
+    /// The name of `list --new`'s look in the database.
+    static let listLookName = "list --new"
+
+    /// Remembers a `list --new` look; a database this process may not write is told about, not an error.
+    private func rememberLook(_ look: EarthquakeStore.Look, path: String) {
+        do {
+            let store = try EarthquakeStore(path: path, mode: .mustExist)
+            defer { closeAtEnd(store.close) }
+            try store.recordLook(named: Self.listLookName, look)
+        } catch {
+            console.error(
+                "note: this look could not be remembered (\(Self.message(for: error))); the next `list --new` "
+                    + "shows these events again.\n")
+        }
+    }
+
     private func printNoMatch(_ store: EarthquakeStore, path: String, csv: Bool) throws {
         let total = try store.count()
         let text =

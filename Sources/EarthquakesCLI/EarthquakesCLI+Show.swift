@@ -164,6 +164,7 @@ extension EarthquakesCLI {
             } else {
                 console.print("Refreshed  not recorded; `earthquakes refresh` imports the latest events")
             }
+            for line in await watchLines(database: path, store: store) { console.print(line) }
         } else {
             console.print("Database   \(path) does not exist yet; `earthquakes refresh` creates it")
         }
@@ -177,6 +178,33 @@ extension EarthquakesCLI {
         if let home = HomeLocation.readOrWarn(environment: environment, console: console) {
             console.print("Home       \(Self.text(home))")
         }
+    }
+
+    /// One line per watch of the database: its timing, whether a `watch` runs it, its last check and its
+    /// alerts. Empty when there is no job store or it cannot be read.
+    private func watchLines(database: String, store: EarthquakeStore) async -> [String] {
+        guard let jobs = FeedRefresh.existingJobs(database: database) else { return [] }
+        defer { closeAtEnd(jobs.close) }
+        let prefix = EarthquakeWatch.scheduleName("")
+        var lines: [String] = []
+        for record in (try? await jobs.schedules()) ?? [] where record.schedule.name.hasPrefix(prefix) {
+            let name = String(record.schedule.name.dropFirst(prefix.count))
+            var line = "Watch      \"\(TerminalText.safe(name))\""
+            if case .every(let interval) = record.schedule.timing { line += " every \(Self.spoken(interval))" }
+            if WatchLock.isHeld(database: database) {
+                line += ", running now"
+            } else {
+                line += record.paused ? ", stopped" : ", not running (stopped without Ctrl-C)"
+            }
+            if let last = record.lastTick { line += ", last check \(RelativeTime.ago(last, now: now()))" }
+            if let counts = try? store.alertCounts(watch: name, maxAttempts: EarthquakeWatch.maxDeliveryAttempts) {
+                line += "; \(Self.counted(counts.delivered, "alert")) sent"
+                if counts.waiting > 0 { line += ", \(counts.waiting) waiting" }
+                if counts.givenUp > 0 { line += ", \(counts.givenUp) given up (--exec failed)" }
+            }
+            lines.append(line)
+        }
+        return lines
     }
 
     /// One line to paste in a message: magnitude, kind, place, time and a link.

@@ -123,6 +123,14 @@ public enum FeedRefresh {
         let folder = URL(fileURLWithPath: downloadFolder(forDatabase: database))
             .appendingPathComponent(folderName(uniqueKey(feeds: feeds, strict: strict)), isDirectory: true)
         var graph = JobGraph(name: runName)
+        let imports = addFeeds(feeds, strict: strict, folder: folder, to: &graph)
+        return (graph, imports, folder)
+    }
+
+    /// Adds fetch → parse → import for each feed to `graph`, downloading into `folder`; the imports.
+    static func addFeeds(
+        _ feeds: [String], strict: Bool, folder: URL, to graph: inout JobGraph
+    ) -> [JobGraph.Handle<ImportFeed.Output>] {
         var imports: [JobGraph.Handle<ImportFeed.Output>] = []
         for (index, feed) in feeds.enumerated() {
             let fetch = graph.add(
@@ -140,7 +148,7 @@ public enum FeedRefresh {
                     ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
                     categories: [importCategory]))
         }
-        return (graph, imports, folder)
+        return imports
     }
 
     /// What to say when the refresh's graph was already in the job store. "Interrupted" only when it was:

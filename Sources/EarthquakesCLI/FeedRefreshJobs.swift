@@ -32,11 +32,22 @@ struct FetchFeed: DurableJob {
     let totalTimeout: Duration?
     /// Shows the download's progress (on a terminal).
     var display: FeedsProgressDisplay?
+    /// Told of each attempt that fails (`watch` says so as it goes), with the feed.
+    var onFailure: (@Sendable (_ feed: String, _ error: any Error) -> Void)?
 
     /// The feed a "204 No Content" response stands for.
     static let noEvents = #"{"type":"FeatureCollection","features":[]}"#
 
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        do {
+            return try await fetch(input)
+        } catch {
+            if !Task.isCancelled { onFailure?(input.feed, error) }
+            throw error
+        }
+    }
+
+    private func fetch(_ input: Input) async throws -> Output {
         guard case .url(let url) = try EarthquakesCLI.source(input.feed) else {
             throw CLIError("--feed \(input.feed): use an http(s) address or a file path")
         }
@@ -86,10 +97,18 @@ struct ParseFeed: DurableJob {
     }
 
     let strict: Bool
+    /// Told of each attempt that fails, with the feed.
+    var onFailure: (@Sendable (_ feed: String, _ error: any Error) -> Void)?
 
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
         let strict = strict
-        let feed = try await offThePool { try Self.read(input.file, strict: strict) }
+        let feed: Feed
+        do {
+            feed = try await offThePool { try Self.read(input.file, strict: strict) }
+        } catch {
+            onFailure?(input.feed, error)
+            throw error
+        }
         await EarthquakesCLI.testPause("parsed")
         return Output(
             feed: input.feed, file: input.file, events: feed.earthquakes.count, skipped: feed.skippedFeatures.count)

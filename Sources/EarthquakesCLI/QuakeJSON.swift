@@ -126,10 +126,11 @@ struct RefreshJSON: Encodable {
 }
 
 enum JSONText {
-    /// Pretty, sorted-key JSON text.
-    static func encode(_ value: some Encodable) throws -> String {
+    /// Pretty (or with `oneLine`, compact), sorted-key JSON text.
+    static func encode(_ value: some Encodable, oneLine: Bool = false) throws -> String {
         let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.outputFormatting =
+            oneLine ? [.sortedKeys, .withoutEscapingSlashes] : [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
         return String(decoding: try encoder.encode(value), as: UTF8.self)
     }
 }

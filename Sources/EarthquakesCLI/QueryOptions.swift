@@ -113,7 +113,7 @@ public struct ListOptions: Sendable, Equatable {
 ///
 /// ## Thread safety
 /// A `Sendable` value.
-public struct Coordinate: Sendable, Equatable {
+public struct Coordinate: Sendable, Equatable, Codable {
     public var latitude: Double
     public var longitude: Double
 

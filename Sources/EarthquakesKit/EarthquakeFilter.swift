@@ -4,7 +4,7 @@ public import Foundation
 ///
 /// ### Thread safety
 /// A value type and `Sendable`.
-public struct EarthquakeFilter: Sendable, Equatable, Hashable {
+public struct EarthquakeFilter: Sendable, Equatable, Hashable, Codable {
     /// Keep events of at least this magnitude (events without a magnitude are then excluded).
     public var minMagnitude: Double?
     /// Keep events of at most this magnitude (events without a magnitude are then excluded).
@@ -19,10 +19,18 @@ public struct EarthquakeFilter: Sendable, Equatable, Hashable {
     public var types: [String]
     /// Leave out these event types, compared without case. An event without a type is kept.
     public var excludedTypes: [String]
+    /// Keep events whose PAGER alert level is this one or higher (events without one are then excluded).
+    public var minimumAlert: AlertLevel?
+    /// Keep events first stored after this mark of the store (``EarthquakeStore/latestMark()``); events
+    /// stored by versions that kept no marks are then excluded.
+    public var storedAfter: Int64?
+    /// Keep events first stored at or before this mark.
+    public var storedThrough: Int64?
 
     public init(
         minMagnitude: Double? = nil, maxMagnitude: Double? = nil, since: Date? = nil, until: Date? = nil,
-        within: Circle? = nil, types: [String] = [], excludedTypes: [String] = []
+        within: Circle? = nil, types: [String] = [], excludedTypes: [String] = [], minimumAlert: AlertLevel? = nil,
+        storedAfter: Int64? = nil, storedThrough: Int64? = nil
     ) {
         self.minMagnitude = minMagnitude
         self.maxMagnitude = maxMagnitude
@@ -31,13 +39,25 @@ public struct EarthquakeFilter: Sendable, Equatable, Hashable {
         self.within = within
         self.types = types
         self.excludedTypes = excludedTypes
+        self.minimumAlert = minimumAlert
+        self.storedAfter = storedAfter
+        self.storedThrough = storedThrough
+    }
+
+    /// The USGS PAGER alert levels (estimated impact), lowest first.
+    public enum AlertLevel: String, Sendable, Codable, CaseIterable, Comparable {
+        case green, yellow, orange, red
+
+        public static func < (lhs: AlertLevel, rhs: AlertLevel) -> Bool {
+            allCases.firstIndex(of: lhs)! < allCases.firstIndex(of: rhs)!
+        }
     }
 
     /// A point and a radius: the area of ``EarthquakeFilter/within``.
     ///
     /// ### Thread safety
     /// A value type and `Sendable`.
-    public struct Circle: Sendable, Equatable, Hashable {
+    public struct Circle: Sendable, Equatable, Hashable, Codable {
         /// The centre, in degrees.
         public var latitude: Double
         public var longitude: Double

@@ -156,7 +156,7 @@ extension EarthquakeStore {
     }
 
     /// Whether `db`'s main database is the file at `path` (the same file, whatever the spelling).
-    private static func isSameFile(_ db: Database, as path: String) -> Bool {
+    static func isSameFile(_ db: Database, as path: String) -> Bool {
         guard
             let theirs = try? Row.fetchAll(db, sql: "PRAGMA database_list")
                 .first(where: { ($0["name"] as String?) == "main" })?["file"] as String?
@@ -184,11 +184,11 @@ extension EarthquakeStore {
             "SELECT \(columns.dropFirst().joined(separator: ", ")), fingerprint FROM earthquake WHERE id = ?")
         let insert = try RawStatement(
             connection,
-            "INSERT INTO earthquake (\(columns.joined(separator: ", ")), fingerprint) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")), ?)"
+            "INSERT INTO earthquake (\(columns.joined(separator: ", ")), fingerprint, added, changed) VALUES (\(columns.map { _ in "?" }.joined(separator: ", ")), ?, ?, ?)"
         )
         let update = try RawStatement(
             connection,
-            "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")), fingerprint = ? WHERE id = ?"
+            "UPDATE earthquake SET \(columns.dropFirst().map { "\($0) = ?" }.joined(separator: ", ")), fingerprint = ?, changed = ? WHERE id = ?"
         )
         let fingerprintOnly = try RawStatement(connection, "UPDATE earthquake SET fingerprint = ? WHERE id = ?")
         let delete = try RawStatement(connection, "DELETE FROM earthquake WHERE id = ?")
@@ -202,6 +202,9 @@ extension EarthquakeStore {
         // fingerprint must be one a later parse for this store can make (the invariant of `FeatureFingerprint`).
         let keepsFingerprints = try Self.fingerprintKey(db) == feed.fingerprintKey
         let latest = Self.latestKnownUpdated()
+        // The mark of the rows this import adds or changes (taken under the write lock: above every mark
+        // committed before it).
+        let mark = try Self.nextMark(db)
         let lastIndex = Self.lastIndexByID(feed, summary: &summary, latest: latest)
         let hasDuplicates = summary.duplicates > 0
         // Into an empty table (a first import), with no id twice, every row is new: no lookups.
@@ -263,13 +266,16 @@ extension EarthquakeStore {
             } else if found {
                 update.bind(quake, from: 1, skippingID: true)
                 update.bind(fingerprint, at: Int32(columns.count))
-                update.bind(text: quake.id, at: Int32(columns.count + 1))
+                update.bind(mark, at: Int32(columns.count + 1))
+                update.bind(text: quake.id, at: Int32(columns.count + 2))
                 _ = try update.step()
                 update.reset()
                 summary.updated += 1
             } else {
                 insert.bind(quake, from: 1, skippingID: false)
                 insert.bind(fingerprint, at: Int32(columns.count + 1))
+                insert.bind(mark, at: Int32(columns.count + 2))
+                insert.bind(mark, at: Int32(columns.count + 3))
                 _ = try insert.step()
                 insert.reset()
                 summary.inserted += 1

@@ -288,7 +288,7 @@ extension EarthquakeStore {
 
     // MARK: SQL
 
-    private static let distanceFunction = DatabaseFunction("baton_distance_km", argumentCount: 4, pure: true) {
+    static let distanceFunction = DatabaseFunction("baton_distance_km", argumentCount: 4, pure: true) {
         values in
         guard let lat1 = Double.fromDatabaseValue(values[0]), let lon1 = Double.fromDatabaseValue(values[1]),
             let lat2 = Double.fromDatabaseValue(values[2]), let lon2 = Double.fromDatabaseValue(values[3])
@@ -362,6 +362,19 @@ extension EarthquakeStore {
             let marks = filter.excludedTypes.map { _ in "?" }.joined(separator: ", ")
             conditions.append("\(normalizedType) NOT IN (\(marks))")
             arguments += StatementArguments(filter.excludedTypes.map(Earthquake.normalizedType))
+        }
+        if let level = filter.minimumAlert {
+            let levels = EarthquakeFilter.AlertLevel.allCases.filter { $0 >= level }.map(\.rawValue)
+            conditions.append("lower(alert) IN (\(levels.map { _ in "?" }.joined(separator: ", ")))")
+            arguments += StatementArguments(levels)
+        }
+        if let storedAfter = filter.storedAfter {
+            conditions.append("added > ?")
+            arguments += [storedAfter]
+        }
+        if let storedThrough = filter.storedThrough {
+            conditions.append("added <= ?")
+            arguments += [storedThrough]
         }
         return (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "), arguments)
     }

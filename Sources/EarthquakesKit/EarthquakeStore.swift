@@ -444,6 +444,21 @@ public final class EarthquakeStore: Sendable {
                 try db.execute(sql: "INSERT INTO \(fingerprintKeyTable) (key) VALUES (?)", arguments: [blob])
             }
         ),
+        (
+            "v5: stored and changed marks",
+            { db in
+                // When each row was first stored and last changed, as marks of this file: every import that
+                // writes takes one mark, above every mark the file holds (see `nextMark`), so a row with a
+                // higher mark committed later. `list --new` and `watch` find what came since by them. Rows
+                // stored before this version have neither: they are never new.
+                try db.execute(
+                    sql: """
+                        ALTER TABLE earthquake ADD COLUMN added INTEGER;
+                        ALTER TABLE earthquake ADD COLUMN changed INTEGER;
+                        CREATE INDEX earthquake_changed ON earthquake(changed);
+                        """)
+            }
+        ),
     ]
 
     /// The table that holds the key of the database's fingerprints.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EarthquakesCLI
+import EarthquakesKit
 import Foundation
 
 /// `earthquakes`: imports USGS earthquake feeds into a local SQLite database and queries it.
@@ -20,7 +21,9 @@ struct Earthquakes: AsyncParsableCommand {
             ~/.local/share/\(DatabaseLocation.folderName)/earthquakes.sqlite.
             """,
         version: EarthquakesCLI.version,
-        subcommands: [Refresh.self, List.self, Show.self, Status.self, Home.self, Place.self, Prune.self]
+        subcommands: [
+            Refresh.self, List.self, Show.self, Status.self, WatchCommand.self, Home.self, Place.self, Prune.self,
+        ]
     )
 
     @Flag(
@@ -229,6 +232,11 @@ struct List: AsyncParsableCommand {
     @Flag(help: "Print the result as CSV (a header line, then one line per event).") var csv = false
     @Flag(help: "List the built-in sample of made-up events (shown by `earthquakes` while your database is empty).")
     var sample = false
+    @Flag(
+        help:
+            "Only events stored since the last `list --new` (every match unless --limit is given); this look is then remembered."
+    )
+    var new = false
     @OptionGroup var database: DatabaseOption
 
     func validate() throws {
@@ -255,7 +263,7 @@ struct List: AsyncParsableCommand {
             minMagnitude: minMagnitude,
             maxMagnitude: maxMagnitude,
             since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: now) },
-            limit: all ? nil : limit ?? 20,
+            limit: all || (new && limit == nil) ? nil : limit ?? 20,
             near: point,
             sort: order,
             types: ListOptions.typeNames(type),
@@ -270,7 +278,112 @@ struct List: AsyncParsableCommand {
         try await reportingErrors(Self.self) { cli in
             try cli.list(
                 try options(now: cli.now(), environment: cli.environment), database: database.path, json: json,
-                explicitSort: sort != nil, sample: sample)
+                explicitSort: sort != nil, sample: sample, new: new)
+        }
+    }
+}
+
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Refresh feeds on a schedule and alert on new earthquakes that match.",
+        discussion: """
+            Refreshes the feeds now, then every --every (a schedule kept in the database), and alerts on each \
+            event that comes in (or is revised) matching the filters, at most a day after it happened: a line \
+            on standard output (with the bell on a terminal), and --exec CMD run with the event as JSON on its \
+            standard input. Events stored when a watch first starts are not alerted. Each alert is sent once: \
+            a watch stopped (Ctrl-C) or killed and started again goes on from where it was, sending what it \
+            had not sent. One watch per database; --once checks once and exits (for cron).
+            """)
+
+    @Option(
+        name: .customLong("feed"),
+        help: ArgumentHelp(
+            "A feed to refresh (repeat; short names as refresh takes them). Default: hour.", valueName: "feed"))
+    var feeds: [String] = []
+    @Option(help: ArgumentHelp("How often to refresh: 30s, 5m, 1h… (default: 5m).", valueName: "interval"))
+    var every = "5m"
+    @Option(parsing: .unconditional, help: "Alert only on earthquakes of at least this magnitude.")
+    var minMagnitude: Double?
+    @Option(
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Alert only near a point: LAT,LON, home or a saved place (with --within).", valueName: "point"))
+    var near: String?
+    @Option(help: ArgumentHelp("With --near: the radius (300km, 200mi).", valueName: "distance"))
+    var within: String?
+    @Option(
+        help: ArgumentHelp(
+            "Alert only on events whose PAGER alert level is this or higher: green, yellow, orange, red.",
+            valueName: "level"))
+    var alertLevel: String?
+    @Option(
+        help: ArgumentHelp("Alert only on events of this type (repeat or separate with commas).", valueName: "type"))
+    var type: [String] = []
+    @Option(help: ArgumentHelp("Do not alert on events of this type.", valueName: "type"))
+    var excludeType: [String] = []
+    @Option(
+        help: ArgumentHelp(
+            "Run this shell command for each alert, with the event as JSON on standard input and EARTHQUAKE_ID set.",
+            valueName: "command"))
+    var exec: String?
+    @Flag(help: "Do not ring the terminal's bell.") var noBell = false
+    @Option(
+        help: ArgumentHelp("The watch's name: its starting point and its alerts are kept by name.", valueName: "name"))
+    var name = "default"
+    @Flag(help: "Check once (refresh, alert) and exit.") var once = false
+    @OptionGroup var database: DatabaseOption
+
+    func validate() throws {
+        try usageChecked { _ = try spec(environment: ProcessInfo.processInfo.environment) }
+        try usageChecked { _ = try EarthquakeWatch.interval(every) }
+    }
+
+    func spec(environment: [String: String]) throws(CLIError) -> WatchSpec {
+        let point = try near.map { text throws(CLIError) in
+            try Places.resolve(text, option: "--near", environment: environment)
+        }
+        if within != nil, point == nil {
+            throw CLIError.usage("--within needs --near: give the point, for example --near home --within 300km")
+        }
+        if point != nil, within == nil {
+            throw CLIError.usage("--near needs --within: the radius to alert within, for example --within 300km")
+        }
+        var level: EarthquakeFilter.AlertLevel?
+        if let alertLevel {
+            guard let parsed = EarthquakeFilter.AlertLevel(rawValue: alertLevel.lowercased()) else {
+                throw CLIError.usage("--alert-level is green, yellow, orange or red; got \"\(alertLevel)\"")
+            }
+            level = parsed
+        }
+        if let minMagnitude, !minMagnitude.isFinite {
+            throw CLIError.usage("--min-magnitude must be a number such as 4.5; got \(minMagnitude)")
+        }
+        guard !name.isEmpty, name.count <= 100,
+            !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+        else {
+            throw CLIError.usage("--name must be 1 to 100 characters, without control characters")
+        }
+        let radius = try within.map { text throws(CLIError) in try DistanceParser.kilometres(text) }
+        let filter = EarthquakeFilter(
+            minMagnitude: minMagnitude,
+            within: point.flatMap { point in
+                radius.map {
+                    EarthquakeFilter.Circle(
+                        latitude: point.coordinate.latitude, longitude: point.coordinate.longitude, radiusKilometres: $0
+                    )
+                }
+            }, types: ListOptions.typeNames(type), excludedTypes: ListOptions.typeNames(excludeType),
+            minimumAlert: level)
+        return WatchSpec(
+            name: name, filter: filter, exec: exec, bell: !noBell, near: point?.coordinate, nearName: point?.label)
+    }
+
+    func run() async throws {
+        try await reportingErrors(Self.self) { cli in
+            try await cli.watch(
+                spec: try spec(environment: cli.environment), feeds: feeds.isEmpty ? ["hour"] : feeds,
+                interval: try EarthquakeWatch.interval(every), once: once, database: database.path)
         }
     }
 }

@@ -57,6 +57,14 @@ final class PausedRun: @unchecked Sendable {
         try await waitFor("\(TestPause.variable) reached \(point)", "the process to reach the pause \(point)")
     }
 
+    /// Waits until the tool said `text` (``TestPause/say(_:)``) `count` times in all.
+    func waitUntilSaid(_ text: String, count: Int = 1) async throws {
+        try await waitFor("\(TestPause.variable) \(text)\n", "the tool to say \"\(text)\" (\(count))", count: count)
+    }
+
+    /// What the process wrote on standard output so far.
+    var outputSoFar: String { output.stdout }
+
     /// Sends SIGINT (Ctrl-C) and waits until the tool handled it.
     func interrupt() async throws {
         let handled = occurrences("\(TestPause.variable) interrupted")
