@@ -168,8 +168,19 @@ struct ImportFeed: DurableJob {
     let now: @Sendable () -> Date
     /// The imports of this process (what a Ctrl-C needs to know of them).
     var imports = RefreshImports()
+    /// Told of each attempt that fails (not of a cancelled one), with the feed.
+    var onFailure: (@Sendable (_ feed: String, _ error: any Error) -> Void)?
 
     func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        do {
+            return try await importFeed(input, context: context)
+        } catch {
+            if !(error is CancellationError) { onFailure?(input.feed, error) }
+            throw error
+        }
+    }
+
+    private func importFeed(_ input: Input, context: DurableJobContext) async throws -> Output {
         let (store, strict, now, imports) = (store, strict, now, imports)
         // Cancelling the attempt (Ctrl-C stops the worker) rolls the import back, unless it had begun to
         // commit: then it ends, and `imports` knows it is in even if the worker never records it.

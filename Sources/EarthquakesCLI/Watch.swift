@@ -307,10 +307,12 @@ extension EarthquakesCLI {
         fetch.onFailure = report
         var parse = ParseFeed(strict: false)
         parse.onFailure = report
+        var importer = ImportFeed(store: store, strict: false, now: now, imports: RefreshImports())
+        importer.onFailure = report
         let worker = try DurableWorker(
             store: jobs,
             jobs: [
-                fetch, parse, ImportFeed(store: store, strict: false, now: now, imports: RefreshImports()),
+                fetch, parse, importer,
                 DecideAlerts(store: store, now: now),
                 SendAlerts(store: store, console: console, environment: environment, now: now),
             ],

@@ -23,8 +23,7 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func latestMark() throws(StoreError) -> Int64 {
         try read("read the latest import mark of") { db in
-            db.clearSchemaCache()
-            guard try db.columns(in: "earthquake").contains(where: { $0.name == "changed" }) else { return 0 }
+            guard try Self.hasColumn("changed", db) else { return 0 }
             return try Int64.fetchOne(db, sql: "SELECT max(changed) FROM earthquake") ?? 0
         }
     }
@@ -47,9 +46,7 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func lastLook(named name: String) throws(StoreError) -> Look? {
         try read("read the last look at") { db in
-            // (Another connection, the job store's, may have made the table since this one cached the schema.)
-            db.clearSchemaCache()
-            guard try db.tableExists("earthquake_look") else { return nil }
+            guard try Self.hasTable("earthquake_look", db) else { return nil }
             return try Row.fetchOne(db, sql: "SELECT mark, time FROM earthquake_look WHERE name = ?", arguments: [name])
                 .map { Look(mark: $0["mark"], date: Date(usgsMilliseconds: $0["time"])) }
         }
@@ -169,9 +166,7 @@ extension EarthquakeStore {
     /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
     public func pendingAlerts(watch: String, maxAttempts: Int) throws(StoreError) -> [PendingAlert] {
         try read("read the pending alerts of") { db in
-            // (Another connection, the job store's, may have made the table since this one cached the schema.)
-            db.clearSchemaCache()
-            guard try db.tableExists("earthquake_alert") else { return [] }
+            guard try Self.hasTable("earthquake_alert", db) else { return [] }
             return try Row.fetchAll(
                 db,
                 sql: """
@@ -216,9 +211,7 @@ extension EarthquakeStore {
         delivered: Int, waiting: Int, givenUp: Int
     ) {
         try read("count the alerts in") { db in
-            // (Another connection, the job store's, may have made the table since this one cached the schema.)
-            db.clearSchemaCache()
-            guard try db.tableExists("earthquake_alert") else { return (0, 0, 0) }
+            guard try Self.hasTable("earthquake_alert", db) else { return (0, 0, 0) }
             let row = try Row.fetchOne(
                 db,
                 sql: """
@@ -228,6 +221,22 @@ extension EarthquakeStore {
                     """, arguments: [Self.knownAtStart, maxAttempts, maxAttempts, watch])
             return (row?[0] ?? 0, row?[1] ?? 0, row?[2] ?? 0)
         }
+    }
+
+    /// Whether the file has a table named `name`, asked of SQLite itself: GRDB's `tableExists` answers from
+    /// a cache of the connection's, which does not learn of tables another connection (the job store's,
+    /// in a watch) made since.
+    static func hasTable(_ name: String, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?)", arguments: [name])
+            ?? false
+    }
+
+    /// Whether the earthquake table has a column named `name` (the marks came with schema v5), asked of SQLite.
+    static func hasColumn(_ name: String, _ db: Database) throws -> Bool {
+        try Bool.fetchOne(
+            db, sql: "SELECT EXISTS (SELECT 1 FROM pragma_table_info('earthquake') WHERE name = ?)", arguments: [name])
+            ?? false
     }
 
     /// The note of an event the watch knew when it started (recorded as sent, never alerted).

@@ -1,5 +1,6 @@
 import EarthquakesKit
 import Foundation
+import GRDB
 import Testing
 
 #if canImport(Glibc)
@@ -66,6 +67,29 @@ struct WatchTests {
                 ["watch", "--once", "--feed", feed, "--database", database] + arguments, sourceLocation: sourceLocation)
             #expect(run.status == 0, "\(run.stderr)", sourceLocation: sourceLocation)
             return run
+        }
+    }
+
+    /// What the database says of the watch, its events and its jobs (for a failure's message).
+    static func dump(_ database: String) -> String {
+        do {
+            let queue = try DatabaseQueue(path: database)
+            defer { try? queue.close() }
+            return try queue.read { db in
+                let tables = [
+                    ("watch", "SELECT * FROM earthquake_watch"), ("alerts", "SELECT * FROM earthquake_alert"),
+                    ("events", "SELECT id, added, changed, time FROM earthquake"),
+                    (
+                        "jobs",
+                        "SELECT run, name, state, attempts, last_error, started, finished FROM baton_jobs ORDER BY id"
+                    ),
+                ]
+                return try tables.map { name, sql in
+                    "\(name):\n" + (try Row.fetchAll(db, sql: sql).map { "  \($0)" }.joined(separator: "\n"))
+                }.joined(separator: "\n")
+            }
+        } catch {
+            return "(the database could not be read: \(error))"
         }
     }
 
@@ -188,11 +212,13 @@ struct WatchTests {
         try setup.write([
             Event(id: "before", magnitude: 5, minutesAgo: 10), Event(id: "during", magnitude: 5, minutesAgo: 1),
         ])
-        // The schedule's checks (a second apart) import it and alert it.
-        var checks = 1
+        // The schedule's checks (a second apart) import it and alert it: counted from the write (checks
+        // went on while the commands above waited for their turn to run).
+        var checks = watch.text.components(separatedBy: "PAUSE checked\n").count - 1
+        let limit = checks + 30
         while !watch.outputSoFar.contains("during") {
             checks += 1
-            try #require(checks < 30, "no check alerted the new event: \(watch.text)")
+            try #require(checks < limit, "no check alerted the new event: \(watch.text)\n\(Self.dump(setup.database))")
             try await watch.waitUntilSaid("checked", count: checks)
         }
         try await watch.interrupt()
