@@ -47,6 +47,9 @@ public struct CLIError: Error, Sendable, CustomStringConvertible, Equatable {
         cancelled:
             "Cancelled; the feeds imported so far are kept. `earthquakes refresh --resume` finishes the rest.")
 
+    /// A long-running command that Ctrl-C stopped as it should (status 130), saying so in `message`.
+    public static func stopped(_ message: String) -> CLIError { CLIError(cancelled: message) }
+
     /// The process's exit status for this error: 64 for usage errors, 130 for Ctrl-C, else 1.
     public var exitStatus: Int32 { isUsage ? 64 : isCancellation ? 130 : 1 }
 

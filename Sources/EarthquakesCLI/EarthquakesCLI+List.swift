@@ -38,12 +38,23 @@ extension EarthquakesCLI {
             let text =
                 "Nothing new \(since ?? "stored yet (new events are counted from this version's first refresh)")."
             if options.csv || json { console.error(text + "\n") } else { console.print(text) }
-            if options.csv { makeWriter(options, distances: options.near != nil).header() }
+            if options.csv {
+                let writer = makeWriter(options, distances: options.near != nil)
+                writer.header()
+                writer.finish()
+            }
             rememberLook(look.now, path: path)
             return
         }
         try listRows(options, filter: filter, store: store, path: path, json: json, explicitSort: explicitSort)
-        if let look { rememberLook(look.now, path: path) }
+        if let look {
+            if let limit = options.limit, case let count = try store.count(matching: filter), count > limit {
+                console.error(
+                    "note: \(count - limit) more new \(count - limit == 1 ? "event was" : "events were") not shown "
+                        + "(--limit \(limit)); they count as seen from now on.\n")
+            }
+            rememberLook(look.now, path: path)
+        }
     }
 
     private func listRows(
@@ -241,7 +252,11 @@ extension EarthquakesCLI {
     static let listLookName = "list --new"
 
     /// Remembers a `list --new` look; a database this process may not write is told about, not an error.
+    /// A file with no marks (made by an older version, and not refreshed by this one since) has nothing
+    /// to remember: it is left as it is (opening it to write would upgrade it, and the older version
+    /// would then refuse it).
     private func rememberLook(_ look: EarthquakeStore.Look, path: String) {
+        guard look.mark > 0 else { return }
         do {
             let store = try EarthquakeStore(path: path, mode: .mustExist)
             defer { closeAtEnd(store.close) }

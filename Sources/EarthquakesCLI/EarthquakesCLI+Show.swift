@@ -191,7 +191,7 @@ extension EarthquakesCLI {
             let name = String(record.schedule.name.dropFirst(prefix.count))
             var line = "Watch      \"\(TerminalText.safe(name))\""
             if case .every(let interval) = record.schedule.timing { line += " every \(Self.spoken(interval))" }
-            if WatchLock.isHeld(database: database) {
+            if WatchLock.holder(database: database) == name {
                 line += ", running now"
             } else {
                 line += record.paused ? ", stopped" : ", not running (stopped without Ctrl-C)"

@@ -112,12 +112,16 @@ extension EarthquakeStore {
         if filter.within != nil { db.add(function: Self.distanceFunction) }
         let latest = try Int64.fetchOne(db, sql: "SELECT max(changed) FROM earthquake") ?? 0
         let (conditions, arguments) = Self.conditions(filter)
+        // (A watch whose settings were saved has a row, and no mark until its first decision.)
         guard
             let mark = try Int64.fetchOne(
                 db, sql: "SELECT mark FROM earthquake_watch WHERE name = ?", arguments: [watch])
         else {
             try db.execute(
-                sql: "INSERT INTO earthquake_watch (name, mark, started) VALUES (?, ?, ?)",
+                sql: """
+                    INSERT INTO earthquake_watch (name, mark, started) VALUES (?, ?, ?)
+                    ON CONFLICT (name) DO UPDATE SET mark = excluded.mark, started = excluded.started
+                    """,
                 arguments: [watch, latest, now.usgsMilliseconds])
             let matching =
                 try Int.fetchOne(db, sql: "SELECT count(*) FROM earthquake" + conditions, arguments: arguments) ?? 0
@@ -149,6 +153,45 @@ extension EarthquakeStore {
         let queued = db.changesCount
         try db.execute(sql: "UPDATE earthquake_watch SET mark = ? WHERE name = ?", arguments: [latest, watch])
         return AlertDecision(started: false, matchingAtStart: 0, queued: queued)
+    }
+
+    /// Stores what a watch alerts on and how (opaque to the store: the tool's encoded settings), so that
+    /// checks left over from an earlier start use what the watch was started with last.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``.
+    public func saveWatchSettings(_ settings: Data, watch: String) throws(StoreError) {
+        try write("save the settings of a watch in") { db in
+            try Self.createAlertTables(db)
+            try db.execute(
+                sql: """
+                    INSERT INTO earthquake_watch (name, settings) VALUES (?, ?)
+                    ON CONFLICT (name) DO UPDATE SET settings = excluded.settings
+                    """, arguments: [watch, settings])
+        }
+    }
+
+    /// The settings saved for `watch` by ``saveWatchSettings(_:watch:)``, read in `db` (any connection to
+    /// this file); nil when there are none.
+    public static func watchSettings(_ watch: String, in db: Database) throws -> Data? {
+        guard try hasTable("earthquake_watch", db) else { return nil }
+        return try Data.fetchOne(db, sql: "SELECT settings FROM earthquake_watch WHERE name = ?", arguments: [watch])
+    }
+
+    /// The settings saved for `watch`, or nil.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func watchSettings(_ watch: String) throws(StoreError) -> Data? {
+        try read("read the settings of a watch in") { db in try Self.watchSettings(watch, in: db) }
+    }
+
+    /// The names of every watch that has saved settings or decided alerts in this file.
+    ///
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/read``.
+    public func watchNames() throws(StoreError) -> [String] {
+        try read("list the watches of") { db in
+            guard try Self.hasTable("earthquake_watch", db) else { return [] }
+            return try String.fetchAll(db, sql: "SELECT name FROM earthquake_watch ORDER BY name")
+        }
     }
 
     /// An alert queued by ``decideAlerts(watch:filter:freshWithin:now:in:)`` and not yet delivered.
@@ -246,7 +289,7 @@ extension EarthquakeStore {
         try db.execute(
             sql: """
                 CREATE TABLE IF NOT EXISTS earthquake_watch (
-                    name TEXT PRIMARY KEY NOT NULL, mark INTEGER NOT NULL, started INTEGER NOT NULL);
+                    name TEXT PRIMARY KEY NOT NULL, mark INTEGER, started INTEGER, settings BLOB);
                 CREATE TABLE IF NOT EXISTS earthquake_alert (
                     watch TEXT NOT NULL, id TEXT NOT NULL, queued INTEGER NOT NULL,
                     attempts INTEGER NOT NULL DEFAULT 0, sent INTEGER, error TEXT,

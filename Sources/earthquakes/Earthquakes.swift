@@ -291,9 +291,11 @@ struct WatchCommand: AsyncParsableCommand {
             Refreshes the feeds now, then every --every (a schedule kept in the database), and alerts on each \
             event that comes in (or is revised) matching the filters, at most a day after it happened: a line \
             on standard output (with the bell on a terminal), and --exec CMD run with the event as JSON on its \
-            standard input. Events stored when a watch first starts are not alerted. Each alert is sent once: \
-            a watch stopped (Ctrl-C) or killed and started again goes on from where it was, sending what it \
-            had not sent. One watch per database; --once checks once and exits (for cron).
+            standard input. Events stored when a watch first starts are not alerted. A watch stopped (Ctrl-C) \
+            or killed and started again goes on from where it was: it sends what it had not sent and nothing \
+            it had (only a watch killed between delivering an alert and recording it sends that one again). \
+            One watch runs per database at a time; --once checks once and exits (status 1 when a feed or a \
+            command failed, for cron).
             """)
 
     @Option(
@@ -302,7 +304,7 @@ struct WatchCommand: AsyncParsableCommand {
             "A feed to refresh (repeat; short names as refresh takes them). Default: hour.", valueName: "feed"))
     var feeds: [String] = []
     @Option(help: ArgumentHelp("How often to refresh: 30s, 5m, 1h… (default: 5m).", valueName: "interval"))
-    var every = "5m"
+    var every: String?
     @Option(parsing: .unconditional, help: "Alert only on earthquakes of at least this magnitude.")
     var minMagnitude: Double?
     @Option(
@@ -336,7 +338,10 @@ struct WatchCommand: AsyncParsableCommand {
 
     func validate() throws {
         try usageChecked { _ = try spec(environment: ProcessInfo.processInfo.environment) }
-        try usageChecked { _ = try EarthquakeWatch.interval(every) }
+        try usageChecked { _ = try EarthquakeWatch.interval(every ?? "5m") }
+        if once, let every {
+            throw ValidationError("--every \(every) and --once cannot be used together: --once checks once; drop one")
+        }
     }
 
     func spec(environment: [String: String]) throws(CLIError) -> WatchSpec {
@@ -383,7 +388,7 @@ struct WatchCommand: AsyncParsableCommand {
         try await reportingErrors(Self.self) { cli in
             try await cli.watch(
                 spec: try spec(environment: cli.environment), feeds: feeds.isEmpty ? ["hour"] : feeds,
-                interval: try EarthquakeWatch.interval(every), once: once, database: database.path)
+                interval: try EarthquakeWatch.interval(every ?? "5m"), once: once, database: database.path)
         }
     }
 }

@@ -165,15 +165,56 @@ struct WatchTests {
         #expect(event["magnitude"] as? Double == 5.5)
         #expect(lines[1] == "id us1")
 
-        // A command that fails: warned about, tried at the next two checks, then given up.
+        // A command that fails: warned about, tried at the next two checks, then given up; `--once` exits 1.
         try setup.write([Event(id: "us2", magnitude: 5.5, minutesAgo: 3)])
         for attempt in 1...3 {
-            let failed = try await setup.check(["--exec", "exit 3"])
+            let failed = try await Binary.run(
+                ["watch", "--once", "--feed", setup.feed, "--database", setup.database, "--exec", "exit 3"])
+            #expect(failed.status == 1)
             #expect(Self.alerted(failed.stdout) == ["us2"], "attempt \(attempt): \(failed.stdout)")
             #expect(failed.stderr.contains("--exec for us2: the command exited with status 3"), "\(failed.stderr)")
             #expect(failed.stderr.contains(attempt < 3 ? "(\(attempt) of 3 tries)" : "given up after 3 tries"))
         }
         #expect(Self.alerted(try await setup.check(["--exec", "exit 3"]).stdout) == [])
+
+        // The command has ended when its shell exits: what it leaves running in the background does not
+        // hold the watch (it would, until the command's time limit, and then count as a failure).
+        try setup.write([Event(id: "us3", magnitude: 5.5, minutesAgo: 2)])
+        let background = try await setup.check([
+            "--exec", "sleep 120 >/dev/null 2>&1 </dev/null & echo \"started $EARTHQUAKE_ID\" >> '\(received)'",
+        ])
+        #expect(Self.alerted(background.stdout) == ["us3"])
+        #expect(!background.stderr.contains("warning"), "\(background.stderr)")
+        #expect(try String(contentsOfFile: received, encoding: .utf8).hasSuffix("started us3\n"))
+    }
+
+    @Test func aWatchStartedAgainUsesItsNewSettingsAndNeverSendsAnothersAlerts() async throws {
+        let setup = try Setup()
+        defer { setup.scratch.remove() }
+        let log = setup.scratch.path("exec.log")
+        func watch(_ name: String, exec tag: String) -> [String] {
+            [
+                "watch", "--once", "--name", name, "--feed", setup.feed, "--database", setup.database, "--exec",
+                "echo \"\(tag) $EARTHQUAKE_ID\" >> '\(log)'",
+            ]
+        }
+        try setup.write([])
+        _ = try await Binary.run(watch("a", exec: "a1"))
+        _ = try await Binary.run(watch("b", exec: "b1"))
+        try setup.write([Event(id: "q1", magnitude: 6, minutesAgo: 2)])
+        // Watch a decides to alert q1, and is killed before it delivers it.
+        let killed = try PausedRun(watch("a", exec: "a1"), pauseAt: "alerts-decided")
+        try await killed.waitUntilPaused()
+        killed.send(SIGKILL)
+        _ = try await killed.finish("the killed watch to end")
+        // Watch b delivers its own alert of q1, not a's (a's check is cancelled: a is not running).
+        let b = try await Binary.run(watch("b", exec: "b2"))
+        #expect(b.status == 0, "\(b.stderr)")
+        #expect(try String(contentsOfFile: log, encoding: .utf8) == "b2 q1\n")
+        // Watch a, started again with another command, delivers its alert with that command.
+        let a = try await Binary.run(watch("a", exec: "a2"))
+        #expect(a.status == 0, "\(a.stderr)")
+        #expect(try String(contentsOfFile: log, encoding: .utf8) == "b2 q1\na2 q1\n")
     }
 
     @Test func aWatchKilledBeforeItDeliveredDeliversOnceWhenStartedAgain() async throws {
@@ -202,10 +243,17 @@ struct WatchTests {
         let watch = try PausedRun(
             ["watch", "--every", "1s", "--feed", setup.feed, "--database", setup.database], pauseAt: "never")
         try await watch.waitUntilSaid("checked")
-        // A second watch of the same database is refused while this one runs.
-        let second = try await Binary.run(["watch", "--once", "--feed", setup.feed, "--database", setup.database])
-        #expect(second.status == 1)
-        #expect(second.stderr.contains("another `earthquakes watch` is running on"), "\(second.stderr)")
+        // A second watch of the same database is refused while this one runs, also through a symbolic link.
+        let link = setup.scratch.path("link.sqlite")
+        try FileManager.default.createSymbolicLink(atPath: link, withDestinationPath: setup.database)
+        for database in [setup.database, link] {
+            let second = try await Binary.run(
+                ["watch", "--once", "--name", "other", "--feed", setup.feed, "--database", database])
+            #expect(second.status == 1)
+            #expect(
+                second.stderr.contains("another `earthquakes watch` (the watch \"default\") is running on"),
+                "\(second.stderr)")
+        }
         let running = try await Binary.run(["status", "--database", setup.database])
         #expect(running.stdout.contains("Watch      \"default\" every 1 s, running now"), "\(running.stdout)")
 
@@ -223,7 +271,7 @@ struct WatchTests {
         }
         try await watch.interrupt()
         let ended = try await watch.finish()
-        #expect(ended.status == 0, "\(ended.stderr)")
+        #expect(ended.status == 130, "\(ended.stderr)")
         #expect(ended.stderr.contains("Stopped watching."), "\(ended.stderr)")
         #expect(Self.alerted(ended.stdout) == ["during"], "\(ended.stdout)")
         let stopped = try await Binary.run(["status", "--database", setup.database])
@@ -255,6 +303,8 @@ struct WatchTests {
         #expect(try await ids(["--min-magnitude", "3"]).ids == ["b1"])
         #expect(try await ids().ids == [])
 
+        let csv = try await Binary.run(["list", "--new", "--csv", "--database", setup.database])
+        #expect(csv.stdout.hasPrefix("id,time,"), "CSV with no rows is still CSV: \(csv.stdout)")
         let table = try await Binary.run(["list", "--new", "--database", setup.database])
         #expect(table.stdout.hasPrefix("Nothing new since you last looked ("), "\(table.stdout)")
         let sample = try await Binary.run(["list", "--new", "--sample"])
