@@ -262,6 +262,8 @@ struct WatchTests {
         ])
         // The schedule's checks (a second apart) import it and alert it: counted from the write (checks
         // went on while the commands above waited for their turn to run).
+        // (What the watch said while the test did not read is read first: those checks came before it.)
+        watch.readAvailable()
         var checks = watch.text.components(separatedBy: "PAUSE checked\n").count - 1
         let limit = checks + 30
         while !watch.outputSoFar.contains("during") {

@@ -62,6 +62,12 @@ final class PausedRun: @unchecked Sendable {
         try await waitFor("\(TestPause.variable) \(text)\n", "the tool to say \"\(text)\" (\(count))", count: count)
     }
 
+    /// Reads what the process has written on standard error so far, without waiting for more.
+    func readAvailable() {
+        var descriptor = pollfd(fd: errors.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+        while poll(&descriptor, 1, 0) > 0, descriptor.revents & Int16(POLLIN) != 0, readSome() {}
+    }
+
     /// What the process wrote on standard output so far.
     var outputSoFar: String { output.stdout }
 
