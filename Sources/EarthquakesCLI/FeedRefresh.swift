@@ -123,18 +123,21 @@ public enum FeedRefresh {
         let folder = URL(fileURLWithPath: downloadFolder(forDatabase: database))
             .appendingPathComponent(folderName(uniqueKey(feeds: feeds, strict: strict)), isDirectory: true)
         var graph = JobGraph(name: runName)
-        let imports = addFeeds(feeds, strict: strict, folder: folder, to: &graph)
+        let imports = addFeeds(
+            feeds, folder: folder, to: &graph, kinds: (FetchFeed.self, ParseFeed.self, ImportFeed.self))
         return (graph, imports, folder)
     }
 
-    /// Adds fetch → parse → import for each feed to `graph`, downloading into `folder`; the imports.
-    static func addFeeds(
-        _ feeds: [String], strict: Bool, folder: URL, to graph: inout JobGraph
-    ) -> [JobGraph.Handle<ImportFeed.Output>] {
-        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
+    /// Adds fetch → parse → import for each feed to `graph`, downloading into `folder`, as jobs of `kinds`
+    /// (a refresh's, or a watch's own); the imports.
+    static func addFeeds<Fetch: DurableJob, Parse: DurableJob, Import: DurableJob>(
+        _ feeds: [String], folder: URL, to graph: inout JobGraph, kinds: (Fetch.Type, Parse.Type, Import.Type)
+    ) -> [JobGraph.Handle<Import.Output>]
+    where Fetch.Input == FetchFeed.Input, Parse.Input == Fetch.Output, Import.Input == Parse.Output {
+        var imports: [JobGraph.Handle<Import.Output>] = []
         for (index, feed) in feeds.enumerated() {
             let fetch = graph.add(
-                FetchFeed.self,
+                Fetch.self,
                 input: FetchFeed.Input(
                     feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
                 name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
@@ -142,10 +145,10 @@ public enum FeedRefresh {
             // parsed, or waited to record its result behind another feed's import) lost its attempt to the
             // crash, and must run again when the refresh is resumed.
             let parse = graph.add(
-                ParseFeed.self, inputFrom: fetch, name: "parse \(feed)", retry: .immediate(maxAttempts: 3))
+                Parse.self, inputFrom: fetch, name: "parse \(feed)", retry: .immediate(maxAttempts: 3))
             imports.append(
                 graph.add(
-                    ImportFeed.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
+                    Import.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
                     categories: [importCategory]))
         }
         return imports

@@ -82,20 +82,8 @@ public enum EarthquakeWatch {
         let folder = URL(fileURLWithPath: FeedRefresh.downloadFolder(forDatabase: database))
             .appendingPathComponent("watch-" + FeedRefresh.folderName(name), isDirectory: true)
         var graph = JobGraph(name: runName(name))
-        var imports: [JobGraph.Handle<ImportFeed.Output>] = []
-        for (index, feed) in feeds.enumerated() {
-            let fetch = graph.add(
-                WatchFetch.self,
-                input: FetchFeed.Input(
-                    feed: feed, file: folder.appendingPathComponent("feed-\(index + 1).geojson").path),
-                name: "fetch \(feed)", retry: .exponential(maxAttempts: 3, initial: .milliseconds(500)))
-            let parse = graph.add(
-                WatchParse.self, inputFrom: fetch, name: "parse \(feed)", retry: .immediate(maxAttempts: 3))
-            imports.append(
-                graph.add(
-                    WatchImport.self, inputFrom: parse, name: "import \(feed)", retry: .exponential(maxAttempts: 3),
-                    categories: [FeedRefresh.importCategory]))
-        }
+        let imports = FeedRefresh.addFeeds(
+            feeds, folder: folder, to: &graph, kinds: (WatchFetch.self, WatchParse.self, WatchImport.self))
         // The decision runs whatever became of the feeds: a feed that failed leaves the others' news.
         let decide = graph.add(
             DecideAlerts.self, input: name, name: "decide alerts", regardless: imports,
