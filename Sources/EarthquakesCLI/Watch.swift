@@ -244,7 +244,8 @@ struct SendAlerts: DurableJob {
                 failure = await AlertCommand.run(command, quake: quake, environment: environment)
             }
             // A command stopped by Ctrl-C did not fail: the alert is delivered at the watch's next start.
-            try Task.checkCancellation()
+            // One that succeeded is recorded, Ctrl-C or not (it would be delivered again otherwise).
+            if failure != nil, Task.isCancelled { throw CancellationError() }
             if let failure {
                 output.failed += 1
                 let tries = alert.failedAttempts + 1
@@ -379,13 +380,24 @@ enum AlertCommand {
         // Only standard input, output and error reach the command: not the databases' descriptors, and
         // not what a parent's `Process` watches this process's end by (a command left running in the
         // background would hold it open, and the parent would wait for it).
+        // The command starts with no signal blocked and the usual ones at their default actions: the
+        // thread that spawns it (Dispatch's) blocks most signals, and a mask is inherited through exec, so
+        // SIGTERM would not stop it.
+        var none = sigset_t()
+        sigemptyset(&none)
+        posix_spawnattr_setsigmask(&attributes, &none)
+        var defaults = sigset_t()
+        sigemptyset(&defaults)
+        for signal in [SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD] { sigaddset(&defaults, signal) }
+        posix_spawnattr_setsigdefault(&attributes, &defaults)
+        let flags = POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF
         #if canImport(Darwin)
         posix_spawn_file_actions_addinherit_np(&actions, STDOUT_FILENO)
         posix_spawn_file_actions_addinherit_np(&actions, STDERR_FILENO)
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_CLOEXEC_DEFAULT))
+        posix_spawnattr_setflags(&attributes, Int16(flags | POSIX_SPAWN_CLOEXEC_DEFAULT))
         #else
         closeOnExec()
-        posix_spawnattr_setflags(&attributes, Int16(POSIX_SPAWN_SETPGROUP))
+        posix_spawnattr_setflags(&attributes, Int16(flags))
         #endif
         posix_spawnattr_setpgroup(&attributes, 0)
         let words: [String] = ["/bin/sh", "-c", command]
@@ -564,7 +576,13 @@ final class WatchLock {
         guard descriptor >= 0 else {
             throw CLIError("cannot create the watch's lock file \(path): \(String(cString: strerror(errno)))")
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        // (A `status` probing the lock holds it for a moment: a few tries tell it from a running watch.)
+        var locked = flock(descriptor, LOCK_EX | LOCK_NB) == 0
+        for _ in 0..<20 where !locked {
+            usleep(5_000)
+            locked = flock(descriptor, LOCK_EX | LOCK_NB) == 0
+        }
+        guard locked else {
             close(descriptor)
             let holder = Self.holder(database: database).map { " (the watch \"\(TerminalText.safe($0))\")" } ?? ""
             throw CLIError(

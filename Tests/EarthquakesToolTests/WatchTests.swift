@@ -186,6 +186,16 @@ struct WatchTests {
         #expect(Self.alerted(background.stdout) == ["us3"])
         #expect(!background.stderr.contains("warning"), "\(background.stderr)")
         #expect(try String(contentsOfFile: received, encoding: .utf8).hasSuffix("started us3\n"))
+
+        #if os(Linux)
+        // The command starts with no signal blocked (the watch's threads block most: SIGTERM would not stop
+        // a command that inherited their mask).
+        try setup.write([Event(id: "us4", magnitude: 5.5, minutesAgo: 1)])
+        let signals = setup.scratch.path("signals")
+        _ = try await setup.check(["--exec", "grep -E '^SigBlk' /proc/self/status > '\(signals)'"])
+        let masks = try String(contentsOfFile: signals, encoding: .utf8)
+        #expect(masks.contains("SigBlk:\t0000000000000000"), "\(masks)")
+        #endif
     }
 
     @Test func aWatchStartedAgainUsesItsNewSettingsAndNeverSendsAnothersAlerts() async throws {
