@@ -141,30 +141,34 @@ public enum EarthquakeWatch {
     }
 }
 
+/// A job of the refresh's run under a kind of the watch's own (see ``EarthquakeWatch``): its ``kind``,
+/// and the refresh's job it runs.
+protocol WatchKind: DurableJob where Input == Inner.Input, Output == Inner.Output {
+    associatedtype Inner: DurableJob
+    var job: Inner { get }
+}
+
+extension WatchKind {
+    func run(_ input: Input, context: DurableJobContext) async throws -> Output {
+        try await job.run(input, context: context)
+    }
+}
+
 /// The watch's own kinds of fetch, parse and import: the refresh's jobs, under names that only a watch
 /// registers.
-struct WatchFetch: DurableJob {
+struct WatchFetch: WatchKind {
     static let kind = "earthquakes.watch.fetch"
     let job: FetchFeed
-    func run(_ input: FetchFeed.Input, context: DurableJobContext) async throws -> FetchFeed.Output {
-        try await job.run(input, context: context)
-    }
 }
 
-struct WatchParse: DurableJob {
+struct WatchParse: WatchKind {
     static let kind = "earthquakes.watch.parse"
     let job: ParseFeed
-    func run(_ input: ParseFeed.Input, context: DurableJobContext) async throws -> ParseFeed.Output {
-        try await job.run(input, context: context)
-    }
 }
 
-struct WatchImport: DurableJob {
+struct WatchImport: WatchKind {
     static let kind = "earthquakes.watch.import"
     let job: ImportFeed
-    func run(_ input: ImportFeed.Input, context: DurableJobContext) async throws -> ImportFeed.Output {
-        try await job.run(input, context: context)
-    }
 }
 
 /// Decides which events a check alerts (see ``EarthquakeWatch``), by the watch's saved settings.

@@ -48,26 +48,27 @@ enum ChainWorkloads {
 
     /// n Baton jobs, each depending on the one before and stamping its ticket (built in the timed part).
     static func batonChain(_ n: Int, _ tickets: Tickets) -> [Job] {
-        var jobs: [Job] = []
-        jobs.reserveCapacity(n)
-        for index in 0..<n {
-            let job = BlockJob { tickets.stamp(index) }
-            if index > 0 { job.addDependency(jobs[index - 1]) }
-            jobs.append(job)
-        }
-        return jobs
+        chain(n, make: { index in BlockJob { tickets.stamp(index) } }, link: { $0.addDependency($1) })
     }
 
     /// The same chain of Foundation operations.
     static func foundationChain(_ n: Int, _ tickets: Tickets) -> [Operation] {
-        var operations: [Operation] = []
-        operations.reserveCapacity(n)
+        chain(n, make: { index in BlockOperation { tickets.stamp(index) } }, link: { $0.addDependency($1) })
+    }
+
+    /// n items made by `make`, each linked by `link(item, previous)` to the one before.
+    @inline(__always)
+    private static func chain<Item>(
+        _ n: Int, make: (Int) -> Item, link: (Item, Item) -> Void
+    ) -> [Item] {
+        var items: [Item] = []
+        items.reserveCapacity(n)
         for index in 0..<n {
-            let operation = BlockOperation { tickets.stamp(index) }
-            if index > 0 { operation.addDependency(operations[index - 1]) }
-            operations.append(operation)
+            let item = make(index)
+            if index > 0 { link(item, items[index - 1]) }
+            items.append(item)
         }
-        return operations
+        return items
     }
 
     /// The even-numbered and the odd-numbered elements, for the two queues of `chain-cross`.
