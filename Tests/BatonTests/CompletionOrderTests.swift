@@ -4,9 +4,9 @@ import Testing
 
 @testable import Baton
 
-/// A finished job hands over outside its lock (categories, its queue's slot, what it captured,
-/// instruments). Whoever waits for it, from before or from during that hand-over, resumes only once it
-/// is done, and code that the hand-over runs may wait for the job without waiting for itself.
+/// A finished job hands over outside its lock (categories, what it captured, instruments, its queue's
+/// slot). Whoever waits for it, from before or from during that hand-over, resumes only once it is done,
+/// and code that the hand-over runs may wait for the job without waiting for itself.
 @Suite(.timeLimit(.minutes(1))) struct CompletionOrderTests {
     /// Holds the finish of the job named "held" inside the hand-over until `release` opens.
     final class HoldingFinish: JobInstrument, @unchecked Sendable {
@@ -34,7 +34,7 @@ import Testing
         }
         // Finished (its observers were told), and its hand-over under way.
         #expect(job.isFinished)
-        #expect(job.withCore { $0.completing })
+        #expect(job.withCore { $0.lifecycle.isHandingOver })
         let returned = Protected(false)
         let waiting = Task {
             let outcome = await job.outcome
@@ -47,7 +47,7 @@ import Testing
         holding.release.open()
         try await withDeadline(.seconds(30), "the late waiter returning") { #expect(await waiting.value.isSucceeded) }
         #expect(holding.left.withLock { $0 }, "the wait returned before the hand-over ended")
-        #expect(!job.withCore { $0.completing })
+        #expect(!job.withCore { $0.lifecycle.isHandingOver })
     }
 
     @Test func aQueueDrainsOnlyOnceItsLastJobHandedOver() async throws {
@@ -65,7 +65,7 @@ import Testing
         }
         let drained = Task {
             await queue.waitUntilAllJobsAreFinished()
-            return job.withCore { !$0.completing }
+            return job.withCore { !$0.lifecycle.isHandingOver }
         }
         holding.release.open()
         try await withDeadline(.seconds(30), "the queue draining") {
@@ -74,7 +74,7 @@ import Testing
     }
 
     /// Blocks, when freed, until `release` opens: holds a finish inside the release of what the job
-    /// let go of, before its categories are handed back.
+    /// let go of.
     final class HoldsReleaseWhenFreed: @unchecked Sendable {
         // @unchecked Sendable: immutable references to thread-safe gates.
         let entered: Gate
@@ -89,7 +89,7 @@ import Testing
         }
     }
 
-    @Test func theFinishedJobsCategoryIsFreeWhenALateWaitReturns() async throws {
+    @Test func theFinishedJobsCategoryIsHandedBackBeforeWhatItLetGoOfIsReleased() async throws {
         let entered = Gate()
         let release = Gate()
         defer { release.open() }
@@ -103,12 +103,20 @@ import Testing
         }
         queue.add(job)
         try await withDeadline(.seconds(30), "the job's hand-over starting") { await entered.waitAsync() }
-        #expect(scope.holders(of: "db").map(\.name) == ["held"])  // held before the categories go back
+        // The hand-over is under way (its waiters wait), and the category is free already: a job that
+        // needs it runs now.
+        #expect(job.withCore { $0.lifecycle.isHandingOver })
+        #expect(scope.holders(of: "db").isEmpty)
+        let next = BlockJob(name: "next") {}
+        next.addCondition(MutuallyExclusive(category: "db"))
+        JobQueue(name: "other", exclusivityScope: scope).add(next)
+        try await withDeadline(.seconds(30), "a job needing the category while the hand-over is held") {
+            #expect(await next.outcome.isSucceeded)
+        }
         let waiting = Task { await job.outcome }
         #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
         release.open()
         try await withDeadline(.seconds(30), "the late waiter returning") { _ = await waiting.value }
-        #expect(scope.holders(of: "db").isEmpty)
     }
 
     @Test func aDependentAddedDuringTheHandOverStartsOnceItIsDone() async throws {
@@ -121,7 +129,9 @@ import Testing
             await holding.entered.waitAsync()
         }
         let sawFinished = Protected<Bool?>(nil)
-        let dependent = BlockJob(name: "dependent") { sawFinished.withLock { $0 = job.withCore { !$0.completing } } }
+        let dependent = BlockJob(name: "dependent") {
+            sawFinished.withLock { $0 = job.withCore { !$0.lifecycle.isHandingOver } }
+        }
         dependent.addDependency(job)
         JobQueue(name: "dependents").add(dependent)
         #expect(dependent.state == .pending)  // registered with the job, which is still handing over

@@ -17,9 +17,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     // @unchecked Sendable: `attemptCount`, `lastAttempt` and `lastOutcome` are guarded by the job's lock.
     public let maxAttempts: Int
     private let backoff: Backoff
-    private let sleep: @Sendable (Duration) async throws -> Void
-    private let shouldRetry: @Sendable (any Error) -> Bool
-    private let makeAttempt: @Sendable (Int) -> Job
+    /// The caller's closures, guarded by the job's lock; dropped (with what they captured) as the job
+    /// finishes, before its waiters resume.
+    @exclusivity(unchecked) private var closures: Closures?
     @exclusivity(unchecked) private var attemptCount = 0
     @exclusivity(unchecked) private var lastAttempt: Job?
     @exclusivity(unchecked) private var lastOutcome: JobOutcome?
@@ -51,9 +51,8 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         if maxAttempts < 1 { fatalError("Baton: a retry job needs at least 1 attempt, not \(maxAttempts).") }
         self.maxAttempts = maxAttempts
         self.backoff = backoff
-        sleep = { try await clock.sleep(for: $0) }
-        self.shouldRetry = shouldRetry
-        self.makeAttempt = makeAttempt
+        closures = Closures(
+            sleep: { try await clock.sleep(for: $0) }, shouldRetry: shouldRetry, makeAttempt: makeAttempt)
         super.init(name: name, maxConcurrentChildren: 1)
         let first = makeAttempt(1)
         attemptCount = 1
@@ -81,24 +80,27 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     }
 
     public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
-        let (isLast, attempt, cancelled, replaced) = withCore { core -> (Bool, Int, Bool, JobOutcome?) in
-            guard child === lastAttempt else { return (false, 0, false, nil) }
+        let (isLast, attempt, cancelled, replaced, closures) = withCore {
+            core -> (Bool, Int, Bool, JobOutcome?, Closures?) in
+            guard child === lastAttempt else { return (false, 0, false, nil, nil) }
             // The replaced outcome is let go of after unlocking: its error may hold the last reference
             // to anything.
             defer { lastOutcome = outcome }
-            return (true, attemptCount, core.lifecycle.isCancelled, lastOutcome)
+            return (true, attemptCount, core.lifecycle.isCancelled, lastOutcome, self.closures)
         }
         _ = replaced
         // User code (the predicate and the factory) runs outside the lock.
-        guard isLast, !cancelled, let error = outcome.error, attempt < maxAttempts, shouldRetry(error) else { return }
-        let next = makeAttempt(attempt + 1)
+        guard isLast, !cancelled, let error = outcome.error, attempt < maxAttempts, let closures,
+            closures.shouldRetry(error)
+        else { return }
+        let next = closures.makeAttempt(attempt + 1)
         let previous: Job? = mutex.withLock {
             attemptCount = attempt + 1
             defer { lastAttempt = next }
             return lastAttempt
         }
         _ = previous  // dropped outside the lock
-        next.addBackoff(backoff.delay(beforeAttempt: attempt + 1), sleep: sleep)
+        next.addBackoff(backoff.delay(beforeAttempt: attempt + 1), sleep: closures.sleep)
         addChild(next)
     }
 
@@ -117,9 +119,15 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        let last = mutex.withLock { lastAttempt.take() }
+        let last = mutex.withLock { (lastAttempt.take(), closures.take()) }
         _ = last  // dropped outside the lock
         return super.didComplete(outcome: outcome, executed: executed, extras: extras)
+    }
+
+    private struct Closures {
+        let sleep: @Sendable (Duration) async throws -> Void
+        let shouldRetry: @Sendable (any Error) -> Bool
+        let makeAttempt: @Sendable (Int) -> Job
     }
 }
 
@@ -137,8 +145,13 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
 public final class RepeatJob: GroupJob, @unchecked Sendable {
     // @unchecked Sendable: `latest` and `iterations` are guarded by the job's lock.
     private let backoff: Backoff
-    private let sleep: @Sendable (Duration) async throws -> Void
-    private let next: @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
+    /// The caller's closure and the clock's sleep, guarded by the job's lock; dropped as the job
+    /// finishes, before its waiters resume.
+    @exclusivity(unchecked) private var closures:
+        (
+            sleep: @Sendable (Duration) async throws -> Void,
+            next: @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
+        )?
     @exclusivity(unchecked) private var latest: Job?  // guarded by the job's lock
     @exclusivity(unchecked) private var iterationCount = 1
 
@@ -147,8 +160,7 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
         next: @escaping @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
     ) where C.Duration == Duration, C: Sendable {
         self.backoff = backoff
-        sleep = { try await clock.sleep(for: $0) }
-        self.next = next
+        closures = (sleep: { try await clock.sleep(for: $0) }, next: next)
         super.init(name: name, children: [first], maxConcurrentChildren: 1)
         latest = first
     }
@@ -168,20 +180,22 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
     override var keepsFinishedChildren: Bool { false }
 
     public override func childDidFinish(_ child: Job, outcome: JobOutcome) {
-        let (isLatest, cancelled) = withCore { core in (child === latest, core.lifecycle.isCancelled) }
-        guard isLatest, !cancelled, let following = next(child, outcome) else { return }
+        let (isLatest, cancelled, closures) = withCore { core in
+            (child === latest, core.lifecycle.isCancelled, self.closures)
+        }
+        guard isLatest, !cancelled, let closures, let following = closures.next(child, outcome) else { return }
         let (number, previous): (Int, Job?) = mutex.withLock {
             iterationCount += 1
             defer { latest = following }
             return (iterationCount, latest)
         }
         _ = previous  // dropped outside the lock
-        following.addBackoff(backoff.delay(beforeAttempt: number), sleep: sleep)
+        following.addBackoff(backoff.delay(beforeAttempt: number), sleep: closures.sleep)
         addChild(following)
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        let last = mutex.withLock { latest.take() }
+        let last = mutex.withLock { (latest.take(), closures.take()) }
         _ = last  // dropped outside the lock
         return super.didComplete(outcome: outcome, executed: executed, extras: extras)
     }

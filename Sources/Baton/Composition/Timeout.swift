@@ -71,9 +71,10 @@ final class TimerBox: @unchecked Sendable {
 /// A job that only waits: it succeeds `duration` after it starts. Useful as a dependency ("not before
 /// a minute has passed") and in tests with a manual clock.
 public final class DelayJob: AsyncJob, @unchecked Sendable {
-    // @unchecked Sendable: no stored properties of its own beyond immutable ones.
+    // @unchecked Sendable: `sleep` is guarded by the job's lock.
     public let duration: Duration
-    private let sleep: @Sendable (Duration) async throws -> Void
+    /// The clock's sleep (it holds the clock), dropped as the job finishes.
+    @exclusivity(unchecked) private var sleep: (@Sendable (Duration) async throws -> Void)?
 
     public init<C: Clock>(name: String? = nil, _ duration: Duration, clock: C)
     where C.Duration == Duration, C: Sendable {
@@ -87,6 +88,13 @@ public final class DelayJob: AsyncJob, @unchecked Sendable {
     }
 
     public override func perform() async throws {
-        try await sleep(duration)
+        let sleep = mutex.withLock { self.sleep }
+        try await sleep?(duration)
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let sleep = mutex.withLock { self.sleep.take() }
+        _ = sleep  // dropped outside the lock
+        return super.didComplete(outcome: outcome, executed: executed, extras: extras)
     }
 }

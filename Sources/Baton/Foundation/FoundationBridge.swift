@@ -11,19 +11,24 @@ public import Foundation
 /// one), never with KVO, so it works on Linux, where Foundation has none. The job succeeds, or reports
 /// cancelled if the operation was cancelled.
 public final class OperationJob: CallbackJob, @unchecked Sendable {
-    // @unchecked Sendable: `operation` is Foundation's thread-safe Operation; nothing else is stored.
-    public let operation: Operation
+    // @unchecked Sendable: `wrapped` is guarded by the job's lock (the operation is Foundation's
+    // thread-safe Operation).
+    @exclusivity(unchecked) private var wrapped: Operation?
     private let runsOperation: Bool
+
+    /// The operation, until the job finished: it is let go of then (with what its block captured),
+    /// before the job's waiters resume.
+    public var operation: Operation? { mutex.withLock { wrapped } }
 
     /// A job that runs `operation` when it executes.
     public init(name: String? = nil, running operation: Operation) {
-        self.operation = operation
+        wrapped = operation
         runsOperation = true
         super.init(name: name ?? operation.name ?? "Operation")
     }
 
     private init(name: String?, observing operation: Operation) {
-        self.operation = operation
+        wrapped = operation
         runsOperation = false
         super.init(name: name ?? operation.name ?? "Operation")
     }
@@ -38,6 +43,7 @@ public final class OperationJob: CallbackJob, @unchecked Sendable {
     }
 
     public override func execute() {
+        guard let operation = mutex.withLock({ wrapped }) else { return }
         let finisher = BlockOperation { [self] in
             finish(operation.isCancelled ? CancellationError() : nil)
         }
@@ -48,7 +54,13 @@ public final class OperationJob: CallbackJob, @unchecked Sendable {
     }
 
     public override func didCancel(reason: any Error) {
-        if runsOperation { operation.cancel() }
+        if runsOperation { mutex.withLock { wrapped }?.cancel() }
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let operation = mutex.withLock { wrapped.take() }
+        _ = operation  // dropped outside the lock
+        return super.didComplete(outcome: outcome, executed: executed, extras: extras)
     }
 }
 

@@ -111,10 +111,10 @@ extension Job {
     /// finishes.
     func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Registration {
         withCore { core in
-            guard !core.lifecycle.isFinished || core.completing else { return .finished }
+            guard !core.lifecycle.isHandedOver else { return .finished }
             core.dependents.append(dependent)
             // Still handing over: released with the others once the hand-over ends.
-            if core.completing { return .waits }
+            if core.lifecycle.isHandingOver { return .waits }
             let mark = core.cycleMark
             if !(batch != 0 && mark.batch == batch && Int(mark.index) < index) { core.cycleMark.mayCloseCycle = true }
             if case .ready(.waiting) = core.lifecycle.state { return .waitsForAClaim }
@@ -350,14 +350,27 @@ extension Job {
             Propagation.run { deliver(&$0) }
             // An observer of the start may have finished the job (a `CallbackJob`'s `finish`): its outcome
             // is decided, so its body must not run.
-            guard withCore({ $0.lifecycle.outcome == nil }) else { return }
+            guard withCore({ $0.lifecycle.outcome == nil }) else {
+                executeReturned()
+                return
+            }
         }
         do {
             try execute()
-            if finishesWhenExecuteReturns { bodyReturned(error: nil) }
+            if finishesWhenExecuteReturns { bodyReturned(error: nil) } else { executeReturned() }
         } catch {
             bodyReturned(error: error)
         }
+    }
+
+    /// The `execute()` of a job that does not finish when it returns came back (or was skipped): a
+    /// hand-over parked for it (its finish came first) is carried out now, on this thread — the call
+    /// held the job's closure, which is released by now.
+    private func executeReturned() {
+        var completion = withCore { core in core.lifecycle.executeReturned().map { core.takeCompletion($0) } }
+        guard completion != nil else { return }
+        let onLoop = WorkerContext.bodyReturned(self)
+        Propagation.run(handsOffLast: onLoop) { complete(completion.take()!, &$0) }
     }
 
     // MARK: 6. Finishing
@@ -372,13 +385,13 @@ extension Job {
     /// thread, the jobs this finish makes ready last may be left to it.
     private func bodyReturned(error: (any Error)?) {
         let onLoop = WorkerContext.bodyReturned(self)
-        Propagation.run(handsOffLast: onLoop) { bodyCompleted(error: error, &$0) }
+        Propagation.run(handsOffLast: onLoop) { bodyCompleted(error: error, fromExecute: true, &$0) }
     }
 
-    func bodyCompleted(error: (any Error)?, _ work: inout Propagation) {
+    func bodyCompleted(error: (any Error)?, fromExecute: Bool = false, _ work: inout Propagation) {
         var refusal: JobLifecycle.CompletionRefusal?
         let step = step { core -> JobLifecycle.Action in
-            switch core.lifecycle.bodyCompleted(error: error) {
+            switch core.lifecycle.bodyCompleted(error: error, fromExecute: fromExecute) {
             case .success(let action): return action
             case .failure(let why):
                 refusal = why
@@ -390,7 +403,11 @@ extension Job {
             // pattern of an asynchronous operation): the first finish decided, a later one is ignored. A
             // job cancelled before it was added or started finishes cancelled then; a finish meanwhile is
             // ignored too.
-            if (state >= .finishing || state == .initialized) && isCancelled { return }
+            if (state >= .finishing || state == .initialized) && isCancelled {
+                // An `execute()` that threw after its job was finished: a hand-over may wait for it.
+                if fromExecute { executeReturned() }
+                return
+            }
             let problem = state >= .finishing ? "finished twice" : "finished while \(state), before it started"
             fatalError("Baton: job '\(name)' \(problem). Call finish exactly once, after the body started.")
         }
@@ -465,16 +482,16 @@ extension Job {
     private func deliverEvents() -> JobCompletion? {
         while true {
             var completion: JobCompletion?
-            let next: (ObserverEvent, [any JobObserver])? = withCore { core in
-                if core.observers.isEmpty, let ending = core.lifecycle.finishUnobserved() {
-                    completion = core.takeCompletion(ending)
+            let next: (ObserverEvent, [any JobObserver], JobQueue?)? = withCore { core in
+                if core.observers.isEmpty, let handOver = core.lifecycle.finishUnobserved() {
+                    completion = core.handOver(handOver)
                     return nil
                 }
                 guard let event = core.lifecycle.nextEvent() else { return nil }
-                return (event, core.observers)
+                return (event, core.observers, core.queue)
             }
             if let completion { return completion }
-            guard let (event, observers) = next else { return nil }
+            guard let (event, observers, queue) = next else { return nil }
             switch event {
             case .start:
                 for observer in observers { observer.jobDidStart(self) }
@@ -488,23 +505,25 @@ extension Job {
             case .progress(let fraction):
                 for observer in observers { observer.job(self, didReportProgress: fraction) }
             case .finish(let outcome):
-                FinishDelivery.telling(self, outcome) {
+                HandOverFrame.running(self, outcome, queue) {
                     for observer in observers { observer.jobDidFinish(self, outcome: outcome) }
                 }
                 // Observers added while the finish was being delivered hear of it too.
                 var told = observers.count
                 while true {
                     var late: [any JobObserver] = []
+                    var delivered = false
                     let completion: JobCompletion? = withCore { core in
                         if core.observers.count > told {
                             late = Array(core.observers[told...])
                             return nil
                         }
-                        return core.takeCompletion(core.lifecycle.finishDelivered())
+                        delivered = true
+                        return core.handOver(core.lifecycle.finishDelivered())
                     }
-                    if let completion { return completion }
+                    if delivered { return completion }  // nil: parked until `execute()` returns
                     told += late.count
-                    FinishDelivery.telling(self, outcome) {
+                    HandOverFrame.running(self, outcome, queue) {
                         for observer in late { observer.jobDidFinish(self, outcome: outcome) }
                     }
                 }
@@ -512,51 +531,44 @@ extension Job {
         }
     }
 
-    /// The job is finished: hands over everything (lock not held). Its dependents and its group go to
-    /// the work list.
+    /// The job hands over (lock not held): its exclusivity categories first, then what it let go of
+    /// (dependencies, observers, closures — whose deinits may run here), its queue's instruments, then
+    /// the end of the hand-over: its queue's slot, its waiters, its dependents and its group.
     ///
-    /// What the job let go of (dependencies, observers, extras) is released, its categories and its
-    /// queue's slot handed on, before its waiters resume: when `await job.outcome` returns, nothing the
-    /// job's closures or observers captured is kept alive by Baton, and another job may take what it
-    /// held. Those who started waiting while this ran (they saw `completing`) are resumed last. Callers
-    /// pass their only copy (`consume`), or the release would wait for theirs.
+    /// Code that runs here is part of the job's finish (it runs in a ``HandOverFrame``): a wait
+    /// for this job from it returns the outcome at once, and a blocking wait for something that needs
+    /// the hand-over to end stops the program (see ``HandOverFrame/beforeBlocking(_:roots:queue:)``).
+    /// Callers pass their only copy (`consume`), or the release would wait for theirs.
     private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
-        let waiters = completion.waiters
-        let dependents = completion.dependents
         let queue = completion.queue
-        let extras = completion.released.extras
-        // Marked, so that code this runs (a deinit, an instrument) that waits for the job synchronously
-        // gets its outcome instead of waiting for this completion to end.
-        let marked = CompletingThread.mark()
-        _ = consume completion  // releases the dependencies and observers the job let go of
-        let orphans = didComplete(outcome: ending.outcome, executed: ending.executed, extras: extras)
-        extras?.conditionTask?.cancel()
+        var extras = completion.released.extras
+        // Categories first (no user code runs there): code this hand-over runs may wait for a job that
+        // needs one of them.
         if ending.claimed, let scope = queue?.exclusivityScope, let ticket = extras?.claim {
             for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
         }
-        let parent = extras?.parent
-        _ = consume extras
-        var drained: [IdleWaiter] = []
-        if let queue {
-            for instrument in queue.instruments { instrument.jobDidFinish(self, in: queue, outcome: ending.outcome) }
-            drained = queue.jobDidFinish(self, heldSlot: ending.heldSlot)
-        }
-        CompletingThread.unmark(marked)
-        // Those who began waiting during the hand-over, and dependents added meanwhile.
-        let (late, lateDependents): ([JobWaiter], [Job]) = withCore { core in
-            core.completing = false
-            defer {
-                core.waiters = []
-                core.dependents = []
+        var released: JobCompletion? = consume completion
+        let (orphans, parent) = HandOverFrame.running(self, ending.outcome, queue) {
+            released = nil  // releases the dependencies and observers the job let go of
+            let orphans = didComplete(outcome: ending.outcome, executed: ending.executed, extras: extras)
+            extras?.conditionTask?.cancel()
+            let parent = extras?.parent
+            extras = nil
+            if let queue {
+                for instrument in queue.instruments {
+                    instrument.jobDidFinish(self, in: queue, outcome: ending.outcome)
+                }
             }
-            return (core.waiters, core.dependents)
+            return (orphans, parent)
         }
-        for waiter in waiters { waiter.resume(ending.outcome) }
-        for waiter in late { waiter.resume(ending.outcome) }
+        _ = released
+        let end = withCore { $0.endHandOver() }
+        var drained: [IdleWaiter] = []
+        if let queue { drained = queue.jobDidFinish(self, heldSlot: end.holdsSlot) }
+        for waiter in end.waiters { waiter.resume(ending.outcome) }
         for waiter in drained { waiter.resume() }
-        if !dependents.isEmpty { work.release(dependents) }
-        if !lateDependents.isEmpty { work.release(lateDependents) }
+        if !end.dependents.isEmpty { work.release(end.dependents) }
         if let parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
     }
@@ -588,9 +600,9 @@ extension Job {
             var completion: JobCompletion?
             let leftBehind = core.takeLeftBehind()
             if leftBehind.orphans.isEmpty, case .deliver = action, core.observers.isEmpty,
-                let ending = core.lifecycle.finishUnobserved()
+                let handOver = core.lifecycle.finishUnobserved()
             {
-                completion = core.takeCompletion(ending)
+                completion = core.handOver(handOver)
             }
             return Step(
                 action: action, queue: core.queue, priority: core.priority, completion: completion,

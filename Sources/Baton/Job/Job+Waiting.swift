@@ -14,14 +14,16 @@ extension Job {
     /// Waits without blocking a thread. Cancelling the awaiting `Task` does **not** cancel the job —
     /// a job may have many waiters, and one of them going away is no reason to stop the work for the
     /// others — and the wait goes on until the job finishes (every job in a queue does). To cancel the
-    /// job with the task, use ``outcomeCancellingWithTask()``. When it returns, the job reports
-    /// ``isFinished`` (and so does every child of a group): it handed back its exclusivity categories,
-    /// and nothing its closures and observers captured is kept alive by Baton any more.
+    /// job with the task, use ``outcomeCancellingWithTask()``.
+    ///
+    /// Like every wait in Baton, it returns once the job *handed over*: it reports ``isFinished``
+    /// (and so does every child of a group), it gave back its exclusivity categories and its queue's
+    /// slot, and nothing its closures and observers captured is kept alive by Baton any more.
     public var outcome: JobOutcome {
         get async {
             await withCheckedContinuation { (continuation: CheckedContinuation<JobOutcome, Never>) in
                 let outcome: JobOutcome? = withCore { core in
-                    if core.lifecycle.isFinished && !core.completing { return core.lifecycle.outcome }
+                    if core.lifecycle.isHandedOver { return core.lifecycle.outcome }
                     core.waiters.append(.continuation(continuation))
                     return nil
                 }
@@ -42,63 +44,151 @@ extension Job {
         }
     }
 
-    /// Blocks the calling thread until the job finished, and returns its outcome.
+    /// Blocks the calling thread until the job finished and handed over (see ``outcome``), and returns
+    /// its outcome.
     ///
-    /// Called from one of the job's own finish observers (``onFinish(_:)``), which run before the job
-    /// reports ``isFinished``, it returns the outcome they are being told at once: waiting there would
-    /// wait for itself.
+    /// Code that runs as part of the job's own finish — its finish observers (``onFinish(_:)``), the
+    /// instruments told of it, the `deinit`s of what it lets go of — gets the outcome at once: the job
+    /// is finished for it. From such code, a wait for something that can only happen after the finish
+    /// (a job that depends on this one, its group, its own queue becoming empty) would never return:
+    /// it stops the program with a message naming both (see ``JobQueue/waitUntilAllJobsAreFinished()``).
     ///
     /// - Important: Never call it from the thread that must run the job (for example the main thread
     ///   for ``JobQueue/main``), or it waits forever.
     @available(*, noasync, message: "Use 'await job.outcome' instead")
     @discardableResult
     public func waitUntilFinished() -> JobOutcome {
-        if let outcome = FinishDelivery.outcome(of: self) { return outcome }
+        if let outcome = HandOverFrame.outcome(of: self) { return outcome }
         let semaphore = DispatchSemaphore(value: 0)
-        // Code that runs while this thread completes a job (a deinit, an instrument) must not wait for
-        // that completion to end: it gets the outcome at once. (The mark is the thread's, not the job's:
-        // such code waiting for another job completing elsewhere gets its outcome at once too.)
-        let inHandOver = CompletingThread.isCompleting
         let outcome: JobOutcome? = withCore { core in
-            if core.lifecycle.isFinished && (!core.completing || inHandOver) {
-                return core.lifecycle.outcome
-            }
+            if core.lifecycle.isHandedOver { return core.lifecycle.outcome }
             core.waiters.append(.semaphore(semaphore))
             return nil
         }
         if let outcome { return outcome }
+        HandOverFrame.beforeBlocking("job '\(name)'", roots: [self])
         semaphore.wait()
         return withCore { $0.lifecycle.outcome! }
     }
 }
 
-/// The finishes being told to observers on the current thread (innermost first), so that a job's own
-/// finish observer that waits for the job gets its outcome instead of waiting for itself.
-final class FinishDelivery {
-    let job: ObjectIdentifier
+/// The finishes being carried out on the current thread, innermost first: while a job's finish is told
+/// to its observers and while it hands over (`Job.complete`), the code it runs — observers,
+/// instruments, deinits — is part of that finish.
+///
+/// The one rule for waits follows from it: a wait returns once what it waits for has finished and
+/// handed over, on any thread; code run by a job's finish that waits for that job gets its outcome at
+/// once; and a *blocking* wait there for something that needs the finish to end (the job's own queue
+/// becoming empty, a job that depends on it or its group) would never return, so it stops the program
+/// naming the job and the rule — as swift-nio stops a blocking wait on its own event loop.
+struct HandOverFrame {
+    let job: Job
     let outcome: JobOutcome
-    let outer: FinishDelivery?
+    /// The queue the job was in (it counts the job, and its slot, until the hand-over ends).
+    let queue: JobQueue?
+    /// The frame this one is nested in, on the same thread's stack.
+    let outer: UnsafeMutableRawPointer?
 
-    private init(job: ObjectIdentifier, outcome: JobOutcome, outer: FinishDelivery?) {
-        self.job = job
-        self.outcome = outcome
-        self.outer = outer
+    /// Runs `body` with `job`'s finish recorded for this thread. The frame lives on this thread's stack
+    /// (no allocation per finish).
+    static func running<Result>(
+        _ job: Job, _ outcome: JobOutcome, _ queue: JobQueue?, _ body: () -> Result
+    ) -> Result {
+        let outer = pthread_getspecific(key)
+        var frame = HandOverFrame(job: job, outcome: outcome, queue: queue, outer: outer)
+        return withUnsafeMutablePointer(to: &frame) { pointer in
+            pthread_setspecific(key, pointer)
+            defer { pthread_setspecific(key, outer) }
+            return body()
+        }
     }
 
-    /// Runs `body` (the observers of `job`'s finish) with the finish recorded for this thread.
-    static func telling(_ job: Job, _ outcome: JobOutcome, _ body: () -> Void) {
-        let delivery = FinishDelivery(job: ObjectIdentifier(job), outcome: outcome, outer: current)
-        current = delivery
-        defer { current = delivery.outer }
-        withExtendedLifetime(delivery) { body() }
+    /// The frames of this thread, innermost first (copies).
+    private static var frames: [HandOverFrame] {
+        var frames: [HandOverFrame] = []
+        var next = pthread_getspecific(key)
+        while let pointer = next {
+            let frame = pointer.assumingMemoryBound(to: HandOverFrame.self).pointee
+            frames.append(frame)
+            next = frame.outer
+        }
+        return frames
     }
 
-    /// The outcome of `job`'s finish if this thread is telling it to observers.
+    /// Whether this thread is carrying out a finish.
+    static var isActive: Bool { pthread_getspecific(key) != nil }
+
+    /// The outcome of `job`'s finish if this thread is carrying it out.
     static func outcome(of job: Job) -> JobOutcome? {
-        var delivery = current
-        while let each = delivery {
-            if each.job == ObjectIdentifier(job) { return each.outcome }
-            delivery = each.outer
+        var next = pthread_getspecific(key)
+        while let pointer = next {
+            let frame = pointer.assumingMemoryBound(to: HandOverFrame.self)
+            if frame.pointee.job === job { return frame.pointee.outcome }
+            next = frame.pointee.outer
+        }
+        return nil
+    }
+
+    /// Called before a blocking wait for `what` (the jobs `roots`; or the queue `queue`, whose
+    /// unfinished jobs are `roots`). Outside any finish it does nothing. Inside one, it stops the
+    /// program if the wait could only end after a finish this thread carries out; otherwise it gives
+    /// back the queue slots those finishing jobs still hold, so that the next job of a serial queue can
+    /// run while this thread waits.
+    static func beforeBlocking(_ what: @autoclosure () -> String, roots: [Job], queue: JobQueue? = nil) {
+        let frames = self.frames
+        guard !frames.isEmpty else { return }
+        if let queue, let finishing = frames.first(where: { $0.queue === queue }) {
+            stop(
+                waiting: what(), finishing: finishing.job,
+                because: "queue '\(queue.name)' counts job '\(finishing.job.name)' until its finish ends")
+        }
+        if let (finishing, path) = blocker(roots, finishing: frames.map(\.job)) {
+            let through =
+                path.count > 2
+                ? " (through \(path.dropFirst().dropLast().map { "'\($0.name)'" }.joined(separator: " → ")))" : ""
+            let reason =
+                path.count == 1
+                ? "queue '\(queue?.name ?? "?")' counts it until its finish ends"
+                : "job '\(path[0].name)' waits for it\(through) and moves on only after its finish ends"
+            stop(waiting: what(), finishing: finishing, because: reason)
+        }
+        for each in frames {
+            if each.job.withCore({ $0.lifecycle.giveSlotBackEarly() }) { each.queue?.slotReturned() }
+        }
+    }
+
+    private static func stop(waiting what: String, finishing job: Job, because reason: String) -> Never {
+        fatalError(
+            "Baton: BUG DETECTED: a blocking wait for \(what) inside the finish of job '\(job.name)' (its finish observers, its queue's instruments and the deinits of what it lets go of run as part of it) would never return: \(reason). A wait returns once what it waits for has finished; code run by a job's finish must not block on what needs that finish to end. Wait from a Task instead (await), or after the job finished."
+        )
+    }
+
+    /// Searches what `roots` wait for (dependencies, generated ones, a group's children), through the
+    /// jobs that have not finished, for one of `finishing`. Returns it and the path from a root to it.
+    private static func blocker(_ roots: [Job], finishing: [Job]) -> (Job, [Job])? {
+        let targets = Set(finishing.map(ObjectIdentifier.init))
+        // Each job reached, with the one it was reached from (nil for a root).
+        var from: [ObjectIdentifier: Job?] = [:]
+        var stack: [Job] = []
+        for root in roots where from.updateValue(nil, forKey: ObjectIdentifier(root)) == nil { stack.append(root) }
+        while let job = stack.popLast() {
+            if targets.contains(ObjectIdentifier(job)) {
+                var path = [job]
+                while let previous = from[ObjectIdentifier(path[0])] ?? nil { path.insert(previous, at: 0) }
+                return (job, path)
+            }
+            let next: [Job] = job.withCore { core in
+                guard !core.lifecycle.isFinished else { return [] }
+                var next = core.allDependencies
+                if let group = core.extras?.group {
+                    next += group.waiting + group.children + group.joining.values.joined()
+                }
+                return next
+            }
+            for each in next where from[ObjectIdentifier(each)] == nil {
+                from[ObjectIdentifier(each)] = .some(job)
+                stack.append(each)
+            }
         }
         return nil
     }
@@ -109,36 +199,4 @@ final class FinishDelivery {
         precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
         return key
     }()
-
-    /// Not retained: `telling` keeps it alive while it is set.
-    private static var current: FinishDelivery? {
-        get { pthread_getspecific(key).map { Unmanaged<FinishDelivery>.fromOpaque($0).takeUnretainedValue() } }
-        set { pthread_setspecific(key, newValue.map { Unmanaged.passUnretained($0).toOpaque() }) }
-    }
-}
-
-/// Whether the current thread is completing a job (see `Job.complete`), so that a synchronous wait
-/// for a job whose completion is under way does not wait for itself.
-enum CompletingThread {
-    private static let key: pthread_key_t = {
-        var key = pthread_key_t()
-        let rc = pthread_key_create(&key, nil)
-        precondition(rc == 0, "Baton: pthread_key_create failed with \(rc)")
-        return key
-    }()
-
-    static var isCompleting: Bool { pthread_getspecific(key) != nil }
-
-    /// Marks the thread as completing; returns whether this call set the mark (an outer completion on
-    /// the same thread may have), to be passed to ``unmark(_:)``.
-    static func mark() -> Bool {
-        if isCompleting { return false }
-        pthread_setspecific(key, UnsafeRawPointer(bitPattern: 1))
-        return true
-    }
-
-    /// Ends what ``mark()`` began.
-    static func unmark(_ marked: Bool) {
-        if marked { pthread_setspecific(key, nil) }
-    }
 }

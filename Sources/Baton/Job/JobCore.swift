@@ -14,12 +14,8 @@ struct JobCore {
     /// The jobs waiting for this one.
     var dependents: [Job] = []
     var observers: [any JobObserver] = []
+    /// Resumed when the hand-over ends (see `JobLifecycle.State.handingOver`), with the dependents.
     var waiters: [JobWaiter] = []
-    /// Set while the finished job hands over outside its lock (`Job.complete`): categories, its queue's
-    /// slot, what it let go of. Those who wait for it from now on, and dependents added meanwhile, are
-    /// resumed once that is done, so `await job.outcome` never returns into a half-completed finish.
-    /// (`isFinished` is already true: a job granted one of its categories meanwhile sees it finished.)
-    var completing = false
     /// The queue the job was added to, until it finishes.
     var queue: JobQueue?
     /// For cycle detection (see ``CycleDetector``): the `add` call that enqueued the job and its index
@@ -92,21 +88,35 @@ struct JobCore {
         return owned
     }
 
-    /// The job just finished (its finish was delivered): takes what it must hand over and everything it
-    /// lets go of.
+    /// The job hands over now (`.now`) or once its `execute()` returns (`.parked`): takes what it
+    /// must hand over and everything it lets go of, or nothing while parked. Waiters and dependents stay
+    /// until `endHandOver()`.
+    mutating func handOver(_ start: JobLifecycle.HandOver) -> JobCompletion? {
+        guard case .now(let ending) = start else { return nil }
+        return takeCompletion(ending)
+    }
+
+    /// Takes what the job must hand over (`ending`) and everything it lets go of.
     mutating func takeCompletion(_ ending: JobLifecycle.Ending) -> JobCompletion {
-        completing = true
         defer {
-            dependents = []
-            waiters = []
             queue = nil
             dependencies = []
             observers = []
             extras = nil
         }
         return JobCompletion(
-            ending: ending, dependents: dependents, waiters: waiters, queue: queue,
+            ending: ending, queue: queue,
             released: Released(dependencies: dependencies, observers: observers, extras: extras))
+    }
+
+    /// The hand-over is done: the job is finished. Takes the waiters and dependents to release.
+    mutating func endHandOver() -> HandOverEnd {
+        let (_, holdsSlot) = lifecycle.handOverEnded()
+        defer {
+            waiters = []
+            dependents = []
+        }
+        return HandOverEnd(waiters: waiters, dependents: dependents, holdsSlot: holdsSlot)
     }
 
     /// What a job gave up when it finished; dropped once the lock is released.
@@ -120,11 +130,17 @@ struct JobCore {
 /// What a finished job hands over, to be carried out outside its lock.
 struct JobCompletion {
     let ending: JobLifecycle.Ending
-    let dependents: [Job]
-    let waiters: [JobWaiter]
     let queue: JobQueue?
     /// Dropped when the completion is (outside the lock).
     let released: JobCore.Released
+}
+
+/// What the end of a hand-over releases, outside the job's lock.
+struct HandOverEnd {
+    let waiters: [JobWaiter]
+    let dependents: [Job]
+    /// Whether the queue must still take back the job's slot (it was not given back early).
+    let holdsSlot: Bool
 }
 
 /// The rarely used part of a job's state. A reference, so that jobs without it pay one word; guarded by

@@ -6,13 +6,20 @@
 /// ``JobCore``, and performs the actions after unlocking (`Job+Lifecycle.swift`).
 ///
 /// ```
-/// initialized ─▶ pending ─▶ evaluatingConditions ─▶ ready ─▶ executing ─▶ finishing ─▶ finished
+/// initialized ─▶ pending ─▶ evaluatingConditions ─▶ ready ─▶ executing ─▶ finishing ─▶ handingOver ─▶ finished
 ///      │            │  ▲              │       │        │  │                  ▲
 ///      │            │  └──────────────┴───────┴────────┘  │ (a dependency    │
 ///      │            │      added before the job started)  │  added late)     │
 ///      └────────────┴─────────────────┴───────────────────┴──────────────────┘
 ///        (cancelled, a failed condition, part of a cycle, abandoned by its group)
 /// ```
+///
+/// `handingOver` is the last part of finishing, and public state `finished`: the outcome was told to
+/// the observers; the job hands back its exclusivity categories and its queue's slot and lets go of
+/// what it holds (its closures and whatever they captured), while its waiters and dependents wait.
+/// A job whose `execute()` is still running when its finish is decided (a ``CallbackJob`` that called
+/// `done()` inside it or from another thread) stays *parked* there until `execute()` returns, since
+/// the call holds the closure. Only ``State/finished`` releases waiters (see ``isHandedOver``).
 ///
 /// Observer events travel with the state: each transition that observers must hear of appends an
 /// event, and exactly one thread at a time (the one the machine answers ``Action/deliver`` to)
@@ -35,7 +42,11 @@ struct JobLifecycle {
         case executing(cancelled: (any Error)?, claimed: Bool)
         /// The outcome is decided; observers are being told.
         case finishing(Ending)
-        /// Done: observers were told, dependents released, closures dropped.
+        /// Observers were told; the job hands over what it held (public state `finished`). `parked`:
+        /// its `execute()` has not returned yet, and the hand-over begins when it does.
+        case handingOver(Ending, parked: Bool)
+        /// Done: observers were told, categories, slot and closures handed back; waiters and dependents
+        /// are released.
         case finished(Ending)
     }
 
@@ -102,6 +113,11 @@ struct JobLifecycle {
     private var delivering = false
     /// The current round of condition evaluation or claim; an answer of an earlier round is ignored.
     private var round: UInt32 = 0
+    /// Whether the job's `execute()` was called and has not returned (see `handingOver(parked:)`).
+    private var executeOpen = false
+    /// Whether a finishing job gave its queue's slot back before its hand-over ended (see
+    /// `giveSlotBackEarly()`).
+    private var slotGivenBack = false
     /// Fixed when the job joins a queue.
     private var hasConditions = false
     private var hasCategories = false
@@ -120,7 +136,7 @@ extension JobLifecycle.State {
         case .ready: .ready
         case .executing: .executing
         case .finishing: .finishing
-        case .finished: .finished
+        case .handingOver, .finished: .finished
         }
     }
 }
@@ -131,20 +147,34 @@ extension JobLifecycle {
         switch state {
         case .initialized(let reason), .executing(let reason, _): reason != nil
         case .pending, .evaluatingConditions, .ready: false  // a cancel there finishes the job at once
-        case .finishing(let ending), .finished(let ending): ending.cancelRequested
+        case .finishing(let ending), .handingOver(let ending, _), .finished(let ending): ending.cancelRequested
         }
     }
 
     /// The outcome, once decided (finishing or finished).
     var outcome: JobOutcome? {
         switch state {
-        case .finishing(let ending), .finished(let ending): ending.outcome
+        case .finishing(let ending), .handingOver(let ending, _), .finished(let ending): ending.outcome
         default: nil
         }
     }
 
+    /// Public state `finished`: handing over or handed over.
     var isFinished: Bool {
+        switch state {
+        case .handingOver, .finished: true
+        default: false
+        }
+    }
+
+    /// Whether the hand-over ended: only then do waiters resume and dependents move on.
+    var isHandedOver: Bool {
         if case .finished = state { true } else { false }
+    }
+
+    /// Whether the job is handing over (parked or not).
+    var isHandingOver: Bool {
+        if case .handingOver = state { true } else { false }
     }
 
     /// The number of things a pending job waits for, or `nil` when it is not pending.
@@ -179,7 +209,7 @@ extension JobLifecycle {
             if dependencies == 0 { return .success(release()) }
             state = .pending(waitingFor: dependencies + 1)
             return .success(.register)
-        case .finishing, .finished:
+        case .finishing, .handingOver, .finished:
             return .failure(.alreadyFinished)
         default:
             return .failure(.alreadyIn(publicState))
@@ -232,6 +262,7 @@ extension JobLifecycle {
     mutating func claimGranted(observed: Bool) -> Action {
         guard case .ready(.waiting) = state else { return .none }  // finished (or sent back) meanwhile
         state = .executing(cancelled: nil, claimed: true)
+        executeOpen = true
         guard observed else { return .run(deliver: false) }
         events.append(.start)
         return .run(deliver: claimDelivery())
@@ -280,7 +311,7 @@ extension JobLifecycle {
         case .ready(let claim):
             state = .pending(waitingFor: 1)  // an entry on the ready list is skipped when it comes up
             return .register(withdrawClaim: claim != .none)
-        case .executing, .finishing, .finished:
+        case .executing, .finishing, .handingOver, .finished:
             return .tooLate(publicState)
         }
     }
@@ -298,6 +329,7 @@ extension JobLifecycle {
             return .claim(round: round)
         }
         state = .executing(cancelled: nil, claimed: false)
+        executeOpen = true
         guard observed else { return .run(deliver: false) }
         events.append(.start)
         return .run(deliver: claimDelivery())
@@ -319,6 +351,7 @@ extension JobLifecycle {
             return .finished(enterFinishing(.cancelled(reason), cancelReason: reason))
         case .initialized(nil):
             state = .executing(cancelled: nil, claimed: false)
+            executeOpen = true
             guard observed else { return .run(deliver: false) }
             events.append(.start)
             return .run(deliver: claimDelivery())
@@ -345,7 +378,7 @@ extension JobLifecycle {
             guard observed else { return .interrupt(reason, deliver: false) }
             events.append(.cancel(reason))
             return .interrupt(reason, deliver: claimDelivery())
-        case .initialized, .executing, .finishing, .finished:
+        case .initialized, .executing, .finishing, .handingOver, .finished:
             return .none
         }
     }
@@ -360,8 +393,13 @@ extension JobLifecycle {
     /// The body completed, with `error` if it threw. The outcome is what the body did: a body that
     /// returned succeeded, even if a cancel request came while it ran (its work is done); a body that
     /// threw `CancellationError` was cancelled (with the request's reason, if any); any other error is
-    /// a failure.
-    mutating func bodyCompleted(error: (any Error)?) -> Result<Action, CompletionRefusal> {
+    /// a failure. `fromExecute`: it is `execute()` itself that returned (or threw).
+    mutating func bodyCompleted(
+        error: (any Error)?, fromExecute: Bool = false
+    ) -> Result<
+        Action, CompletionRefusal
+    > {
+        if fromExecute { executeOpen = false }
         guard case .executing(let reason, _) = state else { return .failure(.notExecuting(publicState)) }
         let outcome: JobOutcome
         switch error {
@@ -409,7 +447,7 @@ extension JobLifecycle {
             (executed, heldSlot, mustRelease) = (false, true, true)
         case .executing(_, let held):
             (executed, heldSlot, mustRelease) = (true, true, held)
-        case .finishing, .finished:
+        case .finishing, .handingOver, .finished:
             preconditionFailure("Baton internal inconsistency: a job finished twice")
         }
         if let claimed { mustRelease = claimed }
@@ -446,21 +484,62 @@ extension JobLifecycle {
         return nil
     }
 
-    /// The finish was delivered to every observer: the job is finished. (The finish is the last event.)
-    mutating func finishDelivered() -> Ending {
+    /// Who carries out a hand-over.
+    enum HandOver {
+        /// The caller, now.
+        case now(Ending)
+        /// The thread whose `execute()` returns (see ``executeReturned()``).
+        case parked
+    }
+
+    /// The finish was delivered to every observer: the job hands over, now or once its `execute()`
+    /// returns. (The finish is the last event.)
+    mutating func finishDelivered() -> HandOver {
         guard case .finishing(let ending) = state, events.isEmpty else {
             preconditionFailure("Baton internal inconsistency: a finish delivered while not finishing")
         }
-        state = .finished(ending)
         delivering = false
-        return ending
+        state = .handingOver(ending, parked: executeOpen)
+        return executeOpen ? .parked : .now(ending)
     }
 
     /// The caller was just made the deliverer of a finish that nobody observes (no event is queued):
-    /// the job is finished at once.
-    mutating func finishUnobserved() -> Ending? {
+    /// the job hands over as ``finishDelivered()`` says. `nil` when it is not finishing.
+    mutating func finishUnobserved() -> HandOver? {
         guard case .finishing = state, events.isEmpty else { return nil }
         return finishDelivered()
+    }
+
+    /// The job's `execute()` returned (for a job that does not finish when it returns). Returns the
+    /// ending of a hand-over that was parked for it, which the caller carries out now.
+    mutating func executeReturned() -> Ending? {
+        executeOpen = false
+        guard case .handingOver(let ending, parked: true) = state else { return nil }
+        state = .handingOver(ending, parked: false)
+        return ending
+    }
+
+    /// A waiter must block while the job hands over (or finishes), holding its queue's slot: whether
+    /// the caller must give the slot back to the queue now (once).
+    mutating func giveSlotBackEarly() -> Bool {
+        switch state {
+        case .finishing(let ending), .handingOver(let ending, parked: false):
+            guard ending.heldSlot, !slotGivenBack else { return false }
+            slotGivenBack = true
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// The hand-over is done: the job is finished. `holdsSlot`: whether the queue must still take back
+    /// its slot (it was not given back early).
+    mutating func handOverEnded() -> (ending: Ending, holdsSlot: Bool) {
+        guard case .handingOver(let ending, parked: false) = state else {
+            preconditionFailure("Baton internal inconsistency: a hand-over ended while not handing over")
+        }
+        state = .finished(ending)
+        return (ending, ending.heldSlot && !slotGivenBack)
     }
 }
 

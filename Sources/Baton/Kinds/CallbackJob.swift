@@ -60,8 +60,11 @@ open class CallbackJob: Job, @unchecked Sendable {
     override var finishesWhenExecuteReturns: Bool { false }
 
     /// Runs the closure given to the initializer. Subclasses override it to start their work.
+    /// The closure is taken out of the job: this call holds it until it returns, and the job's
+    /// hand-over waits for that (a `done()` inside it, or from another thread meanwhile, resumes the
+    /// job's waiters only once the closure and what it captured are released).
     open override func execute() throws {
-        let body = mutex.withLock { self.body }
+        let body = mutex.withLock { self.body.take() }
         body?(self, Completion(job: self))
     }
 

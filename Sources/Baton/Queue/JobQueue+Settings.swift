@@ -65,18 +65,27 @@ extension JobQueue {
         }
     }
 
-    /// Blocks the calling thread until the queue has no unfinished job.
+    /// Blocks the calling thread until the queue has no unfinished job (each one finished and handed
+    /// over, see ``Job/outcome``).
+    ///
+    /// Called from code that runs as part of a job's finish (its finish observers, the instruments told
+    /// of it, the `deinit`s of what it lets go of), it must not wait for that job's own queue, nor for a
+    /// queue holding jobs that wait for the finishing one: the queue counts them until the finish ends,
+    /// so the wait would never return. It stops the program instead, naming the job ("BUG DETECTED").
     ///
     /// - Important: Never call it from a thread the queue needs (the main thread for ``main``).
     @available(*, noasync, message: "Use 'await queue.waitUntilAllJobsAreFinished()' instead")
     public func waitUntilAllJobsAreFinished() {
         let semaphore = DispatchSemaphore(value: 0)
-        let empty = lock.withLock {
-            if scheduler.members.isEmpty { return true }
+        let inFinish = HandOverFrame.isActive
+        let (empty, members): (Bool, [Job]) = lock.withLock {
+            if scheduler.members.isEmpty { return (true, []) }
             idleWaiters.append(.semaphore(semaphore))
-            return false
+            return (false, inFinish ? Array(scheduler.members.values) : [])
         }
-        if !empty { semaphore.wait() }
+        guard !empty else { return }
+        if inFinish { HandOverFrame.beforeBlocking("queue '\(name)'", roots: members, queue: self) }
+        semaphore.wait()
     }
 
     /// Waits, without blocking a thread, until the queue has no unfinished job.

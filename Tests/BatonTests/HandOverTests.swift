@@ -1,0 +1,228 @@
+import BatonTesting
+import Dispatch
+import Foundation
+import Testing
+
+@testable import Baton
+
+/// Frees a gate when it is freed: what a job's closure captured, watched.
+final class Probe: Sendable {
+    let freed: Gate
+    init(_ freed: Gate) { self.freed = freed }
+    deinit { freed.open() }
+}
+
+/// The one wait rule: every wait returns once what it waits for finished and handed over, on any
+/// thread; every closure a job holds is released before its waiters resume; code run by a finish that
+/// blocks on what needs the finish to end stops the program naming the job.
+@Suite(.timeLimit(.minutes(1))) struct HandOverTests {
+    // MARK: Closures are released before waiters resume
+
+    @Test func aCallbackJobFinishedWhileItsClosureRunsResumesItsWaitersOnlyOnceTheClosureIsReleased() async throws {
+        let freed = Gate()
+        let release = Gate()
+        defer { release.open() }
+        let job: CallbackJob
+        do {
+            let probe = Probe(freed)
+            job = CallbackJob(name: "callback") { _, done in
+                _ = probe
+                done()  // finished inside the closure, which goes on running until `release` opens
+                release.wait()  // a dedicated worker thread, not one of the task pool's
+            }
+        }
+        JobQueue(name: "callbacks", workerThreads: .dedicated).add(job)
+        let waiting = Task {
+            _ = await job.outcome
+            return freed.isOpen
+        }
+        // Finished, and the waiter still waits: the closure (and what it captured) is alive.
+        #expect(await eventually { job.isFinished && job.withCore { $0.waiters.count } == 1 })
+        #expect(!freed.isOpen)
+        release.open()
+        try await withDeadline(.seconds(30), "the waiter of a job finished inside its closure") {
+            #expect(await waiting.value, "the waiter resumed while the closure's captures were alive")
+        }
+    }
+
+    @Test func aCallbackJobFinishedFromAnotherThreadReleasesItsClosureBeforeItsWaitersResume() async throws {
+        let freed = Gate()
+        let job: CallbackJob
+        do {
+            let probe = Probe(freed)
+            job = CallbackJob(name: "elsewhere") { _, done in
+                _ = probe
+                let finished = Gate()
+                DispatchQueue(label: "finisher").async {
+                    done()
+                    finished.open()
+                }
+                finished.wait()  // `done()` came from another thread while this closure still runs
+            }
+        }
+        JobQueue(name: "callbacks", workerThreads: .dedicated).add(job)
+        try await withDeadline(.seconds(30), "a job finished from another thread") { _ = await job.outcome }
+        #expect(freed.isOpen, "the closure's captures were alive when the outcome was returned")
+    }
+
+    @Test func aRetryJobLetsGoOfItsFactoryAndPredicateBeforeItsWaitersResume() async throws {
+        let freedFactory = Gate()
+        let freedPredicate = Gate()
+        let retry: RetryJob
+        do {
+            let (factory, predicate) = (Probe(freedFactory), Probe(freedPredicate))
+            retry = RetryJob(
+                name: "retry", maxAttempts: 2,
+                retryIf: { _ in
+                    _ = predicate
+                    return true
+                },
+                makeAttempt: { attempt in
+                    _ = factory
+                    return BlockJob(name: "attempt \(attempt)") { if attempt == 1 { throw CancellationError() } }
+                })
+        }
+        JobQueue(name: "retries").add(retry)
+        try await withDeadline(.seconds(30), "the retry job") { _ = await retry.outcome }
+        #expect(retry.attempts == 2)
+        #expect(freedFactory.isOpen, "the retry job still held makeAttempt")
+        #expect(freedPredicate.isOpen, "the retry job still held retryIf")
+    }
+
+    @Test func aRepeatJobLetsGoOfItsNextClosureBeforeItsWaitersResume() async throws {
+        let freed = Gate()
+        let repeating: RepeatJob
+        do {
+            let probe = Probe(freed)
+            repeating = RepeatJob(name: "repeat", first: BlockJob(name: "1") {}) { previous, _ in
+                _ = probe
+                return previous.name == "1" ? BlockJob(name: "2") {} : nil
+            }
+        }
+        JobQueue(name: "repeats").add(repeating)
+        try await withDeadline(.seconds(30), "the repeat job") { _ = await repeating.outcome }
+        #expect(repeating.iterations == 2)
+        #expect(freed.isOpen, "the repeat job still held its next closure")
+    }
+
+    @Test func anOperationJobLetsGoOfItsOperationOnceItFinished() async throws {
+        let freed = Gate()
+        let job: OperationJob
+        do {
+            let probe = Probe(freed)
+            job = OperationJob(name: "operation", running: BlockOperation { _ = probe })
+        }
+        #expect(job.operation != nil)
+        JobQueue(name: "operations").add(job)
+        try await withDeadline(.seconds(30), "the operation job") { #expect(await job.outcome.isSucceeded) }
+        #expect(job.operation == nil)
+        // Foundation's own queue lets go of a finished operation on its own schedule; the job does not
+        // keep it.
+        #expect(await eventually { freed.isOpen })
+    }
+
+    // MARK: Waits from a hand-over that can end
+
+    /// Waits, when freed, for `job` (set before the object is shared).
+    final class WaitsForJobWhenFreed: @unchecked Sendable {
+        // @unchecked Sendable: `job` is set once, before the object is shared.
+        var job: Job?
+        let outcome = Protected<JobOutcome?>(nil)
+        deinit { if let job { let result = job.waitUntilFinished(); outcome.withLock { $0 = result } } }
+    }
+
+    @Test func aHandOverThatWaitsForTheNextJobOfItsSerialQueueGetsItsOutcome() async throws {
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
+        let first = BlockJob(name: "first") {}
+        let second = BlockJob(name: "second") {}
+        do {
+            let held = WaitsForJobWhenFreed()
+            held.job = second
+            first.onFinish { _ in _ = held }  // freed in the first job's hand-over, which waits for the second
+        }
+        queue.add([first, second])
+        try await withDeadline(.seconds(30), "a hand-over waiting for the next job of its serial queue") {
+            #expect(await first.outcome.isSucceeded)
+            #expect(await second.outcome.isSucceeded)
+            await queue.waitUntilAllJobsAreFinished()
+        }
+    }
+
+    @Test func aHandOverThatWaitsForAJobNeedingItsCategoryGetsItsOutcome() async throws {
+        let scope = ExclusivityScope(name: "hand-over")
+        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: .dedicated)
+        let first = BlockJob(name: "first") {}
+        first.addCondition(MutuallyExclusive(category: "db"))
+        let second = BlockJob(name: "second") {}
+        second.addCondition(MutuallyExclusive(category: "db"))
+        do {
+            let waits = WaitsForJobWhenFreed()
+            waits.job = second
+            first.onFinish { _ in _ = waits }
+        }
+        queue.add([first, second])
+        try await withDeadline(.seconds(30), "a hand-over waiting for a job that needs its category") {
+            #expect(await first.outcome.isSucceeded)
+            #expect(await second.outcome.isSucceeded)
+        }
+    }
+
+    // MARK: Waits from a hand-over that cannot end stop the program
+
+    @Test func anObserverWaitingForItsJobsOwnQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "own")
+            let job = BlockJob(name: "observed") {}
+            job.onFinish { _ in queue.waitUntilAllJobsAreFinished() }
+            queue.add(job)
+            blockUntilFinished(job)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for queue 'own' inside the finish of job 'observed'")
+        expect(result, toSay: "queue 'own' counts job 'observed' until its finish ends")
+    }
+
+    @Test func anInstrumentWaitingForItsQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "instrumented", instruments: [QueueWaitingInstrument()])
+            let job = BlockJob(name: "told") {}
+            queue.add(job)
+            blockUntilFinished(job)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for queue 'instrumented' inside the finish of job 'told'")
+    }
+
+    @Test func aDeinitInTheHandOverWaitingForADependentStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "q")
+            let job = BlockJob(name: "first") {}
+            let dependent = BlockJob(name: "dependent") {}
+            dependent.addDependency(job)
+            do {
+                let held = WaitsWhenFreedForExit()
+                held.job = dependent
+                job.onFinish { _ in _ = held }
+            }
+            queue.add([job, dependent])
+            blockUntilFinished(dependent)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'dependent' inside the finish of job 'first'")
+        expect(result, toSay: "job 'dependent' waits for it and moves on only after its finish ends")
+    }
+}
+
+/// Waits for its queue to empty when told of a finish (for an exit test).
+struct QueueWaitingInstrument: JobInstrument {
+    func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) { queue.waitUntilAllJobsAreFinished() }
+}
+
+/// Waits, when freed, for `job` (for an exit test).
+final class WaitsWhenFreedForExit: @unchecked Sendable {
+    // @unchecked Sendable: `job` is set once, before the object is shared.
+    var job: Job?
+    deinit { job?.waitUntilFinished() }
+}
+
+/// Blocks the calling thread until `job` finished (exit tests run their bodies in async contexts).
+func blockUntilFinished(_ job: Job) {
+    job.waitUntilFinished()
+}
