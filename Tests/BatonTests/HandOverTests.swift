@@ -167,7 +167,46 @@ final class Probe: Sendable {
         }
     }
 
+    @Test func aFinishObserverThatWaitsForAJobNeedingItsCategoryGetsItsOutcome() async throws {
+        let scope = ExclusivityScope(name: "observer")
+        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: .dedicated)
+        let first = BlockJob(name: "first") {}
+        first.addCondition(MutuallyExclusive(category: "db"))
+        let second = BlockJob(name: "second") {}
+        second.addCondition(MutuallyExclusive(category: "db"))
+        let seen = Recorder<Bool>()
+        first.onFinish { _ in seen.record(second.waitUntilFinished().isSucceeded) }  // told before the hand-over
+        queue.add([first, second])
+        try await withDeadline(.seconds(30), "a finish observer waiting for a job that needs its category") {
+            #expect(await first.outcome.isSucceeded)
+        }
+        #expect(seen.values == [true])
+    }
+
+    @Test func aCallbackJobThatWaitsForItselfAfterFinishingGetsItsOutcome() async throws {
+        let job = CallbackJob(name: "self-waiting") { job, done in
+            done()
+            _ = job.waitUntilFinished()  // finished for its own closure, though it hands over once it returns
+        }
+        JobQueue(name: "callbacks", workerThreads: .dedicated).add(job)
+        try await withDeadline(.seconds(30), "a callback job waiting for itself after done()") {
+            #expect(await job.outcome.isSucceeded)
+        }
+    }
+
     // MARK: Waits from a hand-over that cannot end stop the program
+
+    @Test func aCallbackJobThatWaitsForItselfBeforeFinishingStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = CallbackJob(name: "impatient") { job, done in
+                _ = job.waitUntilFinished()  // its finish cannot come before this returns
+                done()
+            }
+            JobQueue(name: "q").add(job)
+            blockUntilFinished(job)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'impatient' inside the finish of job 'impatient'")
+    }
 
     @Test func anObserverWaitingForItsJobsOwnQueueStops() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {

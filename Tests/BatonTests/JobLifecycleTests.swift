@@ -66,6 +66,51 @@ import Testing
         #expect(m.isFinished)
     }
 
+    @Test func aSynchronousBodyHandsOverAtOnceThenFinishes() {
+        var m = JobLifecycle()
+        _ = enqueued(&m)
+        _ = m.startFromQueue(observed: false)
+        guard case .success = m.bodyCompleted(error: nil, fromExecute: true) else { Issue.record("refused"); return }
+        guard case .now(let ending)? = m.finishUnobserved() else { Issue.record("not handed over now"); return }
+        #expect(ending.heldSlot)
+        #expect(m.isFinished && m.isHandingOver && !m.isHandedOver)
+        #expect(m.publicState == .finished)
+        // A waiter that must block meanwhile gives the slot back once; the end of the hand-over knows.
+        let first = m.giveSlotBackEarly()
+        let second = m.giveSlotBackEarly()
+        #expect(first && !second)
+        let (_, holdsSlot) = m.handOverEnded()
+        #expect(!holdsSlot)
+        #expect(m.isHandedOver && !m.isHandingOver)
+    }
+
+    @Test func aFinishWhileExecuteRunsIsParkedUntilExecuteReturns() {
+        var m = JobLifecycle()
+        _ = enqueued(&m)
+        _ = m.startFromQueue(observed: false)
+        // `done()` inside the closure, or from another thread, while `execute()` still runs.
+        guard case .success = m.bodyCompleted(error: nil) else { Issue.record("refused"); return }
+        guard case .parked? = m.finishUnobserved() else { Issue.record("not parked"); return }
+        #expect(m.isFinished && !m.isHandedOver)
+        guard let ending = m.executeReturned() else { Issue.record("not un-parked"); return }
+        #expect(ending.outcome.isSucceeded)
+        let again = m.executeReturned()
+        #expect(again == nil)  // once
+        let (_, holdsSlot) = m.handOverEnded()
+        #expect(holdsSlot)
+        #expect(m.isHandedOver)
+    }
+
+    @Test func executeReturningBeforeTheFinishLeavesNothingParked() {
+        var m = JobLifecycle()
+        _ = enqueued(&m)
+        _ = m.startFromQueue(observed: false)
+        let parked = m.executeReturned()
+        #expect(parked == nil)  // a callback job whose work goes on elsewhere
+        guard case .success = m.bodyCompleted(error: nil) else { Issue.record("refused"); return }
+        guard case .now? = m.finishUnobserved() else { Issue.record("parked after execute() returned"); return }
+    }
+
     @Test func waitsForEveryDependencyAndTheRegistrationHold() {
         var m = JobLifecycle()
         #expect(enqueued(&m, dependencies: 2) == "register")

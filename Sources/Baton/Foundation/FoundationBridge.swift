@@ -44,8 +44,13 @@ public final class OperationJob: CallbackJob, @unchecked Sendable {
 
     public override func execute() {
         guard let operation = mutex.withLock({ wrapped }) else { return }
-        let finisher = BlockOperation { [self] in
-            finish(operation.isCancelled ? CancellationError() : nil)
+        // The finisher lets go of the operation before it finishes the job, so that the job's waiters
+        // do not resume while Baton still keeps the operation (and what its block captured) alive.
+        let finisher = BlockOperation()
+        finisher.addExecutionBlock { [self, weak finisher, weak operation] in
+            let cancelled = operation?.isCancelled ?? false
+            if let operation { finisher?.removeDependency(operation) }
+            finish(cancelled ? CancellationError() : nil)
         }
         finisher.addDependency(operation)
         let queue = OperationQueue()

@@ -338,14 +338,15 @@ extension Job {
     /// Runs the body of a job that `queue` started, telling the queue's instruments.
     func runStarted(in queue: JobQueue, deliverFirst: Bool) {
         if queue.instruments.isEmpty {
-            runBody(deliverFirst: deliverFirst)
+            runBody(deliverFirst: deliverFirst, in: queue)
         } else {
             for instrument in queue.instruments { instrument.jobWillStart(self, in: queue) }
-            queue.withInstruments(starting: self) { runBody(deliverFirst: deliverFirst) }
+            queue.withInstruments(starting: self) { runBody(deliverFirst: deliverFirst, in: queue) }
         }
     }
 
-    func runBody(deliverFirst: Bool) {
+    /// Runs the body of a job started by `queue`, or by hand (`nil`).
+    func runBody(deliverFirst: Bool, in queue: JobQueue?) {
         if deliverFirst {
             Propagation.run { deliver(&$0) }
             // An observer of the start may have finished the job (a `CallbackJob`'s `finish`): its outcome
@@ -356,8 +357,15 @@ extension Job {
             }
         }
         do {
-            try execute()
-            if finishesWhenExecuteReturns { bodyReturned(error: nil) } else { executeReturned() }
+            if finishesWhenExecuteReturns {
+                try execute()
+                bodyReturned(error: nil)
+            } else {
+                // Its finish may come while `execute()` runs (then it hands over once it returns): code
+                // in it that waits for the job, or for what needs its finish, is part of that finish.
+                try HandOverFrame.running(self, nil, queue) { try execute() }
+                executeReturned()
+            }
         } catch {
             bodyReturned(error: error)
         }

@@ -83,7 +83,9 @@ extension Job {
 /// naming the job and the rule — as swift-nio stops a blocking wait on its own event loop.
 struct HandOverFrame {
     let job: Job
-    let outcome: JobOutcome
+    /// `nil` for the frame of an `execute()` (see `Job.runBody`) whose job's outcome is not decided
+    /// yet: a job whose finish comes while its `execute()` runs hands over once it returns.
+    let outcome: JobOutcome?
     /// The queue the job was in (it counts the job, and its slot, until the hand-over ends).
     let queue: JobQueue?
     /// The frame this one is nested in, on the same thread's stack.
@@ -92,14 +94,14 @@ struct HandOverFrame {
     /// Runs `body` with `job`'s finish recorded for this thread. The frame lives on this thread's stack
     /// (no allocation per finish).
     static func running<Result>(
-        _ job: Job, _ outcome: JobOutcome, _ queue: JobQueue?, _ body: () -> Result
-    ) -> Result {
+        _ job: Job, _ outcome: JobOutcome?, _ queue: JobQueue?, _ body: () throws -> Result
+    ) rethrows -> Result {
         let outer = pthread_getspecific(key)
         var frame = HandOverFrame(job: job, outcome: outcome, queue: queue, outer: outer)
-        return withUnsafeMutablePointer(to: &frame) { pointer in
+        return try withUnsafeMutablePointer(to: &frame) { pointer in
             pthread_setspecific(key, pointer)
             defer { pthread_setspecific(key, outer) }
-            return body()
+            return try body()
         }
     }
 
@@ -123,7 +125,16 @@ struct HandOverFrame {
         var next = pthread_getspecific(key)
         while let pointer = next {
             let frame = pointer.assumingMemoryBound(to: HandOverFrame.self)
-            if frame.pointee.job === job { return frame.pointee.outcome }
+            if frame.pointee.job === job {
+                // Inside the job's own `execute()`: once its outcome is decided it is finished for
+                // that code (its hand-over waits for `execute()` to return); before, it never will be.
+                if let outcome = frame.pointee.outcome ?? job.outcomeIfDecided { return outcome }
+                stop(
+                    waiting: "job '\(job.name)'", finishing: job,
+                    because:
+                        "it is its own execute() that waits, and the job hands over only once execute() returned; finish it from a callback and return"
+                )
+            }
             next = frame.pointee.outer
         }
         return nil
@@ -132,8 +143,8 @@ struct HandOverFrame {
     /// Called before a blocking wait for `what` (the jobs `roots`; or the queue `queue`, whose
     /// unfinished jobs are `roots`). Outside any finish it does nothing. Inside one, it stops the
     /// program if the wait could only end after a finish this thread carries out; otherwise it gives
-    /// back the queue slots those finishing jobs still hold, so that the next job of a serial queue can
-    /// run while this thread waits.
+    /// back the exclusivity categories and queue slots those finishing jobs still hold, so that a job
+    /// needing one of them, or the next job of a serial queue, can run while this thread waits.
     static func beforeBlocking(_ what: @autoclosure () -> String, roots: [Job], queue: JobQueue? = nil) {
         let frames = self.frames
         guard !frames.isEmpty else { return }
@@ -153,13 +164,29 @@ struct HandOverFrame {
             stop(waiting: what(), finishing: finishing, because: reason)
         }
         for each in frames {
-            if each.job.withCore({ $0.lifecycle.giveSlotBackEarly() }) { each.queue?.slotReturned() }
+            let (slot, ticket) = each.job.withCore { core -> (Bool, ClaimTicket?) in
+                // Its hand-over has not begun (its observers are told, or it is parked until its
+                // `execute()` returns): its categories are not handed back yet.
+                var ticket: ClaimTicket?
+                switch core.lifecycle.state {
+                case .finishing(let ending), .handingOver(let ending, parked: true):
+                    if ending.claimed { ticket = core.extras?.claim.take() }
+                default: break
+                }
+                return (core.lifecycle.giveSlotBackEarly(), ticket)
+            }
+            if let ticket, let scope = each.queue?.exclusivityScope {
+                Propagation.run { work in
+                    for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }
+                }
+            }
+            if slot { each.queue?.slotReturned() }
         }
     }
 
-    private static func stop(waiting what: String, finishing job: Job, because reason: String) -> Never {
+    static func stop(waiting what: String, finishing job: Job, because reason: String) -> Never {
         fatalError(
-            "Baton: BUG DETECTED: a blocking wait for \(what) inside the finish of job '\(job.name)' (its finish observers, its queue's instruments and the deinits of what it lets go of run as part of it) would never return: \(reason). A wait returns once what it waits for has finished; code run by a job's finish must not block on what needs that finish to end. Wait from a Task instead (await), or after the job finished."
+            "Baton: BUG DETECTED: a blocking wait for \(what) inside the finish of job '\(job.name)' (its finish observers, its queue's instruments and the deinits of what it lets go of run as part of it, as does the execute() of a job that finishes by callback) cannot return unless something else cancels what it waits for: \(reason). A wait returns once what it waits for has finished; code run by a job's finish must not block on what needs that finish to end. Wait from a Task instead (await), or after the job finished."
         )
     }
 

@@ -234,7 +234,7 @@ extension Job {
             case nil:
                 continue
             case .run(let deliver):
-                runBody(deliverFirst: deliver)
+                runBody(deliverFirst: deliver, in: nil)
             case .finished:
                 var work = Propagation()
                 perform(consume step, &work)

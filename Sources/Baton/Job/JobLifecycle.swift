@@ -520,10 +520,11 @@ extension JobLifecycle {
     }
 
     /// A waiter must block while the job hands over (or finishes), holding its queue's slot: whether
-    /// the caller must give the slot back to the queue now (once).
+    /// the caller must give the slot back to the queue now (once). The job is finished: its slot goes
+    /// back even if its `execute()` is still returning (as a finished `Operation`'s does).
     mutating func giveSlotBackEarly() -> Bool {
         switch state {
-        case .finishing(let ending), .handingOver(let ending, parked: false):
+        case .finishing(let ending), .handingOver(let ending, _):
             guard ending.heldSlot, !slotGivenBack else { return false }
             slotGivenBack = true
             return true

@@ -64,7 +64,9 @@ open class CallbackJob: Job, @unchecked Sendable {
     /// hand-over waits for that (a `done()` inside it, or from another thread meanwhile, resumes the
     /// job's waiters only once the closure and what it captured are released).
     open override func execute() throws {
-        let body = mutex.withLock { self.body.take() }
+        // Not once its outcome is decided (cancelled and finished by `didCancel` since it was started):
+        // the closure is then dropped with the job's hand-over.
+        let body = withCore { core in core.lifecycle.outcome == nil ? self.body.take() : nil }
         body?(self, Completion(job: self))
     }
 
