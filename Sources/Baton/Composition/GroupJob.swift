@@ -116,6 +116,8 @@ open class GroupJob: Job, @unchecked Sendable {
         var decision = Decision.wait
         var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
         var reclaim: Step
+        // The level the group counts itself at on its children, read where they join its lists.
+        var childPriority: JobPriority?
         repeat {
             var readCategories = false
             reclaim = step { core in
@@ -128,6 +130,7 @@ open class GroupJob: Job, @unchecked Sendable {
                         return .none
                     }
                     group.group!.waiting += newChildren
+                    childPriority = group.group!.childPriority
                     let claimed = Set(group.group!.claimed.map(\.key))
                     guard core.lifecycle.awaitsAnyClaim, let asked, !asked.isSubset(of: claimed) else { return .none }
                     let action = core.lifecycle.withdrawClaimToReady()
@@ -139,6 +142,7 @@ open class GroupJob: Job, @unchecked Sendable {
                 }
                 if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
                     let token = group.group!.beginJoining(newChildren)
+                    childPriority = group.group!.childPriority
                     decision = .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
                 } else {
                     decision = .tooLate(state)
@@ -147,6 +151,8 @@ open class GroupJob: Job, @unchecked Sendable {
             }
             if readCategories { asked = Self.categoryKeys(of: newChildren) } else { break }
         } while true
+        // Children of a group that runs at a raised priority run at it too.
+        if let childPriority { Job.recount(newChildren, from: nil, to: childPriority) }
         switch decision {
         case .wait:
             guard case .enqueueReady = reclaim.action else { return }
@@ -368,6 +374,9 @@ open class GroupJob: Job, @unchecked Sendable {
 
 /// A group's state, kept in the job's core (so it is guarded by the job's lock).
 struct GroupState {
+    /// The level the group counts itself at on its children while its effective priority is above its
+    /// own (see `Job+Priority.swift`).
+    var childPriority: JobPriority?
     /// Children added before the group runs.
     var waiting: [Job] = []
     /// Children that joined the child queue.

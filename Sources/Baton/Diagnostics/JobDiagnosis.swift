@@ -65,6 +65,13 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
     public let children: [JobDiagnosis]
     /// For a group nested deeper than the report descends: its children are not listed.
     public let childrenNotShown: Bool
+    /// The job's own priority.
+    public var priority: JobPriority = .normal
+    /// The priority it runs at: higher than ``priority`` while a job of higher priority waits for it.
+    public var effectivePriority: JobPriority = .normal
+    /// When escalated: the waiter of the highest priority that waits for it directly (a dependent, or
+    /// for a child its group).
+    public var escalatedBy: String?
 
     public var description: String {
         summary
@@ -72,7 +79,11 @@ public struct JobDiagnosis: Sendable, CustomStringConvertible {
 
     /// The job's own line, without its children.
     var summary: String {
-        let head = "'\(jobName)' (\(state)\(isCancelled ? ", cancelled" : ""))"
+        let escalated =
+            effectivePriority > priority
+            ? ", priority \(priority) raised to \(effectivePriority)\(escalatedBy.map { " by '\($0)', which waits for it" } ?? "")"
+            : ""
+        let head = "'\(jobName)' (\(state)\(isCancelled ? ", cancelled" : "")\(escalated))"
         if !blockers.isEmpty { return head + " waits for " + blockers.map(\.description).joined(separator: "; ") }
         if !children.isEmpty { return head + " waits for its children:" }
         if childrenNotShown { return head + " waits for its children (nested too deep to list)" }

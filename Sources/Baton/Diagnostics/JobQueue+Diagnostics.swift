@@ -132,6 +132,22 @@ extension Job {
                 core.extras?.evaluating ?? [], core.queue, core.name, core.extras?.claim
             )
         }
+        let (priority, effective, waiters, parent) = withCore { core in
+            (
+                core.priority, core.effectivePriority,
+                core.effectivePriority > core.priority ? core.dependents : [], core.extras?.parent
+            )
+        }
+        var escalatedBy: String?
+        if effective > priority {
+            // Who raised it: the unfinished waiter of the highest priority (its group for a child).
+            var best: (Job, JobPriority)?
+            for waiter in waiters + (parent.map { [$0] } ?? []) {
+                let (level, finished) = waiter.withCore { ($0.effectivePriority, $0.lifecycle.outcome != nil) }
+                if !finished, level > priority, best == nil || level > best!.1 { best = (waiter, level) }
+            }
+            escalatedBy = best?.0.name
+        }
         var blockers: [JobDiagnosis.Blocker] = []
         var children: [JobDiagnosis] = []
         var deeper = false
@@ -165,9 +181,13 @@ extension Job {
         default:
             break
         }
-        return JobDiagnosis(
+        var diagnosis = JobDiagnosis(
             jobName: storedName ?? defaultName, jobID: id, state: state, isCancelled: cancelled, blockers: blockers,
             children: children, childrenNotShown: deeper)
+        diagnosis.priority = priority
+        diagnosis.effectivePriority = effective
+        diagnosis.escalatedBy = escalatedBy
+        return diagnosis
     }
 
     private static func unfinished(_ jobs: [Job]) -> [JobDiagnosis.Dependency] {

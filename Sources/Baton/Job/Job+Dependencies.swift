@@ -34,6 +34,7 @@ extension Job {
         var withdrawn: (scope: ExclusivityScope, ticket: ClaimTicket)?
         var slotOf: JobQueue?
         var abandonedEvaluation: Task<Void, Never>?
+        var priority = JobPriority.normal
         let action: JobLifecycle.AddDependencyAction = withCore { core in
             let action = core.lifecycle.addDependency()
             switch action {
@@ -41,6 +42,7 @@ extension Job {
                 core.dependencies.append(dependency)
             case .register(let withdrawClaim):
                 core.dependencies.append(dependency)
+                priority = core.countingPriority()
                 if withdrawClaim {
                     // Its queue had started it: it gives back the slot it held while it waited for its claim.
                     slotOf = core.queue
@@ -65,7 +67,11 @@ extension Job {
         case .register:
             abandonedEvaluation?.cancel()
             slotOf?.slotReturned()
-            let registration = dependency.registerDependent(self, batch: 0, index: 0)
+            var (counted, raised) = (false, false)
+            let registration = dependency.registerDependent(
+                self, batch: 0, index: 0, priority: priority, counted: &counted, raised: &raised)
+            if counted { markCounting() }
+            if raised { Job.propagatePriority(from: [dependency]) }
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {
                     for (granted, job) in scope.release(ticket) { job.claimGranted(granted, &work) }

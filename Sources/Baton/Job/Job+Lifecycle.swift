@@ -24,8 +24,9 @@ extension Job {
     enum Joined {
         /// It went straight to the ready list (no dependencies, conditions or categories).
         case ready(JobQueue.ReadyJob)
-        /// It waits for these jobs: register with each, then drop the registration hold.
-        case waits(for: [Job])
+        /// It waits for these jobs: register with each (counting itself at `priority`, see
+        /// `Job+Priority.swift`), then drop the registration hold.
+        case waits(for: [Job], priority: JobPriority)
         /// It moved on at once (to its conditions, or it finished, cancelled before): perform the step.
         case moved(Step)
     }
@@ -49,18 +50,18 @@ extension Job {
                 core.queue = queue
                 switch action {
                 case .enqueueReady(let claims):
-                    return .ready(JobQueue.ReadyJob(id: id, priority: core.priority, claims: claims))
+                    return .ready(JobQueue.ReadyJob(id: id, priority: core.effectivePriority, claims: claims))
                 case .register:
                     core.cycleMark = CycleMark(
                         batch: batch, index: Int32(clamping: index),
                         // Jobs enqueued earlier, its group, or its own waiting children already wait for it.
                         mayCloseCycle: !core.dependents.isEmpty || core.extras?.parent != nil
                             || core.extras?.group?.waiting.isEmpty == false)
-                    return .waits(for: dependencies)
+                    return .waits(for: dependencies, priority: core.countingPriority())
                 default:
                     return .moved(
                         Step(
-                            action: action, queue: queue, priority: core.priority,
+                            action: action, queue: queue, priority: core.effectivePriority,
                             leftBehind: core.takeLeftBehind()))
                 }
             }
@@ -107,12 +108,19 @@ extension Job {
         case waitsForAClaim
     }
 
-    /// Records `dependent` (member `index` of the `add` call `batch`) to be released when this job
-    /// finishes.
-    func registerDependent(_ dependent: Job, batch: UInt64, index: Int) -> Registration {
+    /// Records `dependent` (member `index` of the `add` call `batch`), which counts itself at `priority`
+    /// (see `Job+Priority.swift`), to be released when this job finishes. `counted`: its priority was
+    /// counted here; `raised`: this job's effective priority rose (the caller carries that on).
+    func registerDependent(
+        _ dependent: Job, batch: UInt64, index: Int, priority: JobPriority, counted: inout Bool, raised: inout Bool
+    ) -> Registration {
         withCore { core in
             guard !core.lifecycle.isHandedOver else { return .finished }
             core.dependents.append(dependent)
+            if priority > core.priority, core.lifecycle.outcome == nil {
+                counted = true
+                raised = core.recount(remove: nil, add: priority)
+            }
             // Still handing over: released with the others once the hand-over ends.
             if core.lifecycle.isHandingOver { return .waits }
             let mark = core.cycleMark
@@ -360,11 +368,16 @@ extension Job {
             if finishesWhenExecuteReturns {
                 try execute()
                 bodyReturned(error: nil)
-            } else {
+            } else if handsOverAfterExecute {
                 // Its finish may come while `execute()` runs (then it hands over once it returns): code
                 // in it that waits for the job, or for what needs its finish, is part of that finish.
                 try HandOverFrame.running(self, nil, queue) { try execute() }
                 executeReturned()
+            } else {
+                // Its `execute()` runs none of the caller's code (it starts a task, or adds children):
+                // its finish need not wait for it.
+                executeReturned()
+                try execute()
             }
         } catch {
             bodyReturned(error: error)
@@ -550,6 +563,7 @@ extension Job {
     private func complete(_ completion: consuming JobCompletion, _ work: inout Propagation) {
         let ending = completion.ending
         let queue = completion.queue
+        let uncount = completion.uncount
         var extras = completion.released.extras
         // Categories first (no user code runs there): code this hand-over runs may wait for a job that
         // needs one of them.
@@ -579,6 +593,8 @@ extension Job {
         if !end.dependents.isEmpty { work.release(end.dependents) }
         if let parent { work.tell(parent, child: self, finished: ending.outcome) }
         for (orphan, outcome) in orphans { work.abandon(orphan, outcome: outcome) }
+        // Finished without running: what it waited for no longer runs at its priority for it.
+        if let (level, dependencies) = uncount { Job.recount(dependencies, from: level, to: nil) }
     }
 
     /// Finishes a job that will never run (its group finished first) without a queue.
@@ -613,7 +629,7 @@ extension Job {
                 completion = core.handOver(handOver)
             }
             return Step(
-                action: action, queue: core.queue, priority: core.priority, completion: completion,
+                action: action, queue: core.queue, priority: core.effectivePriority, completion: completion,
                 leftBehind: leftBehind)
         }
     }

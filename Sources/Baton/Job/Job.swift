@@ -131,11 +131,19 @@ open class Job: @unchecked Sendable {
     /// Whether the job finishes when ``execute()`` returns. ``CallbackJob`` and ``AsyncJob`` say no.
     var finishesWhenExecuteReturns: Bool { true }
 
+    /// For a job that does not finish when ``execute()`` returns: whether a finish that comes while
+    /// `execute()` runs hands over only once it returned (``CallbackJob``: the call holds its closure).
+    var handsOverAfterExecute: Bool { false }
+
     /// Drops the closures a subclass holds once the job finished with `outcome` (`executed`: its body
     /// ran), and returns jobs that must now finish without running, with their outcomes (a group's
     /// children that never started). `extras` were moved out of the job's core as it finished. Called
     /// outside the lock.
     func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] { [] }
+
+    /// Raises the priority of a running body whose job's effective priority rose (``AsyncJob`` raises
+    /// its task's). Called outside the lock.
+    func escalateBody(to priority: JobPriority) {}
 
     /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task; a group cancels its
     /// children through `work`, never by recursion). Called outside the lock.

@@ -8,7 +8,14 @@ import Dispatch
 struct JobCore {
     var lifecycle = JobLifecycle()
     var name: String?
+    /// The job's own priority (see `effectivePriority` in `Job+Priority.swift`).
     var priority: JobPriority
+    /// The level this job counts itself at on the jobs it waits for, once it registered with them
+    /// (see `Job+Priority.swift`).
+    var countedPriority: JobPriority?
+    /// Whether that count raised a count on one of them: if the job finishes without running, it takes
+    /// its count back.
+    var countsOnOthers = false
     /// The jobs this job waits for, as the caller added them.
     var dependencies: [Job] = []
     /// The jobs waiting for this one.
@@ -104,8 +111,10 @@ struct JobCore {
             observers = []
             extras = nil
         }
+        var uncount: (JobPriority, [Job])?
+        if countsOnOthers, !ending.executed, let counted = countedPriority { uncount = (counted, allDependencies) }
         return JobCompletion(
-            ending: ending, queue: queue,
+            ending: ending, queue: queue, uncount: uncount,
             released: Released(dependencies: dependencies, observers: observers, extras: extras))
     }
 
@@ -131,6 +140,9 @@ struct JobCore {
 struct JobCompletion {
     let ending: JobLifecycle.Ending
     let queue: JobQueue?
+    /// A job that finished without running takes back the count it made on what it waited for (see
+    /// `Job+Priority.swift`): at this level, on these jobs.
+    let uncount: (JobPriority, [Job])?
     /// Dropped when the completion is (outside the lock).
     let released: JobCore.Released
 }
@@ -172,6 +184,8 @@ final class JobExtras {
     @exclusivity(unchecked) weak var parent: GroupJob?
     /// For a ``GroupJob``: its children and their accounting.
     @exclusivity(unchecked) var group: GroupState?
+    /// How many jobs of each priority above this job's own wait for it (see `Job+Priority.swift`).
+    @exclusivity(unchecked) var escalation = PriorityCounts()
 }
 
 /// Someone waiting for a job to finish.

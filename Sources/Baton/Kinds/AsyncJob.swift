@@ -37,7 +37,7 @@ open class AsyncJob: Job, @unchecked Sendable {
     override var finishesWhenExecuteReturns: Bool { false }
 
     public final override func execute() throws {
-        let task = Task(priority: priority.taskPriority) {
+        let task = Task(priority: effectivePriority.taskPriority) {
             do {
                 try await self.perform()
                 self.bodyCompleted(error: nil)
@@ -47,10 +47,16 @@ open class AsyncJob: Job, @unchecked Sendable {
         }
         // A cancel that came before the task was stored did not reach it: pass it on now.
         let cancelled = withCore { core in
-            self.task = task  // guarded by the same lock
+            // Not kept by a job whose body finished already (its hand-over may be over).
+            if core.lifecycle.outcome == nil { self.task = task }  // guarded by the same lock
             return core.lifecycle.isCancelled
         }
         if cancelled { task.cancel() }
+    }
+
+    override func escalateBody(to priority: JobPriority) {
+        guard let task = mutex.withLock({ task }) else { return }
+        task.escalatePriority(to: priority.taskPriority)
     }
 
     override func interruptBody(_ work: inout Propagation) {

@@ -59,6 +59,8 @@ open class CallbackJob: Job, @unchecked Sendable {
 
     override var finishesWhenExecuteReturns: Bool { false }
 
+    override var handsOverAfterExecute: Bool { true }
+
     /// Runs the closure given to the initializer. Subclasses override it to start their work.
     /// The closure is taken out of the job: this call holds it until it returns, and the job's
     /// hand-over waits for that (a `done()` inside it, or from another thread meanwhile, resumes the

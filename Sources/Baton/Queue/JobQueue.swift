@@ -198,7 +198,7 @@ public final class JobQueue: @unchecked Sendable {
         // 3. Each job joins (its own lock); then they all become members (the queue's lock, once).
         let batch = jobs.count > 1 ? JobIdentifiers.next() : 0
         var ready: [(job: Job, entry: ReadyJob)] = []
-        var waiting: [(job: Job, dependencies: [Job], index: Int)] = []
+        var waiting: [(job: Job, dependencies: [Job], priority: JobPriority, index: Int)] = []
         var moved: [(job: Job, step: Job.Step)] = []
         for (index, job) in jobs.enumerated() {
             let joined = job.join(self, batch: batch, index: index)
@@ -207,7 +207,7 @@ public final class JobQueue: @unchecked Sendable {
             case .ready(let entry):
                 for instrument in instruments { instrument.jobBecameReady(job, in: self) }
                 ready.append((job, entry))
-            case .waits(let dependencies): waiting.append((job, dependencies, index))
+            case .waits(let dependencies, let priority): waiting.append((job, dependencies, priority, index))
             case .moved(let step): moved.append((job, step))
             }
         }
@@ -222,7 +222,7 @@ public final class JobQueue: @unchecked Sendable {
                 for (job, entry) in ready {
                     scheduler.insert(entry.id, job, readyWith: ordered ? nil : entry.priority, claims: entry.claims)
                 }
-                for (job, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
+                for (job, _, _, _) in waiting { scheduler.insert(job.id, job, readyWith: nil) }
                 for (job, _) in moved { scheduler.insert(job.id, job, readyWith: nil) }
                 return ready.isEmpty || ordered ? 0 : scheduler.workersToStart()
             })
@@ -236,17 +236,27 @@ public final class JobQueue: @unchecked Sendable {
             for index in moved.indices { moved[index].job.perform(inPlace: &moved[index].step, &work) }
             var holds: [(job: Job, finished: Int)] = []
             var behindClaims: [Job] = []
-            for (job, dependencies, index) in waiting {
+            var raised: [Job] = []
+            for (job, dependencies, priority, index) in waiting {
                 var finished = 0
+                var counted = false
                 for dependency in dependencies {
-                    switch dependency.registerDependent(job, batch: batch, index: index) {
+                    var rose = false
+                    switch dependency.registerDependent(
+                        job, batch: batch, index: index, priority: priority, counted: &counted, raised: &rose)
+                    {
                     case .finished: finished += 1
                     case .waits: break
                     case .waitsForAClaim: behindClaims.append(job)
                     }
+                    if rose { raised.append(dependency) }
                 }
+                if counted { job.markCounting() }
                 holds.append((job, finished))
             }
+            // Dependencies waited for by jobs of higher priority run at that priority (before the holds
+            // drop: a job whose dependency finished meanwhile is counted nowhere).
+            if !raised.isEmpty { Job.propagatePriority(from: raised) }
             if !holds.isEmpty {
                 CycleDetector.failCycles(through: holds.map(\.job).filter { $0.takeMayCloseCycle() })
                 CycleDetector.failCycles(through: behindClaims, throughClaims: true)

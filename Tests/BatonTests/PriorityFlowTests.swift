@@ -1,0 +1,139 @@
+import BatonTesting
+import Testing
+
+@testable import Baton
+
+/// A job waited for by a job of higher priority runs at that priority, transitively and across
+/// queues, and goes back down when that waiter is cancelled.
+@Suite(.timeLimit(.minutes(1))) struct PriorityFlowTests {
+    /// A serial queue, suspended, with `fillers` jobs of priority `.low` waiting before anything else.
+    func saturatedSerialQueue(_ name: String, order: Recorder<String>, fillers: Int) -> JobQueue {
+        let queue = JobQueue(name: name, maxConcurrentJobs: 1)
+        queue.isSuspended = true
+        for index in 1...fillers {
+            queue.add(BlockJob(name: "\(name) filler \(index)", priority: .low) { order.record("\(name) filler") })
+        }
+        return queue
+    }
+
+    @Test func aVeryHighJobWaitingForAVeryLowOneInASaturatedSerialQueueIsNotLeftBehindTheOthers() async throws {
+        let order = Recorder<String>()
+        let serial = saturatedSerialQueue("serial", order: order, fillers: 5)
+        let low = BlockJob(name: "low", priority: .veryLow) { order.record("low") }
+        serial.add(low)  // on the ready list, behind the five fillers
+        let high = BlockJob(name: "high", priority: .veryHigh) { order.record("high") }
+        high.addDependency(low)
+        JobQueue(name: "urgent").add(high)
+        #expect(low.priority == .veryLow)
+        #expect(low.effectivePriority == .veryHigh)
+        let report = serial.diagnose().description
+        #expect(
+            report.contains("'low' (ready, priority veryLow raised to veryHigh by 'high', which waits for it)"),
+            "\(report)")
+        serial.isSuspended = false
+        try await withDeadline(.seconds(30), "the raised job and its waiter") { _ = await high.outcome }
+        #expect(order.values.first == "low", "\(order.values)")  // before the five fillers queued earlier
+        await serial.waitUntilAllJobsAreFinished()
+    }
+
+    @Test func aRaisedPriorityFlowsThroughPendingJobsAcrossQueues() async throws {
+        let order = Recorder<String>()
+        let first = saturatedSerialQueue("first", order: order, fillers: 3)
+        let second = saturatedSerialQueue("second", order: order, fillers: 3)
+        let bottom = BlockJob(name: "bottom", priority: .veryLow) { order.record("bottom") }
+        let middle = BlockJob(name: "middle", priority: .veryLow) { order.record("middle") }
+        middle.addDependency(bottom)
+        first.add(bottom)
+        second.add(middle)
+        let top = BlockJob(name: "top", priority: .veryHigh) { order.record("top") }
+        top.addDependency(middle)
+        JobQueue(name: "urgent").add(top)
+        #expect(middle.effectivePriority == .veryHigh)
+        #expect(bottom.effectivePriority == .veryHigh)  // through the pending middle job, in another queue
+        first.isSuspended = false
+        try await withDeadline(.seconds(30), "the bottom job") { _ = await bottom.outcome }
+        #expect(order.values.first == "bottom", "\(order.values)")
+        second.isSuspended = false
+        try await withDeadline(.seconds(30), "the top job") { _ = await top.outcome }
+        let secondQueue = order.values.filter { $0 == "middle" || $0.hasPrefix("second") }
+        #expect(secondQueue.first == "middle", "\(order.values)")
+    }
+
+    @Test func cancellingTheWaiterLowersThePriorityBack() async throws {
+        let queue = JobQueue(name: "suspended")
+        queue.isSuspended = true
+        let bottom = BlockJob(name: "bottom", priority: .veryLow) {}
+        let middle = BlockJob(name: "middle", priority: .low) {}
+        middle.addDependency(bottom)
+        queue.add([bottom, middle])
+        let top = BlockJob(name: "top", priority: .veryHigh) {}
+        top.addDependency(middle)
+        let other = BlockJob(name: "other", priority: .high) {}
+        other.addDependency(middle)
+        JobQueue(name: "waiters").add([top, other])
+        #expect(middle.effectivePriority == .veryHigh)
+        #expect(bottom.effectivePriority == .veryHigh)
+        top.cancel()
+        // The other waiter still holds them at its own priority.
+        #expect(middle.effectivePriority == .high)
+        #expect(bottom.effectivePriority == .high)
+        other.cancel()
+        #expect(middle.effectivePriority == .low)
+        #expect(bottom.effectivePriority == .low)  // the middle job, of low priority, still waits for it
+        queue.isSuspended = false
+        try await withDeadline(.seconds(30), "the lowered jobs") { await queue.waitUntilAllJobsAreFinished() }
+    }
+
+    @Test func aLateDependencyAndAGroupsChildrenAreRaisedToo() async throws {
+        let queue = JobQueue(name: "suspended")
+        queue.isSuspended = true
+        let child = BlockJob(name: "child", priority: .veryLow) {}
+        let group = GroupJob(name: "group", priority: .veryLow, children: [child])
+        queue.add(group)
+        let late = BlockJob(name: "late", priority: .veryLow) {}
+        queue.add(late)
+        let top = BlockJob(name: "top", priority: .veryHigh) {}
+        top.addDependency(group)
+        JobQueue(name: "waiters").add(top)
+        #expect(group.effectivePriority == .veryHigh)
+        #expect(child.effectivePriority == .veryHigh)  // waits in its group until the group runs
+        // A dependency added to a waiting job later is raised at once.
+        let waiting = BlockJob(name: "waiting", priority: .normal) {}
+        let holdsBack = BlockJob(name: "holds back") {}
+        waiting.addDependency(holdsBack)
+        queue.add([holdsBack, waiting])
+        let raiser = BlockJob(name: "raiser", priority: .high) {}
+        raiser.addDependency(waiting)
+        JobQueue(name: "raisers").add(raiser)
+        #expect(waiting.addDependency(late))
+        #expect(late.effectivePriority == .high)
+        top.cancel()
+        raiser.cancel()
+        #expect(child.effectivePriority == .veryLow)
+        #expect(late.effectivePriority == .normal)  // the waiting job, of normal priority, still waits for it
+        queue.isSuspended = false
+        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+    }
+
+    @Test func anAsyncBodyRunsAtTheRaisedPriority() async throws {
+        let started = Gate()
+        let proceed = Gate()
+        let seen = Protected<TaskPriority?>(nil)
+        let body = AsyncJob(name: "async", priority: .veryLow) { _ in
+            started.open()
+            await proceed.waitAsync()
+            seen.withLock { $0 = Task.currentPriority }
+        }
+        let queue = JobQueue(name: "async")
+        queue.add(body)
+        try await withDeadline(.seconds(30), "the async body starting") { await started.waitAsync() }
+        let top = BlockJob(name: "top", priority: .veryHigh) {}
+        top.addDependency(body)
+        JobQueue(name: "waiters").add(top)
+        #expect(body.effectivePriority == .veryHigh)
+        proceed.open()
+        try await withDeadline(.seconds(30), "the raised body") { _ = await top.outcome }
+        let priority = try #require(seen.withLock { $0 })
+        #expect(priority >= JobPriority.veryHigh.taskPriority, "ran at \(priority)")
+    }
+}
