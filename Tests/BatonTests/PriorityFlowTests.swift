@@ -136,4 +136,72 @@ import Testing
         let priority = try #require(seen.withLock { $0 })
         #expect(priority >= JobPriority.veryHigh.taskPriority, "ran at \(priority)")
     }
+
+    /// Cancels the job named "waiter" when it is added, between its joining and its registering with
+    /// its dependencies (as another thread may).
+    struct CancelsOnAdd: JobInstrument {
+        func jobWasAdded(_ job: Job, to queue: JobQueue) {
+            if job.name == "waiter" { job.cancel() }
+        }
+    }
+
+    @Test func aWaiterCancelledWhileItRegistersLeavesNoRaiseBehind() async throws {
+        let queue = JobQueue(name: "suspended")
+        queue.isSuspended = true
+        let dependency = BlockJob(name: "dependency", priority: .veryLow) {}
+        queue.add(dependency)
+        let waiter = BlockJob(name: "waiter", priority: .veryHigh) {}
+        waiter.addDependency(dependency)
+        JobQueue(name: "cancelling", instruments: [CancelsOnAdd()]).add(waiter)
+        #expect(waiter.isCancelled)
+        #expect(dependency.effectivePriority == .veryLow)
+        queue.isSuspended = false
+        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+    }
+
+    @Test func aCountAndItsTakingBackAgreeWhenTheJobsOwnPriorityChangesBetween() async throws {
+        let queue = JobQueue(name: "suspended")
+        queue.isSuspended = true
+        let dependency = BlockJob(name: "dependency", priority: .low) {}
+        queue.add(dependency)
+        let waiter = BlockJob(name: "waiter", priority: .high) {}
+        waiter.addDependency(dependency)
+        JobQueue(name: "waiters").add(waiter)
+        #expect(dependency.effectivePriority == .high)
+        dependency.priority = .high
+        waiter.cancel()
+        dependency.priority = .low
+        #expect(dependency.effectivePriority == .low)
+        queue.isSuspended = false
+        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+    }
+
+    @Test func aJobProducedInsideARaisedGroupRunsRaisedAndIsLoweredWithIt() async throws {
+        let produced = BlockJob(name: "produced", priority: .veryLow) {}
+        let holdsBack = BlockJob(name: "holds back") {}
+        produced.addDependency(holdsBack)  // waits in the child queue, where its priority shows
+        let producing = Gate()
+        let child = CallbackJob(name: "child", priority: .veryLow) { job, done in
+            Task {
+                await producing.waitAsync()
+                job.produce(produced)
+                done()
+            }
+        }
+        let group = GroupJob(name: "group", priority: .veryLow, children: [child])
+        let queue = JobQueue(name: "groups")
+        queue.add(group)
+        #expect(await eventually { group.state == .executing })
+        let top = BlockJob(name: "top", priority: .veryHigh) {}
+        top.addDependency(group)
+        JobQueue(name: "waiters").add(top)
+        #expect(child.effectivePriority == .veryHigh)
+        producing.open()
+        #expect(await eventually { produced.state == .pending })
+        #expect(produced.effectivePriority == .veryHigh)
+        top.cancel()
+        #expect(produced.effectivePriority == .veryLow)
+        JobQueue(name: "holding").add(holdsBack)
+        try await withDeadline(.seconds(30), "the group") { _ = await group.outcome }
+    }
 }

@@ -141,8 +141,7 @@ open class GroupJob: Job, @unchecked Sendable {
                     return action
                 }
                 if state == .executing, !group.group!.decided, let queue = group.group!.childQueue {
-                    let token = group.group!.beginJoining(newChildren)
-                    childPriority = group.group!.childPriority
+                    let token = group.group!.beginJoining(newChildren)  // counted when adopted
                     decision = .add(queue, cancelled: core.lifecycle.isCancelled, joining: token)
                 } else {
                     decision = .tooLate(state)
@@ -225,7 +224,7 @@ open class GroupJob: Job, @unchecked Sendable {
             exclusivityScope: scope,
             instruments: parentQueue?.instruments ?? JobQueue.defaultInstruments,
             adoption: { [weak self] jobs in self?.adopt(jobs) })
-        let (initial, cancelled, token): ([Job], Bool, UInt64) = withCore { core in
+        let (initial, cancelled, token, counted): ([Job], Bool, UInt64, JobPriority?) = withCore { core in
             let group = core.extrasForWriting()
             group.group!.childQueue = childQueue
             group.group!.started = true
@@ -233,8 +232,12 @@ open class GroupJob: Job, @unchecked Sendable {
             // make one) reaches them before they can start.
             let initial = group.group!.waiting
             group.group!.waiting = []
-            return (initial, core.lifecycle.isCancelled, group.group!.beginJoining(initial))
+            return (
+                initial, core.lifecycle.isCancelled, group.group!.beginJoining(initial), group.group!.childPriority
+            )
         }
+        // Counted from now on when the child queue adopts them.
+        if let counted { Job.recount(initial, from: counted, to: nil) }
         join(initial, to: childQueue, token: token, cancelled: cancelled)
     }
 
@@ -247,11 +250,14 @@ open class GroupJob: Job, @unchecked Sendable {
                 if core.extras?.parent !== self { core.extrasForWriting().parent = self }
             }
         }
-        withGroup { group in
+        let childPriority: JobPriority? = withGroup { group in
             group.unfinished += jobs.count
             group.children += jobs
             for job in jobs { group.progress.add(job.id) }
+            return group.childPriority
         }
+        // Children of a group that runs at a raised priority run at it too (see `Job+Priority.swift`).
+        if let childPriority { Job.recount(jobs, from: nil, to: childPriority) }
     }
 
     /// Tells the group's observers of `child` as a produced job.

@@ -70,7 +70,7 @@ extension Job {
             var (counted, raised) = (false, false)
             let registration = dependency.registerDependent(
                 self, batch: 0, index: 0, priority: priority, counted: &counted, raised: &raised)
-            if counted { markCounting() }
+            if counted { countedOn([dependency], at: priority) }
             if raised { Job.propagatePriority(from: [dependency]) }
             Propagation.run { work in
                 if let (scope, ticket) = withdrawn {

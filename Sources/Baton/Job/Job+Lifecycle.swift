@@ -117,10 +117,8 @@ extension Job {
         withCore { core in
             guard !core.lifecycle.isHandedOver else { return .finished }
             core.dependents.append(dependent)
-            if priority > core.priority, core.lifecycle.outcome == nil {
-                counted = true
-                raised = core.recount(remove: nil, add: priority)
-            }
+            let (didCount, changed) = core.recount(remove: nil, add: priority)
+            if didCount { (counted, raised) = (true, changed) }
             // Still handing over: released with the others once the hand-over ends.
             if core.lifecycle.isHandingOver { return .waits }
             let mark = core.cycleMark

@@ -16,6 +16,9 @@
 /// and children's counts. A job on a ready list keeps its place when its priority is lowered back.
 struct PriorityCounts {
     private var counts: [Int32] = []
+    /// The job's own priority when counting began: what a waiter must exceed to be counted. Fixed, so
+    /// that a count and its taking back agree even if the job's priority is changed in between.
+    var floor: JobPriority?
 
     mutating func add(_ priority: JobPriority, _ delta: Int32) {
         if counts.isEmpty { counts = Array(repeating: 0, count: JobPriority.allCases.count) }
@@ -39,14 +42,21 @@ extension JobCore {
         return counted
     }
 
-    /// One waiter less at `old` and one more at `new` (either may be absent). Returns whether the
-    /// effective priority changed. A job that finished keeps no counts.
-    mutating func recount(remove old: JobPriority?, add new: JobPriority?) -> Bool {
-        guard lifecycle.outcome == nil else { return false }
+    /// One waiter less at `old` and one more at `new` (either may be absent; only levels above the
+    /// job's own priority are counted). Returns whether anything was counted and whether the effective
+    /// priority changed. A job that finished keeps no counts.
+    mutating func recount(remove old: JobPriority?, add new: JobPriority?) -> (counted: Bool, changed: Bool) {
+        guard lifecycle.outcome == nil else { return (false, false) }
+        let floor = extras?.escalation.floor ?? priority
+        let removes = old.map { $0 > floor } ?? false
+        let adds = new.map { $0 > floor } ?? false
+        guard removes || adds else { return (false, false) }
         let before = effectivePriority
-        if let old, old > priority { extrasForWriting().escalation.add(old, -1) }
-        if let new, new > priority { extrasForWriting().escalation.add(new, 1) }
-        return effectivePriority != before
+        let extras = extrasForWriting()
+        if extras.escalation.floor == nil { extras.escalation.floor = floor }
+        if removes, let old { extras.escalation.add(old, -1) }
+        if adds, let new { extras.escalation.add(new, 1) }
+        return (true, effectivePriority != before)
     }
 
     /// The level this job counts itself at on what it waits for, fixed now if it was not yet.
@@ -64,22 +74,27 @@ extension Job {
     /// down when such a waiter is cancelled before it runs.
     public var effectivePriority: JobPriority { withCore { $0.effectivePriority } }
 
-    /// Counts `waiter`, which counts itself at `level`, on this job (registered as its dependent).
-    /// Returns whether this job's effective priority changed.
-    func countWaiter(at level: JobPriority) -> Bool {
-        withCore { $0.recount(remove: nil, add: level) }
-    }
-
-    /// A waiter that counted itself on `dependencies` at `level` made a count on at least one of them.
-    func markCounting() {
-        withCore { $0.countsOnOthers = true }
+    /// This waiter made a count on at least one of `dependencies` at `level` (registering with them):
+    /// it takes its counts back when it finishes without running — or now, if it already did (it was
+    /// cancelled while it registered).
+    func countedOn(_ dependencies: [Job], at level: JobPriority) {
+        let finishedWithoutRunning: Bool = withCore { core in
+            switch core.lifecycle.state {
+            case .handingOver(let ending, parked: false), .finished(let ending):
+                return !ending.executed  // its completion was taken: it cannot take the counts back
+            default:
+                core.countsOnOthers = true
+                return false
+            }
+        }
+        if finishedWithoutRunning { Job.recount(dependencies, from: level, to: nil) }
     }
 
     /// Moves each job's count of a waiter from `old` to `new`, then carries every resulting change on.
     static func recount(_ jobs: [Job], from old: JobPriority?, to new: JobPriority?) {
         guard old != new else { return }
         var changed: [Job] = []
-        for job in jobs where job.withCore({ $0.recount(remove: old, add: new) }) { changed.append(job) }
+        for job in jobs where job.withCore({ $0.recount(remove: old, add: new) }).changed { changed.append(job) }
         if !changed.isEmpty { propagatePriority(from: changed) }
     }
 
@@ -101,12 +116,12 @@ extension Job {
                     }
                 }
                 if let extras = core.extras, extras.group != nil {
+                    // Children are counted while they wait for the group to run, and from when they are
+                    // adopted by its child queue (see `GroupJob.adopt`); not while they join it.
                     let level: JobPriority? = effective > core.priority ? effective : nil
                     if extras.group!.childPriority != level {
                         let group = extras.group!
-                        moves.append(
-                            (group.waiting + group.children + group.joining.values.joined(), group.childPriority, level)
-                        )
+                        moves.append((group.waiting + group.children, group.childPriority, level))
                         extras.group!.childPriority = level
                     }
                 }
@@ -122,7 +137,7 @@ extension Job {
                 }
             }
             for (targets, old, new) in moves {
-                for target in targets where target.withCore({ $0.recount(remove: old, add: new) }) {
+                for target in targets where target.withCore({ $0.recount(remove: old, add: new) }).changed {
                     work.append(target)
                 }
             }
@@ -138,8 +153,7 @@ extension JobQueue {
     func reprioritize(_ id: UInt64, _ priority: JobPriority, claims: Bool) {
         startWorkers(
             lock.withLock {
-                guard scheduler.members[id] != nil else { return 0 }
-                scheduler.markReady(id, priority: priority, claims: claims)
+                scheduler.raise(id, to: priority, claims: claims)
                 return scheduler.workersToStart()
             })
     }

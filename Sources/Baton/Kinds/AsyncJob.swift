@@ -37,7 +37,8 @@ open class AsyncJob: Job, @unchecked Sendable {
     override var finishesWhenExecuteReturns: Bool { false }
 
     public final override func execute() throws {
-        let task = Task(priority: effectivePriority.taskPriority) {
+        let priority = effectivePriority
+        let task = Task(priority: priority.taskPriority) {
             do {
                 try await self.perform()
                 self.bodyCompleted(error: nil)
@@ -46,17 +47,29 @@ open class AsyncJob: Job, @unchecked Sendable {
             }
         }
         // A cancel that came before the task was stored did not reach it: pass it on now.
-        let cancelled = withCore { core in
+        let (cancelled, raised) = withCore { core in
             // Not kept by a job whose body finished already (its hand-over may be over).
             if core.lifecycle.outcome == nil { self.task = task }  // guarded by the same lock
-            return core.lifecycle.isCancelled
+            return (core.lifecycle.isCancelled, core.effectivePriority)
         }
         if cancelled { task.cancel() }
+        // Raised before the task was stored: the raise did not reach it.
+        if raised > priority { Self.escalate(task, to: raised) }
     }
 
     override func escalateBody(to priority: JobPriority) {
         guard let task = mutex.withLock({ task }) else { return }
-        task.escalatePriority(to: priority.taskPriority)
+        Self.escalate(task, to: priority)
+    }
+
+    /// Raises the task's priority where Swift can (`Task.escalatePriority(to:)`, Swift 6.2 and, on
+    /// Apple platforms, their 26 releases); elsewhere the task keeps the priority it started with.
+    private static func escalate(_ task: Task<Void, Never>, to priority: JobPriority) {
+        #if compiler(>=6.2)
+        if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, *) {
+            task.escalatePriority(to: priority.taskPriority)
+        }
+        #endif
     }
 
     override func interruptBody(_ work: inout Propagation) {

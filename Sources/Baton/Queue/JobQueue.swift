@@ -251,7 +251,7 @@ public final class JobQueue: @unchecked Sendable {
                     }
                     if rose { raised.append(dependency) }
                 }
-                if counted { job.markCounting() }
+                if counted { job.countedOn(dependencies, at: priority) }
                 holds.append((job, finished))
             }
             // Dependencies waited for by jobs of higher priority run at that priority (before the holds

@@ -15,6 +15,9 @@ struct QueueScheduler<Member> {
     /// Jobs that finished before they joined (see `insert(_:_:readyWith:claims:)`); each is removed
     /// when it joins.
     private var finishedBeforeJoining: Set<UInt64> = []
+    /// Jobs raised (see `raise(_:to:claims:)`) between joining and becoming members: the priority to
+    /// put them on the ready list with.
+    private var raisedBeforeJoining: [UInt64: JobPriority] = [:]
     private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
     /// Identifiers in the ready lists, including stale ones.
     private(set) var readyCount = 0
@@ -41,10 +44,29 @@ struct QueueScheduler<Member> {
     /// own lock) before it becomes a member (under the queue's): one that finished in between (it was
     /// cancelled) does not become a member.
     mutating func insert(_ id: UInt64, _ member: Member, readyWith priority: JobPriority?, claims: Bool = false) {
-        if finishedBeforeJoining.remove(id) != nil { return }
+        if finishedBeforeJoining.remove(id) != nil {
+            if !raisedBeforeJoining.isEmpty { raisedBeforeJoining[id] = nil }
+            return
+        }
         progress &+= 1
         members[id] = member
+        var priority = priority
+        if !raisedBeforeJoining.isEmpty, let raised = raisedBeforeJoining.removeValue(forKey: id), let ready = priority
+        {
+            priority = max(ready, raised)
+        }
         if let priority { markReady(id, priority: priority, claims: claims) }
+    }
+
+    /// A ready job's effective priority rose: it goes on that priority's ready list too (the entry that
+    /// comes up first starts it, the other is skipped as stale). A job that has not become a member yet
+    /// is put on it when it does.
+    mutating func raise(_ id: UInt64, to priority: JobPriority, claims: Bool) {
+        if members[id] != nil {
+            markReady(id, priority: priority, claims: claims)
+        } else {
+            raisedBeforeJoining[id] = max(priority, raisedBeforeJoining[id] ?? priority)
+        }
     }
 
     /// Marks on a ready list's entry that its job claims exclusivity categories when started
