@@ -415,15 +415,22 @@ public final class JobQueue: @unchecked Sendable {
 
     /// Submits the claims of the jobs started that must claim categories, in the order they were started,
     /// until there are none left (this thread was made the one that submits them).
-    private func submitClaims() {
+    ///
+    /// Returns one job whose claim was granted at once, for this worker loop to run (it holds its slot
+    /// already); the others granted at once start on threads of their own.
+    private func submitClaims() -> (job: Job, deliverFirst: Bool)? {
+        var runHere: (job: Job, deliverFirst: Bool)?
         while true {
             let next: Job? = lock.withLock {
                 if let job = claimsToSubmit.popFirst() { return job }
                 claimsDraining = false
                 return nil
             }
-            guard let job = next else { return }
-            job.claimFromQueue(self)
+            guard let job = next else { return runHere }
+            let (run, deliverFirst) = job.claimFromQueue(self)
+            guard run else { continue }
+            if let earlier = runHere { startGranted(earlier.job, deliverFirst: earlier.deliverFirst) }
+            runHere = (job, deliverFirst)
         }
     }
 
@@ -510,9 +517,15 @@ public final class JobQueue: @unchecked Sendable {
                 other.dispatchWorker()
             }
             if claims {
-                // The job holds its slot while it claims its categories (it runs once they are granted, on
-                // another thread): a job waiting for a slot never holds a category.
-                if drain { submitClaims() }
+                // The job holds its slot while it claims its categories: a job waiting for a slot never
+                // holds a category. One claim granted at once runs here, as a job without categories
+                // would; the others start on threads of their own, now or when they are granted.
+                if drain, let (granted, deliverFirst) = submitClaims() {
+                    context.running = granted
+                    granted.runStarted(in: self, deliverFirst: deliverFirst)
+                    context.running = nil
+                    context.bodyReturned = false
+                }
                 report = .ran
                 continue
             }
