@@ -416,21 +416,27 @@ public final class JobQueue: @unchecked Sendable {
     /// Submits the claims of the jobs started that must claim categories, in the order they were started,
     /// until there are none left (this thread was made the one that submits them).
     ///
-    /// Returns one job whose claim was granted at once, for this worker loop to run (it holds its slot
-    /// already); the others granted at once start on threads of their own.
+    /// Returns the job whose claim was granted at once if it was the last one to submit, for this worker
+    /// loop to run (it holds its slot already). One granted while other claims wait to be submitted
+    /// starts on a thread of its own at once: submitting them can run user code (a refused claim's
+    /// finish observers), which must never wait for a job held back here.
     private func submitClaims() -> (job: Job, deliverFirst: Bool)? {
-        var runHere: (job: Job, deliverFirst: Bool)?
         while true {
             let next: Job? = lock.withLock {
                 if let job = claimsToSubmit.popFirst() { return job }
                 claimsDraining = false
                 return nil
             }
-            guard let job = next else { return runHere }
+            guard let job = next else { return nil }
             let (run, deliverFirst) = job.claimFromQueue(self)
             guard run else { continue }
-            if let earlier = runHere { startGranted(earlier.job, deliverFirst: earlier.deliverFirst) }
-            runHere = (job, deliverFirst)
+            let last: Bool = lock.withLock {
+                guard claimsToSubmit.isEmpty else { return false }
+                claimsDraining = false
+                return true
+            }
+            if last { return (job, deliverFirst) }
+            startGranted(job, deliverFirst: deliverFirst)
         }
     }
 
