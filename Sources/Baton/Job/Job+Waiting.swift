@@ -51,7 +51,7 @@ extension Job {
     /// instruments told of it, the `deinit`s of what it lets go of — gets the outcome at once: the job
     /// is finished for it. From such code, a wait for something that can only happen after the finish
     /// (a job that depends on this one, its group, its own queue becoming empty) would never return:
-    /// it stops the program with a message naming both (see ``JobQueue/waitUntilAllJobsAreFinished()``).
+    /// it stops the program with a message naming both (as `JobQueue.waitUntilAllJobsAreFinished()` does).
     ///
     /// - Important: Never call it from the thread that must run the job (for example the main thread
     ///   for ``JobQueue/main``), or it waits forever.
