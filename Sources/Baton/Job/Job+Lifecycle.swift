@@ -240,23 +240,19 @@ extension Job {
     /// them: the job, which holds the slot it was given, claims its categories and runs once they are
     /// granted (now, on one of the queue's threads, or when `claimGranted(_:_:)` is called). A job
     /// that finished or went back to waiting since it was put on the ready list gives its slot back.
-    ///
-    /// Returns whether to run the body and deliver first, for a claim granted at once: the caller runs
-    /// it on one of the queue's threads (its worker loop's, see `JobQueue.submitClaims`).
-    func claimFromQueue(_ queue: JobQueue) -> (run: Bool, deliverFirst: Bool) {
+    func claimFromQueue(_ queue: JobQueue) {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
         switch action {
         case .claim(let round):
             var work = Propagation()
             let granted = claim(round: round, &work)
             work.run()
-            if case .run(let deliver) = granted { return (true, deliver) }
+            if case .run(let deliver) = granted { queue.startGranted(self, deliverFirst: deliver) }
         case .run(let deliver):
-            return (true, deliver)
+            queue.startGranted(self, deliverFirst: deliver)
         default:
             queue.slotReturned()
         }
-        return (false, false)
     }
 
     /// Asks the job's queue's scope for its categories. Returns the action of a claim granted at once

@@ -415,28 +415,15 @@ public final class JobQueue: @unchecked Sendable {
 
     /// Submits the claims of the jobs started that must claim categories, in the order they were started,
     /// until there are none left (this thread was made the one that submits them).
-    ///
-    /// Returns the job whose claim was granted at once if it was the last one to submit, for this worker
-    /// loop to run (it holds its slot already). One granted while other claims wait to be submitted
-    /// starts on a thread of its own at once: submitting them can run user code (a refused claim's
-    /// finish observers), which must never wait for a job held back here.
-    private func submitClaims() -> (job: Job, deliverFirst: Bool)? {
+    private func submitClaims() {
         while true {
             let next: Job? = lock.withLock {
                 if let job = claimsToSubmit.popFirst() { return job }
                 claimsDraining = false
                 return nil
             }
-            guard let job = next else { return nil }
-            let (run, deliverFirst) = job.claimFromQueue(self)
-            guard run else { continue }
-            let last: Bool = lock.withLock {
-                guard claimsToSubmit.isEmpty else { return false }
-                claimsDraining = false
-                return true
-            }
-            if last { return (job, deliverFirst) }
-            startGranted(job, deliverFirst: deliverFirst)
+            guard let job = next else { return }
+            job.claimFromQueue(self)
         }
     }
 
@@ -523,15 +510,9 @@ public final class JobQueue: @unchecked Sendable {
                 other.dispatchWorker()
             }
             if claims {
-                // The job holds its slot while it claims its categories: a job waiting for a slot never
-                // holds a category. One claim granted at once runs here, as a job without categories
-                // would; the others start on threads of their own, now or when they are granted.
-                if drain, let (granted, deliverFirst) = submitClaims() {
-                    context.running = granted
-                    granted.runStarted(in: self, deliverFirst: deliverFirst)
-                    context.running = nil
-                    context.bodyReturned = false
-                }
+                // The job holds its slot while it claims its categories (it runs once they are granted, on
+                // another thread): a job waiting for a slot never holds a category.
+                if drain { submitClaims() }
                 report = .ran
                 continue
             }
