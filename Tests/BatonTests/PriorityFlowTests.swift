@@ -16,6 +16,30 @@ import Testing
         return queue
     }
 
+    /// A queue that starts nothing until `drain(_:)`: its jobs wait where their priority shows.
+    func suspendedQueue() -> JobQueue {
+        let queue = JobQueue(name: "suspended")
+        queue.isSuspended = true
+        return queue
+    }
+
+    /// A job of `priority` that waits for `dependencies`, added to a queue of its own (which runs).
+    @discardableResult
+    func waiter(_ name: String, _ priority: JobPriority, for dependencies: Job...) -> BlockJob {
+        let job = BlockJob(name: name, priority: priority) {}
+        job.addDependencies(dependencies)
+        JobQueue(name: "\(name)'s queue").add(job)
+        return job
+    }
+
+    /// Resumes a suspended queue and waits, with a deadline, until its jobs finished.
+    func drain(_ queue: JobQueue) async throws {
+        queue.isSuspended = false
+        try await withDeadline(.seconds(30), "the jobs of queue '\(queue.name)'") {
+            await queue.waitUntilAllJobsAreFinished()
+        }
+    }
+
     @Test func aVeryHighJobWaitingForAVeryLowOneInASaturatedSerialQueueIsNotLeftBehindTheOthers() async throws {
         let order = Recorder<String>()
         let serial = saturatedSerialQueue("serial", order: order, fillers: 5)
@@ -60,17 +84,13 @@ import Testing
     }
 
     @Test func cancellingTheWaiterLowersThePriorityBack() async throws {
-        let queue = JobQueue(name: "suspended")
-        queue.isSuspended = true
+        let queue = suspendedQueue()
         let bottom = BlockJob(name: "bottom", priority: .veryLow) {}
         let middle = BlockJob(name: "middle", priority: .low) {}
         middle.addDependency(bottom)
         queue.add([bottom, middle])
-        let top = BlockJob(name: "top", priority: .veryHigh) {}
-        top.addDependency(middle)
-        let other = BlockJob(name: "other", priority: .high) {}
-        other.addDependency(middle)
-        JobQueue(name: "waiters").add([top, other])
+        let top = waiter("top", .veryHigh, for: middle)
+        let other = waiter("other", .high, for: middle)
         #expect(middle.effectivePriority == .veryHigh)
         #expect(bottom.effectivePriority == .veryHigh)
         top.cancel()
@@ -80,21 +100,17 @@ import Testing
         other.cancel()
         #expect(middle.effectivePriority == .low)
         #expect(bottom.effectivePriority == .low)  // the middle job, of low priority, still waits for it
-        queue.isSuspended = false
-        try await withDeadline(.seconds(30), "the lowered jobs") { await queue.waitUntilAllJobsAreFinished() }
+        try await drain(queue)
     }
 
     @Test func aLateDependencyAndAGroupsChildrenAreRaisedToo() async throws {
-        let queue = JobQueue(name: "suspended")
-        queue.isSuspended = true
+        let queue = suspendedQueue()
         let child = BlockJob(name: "child", priority: .veryLow) {}
         let group = GroupJob(name: "group", priority: .veryLow, children: [child])
         queue.add(group)
         let late = BlockJob(name: "late", priority: .veryLow) {}
         queue.add(late)
-        let top = BlockJob(name: "top", priority: .veryHigh) {}
-        top.addDependency(group)
-        JobQueue(name: "waiters").add(top)
+        let top = waiter("top", .veryHigh, for: group)
         #expect(group.effectivePriority == .veryHigh)
         #expect(child.effectivePriority == .veryHigh)  // waits in its group until the group runs
         // A dependency added to a waiting job later is raised at once.
@@ -102,17 +118,14 @@ import Testing
         let holdsBack = BlockJob(name: "holds back") {}
         waiting.addDependency(holdsBack)
         queue.add([holdsBack, waiting])
-        let raiser = BlockJob(name: "raiser", priority: .high) {}
-        raiser.addDependency(waiting)
-        JobQueue(name: "raisers").add(raiser)
+        let raiser = waiter("raiser", .high, for: waiting)
         #expect(waiting.addDependency(late))
         #expect(late.effectivePriority == .high)
         top.cancel()
         raiser.cancel()
         #expect(child.effectivePriority == .veryLow)
         #expect(late.effectivePriority == .normal)  // the waiting job, of normal priority, still waits for it
-        queue.isSuspended = false
-        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+        try await drain(queue)
     }
 
     @Test func anAsyncBodyRunsAtTheRaisedPriority() async throws {
@@ -127,9 +140,7 @@ import Testing
         let queue = JobQueue(name: "async")
         queue.add(body)
         try await withDeadline(.seconds(30), "the async body starting") { await started.waitAsync() }
-        let top = BlockJob(name: "top", priority: .veryHigh) {}
-        top.addDependency(body)
-        JobQueue(name: "waiters").add(top)
+        let top = waiter("top", .veryHigh, for: body)
         #expect(body.effectivePriority == .veryHigh)
         proceed.open()
         try await withDeadline(.seconds(30), "the raised body") { _ = await top.outcome }
@@ -146,34 +157,28 @@ import Testing
     }
 
     @Test func aWaiterCancelledWhileItRegistersLeavesNoRaiseBehind() async throws {
-        let queue = JobQueue(name: "suspended")
-        queue.isSuspended = true
+        let queue = suspendedQueue()
         let dependency = BlockJob(name: "dependency", priority: .veryLow) {}
         queue.add(dependency)
-        let waiter = BlockJob(name: "waiter", priority: .veryHigh) {}
-        waiter.addDependency(dependency)
-        JobQueue(name: "cancelling", instruments: [CancelsOnAdd()]).add(waiter)
-        #expect(waiter.isCancelled)
+        let cancelled = BlockJob(name: "waiter", priority: .veryHigh) {}
+        cancelled.addDependency(dependency)
+        JobQueue(name: "cancelling", instruments: [CancelsOnAdd()]).add(cancelled)
+        #expect(cancelled.isCancelled)
         #expect(dependency.effectivePriority == .veryLow)
-        queue.isSuspended = false
-        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+        try await drain(queue)
     }
 
     @Test func aCountAndItsTakingBackAgreeWhenTheJobsOwnPriorityChangesBetween() async throws {
-        let queue = JobQueue(name: "suspended")
-        queue.isSuspended = true
+        let queue = suspendedQueue()
         let dependency = BlockJob(name: "dependency", priority: .low) {}
         queue.add(dependency)
-        let waiter = BlockJob(name: "waiter", priority: .high) {}
-        waiter.addDependency(dependency)
-        JobQueue(name: "waiters").add(waiter)
+        let high = waiter("waiter", .high, for: dependency)
         #expect(dependency.effectivePriority == .high)
         dependency.priority = .high
-        waiter.cancel()
+        high.cancel()
         dependency.priority = .low
         #expect(dependency.effectivePriority == .low)
-        queue.isSuspended = false
-        try await withDeadline(.seconds(30), "the queue") { await queue.waitUntilAllJobsAreFinished() }
+        try await drain(queue)
     }
 
     @Test func aJobProducedInsideARaisedGroupRunsRaisedAndIsLoweredWithIt() async throws {
@@ -192,9 +197,7 @@ import Testing
         let queue = JobQueue(name: "groups")
         queue.add(group)
         #expect(await eventually { group.state == .executing })
-        let top = BlockJob(name: "top", priority: .veryHigh) {}
-        top.addDependency(group)
-        JobQueue(name: "waiters").add(top)
+        let top = waiter("top", .veryHigh, for: group)
         #expect(child.effectivePriority == .veryHigh)
         producing.open()
         #expect(await eventually { produced.state == .pending })
