@@ -20,45 +20,54 @@ extension PostgresJobStore {
     /// and the claim taken again.
     ///
     /// The claiming statement looks at `limit` candidates at a time. When some of them could not be
-    /// admitted (candidates sharing a category with room for fewer of them), the claim looks further,
-    /// as the SQLite store does: taken again for the room left, the statement no longer sees the
-    /// candidates whose categories are now full, and reaches the next ones. It stops at a look that
-    /// found fewer candidates than it asked for, or that admitted none (after a first such look: another
-    /// claimer may have filled the categories meanwhile), and after at most 16 looks.
+    /// admitted (candidates sharing a category with room for fewer of them, or a category whose lock
+    /// another session holds), the claim looks further, as the SQLite store does: taken again for the
+    /// room left, the statement no longer sees the candidates whose categories are now full, nor those
+    /// needing a category found busy (a busy category's jobs would otherwise come first in every look,
+    /// however many of them, and a worker with little room would claim nothing while other jobs wait
+    /// behind them), and reaches the next ones. It stops at a look that found fewer candidates than it
+    /// asked for, or that neither claimed a job nor found another category busy, and after at most 16
+    /// looks.
     func completeClaim(
         _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, lease: Duration
     ) async throws -> [ClaimedJob] {
-        var (claimed, expired, filled) = try await claimReady(rows, worker: worker, limit: limit, lease: lease)
-        if expired {
+        let first = try await claimReady(rows, worker: worker, limit: limit, lease: lease)
+        var (claimed, busy, filled) = (first.claimed, first.busy, first.filled)
+        if first.expired {
             try await endExpiredLeases()
             filled = true  // Jobs whose leases ended may be ready again.
         }
         var looks = 1
-        var admitted = true
-        while claimed.count < limit, filled, admitted, looks < 16 {
+        var progressed = true
+        while claimed.count < limit, filled, progressed, looks < 16 {
             looks += 1
             let room = limit - claimed.count
             let rows = try await prepared(
                 "claim",
-                Self.claimStatement(worker: worker, kinds: kinds, limit: room, lease: lease, now: nowOverride))
+                Self.claimStatement(
+                    worker: worker, kinds: kinds, limit: room, lease: lease, now: nowOverride, busy: busy))
             let look = try await claimReady(rows, worker: worker, limit: room, lease: lease)
             claimed += look.claimed
+            let found = look.busy.subtracting(busy)
+            busy.formUnion(found)
             filled = look.filled
-            admitted = !look.claimed.isEmpty
+            progressed = !look.claimed.isEmpty || !found.isEmpty
         }
         claimed.sort { ($0.priority, $1.job.rawValue) > ($1.priority, $0.job.rawValue) }
         return claimed
     }
 
+    /// The claiming statement's call; `busy`: categories whose lock another session held in this claim.
     static func claimStatement(
-        worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?
+        worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?, busy: Set<String> = []
     ) -> Prepared<ClaimReady> {
-        var bindings = PostgresBindings(capacity: 5)
+        var bindings = PostgresBindings(capacity: 6)
         bindings.append(now)
         bindings.append(kinds)
         bindings.append(limit)
         bindings.append(worker)
         bindings.append(lease.seconds)
+        bindings.append(busy.sorted())
         return Prepared<ClaimReady>(bindings: bindings)
     }
 
@@ -67,12 +76,13 @@ extension PostgresJobStore {
     static let newToken =
         "(floor(random() * 2147483648)::bigint * 2147483648 + floor(random() * 2147483648)::bigint + 1)"
 
-    /// One claiming pass over the ready jobs, given the claiming statement's rows; also says whether any
-    /// lease has expired, and whether the statement found as many candidates as it was asked for
-    /// (`filled`: there may be more).
+    /// One claiming pass over the ready jobs, given the claiming statement's rows; also says which
+    /// categories it found busy (their lock held by another session), whether any lease has expired,
+    /// and whether the statement found as many candidates as it was asked for (`filled`: there may be
+    /// more).
     private func claimReady(
         _ rows: [PostgresRow], worker: String, limit: Int, lease: Duration
-    ) async throws -> (claimed: [ClaimedJob], expired: Bool, filled: Bool) {
+    ) async throws -> (claimed: [ClaimedJob], busy: Set<String>, expired: Bool, filled: Bool) {
         // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
         //    running by the statement. Candidates with categories are only reported, not claimed.
         //    A last row (claimed NULL) reports that some lease has expired.
@@ -89,15 +99,18 @@ extension PostgresJobStore {
         }
         let candidates = claimed.count + withCategories.count
         // 2. Jobs with categories: each category's count is checked and taken under a per-category lock.
+        var busy: Set<String> = []
         if !withCategories.isEmpty && claimed.count < limit {
-            claimed += try await claimWithCategories(
+            let admitted: [ClaimedJob]
+            (admitted, busy) = try await claimWithCategories(
                 withCategories, worker: worker, limit: limit - claimed.count, lease: lease)
+            claimed += admitted
         }
-        return (claimed, expired, candidates >= limit)
+        return (claimed, busy, expired, candidates >= limit)
     }
 
     /// The claiming statement: $1 now (NULL: the server's clock), $2 kinds, $3 limit, $4 worker, $5 the
-    /// lease in seconds.
+    /// lease in seconds, $6 the categories found busy by an earlier look (their jobs are passed over).
     ///
     /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
     /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
@@ -105,7 +118,7 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v5"
+        static let name = "baton_claim_ready_v6"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
@@ -113,7 +126,8 @@ extension PostgresJobStore {
                 SELECT j.id, j.has_categories FROM jobs j
                 WHERE j.state = 'ready' AND j.not_before <= (SELECT t FROM now) AND j.kind = ANY($2)
                     AND (NOT j.has_categories OR COALESCE((
-                        SELECT bool_and((SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
+                        SELECT bool_and(c.category <> ALL($6::text[])
+                            AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
                         FROM job_categories c WHERE c.job = j.id), true))
                 ORDER BY j.priority DESC, j.id
                 LIMIT $3
@@ -153,14 +167,15 @@ extension PostgresJobStore {
     }
 
     /// Claims, in priority order, those of `candidates` whose categories all have room, counting the
-    /// holders under a transaction-scoped advisory lock per category. A category whose lock another
+    /// holders under a transaction-scoped advisory lock per category; also says which categories were
+    /// busy. A category whose lock another
     /// session holds is skipped, as `SKIP LOCKED` skips a busy row: a claim never waits for one (a
     /// session stuck inside a claim — a paused worker, a half-open connection — would otherwise stall
     /// every worker's claims, jobs without categories included). Releasing a category needs no lock: a
     /// claimer that counted a holder just released only admits fewer jobs.
     func claimWithCategories(
         _ candidates: [Int64], worker: String, limit: Int, lease: Duration
-    ) async throws -> [ClaimedJob] {
+    ) async throws -> (claimed: [ClaimedJob], busy: Set<String>) {
         let logger = logger
         let prefix = configuration.schema + ":category:"
         return try await transaction("claim") { connection in
@@ -172,7 +187,7 @@ extension PostgresJobStore {
                 ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED
                 """, logger: logger
             ).collect().map { try $0.decode(Int64.self) }
-            guard !locked.isEmpty else { return [] }
+            guard !locked.isEmpty else { return ([], []) }
             var needs: [Int64: [(String, Int)]] = [:]
             for try await (job, category, maximum) in try await connection.query(
                 "SELECT job, category, max_holders FROM job_categories WHERE job = ANY(\(locked))", logger: logger
@@ -189,7 +204,8 @@ extension PostgresJobStore {
             ).decode(String.self) {
                 free.insert(name)
             }
-            guard !free.isEmpty else { return [] }
+            let busy = Set(names).subtracting(free)
+            guard !free.isEmpty else { return ([], busy) }
             var held: [String: Int] = [:]
             for try await (category, count) in try await connection.query(
                 "SELECT category, count(*)::int FROM holders WHERE category = ANY(\(Array(free))) GROUP BY category",
@@ -210,7 +226,7 @@ extension PostgresJobStore {
                     holderCategories.append(category)
                 }
             }
-            guard !chosen.isEmpty else { return [] }
+            guard !chosen.isEmpty else { return ([], busy) }
             if !holderJobs.isEmpty {
                 try await connection.query(
                     "INSERT INTO holders (category, job) SELECT * FROM unnest(\(holderCategories), \(holderJobs))",
@@ -227,7 +243,7 @@ extension PostgresJobStore {
                     COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
                 """, logger: logger
             ).collect()
-            return try rows.map { try Self.claimedJob($0.makeRandomAccess()) }
+            return (try rows.map { try Self.claimedJob($0.makeRandomAccess()) }, busy)
         }
     }
 

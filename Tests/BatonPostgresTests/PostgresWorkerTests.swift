@@ -246,6 +246,42 @@ struct PostgresWorkerTests {
         #expect(try await store.explain(run: run.id).counts == [.succeeded: 300])
     }
 
+    @Test(
+        "a claim with room for one passes over the jobs of a category whose lock another session holds, however many come first"
+    )
+    func claimPassesOverABusyCategory() async throws {
+        try await TestPostgres.withStore("stuck_front") { store, configuration in
+            let stuck = try await TestPostgres.connect(configuration, id: 8)
+            do {
+                try await stuck.query("BEGIN", logger: TestPostgres.logger)
+                try await stuck.query(
+                    "SELECT pg_advisory_xact_lock(hashtext(\(configuration.schema + ":category:one")))",
+                    logger: TestPostgres.logger)
+                // Twenty jobs of the held category come first (higher priority), then one without.
+                let one = DurableCategory.named("one", limit: 30)
+                var graph = JobGraph(name: "front")
+                for index in 0..<20 {
+                    graph.add(
+                        Gauged.self, input: Work(milliseconds: 0, category: true), name: "held\(index)",
+                        priority: .high, categories: [one])
+                }
+                graph.add(Gauged.self, input: Work(milliseconds: 0, category: false), name: "free")
+                _ = try await store.submit(graph)
+                let claimed = try await store.claim(
+                    worker: "w", kinds: [Gauged.kind], limit: 1, lease: .seconds(30))
+                #expect(claimed.map(\.name) == ["free"])
+                #expect(try await store.claim(worker: "w", kinds: [Gauged.kind], limit: 5, lease: .seconds(30)).isEmpty)
+                try await stuck.query("ROLLBACK", logger: TestPostgres.logger)
+                let freed = try await store.claim(worker: "w", kinds: [Gauged.kind], limit: 25, lease: .seconds(30))
+                #expect(freed.count == 20 && freed.allSatisfy { $0.name.hasPrefix("held") })
+                try await stuck.close()
+            } catch {
+                try? await stuck.close()
+                throw error
+            }
+        }
+    }
+
     @Test("the store's sessions bound the locks a stuck client can hold, and their waits for others'")
     func sessionsHaveServerSideLimits() async throws {
         var configuration = try TestPostgres.configuration("limits")
