@@ -556,7 +556,7 @@ extension EarthquakesCLI {
 
     /// `5 min`, `30 s`, `1 h`.
     static func spoken(_ interval: Duration) -> String {
-        let seconds = Double(interval.components.seconds) + Double(interval.components.attoseconds) / 1e18
+        let seconds = interval.seconds
         if seconds >= 86_400, seconds.truncatingRemainder(dividingBy: 86_400) == 0 {
             return "\(Int(seconds / 86_400)) d"
         }

@@ -202,7 +202,7 @@ public final class GetEarthquakes: Sendable {
         job = GroupJob(name: "get earthquakes from \(source)", children: steps)
         for (step, next) in zip(steps, steps.dropFirst()) {
             step.onFinish { outcome in
-                if !outcome.isSucceeded { next.cancel(reason: CancellationError()) }
+                if !outcome.didSucceed { next.cancel(reason: CancellationError()) }
             }
         }
     }

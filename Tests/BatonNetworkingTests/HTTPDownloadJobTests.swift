@@ -14,7 +14,7 @@ import Testing
         let destination = folder.file("feed.geojson")
         let job = HTTPDownloadJob(url: server.url("/feed"), to: destination, session: .forTests())
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await server.shutdown()
 
         #expect(try Data(contentsOf: destination) == body)
@@ -30,7 +30,7 @@ import Testing
         let server = try await TestHTTPServer.start { _ in .ok(Data("new".utf8)) }
         let job = HTTPDownloadJob(url: server.url("/feed"), to: destination, session: .forTests())
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await server.shutdown()
         #expect(try String(contentsOf: destination, encoding: .utf8) == "new")
         #expect(folder.contents == ["feed.geojson"])
@@ -47,11 +47,11 @@ import Testing
         let server = try await TestHTTPServer.start { _ in .ok(Data("new".utf8)) }
         let job = HTTPDownloadJob(url: server.url("/feed"), to: destination, session: .forTests())
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         let fresh = folder.file("new.geojson")
         let second = HTTPDownloadJob(url: server.url("/feed"), to: fresh, session: .forTests())
         JobQueue().add(second)
-        #expect(await second.outcome.isSucceeded)
+        #expect(await second.outcome.didSucceed)
         await server.shutdown()
         #expect(try String(contentsOf: destination, encoding: .utf8) == "new")
         let mode = try FileManager.default.attributesOfItem(atPath: destination.path)[.posixPermissions] as? Int

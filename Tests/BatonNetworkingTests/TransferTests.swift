@@ -32,7 +32,7 @@ import FoundationNetworking
         #expect(job.outcomeIfDecided == nil)
         #expect(reports.values.last == 100_000)
         release.open()
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await server.shutdown()
         #expect(reports.values.last == 300_000)
         #expect(reports.values == reports.values.sorted())
@@ -73,7 +73,7 @@ import FoundationNetworking
         send.forEach { $0.open() }  // lets the server's pacing task end if the loop stopped early
         let outcome = await job.outcome
         await server.shutdown()
-        #expect(outcome.isSucceeded, "\(String(describing: outcome.error))")
+        #expect(outcome.didSucceed, "\(String(describing: outcome.error))")
         #expect(clock.now.offset == .seconds(22))
         #expect(try Data(contentsOf: folder.file("feed.geojson")) == body)
     }

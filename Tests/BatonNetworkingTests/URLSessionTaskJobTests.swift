@@ -21,7 +21,7 @@ import FoundationNetworking
         let outcome = await job.outcome
         await server.shutdown()
 
-        #expect(outcome.isSucceeded)
+        #expect(outcome.didSucceed)
         #expect(job.data == body)
         #expect(job.statusCode == 200)
         #expect(sizes.values.last == Int64(body.count))  // the final report is the whole body
@@ -49,7 +49,7 @@ import FoundationNetworking
         let job = URLSessionTaskJob(
             request: URLRequest(url: server.url("/x")), session: .forTests(), acceptableStatusCodes: nil)
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await server.shutdown()
         #expect(job.statusCode == 404)
     }
@@ -87,7 +87,7 @@ import FoundationNetworking
         await server.shutdown()
 
         let error = try #require(outcome.error as? NetworkError)
-        #expect(outcome.isFailed)
+        #expect(outcome.didFail)
         #expect(error.code == .timedOut)
         #expect(error.description.contains("within 1 second"))
         #expect(error.description.contains(url.absoluteString))
@@ -111,7 +111,7 @@ import FoundationNetworking
         let job = URLSessionTaskJob(
             request: URLRequest(url: server.url("/file")), kind: .download(directory: folder.url), session: .forTests())
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await server.shutdown()
 
         let file = try #require(job.downloadedFile)

@@ -101,7 +101,7 @@ import Testing
         #expect(Set(bodies.values).count == bodies.count)
         for (job, deps) in zip(jobs, dependenciesOf) {
             #expect(job.isFinished)
-            if job.outcomeIfDecided?.isSucceeded == true {
+            if job.outcomeIfDecided?.didSucceed == true {
                 #expect(deps.allSatisfy { $0.isFinished })
             }
         }
@@ -132,7 +132,7 @@ import Testing
             stalledFor: .seconds(30), atMost: .seconds(600 * Self.scale), "the chain draining",
             progress: { queues.reduce(0) { $0 + $1.jobCount } }
         ) {
-            #expect(await last.outcome.isSucceeded)
+            #expect(await last.outcome.didSucceed)
         }
     }
 }

@@ -50,7 +50,7 @@ import Testing
         let job = BlockJob {}
         try job.start()
         job.cancel()
-        #expect(job.outcomeIfDecided?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.didSucceed == true)
         #expect(job.isCancelled == false)
     }
 
@@ -130,7 +130,7 @@ import Testing
                 #expect(outcome.isCancelled)
                 #expect(!ranBody.contains(job.id))
             }
-            if outcome.isSucceeded {
+            if outcome.didSucceed {
                 // The cancel lost the race against the finish, or came while the body ran and the body
                 // completed anyway (its work is done): either way the body ran.
                 succeeded += 1
@@ -183,7 +183,7 @@ final class JobBox: @unchecked Sendable {
         await inside.waitAsync()
         job.cancel()
         proceed.open()
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         #expect(job.isCancelled)  // it was asked
         #expect(try await job.value == 42)
     }

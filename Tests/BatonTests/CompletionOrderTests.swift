@@ -45,7 +45,7 @@ import Testing
         #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
         #expect(!returned.withLock { $0 })
         holding.release.open()
-        try await withDeadline(.seconds(30), "the late waiter returning") { #expect(await waiting.value.isSucceeded) }
+        try await withDeadline(.seconds(30), "the late waiter returning") { #expect(await waiting.value.didSucceed) }
         #expect(holding.left.withLock { $0 }, "the wait returned before the hand-over ended")
         #expect(!job.withCore { $0.lifecycle.isHandingOver })
     }
@@ -111,7 +111,7 @@ import Testing
         next.addCondition(MutuallyExclusive(category: "db"))
         JobQueue(name: "other", exclusivityScope: scope).add(next)
         try await withDeadline(.seconds(30), "a job needing the category while the hand-over is held") {
-            #expect(await next.outcome.isSucceeded)
+            #expect(await next.outcome.didSucceed)
         }
         let waiting = Task { await job.outcome }
         #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
@@ -144,7 +144,7 @@ import Testing
     struct WaitingInstrument: JobInstrument {
         let outcomes: Recorder<Bool>
         func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
-            outcomes.record(job.waitUntilFinished().isSucceeded)
+            outcomes.record(job.waitUntilFinished().didSucceed)
         }
     }
 
@@ -154,7 +154,7 @@ import Testing
         let job = BlockJob(name: "told") {}
         queue.add(job)
         try await withDeadline(.seconds(30), "a job whose instrument waits for it (waiting for itself?)") {
-            #expect(await job.outcome.isSucceeded)
+            #expect(await job.outcome.didSucceed)
         }
         #expect(outcomes.values == [true])
     }
@@ -165,7 +165,7 @@ import Testing
         var job: Job?
         let outcomes: Recorder<Bool>
         init(outcomes: Recorder<Bool>) { self.outcomes = outcomes }
-        deinit { outcomes.record(job?.waitUntilFinished().isSucceeded ?? false) }
+        deinit { outcomes.record(job?.waitUntilFinished().didSucceed ?? false) }
     }
 
     @Test func aDeinitThatWaitsForTheJobThatReleasedItGetsItsOutcomeAtOnce() async throws {
@@ -178,7 +178,7 @@ import Testing
         }
         JobQueue().add(job)
         try await withDeadline(.seconds(30), "a job whose released observer waits for it (waiting for itself?)") {
-            #expect(await job.outcome.isSucceeded)
+            #expect(await job.outcome.didSucceed)
         }
         // Released before the waiters resumed, so it has already run.
         #expect(outcomes.values == [true])

@@ -28,14 +28,14 @@ import Testing
         save.addCondition(SignedIn(session: session))
         let queue = JobQueue(name: "favourites")
         queue.add(save)
-        #expect(await save.outcome.isSucceeded)
+        #expect(await save.outcome.didSucceed)
         #expect(session.isSignedIn)
         #expect(order.values == ["save"])
         // Signed in now: a second save generates nothing.
         let again = BlockJob(name: "save again") {}
         again.addCondition(SignedIn(session: session))
         queue.add(again)
-        #expect(await again.outcome.isSucceeded)
+        #expect(await again.outcome.didSucceed)
     }
 
     @Test func aSilentConditionDropsTheGeneratedDependencyAndFails() async throws {
@@ -57,7 +57,7 @@ import Testing
         job.addCondition(ClosureCondition(name: "disk has space") { _ in false })
         JobQueue().add(job)
         let outcome = await job.outcome
-        #expect(outcome.isFailed)
+        #expect(outcome.didFail)
         let error = try #require(outcome.error as? JobError)
         #expect(error.code == .conditionFailed)
         #expect(
@@ -86,7 +86,7 @@ import Testing
         JobQueue().add([bad, good, guarded, fine])
         let error = try #require(await guarded.outcome.error as? JobError)
         #expect(error.message.contains("dependency 'bad' failed"))
-        #expect(await fine.outcome.isSucceeded)
+        #expect(await fine.outcome.didSucceed)
     }
 
     @Test func noCancelledDependencies() async throws {
@@ -108,8 +108,8 @@ import Testing
         let b = BlockJob(name: "b") {}
         b.addCondition(NegatedCondition(yes))
         JobQueue().add([a, b])
-        #expect(await a.outcome.isSucceeded)
-        #expect(await b.outcome.isFailed)
+        #expect(await a.outcome.didSucceed)
+        #expect(await b.outcome.didFail)
     }
 
     @Test func allOfAndAnyOf() async {
@@ -124,7 +124,7 @@ import Testing
         for (job, condition, _) in jobs { job.addCondition(condition) }
         JobQueue().add(jobs.map(\.0))
         for (job, _, expected) in jobs {
-            #expect(await job.outcome.isSucceeded == expected, "\(job.name)")
+            #expect(await job.outcome.didSucceed == expected, "\(job.name)")
         }
     }
 
@@ -141,7 +141,7 @@ import Testing
         job.addCondition(meet)
         job.addCondition(meet)
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
     }
 
     @Test func notBeforeWaitsForTheClock() async {
@@ -156,7 +156,7 @@ import Testing
         #expect(job.state == .evaluatingConditions)
         #expect(ran.count == 0)
         clock.advance(by: .seconds(1))
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         #expect(ran.count == 1)
     }
 
@@ -229,7 +229,7 @@ func waitUntil(
         #expect(save.generatedDependencies.map(\.name) == ["sign in"])
         #expect(queue.diagnose().description.contains("'save' (pending) waits for dependencies 'direct'"))
         release.open()
-        #expect(await save.outcome.isSucceeded)
+        #expect(await save.outcome.didSucceed)
         #expect(order.values == ["direct", "sign in", "save"])
     }
 
@@ -272,6 +272,6 @@ func waitUntil(
         #expect(evaluated.values == ["at once"])  // already, synchronously
         #expect(job.state == .ready)
         queue.isSuspended = false
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
     }
 }

@@ -82,7 +82,7 @@ struct CrossQueueHandOffTests {
             self.outcomes = outcomes
             super.init(name: "freed")
         }
-        deinit { outcomes.record(waitFor.waitUntilFinished().isSucceeded) }
+        deinit { outcomes.record(waitFor.waitUntilFinished().didSucceed) }
     }
 
     @Test func aJobFreedByTheLoopThatWasLeftAnotherQueuesLoopDoesNotHoldItUp() async throws {
@@ -126,7 +126,7 @@ struct CrossQueueHandOffTests {
                 whole.waitUntilAllJobsAreFinished()
                 outcomes.record(next.isFinished)
             } else {
-                outcomes.record(next.waitUntilFinished().isSucceeded)
+                outcomes.record(next.waitUntilFinished().didSucceed)
             }
         }
     }

@@ -31,8 +31,8 @@ import Testing
         after.addDependencies([failing, cancelled])
         q2.add(after)
         q1.add([failing, cancelled])
-        #expect(await after.outcome.isSucceeded)
-        #expect(await failing.outcome.isFailed)
+        #expect(await after.outcome.didSucceed)
+        #expect(await failing.outcome.didFail)
         #expect(await cancelled.outcome.isCancelled)
     }
 
@@ -59,7 +59,7 @@ import Testing
         let job = BlockJob(name: "job") {}
         job.addDependency(done)
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
     }
 
     @Test func aMillionJobChainCompletesWithoutOverflowingTheStack() async {
@@ -83,7 +83,7 @@ import Testing
         queue.add(jobs)
         let last = jobs[count - 1]
         jobs = []
-        #expect(await last.outcome.isSucceeded)
+        #expect(await last.outcome.didSucceed)
         #expect(counter.value == count)
     }
 
@@ -126,7 +126,7 @@ import Testing
             #expect(error.message.contains("dependency cycle"))
         }
         // Jobs that merely depend on the cycle still run once it is broken up.
-        #expect(await outside.outcome.isSucceeded)
+        #expect(await outside.outcome.didSucceed)
         let error = try #require(a.outcomeIfDecided?.error as? JobError)
         // Each job in the message waits for the next.
         let names = error.jobs
@@ -144,8 +144,8 @@ import Testing
         q1.add(a)
         #expect(a.state == .pending)
         q2.add(b)
-        #expect(await a.outcome.isFailed)
-        #expect(await b.outcome.isFailed)
+        #expect(await a.outcome.didFail)
+        #expect(await b.outcome.didFail)
     }
 
     @Test func aCycleClosedByADependencyOnAWaitingJobIsDetected() async throws {
@@ -200,7 +200,7 @@ import Testing
         _ = await blocker.outcome
         #expect(ready.state == .pending)  // the slot is free, but it waits for `late` now
         queue.add(late)
-        #expect(await ready.outcome.isSucceeded)
+        #expect(await ready.outcome.didSucceed)
         #expect(order.values == ["blocker", "late", "ready"])
     }
 
@@ -218,10 +218,10 @@ import Testing
         let late = BlockJob(name: "late") {}
         waiter.addDependency(late)  // it leaves the line for 'db'
         release.open()
-        #expect(await other.outcome.isSucceeded)  // not stuck behind the waiter
+        #expect(await other.outcome.didSucceed)  // not stuck behind the waiter
         #expect(waiter.state == .pending)
         queue.add(late)
-        #expect(await waiter.outcome.isSucceeded)
+        #expect(await waiter.outcome.didSucceed)
         #expect(scope.holders(of: "db").isEmpty)
     }
 }

@@ -39,7 +39,7 @@ import Testing
         JobQueue().add(job)
         let foundation = OperationQueue()
         foundation.addOperation(operation)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         #expect(order.values == ["operation", "job"])
     }
 
@@ -52,7 +52,7 @@ import Testing
         let foundation = OperationQueue()
         foundation.addOperations([operation, after], waitUntilFinished: true)
         #expect(ran.values == ["job", "after"])
-        #expect(job.outcomeIfDecided?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.didSucceed == true)
         #expect(operation.startError == nil)
     }
 
@@ -60,7 +60,7 @@ import Testing
         let ran = Recorder<Bool>()
         let job = OperationJob(name: "wrapped", running: BlockOperation { ran.record(true) })
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         #expect(ran.values == [true])
 
         let cancelled = OperationJob(name: "cancelled", running: BlockOperation {})

@@ -39,7 +39,7 @@ import Darwin
         release.open()
         for queue in queues { await queue.waitUntilAllJobsAreFinished() }
         #expect(gauge.highest == 1)
-        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.didSucceed == true })
     }
 
     @Test func aCountedCategoryAllowsUpToItsLimit() async {
@@ -71,7 +71,7 @@ import Darwin
         other.addCondition(MutuallyExclusive(category: "db"))
         queue.add([waiting, other])
         // `waiting` waits for a dependency and holds nothing, so `other` runs.
-        #expect(await other.outcome.isSucceeded)
+        #expect(await other.outcome.didSucceed)
         waiting.cancel()
     }
 
@@ -120,12 +120,12 @@ import Darwin
         let migrate = BlockJob(name: "migrate") { ran.record("migrate") }
         migrate.addCondition(MutuallyExclusive(category: "db"))
         JobQueue(name: "other", exclusivityScope: scope).add(migrate)
-        #expect(await migrate.outcome.isSucceeded)
+        #expect(await migrate.outcome.didSucceed)
 
         cancelled.cancel()
         #expect(await cancelled.outcome.isCancelled)
         queue.isSuspended = false
-        #expect(await waiter.outcome.isSucceeded)
+        #expect(await waiter.outcome.didSucceed)
         #expect(ran.values == ["migrate", "waiter"])
     }
 
@@ -192,7 +192,7 @@ import Darwin
         await waitUntil { scope.holders(of: "c").map(\.name) == ["holder"] && third.state == .ready }
         waiter.cancel()
         release.open()
-        #expect(await third.outcome.isSucceeded)
+        #expect(await third.outcome.didSucceed)
         #expect(await waiter.outcome.isCancelled)
         #expect(scope.holders(of: "c").isEmpty)
     }
@@ -211,7 +211,7 @@ import Darwin
             queue.add(job)
             return job
         }
-        for job in jobs { #expect(await job.outcome.isSucceeded) }
+        for job in jobs { #expect(await job.outcome.didSucceed) }
     }
 
     @Test func categoryNames() {

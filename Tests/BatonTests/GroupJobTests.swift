@@ -32,7 +32,7 @@ import Testing
         let produced = Recorder<String>()
         group.onProduce { _, child in produced.record(child.name) }
         JobQueue().add(group)
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
         #expect(pages.values == [1, 2, 3, 4, 5])
         #expect(produced.values == ["page 2", "page 3", "page 4", "page 5"])
     }
@@ -50,7 +50,7 @@ import Testing
             let produced = Recorder<String>()
             group.onProduce { _, child in produced.record(child.name) }
             JobQueue().add(group)
-            #expect(await group.outcome.isSucceeded)
+            #expect(await group.outcome.didSucceed)
             let expected = (2...12).map { "page \($0)" }
             #expect(produced.values == expected, "round \(round)")
             if produced.values != expected { break }
@@ -68,7 +68,7 @@ import Testing
     @Test func aSubclassReactsToEachChildAndCanAddMore() async {
         let group = Counting(name: "counting", children: [BlockJob(name: "first") {}])
         JobQueue().add(group)
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
         #expect(group.seen.values == ["first", "added by the hook"])
     }
 
@@ -79,7 +79,7 @@ import Testing
         box.job = producer
         let group = GroupJob(name: "g", children: [producer])
         JobQueue().add(group)
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
         #expect(produced.isFinished)  // the group waited for it
     }
 
@@ -119,7 +119,7 @@ import Testing
         let queue = JobQueue()
         queue.add(group)
         queue.add(outside)
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
         #expect(order.values == ["outside", "child"])
     }
 
@@ -134,8 +134,8 @@ import Testing
         let other = BlockJob(name: "other") {}
         other.addCondition(MutuallyExclusive(category: "import"))
         queue.add([group, other])
-        #expect(await group.outcome.isSucceeded)
-        #expect(await other.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
+        #expect(await other.outcome.didSucceed)
         #expect(scope.holders(of: "import").isEmpty)
     }
 
@@ -169,8 +169,8 @@ import Testing
                     "held by 'group'") == true
             })
         release.open()
-        #expect(await group.outcome.isSucceeded)
-        #expect(await outsider.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
+        #expect(await outsider.outcome.didSucceed)
         #expect(scope.holders(of: "network").isEmpty)
         #expect(scope.holders(of: "import").isEmpty)
     }
@@ -188,7 +188,7 @@ import Testing
         await heavy.halfway.waitAsync()
         await waitUntil { reports.values.contains(0.25 + 0.375) }
         gate.open()
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
         #expect(group.progress == 1)
         #expect(reports.values.last == 1)
     }

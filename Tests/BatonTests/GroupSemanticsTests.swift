@@ -20,7 +20,7 @@ import Testing
             let seenByObserver = Recorder<[String]>()
             group.onFinish { _ in seenByObserver.record(all.filter { !$0.isFinished }.map(\.name)) }
             queue.add(group)
-            #expect(await group.outcome.isSucceeded)
+            #expect(await group.outcome.didSucceed)
             #expect(all.filter { !$0.isFinished }.map(\.name) == [], "iteration \(iteration)")
             #expect(seenByObserver.values == [[]], "iteration \(iteration)")
         }
@@ -85,7 +85,7 @@ import Testing
             let error = try #require(await child.outcome.error as? JobError)
             #expect(error.code == .dependencyCycle)
             #expect(Set(error.jobs) == ["child", "group"])
-            #expect(await group.outcome.isFailed)
+            #expect(await group.outcome.didFail)
         }
     }
 
@@ -116,7 +116,7 @@ import Testing
         queue.add(inner)
         let root = inner
         try await withDeadline(.seconds(120), "\(depth) nested groups finishing") {
-            #expect(await root.outcome.isSucceeded)
+            #expect(await root.outcome.didSucceed)
         }
         let (heldWhileReferenced, freed) = await offThePool { () -> (Bool, Bool) in
             weak var leaf: Job?
@@ -170,8 +170,8 @@ import Testing
         #expect(waiting, "\(queue.diagnose())")
         #expect(gauge.highest == 1)
         release.open()
-        #expect(await group.outcome.isSucceeded)
-        #expect(await outsider.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
+        #expect(await outsider.outcome.didSucceed)
         #expect(gauge.highest == 1)
         #expect(outsiderSaw.values == [true])
     }
@@ -193,8 +193,8 @@ import Testing
         try await withDeadline(
             .seconds(10), "two groups needing each other's categories", report: { queue.diagnose().description }
         ) {
-            #expect(await importGroup.outcome.isSucceeded)
-            #expect(await syncGroup.outcome.isSucceeded)
+            #expect(await importGroup.outcome.didSucceed)
+            #expect(await syncGroup.outcome.didSucceed)
         }
         #expect(scope.holders(of: "db").isEmpty && scope.holders(of: "network").isEmpty)
     }
@@ -228,8 +228,8 @@ import Testing
             let error = try #require(await late.outcome.error as? JobError)
             #expect(error.code == .categoryNotHeldByGroup)
             #expect(error.message.contains("'B'") && error.message.contains("group 'group'"))
-            #expect(await group.outcome.isFailed)
-            #expect(await outsider.outcome.isSucceeded)
+            #expect(await group.outcome.didFail)
+            #expect(await outsider.outcome.didSucceed)
         }
     }
 
@@ -265,15 +265,15 @@ import Testing
             .seconds(10), "a group given a child while it waits", report: { queue.diagnose().description }
         ) {
             let outcome = await late.outcome
-            #expect(outcome.isSucceeded, "\(outcome)")
-            #expect(await group.outcome.isSucceeded)
+            #expect(outcome.didSucceed, "\(outcome)")
+            #expect(await group.outcome.didSucceed)
         }
         #expect(holdsB.values == [["group"]], "the group holds B and lends it to the child")
         await queue.waitUntilAllJobsAreFinished()
         #expect(queue.diagnose().runningJobs == 0, "every slot given back once")
         let after = BlockJob(name: "after") {}
         queue.add(after)
-        #expect(await after.outcome.isSucceeded)
+        #expect(await after.outcome.didSucceed)
     }
 
     /// Item 11: the diagnosis sees inside groups.
@@ -298,6 +298,6 @@ import Testing
         #expect(report.contains("'import' (executing) waits for its children:"))
         #expect(report.contains("    - 'blocker' (executing) is running"))
         release.open()
-        #expect(await group.outcome.isSucceeded)
+        #expect(await group.outcome.didSucceed)
     }
 }

@@ -114,7 +114,7 @@ final class Probe: Sendable {
         }
         #expect(job.operation != nil)
         JobQueue(name: "operations").add(job)
-        try await withDeadline(.seconds(30), "the operation job") { #expect(await job.outcome.isSucceeded) }
+        try await withDeadline(.seconds(30), "the operation job") { #expect(await job.outcome.didSucceed) }
         #expect(job.operation == nil)
         // Foundation's own queue lets go of a finished operation on its own schedule; the job does not
         // keep it.
@@ -142,8 +142,8 @@ final class Probe: Sendable {
         }
         queue.add([first, second])
         try await withDeadline(.seconds(30), "a hand-over waiting for the next job of its serial queue") {
-            #expect(await first.outcome.isSucceeded)
-            #expect(await second.outcome.isSucceeded)
+            #expect(await first.outcome.didSucceed)
+            #expect(await second.outcome.didSucceed)
             await queue.waitUntilAllJobsAreFinished()
         }
     }
@@ -162,8 +162,8 @@ final class Probe: Sendable {
         }
         queue.add([first, second])
         try await withDeadline(.seconds(30), "a hand-over waiting for a job that needs its category") {
-            #expect(await first.outcome.isSucceeded)
-            #expect(await second.outcome.isSucceeded)
+            #expect(await first.outcome.didSucceed)
+            #expect(await second.outcome.didSucceed)
         }
     }
 
@@ -175,10 +175,10 @@ final class Probe: Sendable {
         let second = BlockJob(name: "second") {}
         second.addCondition(MutuallyExclusive(category: "db"))
         let seen = Recorder<Bool>()
-        first.onFinish { _ in seen.record(second.waitUntilFinished().isSucceeded) }  // told before the hand-over
+        first.onFinish { _ in seen.record(second.waitUntilFinished().didSucceed) }  // told before the hand-over
         queue.add([first, second])
         try await withDeadline(.seconds(30), "a finish observer waiting for a job that needs its category") {
-            #expect(await first.outcome.isSucceeded)
+            #expect(await first.outcome.didSucceed)
         }
         #expect(seen.values == [true])
     }
@@ -190,7 +190,7 @@ final class Probe: Sendable {
         }
         JobQueue(name: "callbacks", workerThreads: .dedicated).add(job)
         try await withDeadline(.seconds(30), "a callback job waiting for itself after done()") {
-            #expect(await job.outcome.isSucceeded)
+            #expect(await job.outcome.didSucceed)
         }
     }
 

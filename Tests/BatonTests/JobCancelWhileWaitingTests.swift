@@ -25,7 +25,7 @@ import Testing
         #expect(await waiting.outcome.isCancelled)
         #expect(waiting.isFinished)
         release.open()
-        #expect(await blocker.outcome.isSucceeded)
+        #expect(await blocker.outcome.didSucceed)
         #expect(events.values == (withObserver ? ["cancel", "finish cancelled(CancellationError())"] : []))
     }
 }

@@ -12,7 +12,7 @@ import Testing
         func jobWillStart(_ job: Job, in queue: JobQueue) { lines.record("start \(job.name)") }
         func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
             lines.record(
-                "finish \(job.name) \(outcome.isSucceeded ? "ok" : outcome.isCancelled ? "cancelled" : "failed")")
+                "finish \(job.name) \(outcome.didSucceed ? "ok" : outcome.isCancelled ? "cancelled" : "failed")")
         }
         func events(of name: String) -> [String] {
             lines.values.filter { $0.hasSuffix(" \(name)") || $0.contains(" \(name) ") }.map {

@@ -22,7 +22,7 @@ import Testing
         }
         #expect(job.executionBlockCount == 2)
         JobQueue(workerThreads: .dedicated).add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         #expect(met.values == [true, true])
         #expect(job.executionBlockCount == 0)  // dropped after finishing
     }
@@ -38,7 +38,7 @@ import Testing
     @Test func aJobWithoutBlocksSucceeds() async {
         let barrier = BlockJob(name: "barrier")
         JobQueue().add(barrier)
-        #expect(await barrier.outcome.isSucceeded)
+        #expect(await barrier.outcome.didSucceed)
     }
 
     @Test func queueAddClosureMakesABlockJob() async {
@@ -57,7 +57,7 @@ import Testing
         let bad = AsyncJob { _ in throw Boom(tag: 2) }
         let queue = JobQueue()
         queue.add([ok, bad])
-        #expect(await ok.outcome.isSucceeded)
+        #expect(await ok.outcome.didSucceed)
         #expect((await bad.outcome.error as? Boom)?.tag == 2)
     }
 
@@ -123,7 +123,7 @@ import Testing
     @Test func finishesFromACallback() async {
         let job = Later(name: "later")
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
     }
 
     @Test func callbackJobWrapsACompletionHandlerAPI() async {
@@ -134,15 +134,15 @@ import Testing
         let bad = CallbackJob { _, done in legacy(fail: true) { done($0) } }
         let viaResult = CallbackJob { _, done in done(Result<Int, any Error>.success(1)) }
         JobQueue().add([ok, bad, viaResult])
-        #expect(await ok.outcome.isSucceeded)
+        #expect(await ok.outcome.didSucceed)
         #expect((await bad.outcome.error as? Boom)?.tag == 4)
-        #expect(await viaResult.outcome.isSucceeded)
+        #expect(await viaResult.outcome.didSucceed)
     }
 
     @Test func startedByHandItFinishesLater() async throws {
         let job = Later(name: "manual")
         try job.start()
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
     }
 }
 

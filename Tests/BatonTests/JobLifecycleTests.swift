@@ -43,7 +43,7 @@ import Testing
             case .produce: names.append("produce")
             case .progress: names.append("progress")
             case .finish(let outcome):
-                names.append("finish(\(outcome.isSucceeded ? "succeeded" : outcome.isFailed ? "failed" : "cancelled"))")
+                names.append("finish(\(outcome.didSucceed ? "succeeded" : outcome.didFail ? "failed" : "cancelled"))")
                 _ = machine.finishDelivered()
                 return names
             }
@@ -60,7 +60,7 @@ import Testing
         guard case .success(let finish) = m.bodyCompleted(error: nil) else { Issue.record("refused"); return }
         #expect(name(finish) == "deliver")
         #expect(m.publicState == .finishing)
-        #expect(m.outcome?.isSucceeded == true)
+        #expect(m.outcome?.didSucceed == true)
         #expect(m.finishUnobserved() != nil)
         #expect(m.publicState == .finished)
         #expect(m.isFinished)
@@ -93,7 +93,7 @@ import Testing
         guard case .parked? = m.finishUnobserved() else { Issue.record("not parked"); return }
         #expect(m.isFinished && !m.isHandedOver)
         guard let ending = m.executeReturned() else { Issue.record("not un-parked"); return }
-        #expect(ending.outcome.isSucceeded)
+        #expect(ending.outcome.didSucceed)
         let again = m.executeReturned()
         #expect(again == nil)  // once
         let (_, holdsSlot) = m.handOverEnded()
@@ -145,7 +145,7 @@ import Testing
         var m = JobLifecycle()
         _ = enqueued(&m, conditions: true)
         #expect(name(m.conditionsEvaluated(round: 1, failure: Boom())) == "deliver")
-        #expect(m.outcome?.isFailed == true)
+        #expect(m.outcome?.didFail == true)
         #expect(drain(&m) == ["finish(failed)"])
     }
 
@@ -184,7 +184,7 @@ import Testing
         #expect(name(m.cancel(reason: Boom(), observed: false)) == "interrupt")
         #expect(name(m.cancel(reason: Boom(), observed: false)) == "none")  // only the first request counts
         _ = m.bodyCompleted(error: nil)
-        #expect(m.outcome?.isSucceeded == true)
+        #expect(m.outcome?.didSucceed == true)
         #expect(m.isCancelled)  // it was asked
     }
 
@@ -206,7 +206,7 @@ import Testing
         _ = enqueued(&m)
         _ = m.startFromQueue(observed: false)
         _ = m.bodyCompleted(error: Boom())
-        #expect(m.outcome?.isFailed == true)
+        #expect(m.outcome?.didFail == true)
     }
 
     @Test func completingTwiceOrBeforeStartingIsRefused() {
@@ -293,7 +293,7 @@ import Testing
             Issue.record("not finishing")
             return
         }
-        #expect(!ending.claimed && !ending.executed && ending.heldSlot && ending.outcome.isFailed)
+        #expect(!ending.claimed && !ending.executed && ending.heldSlot && ending.outcome.didFail)
     }
 
     @Test func startingByHand() {

@@ -28,11 +28,11 @@ final class FailingJob: Job, @unchecked Sendable {
         let queue = JobQueue(name: "q")
         queue.add(job)
         let outcome = await job.outcome
-        #expect(outcome.isSucceeded)
+        #expect(outcome.didSucceed)
         #expect(runs.values == ["count"])
         #expect(job.state == .finished)
         #expect(job.isFinished)
-        #expect(job.outcomeIfDecided?.isSucceeded == true)
+        #expect(job.outcomeIfDecided?.didSucceed == true)
     }
 
     @Test func aThrowingBodyFailsWithItsError() async throws {
@@ -41,7 +41,7 @@ final class FailingJob: Job, @unchecked Sendable {
         let outcome = await job.outcome
         let error = try #require(outcome.error as? Boom)
         #expect(error == Boom(tag: 7))
-        #expect(outcome.isFailed)
+        #expect(outcome.didFail)
         #expect(throws: Boom.self) { try outcome.get() }
     }
 
@@ -63,7 +63,7 @@ final class FailingJob: Job, @unchecked Sendable {
         #expect(error?.message.contains("'first'") == true)
         try first.start()
         try second.start()
-        #expect(second.outcomeIfDecided?.isSucceeded == true)
+        #expect(second.outcomeIfDecided?.didSucceed == true)
     }
 
     @Test func startByHandRefusesQueuedStartedOrFinishedJobs() async throws {

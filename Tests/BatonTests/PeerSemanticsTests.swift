@@ -89,7 +89,7 @@ import Testing
         job.onFinish { _ in seen.withLock { $0 = job.waitUntilFinished() } }
         JobQueue().add(job)
         try await withDeadline(.seconds(30), "the job whose observer waits for it") { _ = await job.outcome }
-        #expect(seen.current?.isSucceeded == true)
+        #expect(seen.current?.didSucceed == true)
     }
 
     /// Adds a child whenever one ends unsucceeded, counting the calls.
@@ -98,7 +98,7 @@ import Testing
         override func childDidFinish(_ child: Job, outcome: JobOutcome) {
             if calls.withLock({
                 $0 += 1; return $0
-            }) < 10_000, !outcome.isSucceeded {
+            }) < 10_000, !outcome.didSucceed {
                 addChild(BlockJob {})
             }
         }

@@ -28,7 +28,7 @@ import Testing
             }
             JobQueue().add(job)
             try await withDeadline(.seconds(30), "the job finished by its start observer") {
-                #expect(await job.outcome.isFailed)
+                #expect(await job.outcome.didFail)
             }
             #expect(!ran.current, "cancel first: \(cancelFirst)")
         }
@@ -96,14 +96,14 @@ import Testing
         dependency.cancel()
         mayReturn.open()
         try await withDeadline(.seconds(30), "the dependency and the guarded jobs") {
-            #expect(await dependency.outcome.isSucceeded)
+            #expect(await dependency.outcome.didSucceed)
             #expect(dependency.isCancelled)
             for job in [noCancelled, noFailed] {
                 let error = try #require(await job.outcome.error as? JobError, "\(job.name)")
                 #expect(error.code == .conditionFailed)
                 #expect(error.message.contains("dependency 'dependency' was cancelled"), "\(error.message)")
             }
-            #expect(await ignoring.outcome.isSucceeded)
+            #expect(await ignoring.outcome.didSucceed)
         }
     }
 
@@ -118,8 +118,8 @@ import Testing
         for job in [strict, lenient] { job.addDependency(dependency) }
         JobQueue().add([dependency, strict, lenient])
         try await withDeadline(.seconds(30), "the guarded jobs") {
-            #expect(await strict.outcome.isFailed)
-            #expect(await lenient.outcome.isSucceeded)
+            #expect(await strict.outcome.didFail)
+            #expect(await lenient.outcome.didSucceed)
         }
     }
 
@@ -183,7 +183,7 @@ import Testing
         let queue = JobQueue()
         queue.add([save, profile])
         try await withDeadline(.seconds(30), "sign in, profile and save", report: { queue.diagnose().description }) {
-            for job in [signIn, profile, save] { #expect(await job.outcome.isSucceeded, "\(job.name)") }
+            for job in [signIn, profile, save] { #expect(await job.outcome.didSucceed, "\(job.name)") }
         }
         #expect(order.values == ["sign in", "profile", "save"])
     }
@@ -215,8 +215,8 @@ import Testing
             let producer = BlockJob(name: "producer") {}
             producer.onFinish { _ in producer.produce(produced) }
             JobQueue().add(producer)
-            precondition(producer.waitUntilFinished().isSucceeded, "the producer did not succeed")
-            precondition(produced.waitUntilFinished().isSucceeded, "the produced job did not run")
+            precondition(producer.waitUntilFinished().didSucceed, "the producer did not succeed")
+            precondition(produced.waitUntilFinished().didSucceed, "the produced job did not run")
         }
     }
 
@@ -229,8 +229,8 @@ import Testing
         producer.onProduce { _, job in stateWhenTold.withLock { $0 = job.state } }
         JobQueue(name: "wide", maxConcurrentJobs: 4).add(producer)
         try await withDeadline(.seconds(30), "the producer and the produced job") {
-            #expect(await producer.outcome.isSucceeded)
-            #expect(await produced.outcome.isSucceeded)
+            #expect(await producer.outcome.didSucceed)
+            #expect(await produced.outcome.didSucceed)
         }
         #expect(stateWhenTold.current == .initialized)
     }
@@ -253,7 +253,7 @@ import Testing
                 .seconds(30), "a group whose child wants 'db' and another job wanting 'db' on one serial queue",
                 report: { queue.diagnose().description }
             ) {
-                for job in [group, child, other] { #expect(await job.outcome.isSucceeded, "\(job.name)") }
+                for job in [group, child, other] { #expect(await job.outcome.didSucceed, "\(job.name)") }
             }
             #expect(scope.holders(of: "db").isEmpty)
         }
@@ -275,12 +275,12 @@ import Testing
             .seconds(30), "a job whose category a job of a suspended queue wants",
             report: { running.diagnose().description }
         ) {
-            #expect(await other.outcome.isSucceeded)
+            #expect(await other.outcome.didSucceed)
         }
         #expect(parked.state == .ready)
         suspended.isSuspended = false
         try await withDeadline(.seconds(30), "the parked job once its queue resumed") {
-            #expect(await parked.outcome.isSucceeded)
+            #expect(await parked.outcome.didSucceed)
         }
     }
 }

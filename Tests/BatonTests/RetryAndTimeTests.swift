@@ -24,7 +24,7 @@ import Testing
         await waitUntil { attempts.count == 2 }
         await clock.waitForSleepers(1)
         clock.advance(by: .seconds(2))  // doubled
-        #expect(await retry.outcome.isSucceeded)
+        #expect(await retry.outcome.didSucceed)
         #expect(attempts.values == [1, 2, 3])
         #expect(retry.attempts == 3)
         #expect(seen.values == ["attempt 1", "attempt 2", "attempt 3"])
@@ -79,7 +79,7 @@ import Testing
             clock.advance(by: .seconds(10))
             await waitUntil { ran.count == expected }
         }
-        #expect(await polling.outcome.isSucceeded)
+        #expect(await polling.outcome.didSucceed)
         #expect(ran.values == [1, 2, 3])
         #expect(polling.iterations == 3)
     }
@@ -106,7 +106,7 @@ import Testing
         let job = BlockJob(name: "quick") {}
         job.addTimeout(.seconds(5), clock: clock)
         JobQueue().add(job)
-        #expect(await job.outcome.isSucceeded)
+        #expect(await job.outcome.didSucceed)
         await waitUntil { clock.sleeperCount == 0 }
     }
 
@@ -119,7 +119,7 @@ import Testing
         await clock.waitForSleepers(1)
         #expect(after.state == .pending)
         clock.advance(by: .seconds(30))
-        #expect(await after.outcome.isSucceeded)
+        #expect(await after.outcome.didSucceed)
     }
 }
 
@@ -167,7 +167,7 @@ import Testing
         JobQueue().add(retry)
         await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
-        #expect(await retry.outcome.isSucceeded)
+        #expect(await retry.outcome.didSucceed)
         #expect(retry.attempts == 2)
     }
 
@@ -196,7 +196,7 @@ import Testing
             return n < 300 ? poll(n + 1) : nil
         }
         JobQueue().add(repeating)
-        #expect(await repeating.outcome.isSucceeded)
+        #expect(await repeating.outcome.didSucceed)
         #expect(polls.count == 300)
         #expect(repeating.iterations == 300)
     }

@@ -36,7 +36,7 @@ import Testing
             next.addCondition(MutuallyExclusive(category: "x"))
             queue.add(next)
             try await withDeadline(.seconds(10), "a job wanting the category after round \(round)") {
-                #expect(await next.outcome.isSucceeded)
+                #expect(await next.outcome.didSucceed)
             }
         }
     }
@@ -86,7 +86,7 @@ import Testing
             next.addCondition(MutuallyExclusive(category: "x"))
             queue.add(next)
             try await withDeadline(.seconds(10), "a job wanting the category after round \(round)") {
-                #expect(await next.outcome.isSucceeded)
+                #expect(await next.outcome.didSucceed)
             }
         }
     }
@@ -113,8 +113,8 @@ import Testing
             let error = try #require(await child.outcome.error as? JobError)
             #expect(error.code == .dependencyCycle)
             #expect(Set(error.jobs) == ["child", "group", "outsider"])
-            #expect(await group.outcome.isFailed)
-            #expect(await outsider.outcome.isSucceeded)  // it runs once the group let go of "db"
+            #expect(await group.outcome.didFail)
+            #expect(await outsider.outcome.didSucceed)  // it runs once the group let go of "db"
         }
     }
 
@@ -139,7 +139,7 @@ import Testing
         try await withDeadline(.seconds(10), "the late cycle", report: { queue.diagnose().description }) {
             let error = try #require(await late.outcome.error as? JobError)
             #expect(error.code == .dependencyCycle)
-            #expect(await outsider.outcome.isSucceeded)
+            #expect(await outsider.outcome.didSucceed)
         }
     }
 
@@ -268,7 +268,7 @@ import Testing
         }
         go.open()
         try await withDeadline(.seconds(10), "the produced job") { await produced.waitAsync() }
-        #expect(await child.outcome.isSucceeded)
+        #expect(await child.outcome.didSucceed)
     }
 
     /// `start()` by hand refuses a job with conditions (only a queue evaluates them and claims their

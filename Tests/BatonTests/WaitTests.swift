@@ -17,7 +17,7 @@ import Testing
         let waiter = Gate()
         DispatchQueue(label: "waiter").async {  // blocks: a thread of its own
             let outcome = job.waitUntilFinished()
-            returned.record((job.isFinished, outcome.isSucceeded))
+            returned.record((job.isFinished, outcome.didSucceed))
             waiter.open()
         }
         // The waiter is blocked inside the job: registered, and not returned, while the job cannot finish.
@@ -27,7 +27,7 @@ import Testing
         try await withDeadline(.seconds(10), "the blocked waiter returning") { await waiter.waitAsync() }
         #expect(returned.values.map(\.finished) == [true])
         #expect(returned.values.map(\.outcome) == [true])
-        #expect(waitAgain(job).isSucceeded)  // again, after finishing: at once
+        #expect(waitAgain(job).didSucceed)  // again, after finishing: at once
     }
 
     @Test func waitUntilAllJobsAreFinishedBlocksUntilTheQueueDrains() async throws {

@@ -36,7 +36,7 @@ import Testing
         #expect(workerEnded)
         releaseObserver.open()
         try await withDeadline(.seconds(10), "the serial queue's next job", report: { queue.diagnose().description }) {
-            #expect(await second.outcome.isSucceeded)
+            #expect(await second.outcome.didSucceed)
         }
     }
 
@@ -101,7 +101,7 @@ import Testing
         let allStarted = await offThePool { allInside.wait(timeoutSeconds: 10) }
         #expect(allStarted, "within 10 s only \(inside.highest) of \(count) blocking bodies were inside at once")
         await queue.waitUntilAllJobsAreFinished()
-        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.isSucceeded == true })
+        #expect(jobs.allSatisfy { $0.outcomeIfDecided?.didSucceed == true })
     }
 
     /// A finished job is let go of by the queue after it unlocks (the job's `deinit` locks it).

@@ -9,8 +9,8 @@ import Testing
 @Test("the README's first example runs: both jobs succeed", .timeLimit(.minutes(1)))
 func readmeFirstExampleRuns() async {
     let (download, outcome) = await readmeFirstExample()
-    #expect(outcome.isSucceeded)
-    #expect(download.outcomeIfDecided?.isSucceeded == true)
+    #expect(outcome.didSucceed)
+    #expect(download.outcomeIfDecided?.didSucceed == true)
 }
 
 @Test("the durable example's graph runs to the end")

@@ -9,7 +9,7 @@ import Testing
     final class Names: JobInstrument {
         let finished = Recorder<String>()
         func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) {
-            finished.record("\(queue.name): \(outcome.isSucceeded ? "ok" : "not ok")")
+            finished.record("\(queue.name): \(outcome.didSucceed ? "ok" : "not ok")")
         }
     }
 

@@ -12,7 +12,7 @@ import Testing
         let save = ImportFeedJob(store: store, parse: parse, willImport: { counts.record($0) })
         #expect(save.dependencies.count == 1)
         JobQueue().add([parse, save])
-        #expect(await save.outcome.isSucceeded)
+        #expect(await save.outcome.didSucceed)
         #expect(save.summary?.inserted == 40)
         #expect(save.summary?.total == 40)
         #expect(counts.values == [40])
@@ -56,7 +56,7 @@ import Testing
         #expect(jobs[0].conditions.map(\.name) == ["MutuallyExclusive(\(String(reflecting: EarthquakeImport.self)))"])
         let queue = JobQueue(maxConcurrentJobs: 8, exclusivityScope: ExclusivityScope(name: "imports"))
         queue.add(jobs)
-        for job in jobs { #expect(await job.outcome.isSucceeded) }
+        for job in jobs { #expect(await job.outcome.didSucceed) }
         #expect(inside.highest == 1)
         #expect(try store.count() == 8)
     }

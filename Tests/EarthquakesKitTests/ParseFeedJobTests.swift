@@ -13,8 +13,8 @@ import Testing
         let fromData = ParseFeedJob(input: .data(SampleFeed.data))
         let fromFile = ParseFeedJob(input: .file(file))
         JobQueue().add([fromData, fromFile])
-        #expect(await fromData.outcome.isSucceeded)
-        #expect(await fromFile.outcome.isSucceeded)
+        #expect(await fromData.outcome.didSucceed)
+        #expect(await fromFile.outcome.didSucceed)
         #expect(fromData.feed?.earthquakes.count == 40)
         #expect(fromFile.feed?.earthquakes.count == 7)
     }

@@ -178,7 +178,7 @@ import Testing
         // The second refresh downloads and parses while the first import holds the slot...
         let secondParse = second.jobs[second.jobs.count - 2]
         let secondImport = second.jobs[second.jobs.count - 1]
-        #expect(await secondParse.outcome.isSucceeded)
+        #expect(await secondParse.outcome.didSucceed)
         // ...but its import waits.
         #expect(secondImport.state < .executing)
         #expect(!events.values.contains("second importing"))

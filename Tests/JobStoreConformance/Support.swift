@@ -21,8 +21,7 @@ public final class ManualDurableClock: Sendable {
     }
 
     public func advance(by duration: Duration) {
-        let (seconds, attoseconds) = duration.components
-        current.withLock { $0 = $0.addingTimeInterval(Double(seconds) + Double(attoseconds) / 1e18) }
+        current.withLock { $0 = $0.addingTimeInterval(duration / .seconds(1)) }
     }
 }
 

@@ -244,7 +244,7 @@ struct ChaosChecker {
         // crash). Planned failures that the store accepted, to retry the job, are not among them.
         let rejected = attempts.filter { $0.refused == true }.count
         let retried = attempts.filter { $0.accepted == false && $0.refused == false }.count
-        let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+        let seconds = elapsed / .seconds(1)
         let summary: [String: Any] = [
             "harness": "postgres-chaos", "seed": seed, "jobs": jobs, "workers": workers, "lost": lost,
             "duplicate_completions": duplicates, "early_starts": early, "left_claimed": leftClaimed + leftHolders,

@@ -277,7 +277,7 @@ open class GroupJob: Job, @unchecked Sendable {
         guard withCore({ $0.extras?.group?.started == true }) else { return }
         childDidFinish(child, outcome: outcome)
         let failure =
-            outcome.isFailed
+            outcome.didFail
             ? GroupJobError.Failure(childName: child.name, childID: child.id, error: outcome.error!) : nil
         // One locked step: count the child, update the group's progress, decide whether it is done.
         var progress: (recorded: (parent: GroupJob?, mustDeliver: Bool)?, fraction: Double)?

@@ -136,7 +136,7 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
 ///
 /// ```swift
 /// let pages = RepeatJob(name: "pages", first: fetchPage(1)) { previous, outcome in
-///     guard outcome.isSucceeded, let next = (previous as? PageJob)?.nextPage else { return nil }
+///     guard outcome.didSucceed, let next = (previous as? PageJob)?.nextPage else { return nil }
 ///     return fetchPage(next)
 /// }
 /// ```

@@ -153,7 +153,7 @@ extension Job {
         // A dependency a condition generated (a "sign in") that failed or was cancelled fails that
         // condition: the job must not run without what it was generated for.
         for (dependency, condition) in zip(generated, generatedBy) {
-            guard let outcome = dependency.outcomeIfDecided, !outcome.isSucceeded else { continue }
+            guard let outcome = dependency.outcomeIfDecided, !outcome.didSucceed else { continue }
             let error = DependencyOutcomeError(dependencyName: dependency.name, outcome: outcome)
             conditionsEvaluated(
                 round: round,

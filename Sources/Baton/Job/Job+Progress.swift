@@ -1,7 +1,7 @@
 extension Job {
     /// How much of the job is done, from 0 to 1: what its body last reported, and 1 once it succeeded.
     public var progress: Double {
-        withCore { core in core.lifecycle.outcome?.isSucceeded == true ? 1 : core.extras?.fractionCompleted ?? 0 }
+        withCore { core in core.lifecycle.outcome?.didSucceed == true ? 1 : core.extras?.fractionCompleted ?? 0 }
     }
 
     /// Reports how much of the work is done (clamped to 0…1); observers hear of it in order with the

@@ -17,9 +17,17 @@ public enum JobOutcome: Sendable, CustomStringConvertible {
         }
     }
 
-    public var isSucceeded: Bool { if case .succeeded = self { true } else { false } }
-    public var isFailed: Bool { if case .failed = self { true } else { false } }
+    /// Whether the job succeeded.
+    public var didSucceed: Bool { if case .succeeded = self { true } else { false } }
+    /// Whether the job failed (its body threw, a condition failed, or it was part of a cycle).
+    public var didFail: Bool { if case .failed = self { true } else { false } }
+    /// Whether the job was cancelled.
     public var isCancelled: Bool { if case .cancelled = self { true } else { false } }
+
+    @available(*, deprecated, renamed: "didSucceed")
+    public var isSucceeded: Bool { didSucceed }
+    @available(*, deprecated, renamed: "didFail")
+    public var isFailed: Bool { didFail }
 
     /// Throws the failure or cancellation reason; returns for success.
     public func get() throws {

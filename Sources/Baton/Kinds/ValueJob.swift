@@ -55,7 +55,7 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
 
     /// The value, once the job succeeded; `nil` before, or if it failed or was cancelled.
     public var output: Output? {
-        withCore { core in core.lifecycle.outcome?.isSucceeded == true ? result : nil }
+        withCore { core in core.lifecycle.outcome?.didSucceed == true ? result : nil }
     }
 
     /// Waits for the job and returns its value, or throws its error or cancellation reason.
