@@ -26,8 +26,9 @@ extension PostgresJobStore {
     /// needing a category found busy (a busy category's jobs would otherwise come first in every look,
     /// however many of them, and a worker with little room would claim nothing while other jobs wait
     /// behind them), and reaches the next ones. It stops at a look that found fewer candidates than it
-    /// asked for, or that neither claimed a job nor found another category busy, and after at most 16
-    /// looks.
+    /// asked for, or — after the first look — at one that neither claimed a job nor found another
+    /// category busy, and after at most 16 looks (so jobs of more than about 15 busy categories, ahead
+    /// of all others, still hold back a claim with little room).
     func completeClaim(
         _ rows: [PostgresRow], worker: String, kinds: [String], limit: Int, lease: Duration
     ) async throws -> [ClaimedJob] {
@@ -168,11 +169,11 @@ extension PostgresJobStore {
 
     /// Claims, in priority order, those of `candidates` whose categories all have room, counting the
     /// holders under a transaction-scoped advisory lock per category; also says which categories were
-    /// busy. A category whose lock another
-    /// session holds is skipped, as `SKIP LOCKED` skips a busy row: a claim never waits for one (a
-    /// session stuck inside a claim — a paused worker, a half-open connection — would otherwise stall
-    /// every worker's claims, jobs without categories included). Releasing a category needs no lock: a
-    /// claimer that counted a holder just released only admits fewer jobs.
+    /// busy. A category whose lock another session holds is skipped, as `SKIP LOCKED` skips a busy
+    /// row: a claim never waits for one (a session stuck inside a claim — a paused worker, a half-open
+    /// connection — would otherwise stall every worker's claims, jobs without categories included).
+    /// Releasing a category needs no lock: a claimer that counted a holder just released only admits
+    /// fewer jobs.
     func claimWithCategories(
         _ candidates: [Int64], worker: String, limit: Int, lease: Duration
     ) async throws -> (claimed: [ClaimedJob], busy: Set<String>) {
