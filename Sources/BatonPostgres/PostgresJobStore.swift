@@ -250,6 +250,11 @@ public final class PostgresJobStore: JobStore, Service {
     /// Whether ``close()`` was called (or ``run()`` ended): every later call throws `PostgresStoreError.closed`.
     public var isClosed: Bool { lifecycle.withLock { $0.isClosed } }
 
+    /// Two: a worker's calls commit side by side on two connections, so the attempts that end while one
+    /// waits for its commit (a WAL flush) go in the other (a one-worker burn-down ran about 30 % more
+    /// jobs a second than with one call at a time, 29 Nov 2026).
+    public var reportCallsInFlight: Int { 2 }
+
     /// Whether the wake-up connection is listening now (false while it reconnects; workers are then
     /// woken by polling).
     public var isListening: Bool { listener.isListening }

@@ -12,6 +12,10 @@ final class HookedStore: JobStore {
     /// When set, `finish(_:thenClaim:…)` calls wait for it (and `finishEntered` opens first).
     let finishGate = Protected<Gate?>(nil)
     let finishEntered = Gate()
+    /// The gated `finish(_:thenClaim:…)` calls waiting now, and the most at once; `secondFinishEntered`
+    /// opens when two wait together.
+    let finishesWaiting = Protected((now: 0, most: 0))
+    let secondFinishEntered = Gate()
     /// When set, `record(of:)` prunes every finished run first (another worker's retention, say).
     let pruneBeforeRecord = Protected(false)
     /// When set and true for a call's reports, `finish(_:thenClaim:…)` fails (a store that cannot take them).
@@ -37,6 +41,9 @@ final class HookedStore: JobStore {
 
     var clock: DurableClock { base.clock }
     var isClosed: Bool { base.isClosed }
+    /// Two, as PostgreSQL's (the SQLite store underneath takes one at a time): the worker tests that use
+    /// this store run with two report calls in flight.
+    var reportCallsInFlight: Int { 2 }
     func submit(_ graph: GraphSpec, uniqueKey: String?) async throws -> SubmittedRun {
         try await base.submit(graph, uniqueKey: uniqueKey)
     }
@@ -62,7 +69,14 @@ final class HookedStore: JobStore {
     ) async throws -> (results: [FinishResult], claimed: [ClaimedJob]) {
         if let gate = finishGate.withLock({ $0 }) {
             finishEntered.open()
+            let waiting = finishesWaiting.withLock { state in
+                state.now += 1
+                state.most = max(state.most, state.now)
+                return state.now
+            }
+            if waiting >= 2 { secondFinishEntered.open() }
             await gate.waitAsync()
+            finishesWaiting.withLock { $0.now -= 1 }
         }
         if let refuse = refuse.withLock({ $0 }), refuse(reports) {
             throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
@@ -119,6 +133,16 @@ final class HookedStore: JobStore {
     func removeSchedule(named name: String) async throws { try await base.removeSchedule(named: name) }
     func fireDueSchedules() async throws -> FiredSchedules { try await base.fireDueSchedules() }
     func wakeups() -> AsyncStream<Void> { base.wakeups() }
+}
+
+/// Returns its input once the gate named by it opens.
+struct WaitsForGate: DurableJob {
+    static let kind = "test.waits-for-gate"
+    let gates: [String: Gate]
+    func run(_ label: String, context: DurableJobContext) async throws -> String {
+        await gates[label]?.waitAsync()
+        return label
+    }
 }
 
 /// Returns its input at once.
@@ -195,6 +219,40 @@ struct DurableEdgeTests {
         #expect(record.state == .ready, "the second job was claimed and not given back: \(record.state)")
         #expect(record.attempts == 0)
         #expect(try await base.record(of: run[first]).state == .succeeded)
+    }
+
+    @Test(
+        "attempts that end while a report call waits at the store go in a second call instead of waiting for it"
+    )
+    func secondReportWhileTheFirstWaits() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        let gates = ["a": Gate(), "b": Gate()]
+        var graph = JobGraph(name: "two")
+        graph.add(WaitsForGate.self, input: "a", name: "a")
+        graph.add(WaitsForGate.self, input: "b", name: "b")
+        let run = try await store.submit(graph)
+        let held = Gate()
+        store.finishGate.withLock { $0 = held }
+        let worker = try makeWorker(store, [WaitsForGate(gates: gates)])
+        let running = Task { try await worker.run(until: run) }
+        defer {
+            held.open()
+            for gate in gates.values { gate.open() }
+            running.cancel()
+        }
+        gates["a"]!.open()
+        try await withDeadline(.seconds(30), "the report of 'a' reaching the store") {
+            await store.finishEntered.waitAsync()
+        }
+        gates["b"]!.open()
+        try await withDeadline(.seconds(30), "the report of 'b' reaching the store while that of 'a' waits there") {
+            await store.secondFinishEntered.waitAsync()
+        }
+        held.open()
+        try await withDeadline(.seconds(30), "the run finishing") { _ = try await running.value }
+        #expect(store.finishesWaiting.current.most == 2)
+        #expect(try await base.explain(run: run.id).counts == [.succeeded: 2])
     }
 
     @Test("a configuration that cannot work is refused with a message naming the setting")

@@ -197,6 +197,12 @@ public protocol JobStore: Sendable {
     /// Whether the store was closed, so that every call fails from now on: a `DurableWorker` then stops
     /// and its `run` throws, rather than retrying for ever. The default is `false`.
     var isClosed: Bool { get }
+
+    /// How many `finish(_:thenClaim:…)` calls a `DurableWorker` may have in flight at once: a store that
+    /// commits calls side by side (PostgreSQL: 2) lets attempts that end while one call waits for its
+    /// commit go in another; one that writes one call at a time (SQLite) gains nothing from it. The
+    /// default is 1.
+    var reportCallsInFlight: Int { get }
 }
 
 /// A job claimed by a worker: what it needs to run one attempt.
@@ -297,6 +303,9 @@ public struct WorkerRecord: Hashable, Codable, Sendable {
 extension JobStore {
     /// Never closed.
     public var isClosed: Bool { false }
+
+    /// One call at a time.
+    public var reportCallsInFlight: Int { 1 }
 
     /// Stores a schedule that submits `graph` every `interval` (counted from 1970-01-01 00:00 UTC).
     @discardableResult

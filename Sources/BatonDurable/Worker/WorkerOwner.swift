@@ -10,7 +10,8 @@ import Logging
 /// ``decide(group:)``, which runs after every event.
 ///
 /// Invariants (checked in debug builds by ``checkInvariants()``):
-/// - at most one claim, one report and one renewal are in flight;
+/// - at most one claim, `reportsInFlight` report calls (the store's `reportCallsInFlight`) and one
+///   renewal are in flight;
 /// - the jobs held plus the room asked for by calls in flight never exceed `maxConcurrentJobs`;
 /// - once a shutdown has begun, nothing more is claimed.
 struct WorkerOwner {
@@ -33,8 +34,15 @@ struct WorkerOwner {
     var claiming: Int?
     /// A claim left room and its follow-up reads are under way (``WorkerEvent/polled(runFinished:due:)``).
     var polling = false
-    /// The report call in flight: how many of the attempts held it reports, and the room it claims.
-    var reporting: (finishing: Int, claim: Int)?
+    /// The report calls in flight (at most the store's `reportCallsInFlight`): for each, its number, how
+    /// many of the attempts held it reports, the room it claims, and how many report calls had failed
+    /// when it was sent.
+    var reporting: [(call: UInt64, finishing: Int, claim: Int, failuresBefore: UInt64)] = []
+    /// Numbers the report calls; counts the report calls that failed.
+    var reportCalls: UInt64 = 0
+    var reportFailures: UInt64 = 0
+    /// How many report calls may be in flight at once (``JobStore/reportCallsInFlight``, at least 1).
+    let reportsInFlight: Int
     var renewing = false
     /// Claim as soon as there is room (a wake-up, a full claim, a slot freed by a lost lease …).
     var wantClaim = true
@@ -71,6 +79,7 @@ struct WorkerOwner {
         self.input = input
         self.until = until
         nextRenew = .now + worker.configuration.renewInterval
+        reportsInFlight = max(1, worker.store.reportCallsInFlight)
     }
 
     var configuration: DurableWorker.Configuration { worker.configuration }
@@ -175,7 +184,12 @@ struct WorkerOwner {
     }
 
     mutating func reported(_ round: ReportRound) {
-        reporting = nil
+        guard let index = reporting.firstIndex(where: { $0.call == round.call }) else {
+            assertionFailure(
+                "DurableWorker '\(configuration.id)': an answer to report call \(round.call), not in flight")
+            return
+        }
+        let call = reporting.remove(at: index)
         let (results, claimed): ([FinishResult], [ClaimedJob])
         switch round.result {
         case .failure(let error):
@@ -192,14 +206,17 @@ struct WorkerOwner {
                 queue(round.batch)  // this one alone failed: the others go first
             } else {
                 queue(round.batch, first: true)
-                oneByOneLeft = round.batch.count
+                oneByOneLeft += round.batch.count
             }
+            reportFailures += 1
             reportRetry = .now + configuration.pollInterval
             return
         case .success(let answer):
             (results, claimed) = answer
         }
-        reportRetry = nil
+        // The store took a call sent after the last failure: no need to wait any more. (One sent before
+        // it says nothing of the failure's cause.)
+        if call.failuresBefore == reportFailures { reportRetry = nil }
         var reported: [AttemptReport] = []
         var releases: [Lease] = []
         for item in round.batch {
@@ -309,7 +326,9 @@ struct WorkerOwner {
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
         if let due = leaseWatch, now >= due { watchLeases(now: now) }
-        if reporting == nil, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true, reportsDue(now: now) {
+        if reporting.count < reportsInFlight, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true,
+            reportsDue(now: now)
+        {
             sendReports(group: &group)
         }
         if !renewing, !hardStopped, now >= nextRenew || !renewRequests.isEmpty {
@@ -323,14 +342,14 @@ struct WorkerOwner {
         }
         watchForStall(now: now, group: &group)
         checkInvariants()
-        if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, !polling, reporting == nil {
+        if shutdownDeadline != nil, active.isEmpty, reports.isEmpty, claiming == nil, !polling, reporting.isEmpty {
             return true
         }
         // The next time something is due without an event: only what can start then (a deadline of a
         // call already in flight would wake the owner in a loop until it answers).
         var next: [ContinuousClock.Instant] = []
         if !renewing && !hardStopped { next.append(nextRenew) }
-        if reporting == nil, !reports.isEmpty {
+        if reporting.count < reportsInFlight, !reports.isEmpty {
             // The reports go when they are due, and not before a retry's wait is over: a batch that waits
             // for its retry while its first report's short delay is past must not wake the owner at once,
             // again and again, until the retry (a spin of a whole poll interval).
@@ -352,8 +371,8 @@ struct WorkerOwner {
     /// and the room the calls in flight asked for.
     func room(finishing: Int) -> Int {
         guard shutdownDeadline == nil else { return 0 }
-        let asked = (claiming ?? 0) + (reporting?.claim ?? 0)
-        let held = active.count - (reporting?.finishing ?? 0) - finishing
+        let asked = (claiming ?? 0) + reporting.reduce(0) { $0 + $1.claim }
+        let held = active.count - reporting.reduce(0) { $0 + $1.finishing } - finishing
         return max(0, configuration.maxConcurrentJobs - held - asked)
     }
 
@@ -405,11 +424,15 @@ struct WorkerOwner {
         // Late claims given back were never held: only the attempts held leave room.
         let finishing = batch.count { active[$0.lease] != nil }
         let claim = hardStopped ? 0 : room(finishing: finishing)
-        reporting = (finishing, claim)
+        reportCalls &+= 1
+        let call = reportCalls
+        reporting.append((call, finishing, claim, reportFailures))
         let worker = worker
         let input = input
         group.addTask {
-            input.yield(.reported(await worker.sendReports(batch, thenClaim: claim)))
+            var round = await worker.sendReports(batch, thenClaim: claim)
+            round.call = call
+            input.yield(.reported(round))
         }
     }
 
@@ -570,8 +593,9 @@ struct WorkerOwner {
     /// Debug builds check the owner's invariants after every decision.
     func checkInvariants() {
         #if DEBUG
-        let asked = (claiming ?? 0) + (reporting?.claim ?? 0)
-        let finishing = reporting?.finishing ?? 0
+        let asked = (claiming ?? 0) + reporting.reduce(0) { $0 + $1.claim }
+        let finishing = reporting.reduce(0) { $0 + $1.finishing }
+        assert(reporting.count <= reportsInFlight, "more report calls in flight than the store allows")
         assert(
             active.count - finishing + asked <= configuration.maxConcurrentJobs,
             "DurableWorker '\(configuration.id)': \(active.count - finishing) attempts held and \(asked) asked for, over its limit of \(configuration.maxConcurrentJobs)"

@@ -44,6 +44,8 @@ struct ClaimRound: Sendable {
 /// The answer to a report of ended attempts, sent with a claim of the room they leave.
 struct ReportRound: Sendable {
     var batch: [PendingReport]
+    /// The owner's number for the call (see `WorkerOwner.reporting`).
+    var call: UInt64 = 0
     var claimLimit: Int
     var askedAt: Date
     var result: Result<(results: [FinishResult], claimed: [ClaimedJob]), any Error>
