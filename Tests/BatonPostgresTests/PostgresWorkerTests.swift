@@ -195,27 +195,33 @@ struct PostgresWorkerTests {
     )
     func stuckSessionStallsOnlyItsCategory() async throws {
         try await TestPostgres.withStore("stuck") { store, configuration in
-            // Another client (a paused worker, a half-open connection, psql) sits in a transaction
-            // holding the lock that guards category "one"'s count.
-            let stuck = try await TestPostgres.connect(configuration, id: 7)
-            do {
-                try await Self.runWhileStuck(stuck, store: store, configuration: configuration)
-                try await stuck.close()
-            } catch {
-                try? await stuck.close()
-                throw error
+            try await Self.withStuckSession(configuration, id: 7) { stuck in
+                try await Self.runWhileStuck(stuck, store: store)
             }
         }
     }
 
-    /// The body of ``stuckSessionStallsOnlyItsCategory()``, with `stuck` the other client's connection.
-    static func runWhileStuck(
-        _ stuck: PostgresConnection, store: PostgresJobStore, configuration: PostgresStoreConfiguration
+    /// Runs `body` while another client (a paused worker, a half-open connection, psql) sits in a
+    /// transaction holding the lock that guards category "one"'s count; closes that client after.
+    static func withStuckSession(
+        _ configuration: PostgresStoreConfiguration, id: Int, _ body: (PostgresConnection) async throws -> Void
     ) async throws {
-        try await stuck.query("BEGIN", logger: TestPostgres.logger)
-        try await stuck.query(
-            "SELECT pg_advisory_xact_lock(hashtext(\(configuration.schema + ":category:one")))",
-            logger: TestPostgres.logger)
+        let stuck = try await TestPostgres.connect(configuration, id: id)
+        do {
+            try await stuck.query("BEGIN", logger: TestPostgres.logger)
+            try await stuck.query(
+                "SELECT pg_advisory_xact_lock(hashtext(\(configuration.schema + ":category:one")))",
+                logger: TestPostgres.logger)
+            try await body(stuck)
+            try await stuck.close()
+        } catch {
+            try? await stuck.close()
+            throw error
+        }
+    }
+
+    /// The body of ``stuckSessionStallsOnlyItsCategory()``, with `stuck` the other client's connection.
+    static func runWhileStuck(_ stuck: PostgresConnection, store: PostgresJobStore) async throws {
         let one = DurableCategory.named("one", limit: 1)
         var graph = JobGraph(name: "stuck")
         for index in 0..<300 {
@@ -251,12 +257,7 @@ struct PostgresWorkerTests {
     )
     func claimPassesOverABusyCategory() async throws {
         try await TestPostgres.withStore("stuck_front") { store, configuration in
-            let stuck = try await TestPostgres.connect(configuration, id: 8)
-            do {
-                try await stuck.query("BEGIN", logger: TestPostgres.logger)
-                try await stuck.query(
-                    "SELECT pg_advisory_xact_lock(hashtext(\(configuration.schema + ":category:one")))",
-                    logger: TestPostgres.logger)
+            try await Self.withStuckSession(configuration, id: 8) { stuck in
                 // Twenty jobs of the held category come first (higher priority), then one without.
                 let one = DurableCategory.named("one", limit: 30)
                 var graph = JobGraph(name: "front")
@@ -273,11 +274,8 @@ struct PostgresWorkerTests {
                 #expect(try await store.claim(worker: "w", kinds: [Gauged.kind], limit: 5, lease: .seconds(30)).isEmpty)
                 try await stuck.query("ROLLBACK", logger: TestPostgres.logger)
                 let freed = try await store.claim(worker: "w", kinds: [Gauged.kind], limit: 25, lease: .seconds(30))
-                #expect(freed.count == 20 && freed.allSatisfy { $0.name.hasPrefix("held") })
-                try await stuck.close()
-            } catch {
-                try? await stuck.close()
-                throw error
+                #expect(freed.count == 20)
+                #expect(freed.allSatisfy { $0.name.hasPrefix("held") }, "\(freed.map(\.name))")
             }
         }
     }
