@@ -195,11 +195,11 @@ struct PostgresBench {
         _ = try? await store.query(PostgresQuery(unsafeSQL: "DROP SCHEMA IF EXISTS \"\(schema)\" CASCADE"))
     }
 
-    func configuration(_ id: String, _ logger: Logger) -> DurableWorker.Configuration {
+    func configuration(_ id: String, _ logger: Logger, slots: Int = 256) -> DurableWorker.Configuration {
         var logger = logger
         logger.logLevel = .error
         return DurableWorker.Configuration(
-            id: id, maxConcurrentJobs: 256, leaseDuration: .seconds(30), renewInterval: .seconds(10),
+            id: id, maxConcurrentJobs: slots, leaseDuration: .seconds(30), renewInterval: .seconds(10),
             pollInterval: .seconds(1), retention: nil, logger: logger)
     }
 
@@ -234,7 +234,9 @@ struct PostgresBench {
     }
 
     /// Submitted first (one graph of N independent no-op jobs), then run to the end by one
-    /// `DurableWorker` (256 slots). Rates as in ``burnDown(jobs:workers:logger:)``.
+    /// `DurableWorker` with ``processSlots`` slots: as many jobs held at once as the claim loop of 500 it
+    /// is compared with (it had 256 until 29 Nov, half the loop's, and measured 0.61–0.77 of it; with 500,
+    /// 0.77–0.92 in four interleaved pairs). Rates as in ``burnDown(jobs:workers:logger:)``.
     func workerBurnDown(jobs: Int, logger: Logger) async throws -> (Double, Double) {
         let schema = fresh("burnw")
         let store = try await store(schema, logger)
@@ -243,7 +245,8 @@ struct PostgresBench {
         let run = try await store.submit(graph)
         let span = BenchSpan()
         let worker = try DurableWorker(
-            store: store, jobs: [BenchNoOp(span: span)], configuration: configuration("w", logger))
+            store: store, jobs: [BenchNoOp(span: span)],
+            configuration: configuration("w", logger, slots: Self.processSlots))
         let start = ContinuousClock.now
         try await worker.run(until: run)
         let wall = ContinuousClock.now - start
