@@ -211,7 +211,7 @@ extension PostgresJobStore {
             worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride)
         let logger = logger
         let (finished, claimRows) = try await retrying("finish") { [client, faults] in
-            let rows = try await client.withConnection { connection in
+            let rows = try await client.withLiveConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let finished = try await connection.rows(of: finishStatement, logger: logger)
                     let claimed = try await connection.rows(of: claimStatement, logger: logger)

@@ -23,7 +23,7 @@ extension PostgresJobStore {
         let insert = Prepared<SubmitGraph>(bindings: bindings)
         let logger = logger
         let row = try await retrying("submit") { [submitClient, faults] in
-            let rows = try await submitClient.withConnection { connection in
+            let rows = try await submitClient.withLiveConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.rows(of: insert, logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)

@@ -145,7 +145,7 @@ public final class PostgresJobStore: JobStore, Service {
         do {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
                 [client, configuration, logger] in
-                try await client.withConnection { connection in
+                try await client.withLiveConnection { connection in
                     try await PostgresSchema.migrate(
                         on: connection, schema: configuration.schema, logger: logger,
                         mustExistIn: configuration.createsStore ? nil : configuration.database)
@@ -306,7 +306,7 @@ public final class PostgresJobStore: JobStore, Service {
     ) async throws -> T {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let result = try await client.withConnection { connection in
+            let result = try await client.withLiveConnection { connection in
                 try await connection.query("BEGIN", logger: logger)
                 do {
                     let result = try await body(connection)
@@ -343,7 +343,7 @@ public final class PostgresJobStore: JobStore, Service {
     func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let rows = try await client.withConnection { connection in
+            let rows = try await client.withLiveConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.query(query, logger: logger).collect()
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
@@ -363,7 +363,7 @@ public final class PostgresJobStore: JobStore, Service {
     ) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let rows = try await client.withConnection { connection in
+            let rows = try await client.withLiveConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.rows(of: statement, logger: logger)
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
@@ -538,7 +538,7 @@ enum PostgresFailure: Equatable {
     case other
 
     static func classify(_ error: any Error) -> PostgresFailure {
-        if error is PostgresTimeout { return .unreachable }
+        if error is PostgresTimeout || error is ConnectionWatch.Closed { return .unreachable }
         guard let error = error as? PSQLError else { return .other }
         switch error.code {
         case .server:
@@ -598,6 +598,10 @@ struct PostgresTimeout: Error {
     /// outside `run(_:_:)`.
     @TaskLocal static var steps: Protected<Int>?
 
+    /// Ends the `run(_:_:)` under way in this task at once with an error, as its timer would (nil
+    /// outside `run(_:_:)`): ``ConnectionWatch`` calls it when the connection the operation uses closes.
+    @TaskLocal static var abandon: (@Sendable (any Error) -> Void)?
+
     /// Reports that the operation under way made progress: a step of a long transaction (a cascade
     /// through thousands of dependents) was answered by the server. The limit then starts over: it is
     /// the longest the server may leave a request unanswered, not the longest an operation may take.
@@ -634,13 +638,21 @@ struct PostgresTimeout: Error {
             continuation?.resume(with: value)
         }
         let steps = Protected(0)
+        let started = Protected<Task<Void, Never>?>(nil)
+        let abandonWork: @Sendable (any Error) -> Void = { error in
+            settle(.failure(error))
+            started.current?.cancel()
+        }
         let work = Task {
             await $steps.withValue(steps) {
-                let value: Result<T, any Error>
-                do { value = .success(try await body()) } catch { value = .failure(error) }
-                settle(value)
+                await Self.$abandon.withValue(abandonWork) {
+                    let value: Result<T, any Error>
+                    do { value = .success(try await body()) } catch { value = .failure(error) }
+                    settle(value)
+                }
             }
         }
+        started.withLock { $0 = work }
         let timer = Task {
             var seen = 0
             while true {

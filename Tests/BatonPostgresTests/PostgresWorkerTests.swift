@@ -280,6 +280,78 @@ struct PostgresWorkerTests {
         }
     }
 
+    /// Records each attempt (job name and attempt number) and tells a stream of every start.
+    struct Counted: DurableJob {
+        static let kind = "test.pg-counted"
+        let attempts: Protected<[String: [Int]]>
+        let started: AsyncStream<Int>.Continuation
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            let count = attempts.withLock { attempts in
+                attempts[context.name, default: []].append(context.attempt)
+                return attempts.values.reduce(0) { $0 + $1.count }
+            }
+            started.yield(count)
+            return input
+        }
+    }
+
+    @Test(
+        "a worker whose connections are cut every 25 attempts (mid report, claim, renewal or listen): no call waits on a closed connection, every job succeeds, no attempt number is used twice"
+    )
+    func connectionsCutMidRun() async throws {
+        try await TestPostgres.withStore("worker_cut") { observer, base in
+            var configuration = base
+            configuration.applicationName = "baton-cut-\(UInt32.random(in: 0...UInt32.max))"
+            configuration.fallbackPollInterval = .milliseconds(50)
+            // No call may wait for an answer on a closed connection: the operation timeout, which would
+            // end such a wait, is longer than the test's deadline.
+            configuration.operationTimeout = .seconds(600)
+            let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
+            defer { store.close() }
+            #expect(store.reportCallsInFlight == 2)
+            let total = 300
+            var graph = JobGraph(name: "cut")
+            for index in 0..<total {
+                graph.add(Counted.self, input: index, name: "j\(index)", retry: .immediate(maxAttempts: 10))
+            }
+            let run = try await observer.submit(graph)
+            let attempts = Protected<[String: [Int]]>([:])
+            let (starts, started) = AsyncStream<Int>.makeStream()
+            let worker = try DurableWorker(
+                store: store, jobs: [Counted(attempts: attempts, started: started)],
+                configuration: .init(
+                    id: "cut", maxConcurrentJobs: 16, leaseDuration: .seconds(3), renewInterval: .seconds(1),
+                    pollInterval: .milliseconds(200)))
+            let name = configuration.applicationName
+            // The cuts follow the attempts' starts (no timer): after every 25th, every session of the
+            // worker's store is terminated, whatever call it is in.
+            let cuts = Task {
+                var cuts = 0
+                var next = 25
+                for await count in starts where count >= next {
+                    next = count + 25
+                    let terminated = try await observer.client.query(
+                        "SELECT count(*)::int FROM (SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = \(name)) t"
+                    ).collect()[0].decode(Int.self)
+                    if terminated > 0 { cuts += 1 }
+                }
+                return cuts
+            }
+            try await withDeadline(.seconds(90), "the run finishing while its worker's connections are cut") {
+                let explanation = try await worker.run(until: run)
+                #expect(explanation.jobs.count == total)
+            }
+            started.finish()
+            let cutCount = try await cuts.value
+            #expect(cutCount >= 5, "only \(cutCount) cuts reached the worker's sessions")
+            let seen = attempts.current
+            #expect(seen.count == total, "\(total - seen.count) jobs never started")
+            let repeated = seen.filter { Set($0.value).count != $0.value.count }
+            #expect(repeated.isEmpty, "attempt numbers used twice: \(repeated.sorted { $0.key < $1.key }.prefix(5))")
+            #expect(try await Self.states(store) == ["succeeded": total])
+        }
+    }
+
     @Test("the store's sessions bound the locks a stuck client can hold, and their waits for others'")
     func sessionsHaveServerSideLimits() async throws {
         var configuration = try TestPostgres.configuration("limits")
