@@ -182,7 +182,7 @@ extension PostgresJobStore {
         return try await transaction("claim") { connection in
             let now = try await self.serverTime(on: connection)
             // Lock the candidates that are still ready (another claimer may have taken some).
-            let locked = try await connection.query(
+            let locked = try await connection.liveQuery(
                 """
                 SELECT id FROM jobs WHERE id = ANY(\(candidates)) AND state = 'ready' AND not_before <= \(now)
                 ORDER BY priority DESC, id FOR UPDATE SKIP LOCKED
@@ -190,14 +190,14 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode(Int64.self) }
             guard !locked.isEmpty else { return ([], []) }
             var needs: [Int64: [(String, Int)]] = [:]
-            for try await (job, category, maximum) in try await connection.query(
+            for try await (job, category, maximum) in try await connection.liveQuery(
                 "SELECT job, category, max_holders FROM job_categories WHERE job = ANY(\(locked))", logger: logger
             ).decode((Int64, String, Int).self) {
                 needs[job, default: []].append((category, maximum))
             }
             let names = Array(Set(needs.values.flatMap { $0.map(\.0) })).sorted()
             var free = Set<String>()
-            for try await name in try await connection.query(
+            for try await name in try await connection.liveQuery(
                 """
                 SELECT n FROM unnest(\(names)::text[]) AS n
                 WHERE pg_try_advisory_xact_lock(hashtext(\(prefix) || n))
@@ -208,7 +208,7 @@ extension PostgresJobStore {
             let busy = Set(names).subtracting(free)
             guard !free.isEmpty else { return ([], busy) }
             var held: [String: Int] = [:]
-            for try await (category, count) in try await connection.query(
+            for try await (category, count) in try await connection.liveQuery(
                 "SELECT category, count(*)::int FROM holders WHERE category = ANY(\(Array(free))) GROUP BY category",
                 logger: logger
             ).decode((String, Int).self) {
@@ -229,11 +229,11 @@ extension PostgresJobStore {
             }
             guard !chosen.isEmpty else { return ([], busy) }
             if !holderJobs.isEmpty {
-                try await connection.query(
+                try await connection.liveQuery(
                     "INSERT INTO holders (category, job) SELECT * FROM unnest(\(holderCategories), \(holderJobs))",
                     logger: logger)
             }
-            let rows = try await connection.query(
+            let rows = try await connection.liveQuery(
                 """
                 UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
                     lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.seconds),
@@ -254,7 +254,7 @@ extension PostgresJobStore {
         let notify = notifySQL()
         try await transaction("expire leases") { connection in
             let now = try await self.serverTime(on: connection)
-            let expired = try await connection.query(
+            let expired = try await connection.liveQuery(
                 """
                 SELECT id, attempts, max_attempts, lease_owner, lease_expires, cancel_request, lease_token FROM jobs
                 WHERE state = 'running' AND lease_expires < \(now) ORDER BY id FOR UPDATE SKIP LOCKED
@@ -268,10 +268,10 @@ extension PostgresJobStore {
                 let message =
                     "attempt \(attempts) lost: the lease of worker '\(owner ?? "?")' expired at "
                     + Date(storeTime: at).formatted(.iso8601) + " (the database server's clock)"
-                try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+                try await connection.liveQuery("DELETE FROM holders WHERE job = \(id)", logger: logger)
                 let result: DurableJobState =
                     cancelRequest != nil ? .cancelled : attempts >= maxAttempts ? .failed : .ready
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
                     VALUES (\(id), \(token ?? 0), \(attempts), \(owner), (SELECT started FROM jobs WHERE id = \(id)),
@@ -286,14 +286,14 @@ extension PostgresJobStore {
                     try await Self.finishJob(
                         connection, id: id, state: .failed, error: message, output: nil, now: now, logger: logger)
                 } else {
-                    try await connection.query(
+                    try await connection.liveQuery(
                         """
                         UPDATE jobs SET state = 'ready', not_before = \(now), lease_owner = NULL, lease_token = NULL,
                             lease_expires = NULL, last_error = \(message) WHERE id = \(id)
                         """, logger: logger)
                 }
             }
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+            try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         }
     }
 

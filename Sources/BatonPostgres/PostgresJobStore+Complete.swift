@@ -33,7 +33,7 @@ extension PostgresJobStore {
         let logger = logger
         do {
             return try await transaction("complete") { connection in
-                let rows = try await connection.query(
+                let rows = try await connection.liveQuery(
                     """
                     SELECT (state = 'running' AND lease_token = \(token)) IS TRUE,
                         (finished_by = \(token) AND finished_report = 'succeeded') IS TRUE, cancel_request
@@ -51,18 +51,18 @@ extension PostgresJobStore {
                     let now = try await self.serverTime(on: connection)
                     try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
                 }
-                try await connection.query(
+                try await connection.liveQuery(
                     "SELECT set_config('search_path', '\"$user\", public', true)", logger: logger)
                 // A savepoint around the writes: one that ends the transaction (`COMMIT`, `ROLLBACK`) makes
                 // the release fail, loudly, rather than leave the completion outside it.
-                try await connection.query("SAVEPOINT baton_writes", logger: logger)
+                try await connection.liveQuery("SAVEPOINT baton_writes", logger: logger)
                 do {
                     try await writes(connection)
                 } catch {
                     throw ApplicationWritesError(error)
                 }
-                try await connection.query("RELEASE SAVEPOINT baton_writes", logger: logger)
-                try await connection.query("SELECT set_config('search_path', \(storePath), true)", logger: logger)
+                try await connection.liveQuery("RELEASE SAVEPOINT baton_writes", logger: logger)
+                try await connection.liveQuery("SELECT set_config('search_path', \(storePath), true)", logger: logger)
                 if adds {
                     // Statement by statement, as a completion that adds jobs always is (they are in already).
                     let now = try await self.serverTime(on: connection)
@@ -73,7 +73,8 @@ extension PostgresJobStore {
                             message: "PostgreSQL did not record the completion of job \(id) after its lease was checked"
                         )
                     }
-                    try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
+                    try await connection.liveQuery(
+                        PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
                     return true
                 }
                 let accepted = try Self.acceptedLeases(try await connection.rows(of: statement, logger: logger))
@@ -104,7 +105,7 @@ extension DurableJobContext {
     ///     func run(_ page: String, context: DurableJobContext) async throws -> Int {
     ///         let views = try await fetchViews(page)           // the work, outside the transaction
     ///         return try await context.complete(returning: views) { (connection: PostgresConnection) in
-    ///             try await connection.query(
+    ///             try await connection.liveQuery(
     ///                 "UPDATE pages SET views = views + \(views) WHERE name = \(page)", logger: context.logger)
     ///         }
     ///     }

@@ -41,7 +41,7 @@ extension PostgresJobStore {
                     outcomes.append(try await Self.finishAttempt(connection, report, now: now, logger: logger))
                 }
                 if outcomes.contains(where: { $0 != .rejected }) {
-                    try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+                    try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
                 }
                 return outcomes
             }
@@ -211,7 +211,7 @@ extension PostgresJobStore {
             worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride)
         let logger = logger
         let (finished, claimRows) = try await retrying("finish") { [client, faults] in
-            let rows = try await client.withLiveConnection { connection in
+            let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let finished = try await connection.rows(of: finishStatement, logger: logger)
                     let claimed = try await connection.rows(of: claimStatement, logger: logger)
@@ -243,7 +243,7 @@ extension PostgresJobStore {
         case .failed: kind = "failed"
         case .cancelled: kind = "cancelled"
         }
-        let rows = try await connection.query(
+        let rows = try await connection.liveQuery(
             """
             SELECT attempts, max_attempts, retry, cancel_request, lease_owner FROM jobs
             WHERE id = \(id) AND state = 'running' AND lease_token = \(token) FOR UPDATE
@@ -254,7 +254,7 @@ extension PostgresJobStore {
             // as then, even when later attempts have ended since. A success whose added jobs were refused
             // failed its job and kept no output, so its output cannot be compared: the token and the kind
             // of report identify it.
-            let earlier = try await connection.query(
+            let earlier = try await connection.liveQuery(
                 """
                 SELECT result FROM attempts WHERE job = \(id) AND token = \(token) AND outcome = \(kind)
                 UNION ALL
@@ -268,12 +268,12 @@ extension PostgresJobStore {
         }
         let (attempts, maxAttempts, retry, cancelRequest, owner) = try row.decode(
             (Int, Int, String, String?, String?).self)
-        try await connection.query("DELETE FROM holders WHERE job = \(id)", logger: logger)
+        try await connection.liveQuery("DELETE FROM holders WHERE job = \(id)", logger: logger)
         let result = try await finishAttempt(
             connection, report, attempts: attempts, maxAttempts: maxAttempts, retry: retry,
             cancelRequest: cancelRequest, now: now, logger: logger)
         if case .accepted(let state) = result {
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs SET finished_by = \(token), finished_report = \(kind), finished_result = \(state.rawValue)
                 WHERE id = \(id)
@@ -288,7 +288,7 @@ extension PostgresJobStore {
                     case .succeeded: nil
                     }
                 let outcome = kind == "succeeded" ? "failed" : kind
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
                     VALUES (\(id), \(token), \(attempts), \(owner), (SELECT started FROM jobs WHERE id = \(id)),
@@ -350,7 +350,7 @@ extension PostgresJobStore {
                 return .accepted(.failed)
             }
             let notBefore = now + policy.wait(beforeAttempt: attempts + 1).seconds
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs SET state = 'ready', not_before = \(notBefore), lease_owner = NULL, lease_token = NULL,
                     lease_expires = NULL, last_error = \(message) WHERE id = \(id)
@@ -373,7 +373,7 @@ extension PostgresJobStore {
     ) async throws {
         PostgresTimeout.progressed()
         let row =
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs SET state = \(state.rawValue), last_error = COALESCE(\(error), last_error), output = \(output),
                     finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
@@ -382,7 +382,7 @@ extension PostgresJobStore {
             ).collect().first
         guard let run = try row?.decode(Int64.self) else { return }
         if state == .succeeded {
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs d SET remaining = d.remaining - 1,
                     state = CASE WHEN d.remaining = 1 THEN 'ready' ELSE d.state END
@@ -400,7 +400,7 @@ extension PostgresJobStore {
             // Cancelled first: a dependent that waits regardless on one job of the level and not on
             // another is cancelled, as a job at a time did in either order (it could not become ready
             // while the other was unfinished).
-            let stopped = try await connection.query(
+            let stopped = try await connection.liveQuery(
                 """
                 UPDATE jobs d SET state = 'cancelled', last_error = 'dependency ''' || c.name || \(ending),
                     output = NULL, finished = \(now), lease_owner = NULL, lease_token = NULL, lease_expires = NULL
@@ -413,7 +413,7 @@ extension PostgresJobStore {
                 """, logger: logger
             ).collect()
             PostgresTimeout.progressed()
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs d SET remaining = d.remaining - c.n,
                     state = CASE WHEN d.remaining = c.n THEN 'ready' ELSE d.state END
@@ -430,7 +430,7 @@ extension PostgresJobStore {
         let finished = 1 + cancelled
         let failed = state == .failed ? 1 : 0
         let cancelledCount = cancelled + (state == .cancelled ? 1 : 0)
-        try await connection.query(
+        try await connection.liveQuery(
             """
             UPDATE runs SET unfinished = unfinished - \(finished), failed = failed + \(failed),
                 cancelled = cancelled + \(cancelledCount),
@@ -447,27 +447,27 @@ extension PostgresJobStore {
             let now = try await self.serverTime(on: connection)
             for lease in leases {
                 PostgresTimeout.progressed()
-                let rows = try await connection.query(
+                let rows = try await connection.liveQuery(
                     """
                     SELECT cancel_request FROM jobs
                     WHERE id = \(lease.job.rawValue) AND state = 'running' AND lease_token = \(lease.token) FOR UPDATE
                     """, logger: logger
                 ).collect()
                 guard let row = rows.first else { continue }
-                try await connection.query("DELETE FROM holders WHERE job = \(lease.job.rawValue)", logger: logger)
+                try await connection.liveQuery("DELETE FROM holders WHERE job = \(lease.job.rawValue)", logger: logger)
                 if let reason = try row.decode(String?.self) {
                     try await Self.finishJob(
                         connection, id: lease.job.rawValue, state: .cancelled, error: reason, output: nil, now: now,
                         logger: logger)
                 } else {
-                    try await connection.query(
+                    try await connection.liveQuery(
                         """
                         UPDATE jobs SET state = 'ready', attempts = attempts - 1, lease_owner = NULL, lease_token = NULL,
                             lease_expires = NULL WHERE id = \(lease.job.rawValue)
                         """, logger: logger)
                 }
             }
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+            try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         }
     }
 
@@ -477,7 +477,7 @@ extension PostgresJobStore {
         let notify = notifySQL()
         try await transaction("cancel") { connection in
             let now = try await self.serverTime(on: connection)
-            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+            let exists = try await connection.liveQuery("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
                 .collect()
             guard !exists.isEmpty else {
                 throw DurableError(
@@ -491,7 +491,7 @@ extension PostgresJobStore {
             // dependencies usually come before their dependents, so a completion holding its job and
             // updating its dependents does not wait on this in a cycle (one that does is a deadlock, and
             // both are retried).
-            let unfinished = try await connection.query(
+            let unfinished = try await connection.liveQuery(
                 """
                 SELECT id, state, idx FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready', 'running')
                 ORDER BY id FOR UPDATE
@@ -499,7 +499,7 @@ extension PostgresJobStore {
             ).collect().map { try $0.decode((Int64, String, Int).self) }
             let running = unfinished.filter { $0.1 == "running" }.map(\.0)
             if !running.isEmpty {
-                try await connection.query(
+                try await connection.liveQuery(
                     "UPDATE jobs SET cancel_request = \(reason) WHERE id = ANY(\(running)) AND cancel_request IS NULL",
                     logger: logger)
             }
@@ -511,21 +511,23 @@ extension PostgresJobStore {
                 for job in waitingNow {
                     PostgresTimeout.progressed()
                     // An earlier job's cascade may have cancelled it already.
-                    let state = try await connection.query("SELECT state FROM jobs WHERE id = \(job)", logger: logger)
-                        .collect().first?.decode(String.self)
+                    let state = try await connection.liveQuery(
+                        "SELECT state FROM jobs WHERE id = \(job)", logger: logger
+                    )
+                    .collect().first?.decode(String.self)
                     guard state == "pending" || state == "ready" else { continue }
                     try await Self.finishJob(
                         connection, id: job, state: .cancelled, error: reason, output: nil, now: now, logger: logger)
                 }
                 // Jobs that a completion added while this waited for its job's lock (invisible to the
                 // first statement's snapshot): read again until none is left.
-                waitingNow = try await connection.query(
+                waitingNow = try await connection.liveQuery(
                     """
                     SELECT id FROM jobs WHERE run = \(run.rawValue) AND state IN ('pending', 'ready') ORDER BY idx FOR UPDATE
                     """, logger: logger
                 ).collect().map { try $0.decode(Int64.self) }
             }
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+            try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         }
     }
 
@@ -536,7 +538,7 @@ extension PostgresJobStore {
         try await transaction("cancel") { connection in
             let now = try await self.serverTime(on: connection)
             guard
-                let state = try await connection.query(
+                let state = try await connection.liveQuery(
                     "SELECT state FROM jobs WHERE id = \(job.rawValue) FOR UPDATE", logger: logger
                 ).collect().first?.decode(String.self)
             else {
@@ -549,12 +551,12 @@ extension PostgresJobStore {
                     connection, id: job.rawValue, state: .cancelled, error: reason, output: nil, now: now,
                     logger: logger)
             case .running:
-                try await connection.query(
+                try await connection.liveQuery(
                     "UPDATE jobs SET cancel_request = \(reason) WHERE id = \(job.rawValue) AND cancel_request IS NULL",
                     logger: logger)
             default: break
             }
-            try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+            try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         }
     }
 
@@ -566,15 +568,15 @@ extension PostgresJobStore {
     ) async throws {
         try addition.validate()
         guard
-            let row = try await connection.query(
+            let row = try await connection.liveQuery(
                 "SELECT run, name FROM jobs WHERE id = \(adder)", logger: logger
             ).collect().first
         else { return }
         let (run, adderName) = try row.decode((Int64, String).self)
         // The run is locked while it grows: two of its jobs adding at once pick names and places in turn.
-        try await connection.query("SELECT 1 FROM runs WHERE id = \(run) FOR UPDATE", logger: logger)
+        try await connection.liveQuery("SELECT 1 FROM runs WHERE id = \(run) FOR UPDATE", logger: logger)
         let taken = Set(
-            try await connection.query("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
+            try await connection.liveQuery("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
                 .map { try $0.decode(String.self) })
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
@@ -582,7 +584,7 @@ extension PostgresJobStore {
             let ids = addition.existingDependencies.map(\.rawValue)
             // Locked, so that none is claimed (and its completion's statement begun, blind to the edges
             // added here) before this transaction commits.
-            for row in try await connection.query(
+            for row in try await connection.liveQuery(
                 "SELECT id, run, name, state FROM jobs WHERE id = ANY(\(ids)) ORDER BY id FOR UPDATE", logger: logger
             ).collect() {
                 let (id, run, name, state) = try row.decode((Int64, Int64, String, String).self)
@@ -590,7 +592,7 @@ extension PostgresJobStore {
                     run: run, name: name, state: DurableJobState(rawValue: state) ?? .failed)
             }
             downstream = Set(
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     WITH RECURSIVE down(id) AS (
                         SELECT job FROM edges WHERE dependency = \(adder)
@@ -599,7 +601,7 @@ extension PostgresJobStore {
                     """, logger: logger
                 ).collect().map { try $0.decode(Int64.self) })
         }
-        let groupDependents = try await connection.query(
+        let groupDependents = try await connection.liveQuery(
             """
             SELECT e.job, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
             WHERE e.dependency = \(adder) AND e.includes_added AND j.state = 'pending'
@@ -613,14 +615,14 @@ extension PostgresJobStore {
             downstream: downstream, groupDependents: groupDependents)
         let encoder = JSONEncoder()
         let first =
-            (try await connection.query("SELECT max(idx) FROM jobs WHERE run = \(run)", logger: logger).collect()
+            (try await connection.liveQuery("SELECT max(idx) FROM jobs WHERE run = \(run)", logger: logger).collect()
             .first?.decode(Int?.self) ?? nil).map { $0 + 1 } ?? 0
         var ids: [Int64] = []
         for (index, job) in addition.jobs.enumerated() {
             let retry = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
             let state = plan.remaining[index] == 0 ? "ready" : "pending"
             let id =
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
                         timeout, has_categories, not_before, added_by)
@@ -634,18 +636,18 @@ extension PostgresJobStore {
         }
         for (index, job) in addition.jobs.enumerated() {
             for dependency in job.storedDependencies {
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     INSERT INTO edges (dependency, job, run_regardless, includes_added)
                     VALUES (\(ids[dependency.index]), \(ids[index]), \(dependency.runRegardless), \(dependency.includingAdded))
                     """, logger: logger)
             }
             if let from = job.inputFrom {
-                try await connection.query(
+                try await connection.liveQuery(
                     "UPDATE jobs SET input_from = \(ids[from]) WHERE id = \(ids[index])", logger: logger)
             }
             for category in job.categories {
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     INSERT INTO job_categories (job, category, max_holders)
                     VALUES (\(ids[index]), \(category.name), \(category.limit))
@@ -654,23 +656,23 @@ extension PostgresJobStore {
             }
         }
         for edge in plan.existingEdges {
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 INSERT INTO edges (dependency, job, run_regardless, includes_added)
                 VALUES (\(edge.dependency), \(ids[edge.job]), false, false) ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
         for dependent in plan.groupDependents {
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 INSERT INTO edges (dependency, job, run_regardless, includes_added)
                 SELECT id, \(dependent.id), \(dependent.runRegardless), true FROM unnest(\(ids)) AS a(id)
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
-            try await connection.query(
+            try await connection.liveQuery(
                 "UPDATE jobs SET remaining = remaining + \(ids.count) WHERE id = \(dependent.id)", logger: logger)
         }
-        try await connection.query(
+        try await connection.liveQuery(
             """
             UPDATE runs SET unfinished = unfinished + \(ids.count), jobs = jobs + \(ids.count), finished = NULL
             WHERE id = \(run)

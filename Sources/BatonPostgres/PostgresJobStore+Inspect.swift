@@ -17,10 +17,10 @@ extension PostgresJobStore {
         let logger = logger
         return try await transaction("snapshot") { connection in
             // One consistent view of the run, as SQLite's read transaction gives.
-            try await connection.query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
+            try await connection.liveQuery("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY", logger: logger)
             let now = Date(storeTime: try await self.serverTime(on: connection))
             guard
-                let runRow = try await connection.query(
+                let runRow = try await connection.liveQuery(
                     "SELECT name, unique_key, created, finished FROM runs WHERE id = \(run.rawValue)", logger: logger
                 ).collect().first
             else {
@@ -33,7 +33,7 @@ extension PostgresJobStore {
                 id: run, name: name, uniqueKey: uniqueKey, created: Date(storeTime: created),
                 finished: finished.map(Date.init(storeTime:)))
             var dependencies: [Int64: [JobRecord.Dependency]] = [:]
-            for try await (job, dependency, regardless, includesAdded) in try await connection.query(
+            for try await (job, dependency, regardless, includesAdded) in try await connection.liveQuery(
                 """
                 SELECT e.job, e.dependency, e.run_regardless, e.includes_added FROM edges e JOIN jobs j ON j.id = e.job
                 WHERE j.run = \(run.rawValue) ORDER BY e.job, e.dependency
@@ -44,7 +44,7 @@ extension PostgresJobStore {
                         job: DurableJobID(dependency), runRegardless: regardless, includingAdded: includesAdded))
             }
             var categories: [Int64: [DurableCategory]] = [:]
-            for try await (job, category, limit) in try await connection.query(
+            for try await (job, category, limit) in try await connection.liveQuery(
                 """
                 SELECT c.job, c.category, c.max_holders FROM job_categories c JOIN jobs j ON j.id = c.job
                 WHERE j.run = \(run.rawValue) ORDER BY c.job, c.category
@@ -56,7 +56,7 @@ extension PostgresJobStore {
             // each of 20,000 jobs was most of the time of a large run's snapshot.
             var policies: [String: RetryPolicy] = [:]
             var jobs: [JobRecord] = []
-            for row in try await connection.query(
+            for row in try await connection.liveQuery(
                 """
                 SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before, lease_owner,
                     lease_expires, cancel_request, last_error, output, finished, added_by
@@ -90,7 +90,7 @@ extension PostgresJobStore {
             let names = Array(Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })).sorted()
             var holders: [CategoryHolder] = []
             if !names.isEmpty {
-                for try await (category, job, jobName, jobRun) in try await connection.query(
+                for try await (category, job, jobName, jobRun) in try await connection.liveQuery(
                     """
                     SELECT h.category, h.job, j.name, j.run FROM holders h JOIN jobs j ON j.id = h.job
                     WHERE h.category = ANY(\(names)) ORDER BY h.category, h.job
@@ -102,7 +102,7 @@ extension PostgresJobStore {
                 }
             }
             var workers: [WorkerRecord] = []
-            for try await (id, kinds, expires) in try await connection.query(
+            for try await (id, kinds, expires) in try await connection.liveQuery(
                 "SELECT id, kinds, expires FROM workers WHERE expires > \(now.storeTime) ORDER BY id", logger: logger
             ).decode((String, [String], Double).self) {
                 workers.append(WorkerRecord(id: id, kinds: kinds, expires: Date(storeTime: expires)))
@@ -174,7 +174,7 @@ extension PostgresJobStore {
     public func prune(finishedBefore date: Date) async throws -> Int {
         let logger = logger
         return try await transaction("prune") { connection in
-            let runs = try await connection.query(
+            let runs = try await connection.liveQuery(
                 "SELECT id FROM runs WHERE finished IS NOT NULL AND finished < \(date.storeTime) FOR UPDATE",
                 logger: logger
             ).collect().map { try $0.decode(Int64.self) }

@@ -56,12 +56,12 @@ extension PostgresJobStore {
         let logger = logger
         return try await transaction("attempts") { connection in
             guard
-                let row = try await connection.query(
+                let row = try await connection.liveQuery(
                     "SELECT state, attempts, finished, started FROM jobs WHERE id = \(job.rawValue)", logger: logger
                 ).collect().first
             else { throw RunQueries.unknownJob(job, doing: "it has no attempts to show") }
             let (state, count, finished, started) = try row.decode((String, Int, Double?, Double?).self)
-            var attempts = try await connection.query(
+            var attempts = try await connection.liveQuery(
                 """
                 SELECT attempt, worker, ended, outcome, result, error, started FROM attempts
                 WHERE job = \(job.rawValue) ORDER BY seq
@@ -96,11 +96,11 @@ extension PostgresJobStore {
             table: "jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { "$\($0)" })
         let query = PostgresQuery(unsafeSQL: sql, binds: bindings)
         return try await transaction("jobs") { connection in
-            let exists = try await connection.query(
+            let exists = try await connection.liveQuery(
                 "SELECT 1 FROM runs WHERE id = \(filter.run.rawValue)", logger: logger
             ).collect()
             guard !exists.isEmpty else { throw RunQueries.unknownRun(filter.run, doing: "it has no jobs to list") }
-            let rows = try await connection.query(query, logger: logger).collect()
+            let rows = try await connection.liveQuery(query, logger: logger).collect()
             let jobs = try rows.prefix(filter.limit).map { row in
                 let (id, name, kind, state, attempts, started, finished, lastError, addedBy) = try row.decode(
                     (Int64, String, String, String, Int, Double?, Double?, String?, Int64?).self)
@@ -117,11 +117,11 @@ extension PostgresJobStore {
     public func attempts(ofRun run: DurableRunID) async throws -> [DurableJobID: [AttemptRecord]] {
         let logger = logger
         return try await transaction("attempts") { connection in
-            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+            let exists = try await connection.liveQuery("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
                 .collect()
             guard !exists.isEmpty else { throw RunQueries.unknownRun(run, doing: "it has no attempts to show") }
             var attempts: [DurableJobID: [AttemptRecord]] = [:]
-            let ended = try await connection.query(
+            let ended = try await connection.liveQuery(
                 """
                 SELECT a.job, a.attempt, a.worker, a.ended, a.outcome, a.result, a.error, a.started
                 FROM jobs j JOIN attempts a ON a.job = j.id WHERE j.run = \(run.rawValue) ORDER BY a.seq
@@ -136,7 +136,7 @@ extension PostgresJobStore {
                         ended: Date(storeTime: endedAt), outcome: AttemptRecord.Outcome(rawValue: outcome) ?? .failed,
                         result: DurableJobState(rawValue: result) ?? .failed, error: error))
             }
-            let succeeded = try await connection.query(
+            let succeeded = try await connection.liveQuery(
                 """
                 SELECT id, attempts, finished, started FROM jobs
                 WHERE run = \(run.rawValue) AND state = 'succeeded' AND finished IS NOT NULL
@@ -158,13 +158,13 @@ extension PostgresJobStore {
         return try await transaction("workers") { connection in
             let now = try await self.serverTime(on: connection)
             var registered: [(id: String, kinds: [String], expires: Date)] = []
-            for try await (id, kinds, expires) in try await connection.query(
+            for try await (id, kinds, expires) in try await connection.liveQuery(
                 "SELECT id, kinds, expires FROM workers WHERE expires > \(now)", logger: logger
             ).decode((String, [String], Double).self) {
                 registered.append((id: id, kinds: kinds, expires: Date(storeTime: expires)))
             }
             var leases: [(owner: String, lease: HeldLease)] = []
-            for try await (owner, id, name, kind, run, attempt, started, expires) in try await connection.query(
+            for try await (owner, id, name, kind, run, attempt, started, expires) in try await connection.liveQuery(
                 """
                 SELECT lease_owner, id, name, kind, run, attempts, started, lease_expires FROM jobs
                 WHERE state = 'running' AND lease_owner IS NOT NULL ORDER BY id
@@ -186,7 +186,7 @@ extension PostgresJobStore {
         let logger = logger
         return try await transaction("payload") { connection in
             guard
-                let row = try await connection.query(
+                let row = try await connection.liveQuery(
                     "SELECT input, input_from, output FROM jobs WHERE id = \(job.rawValue)", logger: logger
                 ).collect().first
             else { throw RunQueries.unknownJob(job, doing: "it has no input or output to show") }
@@ -201,7 +201,7 @@ extension PostgresJobStore {
         let notify = notifySQL()
         return try await transaction("retry") { connection in
             guard
-                let run = try await connection.query(
+                let run = try await connection.liveQuery(
                     "SELECT run FROM jobs WHERE id = \(job.rawValue)", logger: logger
                 ).collect().first?.decode(Int64.self)
             else { throw RunQueries.unknownJob(job, doing: "nothing to retry") }
@@ -216,7 +216,7 @@ extension PostgresJobStore {
         let logger = logger
         let notify = notifySQL()
         return try await transaction("retry") { connection in
-            let exists = try await connection.query("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
+            let exists = try await connection.liveQuery("SELECT 1 FROM runs WHERE id = \(run.rawValue)", logger: logger)
                 .collect()
             guard !exists.isEmpty else { throw RunQueries.unknownRun(run, doing: "nothing to retry") }
             let (jobs, edges) = try await Self.retryGraph(connection, run: run.rawValue, logger: logger)
@@ -229,7 +229,7 @@ extension PostgresJobStore {
         let logger = logger
         try await transaction("delete") { connection in
             guard
-                let unfinished = try await connection.query(
+                let unfinished = try await connection.liveQuery(
                     "SELECT unfinished FROM runs WHERE id = \(run.rawValue) FOR UPDATE", logger: logger
                 ).collect().first?.decode(Int.self)
             else { throw RunQueries.unknownRun(run, doing: "nothing to delete") }
@@ -244,11 +244,11 @@ extension PostgresJobStore {
         for table in ["edges WHERE job", "job_categories WHERE job", "holders WHERE job", "attempts WHERE job"] {
             var bindings = PostgresBindings()
             bindings.append(runs)
-            try await connection.query(
+            try await connection.liveQuery(
                 PostgresQuery(unsafeSQL: "DELETE FROM \(table) IN (\(jobs))", binds: bindings), logger: logger)
         }
-        try await connection.query("DELETE FROM jobs WHERE run = ANY(\(runs))", logger: logger)
-        try await connection.query("DELETE FROM runs WHERE id = ANY(\(runs))", logger: logger)
+        try await connection.liveQuery("DELETE FROM jobs WHERE run = ANY(\(runs))", logger: logger)
+        try await connection.liveQuery("DELETE FROM runs WHERE id = ANY(\(runs))", logger: logger)
     }
 
     /// A run's jobs (locked, in identity order as `cancel(run:)` locks them) and edges, as a retry plans
@@ -257,14 +257,14 @@ extension PostgresJobStore {
         _ connection: PostgresConnection, run: Int64, logger: Logger
     ) async throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
         var jobs: [Int64: RetryPlan.Job] = [:]
-        for row in try await connection.query(
+        for row in try await connection.liveQuery(
             "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
         ).collect() {
             let (id, name, state, remaining) = try row.decode((Int64, String, String, Int).self)
             jobs[id] = RetryPlan.Job(
                 name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining)
         }
-        let edges = try await connection.query(
+        let edges = try await connection.liveQuery(
             """
             SELECT e.dependency, e.job, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
             WHERE j.run = \(run)
@@ -281,7 +281,7 @@ extension PostgresJobStore {
         _ plan: RetryPlan, _ connection: PostgresConnection, run: Int64, notify: String, logger: Logger
     ) async throws -> Int {
         guard !plan.restarted.isEmpty else { return 0 }
-        try await connection.query(
+        try await connection.liveQuery(
             """
             UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0,
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
@@ -291,7 +291,7 @@ extension PostgresJobStore {
             WHERE j.id = c.id
             """, logger: logger)
         if !plan.waiting.isEmpty {
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 UPDATE jobs j SET state = c.state, remaining = c.remaining
                 FROM unnest(\(plan.waiting.map(\.id)), \(plan.waiting.map(\.state.rawValue)),
@@ -299,13 +299,13 @@ extension PostgresJobStore {
                 WHERE j.id = c.id
                 """, logger: logger)
         }
-        try await connection.query(
+        try await connection.liveQuery(
             """
             UPDATE runs SET unfinished = unfinished + \(plan.restarted.count), failed = failed - \(plan.failed),
                 cancelled = cancelled - \(plan.cancelled), finished = NULL
             WHERE id = \(run)
             """, logger: logger)
-        try await connection.query(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
+        try await connection.liveQuery(PostgresQuery(unsafeSQL: "SELECT \(notify)"), logger: logger)
         return plan.restarted.count
     }
 }

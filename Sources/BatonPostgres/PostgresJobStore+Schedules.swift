@@ -13,7 +13,7 @@ extension PostgresJobStore {
         return try await transaction("schedule") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))
             let next = try schedule.tick(after: now)?.storeTime
-            try await connection.query(
+            try await connection.liveQuery(
                 """
                 INSERT INTO schedules (name, definition, next_tick, paused) VALUES (\(schedule.name), \(definition), \(next), false)
                 ON CONFLICT (name) DO UPDATE SET definition = EXCLUDED.definition, next_tick = EXCLUDED.next_tick
@@ -39,7 +39,7 @@ extension PostgresJobStore {
             }
             guard record.paused != paused else { return }
             let next = paused ? record.nextTick : try record.schedule.tick(after: now)
-            try await connection.query(
+            try await connection.liveQuery(
                 "UPDATE schedules SET paused = \(paused), next_tick = \(next?.storeTime) WHERE name = \(name)",
                 logger: logger)
         }
@@ -68,7 +68,7 @@ extension PostgresJobStore {
             let now = Date(storeTime: try await self.serverTime(on: connection))
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
             // Locked, skipping those another process is firing (it moves them on).
-            for row in try await connection.query(
+            for row in try await connection.liveQuery(
                 """
                 SELECT name, definition, next_tick FROM schedules WHERE NOT paused AND next_tick <= \(now.storeTime)
                 ORDER BY name FOR UPDATE SKIP LOCKED
@@ -85,14 +85,14 @@ extension PostgresJobStore {
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)
                     runs.append((name, tick, run))
                 }
-                try await connection.query(
+                try await connection.liveQuery(
                     """
                     UPDATE schedules SET next_tick = \(following?.storeTime),
                         last_tick = COALESCE(\(fire.last?.storeTime), last_tick)
                     WHERE name = \(name)
                     """, logger: logger)
             }
-            let next = try await connection.query(
+            let next = try await connection.liveQuery(
                 "SELECT min(next_tick) FROM schedules WHERE NOT paused", logger: logger
             ).collect().first?.decode(Double?.self)
             return FiredSchedules(
@@ -105,7 +105,7 @@ extension PostgresJobStore {
     ) async throws -> [ScheduleRecord] {
         let rows =
             if let name {
-                try await connection.query(
+                try await connection.liveQuery(
                     PostgresQuery(
                         unsafeSQL:
                             "SELECT name, definition, next_tick, last_tick, paused FROM schedules WHERE name = $1"
@@ -115,7 +115,7 @@ extension PostgresJobStore {
                         }()), logger: logger
                 ).collect()
             } else {
-                try await connection.query(
+                try await connection.liveQuery(
                     "SELECT name, definition, next_tick, last_tick, paused FROM schedules ORDER BY name", logger: logger
                 ).collect()
             }

@@ -145,7 +145,7 @@ public final class PostgresJobStore: JobStore, Service {
         do {
             _ = try await Self.retrying(configuration: configuration, logger: logger, "open") {
                 [client, configuration, logger] in
-                try await client.withLiveConnection { connection in
+                try await client.withConnection { connection in
                     try await PostgresSchema.migrate(
                         on: connection, schema: configuration.schema, logger: logger,
                         mustExistIn: configuration.createsStore ? nil : configuration.database)
@@ -306,14 +306,14 @@ public final class PostgresJobStore: JobStore, Service {
     ) async throws -> T {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let result = try await client.withLiveConnection { connection in
-                try await connection.query("BEGIN", logger: logger)
+            let result = try await client.withConnection { connection in
+                try await connection.liveQuery("BEGIN", logger: logger)
                 do {
                     let result = try await body(connection)
-                    try await connection.query("COMMIT", logger: logger)
+                    try await connection.liveQuery("COMMIT", logger: logger)
                     return result
                 } catch {
-                    _ = try? await connection.query("ROLLBACK", logger: logger)
+                    _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
                     await Self.discardIfReadOnly(connection, after: error)
                     throw error
                 }
@@ -343,9 +343,9 @@ public final class PostgresJobStore: JobStore, Service {
     func statement(_ label: String, _ query: PostgresQuery, readOnly: Bool = false) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let rows = try await client.withLiveConnection { connection in
+            let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
-                    let rows = try await connection.query(query, logger: logger).collect()
+                    let rows = try await connection.liveQuery(query, logger: logger).collect()
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                     return rows
                 }
@@ -363,7 +363,7 @@ public final class PostgresJobStore: JobStore, Service {
     ) async throws -> [PostgresRow] {
         let logger = logger
         return try await retrying(label) { [client, faults] in
-            let rows = try await client.withLiveConnection { connection in
+            let rows = try await client.withConnection { connection in
                 try await Self.discardingIfReadOnly(connection) {
                     let rows = try await connection.rows(of: statement, logger: logger)
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
@@ -400,7 +400,7 @@ public final class PostgresJobStore: JobStore, Service {
     /// (`SELECT 1`: one more round trip, no work) — so that statement's implicit transaction has been
     /// committed — and throws as a lost connection does otherwise.
     static func confirmCommitted(on connection: PostgresConnection, logger: Logger) async throws {
-        _ = try await connection.query("SELECT 1", logger: logger).collect()
+        _ = try await connection.liveQuery("SELECT 1", logger: logger).collect()
     }
 
     /// `retrying(configuration:logger:_:deadline:_:)` with this store's settings, refused once the store is closed.
@@ -474,7 +474,7 @@ public final class PostgresJobStore: JobStore, Service {
     /// "Now" in the transaction on `connection`, in seconds since 1970: the server's clock (the time its
     /// transaction began), or the store's own clock when a test gave it one (``nowOverride``).
     func serverTime(on connection: PostgresConnection) async throws -> Double {
-        try await connection.query(
+        try await connection.liveQuery(
             "SELECT coalesce(\(nowOverride)::float8, extract(epoch FROM now())::float8)", logger: logger
         ).collect().first?.decode(Double.self) ?? 0
     }
@@ -487,9 +487,35 @@ protocol PreparedText {
     static var sql: String { get }
 }
 
+/// Every statement the store sends goes through one of these two, which refuse a connection that has
+/// closed instead of writing to it.
+///
+/// postgres-nio (1.33) writes a statement to its channel without a promise for the write; when the
+/// channel has just closed (the server ended the session between two statements of one call: a
+/// terminated backend, a failover, an idle timeout), the statement reaches no handler and its answer
+/// never comes — its fix upstream (#487) was reverted (#501). The call then waited for the operation
+/// timeout, 10 s by default, with its worker's report or claim behind it. Refused here, the call fails
+/// with ``ConnectionClosed`` and is retried on another connection, as after any dropped connection:
+/// nothing the server answered is thrown away (a statement whose answer came is done before the next
+/// one is refused). What is left is the time between this look and the write reaching the event loop,
+/// which the operation timeout still bounds.
 extension PostgresConnection {
-    /// Runs a prepared statement and returns all its rows.
+    /// The connection closed before the statement could be sent.
+    struct ConnectionClosed: Error, CustomStringConvertible {
+        var description: String { "the connection had closed (the statement was not sent)" }
+    }
+
+    /// `query(_:logger:)`, or ``ConnectionClosed`` at once when the connection has closed.
+    @discardableResult
+    func liveQuery(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
+        guard !isClosed else { throw ConnectionClosed() }
+        return try await self.query(query, logger: logger)
+    }
+
+    /// Runs a prepared statement and returns all its rows (``ConnectionClosed`` at once when the
+    /// connection has closed).
     func rows<Text: PreparedText>(of statement: Prepared<Text>, logger: Logger) async throws -> [PostgresRow] {
+        guard !isClosed else { throw ConnectionClosed() }
         var rows: [PostgresRow] = []
         for try await row in try await execute(statement, logger: logger) { rows.append(row) }
         return rows
@@ -538,7 +564,7 @@ enum PostgresFailure: Equatable {
     case other
 
     static func classify(_ error: any Error) -> PostgresFailure {
-        if error is PostgresTimeout || error is ConnectionWatch.Closed { return .unreachable }
+        if error is PostgresTimeout || error is PostgresConnection.ConnectionClosed { return .unreachable }
         guard let error = error as? PSQLError else { return .other }
         switch error.code {
         case .server:
@@ -598,10 +624,6 @@ struct PostgresTimeout: Error {
     /// outside `run(_:_:)`.
     @TaskLocal static var steps: Protected<Int>?
 
-    /// Ends the `run(_:_:)` under way in this task at once with an error, as its timer would (nil
-    /// outside `run(_:_:)`): ``ConnectionWatch`` calls it when the connection the operation uses closes.
-    @TaskLocal static var abandon: (@Sendable (any Error) -> Void)?
-
     /// Reports that the operation under way made progress: a step of a long transaction (a cascade
     /// through thousands of dependents) was answered by the server. The limit then starts over: it is
     /// the longest the server may leave a request unanswered, not the longest an operation may take.
@@ -638,21 +660,13 @@ struct PostgresTimeout: Error {
             continuation?.resume(with: value)
         }
         let steps = Protected(0)
-        let started = Protected<Task<Void, Never>?>(nil)
-        let abandonWork: @Sendable (any Error) -> Void = { error in
-            settle(.failure(error))
-            started.current?.cancel()
-        }
         let work = Task {
             await $steps.withValue(steps) {
-                await Self.$abandon.withValue(abandonWork) {
-                    let value: Result<T, any Error>
-                    do { value = .success(try await body()) } catch { value = .failure(error) }
-                    settle(value)
-                }
+                let value: Result<T, any Error>
+                do { value = .success(try await body()) } catch { value = .failure(error) }
+                settle(value)
             }
         }
-        started.withLock { $0 = work }
         let timer = Task {
             var seen = 0
             while true {

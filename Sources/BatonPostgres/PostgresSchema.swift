@@ -188,25 +188,25 @@ enum PostgresSchema {
     ) async throws -> Int {
         if let database {
             let exists =
-                try await connection.query(
+                try await connection.liveQuery(
                     "SELECT to_regclass(\("\"\(schema)\"." + versionTable)) IS NOT NULL", logger: logger
                 ).collect().first?.decode(Bool.self) ?? false
             guard exists else { throw PostgresStoreError.noStore(schema, database: database) }
             // Nor upgraded: the upgrade's ALTER TABLEs need the tables' owner and would queue behind the
             // workers' locks, and workers of the older version would then refuse the store.
             let found =
-                try await connection.query(
+                try await connection.liveQuery(
                     PostgresQuery(unsafeSQL: "SELECT max(version) FROM \"\(schema)\".\(versionTable)"), logger: logger
                 ).collect().first?.decode(Int?.self) ?? 0
             if found < current { throw PostgresStoreError.olderSchema(found: found, schema: schema) }
         }
-        try await connection.query("BEGIN", logger: logger)
+        try await connection.liveQuery("BEGIN", logger: logger)
         do {
             let found = try await migrateInTransaction(on: connection, schema: schema, logger: logger, target: target)
-            try await connection.query("COMMIT", logger: logger)
+            try await connection.liveQuery("COMMIT", logger: logger)
             return found
         } catch {
-            _ = try? await connection.query("ROLLBACK", logger: logger)
+            _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
             throw error
         }
     }
@@ -217,52 +217,52 @@ enum PostgresSchema {
         do {
             // Stores opening together wait for each other's migrations, however long one takes: the
             // store's `lock_timeout` is for its short transactions, not for this.
-            try await connection.query("SET LOCAL lock_timeout = 0", logger: logger)
+            try await connection.liveQuery("SET LOCAL lock_timeout = 0", logger: logger)
             // One migrator per schema at a time; the lock ends with the transaction.
-            try await connection.query(
+            try await connection.liveQuery(
                 "SELECT pg_advisory_xact_lock(hashtext(\("baton-migrate:" + schema)))", logger: logger)
             // Created only when missing: `CREATE SCHEMA IF NOT EXISTS` needs the CREATE privilege on the
             // database even when the schema exists, which a role that only uses a migrated store lacks.
             let present =
-                try await connection.query(
+                try await connection.liveQuery(
                     "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = \(schema))", logger: logger
                 ).collect().first?.decode(Bool.self) ?? false
             if !present {
-                try await connection.query(
+                try await connection.liveQuery(
                     PostgresQuery(unsafeSQL: "CREATE SCHEMA IF NOT EXISTS \"\(schema)\""), logger: logger)
             }
             var tables: [String] = []
-            for try await name in try await connection.query(
+            for try await name in try await connection.liveQuery(
                 "SELECT table_name::text FROM information_schema.tables WHERE table_schema = \(schema)", logger: logger
             ).decode(String.self) {
                 tables.append(name)
             }
             var found = 0
             if tables.contains(versionTable) {
-                let rows = try await connection.query(
+                let rows = try await connection.liveQuery(
                     PostgresQuery(unsafeSQL: "SELECT version FROM \"\(schema)\".\(versionTable)"), logger: logger)
                 for try await version in rows.decode(Int.self) { found = max(found, version) }
             } else if let other = tables.sorted().first {
                 throw PostgresStoreError.foreignSchema(schema, table: other)
             } else {
-                try await connection.query(
+                try await connection.liveQuery(
                     PostgresQuery(unsafeSQL: "CREATE TABLE \"\(schema)\".\(versionTable) (version integer NOT NULL)"),
                     logger: logger)
-                try await connection.query(
+                try await connection.liveQuery(
                     PostgresQuery(unsafeSQL: "INSERT INTO \"\(schema)\".\(versionTable) VALUES (0)"), logger: logger)
             }
             if found > current {
                 throw PostgresStoreError.newerSchema(found: found, supported: current, schema: schema)
             }
             guard found < target else { return found }
-            try await connection.query(
+            try await connection.liveQuery(
                 PostgresQuery(unsafeSQL: "SET LOCAL search_path TO \"\(schema)\""), logger: logger)
             for version in (found + 1)...target {
                 for statement in steps[version - 1] {
-                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                    try await connection.liveQuery(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }
             }
-            try await connection.query(
+            try await connection.liveQuery(
                 PostgresQuery(unsafeSQL: "UPDATE \"\(schema)\".\(versionTable) SET version = \(target)"), logger: logger
             )
             logger.info("migrated", metadata: ["schema": "\(schema)", "from": "\(found)", "to": "\(target)"])

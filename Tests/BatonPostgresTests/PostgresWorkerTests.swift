@@ -282,7 +282,7 @@ struct PostgresWorkerTests {
 
     /// Records each attempt (job name and attempt number) and tells a stream of every start.
     struct Counted: DurableJob {
-        static let kind = "test.pg-counted"
+        static let kind = "test.pg-cut-counted"
         let attempts: Protected<[String: [Int]]>
         let started: AsyncStream<Int>.Continuation
         func run(_ input: Int, context: DurableJobContext) async throws -> Int {
@@ -296,7 +296,7 @@ struct PostgresWorkerTests {
     }
 
     @Test(
-        "a worker whose connections are cut every 25 attempts (mid report, claim, renewal or listen): no call waits on a closed connection, every job succeeds, no attempt number is used twice"
+        "a worker whose store's sessions are terminated every 25 attempts: no call waits on a closed connection, every job succeeds, no attempt number is used twice"
     )
     func connectionsCutMidRun() async throws {
         try await TestPostgres.withStore("worker_cut") { observer, base in
@@ -304,7 +304,8 @@ struct PostgresWorkerTests {
             configuration.applicationName = "baton-cut-\(UInt32.random(in: 0...UInt32.max))"
             configuration.fallbackPollInterval = .milliseconds(50)
             // No call may wait for an answer on a closed connection: the operation timeout, which would
-            // end such a wait, is longer than the test's deadline.
+            // end such a wait, is longer than the test's deadline. (Before 29 Nov a statement sent on a
+            // connection the server had just ended waited for it: this test hung until its deadline.)
             configuration.operationTimeout = .seconds(600)
             let store = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { store.close() }
@@ -325,6 +326,7 @@ struct PostgresWorkerTests {
             let name = configuration.applicationName
             // The cuts follow the attempts' starts (no timer): after every 25th, every session of the
             // worker's store is terminated, whatever call it is in.
+            defer { started.finish() }  // (also when the run fails: the cuts end)
             let cuts = Task {
                 var cuts = 0
                 var next = 25
