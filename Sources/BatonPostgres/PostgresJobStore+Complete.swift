@@ -105,7 +105,7 @@ extension DurableJobContext {
     ///     func run(_ page: String, context: DurableJobContext) async throws -> Int {
     ///         let views = try await fetchViews(page)           // the work, outside the transaction
     ///         return try await context.complete(returning: views) { (connection: PostgresConnection) in
-    ///             try await connection.liveQuery(
+    ///             try await connection.query(
     ///                 "UPDATE pages SET views = views + \(views) WHERE name = \(page)", logger: context.logger)
     ///         }
     ///     }

@@ -212,7 +212,7 @@ extension PostgresJobStore {
         let logger = logger
         let (finished, claimRows) = try await retrying("finish") { [client, faults] in
             let rows = try await client.withConnection { connection in
-                try await Self.discardingIfReadOnly(connection) {
+                try await Self.discardingIfBroken(connection) {
                     let finished = try await connection.rows(of: finishStatement, logger: logger)
                     let claimed = try await connection.rows(of: claimStatement, logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)

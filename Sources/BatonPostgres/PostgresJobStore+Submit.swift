@@ -24,7 +24,7 @@ extension PostgresJobStore {
         let logger = logger
         let row = try await retrying("submit") { [submitClient, faults] in
             let rows = try await submitClient.withConnection { connection in
-                try await Self.discardingIfReadOnly(connection) {
+                try await Self.discardingIfBroken(connection) {
                     let rows = try await connection.rows(of: insert, logger: logger)
                     try await Self.confirmCommitted(on: connection, logger: logger)
                     return rows
@@ -51,10 +51,10 @@ extension PostgresJobStore {
     /// before then.
     ///
     /// ```swift
-    /// try await connection.liveQuery("BEGIN", logger: logger)
-    /// try await connection.liveQuery("INSERT INTO orders (id, total) VALUES (7, 12)", logger: logger)
+    /// try await connection.query("BEGIN", logger: logger)
+    /// try await connection.query("INSERT INTO orders (id, total) VALUES (7, 12)", logger: logger)
     /// let run = try await store.submit(shipOrder(7), uniqueKey: "ship-7", on: connection)
-    /// try await connection.liveQuery("COMMIT", logger: logger)
+    /// try await connection.query("COMMIT", logger: logger)
     /// ```
     ///
     /// `connection` is the application's own, to the store's database; its search path does not matter
@@ -75,7 +75,7 @@ extension PostgresJobStore {
         let schema = configuration.schema
         let logger = logger
         do {
-            let rows = try await connection.liveQuery(
+            let rows = try await connection.query(
                 PostgresQuery(unsafeSQL: SubmitGraph.qualified(schema: schema), binds: bindings), logger: logger
             ).collect()
             if let row = rows.first {
@@ -84,7 +84,7 @@ extension PostgresJobStore {
             }
             // The unique key is held: by a committed run, or one written earlier in this transaction.
             let table = "\"\(schema)\""
-            let found = try await connection.liveQuery(
+            let found = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
                         SELECT r.id, array(SELECT j.id FROM \(table).jobs j WHERE j.run = r.id ORDER BY j.idx)
@@ -127,7 +127,7 @@ extension PostgresJobStore {
         guard run.existing else { return run }
         var stored: [(String, String)?] = []
         if run.jobs.count == spec.jobs.count {
-            stored = try await connection.liveQuery(
+            stored = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: "SELECT name, kind FROM \"\(configuration.schema)\".jobs WHERE run = $1 ORDER BY idx",
                     binds: {

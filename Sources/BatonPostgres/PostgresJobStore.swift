@@ -313,8 +313,12 @@ public final class PostgresJobStore: JobStore, Service {
                     try await connection.liveQuery("COMMIT", logger: logger)
                     return result
                 } catch {
-                    _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
-                    await Self.discardIfReadOnly(connection, after: error)
+                    // A session the server ended has rolled back; a ROLLBACK sent as its connection
+                    // closes could wait for the operation timeout.
+                    if PostgresFailure.classify(error) != .unreachable {
+                        _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
+                    }
+                    await Self.discardIfBroken(connection, after: error)
                     throw error
                 }
             }
@@ -344,7 +348,7 @@ public final class PostgresJobStore: JobStore, Service {
         let logger = logger
         return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                try await Self.discardingIfReadOnly(connection) {
+                try await Self.discardingIfBroken(connection) {
                     let rows = try await connection.liveQuery(query, logger: logger).collect()
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                     return rows
@@ -364,7 +368,7 @@ public final class PostgresJobStore: JobStore, Service {
         let logger = logger
         return try await retrying(label) { [client, faults] in
             let rows = try await client.withConnection { connection in
-                try await Self.discardingIfReadOnly(connection) {
+                try await Self.discardingIfBroken(connection) {
                     let rows = try await connection.rows(of: statement, logger: logger)
                     if !readOnly { try await Self.confirmCommitted(on: connection, logger: logger) }
                     return rows
@@ -375,24 +379,31 @@ public final class PostgresJobStore: JobStore, Service {
         }
     }
 
-    /// Runs `body` on `connection`, closing the connection when it failed because the server is read-only.
-    static func discardingIfReadOnly<T>(
+    /// Runs `body` on `connection`, closing the connection when its failure leaves it unfit for the
+    /// retry (``discardIfBroken(_:after:)``).
+    static func discardingIfBroken<T>(
         _ connection: PostgresConnection, _ body: () async throws -> T
     ) async throws -> T {
         do {
             return try await body()
         } catch {
-            await discardIfReadOnly(connection, after: error)
+            await discardIfBroken(connection, after: error)
             throw error
         }
     }
 
-    /// Closes `connection` when `error` says that its server is read-only (SQLSTATE 25006: a standby, or
-    /// a primary demoted in a failover). The pool then opens a new connection for the retry, which the
-    /// address may now take to the new primary; kept, the connection would reach the same standby on
-    /// every retry.
-    static func discardIfReadOnly(_ connection: PostgresConnection, after error: any Error) async {
-        guard let error = error as? PSQLError, error.serverInfo?[.sqlState] == "25006" else { return }
+    /// Closes `connection` when `error` says that it cannot serve the retry:
+    ///
+    /// - its server is read-only (SQLSTATE 25006: a standby, or a primary demoted in a failover). The
+    ///   pool then opens a new connection for the retry, which the address may now take to the new
+    ///   primary; kept, the connection would reach the same standby on every retry;
+    /// - the session is gone or going (``PostgresFailure/unreachable``: the server ended it, or it left
+    ///   a statement unanswered). The server reports the end of a session (57P01) before the
+    ///   connection's close is read; given back to the pool meanwhile, the connection's next borrower
+    ///   could send a statement that no answer ever comes for (see ``PostgresConnection/liveQuery(_:logger:)``).
+    static func discardIfBroken(_ connection: PostgresConnection, after error: any Error) async {
+        let readOnly = (error as? PSQLError)?.serverInfo?[.sqlState] == "25006"
+        guard readOnly || PostgresFailure.classify(error) == .unreachable else { return }
         try? await connection.close()
     }
 

@@ -206,7 +206,9 @@ enum PostgresSchema {
             try await connection.liveQuery("COMMIT", logger: logger)
             return found
         } catch {
-            _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
+            if PostgresFailure.classify(error) != .unreachable {
+                _ = try? await connection.liveQuery("ROLLBACK", logger: logger)
+            }
             throw error
         }
     }
