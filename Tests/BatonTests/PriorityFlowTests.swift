@@ -148,6 +148,31 @@ import Testing
         #expect(priority >= JobPriority.veryHigh.taskPriority, "ran at \(priority)")
     }
 
+    /// A condition still being evaluated asynchronously when its job is raised is evaluated at the
+    /// raised priority: the job cannot start before it answers.
+    @Test func anAsyncConditionOfARaisedJobIsEvaluatedAtTheRaisedPriority() async throws {
+        let started = Gate()
+        let proceed = Gate()
+        let seen = Protected<TaskPriority?>(nil)
+        let job = BlockJob(name: "conditioned", priority: .veryLow) {}
+        job.addCondition(
+            ClosureCondition(name: "slow check") { _ in
+                started.open()
+                await proceed.waitAsync()
+                seen.withLock { $0 = Task.currentPriority }
+                return true
+            })
+        let queue = JobQueue(name: "conditions")
+        queue.add(job)
+        try await withDeadline(.seconds(30), "the condition starting") { await started.waitAsync() }
+        let top = waiter("top", .veryHigh, for: job)
+        #expect(job.effectivePriority == .veryHigh)
+        proceed.open()
+        try await withDeadline(.seconds(30), "the raised job") { _ = await top.outcome }
+        let priority = try #require(seen.withLock { $0 })
+        #expect(priority >= JobPriority.veryHigh.taskPriority, "evaluated at \(priority)")
+    }
+
     /// Cancels the job named "waiter" when it is added, between its joining and its registering with
     /// its dependencies (as another thread may).
     struct CancelsOnAdd: JobInstrument {

@@ -181,7 +181,8 @@ extension Job {
             return
         }
         let names = later.map { conditions[$0].name }
-        let task = Task(priority: priority.taskPriority) {
+        let startedAt = effectivePriority
+        let task = Task(priority: startedAt.taskPriority) {
             var results = [ConditionResult?](repeating: nil, count: conditions.count)
             await withTaskGroup(of: (Int, ConditionResult).self) { group in
                 for index in later {
@@ -209,13 +210,15 @@ extension Job {
             self.conditionsEvaluated(round: round, failure: failure, &work)
             work.run()
         }
-        let stale = withCore { core in
-            guard case .evaluatingConditions(round) = core.lifecycle.state else { return true }
+        let (stale, raised) = withCore { core -> (Bool, JobPriority) in
+            guard case .evaluatingConditions(round) = core.lifecycle.state else { return (true, startedAt) }
             core.extras?.evaluating = names
             core.extras?.conditionTask = task
-            return false
+            return (false, core.effectivePriority)
         }
         if stale { task.cancel() }
+        // Raised before the task was stored: the raise did not reach it.
+        if raised > startedAt { Job.escalate(task, to: raised) }
     }
 
     /// The job's error when `condition` failed with `error`.

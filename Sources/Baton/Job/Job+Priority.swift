@@ -12,8 +12,8 @@
 ///
 /// What the effective priority changes: the ready list a job joins (a job already on one is put on the
 /// higher one too; the entry that comes up first starts it, the other is skipped), the priority of an
-/// ``AsyncJob``'s task (raised, never lowered: Swift tasks only escalate), and its own dependencies'
-/// and children's counts. A job on a ready list keeps its place when its priority is lowered back.
+/// ``AsyncJob``'s task and of the task evaluating its asynchronous conditions (raised, never lowered:
+/// Swift tasks only escalate), and its own dependencies' and children's counts. A job on a ready list keeps its place when its priority is lowered back.
 struct PriorityCounts {
     private var counts: [Int32] = []
     /// The job's own priority when counting began: what a waiter must exceed to be counted. Fixed, so
@@ -106,6 +106,7 @@ extension Job {
             var requeue: (queue: JobQueue, priority: JobPriority, claims: Bool)?
             var moves: [(jobs: [Job], old: JobPriority?, new: JobPriority?)] = []
             var raiseTask: JobPriority?
+            var raiseCondition: (Task<Void, Never>, JobPriority)?
             job.withCore { core in
                 let effective = core.effectivePriority
                 if let counted = core.countedPriority, counted != effective {
@@ -132,6 +133,9 @@ extension Job {
                     }
                 case .executing:
                     raiseTask = effective
+                case .evaluatingConditions:
+                    // Its asynchronous conditions run in a task: it starts only once they answered.
+                    if let task = core.extras?.conditionTask { raiseCondition = (task, effective) }
                 default:
                     break
                 }
@@ -143,7 +147,18 @@ extension Job {
             }
             if let (queue, priority, claims) = requeue { queue.reprioritize(job.id, priority, claims: claims) }
             if let raiseTask { job.escalateBody(to: raiseTask) }
+            if let (task, priority) = raiseCondition { escalate(task, to: priority) }
         }
+    }
+
+    /// Raises a task's priority where Swift can (`Task.escalatePriority(to:)`, Swift 6.2 and, on Apple
+    /// platforms, their 26 releases); elsewhere the task keeps the priority it started with.
+    static func escalate(_ task: Task<Void, Never>, to priority: JobPriority) {
+        #if compiler(>=6.2)
+        if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, *) {
+            task.escalatePriority(to: priority.taskPriority)
+        }
+        #endif
     }
 }
 

@@ -54,22 +54,12 @@ open class AsyncJob: Job, @unchecked Sendable {
         }
         if cancelled { task.cancel() }
         // Raised before the task was stored: the raise did not reach it.
-        if raised > priority { Self.escalate(task, to: raised) }
+        if raised > priority { Job.escalate(task, to: raised) }
     }
 
     override func escalateBody(to priority: JobPriority) {
         guard let task = mutex.withLock({ task }) else { return }
-        Self.escalate(task, to: priority)
-    }
-
-    /// Raises the task's priority where Swift can (`Task.escalatePriority(to:)`, Swift 6.2 and, on
-    /// Apple platforms, their 26 releases); elsewhere the task keeps the priority it started with.
-    private static func escalate(_ task: Task<Void, Never>, to priority: JobPriority) {
-        #if compiler(>=6.2)
-        if #available(macOS 26, iOS 26, tvOS 26, watchOS 26, *) {
-            task.escalatePriority(to: priority.taskPriority)
-        }
-        #endif
+        Job.escalate(task, to: priority)
     }
 
     override func interruptBody(_ work: inout Propagation) {
