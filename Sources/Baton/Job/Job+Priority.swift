@@ -13,7 +13,8 @@
 /// What the effective priority changes: the ready list a job joins (a job already on one is put on the
 /// higher one too; the entry that comes up first starts it, the other is skipped), the priority of an
 /// ``AsyncJob``'s task and of the task evaluating its asynchronous conditions (raised, never lowered:
-/// Swift tasks only escalate), and its own dependencies' and children's counts. A job on a ready list keeps its place when its priority is lowered back.
+/// Swift tasks only escalate), and its own dependencies' and children's counts. A job on a ready list
+/// keeps its place when its priority is lowered back.
 struct PriorityCounts {
     private var counts: [Int32] = []
     /// The job's own priority when counting began: what a waiter must exceed to be counted. Fixed, so
