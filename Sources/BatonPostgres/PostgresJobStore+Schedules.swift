@@ -12,7 +12,13 @@ extension PostgresJobStore {
         let logger = logger
         return try await transaction("schedule") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))
-            let next = try schedule.tick(after: now)?.storeTime
+            let stored = try await connection.liveQuery(
+                "SELECT definition, next_tick FROM schedules WHERE name = \(schedule.name) FOR UPDATE", logger: logger
+            ).collect().first.map { row in
+                let (definition, nextTick) = try row.decode((String, Double?).self)
+                return (definition: definition, nextTick: nextTick)
+            }
+            let next = try schedule.keptTick(stored, name: schedule.name) ?? schedule.tick(after: now)?.storeTime
             try await connection.liveQuery(
                 """
                 INSERT INTO schedules (name, definition, next_tick, paused) VALUES (\(schedule.name), \(definition), \(next), false)
@@ -67,6 +73,7 @@ extension PostgresJobStore {
         return try await transaction("schedules") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
+            var unreadable: [String: String] = [:]
             // Locked, skipping those another process is firing (it moves them on).
             for row in try await connection.liveQuery(
                 """
@@ -77,9 +84,16 @@ extension PostgresJobStore {
                 let (name, definition, next) = try row.decode((String, String, Double).self)
                 // A schedule this program cannot read (a newer one wrote it) is left for those that can;
                 // the others still fire.
-                guard let schedule = try? Schedule.stored(definition, name: name),
-                    let (fire, following) = try? schedule.due(next: Date(storeTime: next), now: now)
-                else { continue }
+                let schedule: Schedule
+                let fire: [Date]
+                let following: Date?
+                do {
+                    schedule = try Schedule.stored(definition, name: name)
+                    (fire, following) = try schedule.due(next: Date(storeTime: next), now: now)
+                } catch {
+                    unreadable[name] = "\(error)"
+                    continue
+                }
                 for tick in fire {
                     PostgresTimeout.progressed()
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)
@@ -96,7 +110,8 @@ extension PostgresJobStore {
                 "SELECT min(next_tick) FROM schedules WHERE NOT paused", logger: logger
             ).collect().first?.decode(Double?.self)
             return FiredSchedules(
-                runs: runs, nextTick: next.map { asked.addingTimeInterval($0 - now.storeTime) })
+                runs: runs, nextTick: next.map { asked.addingTimeInterval($0 - now.storeTime) },
+                unreadable: unreadable)
         }
     }
 

@@ -1,8 +1,11 @@
 import Baton
-import BatonDurable
 import BatonTesting
 import Foundation
+import GRDB
+import JobStoreConformance
 import Testing
+
+@testable import BatonDurable
 
 /// Workers fire their store's schedules while they run.
 @Suite("Schedules on workers")
@@ -44,5 +47,57 @@ struct ScheduleWorkerTests {
         let runs = try await store.runs(RunFilter(name: "beat", limit: 100)).runs
         #expect(Set(runs.compactMap(\.uniqueKey)).count == runs.count, "one run per tick")
         #expect(try await store.schedules().first?.lastTick != nil)
+    }
+
+    @Test("a due schedule this program cannot read is reported and left; the others fire")
+    func unreadableScheduleIsReported() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        let clock = ManualDurableClock()
+        let store = try SQLiteJobStore(path: path, clock: clock.clock)
+        for name in ["future", "plain"] {
+            _ = try await store.schedule(
+                Schedule(
+                    name: name, timing: .every(.seconds(60)),
+                    graph: GraphSpec(name: name, jobs: [JobSpec(name: "j", kind: "k", input: Data("1".utf8))])))
+        }
+        // As a newer version might write it: a timing this one does not know.
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE baton_schedules SET definition = ? WHERE name = 'future'",
+                arguments: [#"{"name":"future","timing":{"fortnightly":{}},"catchUp":"skip"}"#])
+        }
+        try queue.close()
+        clock.advance(by: .seconds(61))
+        let fired = try await store.fireDueSchedules()
+        #expect(fired.runs.map(\.schedule) == ["plain"])
+        #expect(Array(fired.unreadable.keys) == ["future"])
+        #expect(fired.unreadable["future"]?.contains("future") == true, "names it: \(fired.unreadable)")
+        // Still due (left for a worker that can read it): once nothing else fires, a worker must not
+        // call again at once.
+        let again = try await store.fireDueSchedules()
+        #expect(again.runs.isEmpty && Array(again.unreadable.keys) == ["future"])
+        let next = try #require(again.nextTick)
+        #expect(next <= clock.now)
+        #expect(DurableWorker.scheduleWait(after: again, now: clock.now, poll: .seconds(1)) == .seconds(1))
+    }
+
+    @Test("the schedule loop waits for the next tick, at most a poll; at once only after firing a backlog")
+    func scheduleLoopWaits() {
+        let now = Date(timeIntervalSince1970: 1_800_000_000)
+        let run = SubmittedRun(run: DurableRunID(1), jobs: [], existing: false)
+        func wait(_ next: Double?, fired: Bool) -> Duration {
+            DurableWorker.scheduleWait(
+                after: FiredSchedules(
+                    runs: fired ? [(schedule: "s", tick: now, run: run)] : [],
+                    nextTick: next.map { now.addingTimeInterval($0) }),
+                now: now, poll: .seconds(1))
+        }
+        #expect(wait(nil, fired: false) == .seconds(1))
+        #expect(wait(0.25, fired: false) == .milliseconds(250))
+        #expect(wait(5, fired: false) == .seconds(1))
+        #expect(wait(-3, fired: false) == .seconds(1), "due but not fired here: not a loop without a pause")
+        #expect(wait(-3, fired: true) == .zero, "a backlog (catch-up .all) goes on at once")
     }
 }

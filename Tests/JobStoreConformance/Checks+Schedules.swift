@@ -96,6 +96,30 @@ extension JobStoreConformance {
             try await expectDurableError(.invalidGraph) { _ = try await store.schedule(every(0, "zero")) }
             try expectEqual(try await store.schedules().count, 1, "nothing stored by a refusal")
         },
+        check("a schedule stored again with the same timing keeps a due tick; a new timing starts afresh") {
+            store, clock in
+            let first = try requireValue(try await store.schedule(every(60, catchUp: .once)).nextTick, "next tick")
+            // The tick passes while no worker runs; the application starts and stores its schedule again.
+            clock.advance(by: .seconds(Int64(first.timeIntervalSince(clock.now).rounded(.up)) + 1))
+            let again = try await store.schedule(every(60, catchUp: .once))
+            try expectEqual(again.nextTick, first, "the due tick is kept")
+            try expectEqual(try await store.fireDueSchedules().runs.map(\.tick), [first], "and fired")
+            let changed = try await store.schedule(every(120, catchUp: .once))
+            try expect(
+                changed.nextTick! > clock.now && changed.schedule.timing == .every(.seconds(120)),
+                "a new timing starts from its first tick after now: \(changed)")
+        },
+        check("a schedule that could never run is refused, saying why") { store, _ in
+            try await expectDurableError(.invalidGraph) {
+                _ = try await store.schedule(
+                    Schedule(name: "never", timing: .cron("0 0 30 2 *", timeZone: "UTC"), graph: every(1).graph))
+            }
+            try await expectDurableError(.invalidGraph) {
+                _ = try await store.schedule(
+                    Schedule(name: "huge", timing: .every(.seconds(Int64.max)), graph: every(1).graph))
+            }
+            try expectEqual(try await store.schedules().count, 0, "nothing stored")
+        },
         check("a cron schedule ticks at its times in its time zone") { store, clock in
             let record = try await store.schedule(
                 Schedule(

@@ -8,11 +8,17 @@ extension SQLiteJobStore {
         let definition = try schedule.stored()
         let next = try schedule.tick(after: clock.now())
         return try await write(wake: false) { db in
+            let stored = try Row.fetchOne(
+                db, sql: "SELECT definition, next_tick FROM baton_schedules WHERE name = ?", arguments: [schedule.name]
+            ).map { row in (definition: row[0] as String, nextTick: row[1] as Double?) }
             try db.execute(
                 sql: """
                     INSERT INTO baton_schedules (name, definition, next_tick, paused) VALUES (?, ?, ?, 0)
                     ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, next_tick = excluded.next_tick
-                    """, arguments: [schedule.name, definition, next?.storeTime])
+                    """,
+                arguments: [
+                    schedule.name, definition, schedule.keptTick(stored, name: schedule.name) ?? next?.storeTime,
+                ])
             return try Self.schedules(db, named: schedule.name)[0]
         }
     }
@@ -51,6 +57,7 @@ extension SQLiteJobStore {
         guard due else { return FiredSchedules(runs: [], nextTick: try await nextScheduleTick()) }
         return try await write(wake: true) { db in
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
+            var unreadable: [String: String] = [:]
             for row in try Row.fetchAll(
                 db,
                 sql: "SELECT name, definition, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick <= ?",
@@ -59,9 +66,16 @@ extension SQLiteJobStore {
                 let name: String = row[0]
                 // A schedule this program cannot read (a newer one wrote it) is left for those that can;
                 // the others still fire.
-                guard let schedule = try? Schedule.stored(row[1], name: name),
-                    let (fire, next) = try? schedule.due(next: Date(storeTime: row[2]), now: now)
-                else { continue }
+                let schedule: Schedule
+                let fire: [Date]
+                let next: Date?
+                do {
+                    schedule = try Schedule.stored(row[1], name: name)
+                    (fire, next) = try schedule.due(next: Date(storeTime: row[2]), now: now)
+                } catch {
+                    unreadable[name] = "\(error)"
+                    continue
+                }
                 for tick in fire {
                     let run = try Self.insertChecked(
                         schedule.graph, uniqueKey: schedule.key(of: tick), now: now.storeTime, db)
@@ -74,7 +88,7 @@ extension SQLiteJobStore {
             }
             let next = try Double.fetchOne(
                 db, sql: "SELECT min(next_tick) FROM baton_schedules WHERE paused = 0")
-            return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)))
+            return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)), unreadable: unreadable)
         }
     }
 

@@ -166,8 +166,12 @@ public protocol JobStore: Sendable {
     ///   ``DurableError/Code/unknownRun``.
     func delete(run: DurableRunID) async throws
 
-    /// Stores a schedule, replacing the one of the same name; its next tick is the first after now.
-    /// - Throws: ``DurableError/Code/invalidGraph`` for a bad name, timing or graph, before writing.
+    /// Stores a schedule, replacing the one of the same name. A new schedule, or one whose timing
+    /// changed, ticks next at the first tick after now; one stored again with the same timing (as an
+    /// application does at each start) keeps its next tick, so a tick that is due or was missed still
+    /// fires by its ``Schedule/CatchUp`` rule. A paused schedule stays paused.
+    /// - Throws: ``DurableError/Code/invalidGraph`` for a bad name, timing or graph, or a timing that
+    ///   would never tick, before writing.
     @discardableResult
     func schedule(_ schedule: Schedule) async throws -> ScheduleRecord
 

@@ -52,6 +52,9 @@ public struct Schedule: Hashable, Codable, Sendable {
         self.catchUp = catchUp
     }
 
+    /// The longest interval of an ``Timing/every(_:)`` timing: 100 years.
+    public static let longestInterval: Duration = .seconds(36_500 * 86_400)
+
     /// How late a tick may be fired and still count as due now (for ``CatchUp/skip``).
     public static let lateness: Duration = .seconds(60)
 
@@ -69,8 +72,21 @@ public struct Schedule: Hashable, Codable, Sendable {
                     code: .invalidGraph,
                     message: "schedule '\(name)' runs every \(interval); the shortest interval is 1 second.")
             }
-        case .cron:
-            _ = try cron()
+            guard interval <= Self.longestInterval else {
+                throw DurableError(
+                    code: .invalidGraph,
+                    message:
+                        "schedule '\(name)' runs every \(interval); the longest interval is 100 years (36,500 days). To stop a schedule, pause or remove it."
+                )
+            }
+        case .cron(let text, let zone):
+            guard try cron()?.next(after: Date()) != nil else {
+                throw DurableError(
+                    code: .invalidGraph,
+                    message:
+                        "schedule '\(name)': the cron expression '\(text)' matches no time in the next five years in \(zone) (a day that no month has, such as the 30th of February?), so it would never run. Check its day and month fields."
+                )
+            }
         }
         try graph.validate()
     }
@@ -141,6 +157,18 @@ public struct Schedule: Hashable, Codable, Sendable {
         return (fire, tick)
     }
 
+    /// The next tick to keep when this schedule replaces `stored` (its stored definition and next
+    /// tick): the stored one when the timing is the same — an application that stores its schedules at
+    /// every start must not drop a tick that is due, or missed while it was down (``catchUp`` decides
+    /// what fires) — and nil (start from the first tick after now) when the timing changed, the
+    /// schedule is new, or the stored definition cannot be read.
+    package func keptTick(_ stored: (definition: String, nextTick: Double?)?, name: String) -> Double? {
+        guard let stored, let tick = stored.nextTick,
+            let old = try? Schedule.stored(stored.definition, name: name), old.timing == timing
+        else { return nil }
+        return tick
+    }
+
     /// The schedule as stores keep it (JSON text).
     package func stored() throws -> String {
         String(decoding: try JSONEncoder().encode(self), as: UTF8.self)
@@ -187,17 +215,26 @@ public struct FiredSchedules: Hashable, Sendable {
     /// The runs submitted, one per tick, with their schedule's name and tick.
     public var runs: [(schedule: String, tick: Date, run: SubmittedRun)]
     /// The earliest next tick of the unpaused schedules, on this process's clock (the store's
-    /// ``JobStore/clock``, to wait on), or nil when no schedule has one.
+    /// ``JobStore/clock``, to wait on), or nil when no schedule has one. It can be past: a schedule
+    /// that another process is firing, or one in ``unreadable``.
     public var nextTick: Date?
+    /// Due schedules this program could not fire, by name, with the reason: a definition written by a
+    /// newer version (a timing or catch-up rule this one does not know), or a time zone this system's
+    /// time-zone data lacks. They are left, due, for processes that can fire them; the others fire.
+    public var unreadable: [String: String]
 
-    public init(runs: [(schedule: String, tick: Date, run: SubmittedRun)], nextTick: Date?) {
+    public init(
+        runs: [(schedule: String, tick: Date, run: SubmittedRun)], nextTick: Date?, unreadable: [String: String] = [:]
+    ) {
         self.runs = runs
         self.nextTick = nextTick
+        self.unreadable = unreadable
     }
 
     public static func == (lhs: FiredSchedules, rhs: FiredSchedules) -> Bool {
         lhs.nextTick == rhs.nextTick && lhs.runs.map(\.schedule) == rhs.runs.map(\.schedule)
             && lhs.runs.map(\.tick) == rhs.runs.map(\.tick) && lhs.runs.map(\.run) == rhs.runs.map(\.run)
+            && lhs.unreadable == rhs.unreadable
     }
 
     public func hash(into hasher: inout Hasher) {

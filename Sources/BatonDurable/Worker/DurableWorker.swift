@@ -348,6 +348,7 @@ public final class DurableWorker: Service, Sendable {
     /// logged and tried again at the next poll; its ticks are not lost (they stay due, and fire by their
     /// schedule's `catchUp`).
     private func fireSchedules() async {
+        var warned: Set<String> = []
         while !Task.isCancelled {
             var wait = configuration.pollInterval
             do {
@@ -359,10 +360,12 @@ public final class DurableWorker: Service, Sendable {
                             "schedule": "\(name)", "tick": "\(tick.formatted(.iso8601))", "run": "\(run.run.rawValue)",
                         ])
                 }
-                if let next = fired.nextTick {
-                    let seconds = max(0, next.timeIntervalSince(store.clock.now()))
-                    wait = min(wait, .milliseconds(Int64((seconds * 1000).rounded(.up))))
+                for (name, why) in fired.unreadable.sorted(by: { $0.key < $1.key }) where warned.insert(name).inserted {
+                    configuration.logger.warning(
+                        "schedule is due but this worker cannot fire it; it is left for workers that can (upgrade this one, or store the schedule again with a timing it knows)",
+                        metadata: ["schedule": "\(name)", "error": "\(why)"])
                 }
+                wait = Self.scheduleWait(after: fired, now: store.clock.now(), poll: wait)
             } catch {
                 if store.isClosed || Task.isCancelled { return }
                 configuration.logger.warning(
@@ -375,6 +378,17 @@ public final class DurableWorker: Service, Sendable {
                 return
             }
         }
+    }
+
+    /// How long the schedule loop waits after a call that answered `fired`: until the next tick, at most
+    /// `poll`. A tick still due after a call that fired nothing is one this worker cannot fire (a
+    /// schedule in ``FiredSchedules/unreadable``) or one another process is firing: the loop looks again
+    /// at the next poll, not at once (which would be a loop without a pause).
+    static func scheduleWait(after fired: FiredSchedules, now: Date, poll: Duration) -> Duration {
+        guard let next = fired.nextTick else { return poll }
+        let seconds = next.timeIntervalSince(now)
+        guard seconds > 0 || !fired.runs.isEmpty else { return poll }
+        return min(poll, .milliseconds(Int64((max(0, seconds) * 1000).rounded(.up))))
     }
 
     private func registerSelf() async throws {
