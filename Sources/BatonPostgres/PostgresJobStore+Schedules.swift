@@ -73,7 +73,7 @@ extension PostgresJobStore {
         return try await transaction("schedules") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
-            var unreadable: [String: String] = [:]
+            var unfired: [String: String] = [:]
             // Locked, skipping those another process is firing (it moves them on).
             for row in try await connection.liveQuery(
                 """
@@ -91,7 +91,15 @@ extension PostgresJobStore {
                     schedule = try Schedule.stored(definition, name: name)
                     (fire, following) = try schedule.due(next: Date(storeTime: next), now: now)
                 } catch {
-                    unreadable[name] = "\(error)"
+                    unfired[name] = "\(error)"
+                    continue
+                }
+                // A graph this version refuses (its rules are stricter than those of the version that
+                // stored it) is refused before anything is sent: that schedule stays due, the others fire.
+                do {
+                    try schedule.graph.validate()
+                } catch {
+                    unfired[name] = "\(error)"
                     continue
                 }
                 for tick in fire {
@@ -111,7 +119,7 @@ extension PostgresJobStore {
             ).collect().first?.decode(Double?.self)
             return FiredSchedules(
                 runs: runs, nextTick: next.map { asked.addingTimeInterval($0 - now.storeTime) },
-                unreadable: unreadable)
+                unfired: unfired)
         }
     }
 

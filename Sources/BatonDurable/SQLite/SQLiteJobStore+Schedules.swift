@@ -57,7 +57,7 @@ extension SQLiteJobStore {
         guard due else { return FiredSchedules(runs: [], nextTick: try await nextScheduleTick()) }
         return try await write(wake: true) { db in
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
-            var unreadable: [String: String] = [:]
+            var unfired: [String: String] = [:]
             for row in try Row.fetchAll(
                 db,
                 sql: "SELECT name, definition, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick <= ?",
@@ -73,7 +73,15 @@ extension SQLiteJobStore {
                     schedule = try Schedule.stored(row[1], name: name)
                     (fire, next) = try schedule.due(next: Date(storeTime: row[2]), now: now)
                 } catch {
-                    unreadable[name] = "\(error)"
+                    unfired[name] = "\(error)"
+                    continue
+                }
+                // A graph this version refuses (its rules are stricter than those of the version that
+                // stored it) is refused before anything is written: that schedule stays due, the others fire.
+                do {
+                    try schedule.graph.validate()
+                } catch {
+                    unfired[name] = "\(error)"
                     continue
                 }
                 for tick in fire {
@@ -88,7 +96,7 @@ extension SQLiteJobStore {
             }
             let next = try Double.fetchOne(
                 db, sql: "SELECT min(next_tick) FROM baton_schedules WHERE paused = 0")
-            return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)), unreadable: unreadable)
+            return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)), unfired: unfired)
         }
     }
 

@@ -216,25 +216,26 @@ public struct FiredSchedules: Hashable, Sendable {
     public var runs: [(schedule: String, tick: Date, run: SubmittedRun)]
     /// The earliest next tick of the unpaused schedules, on this process's clock (the store's
     /// ``JobStore/clock``, to wait on), or nil when no schedule has one. It can be past: a schedule
-    /// that another process is firing, or one in ``unreadable``.
+    /// that another process is firing, or one in ``unfired``.
     public var nextTick: Date?
     /// Due schedules this program could not fire, by name, with the reason: a definition written by a
-    /// newer version (a timing or catch-up rule this one does not know), or a time zone this system's
-    /// time-zone data lacks. They are left, due, for processes that can fire them; the others fire.
-    public var unreadable: [String: String]
+    /// newer version (a timing or catch-up rule this one does not know), a time zone this system's
+    /// time-zone data lacks, or a graph this version refuses. They are left due (for processes that can
+    /// fire them, or until the schedule is stored again); the others fire.
+    public var unfired: [String: String]
 
     public init(
-        runs: [(schedule: String, tick: Date, run: SubmittedRun)], nextTick: Date?, unreadable: [String: String] = [:]
+        runs: [(schedule: String, tick: Date, run: SubmittedRun)], nextTick: Date?, unfired: [String: String] = [:]
     ) {
         self.runs = runs
         self.nextTick = nextTick
-        self.unreadable = unreadable
+        self.unfired = unfired
     }
 
     public static func == (lhs: FiredSchedules, rhs: FiredSchedules) -> Bool {
         lhs.nextTick == rhs.nextTick && lhs.runs.map(\.schedule) == rhs.runs.map(\.schedule)
             && lhs.runs.map(\.tick) == rhs.runs.map(\.tick) && lhs.runs.map(\.run) == rhs.runs.map(\.run)
-            && lhs.unreadable == rhs.unreadable
+            && lhs.unfired == rhs.unfired
     }
 
     public func hash(into hasher: inout Hasher) {

@@ -360,7 +360,7 @@ public final class DurableWorker: Service, Sendable {
                             "schedule": "\(name)", "tick": "\(tick.formatted(.iso8601))", "run": "\(run.run.rawValue)",
                         ])
                 }
-                for (name, why) in fired.unreadable.sorted(by: { $0.key < $1.key }) where warned.insert(name).inserted {
+                for (name, why) in fired.unfired.sorted(by: { $0.key < $1.key }) where warned.insert(name).inserted {
                     configuration.logger.warning(
                         "schedule is due but this worker cannot fire it; it is left for workers that can (upgrade this one, or store the schedule again with a timing it knows)",
                         metadata: ["schedule": "\(name)", "error": "\(why)"])
@@ -382,7 +382,7 @@ public final class DurableWorker: Service, Sendable {
 
     /// How long the schedule loop waits after a call that answered `fired`: until the next tick, at most
     /// `poll`. A tick still due after a call that fired nothing is one this worker cannot fire (a
-    /// schedule in ``FiredSchedules/unreadable``) or one another process is firing: the loop looks again
+    /// schedule in ``FiredSchedules/unfired``) or one another process is firing: the loop looks again
     /// at the next poll, not at once (which would be a loop without a pause).
     static func scheduleWait(after fired: FiredSchedules, now: Date, poll: Duration) -> Duration {
         guard let next = fired.nextTick else { return poll }
