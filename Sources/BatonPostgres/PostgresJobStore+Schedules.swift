@@ -18,7 +18,7 @@ extension PostgresJobStore {
                 let (definition, nextTick) = try row.decode((String, Double?).self)
                 return (definition: definition, nextTick: nextTick)
             }
-            let next = try schedule.keptTick(stored, name: schedule.name) ?? schedule.tick(after: now)?.storeTime
+            let next = schedule.keptTick(stored, name: schedule.name, fresh: try schedule.tick(after: now)?.storeTime)
             try await connection.liveQuery(
                 """
                 INSERT INTO schedules (name, definition, next_tick, paused) VALUES (\(schedule.name), \(definition), \(next), false)
@@ -114,8 +114,12 @@ extension PostgresJobStore {
                     WHERE name = \(name)
                     """, logger: logger)
             }
+            // The next tick of those this program can fire: one it cannot fire stays due, and must not
+            // make the worker look again before the others' ticks.
+            let skipped = Array(unfired.keys)
             let next = try await connection.liveQuery(
-                "SELECT min(next_tick) FROM schedules WHERE NOT paused", logger: logger
+                "SELECT min(next_tick) FROM schedules WHERE NOT paused AND NOT (name = ANY(\(skipped)))",
+                logger: logger
             ).collect().first?.decode(Double?.self)
             return FiredSchedules(
                 runs: runs, nextTick: next.map { asked.addingTimeInterval($0 - now.storeTime) },

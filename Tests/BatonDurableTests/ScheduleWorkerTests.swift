@@ -83,30 +83,34 @@ struct ScheduleWorkerTests {
         #expect(fired.unfired.keys.sorted() == ["future", "refused"])
         #expect(fired.unfired["future"]?.contains("future") == true, "names it: \(fired.unfired)")
         #expect(fired.unfired["refused"]?.contains("no input") == true, "says why: \(fired.unfired)")
-        // Still due (left for a worker that can fire them): once nothing else fires, a worker must not
-        // call again at once.
+        // Still due (left for a worker that can fire them), but the next tick given is that of the
+        // schedule this program fires: a worker waits for it, not calling again at once.
         let again = try await store.fireDueSchedules()
         #expect(again.runs.isEmpty && again.unfired.keys.sorted() == ["future", "refused"])
         let next = try #require(again.nextTick)
-        #expect(next <= clock.now)
-        #expect(DurableWorker.scheduleWait(after: again, now: clock.now, poll: .seconds(1)) == .seconds(1))
+        #expect(next == fired.runs[0].tick.addingTimeInterval(60), "plain's next tick")
+        #expect(
+            DurableWorker.scheduleWait(after: again, asked: clock.now, now: clock.now, poll: .seconds(5))
+                == .seconds(5))
     }
 
     @Test("the schedule loop waits for the next tick, at most a poll; at once only after firing a backlog")
     func scheduleLoopWaits() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         let run = SubmittedRun(run: DurableRunID(1), jobs: [], existing: false)
-        func wait(_ next: Double?, fired: Bool) -> Duration {
+        // `next` relative to `now`; the call was made `took` seconds before `now`.
+        func wait(_ next: Double?, fired: Bool, took: Double = 0) -> Duration {
             DurableWorker.scheduleWait(
                 after: FiredSchedules(
                     runs: fired ? [(schedule: "s", tick: now, run: run)] : [],
                     nextTick: next.map { now.addingTimeInterval($0) }),
-                now: now, poll: .seconds(1))
+                asked: now.addingTimeInterval(-took), now: now, poll: .seconds(1))
         }
         #expect(wait(nil, fired: false) == .seconds(1))
         #expect(wait(0.25, fired: false) == .milliseconds(250))
         #expect(wait(5, fired: false) == .seconds(1))
-        #expect(wait(-3, fired: false) == .seconds(1), "due but not fired here: not a loop without a pause")
+        #expect(wait(-3, fired: false) == .seconds(1), "due before the call, not fired: not a loop without a pause")
         #expect(wait(-3, fired: true) == .zero, "a backlog (catch-up .all) goes on at once")
+        #expect(wait(-0.002, fired: false, took: 0.005) == .zero, "a tick that came due during the call: at once")
     }
 }

@@ -17,7 +17,7 @@ extension SQLiteJobStore {
                     ON CONFLICT (name) DO UPDATE SET definition = excluded.definition, next_tick = excluded.next_tick
                     """,
                 arguments: [
-                    schedule.name, definition, schedule.keptTick(stored, name: schedule.name) ?? next?.storeTime,
+                    schedule.name, definition, schedule.keptTick(stored, name: schedule.name, fresh: next?.storeTime),
                 ])
             return try Self.schedules(db, named: schedule.name)[0]
         }
@@ -55,7 +55,7 @@ extension SQLiteJobStore {
                 arguments: [now.storeTime]) ?? false
         }
         guard due else { return FiredSchedules(runs: [], nextTick: try await nextScheduleTick()) }
-        return try await write(wake: true) { db in
+        let fired = try await write(wake: false) { db in
             var runs: [(schedule: String, tick: Date, run: SubmittedRun)] = []
             var unfired: [String: String] = [:]
             for row in try Row.fetchAll(
@@ -94,10 +94,19 @@ extension SQLiteJobStore {
                         UPDATE baton_schedules SET next_tick = ?, last_tick = COALESCE(?, last_tick) WHERE name = ?
                         """, arguments: [next?.storeTime, fire.last?.storeTime, name])
             }
-            let next = try Double.fetchOne(
-                db, sql: "SELECT min(next_tick) FROM baton_schedules WHERE paused = 0")
+            // The next tick of those this program can fire: one it cannot fire stays due, and must not
+            // make the worker look again before the others' ticks.
+            let next = try Row.fetchAll(
+                db, sql: "SELECT name, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick IS NOT NULL"
+            ).compactMap { row -> Double? in unfired[row[0] as String] == nil ? row[1] as Double : nil }.min()
             return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)), unfired: unfired)
         }
+        // Runs submitted: wake the claim loops and outcome watchers (as a submission does).
+        if !fired.runs.isEmpty {
+            wakeupHub.wake()
+            outcomeHub.wake()
+        }
+        return fired
     }
 
     private func nextScheduleTick() async throws -> Date? {

@@ -52,7 +52,7 @@ public struct Schedule: Hashable, Codable, Sendable {
         self.catchUp = catchUp
     }
 
-    /// The longest interval of an ``Timing/every(_:)`` timing: 100 years.
+    /// The longest interval of an ``Timing/every(_:)`` timing: 36,500 days (about 100 years).
     public static let longestInterval: Duration = .seconds(36_500 * 86_400)
 
     /// How late a tick may be fired and still count as due now (for ``CatchUp/skip``).
@@ -157,16 +157,17 @@ public struct Schedule: Hashable, Codable, Sendable {
         return (fire, tick)
     }
 
-    /// The next tick to keep when this schedule replaces `stored` (its stored definition and next
-    /// tick): the stored one when the timing is the same — an application that stores its schedules at
-    /// every start must not drop a tick that is due, or missed while it was down (``catchUp`` decides
-    /// what fires) — and nil (start from the first tick after now) when the timing changed, the
-    /// schedule is new, or the stored definition cannot be read.
-    package func keptTick(_ stored: (definition: String, nextTick: Double?)?, name: String) -> Double? {
+    /// The next tick to store when this schedule replaces `stored` (its stored definition and next
+    /// tick), `fresh` being its first tick after now. With the same timing, the earlier of the two: an
+    /// application that stores its schedules at every start must not drop a tick that is due, or
+    /// missed while it was down (``catchUp`` decides what fires), and a tick left in the future by a
+    /// clock that jumped ahead and was set back is brought back. Otherwise (a new schedule, a new
+    /// timing, a stored definition this program cannot read) `fresh`.
+    package func keptTick(_ stored: (definition: String, nextTick: Double?)?, name: String, fresh: Double?) -> Double? {
         guard let stored, let tick = stored.nextTick,
             let old = try? Schedule.stored(stored.definition, name: name), old.timing == timing
-        else { return nil }
-        return tick
+        else { return fresh }
+        return fresh.map { min($0, tick) } ?? tick
     }
 
     /// The schedule as stores keep it (JSON text).

@@ -352,6 +352,7 @@ public final class DurableWorker: Service, Sendable {
         while !Task.isCancelled {
             var wait = configuration.pollInterval
             do {
+                let asked = store.clock.now()
                 let fired = try await store.fireDueSchedules()
                 for (name, tick, run) in fired.runs where !run.existing {
                     configuration.logger.info(
@@ -362,10 +363,12 @@ public final class DurableWorker: Service, Sendable {
                 }
                 for (name, why) in fired.unfired.sorted(by: { $0.key < $1.key }) where warned.insert(name).inserted {
                     configuration.logger.warning(
-                        "schedule is due but this worker cannot fire it; it is left for workers that can (upgrade this one, or store the schedule again with a timing it knows)",
+                        "schedule is due but this worker cannot fire it; it is left for workers that can (upgrade this one, or store the schedule again with a timing and graph this version accepts)",
                         metadata: ["schedule": "\(name)", "error": "\(why)"])
                 }
-                wait = Self.scheduleWait(after: fired, now: store.clock.now(), poll: wait)
+                // Warned again if it breaks again after being fired.
+                warned.formIntersection(fired.unfired.keys)
+                wait = Self.scheduleWait(after: fired, asked: asked, now: store.clock.now(), poll: wait)
             } catch {
                 if store.isClosed || Task.isCancelled { return }
                 configuration.logger.warning(
@@ -380,14 +383,15 @@ public final class DurableWorker: Service, Sendable {
         }
     }
 
-    /// How long the schedule loop waits after a call that answered `fired`: until the next tick, at most
-    /// `poll`. A tick still due after a call that fired nothing is one this worker cannot fire (a
-    /// schedule in ``FiredSchedules/unfired``) or one another process is firing: the loop looks again
-    /// at the next poll, not at once (which would be a loop without a pause).
-    static func scheduleWait(after fired: FiredSchedules, now: Date, poll: Duration) -> Duration {
+    /// How long the schedule loop waits after a call made at `asked` that answered `fired`: until the
+    /// next tick, at most `poll`. A tick that was due before a call that fired nothing is one another
+    /// process is firing (or one this worker cannot fire, which the stores leave out of the next tick):
+    /// the loop looks again at the next poll, not at once (which would be a loop without a pause). A
+    /// tick that came due during the call is looked at once.
+    static func scheduleWait(after fired: FiredSchedules, asked: Date, now: Date, poll: Duration) -> Duration {
         guard let next = fired.nextTick else { return poll }
+        if fired.runs.isEmpty && next <= asked { return poll }
         let seconds = next.timeIntervalSince(now)
-        guard seconds > 0 || !fired.runs.isEmpty else { return poll }
         return min(poll, .milliseconds(Int64((max(0, seconds) * 1000).rounded(.up))))
     }
 
