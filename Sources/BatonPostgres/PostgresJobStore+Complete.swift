@@ -47,8 +47,16 @@ extension PostgresJobStore {
                 guard current else { return false }
                 // The added jobs first: ones the store refuses throw here, before the application's writes,
                 // and nothing is written (the job sees the error).
-                if adds, let additions, cancelRequest == nil {
+                if adds, let additions {
                     let now = try await self.serverTime(on: connection)
+                    // Asked to cancel: it adds nothing, and its success without them is recorded as
+                    // cancelled (as `finish` does), without the writes; the job sees its completion refused.
+                    guard cancelRequest == nil else {
+                        _ = try await Self.finishAttempt(
+                            connection, AttemptReport(lease: lease, outcome: report.outcome, additions: additions),
+                            now: now, logger: logger)
+                        return false
+                    }
                     try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
                 }
                 try await connection.liveQuery(

@@ -309,8 +309,16 @@ extension PostgresJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
-            // A job whose cancellation was asked for adds nothing (its run is being cancelled).
-            if let additions = report.additions, !additions.jobs.isEmpty, cancelRequest == nil {
+            if let additions = report.additions, !additions.jobs.isEmpty {
+                // A job asked to cancel (itself or its run) adds nothing. Its success without the jobs it
+                // meant to add is incomplete: it is recorded as cancelled, so that its dependents are
+                // cancelled rather than run on what was not added (and a retry of the run runs it again).
+                if let cancelRequest {
+                    try await finishJob(
+                        connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now,
+                        logger: logger)
+                    return .accepted(.cancelled)
+                }
                 do {
                     try await addJobs(connection, additions, by: id, now: now, logger: logger)
                 } catch let error as DurableError {

@@ -281,8 +281,8 @@ final class SQLiteEffects: ApplicationEffects {
         try await application.write { db in try db.execute(sql: "CREATE TABLE effects (row TEXT NOT NULL)") }
     }
 
-    func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool {
-        try await store.complete(lease, output: output) { db in
+    func complete(_ lease: Lease, output: Data, row: String, fail: Bool, additions: RunAddition?) async throws -> Bool {
+        try await store.complete(lease, output: output, additions: additions) { db in
             try db.execute(sql: "INSERT INTO effects (row) VALUES (?)", arguments: [row])
             if fail { throw EffectsRefused() }
         }

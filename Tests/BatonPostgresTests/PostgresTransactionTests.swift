@@ -246,9 +246,9 @@ final class PostgresEffects: ApplicationEffects {
         try await store.query(PostgresQuery(unsafeSQL: "CREATE TABLE \(table) (seq serial, row text NOT NULL)"))
     }
 
-    func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool {
+    func complete(_ lease: Lease, output: Data, row: String, fail: Bool, additions: RunAddition?) async throws -> Bool {
         let table = table
-        return try await store.complete(lease, output: output) { connection in
+        return try await store.complete(lease, output: output, additions: additions) { connection in
             try await connection.query(
                 PostgresQuery(
                     unsafeSQL: "INSERT INTO \(table) (row) VALUES ($1)",

@@ -136,7 +136,7 @@ extension JobStoreConformance {
             let refused = try await store.snapshot(of: busy.run).jobs[0].lastError ?? ""
             try expect(refused.contains("running now"), "says why: \(refused)")
         },
-        check("a job whose run is being cancelled adds nothing when it succeeds") { store, _ in
+        check("a job whose run is being cancelled adds nothing when it succeeds, and ends cancelled") { store, _ in
             let run = try await store.submit(Build.graph("g", Build.job("p")), uniqueKey: nil)
             let adder = try await store.claimAll()[0]
             try await store.cancel(run: run.run, reason: "stop")
@@ -145,9 +145,33 @@ extension JobStoreConformance {
                     AttemptReport(
                         lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
                         additions: RunAddition(jobs: [Build.job("x")]))
-                ]), [.accepted(.succeeded)], "its success is recorded")
+                ]), [.accepted(.cancelled)], "its success without its additions is recorded as cancelled")
             try expectEqual(try await store.snapshot(of: run.run).jobs.count, 1, "nothing added")
             try expect(try await store.record(of: run.run).finished != nil, "the run is finished")
+        },
+        check("a job cancelled alone while it runs adds nothing; what waits for all it adds is cancelled") {
+            store, _ in
+            let run = try await store.submit(
+                GraphSpec(
+                    name: "g",
+                    jobs: [
+                        Build.job("list"),
+                        JobSpec(
+                            name: "report", kind: "report", input: Data("1".utf8),
+                            dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)], retry: .never),
+                    ]), uniqueKey: nil)
+            let adder = try await store.claimAll()[0]
+            try await store.cancel(job: adder.lease.job, reason: "stop listing")
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("page 2")]))
+                ]), [.accepted(.cancelled)], "recorded as cancelled, not as a success without its additions")
+            let jobs = try await store.snapshot(of: run.run).jobs
+            try expectEqual(jobs.map(\.name), ["list", "report"], "nothing added")
+            try expectEqual(jobs.map(\.state), [.cancelled, .cancelled], "the report does not run on a partial list")
+            try expectEqual(try await store.claimAll(["report"]).count, 0, "nothing to claim")
         },
     ]
 }

@@ -131,9 +131,16 @@ public protocol ApplicationEffects: Sendable {
     /// Completes the attempt of `lease` with `output`, inserting `row` into the application's table in
     /// the same transaction, then throwing ``EffectsRefused`` when `fail` is set. Returns whether the
     /// store recorded the completion.
-    func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool
+    func complete(_ lease: Lease, output: Data, row: String, fail: Bool, additions: RunAddition?) async throws -> Bool
     /// The application table's rows, in insertion order.
     func rows() async throws -> [String]
+}
+
+extension ApplicationEffects {
+    /// ``complete(_:output:row:fail:additions:)`` adding no jobs.
+    public func complete(_ lease: Lease, output: Data, row: String, fail: Bool) async throws -> Bool {
+        try await complete(lease, output: output, row: row, fail: fail, additions: nil)
+    }
 }
 
 /// What ``ApplicationEffects/complete(_:output:row:fail:)`` throws when told to fail.
@@ -190,6 +197,28 @@ extension JobStoreConformance {
             }
             try expectEqual(try await effects.rows(), [], "the application's rows")
             try expectEqual(try await store.states(run), [.cancelled, .running], "states")
+        },
+        CompletionCheck(name: "a job asked to cancel adds nothing: its completion makes no writes, it ends cancelled") {
+            store, effects in
+            let run = try await store.submit(
+                GraphSpec(
+                    name: "fx",
+                    jobs: [
+                        Build.job("list"),
+                        JobSpec(
+                            name: "report", kind: "report", input: Data("1".utf8),
+                            dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)], retry: .never),
+                    ]), uniqueKey: nil)
+            let claimed = try await store.claimAll()
+            try await store.cancel(job: claimed[0].job, reason: "stop listing")
+            try expectEqual(
+                try await effects.complete(
+                    claimed[0].lease, output: Data("1".utf8), row: "list", fail: false,
+                    additions: RunAddition(jobs: [Build.job("page 2")])),
+                false, "not recorded as a success")
+            try expectEqual(try await effects.rows(), [], "the application's rows")
+            try expectEqual(try await store.states(run), [.cancelled, .cancelled], "cancelled, and its dependent")
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 2, "nothing added")
         },
         CompletionCheck(name: "writes that throw roll the completion back with them") { store, effects in
             let run = try await store.submit(Build.graph("fx", Build.job("a")), uniqueKey: nil)

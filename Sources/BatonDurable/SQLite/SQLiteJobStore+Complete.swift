@@ -31,7 +31,16 @@ extension SQLiteJobStore {
                 guard let row = try Self.currentLease(db, lease) else { return false }
                 // The added jobs first: ones the store refuses throw here, before the application's writes,
                 // and nothing is written (the job sees the error).
-                if let additions, !additions.jobs.isEmpty, row[0] as String? == nil {
+                if let additions, !additions.jobs.isEmpty {
+                    // Asked to cancel: it adds nothing, and its success without them is recorded as
+                    // cancelled (as `finish` does), without the writes; the job sees its completion refused.
+                    guard row[0] as String? == nil else {
+                        _ = try Self.finishAttempt(
+                            db,
+                            AttemptReport(lease: lease, outcome: .succeeded(output: Data()), additions: additions),
+                            now: now)
+                        return false
+                    }
                     try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
                 }
                 let output: Data

@@ -69,8 +69,14 @@ extension SQLiteJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
-            // A job whose cancellation was asked for adds nothing (its run is being cancelled).
-            if let additions = report.additions, !additions.jobs.isEmpty, row[3] as String? == nil {
+            if let additions = report.additions, !additions.jobs.isEmpty {
+                // A job asked to cancel (itself or its run) adds nothing. Its success without the jobs it
+                // meant to add is incomplete: it is recorded as cancelled, so that its dependents are
+                // cancelled rather than run on what was not added (and a retry of the run runs it again).
+                if let cancelRequest = row[3] as String? {
+                    try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
+                    return .accepted(.cancelled)
+                }
                 do {
                     try addJobs(db, additions, by: id, now: now)
                 } catch let error as DurableError {
