@@ -612,7 +612,7 @@ extension PostgresJobStore {
         let groupDependents = try await connection.liveQuery(
             """
             SELECT e.job, e.run_regardless FROM edges e JOIN jobs j ON j.id = e.job
-            WHERE e.dependency = \(adder) AND e.includes_added AND j.state = 'pending'
+            WHERE e.dependency = \(adder) AND e.includes_added
             """, logger: logger
         ).collect().map { row in
             let (id, regardless) = try row.decode((Int64, Bool).self)
@@ -677,8 +677,11 @@ extension PostgresJobStore {
                 SELECT id, \(dependent.id), \(dependent.runRegardless), true FROM unnest(\(ids)) AS a(id)
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
+            // Every such dependent gets the edges (one cancelled now waits for them when its run is
+            // retried); one that waits counts them now.
             try await connection.liveQuery(
-                "UPDATE jobs SET remaining = remaining + \(ids.count) WHERE id = \(dependent.id)", logger: logger)
+                "UPDATE jobs SET remaining = remaining + \(ids.count) WHERE id = \(dependent.id) AND state = 'pending'",
+                logger: logger)
         }
         try await connection.liveQuery(
             """

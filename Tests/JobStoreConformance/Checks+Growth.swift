@@ -149,6 +149,41 @@ extension JobStoreConformance {
             try expectEqual(try await store.snapshot(of: run.run).jobs.count, 1, "nothing added")
             try expect(try await store.record(of: run.run).finished != nil, "the run is finished")
         },
+        check("a dependent cancelled before its dependency added jobs waits for them when the run is retried") {
+            store, _ in
+            let run = try await store.submit(
+                GraphSpec(
+                    name: "g",
+                    jobs: [
+                        Build.job("config", kind: "c"),
+                        Build.job("list", kind: "l"),
+                        JobSpec(
+                            name: "report", kind: "r", input: Data("1".utf8),
+                            dependencies: [
+                                JobSpec.Dependency(index: 0), JobSpec.Dependency(index: 1, includingAdded: true),
+                            ], retry: .never),
+                    ]), uniqueKey: nil)
+            // config fails: the report is cancelled while list still runs, then list adds a page.
+            let list = try await store.claimAll(["l"])[0]
+            try expectEqual(
+                try await store.fail(try await store.claimAll(["c"])[0], retryable: false), .accepted(.failed),
+                "config fails")
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: list.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("page", kind: "p")]))
+                ]), [.accepted(.succeeded)], "list adds a page")
+            try expectEqual(
+                try await store.states(run), [.failed, .succeeded, .cancelled, .ready],
+                "the report was cancelled; the page is added")
+            _ = try await store.retry(run: run.run)
+            try expectEqual(
+                try await store.succeed(try await store.claimAll(["c"])[0]), .accepted(.succeeded), "config")
+            try expectEqual(try await store.claimAll(["r"]).count, 0, "the report waits for the added page")
+            try expectEqual(try await store.succeed(try await store.claimAll(["p"])[0]), .accepted(.succeeded), "page")
+            try expectEqual(try await store.claimAll(["r"]).count, 1, "then it runs")
+        },
         check("a job cancelled alone while it runs adds nothing; what waits for all it adds is cancelled") {
             store, _ in
             let run = try await store.submit(

@@ -300,7 +300,7 @@ extension SQLiteJobStore {
             db,
             sql: """
                 SELECT e.job, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
-                WHERE e.dependency = ? AND e.includes_added = 1 AND j.state = 'pending'
+                WHERE e.dependency = ? AND e.includes_added = 1
                 """, arguments: [adder]
         ).map { AdditionPlan.GroupDependent(id: $0[0], runRegardless: $0[1]) }
         let plan = try AdditionPlan.make(
@@ -328,8 +328,10 @@ extension SQLiteJobStore {
                         VALUES (?, ?, ?, 1)
                         """, arguments: [id, dependent.id, dependent.runRegardless])
             }
+            // Every such dependent gets the edges (one cancelled now waits for them when its run is
+            // retried); one that waits counts them now.
             try db.execute(
-                sql: "UPDATE baton_jobs SET remaining = remaining + ? WHERE id = ?",
+                sql: "UPDATE baton_jobs SET remaining = remaining + ? WHERE id = ? AND state = 'pending'",
                 arguments: [ids.count, dependent.id])
         }
         try db.execute(

@@ -117,7 +117,8 @@ package struct AdditionPlan: Equatable {
     ///   - taken: the names its run's jobs have.
     ///   - existing: the jobs ``RunAddition/after`` names, as stored (missing: not in the store).
     ///   - downstream: the jobs that depend on the adder, transitively (an added job may not wait for one).
-    ///   - groupDependents: the adder's dependents whose edge includes added jobs, still pending.
+    ///   - groupDependents: the adder's dependents whose edge includes added jobs, whatever their state
+    ///     (a cancelled one waits for the added jobs when its run is retried).
     /// - Throws: ``DurableError/Code/invalidGraph`` naming the job that cannot be waited for.
     package static func make(
         _ addition: RunAddition, adder: Int64, adderName: String, run: Int64, taken: Set<String>,
