@@ -7,8 +7,10 @@ extension PostgresJobStore {
     /// Records the success of the attempt holding `lease`, with `output`, in one transaction with the
     /// application's `writes` on the same connection: both commit, or neither does. Returns false,
     /// having run nothing of `writes`, when the lease is no longer the job's current one (the attempt
-    /// is stale: another attempt owns the job, or it was cancelled or finished). What
-    /// `DurableJobContext.complete(returning:writes:)` calls for this store.
+    /// is stale: another attempt owns the job, or it was cancelled or finished). Also false, without
+    /// running `writes`, for a job asked to cancel whose completion adds jobs: that attempt is recorded
+    /// as cancelled (see <doc:GrowingRuns>). What `DurableJobContext.complete(returning:writes:)` calls
+    /// for this store.
     ///
     /// `writes` runs with PostgreSQL's default search path (`"$user", public`, whatever a role or database
     /// sets): name tables of other schemas in full. It must not end the transaction (`COMMIT`, `ROLLBACK`);
@@ -36,7 +38,8 @@ extension PostgresJobStore {
                 let rows = try await connection.liveQuery(
                     """
                     SELECT (state = 'running' AND lease_token = \(token)) IS TRUE,
-                        (finished_by = \(token) AND finished_report = 'succeeded') IS TRUE, cancel_request
+                        (finished_by = \(token) AND finished_report = 'succeeded' AND finished_result = 'succeeded')
+                            IS TRUE, cancel_request
                     FROM jobs WHERE id = \(id) FOR UPDATE
                     """, logger: logger
                 ).collect()
@@ -55,6 +58,9 @@ extension PostgresJobStore {
                         _ = try await Self.finishAttempt(
                             connection, AttemptReport(lease: lease, outcome: report.outcome, additions: additions),
                             now: now, logger: logger)
+                        // Its categories are free and its dependents cancelled: tell the workers.
+                        try await connection.liveQuery(
+                            PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
                         return false
                     }
                     try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)

@@ -279,15 +279,15 @@ extension PostgresJobStore {
                 WHERE id = \(id)
                 """, logger: logger)
             // A success whose added jobs were refused failed its job: recorded as a failed attempt, with
-            // the job's last error saying why.
-            if kind != "succeeded" || state == .failed {
+            // the job's last error saying why; one asked to cancel that meant to add jobs, as cancelled.
+            if kind != "succeeded" || state == .failed || state == .cancelled {
                 let error: String? =
                     switch report.outcome {
                     case .failed(let message, _): StoredText.message(message)
                     case .cancelled(let reason): StoredText.message(reason)
                     case .succeeded: nil
                     }
-                let outcome = kind == "succeeded" ? "failed" : kind
+                let outcome = kind == "succeeded" ? (state == .cancelled ? "cancelled" : "failed") : kind
                 try await connection.liveQuery(
                     """
                     INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)

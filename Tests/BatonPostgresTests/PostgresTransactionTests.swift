@@ -142,6 +142,24 @@ struct PostgresCompletionTests {
         }
     }
 
+    @Test("a completion refused because its job was asked to cancel is not taken for a success when retried")
+    func lostReplyOfACancelledCompletion() async throws {
+        try await TestPostgres.withStore("fxcancel") { store, _ in
+            let effects = try await PostgresEffects(store: store)
+            let run = try await store.submit(
+                GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30))
+            try await store.cancel(job: run.jobs[0], reason: "stop")
+            store.faults.loseReply(of: "complete")
+            let recorded = try await effects.complete(
+                claimed[0].lease, output: Data("1".utf8), row: "a", fail: false,
+                additions: RunAddition(jobs: [JobSpec(name: "more", kind: "k", input: Data("1".utf8))]))
+            #expect(!recorded, "the writes were not made: not reported as recorded")
+            #expect(try await effects.rows() == [])
+            #expect(try await store.record(of: run.jobs[0]).state == .cancelled)
+        }
+    }
+
     @Test("the writes run with PostgreSQL's default search path: an unqualified table of public is the application's")
     func writesSeeThePublicSchema() async throws {
         try await TestPostgres.withStore("fxpath") { store, configuration in

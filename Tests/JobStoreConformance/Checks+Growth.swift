@@ -207,6 +207,9 @@ extension JobStoreConformance {
             try expectEqual(jobs.map(\.name), ["list", "report"], "nothing added")
             try expectEqual(jobs.map(\.state), [.cancelled, .cancelled], "the report does not run on a partial list")
             try expectEqual(try await store.claimAll(["report"]).count, 0, "nothing to claim")
+            try expectEqual(
+                try await store.attempts(of: adder.lease.job).map(\.outcome), [.cancelled],
+                "the attempt, in the history")
         },
     ]
 }

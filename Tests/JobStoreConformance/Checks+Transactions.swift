@@ -219,6 +219,9 @@ extension JobStoreConformance {
             try expectEqual(try await effects.rows(), [], "the application's rows")
             try expectEqual(try await store.states(run), [.cancelled, .cancelled], "cancelled, and its dependent")
             try expectEqual(try await store.snapshot(of: run.run).jobs.count, 2, "nothing added")
+            let attempts = try await store.attempts(of: claimed[0].job)
+            try expectEqual(attempts.map(\.outcome), [.cancelled], "the attempt, in the history")
+            try expectEqual(attempts.map(\.error), ["stop listing"], "with the reason")
         },
         CompletionCheck(name: "writes that throw roll the completion back with them") { store, effects in
             let run = try await store.submit(Build.graph("fx", Build.job("a")), uniqueKey: nil)

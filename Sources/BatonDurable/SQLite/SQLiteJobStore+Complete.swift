@@ -6,7 +6,9 @@ extension SQLiteJobStore {
     /// Records the success of the attempt holding `lease`, with `output`, in one transaction with the
     /// application's `writes`: both commit, or neither does. Returns false, having written nothing, when
     /// the lease is no longer the job's current one (the attempt is stale: another attempt owns the job,
-    /// or it was cancelled or finished). What ``DurableJobContext/complete(returning:writes:)`` calls;
+    /// or it was cancelled or finished). Also false, without running `writes`, for a job asked to cancel
+    /// whose completion adds jobs: that attempt is recorded as cancelled (see <doc:GrowingRuns>). What
+    /// ``DurableJobContext/complete(returning:writes:)`` calls;
     /// a worker of its own would call it in place of ``finish(_:)`` for that attempt.
     ///
     /// - Throws: `writes`' own errors (the transaction rolled back), ``DurableError`` when SQLite fails.

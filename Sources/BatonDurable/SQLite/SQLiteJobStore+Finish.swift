@@ -31,6 +31,12 @@ extension SQLiteJobStore {
             try recordAttempt(
                 db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: .failed,
                 error: error)
+        case (.succeeded, .accepted(.cancelled)):
+            // It was asked to cancel and meant to add jobs: recorded as cancelled, saying why.
+            let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
+            try recordAttempt(
+                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .cancelled, result: .cancelled,
+                error: error)
         case (.succeeded, _), (_, .rejected): break
         case (.failed(let message, _), .accepted(let state)):
             try recordAttempt(
