@@ -9,7 +9,7 @@ extension PostgresJobStore {
     /// having run nothing of `writes`, when the lease is no longer the job's current one (the attempt
     /// is stale: another attempt owns the job, or it was cancelled or finished). Also false, without
     /// running `writes`, for a job asked to cancel whose completion adds jobs: that attempt is recorded
-    /// as cancelled (see <doc:GrowingRuns>). What `DurableJobContext.complete(returning:writes:)` calls
+    /// as cancelled (BatonDurable's guide *Growing a run*). What `DurableJobContext.complete(returning:writes:)` calls
     /// for this store.
     ///
     /// `writes` runs with PostgreSQL's default search path (`"$user", public`, whatever a role or database
