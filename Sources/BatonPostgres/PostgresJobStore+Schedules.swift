@@ -82,26 +82,10 @@ extension PostgresJobStore {
                 """, logger: logger
             ).collect() {
                 let (name, definition, next) = try row.decode((String, String, Double).self)
-                // A schedule this program cannot read (a newer one wrote it) is left for those that can;
-                // the others still fire.
-                let schedule: Schedule
-                let fire: [Date]
-                let following: Date?
-                do {
-                    schedule = try Schedule.stored(definition, name: name)
-                    (fire, following) = try schedule.due(next: Date(storeTime: next), now: now)
-                } catch {
-                    unfired[name] = "\(error)"
-                    continue
-                }
-                // A graph this version refuses (its rules are stricter than those of the version that
-                // stored it) is refused before anything is sent: that schedule stays due, the others fire.
-                do {
-                    try schedule.graph.validate()
-                } catch {
-                    unfired[name] = "\(error)"
-                    continue
-                }
+                guard
+                    let (schedule, fire, following) = Schedule.firing(
+                        definition, name: name, next: next, now: now, &unfired)
+                else { continue }
                 for tick in fire {
                     PostgresTimeout.progressed()
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)

@@ -152,17 +152,9 @@ extension JobStoreConformance {
         check("a dependent cancelled before its dependency added jobs waits for them when the run is retried") {
             store, _ in
             let run = try await store.submit(
-                GraphSpec(
-                    name: "g",
-                    jobs: [
-                        Build.job("config", kind: "c"),
-                        Build.job("list", kind: "l"),
-                        JobSpec(
-                            name: "report", kind: "r", input: Data("1".utf8),
-                            dependencies: [
-                                JobSpec.Dependency(index: 0), JobSpec.Dependency(index: 1, includingAdded: true),
-                            ], retry: .never),
-                    ]), uniqueKey: nil)
+                Build.graph(
+                    "g", Build.job("config", kind: "c"), Build.job("list", kind: "l"),
+                    Build.job("report", kind: "r", after: [0], afterAll: [1])), uniqueKey: nil)
             // config fails: the report is cancelled while list still runs, then list adds a page.
             let list = try await store.claimAll(["l"])[0]
             try expectEqual(
@@ -187,14 +179,7 @@ extension JobStoreConformance {
         check("a job cancelled alone while it runs adds nothing; what waits for all it adds is cancelled") {
             store, _ in
             let run = try await store.submit(
-                GraphSpec(
-                    name: "g",
-                    jobs: [
-                        Build.job("list"),
-                        JobSpec(
-                            name: "report", kind: "report", input: Data("1".utf8),
-                            dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)], retry: .never),
-                    ]), uniqueKey: nil)
+                Build.graph("g", Build.job("list"), Build.job("report", kind: "report", afterAll: [0])), uniqueKey: nil)
             let adder = try await store.claimAll()[0]
             try await store.cancel(job: adder.lease.job, reason: "stop listing")
             try expectEqual(

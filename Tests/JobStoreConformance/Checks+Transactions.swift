@@ -201,14 +201,8 @@ extension JobStoreConformance {
         CompletionCheck(name: "a job asked to cancel adds nothing: its completion makes no writes, it ends cancelled") {
             store, effects in
             let run = try await store.submit(
-                GraphSpec(
-                    name: "fx",
-                    jobs: [
-                        Build.job("list"),
-                        JobSpec(
-                            name: "report", kind: "report", input: Data("1".utf8),
-                            dependencies: [JobSpec.Dependency(index: 0, includingAdded: true)], retry: .never),
-                    ]), uniqueKey: nil)
+                Build.graph("fx", Build.job("list"), Build.job("report", kind: "report", afterAll: [0])), uniqueKey: nil
+            )
             let claimed = try await store.claimAll()
             try await store.cancel(job: claimed[0].job, reason: "stop listing")
             try expectEqual(

@@ -76,13 +76,14 @@ func expectDurableError(
 enum Build {
     static func job(
         _ name: String, kind: String = "k", after dependencies: [Int] = [], regardless: [Int] = [],
-        inputFrom: Int? = nil, priority: Int = 2, retry: RetryPolicy = .never, categories: [DurableCategory] = [],
-        notBefore: Date? = nil
+        afterAll: [Int] = [], inputFrom: Int? = nil, priority: Int = 2, retry: RetryPolicy = .never,
+        categories: [DurableCategory] = [], notBefore: Date? = nil
     ) -> JobSpec {
         JobSpec(
             name: name, kind: kind, input: inputFrom == nil ? Data("\"\(name)\"".utf8) : nil, inputFrom: inputFrom,
             dependencies: dependencies.map { JobSpec.Dependency(index: $0) }
-                + regardless.map { JobSpec.Dependency(index: $0, runRegardless: true) },
+                + regardless.map { JobSpec.Dependency(index: $0, runRegardless: true) }
+                + afterAll.map { JobSpec.Dependency(index: $0, includingAdded: true) },
             priority: priority, retry: retry, categories: categories, notBefore: notBefore)
     }
 

@@ -64,26 +64,8 @@ extension SQLiteJobStore {
                 arguments: [now.storeTime])
             {
                 let name: String = row[0]
-                // A schedule this program cannot read (a newer one wrote it) is left for those that can;
-                // the others still fire.
-                let schedule: Schedule
-                let fire: [Date]
-                let next: Date?
-                do {
-                    schedule = try Schedule.stored(row[1], name: name)
-                    (fire, next) = try schedule.due(next: Date(storeTime: row[2]), now: now)
-                } catch {
-                    unfired[name] = "\(error)"
-                    continue
-                }
-                // A graph this version refuses (its rules are stricter than those of the version that
-                // stored it) is refused before anything is written: that schedule stays due, the others fire.
-                do {
-                    try schedule.graph.validate()
-                } catch {
-                    unfired[name] = "\(error)"
-                    continue
-                }
+                guard let (schedule, fire, next) = Schedule.firing(row[1], name: name, next: row[2], now: now, &unfired)
+                else { continue }
                 for tick in fire {
                     let run = try Self.insertChecked(
                         schedule.graph, uniqueKey: schedule.key(of: tick), now: now.storeTime, db)

@@ -170,6 +170,25 @@ public struct Schedule: Hashable, Codable, Sendable {
         return fresh.map { min($0, tick) } ?? tick
     }
 
+    /// A due schedule as a store fires it: the schedule read from its stored `definition`, the ticks to
+    /// fire at `now` (its next unfired tick being `next`, in store time) and the tick after them. Nil,
+    /// with the reason in `unfired`, for one this program cannot fire — a definition a newer version
+    /// wrote, a time zone this system lacks, a graph this version's rules refuse (checked before
+    /// anything is written) — which is left due for processes that can; the others still fire.
+    package static func firing(
+        _ definition: String, name: String, next: Double, now: Date, _ unfired: inout [String: String]
+    ) -> (schedule: Schedule, fire: [Date], next: Date?)? {
+        do {
+            let schedule = try Schedule.stored(definition, name: name)
+            let (fire, following) = try schedule.due(next: Date(storeTime: next), now: now)
+            try schedule.graph.validate()
+            return (schedule, fire, following)
+        } catch {
+            unfired[name] = "\(error)"
+            return nil
+        }
+    }
+
     /// The schedule as stores keep it (JSON text).
     package func stored() throws -> String {
         String(decoding: try JSONEncoder().encode(self), as: UTF8.self)
