@@ -278,9 +278,10 @@ extension PostgresJobStore {
                 UPDATE jobs SET finished_by = \(token), finished_report = \(kind), finished_result = \(state.rawValue)
                 WHERE id = \(id)
                 """, logger: logger)
-            // A success whose added jobs were refused failed its job: recorded as a failed attempt, with
-            // the job's last error saying why; one asked to cancel that meant to add jobs, as cancelled.
-            if kind != "succeeded" || state == .failed || state == .cancelled {
+            // A success whose added jobs were refused failed its attempt (its job failed, or is retried):
+            // recorded as a failed attempt, with the job's last error saying why; one asked to cancel that
+            // meant to add jobs, as cancelled.
+            if kind != "succeeded" || state != .succeeded {
                 let error: String? =
                     switch report.outcome {
                     case .failed(let message, _): StoredText.message(message)
@@ -322,11 +323,22 @@ extension PostgresJobStore {
                 do {
                     try await addJobs(connection, additions, by: id, now: now, logger: logger)
                 } catch let error as DurableError {
-                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added.
-                    try await finishJob(
-                        connection, id: id, state: .failed, error: "its added jobs were refused: \(error.message)",
-                        output: nil, now: now, logger: logger)
-                    return .accepted(.failed)
+                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added
+                    // (the plan is checked before anything is written). A conflict of the moment is a
+                    // retryable failure, which the job's retry policy may try again; a graph that cannot
+                    // be, a failure at once.
+                    let message = "its added jobs were refused: \(error.message)"
+                    guard error.code == .conflict else {
+                        try await finishJob(
+                            connection, id: id, state: .failed, error: message, output: nil, now: now,
+                            logger: logger)
+                        return .accepted(.failed)
+                    }
+                    return try await finishAttempt(
+                        connection,
+                        AttemptReport(lease: report.lease, outcome: .failed(message: message, retryable: true)),
+                        attempts: attempts, maxAttempts: maxAttempts, retry: retry, cancelRequest: cancelRequest,
+                        now: now, logger: logger)
                 }
             }
             try await finishJob(
@@ -568,6 +580,28 @@ extension PostgresJobStore {
         }
     }
 
+    /// The names of run `run`'s jobs that the names of added jobs can meet: each of `names`, and each
+    /// numbered form `name #k` of them (``RunAddition``'s rule for a name that is taken). Read by two hash
+    /// joins on the server, whatever the size of the run: reading every name of the run at each addition
+    /// made a crawler that adds one job at a time quadratic in the run's size.
+    static func takenNames(
+        _ connection: PostgresConnection, run: Int64, among names: [String], logger: Logger
+    ) async throws -> Set<String> {
+        let distinct = Array(Set(names))
+        guard !distinct.isEmpty else { return [] }
+        return Set(
+            try await connection.liveQuery(
+                """
+                SELECT j.name FROM jobs j JOIN unnest(\(distinct)::text[]) AS n(name) ON n.name = j.name
+                WHERE j.run = \(run)
+                UNION
+                SELECT j.name FROM jobs j
+                    JOIN unnest(\(distinct)::text[]) AS n(name) ON n.name = regexp_replace(j.name, ' #[0-9]+$', '')
+                WHERE j.run = \(run) AND j.name LIKE '% #%'
+                """, logger: logger
+            ).collect().map { try $0.decode(String.self) })
+    }
+
     /// Stores the jobs that job `adder` adds to its run (before its success is recorded): they, their
     /// edges and categories; the adder's dependents that wait for what it adds wait for them too.
     /// Validated before anything is written.
@@ -583,9 +617,7 @@ extension PostgresJobStore {
         let (run, adderName) = try row.decode((Int64, String).self)
         // The run is locked while it grows: two of its jobs adding at once pick names and places in turn.
         try await connection.liveQuery("SELECT 1 FROM runs WHERE id = \(run) FOR UPDATE", logger: logger)
-        let taken = Set(
-            try await connection.liveQuery("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
-                .map { try $0.decode(String.self) })
+        let taken = try await takenNames(connection, run: run, among: addition.jobs.map(\.name), logger: logger)
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
         if !addition.existingDependencies.isEmpty {
@@ -621,67 +653,98 @@ extension PostgresJobStore {
         let plan = try AdditionPlan.make(
             addition, adder: adder, adderName: adderName, run: run, taken: taken, existing: existing,
             downstream: downstream, groupDependents: groupDependents)
-        let encoder = JSONEncoder()
+        let jobs = addition.jobs
         let first =
             (try await connection.liveQuery("SELECT max(idx) FROM jobs WHERE run = \(run)", logger: logger).collect()
             .first?.decode(Int?.self) ?? nil).map { $0 + 1 } ?? 0
-        var ids: [Int64] = []
-        for (index, job) in addition.jobs.enumerated() {
-            let retry = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
-            let state = plan.remaining[index] == 0 ? "ready" : "pending"
-            let id =
-                try await connection.liveQuery(
-                    """
-                    INSERT INTO jobs (run, idx, name, kind, state, input, remaining, max_attempts, retry, priority,
-                        timeout, has_categories, not_before, added_by)
-                    VALUES (\(run), \(first + index), \(plan.names[index]), \(job.kind), \(state), \(job.input),
-                        \(plan.remaining[index]), \(job.retry.maxAttempts), \(retry), \(job.priority),
-                        \(job.timeout?.seconds), \(!job.categories.isEmpty), \(job.notBefore?.storeTime ?? 0), \(adder))
-                    RETURNING id
-                    """, logger: logger
-                ).collect().first?.decode(Int64.self) ?? 0
-            ids.append(id)
+        // Identities drawn in job order (older means added first), then every row in a few statements
+        // whatever the number of jobs: one statement per row kept a crawler's addition of 10,000 jobs
+        // from committing within the operation timeout.
+        let ids = try await connection.liveQuery(
+            "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, \(jobs.count))",
+            logger: logger
+        ).collect().map { try $0.decode(Int64.self) }.sorted()
+        let encoder = JSONEncoder()
+        var encodedRetries: [RetryPolicy: String] = [:]
+        let retries = try jobs.map { job in
+            if let text = encodedRetries[job.retry] { return text }
+            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
+            encodedRetries[job.retry] = text
+            return text
         }
-        for (index, job) in addition.jobs.enumerated() {
+        try await connection.liveQuery(
+            """
+            INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,
+                priority, timeout, has_categories, not_before, added_by)
+            SELECT t.id, \(run), t.idx, t.name, t.kind, CASE WHEN t.remaining = 0 THEN 'ready' ELSE 'pending' END,
+                CASE WHEN t.has_input THEN t.input END, NULLIF(t.input_from, -1), t.remaining, t.max_attempts,
+                t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before, \(adder)
+            FROM unnest(\(ids), \(jobs.indices.map { Int64(first + $0) }), \(plan.names), \(jobs.map(\.kind)),
+                \(jobs.map { ByteBuffer(bytes: $0.input ?? Data()) }), \(jobs.map { $0.input != nil }),
+                \(jobs.map { job in job.inputFrom.map { ids[$0] } ?? -1 }), \(plan.remaining.map { Int32($0) }),
+                \(jobs.map { Int32($0.retry.maxAttempts) }), \(retries), \(jobs.map { Int32($0.priority) }),
+                \(jobs.map { $0.timeout?.seconds ?? -1 }), \(jobs.map { !$0.categories.isEmpty }),
+                \(jobs.map { $0.notBefore?.storeTime ?? 0 }))
+            AS t(id, idx, name, kind, input, has_input, input_from, remaining, max_attempts, retry, priority,
+                timeout, has_categories, not_before)
+            """, logger: logger)
+        var edgeFrom: [Int64] = []
+        var edgeTo: [Int64] = []
+        var edgeRegardless: [Bool] = []
+        var edgeIncludesAdded: [Bool] = []
+        var categoryJob: [Int64] = []
+        var categoryName: [String] = []
+        var categoryLimit: [Int32] = []
+        for (index, job) in jobs.enumerated() {
             for dependency in job.storedDependencies {
-                try await connection.liveQuery(
-                    """
-                    INSERT INTO edges (dependency, job, run_regardless, includes_added)
-                    VALUES (\(ids[dependency.index]), \(ids[index]), \(dependency.runRegardless), \(dependency.includingAdded))
-                    """, logger: logger)
+                edgeFrom.append(ids[dependency.index])
+                edgeTo.append(ids[index])
+                edgeRegardless.append(dependency.runRegardless)
+                edgeIncludesAdded.append(dependency.includingAdded)
             }
-            if let from = job.inputFrom {
-                try await connection.liveQuery(
-                    "UPDATE jobs SET input_from = \(ids[from]) WHERE id = \(ids[index])", logger: logger)
-            }
-            for category in job.categories {
-                try await connection.liveQuery(
-                    """
-                    INSERT INTO job_categories (job, category, max_holders)
-                    VALUES (\(ids[index]), \(category.name), \(category.limit))
-                    ON CONFLICT (job, category) DO UPDATE SET max_holders = EXCLUDED.max_holders
-                    """, logger: logger)
+            // A category named twice is stored once, with its first limit (as a submission stores it).
+            var seen = Set<String>()
+            for category in job.categories where seen.insert(category.name).inserted {
+                categoryJob.append(ids[index])
+                categoryName.append(category.name)
+                categoryLimit.append(Int32(category.limit))
             }
         }
         for edge in plan.existingEdges {
-            try await connection.liveQuery(
-                """
-                INSERT INTO edges (dependency, job, run_regardless, includes_added)
-                VALUES (\(edge.dependency), \(ids[edge.job]), false, false) ON CONFLICT DO NOTHING
-                """, logger: logger)
+            edgeFrom.append(edge.dependency)
+            edgeTo.append(ids[edge.job])
+            edgeRegardless.append(false)
+            edgeIncludesAdded.append(false)
         }
         for dependent in plan.groupDependents {
+            edgeFrom.append(contentsOf: ids)
+            edgeTo.append(contentsOf: repeatElement(dependent.id, count: ids.count))
+            edgeRegardless.append(contentsOf: repeatElement(dependent.runRegardless, count: ids.count))
+            edgeIncludesAdded.append(contentsOf: repeatElement(true, count: ids.count))
+        }
+        if !edgeFrom.isEmpty {
             try await connection.liveQuery(
                 """
                 INSERT INTO edges (dependency, job, run_regardless, includes_added)
-                SELECT id, \(dependent.id), \(dependent.runRegardless), true FROM unnest(\(ids)) AS a(id)
+                SELECT * FROM unnest(\(edgeFrom), \(edgeTo), \(edgeRegardless), \(edgeIncludesAdded))
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
-            // Every such dependent gets the edges (one cancelled now waits for them when its run is
-            // retried); one that waits counts them now.
+        }
+        if !categoryJob.isEmpty {
             try await connection.liveQuery(
-                "UPDATE jobs SET remaining = remaining + \(ids.count) WHERE id = \(dependent.id) AND state = 'pending'",
-                logger: logger)
+                """
+                INSERT INTO job_categories (job, category, max_holders)
+                SELECT * FROM unnest(\(categoryJob), \(categoryName), \(categoryLimit))
+                """, logger: logger)
+        }
+        // Every dependent that waits for what the adder adds gets the edges (one cancelled now waits for
+        // them when its run is retried); one that waits counts them now.
+        if !plan.groupDependents.isEmpty {
+            try await connection.liveQuery(
+                """
+                UPDATE jobs SET remaining = remaining + \(ids.count)
+                WHERE id = ANY(\(plan.groupDependents.map(\.id))) AND state = 'pending'
+                """, logger: logger)
         }
         try await connection.liveQuery(
             """

@@ -36,6 +36,14 @@ extension PostgresJobStore {
     }
 
     public func setSchedule(named name: String, paused: Bool) async throws {
+        // Pausing keeps the next tick and needs no definition: a schedule this program cannot read (one
+        // written by a newer version) can be paused.
+        if paused {
+            let rows = try await statement(
+                "schedule", "UPDATE schedules SET paused = true WHERE name = \(name) RETURNING name")
+            guard !rows.isEmpty else { throw ScheduleErrors.unknown(name) }
+            return
+        }
         let logger = logger
         try await transaction("schedule") { connection in
             let now = Date(storeTime: try await self.serverTime(on: connection))

@@ -82,6 +82,21 @@ struct GrowingRunTests {
         }
     }
 
+    /// Adds a job that waits for its own dependent (set in ``dependent``), then completes in its own
+    /// transaction: the store refuses the cycle there.
+    struct Cyclic: DurableJob {
+        static let kind = "test.grow.cyclic"
+        static let dependent = Protected<DurableJobID?>(nil)
+        static let attempts = Protected(0)
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            Self.attempts.withLock { $0 += 1 }
+            var more = JobGraph(name: "more")
+            more.add(Mark.self, input: 1, name: "x")
+            try context.add(more, after: [try #require(Self.dependent.current)])
+            return try await context.complete(returning: 1) { _ in }
+        }
+    }
+
     @Test("pages add pages and tallies; a summary with afterAll runs after all of them; explain nests them")
     func pagesAddPages() async throws {
         Tally.seen.withLock { $0 = [] }
@@ -131,6 +146,26 @@ struct GrowingRunTests {
         #expect(waits("a") == [run[x]], "a waits for x only (its call's after:)")
         #expect(waits("b") == [run[y]], "b waits for y only (its call's after:)")
         #expect(waits("c") == [b], "c waits for b, within its call, and for no existing job")
+    }
+
+    @Test("jobs refused as a cycle in the job's own completion transaction fail it at once, as finish does")
+    func aCycleRefusedInTheCompletionTransactionIsNotRetried() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "cyclic")
+        let adder = graph.add(Cyclic.self, input: 0, retry: .constant(maxAttempts: 3, delay: .zero))
+        let dependent = graph.add(Mark.self, input: 0, after: [adder])
+        let run = try await store.submit(graph)
+        Cyclic.dependent.withLock { $0 = run[dependent] }
+        let worker = try DurableWorker(
+            store: store, jobs: [Cyclic(), Mark()], configuration: .init(id: "cyclic", pollInterval: .milliseconds(50)))
+        try await withDeadline(.seconds(30), "the cyclic run") {
+            let counts = try await worker.run(until: run).counts
+            #expect(counts == [.failed: 1, .cancelled: 1])
+        }
+        #expect(Cyclic.attempts.current == 1, "a graph that cannot be is not tried again")
+        let record = try await store.snapshot(of: run.id).jobs[0]
+        #expect(record.lastError?.contains("cycle") == true, "\(record.lastError ?? "no error")")
+        #expect(try await store.snapshot(of: run.id).jobs.count == 2, "nothing added")
     }
 
     @Test("adding after the completion, or on a context made by hand, is refused with a clear message")

@@ -92,6 +92,14 @@ struct ScheduleWorkerTests {
         #expect(
             DurableWorker.scheduleWait(after: again, asked: clock.now, now: clock.now, poll: .seconds(5))
                 == .seconds(5))
+        // One that cannot be read can still be paused (then it is not reported), and removed.
+        try await store.setSchedule(named: "future", paused: true)
+        #expect(try await store.fireDueSchedules().unfired.keys.sorted() == ["refused"])
+        let resumed = await #expect(throws: DurableError.self) {
+            try await store.setSchedule(named: "future", paused: false)
+        }
+        #expect(resumed?.message.contains("cannot read") == true, "says why: \(resumed?.message ?? "")")
+        try await store.removeSchedule(named: "future")
     }
 
     @Test("the schedule loop waits for the next tick, at most a poll; at once only after firing a backlog")

@@ -1,4 +1,5 @@
 import BatonDurable
+import BatonTesting
 import Foundation
 import PostgresNIO
 import Testing
@@ -93,6 +94,64 @@ struct PostgresRetryTests {
             #expect(try await store.finish([report]) == [.accepted(.failed)])
             #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs") == 2)
             #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs WHERE state = 'failed'") == 1)
+        }
+    }
+
+    @Test("a success whose added jobs conflict with a running job, committed but unanswered, is one retry, not two")
+    func conflictingAdditionsReplyLost() async throws {
+        try await TestPostgres.withStore("conflictlost") { store, _ in
+            var graph = Self.graph()
+            graph.jobs[1].dependencies = []  // b runs beside a
+            let run = try await store.submit(graph, uniqueKey: nil)
+            let claimed = try await Self.claim(store)
+            let a = try #require(claimed.first { $0.name == "a" })
+            let report = AttemptReport(
+                lease: a.lease, outcome: .succeeded(output: Data("1".utf8)),
+                additions: RunAddition(
+                    jobs: [JobSpec(name: "x", kind: "retry.k", input: Data("0".utf8))], after: [run.jobs[1]]))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([report]) == [.accepted(.ready)])
+            #expect(try await store.finish([report]) == [.accepted(.ready)])
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM jobs") == 2, "nothing added")
+            #expect(try await store.attempts(of: run.jobs[0]).map(\.outcome) == [.failed], "one failed attempt")
+            #expect(try await Self.claim(store).map(\.attempt) == [2], "tried again as attempt 2, not 3")
+        }
+    }
+
+    @Test("an addition of 10,000 jobs with their edges and categories commits within a short operation timeout")
+    func largeAddition() async throws {
+        try await withDeadline(.seconds(300), "an addition of 10,000 jobs") {
+            try await TestPostgres.withStore("largeadd") { store, configuration in
+                let run = try await store.submit(Self.graph(), uniqueKey: nil)
+                let a = try await Self.claim(store)[0]
+                var jobs: [JobSpec] = []
+                for index in 0..<10_000 {
+                    jobs.append(
+                        JobSpec(
+                            name: "page", kind: "retry.k", input: Data("0".utf8),
+                            dependencies: index == 0 ? [] : [.init(index: index - 1)],
+                            categories: [.named("site", limit: 4)]))
+                }
+                // A limit one statement can meet on a loaded machine, with no time for 30,000 of them.
+                var short = configuration
+                short.operationTimeout =
+                    ProcessInfo.processInfo.environment["BATON_SANITIZER"] == nil ? .seconds(5) : .seconds(20)
+                let impatient = try await TestPostgres.open(configuration: short, logger: TestPostgres.logger)
+                defer { impatient.close() }
+                let start = ContinuousClock.now
+                let report = AttemptReport(
+                    lease: a.lease, outcome: .succeeded(output: Data("1".utf8)), additions: RunAddition(jobs: jobs))
+                #expect(try await impatient.finish([report]) == [.accepted(.succeeded)])
+                print("PostgreSQL addition of 10,000 jobs: \(ContinuousClock.now - start)")
+                #expect(
+                    try await Self.number(store, "SELECT count(*)::int FROM jobs WHERE added_by IS NOT NULL") == 10_000)
+                // a → b, and the chain of 9,999.
+                #expect(try await Self.number(store, "SELECT count(*)::int FROM edges") == 10_000)
+                #expect(try await Self.number(store, "SELECT count(*)::int FROM job_categories") == 10_000)
+                let names = try await store.snapshot(of: run.run).jobs.map(\.name)
+                #expect(Set(names).count == 10_002, "unique names")
+                #expect(names.last == "page #10000")
+            }
         }
     }
 

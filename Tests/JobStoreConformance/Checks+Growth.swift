@@ -122,19 +122,86 @@ extension JobStoreConformance {
                 ]), [.accepted(.failed)], "a job of another run fails the adder")
             try expectEqual(try await store.snapshot(of: foreign.run).jobs.count, 1, "nothing added")
 
-            // Waiting for a job that is running now is refused (its completion may be under way).
+            // Waiting for a job that is running now is refused (its completion may be under way), as a
+            // conflict of the moment: the adder's attempt fails as retryable, and a later one adds.
             let busy = try await store.submit(
-                Build.graph("b", Build.job("p", kind: "b1"), Build.job("r", kind: "b2")), uniqueKey: nil)
+                Build.graph(
+                    "b", Build.job("p", kind: "b1", retry: .constant(maxAttempts: 3, delay: .zero)),
+                    Build.job("r", kind: "b2")), uniqueKey: nil)
             let adder = try await store.claimAll(["b1"])[0]
-            _ = try await store.claimAll(["b2"])
+            let running = try await store.claimAll(["b2"])[0]
+            let waiting = RunAddition(jobs: [Build.job("x", kind: "x")], after: [busy.jobs[1]])
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)), additions: waiting)
+                ]), [.accepted(.ready)], "waiting for a running job fails the adder's attempt, to be retried")
+            let refused = try await store.snapshot(of: busy.run).jobs
+            try expectEqual(refused.count, 2, "nothing added")
+            try expect(refused[0].lastError?.contains("running now") == true, "says why: \(refused[0])")
+            try expectEqual(
+                try await store.attempts(of: busy.jobs[0]).map(\.outcome), [.failed], "the refused attempt, failed")
+            _ = try await store.succeed(running)
+            let again = try await store.claimAll(["b1"])
+            try expectEqual(again.map(\.attempt), [2], "the adder is tried again")
             try expectEqual(
                 try await store.finish([
                     AttemptReport(
-                        lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
-                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [busy.jobs[1]]))
-                ]), [.accepted(.failed)], "waiting for a running job fails the adder")
-            let refused = try await store.snapshot(of: busy.run).jobs[0].lastError ?? ""
-            try expect(refused.contains("running now"), "says why: \(refused)")
+                        lease: again[0].lease, outcome: .succeeded(output: Data("1".utf8)), additions: waiting)
+                ]), [.accepted(.succeeded)], "its next attempt adds")
+            try expectEqual(try await store.states(busy), [.succeeded, .succeeded, .ready], "x is ready")
+
+            // A graph that cannot be fails the adder at once, whatever its retry policy.
+            let doomed = try await store.submit(
+                Build.graph(
+                    "d", Build.job("p", kind: "d1", retry: .constant(maxAttempts: 3, delay: .zero)),
+                    Build.job("q", kind: "d2", after: [0])), uniqueKey: nil)
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: try await store.claimAll(["d1"])[0].lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [doomed.jobs[1]]))
+                ]), [.accepted(.failed)], "a cycle fails an adder that could retry, at once")
+        },
+        check(
+            "an addition of 5,000 jobs with edges and categories is stored whole, its names numbered past the run's"
+        ) { store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("list"), Build.job("page", kind: "q"), Build.job("page #2", kind: "q"),
+                    Build.job("page #2 #2", kind: "q"), Build.job("report", kind: "r", afterAll: [0])),
+                uniqueKey: nil)
+            var jobs: [JobSpec] = []
+            for index in 0..<4_998 {
+                jobs.append(
+                    Build.job(
+                        "page", kind: "p", after: index % 100 == 0 ? [] : [index - 1],
+                        categories: [.named("site", limit: 2)]))
+            }
+            jobs.append(Build.job("page #2", kind: "p"))
+            jobs.append(Build.job("item", kind: "p", inputFrom: 0))
+            let list = try await store.claimAll()[0]
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: list.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: jobs))
+                ]), [.accepted(.succeeded)], "the success")
+            let stored = try await store.snapshot(of: run.run).jobs
+            try expectEqual(stored.count, 5_005, "every added job")
+            let added = Array(stored.dropFirst(5))
+            try expectEqual(
+                added.map(\.name), (3...5_000).map { "page #\($0)" } + ["page #2 #3", "item"],
+                "repeated and taken names get the first free numbers")
+            try expectEqual(Set(added.map(\.name)).count, 5_000, "names unique")
+            try expectEqual(
+                added.filter { $0.state == .ready }.count, 51, "the 50 chains' heads and the job waiting for none")
+            try expectEqual(added[1].dependencies.map(\.job), [added[0].id], "edges among them")
+            try expectEqual(added[0].categories, [.named("site", limit: 2)], "categories")
+            try expectEqual(added[4_999].inputFrom, added[0].id, "inputFrom")
+            try expectEqual(stored[4].dependencies.count, 5_001, "the report waits for list and all it added")
+            try expectEqual(
+                try await store.claimAll(["p"], limit: 100).count, 3,
+                "two at a time in the added jobs' category, and the one without")
         },
         check("a job whose run is being cancelled adds nothing when it succeeds, and ends cancelled") { store, _ in
             let run = try await store.submit(Build.graph("g", Build.job("p")), uniqueKey: nil)

@@ -25,11 +25,12 @@ extension SQLiteJobStore {
         if row[4] as Int != 0 { try releaseCategories(db, job: id) }
         let result = try finishAttempt(db, report, row: row, now: now)
         switch (report.outcome, result) {
-        case (.succeeded, .accepted(.failed)):
-            // Its added jobs were refused: the attempt failed, saying why (the job's last error).
+        case (.succeeded, .accepted(let state)) where state == .failed || state == .ready:
+            // Its added jobs were refused: the attempt failed (its job failed, or is retried), saying why
+            // (the job's last error).
             let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
             try recordAttempt(
-                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: .failed,
+                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: state,
                 error: error)
         case (.succeeded, .accepted(.cancelled)):
             // It was asked to cancel and meant to add jobs: recorded as cancelled, saying why.
@@ -86,11 +87,18 @@ extension SQLiteJobStore {
                 do {
                     try addJobs(db, additions, by: id, now: now)
                 } catch let error as DurableError {
-                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added.
-                    try finishJob(
-                        db, id: id, state: .failed, error: "its added jobs were refused: \(error.message)", output: nil,
-                        now: now)
-                    return .accepted(.failed)
+                    // Jobs that cannot be added fail the job that added them, saying why; nothing is added
+                    // (the plan is checked before anything is written). A conflict of the moment is a
+                    // retryable failure, which the job's retry policy may try again; a graph that cannot
+                    // be, a failure at once.
+                    let message = "its added jobs were refused: \(error.message)"
+                    guard error.code == .conflict else {
+                        try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
+                        return .accepted(.failed)
+                    }
+                    return try finishAttempt(
+                        db, AttemptReport(lease: report.lease, outcome: .failed(message: message, retryable: true)),
+                        row: row, now: now)
                 }
             }
             try finishJob(db, id: id, state: .succeeded, error: nil, output: output, now: now)

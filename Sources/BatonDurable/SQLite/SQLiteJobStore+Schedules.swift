@@ -28,6 +28,15 @@ extension SQLiteJobStore {
     }
 
     public func setSchedule(named name: String, paused: Bool) async throws {
+        // Pausing keeps the next tick and needs no definition: a schedule this program cannot read (one
+        // written by a newer version) can be paused.
+        if paused {
+            try await write(wake: false) { db in
+                try db.execute(sql: "UPDATE baton_schedules SET paused = 1 WHERE name = ?", arguments: [name])
+                guard db.changesCount > 0 else { throw ScheduleErrors.unknown(name) }
+            }
+            return
+        }
         let now = clock.now()
         try await write(wake: false) { db in
             guard let record = try Self.schedules(db, named: name).first else { throw ScheduleErrors.unknown(name) }

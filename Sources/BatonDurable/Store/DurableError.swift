@@ -6,7 +6,7 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: Hashable, Sendable {
             case dependencyCycle, invalidGraph, unknownRun, unknownJob, notAStore, newerSchema, decoding, noWorker
-            case leaseLost, storeFailure, invalidConfiguration, uniqueKeyConflict, misuse
+            case leaseLost, storeFailure, invalidConfiguration, uniqueKeyConflict, misuse, conflict
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -42,6 +42,10 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
         /// transactional completion asked of a worker whose store cannot give one, …); the message says
         /// what to do instead.
         public static let misuse = Code(.misuse)
+        /// What was asked conflicts with what the store holds at this moment, and may work when tried
+        /// again later: jobs added by a job that wait for a job running now. A worker fails such an
+        /// attempt as retryable, so its job's retry policy tries it again.
+        public static let conflict = Code(.conflict)
 
         public var description: String { "\(base)" }
     }

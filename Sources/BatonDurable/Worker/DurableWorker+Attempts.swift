@@ -68,7 +68,12 @@ extension DurableWorker {
                     lease: lease, outcome: .succeeded(output: output ?? Data("null".utf8)),
                     additions: attempt.completion.additions))
         case .failed(let error):
-            return failed(describe(error), retryable: (error as? DurableError)?.code != .decoding)
+            // What no later attempt can change fails the job at once: an input that does not decode, or
+            // a graph that cannot be (jobs its attempt added that the store refused as a cycle or a
+            // malformed graph, as `finish` refuses them). A conflict of the moment is retried.
+            let permanent: Set<DurableError.Code> = [.decoding, .invalidGraph, .dependencyCycle]
+            return failed(
+                describe(error), retryable: (error as? DurableError).map { !permanent.contains($0.code) } ?? true)
         case .cancelled(let reason):
             if let error = reason as? JobError, error.code == .timedOut { return failed(error.message) }
             switch attempt.cause {
