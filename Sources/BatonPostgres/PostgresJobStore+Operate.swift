@@ -256,6 +256,13 @@ extension PostgresJobStore {
     static func retryGraph(
         _ connection: PostgresConnection, run: Int64, logger: Logger
     ) async throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
+        // Locked twice. A job adding jobs holds its own row until its addition commits, so the first
+        // statement waits for every addition under way; but its rows were chosen before it waited, so
+        // jobs added meanwhile are not among them (and their edges would be read as edges from finished
+        // jobs). The second reads them all; no addition can begin while every job of the run is locked.
+        _ = try await connection.liveQuery(
+            "SELECT id FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
+        ).collect()
         var jobs: [Int64: RetryPlan.Job] = [:]
         for row in try await connection.liveQuery(
             "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger

@@ -61,6 +61,73 @@ struct PostgresCancelAndTextTests {
         }
     }
 
+    @Test("retry(run:) while a job's addition is being committed plans with the added jobs: what waits for them waits")
+    func retryRunRacingAnAddition() async throws {
+        try await withDeadline(.seconds(60), "a retry racing an addition") {
+            try await TestPostgres.withStore("retryrace") { store, _ in
+                func job(_ name: String, _ kind: String, _ dependencies: [JobSpec.Dependency] = []) -> JobSpec {
+                    JobSpec(
+                        name: name, kind: kind, input: Data("1".utf8), dependencies: dependencies, retry: .never)
+                }
+                let run = try await store.submit(
+                    GraphSpec(
+                        name: "g",
+                        jobs: [
+                            job("config", "c"), job("list", "l"),
+                            job("report", "r", [.init(index: 0), .init(index: 1, includingAdded: true)]),
+                        ]), uniqueKey: nil)
+                let list = run.jobs[1].rawValue
+                _ = try await store.claim(worker: "w", kinds: ["l"], limit: 1, lease: .seconds(600))
+                let config = try await store.claim(worker: "w", kinds: ["c"], limit: 1, lease: .seconds(600))
+                _ = try await store.finish([
+                    AttemptReport(lease: config[0].lease, outcome: .failed(message: "no", retryable: false))
+                ])
+                let logger = TestPostgres.logger
+                // Connection 1 records list's success with a page added, as `finish` does, and holds its
+                // transaction open until the retry waits for it.
+                try await store.client.withConnection { adder in
+                    try await adder.query("BEGIN", logger: logger)
+                    do {
+                        let pid = try await adder.query("SELECT pg_backend_pid()", logger: logger).collect()
+                            .first?.decode(Int32.self)
+                        try await adder.query("SELECT id FROM jobs WHERE id = \(list) FOR UPDATE", logger: logger)
+                        let now = Date().timeIntervalSince1970
+                        try await PostgresJobStore.addJobs(
+                            adder, RunAddition(jobs: [job("page", "p")]), by: list, now: now, logger: logger)
+                        try await PostgresJobStore.finishJob(
+                            adder, id: list, state: .succeeded, error: nil, output: Data("1".utf8), now: now,
+                            logger: logger)
+                        let retrying = Task { try await store.retry(run: run.run) }
+                        while true {
+                            let waiting = try await store.client.query(
+                                "SELECT count(*)::int FROM pg_stat_activity WHERE \(pid) = ANY(pg_blocking_pids(pid))"
+                            ).collect().first?.decode(Int.self)
+                            if waiting ?? 0 > 0 { break }
+                            await Task.yield()
+                        }
+                        try await adder.query("COMMIT", logger: logger)
+                        _ = try await retrying.value
+                    } catch {
+                        _ = try? await adder.query("ROLLBACK", logger: logger)
+                        throw error
+                    }
+                }
+                let again = try await store.claim(worker: "w", kinds: ["c"], limit: 1, lease: .seconds(600))
+                #expect(
+                    try await store.finish([.init(lease: again[0].lease, outcome: .succeeded(output: Data("1".utf8)))])
+                        == [.accepted(.succeeded)])
+                #expect(
+                    try await store.claim(worker: "w", kinds: ["r"], limit: 1, lease: .seconds(600)).isEmpty,
+                    "the report waits for the page added while the retry waited")
+                let page = try await store.claim(worker: "w", kinds: ["p"], limit: 1, lease: .seconds(600))
+                #expect(page.map(\.name) == ["page"])
+                _ = try await store.finish(
+                    page.map { .init(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8))) })
+                #expect(try await store.claim(worker: "w", kinds: ["r"], limit: 1, lease: .seconds(600)).count == 1)
+            }
+        }
+    }
+
     struct Fails: DurableJob {
         static let kind = "test.pg-fails-with-nul"
         struct Failure: Error, CustomStringConvertible {
