@@ -63,7 +63,11 @@ extension PostgresJobStore {
                             PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
                         return false
                     }
-                    try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
+                    do {
+                        try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
+                    } catch let error as DurableError {
+                        throw DurableError.refusingAddedJobs(error)
+                    }
                 }
                 try await connection.liveQuery(
                     "SELECT set_config('search_path', '\"$user\", public', true)", logger: logger)

@@ -252,11 +252,14 @@ extension PostgresJobStore {
         guard let row = rows.first else {
             // The same report again, after the first one was committed (a reply lost at COMMIT): answered
             // as then, even when later attempts have ended since. A success whose added jobs were refused
-            // failed its job and kept no output, so its output cannot be compared: the token and the kind
-            // of report identify it.
+            // failed its attempt and kept no output, so its output cannot be compared: the token and the
+            // kind of report identify it — in the attempt history, where such a success is a failed attempt
+            // whose error says so (a later attempt's end replaces the job's `finished_by`).
             let earlier = try await connection.liveQuery(
                 """
-                SELECT result FROM attempts WHERE job = \(id) AND token = \(token) AND outcome = \(kind)
+                SELECT result FROM attempts WHERE job = \(id) AND token = \(token)
+                    AND (outcome = \(kind) OR (\(kind) = 'succeeded' AND outcome = 'failed'
+                        AND left(error, length(\(DurableError.addedJobsRefused))) = \(DurableError.addedJobsRefused)))
                 UNION ALL
                 SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
                     AND finished_report = \(kind)
@@ -327,7 +330,7 @@ extension PostgresJobStore {
                     // (the plan is checked before anything is written). A conflict of the moment is a
                     // retryable failure, which the job's retry policy may try again; a graph that cannot
                     // be, a failure at once.
-                    let message = "its added jobs were refused: \(error.message)"
+                    let message = DurableError.addedJobsRefused + error.message
                     guard error.code == .conflict else {
                         try await finishJob(
                             connection, id: id, state: .failed, error: message, output: nil, now: now,
@@ -589,6 +592,13 @@ extension PostgresJobStore {
     ) async throws -> Set<String> {
         let distinct = Array(Set(names))
         guard !distinct.isEmpty else { return [] }
+        // PostgreSQL compares text by its bytes, Swift by its characters (two spellings of "é" are one
+        // name to a submission's check): with a name beyond ASCII, every name of the run is compared here.
+        guard names.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 } }) else {
+            return Set(
+                try await connection.liveQuery("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
+                    .map { try $0.decode(String.self) })
+        }
         return Set(
             try await connection.liveQuery(
                 """

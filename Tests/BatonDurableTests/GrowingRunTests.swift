@@ -165,7 +165,39 @@ struct GrowingRunTests {
         #expect(Cyclic.attempts.current == 1, "a graph that cannot be is not tried again")
         let record = try await store.snapshot(of: run.id).jobs[0]
         #expect(record.lastError?.contains("cycle") == true, "\(record.lastError ?? "no error")")
+        #expect(
+            record.lastError?.hasPrefix("its added jobs were refused: ") == true,
+            "as finish words it: \(record.lastError ?? "no error")")
         #expect(try await store.snapshot(of: run.id).jobs.count == 2, "nothing added")
+    }
+
+    /// Throws a graph error of its own (as from submitting a malformed graph elsewhere) on its first attempt.
+    struct OwnGraphError: DurableJob {
+        static let kind = "test.grow.own-graph-error"
+        static let attempts = Protected(0)
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int {
+            let attempt = Self.attempts.withLock { value -> Int in
+                value += 1
+                return value
+            }
+            if attempt == 1 { throw DurableError(code: .invalidGraph, message: "a graph of the job's own") }
+            return attempt
+        }
+    }
+
+    @Test("a job's own graph error is retried by its policy: only a store's refusal of added jobs is final")
+    func aJobsOwnGraphErrorIsRetried() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "own")
+        graph.add(OwnGraphError.self, input: 0, retry: .constant(maxAttempts: 2, delay: .zero))
+        let run = try await store.submit(graph)
+        let worker = try DurableWorker(
+            store: store, jobs: [OwnGraphError()], configuration: .init(id: "own", pollInterval: .milliseconds(50)))
+        try await withDeadline(.seconds(30), "the run") {
+            let counts = try await worker.run(until: run).counts
+            #expect(counts == [.succeeded: 1])
+        }
+        #expect(OwnGraphError.attempts.current == 2)
     }
 
     @Test("adding after the completion, or on a context made by hand, is refused with a clear message")

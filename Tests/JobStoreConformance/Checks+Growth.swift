@@ -150,17 +150,23 @@ extension JobStoreConformance {
                 ]), [.accepted(.succeeded)], "its next attempt adds")
             try expectEqual(try await store.states(busy), [.succeeded, .succeeded, .ready], "x is ready")
 
-            // A graph that cannot be fails the adder at once, whatever its retry policy.
+            // A graph that cannot be fails the adder at once, whatever its retry policy, even when it also
+            // waits for a running job (met first, in identity order).
             let doomed = try await store.submit(
                 Build.graph(
-                    "d", Build.job("p", kind: "d1", retry: .constant(maxAttempts: 3, delay: .zero)),
-                    Build.job("q", kind: "d2", after: [0])), uniqueKey: nil)
+                    "d", Build.job("s", kind: "d0"),
+                    Build.job("p", kind: "d1", retry: .constant(maxAttempts: 3, delay: .zero)),
+                    Build.job("q", kind: "d2", after: [1])), uniqueKey: nil)
+            _ = try await store.claimAll(["d0"])
             try expectEqual(
                 try await store.finish([
                     AttemptReport(
                         lease: try await store.claimAll(["d1"])[0].lease, outcome: .succeeded(output: Data("1".utf8)),
-                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [doomed.jobs[1]]))
+                        additions: RunAddition(
+                            jobs: [Build.job("x", kind: "x")], after: [doomed.jobs[0], doomed.jobs[2]]))
                 ]), [.accepted(.failed)], "a cycle fails an adder that could retry, at once")
+            let cycle = try await store.snapshot(of: doomed.run).jobs[1].lastError ?? ""
+            try expect(cycle.contains("cycle"), "names the cycle, not the running job: \(cycle)")
         },
         check(
             "an addition of 5,000 jobs with edges and categories is stored whole, its names numbered past the run's"

@@ -43,7 +43,11 @@ extension SQLiteJobStore {
                             now: now)
                         return false
                     }
-                    try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
+                    do {
+                        try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
+                    } catch let error as DurableError {
+                        throw DurableError.refusingAddedJobs(error)
+                    }
                 }
                 let output: Data
                 do {

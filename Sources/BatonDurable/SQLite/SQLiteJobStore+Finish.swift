@@ -91,7 +91,7 @@ extension SQLiteJobStore {
                     // (the plan is checked before anything is written). A conflict of the moment is a
                     // retryable failure, which the job's retry policy may try again; a graph that cannot
                     // be, a failure at once.
-                    let message = "its added jobs were refused: \(error.message)"
+                    let message = DurableError.addedJobsRefused + error.message
                     guard error.code == .conflict else {
                         try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
                         return .accepted(.failed)

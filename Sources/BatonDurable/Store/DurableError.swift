@@ -56,6 +56,10 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
     /// A sentence that says what is wrong and what to do about it.
     public let message: String
     public let underlying: (any Error)?
+    /// The store refused the jobs an attempt added, in a completion in the job's own transaction: the
+    /// worker fails that attempt at once (as `finish` fails the job) unless the refusal is a
+    /// ``Code/conflict``, which its retry policy may try again.
+    package private(set) var refusesAddedJobs = false
 
     public init(code: Code, jobs: [String] = [], message: String, underlying: (any Error)? = nil) {
         self.code = code
@@ -65,4 +69,17 @@ public struct DurableError: Error, Sendable, CustomStringConvertible {
     }
 
     public var description: String { message }
+
+    /// How the message of a refusal of an attempt's added jobs begins, and its job's last error.
+    package static let addedJobsRefused = "its added jobs were refused: "
+
+    /// `error`, a refusal of an attempt's added jobs, as a completion in the job's own transaction
+    /// throws it: its message says so (as the job's last error does when `finish` refuses them).
+    package static func refusingAddedJobs(_ error: DurableError) -> DurableError {
+        var refusal = DurableError(
+            code: error.code, jobs: error.jobs, message: addedJobsRefused + error.message,
+            underlying: error.underlying)
+        refusal.refusesAddedJobs = true
+        return refusal
+    }
 }

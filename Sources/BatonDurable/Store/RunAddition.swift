@@ -125,7 +125,9 @@ package struct AdditionPlan: Equatable {
     ///   - downstream: the jobs that depend on the adder, transitively (an added job may not wait for one).
     ///   - groupDependents: the adder's dependents whose edge includes added jobs, whatever their state
     ///     (a cancelled one waits for the added jobs when its run is retried).
-    /// - Throws: ``DurableError/Code/invalidGraph`` naming the job that cannot be waited for.
+    /// - Throws: ``DurableError/Code/invalidGraph`` or ``DurableError/Code/dependencyCycle`` naming the
+    ///   job that cannot be waited for; when there is none, ``DurableError/Code/conflict`` naming one that
+    ///   is running now.
     package static func make(
         _ addition: RunAddition, adder: Int64, adderName: String, run: Int64, taken: Set<String>,
         existing: [Int64: Existing], downstream: Set<Int64>, groupDependents: [GroupDependent]
@@ -134,7 +136,11 @@ package struct AdditionPlan: Equatable {
         plan.names = RunAddition.uniqueNames(addition.jobs.map(\.name), taken: taken)
         plan.remaining = addition.jobs.map { Set($0.allDependencies.map(\.index)).count }
         var blocked: [Int: String] = [:]
-        for dependency in addition.existingDependencies.map(\.rawValue).sorted() where dependency != adder {
+        let dependencies = addition.existingDependencies.map(\.rawValue).sorted().filter { $0 != adder }
+        // Mistakes in the graph first, for every dependency: a running job met before them would make
+        // an attempt that can never add retry as if it could.
+        var conflict: DurableError?
+        for dependency in dependencies {
             guard let job = existing[dependency], job.run == run else {
                 throw DurableError(
                     code: .invalidGraph, jobs: [adderName],
@@ -149,6 +155,9 @@ package struct AdditionPlan: Equatable {
                         "job '\(adderName)' added jobs that wait for '\(job.name)', which itself waits for '\(adderName)': that would be a cycle. Wait only for jobs that do not depend on the adding job."
                 )
             }
+        }
+        for dependency in dependencies {
+            guard let job = existing[dependency] else { continue }
             for index in addition.jobs.indices where addition.after[index].contains(DurableJobID(dependency)) {
                 plan.existingEdges.append(ExistingEdge(dependency: dependency, job: index))
                 switch job.state {
@@ -158,11 +167,13 @@ package struct AdditionPlan: Equatable {
                     // statement's rows as they were when it began): refused on every store alike.
                     // A conflict of the moment, not a mistake in the graph: the adder's attempt fails as
                     // retryable, and its next attempt may find the job finished.
-                    throw DurableError(
-                        code: .conflict, jobs: [adderName, job.name],
-                        message:
-                            "job '\(adderName)' added jobs that wait for '\(job.name)', which is running now; an added job can wait only for jobs of the run that are pending, ready or finished, so this attempt fails and its retry policy decides whether it is tried again. To avoid it, add the waiting jobs from '\(job.name)' itself, or wait with afterAll: on a job that adds both."
-                    )
+                    conflict =
+                        conflict
+                        ?? DurableError(
+                            code: .conflict, jobs: [adderName, job.name],
+                            message:
+                                "job '\(adderName)' added jobs that wait for '\(job.name)', which is running now; an added job can wait only for jobs of the run that are pending, ready or finished, so this attempt fails and its retry policy decides whether it is tried again. To avoid it, add the waiting jobs from '\(job.name)' itself, or wait with afterAll: on a job that adds both."
+                        )
                 case .succeeded: break
                 case .failed, .cancelled:
                     plan.remaining[index] += 1  // counted down by the cancellation that follows
@@ -172,6 +183,7 @@ package struct AdditionPlan: Equatable {
                 }
             }
         }
+        if let conflict { throw conflict }
         plan.cancelled = blocked.sorted { $0.key < $1.key }.map { (index: $0.key, reason: $0.value) }
         plan.groupDependents = groupDependents
         return plan

@@ -69,11 +69,12 @@ extension DurableWorker {
                     additions: attempt.completion.additions))
         case .failed(let error):
             // What no later attempt can change fails the job at once: an input that does not decode, or
-            // a graph that cannot be (jobs its attempt added that the store refused as a cycle or a
-            // malformed graph, as `finish` refuses them). A conflict of the moment is retried.
-            let permanent: Set<DurableError.Code> = [.decoding, .invalidGraph, .dependencyCycle]
-            return failed(
-                describe(error), retryable: (error as? DurableError).map { !permanent.contains($0.code) } ?? true)
+            // jobs it added that the store refused in its own completion transaction as a cycle or a
+            // malformed graph (as `finish` refuses them). A conflict of the moment is retried.
+            let durable = error as? DurableError
+            let permanent =
+                durable?.code == .decoding || (durable?.refusesAddedJobs == true && durable?.code != .conflict)
+            return failed(describe(error), retryable: !permanent)
         case .cancelled(let reason):
             if let error = reason as? JobError, error.code == .timedOut { return failed(error.message) }
             switch attempt.cause {
