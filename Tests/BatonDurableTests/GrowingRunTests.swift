@@ -1,8 +1,9 @@
 import Baton
-import BatonDurable
 import BatonTesting
 import Foundation
 import Testing
+
+@testable import BatonDurable
 
 /// Jobs that add jobs to their run, through a worker: the typed API, `afterAll:`, explain, and misuse.
 @Suite("Runs that grow")
@@ -198,6 +199,24 @@ struct GrowingRunTests {
             #expect(counts == [.succeeded: 1])
         }
         #expect(OwnGraphError.attempts.current == 2)
+    }
+
+    @Test("an instrument told of a success that the store did not record as one is told why")
+    func anInstrumentIsToldWhyASuccessWasNotRecorded() {
+        let report = AttemptReport(
+            lease: Lease(job: DurableJobID(1), token: 1), outcome: .succeeded(output: Data("1".utf8)),
+            additions: RunAddition(jobs: [JobSpec(name: "x", kind: "k", input: Data("1".utf8))]))
+        guard case .failed(let failed) = DurableAttemptEnd(report, .accepted(.failed)),
+            case .retryScheduled(let retried) = DurableAttemptEnd(report, .accepted(.ready)),
+            case .cancelled(let cancelled) = DurableAttemptEnd(report, .accepted(.cancelled))
+        else {
+            Issue.record("a refused success is not told as failed, retrying and cancelled")
+            return
+        }
+        #expect(failed.contains("refused the jobs it added"))
+        #expect(retried.contains("refused the jobs it added"))
+        #expect(cancelled.contains("asked to cancel"))
+        #expect(DurableAttemptEnd(report, .accepted(.succeeded)) == .succeeded)
     }
 
     @Test("adding after the completion, or on a context made by hand, is refused with a clear message")

@@ -65,10 +65,16 @@ public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
     /// What the store recorded for `report`.
     init(_ report: AttemptReport, _ result: FinishResult) {
         let message: String =
-            switch report.outcome {
-            case .succeeded: ""
-            case .failed(let message, _): message
-            case .cancelled(let reason): reason
+            switch (report.outcome, result) {
+            // A success not recorded as one: the store refused the jobs it added, or it was asked to
+            // cancel (and added nothing). The job's last error in the store has the store's words.
+            case (.succeeded, .accepted(.cancelled)):
+                "asked to cancel while it ran: its success was recorded as cancelled, and the jobs it added were not added"
+            case (.succeeded, .accepted(let state)) where state != .succeeded:
+                "the store refused the jobs it added (its last error in the store says why)"
+            case (.succeeded, _): ""
+            case (.failed(let message, _), _): message
+            case (.cancelled(let reason), _): reason
             }
         switch result {
         case .rejected: self = .rejected
