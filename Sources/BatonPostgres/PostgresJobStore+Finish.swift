@@ -593,7 +593,8 @@ extension PostgresJobStore {
         let distinct = Array(Set(names))
         guard !distinct.isEmpty else { return [] }
         // PostgreSQL compares text by its bytes, Swift by its characters (two spellings of "é" are one
-        // name to a submission's check): with a name beyond ASCII, every name of the run is compared here.
+        // name to a submission's check): with a name beyond ASCII, every name of the run is compared here;
+        // otherwise the run's names beyond ASCII are too (the Kelvin sign is the letter K to Swift).
         guard names.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 } }) else {
             return Set(
                 try await connection.liveQuery("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
@@ -608,6 +609,8 @@ extension PostgresJobStore {
                 SELECT j.name FROM jobs j
                     JOIN unnest(\(distinct)::text[]) AS n(name) ON n.name = regexp_replace(j.name, ' #[0-9]+$', '')
                 WHERE j.run = \(run) AND j.name LIKE '% #%'
+                UNION
+                SELECT name FROM jobs WHERE run = \(run) AND octet_length(name) <> length(name)
                 """, logger: logger
             ).collect().map { try $0.decode(String.self) })
     }
@@ -674,14 +677,7 @@ extension PostgresJobStore {
             "SELECT nextval(pg_get_serial_sequence('jobs', 'id')) FROM generate_series(1, \(jobs.count))",
             logger: logger
         ).collect().map { try $0.decode(Int64.self) }.sorted()
-        let encoder = JSONEncoder()
-        var encodedRetries: [RetryPolicy: String] = [:]
-        let retries = try jobs.map { job in
-            if let text = encodedRetries[job.retry] { return text }
-            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
-            encodedRetries[job.retry] = text
-            return text
-        }
+        let retries = try storedRetries(of: jobs)
         try await connection.liveQuery(
             """
             INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,

@@ -256,20 +256,26 @@ extension PostgresJobStore {
     static func retryGraph(
         _ connection: PostgresConnection, run: Int64, logger: Logger
     ) async throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
-        // Locked twice. A job adding jobs holds its own row until its addition commits, so the first
-        // statement waits for every addition under way; but its rows were chosen before it waited, so
-        // jobs added meanwhile are not among them (and their edges would be read as edges from finished
-        // jobs). The second reads them all; no addition can begin while every job of the run is locked.
-        _ = try await connection.liveQuery(
-            "SELECT id FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
-        ).collect()
+        // Locked until the set of rows stops growing. A job adding jobs holds its own row until its
+        // addition commits, so each pass waits for the additions under way; but its rows were chosen
+        // before it waited, so jobs added meanwhile are not among them (and their edges would be read
+        // as edges from finished jobs), and one of those can be claimed and add jobs of its own before
+        // the next pass. Once a pass finds no new job, every job of the run is locked: none can be
+        // claimed or add jobs until this transaction ends.
         var jobs: [Int64: RetryPlan.Job] = [:]
-        for row in try await connection.liveQuery(
-            "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
-        ).collect() {
-            let (id, name, state, remaining) = try row.decode((Int64, String, String, Int).self)
-            jobs[id] = RetryPlan.Job(
-                name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining)
+        var locked: Set<Int64>?
+        while true {
+            jobs = [:]
+            for row in try await connection.liveQuery(
+                "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
+            ).collect() {
+                let (id, name, state, remaining) = try row.decode((Int64, String, String, Int).self)
+                jobs[id] = RetryPlan.Job(
+                    name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining)
+            }
+            let ids = Set(jobs.keys)
+            if ids == locked { break }
+            locked = ids
         }
         let edges = try await connection.liveQuery(
             """

@@ -147,15 +147,7 @@ extension PostgresJobStore {
         try graph.validate()
         try StoredText.checkUniqueKey(uniqueKey)
         let jobs = graph.jobs
-        // Encoded once per distinct policy: a graph's jobs mostly share one.
-        let encoder = JSONEncoder()
-        var encodedRetries: [RetryPolicy: String] = [:]
-        let retries = try jobs.map { job in
-            if let text = encodedRetries[job.retry] { return text }
-            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
-            encodedRetries[job.retry] = text
-            return text
-        }
+        let retries = try Self.storedRetries(of: jobs)
         let carrier = TraceCarrierCoding.encode(graph.carrierToStore())
         let channel = channel
         var remaining: [Int32] = []
@@ -232,6 +224,19 @@ extension PostgresJobStore {
         bindings.append(channel)
         bindings.append(edgeIncludesAdded)
         return bindings
+    }
+
+    /// The jobs' retry policies as stored, each distinct policy encoded once (a graph's jobs mostly
+    /// share one).
+    static func storedRetries(of jobs: [JobSpec]) throws -> [String] {
+        let encoder = JSONEncoder()
+        var encoded: [RetryPolicy: String] = [:]
+        return try jobs.map { job in
+            if let text = encoded[job.retry] { return text }
+            let text = String(decoding: try encoder.encode(job.retry), as: UTF8.self)
+            encoded[job.retry] = text
+            return text
+        }
     }
 
     /// A submission of at least this many jobs refreshes the planner's statistics before it returns.

@@ -10,6 +10,36 @@ import Testing
 /// A cancellation racing a claim, and messages PostgreSQL's text cannot hold as they are.
 @Suite("PostgreSQL cancellation races and stored text", .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
 struct PostgresCancelAndTextTests {
+    /// Runs `hold` in a transaction on a connection of its own, then `call` beside it, and commits
+    /// once the server says `call` waits for that transaction's locks; returns what `call` returns.
+    static func holdingTransaction<T: Sendable>(
+        _ store: PostgresJobStore, _ hold: (PostgresConnection) async throws -> Void,
+        whileWaiting call: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let logger = TestPostgres.logger
+        return try await store.client.withConnection { holder in
+            try await holder.query("BEGIN", logger: logger)
+            do {
+                let pid = try await holder.query("SELECT pg_backend_pid()", logger: logger).collect()
+                    .first?.decode(Int32.self)
+                try await hold(holder)
+                let waiting = Task { try await call() }
+                while true {
+                    let blocked = try await store.client.query(
+                        "SELECT count(*)::int FROM pg_stat_activity WHERE \(pid) = ANY(pg_blocking_pids(pid))"
+                    ).collect().first?.decode(Int.self)
+                    if blocked ?? 0 > 0 { break }
+                    await Task.yield()
+                }
+                try await holder.query("COMMIT", logger: logger)
+                return try await waiting.value
+            } catch {
+                _ = try? await holder.query("ROLLBACK", logger: logger)
+                throw error
+            }
+        }
+    }
+
     @Test("cancel(run:) while a claim of one of its jobs is being committed asks the claimed job to stop")
     func cancelRunRacingAClaim() async throws {
         try await withDeadline(.seconds(60), "a cancellation racing a claim") {
@@ -23,32 +53,15 @@ struct PostgresCancelAndTextTests {
                 let logger = TestPostgres.logger
                 // Connection 1 claims the job as the claiming statements do (locked, marked running), and
                 // holds its transaction open until connection 2's cancellation waits for it.
-                try await store.client.withConnection { claimer in
-                    try await claimer.query("BEGIN", logger: logger)
-                    do {
-                        let pid = try await claimer.query("SELECT pg_backend_pid()", logger: logger).collect()
-                            .first?.decode(Int32.self)
-                        try await claimer.query("SELECT id FROM jobs WHERE id = \(job) FOR UPDATE", logger: logger)
-                        try await claimer.query(
-                            """
-                            UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = 'w',
-                                lease_token = \(token), lease_expires = \(expires) WHERE id = \(job)
-                            """, logger: logger)
-                        let cancelling = Task { try await store.cancel(run: run.run, reason: "stop") }
-                        // The server says when the cancellation waits for the claimer's lock.
-                        while true {
-                            let waiting = try await store.client.query(
-                                "SELECT count(*)::int FROM pg_stat_activity WHERE \(pid) = ANY(pg_blocking_pids(pid))"
-                            ).collect().first?.decode(Int.self)
-                            if waiting ?? 0 > 0 { break }
-                            await Task.yield()
-                        }
-                        try await claimer.query("COMMIT", logger: logger)
-                        try await cancelling.value
-                    } catch {
-                        _ = try? await claimer.query("ROLLBACK", logger: logger)
-                        throw error
-                    }
+                try await Self.holdingTransaction(store) { claimer in
+                    try await claimer.query("SELECT id FROM jobs WHERE id = \(job) FOR UPDATE", logger: logger)
+                    try await claimer.query(
+                        """
+                        UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_owner = 'w',
+                            lease_token = \(token), lease_expires = \(expires) WHERE id = \(job)
+                        """, logger: logger)
+                } whileWaiting: {
+                    try await store.cancel(run: run.run, reason: "stop")
                 }
                 let status = try await store.renew(
                     [Lease(job: DurableJobID(job), token: token)], worker: "w", lease: .seconds(30))
@@ -85,32 +98,16 @@ struct PostgresCancelAndTextTests {
                 let logger = TestPostgres.logger
                 // Connection 1 records list's success with a page added, as `finish` does, and holds its
                 // transaction open until the retry waits for it.
-                try await store.client.withConnection { adder in
-                    try await adder.query("BEGIN", logger: logger)
-                    do {
-                        let pid = try await adder.query("SELECT pg_backend_pid()", logger: logger).collect()
-                            .first?.decode(Int32.self)
-                        try await adder.query("SELECT id FROM jobs WHERE id = \(list) FOR UPDATE", logger: logger)
-                        let now = Date().timeIntervalSince1970
-                        try await PostgresJobStore.addJobs(
-                            adder, RunAddition(jobs: [job("page", "p")]), by: list, now: now, logger: logger)
-                        try await PostgresJobStore.finishJob(
-                            adder, id: list, state: .succeeded, error: nil, output: Data("1".utf8), now: now,
-                            logger: logger)
-                        let retrying = Task { try await store.retry(run: run.run) }
-                        while true {
-                            let waiting = try await store.client.query(
-                                "SELECT count(*)::int FROM pg_stat_activity WHERE \(pid) = ANY(pg_blocking_pids(pid))"
-                            ).collect().first?.decode(Int.self)
-                            if waiting ?? 0 > 0 { break }
-                            await Task.yield()
-                        }
-                        try await adder.query("COMMIT", logger: logger)
-                        _ = try await retrying.value
-                    } catch {
-                        _ = try? await adder.query("ROLLBACK", logger: logger)
-                        throw error
-                    }
+                let addition = RunAddition(jobs: [job("page", "p")])
+                _ = try await Self.holdingTransaction(store) { adder in
+                    try await adder.query("SELECT id FROM jobs WHERE id = \(list) FOR UPDATE", logger: logger)
+                    let now = Date().timeIntervalSince1970
+                    try await PostgresJobStore.addJobs(adder, addition, by: list, now: now, logger: logger)
+                    try await PostgresJobStore.finishJob(
+                        adder, id: list, state: .succeeded, error: nil, output: Data("1".utf8), now: now,
+                        logger: logger)
+                } whileWaiting: {
+                    try await store.retry(run: run.run)
                 }
                 let again = try await store.claim(worker: "w", kinds: ["c"], limit: 1, lease: .seconds(600))
                 #expect(

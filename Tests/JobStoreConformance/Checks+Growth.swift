@@ -209,6 +209,28 @@ extension JobStoreConformance {
                 try await store.claimAll(["p"], limit: 100).count, 3,
                 "two at a time in the added jobs' category, and the one without")
         },
+        check("an added name is compared with the run's as Swift compares names: by character, not byte") {
+            store, _ in
+            // U+212A KELVIN SIGN is the letter K to Swift (and so to a submission's check); "é" twice, as
+            // one character and as e with a combining accent.
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("list"), Build.job("list 2"), Build.job("\u{212A}", kind: "q"),
+                    Build.job("caf\u{E9}", kind: "q")),
+                uniqueKey: nil)
+            // Each adder alone: one adds only ASCII names, the other a name beyond ASCII.
+            let lists = try await store.claimAll()
+            try expectEqual(lists.count, 2, "both adders")
+            for (adder, name) in zip(lists, ["K", "cafe\u{301}"]) {
+                _ = try await store.finish([
+                    AttemptReport(
+                        lease: adder.lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job(name, kind: "x")]))
+                ])
+            }
+            let names = try await store.snapshot(of: run.run).jobs.dropFirst(4).map(\.name)
+            try expectEqual(names, ["K #2", "cafe\u{301} #2"], "numbered as taken names")
+        },
         check("a job whose run is being cancelled adds nothing when it succeeds, and ends cancelled") { store, _ in
             let run = try await store.submit(Build.graph("g", Build.job("p")), uniqueKey: nil)
             let adder = try await store.claimAll()[0]
