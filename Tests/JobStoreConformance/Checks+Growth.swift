@@ -167,6 +167,20 @@ extension JobStoreConformance {
                 ]), [.accepted(.failed)], "a cycle fails an adder that could retry, at once")
             let cycle = try await store.snapshot(of: doomed.run).jobs[1].lastError ?? ""
             try expect(cycle.contains("cycle"), "names the cycle, not the running job: \(cycle)")
+
+            // A conflict on the last attempt the policy allows fails the job.
+            let last = try await store.submit(
+                Build.graph("e", Build.job("p", kind: "e1"), Build.job("r", kind: "e2")), uniqueKey: nil)
+            _ = try await store.claimAll(["e2"])
+            try expectEqual(
+                try await store.finish([
+                    AttemptReport(
+                        lease: try await store.claimAll(["e1"])[0].lease, outcome: .succeeded(output: Data("1".utf8)),
+                        additions: RunAddition(jobs: [Build.job("x", kind: "x")], after: [last.jobs[1]]))
+                ]), [.accepted(.failed)], "a conflict with no attempt left fails the adder")
+            let history = try await store.attempts(of: last.jobs[0])
+            try expectEqual(history.map(\.result), [.failed], "its attempt, in the history, failed the job")
+            try expect(history.first?.error?.contains("running now") == true, "with why: \(history)")
         },
         check(
             "an addition of 5,000 jobs with edges and categories is stored whole, its names numbered past the run's"
