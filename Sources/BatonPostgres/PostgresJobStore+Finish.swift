@@ -584,9 +584,10 @@ extension PostgresJobStore {
     }
 
     /// The names of run `run`'s jobs that the names of added jobs can meet: each of `names`, and each
-    /// numbered form `name #k` of them (``RunAddition``'s rule for a name that is taken). Read by two hash
-    /// joins on the server, whatever the size of the run: reading every name of the run at each addition
-    /// made a crawler that adds one job at a time quadratic in the run's size.
+    /// numbered form `name #k` of them (``RunAddition``'s rule for a name that is taken), chosen on the
+    /// server: reading every name of the run at each addition sent a crawler's whole run over the
+    /// network for each job it added. (The server still scans the run's rows for numbered names and
+    /// names beyond ASCII; an index on `(run, name)` would end that, at the cost of a schema version.)
     static func takenNames(
         _ connection: PostgresConnection, run: Int64, among names: [String], logger: Logger
     ) async throws -> Set<String> {
