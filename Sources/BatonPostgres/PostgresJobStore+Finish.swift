@@ -695,53 +695,29 @@ extension PostgresJobStore {
             AS t(id, idx, name, kind, input, has_input, input_from, remaining, max_attempts, retry, priority,
                 timeout, has_categories, not_before)
             """, logger: logger)
-        var edgeFrom: [Int64] = []
-        var edgeTo: [Int64] = []
-        var edgeRegardless: [Bool] = []
-        var edgeIncludesAdded: [Bool] = []
-        var categoryJob: [Int64] = []
-        var categoryName: [String] = []
-        var categoryLimit: [Int32] = []
-        for (index, job) in jobs.enumerated() {
-            for dependency in job.storedDependencies {
-                edgeFrom.append(ids[dependency.index])
-                edgeTo.append(ids[index])
-                edgeRegardless.append(dependency.runRegardless)
-                edgeIncludesAdded.append(dependency.includingAdded)
-            }
-            // A category named twice is stored once, with its first limit (as a submission stores it).
-            var seen = Set<String>()
-            for category in job.categories where seen.insert(category.name).inserted {
-                categoryJob.append(ids[index])
-                categoryName.append(category.name)
-                categoryLimit.append(Int32(category.limit))
-            }
-        }
+        var links = LinkColumns(jobs) { ids[$0] }
         for edge in plan.existingEdges {
-            edgeFrom.append(edge.dependency)
-            edgeTo.append(ids[edge.job])
-            edgeRegardless.append(false)
-            edgeIncludesAdded.append(false)
+            links.appendEdge(from: edge.dependency, to: ids[edge.job], regardless: false, includesAdded: false)
         }
         for dependent in plan.groupDependents {
-            edgeFrom.append(contentsOf: ids)
-            edgeTo.append(contentsOf: repeatElement(dependent.id, count: ids.count))
-            edgeRegardless.append(contentsOf: repeatElement(dependent.runRegardless, count: ids.count))
-            edgeIncludesAdded.append(contentsOf: repeatElement(true, count: ids.count))
+            for id in ids {
+                links.appendEdge(from: id, to: dependent.id, regardless: dependent.runRegardless, includesAdded: true)
+            }
         }
-        if !edgeFrom.isEmpty {
+        if !links.edgeFrom.isEmpty {
             try await connection.liveQuery(
                 """
                 INSERT INTO edges (dependency, job, run_regardless, includes_added)
-                SELECT * FROM unnest(\(edgeFrom), \(edgeTo), \(edgeRegardless), \(edgeIncludesAdded))
+                SELECT * FROM unnest(
+                    \(links.edgeFrom), \(links.edgeTo), \(links.edgeRegardless), \(links.edgeIncludesAdded))
                 ON CONFLICT DO NOTHING
                 """, logger: logger)
         }
-        if !categoryJob.isEmpty {
+        if !links.categoryJob.isEmpty {
             try await connection.liveQuery(
                 """
                 INSERT INTO job_categories (job, category, max_holders)
-                SELECT * FROM unnest(\(categoryJob), \(categoryName), \(categoryLimit))
+                SELECT * FROM unnest(\(links.categoryJob), \(links.categoryName), \(links.categoryLimit))
                 """, logger: logger)
         }
         // Every dependent that waits for what the adder adds gets the edges (one cancelled now waits for

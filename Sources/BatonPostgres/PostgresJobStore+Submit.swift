@@ -156,14 +156,9 @@ extension PostgresJobStore {
         var inputFrom: [Int32] = []
         var timeouts: [Double] = []
         var notBefore: [Double] = []
-        var edgeFrom: [Int32] = []
-        var edgeTo: [Int32] = []
-        var edgeRegardless: [Bool] = []
-        var edgeIncludesAdded: [Bool] = []
-        var categoryJob: [Int32] = []
-        var categoryName: [String] = []
-        var categoryLimit: [Int32] = []
-        for (index, job) in jobs.enumerated() {
+        // Edges and categories by job index: the statement maps indexes to identities.
+        let links = LinkColumns(jobs) { Int32($0) }
+        for job in jobs {
             let dependencies = job.allDependencies
             remaining.append(Int32(Set(dependencies.map(\.index)).count))
             inputs.append(ByteBuffer(bytes: job.input ?? Data()))
@@ -171,18 +166,6 @@ extension PostgresJobStore {
             inputFrom.append(job.inputFrom.map { Int32($0) } ?? -1)
             timeouts.append(job.timeout?.seconds ?? -1)
             notBefore.append(job.notBefore?.storeTime ?? 0)
-            for dependency in job.storedDependencies {
-                edgeFrom.append(Int32(dependency.index))
-                edgeTo.append(Int32(index))
-                edgeRegardless.append(dependency.runRegardless)
-                edgeIncludesAdded.append(dependency.includingAdded)
-            }
-            var seenCategories = Set<String>()
-            for category in job.categories where seenCategories.insert(category.name).inserted {
-                categoryJob.append(Int32(index))
-                categoryName.append(category.name)
-                categoryLimit.append(Int32(category.limit))
-            }
         }
         let names = jobs.map(\.name)
         let kinds = jobs.map(\.kind)
@@ -215,14 +198,14 @@ extension PostgresJobStore {
         bindings.append(timeouts)
         bindings.append(hasCategories)
         bindings.append(notBefore)
-        bindings.append(edgeFrom)
-        bindings.append(edgeTo)
-        bindings.append(edgeRegardless)
-        bindings.append(categoryJob)
-        bindings.append(categoryName)
-        bindings.append(categoryLimit)
+        bindings.append(links.edgeFrom)
+        bindings.append(links.edgeTo)
+        bindings.append(links.edgeRegardless)
+        bindings.append(links.categoryJob)
+        bindings.append(links.categoryName)
+        bindings.append(links.categoryLimit)
         bindings.append(channel)
-        bindings.append(edgeIncludesAdded)
+        bindings.append(links.edgeIncludesAdded)
         return bindings
     }
 
@@ -357,5 +340,41 @@ extension PostgresJobStore.SubmitGraph {
         text = text.replacingOccurrences(
             of: "pg_get_serial_sequence('jobs'", with: "pg_get_serial_sequence('\(table).jobs'")
         return text
+    }
+}
+
+/// A graph's edges and categories as the columns of an `unnest`, each job named by `ID` (its index in
+/// a submission, its identity in an addition): one edge per stored dependency, and a category named
+/// twice in a job stored once, with its first limit.
+struct LinkColumns<ID> {
+    var edgeFrom: [ID] = []
+    var edgeTo: [ID] = []
+    var edgeRegardless: [Bool] = []
+    var edgeIncludesAdded: [Bool] = []
+    var categoryJob: [ID] = []
+    var categoryName: [String] = []
+    var categoryLimit: [Int32] = []
+
+    init(_ jobs: [JobSpec], id: (Int) -> ID) {
+        for (index, job) in jobs.enumerated() {
+            for dependency in job.storedDependencies {
+                appendEdge(
+                    from: id(dependency.index), to: id(index), regardless: dependency.runRegardless,
+                    includesAdded: dependency.includingAdded)
+            }
+            var seen = Set<String>()
+            for category in job.categories where seen.insert(category.name).inserted {
+                categoryJob.append(id(index))
+                categoryName.append(category.name)
+                categoryLimit.append(Int32(category.limit))
+            }
+        }
+    }
+
+    mutating func appendEdge(from dependency: ID, to job: ID, regardless: Bool, includesAdded: Bool) {
+        edgeFrom.append(dependency)
+        edgeTo.append(job)
+        edgeRegardless.append(regardless)
+        edgeIncludesAdded.append(includesAdded)
     }
 }

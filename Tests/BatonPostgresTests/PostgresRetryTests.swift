@@ -25,6 +25,14 @@ struct PostgresRetryTests {
         try await store.claim(worker: worker, kinds: ["retry.k"], limit: 10, lease: .seconds(60))
     }
 
+    /// A success of the attempt of `lease` that adds job `name`, waiting for `existing`.
+    static func success(of lease: Lease, adding name: String, after existing: DurableJobID) -> AttemptReport {
+        AttemptReport(
+            lease: lease, outcome: .succeeded(output: Data("1".utf8)),
+            additions: RunAddition(
+                jobs: [JobSpec(name: name, kind: "retry.k", input: Data("0".utf8))], after: [existing]))
+    }
+
     static func number(_ store: PostgresJobStore, _ query: PostgresQuery) async throws -> Int {
         try await store.client.query(query).collect()[0].decode(Int.self)
     }
@@ -85,10 +93,7 @@ struct PostgresRetryTests {
             let run = try await store.submit(Self.graph(), uniqueKey: nil)
             let a = try await Self.claim(store)[0]
             // Waiting for its own dependent makes a cycle: the store refuses the addition and fails `a`.
-            let report = AttemptReport(
-                lease: a.lease, outcome: .succeeded(output: Data("1".utf8)),
-                additions: RunAddition(
-                    jobs: [JobSpec(name: "x", kind: "retry.k", input: Data("0".utf8))], after: [run.jobs[1]]))
+            let report = Self.success(of: a.lease, adding: "x", after: run.jobs[1])
             store.faults.loseReply(of: "finish")
             #expect(try await store.finish([report]) == [.accepted(.failed)])
             #expect(try await store.finish([report]) == [.accepted(.failed)])
@@ -105,10 +110,7 @@ struct PostgresRetryTests {
             let run = try await store.submit(graph, uniqueKey: nil)
             let claimed = try await Self.claim(store)
             let a = try #require(claimed.first { $0.name == "a" })
-            let report = AttemptReport(
-                lease: a.lease, outcome: .succeeded(output: Data("1".utf8)),
-                additions: RunAddition(
-                    jobs: [JobSpec(name: "x", kind: "retry.k", input: Data("0".utf8))], after: [run.jobs[1]]))
+            let report = Self.success(of: a.lease, adding: "x", after: run.jobs[1])
             store.faults.loseReply(of: "finish")
             #expect(try await store.finish([report]) == [.accepted(.ready)])
             #expect(try await store.finish([report]) == [.accepted(.ready)])
