@@ -81,7 +81,8 @@ let package = Package(
         ),
         // The checks every JobStore must pass (SQLite here, PostgreSQL in its own tests). Tests only.
         .target(
-            name: "JobStoreConformance", dependencies: ["BatonDurable", "Baton"], path: "Tests/JobStoreConformance",
+            name: "JobStoreConformance", dependencies: ["BatonDurable", "Baton", "BatonTesting"],
+            path: "Tests/JobStoreConformance",
             swiftSettings: strict
         ),
         .target(name: "BatonNetworking", dependencies: ["Baton"], swiftSettings: strict),

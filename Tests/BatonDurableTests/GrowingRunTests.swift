@@ -1,6 +1,8 @@
 import Baton
 import BatonTesting
 import Foundation
+import GRDB
+import JobStoreConformance
 import Testing
 
 @testable import BatonDurable
@@ -199,6 +201,20 @@ struct GrowingRunTests {
             #expect(counts == [.succeeded: 1])
         }
         #expect(OwnGraphError.attempts.current == 2)
+    }
+
+    @Test(
+        "an addition waiting for a running job fails that attempt as a conflict and the next adds, through a worker",
+        arguments: [false, true])
+    func anAdditionWaitingForARunningJobIsRetriedThroughAWorker(_ ownTransaction: Bool) async throws {
+        let inTransaction: @Sendable (DurableJobContext, Int) async throws -> Int = { context, value in
+            let writes: @Sendable (Database) throws -> Void = { _ in }
+            return try await context.complete(returning: value, writes: writes)
+        }
+        try await withDeadline(.seconds(30), "the run whose adder conflicts with a running job") {
+            try await JobStoreConformance.additionWaitingForARunningJob(
+                on: try SQLiteJobStore.inMemory(), completingWith: ownTransaction ? inTransaction : nil)
+        }
     }
 
     @Test("an instrument told of a success that the store did not record as one is told why")

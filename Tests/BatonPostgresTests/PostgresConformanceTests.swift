@@ -1,6 +1,8 @@
 import Baton
 import BatonDurable
+import BatonTesting
 import JobStoreConformance
+import PostgresNIO
 import Testing
 
 @testable import BatonPostgres
@@ -25,5 +27,26 @@ struct PostgresConformanceTests {
             return store
         }
         if let store = opened.withLock({ $0 }) { try await TestPostgres.drop(configuration.schema, using: store) }
+    }
+}
+
+@Suite(
+    "PostgresJobStore through a worker: an addition waiting for a running job",
+    .enabled(if: TestPostgres.enabled, TestPostgres.skipMessage))
+struct PostgresWorkerConflictTests {
+    @Test(
+        "an addition waiting for a running job fails that attempt as a conflict and the next adds, through a worker",
+        arguments: [false, true])
+    func anAdditionWaitingForARunningJobIsRetriedThroughAWorker(_ ownTransaction: Bool) async throws {
+        let inTransaction: @Sendable (DurableJobContext, Int) async throws -> Int = { context, value in
+            let writes: @Sendable (PostgresConnection) async throws -> Void = { _ in }
+            return try await context.complete(returning: value, writes: writes)
+        }
+        try await withDeadline(.seconds(60), "the run whose adder conflicts with a running job") {
+            try await TestPostgres.withStore("conflict") { store, _ in
+                try await JobStoreConformance.additionWaitingForARunningJob(
+                    on: store, completingWith: ownTransaction ? inTransaction : nil)
+            }
+        }
     }
 }

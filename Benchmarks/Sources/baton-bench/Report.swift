@@ -84,9 +84,11 @@ struct Report {
         }
         print("")
         print("n/a: the peer cannot express the workload. skip: see below. *: fewer runs (per-peer time budget).")
-        print(
-            "HANG: a run did not finish within the time limit; it was abandoned (stacks on stderr), the exit status is 3."
-        )
+        if results.contains(where: { $0.absent.values.contains("HANG") }) {
+            print(
+                "HANG: a run did not finish within the time limit; it was abandoned (stacks on stderr), the exit status is 3."
+            )
+        }
         for note in footnotes { print("skip: \(note)") }
         print("")
         print("Workloads:")
