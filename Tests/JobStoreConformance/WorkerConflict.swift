@@ -16,18 +16,17 @@ extension JobStoreConformance {
         on store: any JobStore,
         completingWith complete: (@Sendable (DurableJobContext, Int) async throws -> Int)? = nil
     ) async throws {
-        let gates = ConflictGates(complete: complete)
         var graph = JobGraph(name: "conflict")
         let holder = graph.add(ConflictHolder.self, input: 0, name: "holder")
         let adder = graph.add(
             ConflictingAdder.self, input: 0, name: "adder",
             retry: .constant(maxAttempts: 2, delay: .zero))
         let run = try await store.submit(graph)
-        gates.holder = run[holder]
+        let gates = ConflictGates(holder: run[holder], complete: complete)
         let worker = try DurableWorker(
             store: store, jobs: [ConflictHolder(gates: gates), ConflictingAdder(gates: gates), ConflictMark()],
             configuration: .init(
-                id: "conflict", pollInterval: .milliseconds(50), instruments: [HolderRecorded(gates: gates)]))
+                id: "conflict", pollInterval: .milliseconds(50), instruments: [ConflictRecorder(gates: gates)]))
         let counts = try await worker.run(until: run).counts
         let history = try await store.attempts(of: run[adder])
         try expectEqual(
@@ -42,21 +41,26 @@ extension JobStoreConformance {
     }
 }
 
-/// The gates of one run of ``JobStoreConformance/additionWaitingForARunningJob(on:completingWith:)``.
-private final class ConflictGates: @unchecked Sendable {
-    // @unchecked Sendable: `holder` is set once, before the worker that reads it starts.
+/// The gates of one run of ``JobStoreConformance/additionWaitingForARunningJob(on:completingWith:)``,
+/// and what its jobs need to know.
+private final class ConflictGates: Sendable {
+    let holder: DurableJobID
     /// How the adder completes in its own transaction, if it does.
     let complete: (@Sendable (DurableJobContext, Int) async throws -> Int)?
-    init(complete: (@Sendable (DurableJobContext, Int) async throws -> Int)?) { self.complete = complete }
     let holderStarted = Gate()
+    /// Opened by ``ConflictRecorder`` once the adder's first attempt ended, however it ended: the holder
+    /// then finishes, so that a run whose adder does not retry ends too, and fails the checks.
     let holderReleased = Gate()
-    /// Opened by ``HolderRecorded`` once the worker heard that the store recorded the holder's success.
+    /// Opened by ``ConflictRecorder`` once the worker heard that the store recorded the holder's success.
     let holderRecorded = Gate()
-    var holder: DurableJobID?
+
+    init(holder: DurableJobID, complete: (@Sendable (DurableJobContext, Int) async throws -> Int)?) {
+        self.holder = holder
+        self.complete = complete
+    }
 }
 
-/// Runs until the adder's second attempt lets it go: the adder's first attempt adds a job waiting for
-/// it while it runs.
+/// Runs until the adder's first attempt ended: that attempt adds a job waiting for it while it runs.
 private struct ConflictHolder: DurableJob {
     static let kind = "conformance.conflict.holder"
     let gates: ConflictGates
@@ -73,15 +77,10 @@ private struct ConflictingAdder: DurableJob {
     static let kind = "conformance.conflict.adder"
     let gates: ConflictGates
     func run(_ input: Int, context: DurableJobContext) async throws -> Int {
-        if context.attempt == 1 {
-            await gates.holderStarted.waitAsync()
-        } else {
-            gates.holderReleased.open()
-            await gates.holderRecorded.waitAsync()
-        }
+        await (context.attempt == 1 ? gates.holderStarted : gates.holderRecorded).waitAsync()
         var more = JobGraph(name: "more")
         more.add(ConflictMark.self, input: 0, name: "after holder")
-        try context.add(more, after: [gates.holder!])
+        try context.add(more, after: [gates.holder])
         if let complete = gates.complete { return try await complete(context, context.attempt) }
         return context.attempt
     }
@@ -92,10 +91,12 @@ private struct ConflictMark: DurableJob {
     func run(_ input: Int, context: DurableJobContext) async throws -> Int { input }
 }
 
-/// Opens `holderRecorded` when the worker hears that the holder's success was recorded.
-private struct HolderRecorded: JobInstrument, DurableWorkerInstrument {
+/// Opens `holderReleased` when the worker hears how the adder's first attempt ended, and
+/// `holderRecorded` when it hears that the holder's success was recorded.
+private struct ConflictRecorder: JobInstrument, DurableWorkerInstrument {
     let gates: ConflictGates
     func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {
+        if attempt.kind == ConflictingAdder.kind { gates.holderReleased.open() }
         if attempt.kind == ConflictHolder.kind, end == .succeeded { gates.holderRecorded.open() }
     }
 }
