@@ -142,7 +142,7 @@ let package = Package(
         .executableTarget(
             name: "baton",
             dependencies: [
-                "BatonCLI", "BatonDashboard", "BatonDurable",
+                "BatonCLI", "BatonDashboard", "BatonDurable", "BatonObservability",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -251,7 +251,7 @@ let package = Package(
         .testTarget(
             name: "BatonCLITests",
             dependencies: [
-                "Baton", "BatonCLI", "BatonDurable", "BatonPostgres", "BatonTesting", "baton",
+                "Baton", "BatonCLI", "BatonDurable", "BatonObservability", "BatonPostgres", "BatonTesting", "baton",
                 .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -54,9 +54,9 @@ public struct Console: Sendable {
         var console = Console(
             isErrorTerminal: isatty(STDERR_FILENO) == 1,
             isOutputTerminal: isatty(STDOUT_FILENO) == 1,
-            out: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
+            out: { text in writeToStandardOutput(Array(text.utf8)) },
             outBytes: { bytes in writeToStandardOutput(bytes) },
-            err: { text in FileHandle.standardError.write(Data(text.utf8)) }
+            err: { text in _ = writeAll(Array(text.utf8), to: STDERR_FILENO) }
         )
         console.terminalColumns = console.isOutputTerminal ? outputTerminalColumns() : nil
         return console
@@ -80,16 +80,39 @@ private func outputTerminalColumns() -> Int? {
     return Int(size.ws_col)
 }
 
-/// Writes all of `bytes` to standard output with `write(2)`; stops quietly at a closed pipe (`| head`).
+/// Writes all of `bytes` to standard output. Output that could not be written must not look written:
+/// at a closed pipe (`| head` with SIGPIPE ignored) the tool ends quietly with status 141, as SIGPIPE
+/// would have ended it; on any other failure (a full disk, an I/O error) it says so on standard error
+/// and exits with 1.
 private func writeToStandardOutput(_ bytes: [UInt8]) {
-    bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Void in
-        guard let base = raw.baseAddress else { return }
+    guard let failure = writeAll(bytes, to: STDOUT_FILENO) else { return }
+    if failure == EPIPE { exit(141) }
+    let reason = String(cString: strerror(failure))
+    _ = writeAll(
+        Array("earthquakes: could not write to standard output: \(reason). What was not written is lost.\n".utf8),
+        to: STDERR_FILENO)
+    exit(1)
+}
+
+/// Writes all of `bytes` to `descriptor` with `write(2)`; returns the `errno` of a failure, `nil` when
+/// everything was written.
+private func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
+    bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Int32? in
+        guard let base = raw.baseAddress else { return nil }
         var offset = 0
         while offset < raw.count {
-            let written = write(STDOUT_FILENO, base + offset, raw.count - offset)
+            let written = write(descriptor, base + offset, raw.count - offset)
             if written < 0, errno == EINTR { continue }
-            if written <= 0 { break }
+            if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                // A descriptor another program left non-blocking: wait until it takes more.
+                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&ready, 1, -1)
+                continue
+            }
+            if written < 0 { return errno }
+            if written == 0 { return EIO }
             offset += written
         }
+        return nil
     }
 }

@@ -146,7 +146,8 @@ extension EarthquakesCLI {
             for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }
             let onlyEarthquakes = types.allSatisfy { $0.type == "earthquake" }
             let noun = (onlyEarthquakes ? "earthquake" : "event") + (summary.total == 1 ? "" : "s")
-            var line = "Imported \(summary.total) \(noun) from \(source) into \(path) (\(Self.counts(summary)))"
+            var line =
+                "Imported \(summary.total) \(noun) from \(TerminalText.safe("\(source)")) into \(TerminalText.safe(path)) (\(Self.counts(summary)))"
             if !onlyEarthquakes {
                 line += ": " + types.map { "\($0.count) \(Self.plural($0.type, $0.count))" }.joined(separator: ", ")
             }

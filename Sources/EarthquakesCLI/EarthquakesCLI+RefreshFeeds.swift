@@ -28,6 +28,12 @@ extension EarthquakesCLI {
         totalTimeout: Duration? = nil, strict: Bool = false, picture: RunPicture = RunPicture()
     ) async throws {
         let given = feeds.map(FeedRefresh.expand)
+        // Refused before anything is created: the refresh's key holds one feed a line.
+        if let broken = given.first(where: { $0.contains(where: \.isNewline) }) {
+            throw CLIError.usage(
+                "the feed \"\(TerminalText.safe(broken))\" has a line break in its name, which a refresh of several "
+                    + "feeds cannot record (one feed a line); rename the file, or refresh it alone with --feed")
+        }
         if FeedRefresh.distinct(given).count < given.count, !json {
             console.error(
                 "note: a feed was given more than once (after expanding short names); it is refreshed once.\n")
@@ -57,7 +63,7 @@ extension EarthquakesCLI {
         defer { closeAtEnd(jobs.close) }
         if let note, !json { console.error(note) }
 
-        var feeds = FeedRefresh.distinct(feeds.map(FeedRefresh.expand))
+        var feeds = FeedRefresh.distinct(feeds.map { FeedRefresh.recorded(FeedRefresh.expand($0)) })
         var strict = strict
         if feeds.isEmpty {
             guard resume else { throw CLIError.usage("give the feeds to refresh (--feed or --feeds), or --resume") }
@@ -89,7 +95,17 @@ extension EarthquakesCLI {
         // Finished refreshes are kept until the next one starts (for inspection), then pruned: their
         // unique keys are free again, so the same feeds are downloaded afresh.
         _ = try await jobs.prune(finishedBefore: jobs.clock.now().addingTimeInterval(1))
-        let key = FeedRefresh.uniqueKey(feeds: feeds, strict: strict)
+        var key = FeedRefresh.uniqueKey(feeds: feeds, strict: strict)
+        // An unfinished refresh of the same files recorded by an earlier version, with paths as typed
+        // (relative ones): this one is that one, resumed, not a second refresh of the same feeds.
+        if let earlier = try await jobs.unfinishedRuns(named: FeedRefresh.runName).lazy.compactMap({ run in
+            run.uniqueKey.flatMap { key in
+                FeedRefresh.parse(uniqueKey: key).map { (key: key, feeds: $0.feeds, strict: $0.strict) }
+            }
+        }).first(where: { $0.key != key && $0.strict == strict && $0.feeds.map(FeedRefresh.recorded) == feeds }) {
+            key = earlier.key
+            feeds = earlier.feeds
+        }
         let (graph, imports, folder) = FeedRefresh.graph(feeds: feeds, strict: strict, database: path)
         let run = try await jobs.submit(graph, uniqueKey: key)
         var before: [Int: ImportFeed.Output] = [:]
@@ -306,7 +322,7 @@ extension EarthquakesCLI {
                         database: path, resumed: !before.isEmpty && !joined, joined: joined, feeds: results)))
         } else {
             // Imported before this process started: by a refresh that was interrupted, or by the one it joined.
-            let label = joined ? "Imported by the refresh this one joined: " : "Imported before the interruption: "
+            let label = joined ? "By the refresh this one joined: " : "Before the interruption: "
             for index in before.keys.sorted() {
                 console.print(label + Self.importedLine(before[index]!, into: path))
             }
@@ -327,7 +343,7 @@ extension EarthquakesCLI {
     static func importedLine(_ output: ImportFeed.Output, into path: String) -> String {
         let summary = output.summary
         let line =
-            "Imported \(summary.total) event\(summary.total == 1 ? "" : "s") from \(output.feed) into \(path) (\(counts(summary)))"
+            "Imported \(summary.total) event\(summary.total == 1 ? "" : "s") from \(TerminalText.safe(output.feed)) into \(TerminalText.safe(path)) (\(counts(summary)))"
         let notes = importNotes(summary)
         return line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + "."
     }

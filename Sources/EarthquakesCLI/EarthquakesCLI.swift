@@ -85,8 +85,13 @@ public struct EarthquakesCLI: Sendable {
         case let error as CLIError: text = error.message  // (its details are lines of their own)
         default: text = String(describing: error)
         }
-        return text.split(whereSeparator: \.isNewline).joined(separator: " ")
+        // On one line, and safe for a terminal: messages quote file names, feed text and reasons that
+        // users and servers chose.
+        return TerminalText.safe(text.split(whereSeparator: \.isNewline).joined(separator: " "))
     }
+
+    /// A line under an error's message (a ``CLIError``'s details), safe for a terminal.
+    public static func detailLine(_ line: String) -> String { TerminalText.safe(line) }
 
     /// The source named by `--feed`: an http(s) URL, a file URL, or a path.
     public static func source(_ feed: String?) throws(CLIError) -> GetEarthquakes.Source {

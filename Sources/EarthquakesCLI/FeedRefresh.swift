@@ -69,6 +69,15 @@ public enum FeedRefresh {
     /// Where downloads of unfinished refreshes wait: `<database>.downloads/`.
     static func downloadFolder(forDatabase path: String) -> String { path + ".downloads" }
 
+    /// A feed as a refresh of several feeds records it: a path made absolute, so that `--resume` from
+    /// another folder reads the same files (and a refresh of the same files from another folder joins
+    /// it); a URL as given.
+    static func recorded(_ feed: String) -> String {
+        guard !feed.contains("://"), !feed.hasPrefix("/") else { return feed }
+        // Not standardized: with a link in the path, `..` is for the kernel to resolve, not the text.
+        return FileManager.default.currentDirectoryPath + "/" + feed
+    }
+
     /// The unique key of a refresh of these feeds: its first line says what it is, then one feed a line.
     static func uniqueKey(feeds: [String], strict: Bool) -> String {
         (["earthquakes refresh v1\(strict ? " --strict" : "")"] + feeds).joined(separator: "\n")
@@ -256,7 +265,7 @@ extension EarthquakesCLI {
             else { continue }
             let imported = snapshot.jobs.filter { $0.kind == ImportFeed.kind && $0.state == .succeeded }.count
             let running = snapshot.jobs.contains { $0.leaseOwner.map { !FeedRefresh.isGone($0) } ?? false }
-            let feeds = key.feeds.map(Self.feedName).joined(separator: ", ")
+            let feeds = TerminalText.safe(key.feeds.map(Self.feedName).joined(separator: ", "))
             let what = running ? "running now" : "interrupted"
             lines.append(
                 "Unfinished refresh of \(feeds) (\(what), started \(RelativeTime.ago(run.created, now: now()))): "

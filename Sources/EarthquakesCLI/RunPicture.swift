@@ -30,10 +30,21 @@ public struct RunPicture: Sendable {
     public var instruments: [any JobInstrument]? { timeline.map { [$0] } }
 
     /// Usage errors: a path whose folder does not exist or cannot be written in (the file is written
-    /// there only after the refresh, so this is found first), or that is a folder itself.
+    /// there only after the refresh, so this is found first), or that is a folder itself. The folder is
+    /// the one the path's symbolic links lead to, where ``OutputFile`` writes; what is not a regular file
+    /// (a device, a FIFO) is written into, so it needs only to be writable itself.
     public static func check(_ path: String?, option: String) throws(CLIError) {
         guard let path else { return }
-        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG, status.st_mode & S_IFMT != S_IFDIR {
+            guard access(path, W_OK) == 0 else {
+                throw CLIError.usage(
+                    "\(option) \(path): cannot write to it (\(String(cString: strerror(errno)))); give a path you "
+                        + "can write to")
+            }
+            return
+        }
+        let folder = URL(fileURLWithPath: OutputFile.followingLinks(path)).deletingLastPathComponent().path
         var isFolder: ObjCBool = false
         guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
             throw CLIError.usage(
@@ -100,7 +111,7 @@ public struct RunPicture: Sendable {
     /// `path` made absolute and standard, with symbolic links resolved (in its folder when the file
     /// itself does not exist yet).
     static func canonical(_ path: String) -> String {
-        let url = URL(fileURLWithPath: path).standardizedFileURL
+        let url = URL(fileURLWithPath: OutputFile.followingLinks(path)).standardizedFileURL
         if FileManager.default.fileExists(atPath: url.path) { return url.resolvingSymlinksInPath().path }
         let folder = url.deletingLastPathComponent().resolvingSymlinksInPath()
         return folder.appendingPathComponent(url.lastPathComponent).standardizedFileURL.path
@@ -118,7 +129,7 @@ public struct RunPicture: Sendable {
         ] {
             guard let path, let text else { continue }
             do {
-                try text.write(toFile: path, atomically: true, encoding: .utf8)
+                try OutputFile.write(text, to: path)
             } catch {
                 failures.append("could not write the \(what) to \(path): \(error.localizedDescription)")
                 continue

@@ -2,6 +2,7 @@ import ArgumentParser
 import BatonCLI
 import BatonDashboard
 import BatonDurable
+import BatonObservability
 import Foundation
 import Logging
 
@@ -46,19 +47,18 @@ func running(
     _ command: any ParsableCommand.Type, _ options: StoreOptions,
     _ body: @escaping @Sendable (BatonTool, any JobStore) async throws -> Void
 ) async throws {
-    let tool = BatonTool(write: { text in FileHandle.standardOutput.write(Data(text.utf8)) })
+    let tool = BatonTool(write: { text in writeToStandardOutput(text) })
     do {
         try await options.address().withStore { store in try await body(tool, store) }
     } catch let error as BatonCLIError where error.isUsage {
         let usage = Baton.usageString(for: command)
-        FileHandle.standardError.write(
-            Data(
-                "Error: \(error.message)\nUsage: \(usage)\n  See 'baton \(command._commandName) --help' for more information.\n"
-                    .utf8))
+        writeToStandardError(
+            "Error: \(error.message)\nUsage: \(usage)\n  See 'baton \(command._commandName) --help' for more information.\n"
+        )
         throw ExitCode.validationFailure
     } catch {
         // (Messages quote job names, which come from users: shown escaped, like every other output.)
-        FileHandle.standardError.write(Data("baton: \(TimeText.printable(BatonTool.message(for: error)))\n".utf8))
+        writeToStandardError("baton: \(TimeText.printable(BatonTool.message(for: error)))\n")
         throw ExitCode.failure
     }
 }
@@ -177,7 +177,7 @@ struct Timeline: AsyncParsableCommand {
         try await running(Self.self, options) { tool, store in
             let page = try await tool.timeline(store, run: run)
             do {
-                try page.write(toFile: output, atomically: true, encoding: .utf8)
+                try OutputFile.write(page, to: output)
             } catch {
                 throw BatonCLIError("cannot write \(output): \(error.localizedDescription)")
             }
@@ -353,9 +353,48 @@ struct DashboardCommand: AsyncParsableCommand {
                     )
                 }
                 lines.append("Ctrl-C stops it.")
-                FileHandle.standardError.write(Data((lines.joined(separator: "\n") + "\n").utf8))
+                writeToStandardError(lines.joined(separator: "\n") + "\n")
             }
             try await app.runService()
         }
+    }
+}
+
+/// Writes `text` to standard output. Output that could not be written must not look written: at a
+/// closed pipe (`| head` with SIGPIPE ignored) the command ends quietly with status 141, as SIGPIPE
+/// would have ended it; on any other failure (a full disk, an I/O error) it says so on standard error
+/// and exits with 1.
+func writeToStandardOutput(_ text: String) {
+    guard let failure = writeAll(text, to: STDOUT_FILENO) else { return }
+    if failure == EPIPE { exit(141) }
+    writeToStandardError(
+        "baton: could not write to standard output: \(String(cString: strerror(failure))). What was not written is lost.\n"
+    )
+    exit(1)
+}
+
+/// Writes `text` to standard error; a failure there has nowhere left to be told.
+func writeToStandardError(_ text: String) { _ = writeAll(text, to: STDERR_FILENO) }
+
+/// Writes all of `text` to `descriptor` with `write(2)`; returns the `errno` of a failure, `nil` when
+/// everything was written.
+private func writeAll(_ text: String, to descriptor: Int32) -> Int32? {
+    Array(text.utf8).withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Int32? in
+        guard let base = raw.baseAddress else { return nil }
+        var offset = 0
+        while offset < raw.count {
+            let written = write(descriptor, base + offset, raw.count - offset)
+            if written < 0, errno == EINTR { continue }
+            if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                // A descriptor another program left non-blocking: wait until it takes more.
+                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                _ = poll(&ready, 1, -1)
+                continue
+            }
+            if written < 0 { return errno }
+            if written == 0 { return EIO }
+            offset += written
+        }
+        return nil
     }
 }

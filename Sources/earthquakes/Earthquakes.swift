@@ -499,17 +499,21 @@ func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCL
     do {
         try await body(cli)
     } catch let error as CLIError where error.isCancellation {
-        cli.console.error(error.message + "\n")
+        cli.console.error(EarthquakesCLI.detailLine(error.message) + "\n")
         throw ExitCode(error.exitStatus)
     } catch let error as CLIError where error.isUsage {
         let usage = Earthquakes.usageString(for: command)
         let name = command == Earthquakes.self ? "earthquakes" : "earthquakes \(command._commandName)"
-        cli.console.error("Error: \(error.message)\nUsage: \(usage)\n  See '\(name) --help' for more information.\n")
+        cli.console.error(
+            "Error: \(EarthquakesCLI.detailLine(error.message))\nUsage: \(usage)\n  See '\(name) --help' for more information.\n"
+        )
         throw ExitCode.validationFailure
     } catch {
         // A CLIError's details go on lines of their own, under its one-line message.
         cli.console.error("earthquakes: \(EarthquakesCLI.message(for: error))\n")
-        for line in (error as? CLIError)?.details ?? [] { cli.console.error("  \(line)\n") }
+        for line in (error as? CLIError)?.details ?? [] {
+            cli.console.error("  \(EarthquakesCLI.detailLine(line))\n")
+        }
         throw ExitCode.failure
     }
 }

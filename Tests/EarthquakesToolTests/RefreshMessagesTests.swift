@@ -101,7 +101,7 @@ struct RefreshMessagesTests {
         #expect(original.status == 0, "\(original.stderr)")
         #expect(joined.status == 0, "\(joined.stderr)")
         #expect(
-            joined.stdout.contains("Imported by the refresh this one joined: Imported 5 events from \(feeds[0])"),
+            joined.stdout.contains("By the refresh this one joined: Imported 5 events from \(feeds[0])"),
             "\(joined.stdout)")
         #expect(!joined.stdout.contains("interruption"), "\(joined.stdout)")
     }

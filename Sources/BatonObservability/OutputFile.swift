@@ -1,0 +1,93 @@
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// A file that a command's user named for its output (`earthquakes --timeline`, `baton timeline -o`).
+///
+/// It is written the way a shell's `>` writes, not by replacing the path: through symbolic links (the
+/// file they lead to is written, the links stay), and straight into what is not a regular file (a FIFO,
+/// a device, `/dev/stdout`). A regular file is replaced atomically, so a reader never sees half a page.
+package enum OutputFile {
+    /// Why a file could not be written: the system's words.
+    package struct Failure: Error, LocalizedError, CustomStringConvertible {
+        package let path: String
+        package let code: Int32
+        package var errorDescription: String? { String(cString: strerror(code)) }
+        package var description: String { "cannot write \(path): \(errorDescription ?? "")" }
+    }
+
+    /// Writes `text` to the file at `path` (see the type).
+    package static func write(_ text: String, to path: String) throws {
+        var given = stat()
+        guard stat(path, &given) == 0 else {
+            let code = errno
+            guard code == ENOENT else { throw Failure(path: path, code: code) }  // a loop of links, say
+            // Not there yet, or a link to a file not made yet: made where the links lead, atomically.
+            try text.write(toFile: followingLinks(path), atomically: true, encoding: .utf8)
+            return
+        }
+        let type = given.st_mode & S_IFMT
+        if type == S_IFDIR { throw Failure(path: path, code: EISDIR) }
+        if type == S_IFREG {
+            // Replaced atomically where the links lead, when that is the file the kernel reaches; not for
+            // a link the kernel resolves its own way (`/dev/stdout`, `/proc/self/fd/1`), which is written into.
+            let target = followingLinks(path)
+            var resolved = stat()
+            if stat(target, &resolved) == 0, resolved.st_dev == given.st_dev, resolved.st_ino == given.st_ino {
+                try text.write(toFile: target, atomically: true, encoding: .utf8)
+                return
+            }
+        }
+        try writeInto(path, text, truncating: type == S_IFREG)
+    }
+
+    /// Opens `path` for writing, as a shell's `>` does, and writes all of `text`.
+    private static func writeInto(_ path: String, _ text: String, truncating: Bool) throws {
+        let descriptor = open(path, O_WRONLY | (truncating ? O_TRUNC : 0))
+        guard descriptor >= 0 else { throw Failure(path: path, code: errno) }
+        defer { close(descriptor) }
+        let bytes = Array(text.utf8)
+        var offset = 0
+        while offset < bytes.count {
+            let written = bytes.withUnsafeBytes { raw in
+                systemWrite(descriptor, raw.baseAddress! + offset, bytes.count - offset)
+            }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw Failure(path: path, code: errno)
+            }
+            if written == 0 { throw Failure(path: path, code: EIO) }
+            offset += written
+        }
+    }
+
+    /// `write(2)` (the type's own `write` hides it).
+    private static func systemWrite(_ descriptor: Int32, _ buffer: UnsafeRawPointer, _ count: Int) -> Int {
+        #if canImport(Glibc)
+        Glibc.write(descriptor, buffer, count)
+        #elseif canImport(Musl)
+        Musl.write(descriptor, buffer, count)
+        #else
+        Darwin.write(descriptor, buffer, count)
+        #endif
+    }
+
+    /// `path` with its symbolic links followed (a link to a file not made yet gives that file's path).
+    package static func followingLinks(_ path: String) -> String {
+        var target = path
+        for _ in 0..<40 {  // as the kernel's limit on links in a path: a loop ends here
+            guard let destination = try? FileManager.default.destinationOfSymbolicLink(atPath: target) else {
+                break
+            }
+            let folder = (target as NSString).deletingLastPathComponent
+            target = destination.hasPrefix("/") || folder.isEmpty ? destination : folder + "/" + destination
+        }
+        return target
+    }
+}
