@@ -16,7 +16,8 @@ extension StoreAddress {
             try Self.checkSQLiteStore(path)
             let store: SQLiteJobStore
             do {
-                store = try SQLiteJobStore(path: path)
+                // A file this process may not write is read only: its reads work, a repair says why it cannot.
+                store = Self.mayWrite(path) ? try SQLiteJobStore(path: path) : try SQLiteJobStore(readingOnly: path)
             } catch let error as DurableError {
                 throw BatonCLIError("cannot open the job store \(path): \(error.message)")
             }
@@ -42,6 +43,23 @@ extension StoreAddress {
         }
     }
 
+    /// Runs `body` with the SQLite store at `path` opened to read only, as ``withStore(_:)`` opens a
+    /// file this process may not write, after its checks (for tests, which run where every file is
+    /// writable).
+    package static func withReadOnlySQLiteStore<T: Sendable>(
+        _ path: String, _ body: (any JobStore) async throws -> T
+    ) async throws -> T {
+        let store = try SQLiteJobStore(readingOnly: path)
+        defer { try? store.close() }
+        return try await body(store)
+    }
+
+    /// Whether this process may write the file at `path` and its folder, where SQLite keeps its log.
+    static func mayWrite(_ path: String) -> Bool {
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return FileManager.default.isWritableFile(atPath: path) && FileManager.default.isWritableFile(atPath: folder)
+    }
+
     /// Refuses a file that is missing, a folder, or no job store, without changing it.
     static func checkSQLiteStore(_ path: String) throws(BatonCLIError) {
         var isFolder: ObjCBool = false
@@ -51,13 +69,11 @@ extension StoreAddress {
         guard !isFolder.boolValue else {
             throw BatonCLIError("\(path) is a folder; give the job store's file, as in sqlite:\(path)/jobs.sqlite")
         }
-        // A connection that may write removes SQLite's side files when it closes; a read-only one (for a
-        // file this process may not write) would leave them, so it is used only then.
-        var configuration = Configuration()
-        configuration.readonly = !FileManager.default.isWritableFile(atPath: path)
+        // A connection that may write removes SQLite's side files when it closes; one that only reads (for
+        // a file this process may not write) would leave them, so it is used only then, as the store is.
         let version: Int?
         do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            let queue = mayWrite(path) ? try DatabaseQueue(path: path) : try SQLiteJobStore.readOnlyQueue(path)
             defer { try? queue.close() }
             version = try queue.read { db in
                 guard try db.tableExists("baton_durable_meta") else { return nil }

@@ -257,6 +257,14 @@ extension EarthquakesCLI {
     /// would then refuse it).
     private func rememberLook(_ look: EarthquakeStore.Look, path: String) {
         guard look.mark > 0 else { return }
+        // Not even tried on a file this process may not write: opening it to write would leave SQLite's
+        // side files beside it, read-only like it, and they would then stop the next refresh.
+        guard FileManager.default.isWritableFile(atPath: path) else {
+            console.error(
+                "note: this look could not be remembered (\(TerminalText.safe(path)) is read-only); the next "
+                    + "`list --new` shows these events again.\n")
+            return
+        }
         do {
             let store = try EarthquakeStore(path: path, mode: .mustExist)
             defer { closeAtEnd(store.close) }

@@ -24,6 +24,23 @@ struct Baton: AsyncParsableCommand {
             Schedules.self, DashboardCommand.self,
         ]
     )
+
+    /// The parser's own output (help, usage errors) goes through stdio, not `writeToStandardOutput`: it
+    /// is checked at exit, so that it too ends the program with status 1 and a message when it could not
+    /// be written.
+    static func main() async {
+        atexit {
+            // Every stdio stream (standard error is unbuffered): what is left is standard output's.
+            guard fflush(nil) != 0 else { return }
+            let failure = errno
+            if failure == EPIPE { _exit(141) }
+            writeToStandardError(
+                "baton: could not write to standard output"
+                    + ": \(String(cString: strerror(failure))).\n")
+            _exit(1)
+        }
+        await main(nil)
+    }
 }
 
 struct StoreOptions: ParsableArguments {

@@ -26,6 +26,23 @@ struct Earthquakes: AsyncParsableCommand {
         ]
     )
 
+    /// The parser's own output (help, version, usage errors) goes through stdio, not ``Console``: it is
+    /// checked at exit, so that it too ends the program with status 1 and a message when it could not be
+    /// written.
+    static func main() async {
+        atexit {
+            // Every stdio stream (standard error is unbuffered): what is left is standard output's.
+            guard fflush(nil) != 0 else { return }
+            let failure = errno
+            if failure == EPIPE { _exit(141) }
+            Console.standard.error(
+                "earthquakes: could not write to standard output"
+                    + ": \(String(cString: strerror(failure))).\n")
+            _exit(1)
+        }
+        await main(nil)
+    }
+
     @Flag(
         help: "Delete the sample database that earlier versions kept beside yours (your own database is not touched).")
     var removeSample = false

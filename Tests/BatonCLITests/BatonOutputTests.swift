@@ -1,3 +1,4 @@
+import BatonCLI
 import BatonDurable
 import BatonTesting
 import Foundation
@@ -65,6 +66,28 @@ struct BatonOutputTests {
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: device) == "/dev/null", "the link stays")
         var status = stat()
         #expect(stat("/dev/null", &status) == 0 && status.st_mode & S_IFMT == S_IFCHR, "/dev/null is still a device")
+    }
+
+    @Test("a store opened to read only answers reads, refuses a repair saying why, and writes nothing")
+    func aStoreReadOnly() async throws {
+        let (folder, path, fixture) = try await Self.store()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        // As `baton` opens a file this process may not write (as root every file is writable, so the
+        // store is opened to read only here directly).
+        try await StoreAddress.withReadOnlySQLiteStore(path) { store throws in
+            let runs = try await store.runs(RunFilter()).runs
+            #expect(runs.count == 3)
+            let refusal = await #expect(throws: DurableError.self) {
+                try await store.cancel(run: fixture.failed, reason: "test")
+            }
+            #expect(refusal?.code == .storeFailure, "\(String(describing: refusal))")
+            #expect(refusal?.message.contains("read") == true, "\(String(describing: refusal))")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file is unchanged")
+        for side in ["-wal", "-shm", "-journal"] {
+            #expect(!FileManager.default.fileExists(atPath: path + side), "nothing left beside it: \(side)")
+        }
     }
 
     @Test("OutputFile follows chains of links, relative and absolute, and stops at a loop")

@@ -93,6 +93,33 @@ struct ReadOnlyDatabaseTests {
         #expect(try EarthquakeStore(path: database, mode: .readOnly).count() == 60)
     }
 
+    /// `list --new` on a read-only (0444) database lists, says its look could not be remembered, and
+    /// leaves nothing beside the file (it left read-only `-wal` and `-shm` files, which then stopped every
+    /// refresh even after `chmod u+w` on the database): found by an adversarial probe (6 Dec 2026).
+    @Test func listNewOnAReadOnlyDatabaseLeavesNothingBesideIt() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.path("data")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try Self.own(folder, mode: 0o755)
+        let database = folder + "/q.sqlite"
+        let feed = scratch.path("feed.geojson")
+        try SampleFeed.geoJSON(count: 20, seed: 5).write(to: URL(fileURLWithPath: feed))
+        let refresh = try await EarthquakesBinaryTests.run(["refresh", "--feed", feed, "--database", database])
+        try #require(refresh.status == 0, "\(refresh.stderr)")
+        try Self.own(database, mode: 0o444)
+
+        let list = try await EarthquakesBinaryTests.runUnprivileged(["list", "--new", "--database", database])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stderr.contains("could not be remembered"), "\(list.stderr)")
+        #expect(SQLiteSideFiles.left(beside: database).isEmpty, "left beside a read-only database")
+        try Self.own(database, mode: 0o644)
+        let again = try await EarthquakesBinaryTests.runUnprivileged([
+            "refresh", "--feed", feed, "--database", database,
+        ])
+        #expect(again.status == 0, "after chmod u+w, a refresh works: \(again.stderr)")
+    }
+
     /// An older version's read left a read-only `-shm`: the refresh names it in its advice, and following
     /// the advice works.
     @Test func aReadOnlySideFileIsNamedInTheAdvice() async throws {

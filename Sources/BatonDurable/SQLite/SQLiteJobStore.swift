@@ -1,6 +1,7 @@
 import Baton
 public import Foundation
-import GRDB
+package import GRDB
+import GRDBSQLite
 
 /// The embedded job store: one SQLite file (WAL mode), shared safely by the worker processes of one
 /// machine.
@@ -62,6 +63,53 @@ public final class SQLiteJobStore: JobStore {
         try self.init(writer: pool, clock: clock, busyTimeout: busyTimeout, description: path)
     }
 
+    /// Opens the store in the SQLite file at `path` to read it only, for a tool that inspects a file this
+    /// process may not write (`baton` on another user's store, or a copy on read-only media). The schema
+    /// is neither created nor upgraded: the caller has checked that the file holds a store of this
+    /// version. A call that writes fails with ``DurableError/Code/storeFailure`` saying so.
+    package convenience init(readingOnly path: String, busyTimeout: TimeInterval = 10) throws {
+        let queue: DatabaseQueue
+        let version: Int?
+        do {
+            queue = try Self.readOnlyQueue(path, busyTimeout: busyTimeout)
+            // (Through this connection: ``refuseNewerSchema(at:)``'s own would leave side files.)
+            version = try queue.read { db -> Int? in
+                guard try db.tableExists("baton_durable_meta") else { return nil }
+                return try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
+            }
+        } catch {
+            throw Self.storeError(error, location: path, doing: "open")
+        }
+        if let version, version > Self.schemaVersion { throw Self.newerSchema(path, version) }
+        try self.init(writer: queue, clock: .system, busyTimeout: busyTimeout, description: path, prepares: false)
+    }
+
+    /// A connection that only reads the SQLite file at `path`. When no connection uses the file (no log
+    /// beside it) it is opened immutable: SQLite then needs no `-shm` beside it, which it could not
+    /// create in a folder this process may not write, and would leave in one it may, with the file's
+    /// read-only permissions, where it stops the owner's next worker. Otherwise it is opened read-only,
+    /// and reads what the log holds.
+    package static func readOnlyQueue(_ path: String, busyTimeout: TimeInterval = 10) throws -> DatabaseQueue {
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.busyMode = .timeout(busyTimeout)
+        let unused =
+            !FileManager.default.fileExists(atPath: path + "-wal")
+            && !FileManager.default.fileExists(atPath: path + "-shm")
+        return try DatabaseQueue(path: unused ? immutableURI(path) ?? path : path, configuration: configuration)
+    }
+
+    /// The URI that opens `path` immutable (`file:…?immutable=1`), or `nil` when this SQLite does not
+    /// read file names as URIs.
+    private static func immutableURI(_ path: String) -> String? {
+        guard sqlite3_compileoption_used("USE_URI") == 1 else { return nil }
+        let absolute = path.hasPrefix("/") ? path : FileManager.default.currentDirectoryPath + "/" + path
+        var allowed = CharacterSet.alphanumerics
+        allowed.insert(charactersIn: "/-._~")
+        return "file://" + (absolute.addingPercentEncoding(withAllowedCharacters: allowed) ?? absolute)
+            + "?immutable=1"
+    }
+
     /// Throws ``DurableError/Code/newerSchema`` when the file at `path` holds a store of a newer
     /// version, read through a read-only connection. Anything else (no file, not a database, a file it
     /// cannot read) is left to the normal opening, which reports it.
@@ -80,13 +128,16 @@ public final class SQLiteJobStore: JobStore {
         } catch {
             return
         }
-        if let version, version > schemaVersion {
-            throw DurableError(
-                code: .newerSchema,
-                message:
-                    "the job store at '\(path)' has schema version \(version), written by a newer BatonDurable (this one knows version \(schemaVersion)). Upgrade this program; the store was not changed."
-            )
-        }
+        if let version, version > schemaVersion { throw newerSchema(path, version) }
+    }
+
+    /// The refusal of a file that a newer version wrote.
+    private static func newerSchema(_ path: String, _ version: Int) -> DurableError {
+        DurableError(
+            code: .newerSchema,
+            message:
+                "the job store at '\(path)' has schema version \(version), written by a newer BatonDurable (this one knows version \(schemaVersion)). Upgrade this program; the store was not changed."
+        )
     }
 
     /// A store in memory, for tests and previews: gone when the value is released.
@@ -94,11 +145,15 @@ public final class SQLiteJobStore: JobStore {
         try SQLiteJobStore(writer: DatabaseQueue(), clock: clock, busyTimeout: 0, description: "memory")
     }
 
-    init(writer: any DatabaseWriter, clock: DurableClock, busyTimeout: TimeInterval, description: String) throws {
+    init(
+        writer: any DatabaseWriter, clock: DurableClock, busyTimeout: TimeInterval, description: String,
+        prepares: Bool = true
+    ) throws {
         self.writer = writer
         self.location = description
         self.clock = clock
         self.busyTimeout = busyTimeout
+        guard prepares else { return }
         do {
             try writer.write { db in try Self.prepareSchema(db, description: description) }
         } catch {
