@@ -52,18 +52,29 @@ package enum OutputFile {
         let descriptor = open(path, O_WRONLY | (truncating ? O_TRUNC : 0))
         guard descriptor >= 0 else { throw Failure(path: path, code: errno) }
         defer { close(descriptor) }
-        let bytes = Array(text.utf8)
-        var offset = 0
-        while offset < bytes.count {
-            let written = bytes.withUnsafeBytes { raw in
-                systemWrite(descriptor, raw.baseAddress! + offset, bytes.count - offset)
+        if let failure = writeAll(Array(text.utf8), to: descriptor) { throw Failure(path: path, code: failure) }
+    }
+
+    /// Writes all of `bytes` to `descriptor` with `write(2)`, through interruptions and a descriptor that
+    /// another program left non-blocking; returns the `errno` of a failure, `nil` when everything was
+    /// written. (The tools write their standard output with it too.)
+    package static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
+        bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Int32? in
+            guard let base = raw.baseAddress else { return nil }
+            var offset = 0
+            while offset < raw.count {
+                let written = systemWrite(descriptor, base + offset, raw.count - offset)
+                if written < 0, errno == EINTR { continue }
+                if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
+                    var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
+                    _ = poll(&ready, 1, -1)
+                    continue
+                }
+                if written < 0 { return errno }
+                if written == 0 { return EIO }
+                offset += written
             }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw Failure(path: path, code: errno)
-            }
-            if written == 0 { throw Failure(path: path, code: EIO) }
-            offset += written
+            return nil
         }
     }
 

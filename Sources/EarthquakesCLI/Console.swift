@@ -1,3 +1,4 @@
+import BatonObservability
 import Foundation
 
 #if canImport(Glibc)
@@ -56,7 +57,7 @@ public struct Console: Sendable {
             isOutputTerminal: isatty(STDOUT_FILENO) == 1,
             out: { text in writeToStandardOutput(Array(text.utf8)) },
             outBytes: { bytes in writeToStandardOutput(bytes) },
-            err: { text in _ = writeAll(Array(text.utf8), to: STDERR_FILENO) }
+            err: { text in _ = OutputFile.writeAll(Array(text.utf8), to: STDERR_FILENO) }
         )
         console.terminalColumns = console.isOutputTerminal ? outputTerminalColumns() : nil
         return console
@@ -85,34 +86,11 @@ private func outputTerminalColumns() -> Int? {
 /// would have ended it; on any other failure (a full disk, an I/O error) it says so on standard error
 /// and exits with 1.
 private func writeToStandardOutput(_ bytes: [UInt8]) {
-    guard let failure = writeAll(bytes, to: STDOUT_FILENO) else { return }
+    guard let failure = OutputFile.writeAll(bytes, to: STDOUT_FILENO) else { return }
     if failure == EPIPE { exit(141) }
     let reason = String(cString: strerror(failure))
-    _ = writeAll(
+    _ = OutputFile.writeAll(
         Array("earthquakes: could not write to standard output: \(reason). What was not written is lost.\n".utf8),
         to: STDERR_FILENO)
     exit(1)
-}
-
-/// Writes all of `bytes` to `descriptor` with `write(2)`; returns the `errno` of a failure, `nil` when
-/// everything was written.
-private func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32? {
-    bytes.withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Int32? in
-        guard let base = raw.baseAddress else { return nil }
-        var offset = 0
-        while offset < raw.count {
-            let written = write(descriptor, base + offset, raw.count - offset)
-            if written < 0, errno == EINTR { continue }
-            if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                // A descriptor another program left non-blocking: wait until it takes more.
-                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&ready, 1, -1)
-                continue
-            }
-            if written < 0 { return errno }
-            if written == 0 { return EIO }
-            offset += written
-        }
-        return nil
-    }
 }

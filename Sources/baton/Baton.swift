@@ -393,25 +393,7 @@ func writeToStandardOutput(_ text: String) {
 /// Writes `text` to standard error; a failure there has nowhere left to be told.
 func writeToStandardError(_ text: String) { _ = writeAll(text, to: STDERR_FILENO) }
 
-/// Writes all of `text` to `descriptor` with `write(2)`; returns the `errno` of a failure, `nil` when
-/// everything was written.
+/// Writes all of `text` to `descriptor` (see `OutputFile.writeAll(_:to:)`).
 private func writeAll(_ text: String, to descriptor: Int32) -> Int32? {
-    Array(text.utf8).withUnsafeBytes { (raw: UnsafeRawBufferPointer) -> Int32? in
-        guard let base = raw.baseAddress else { return nil }
-        var offset = 0
-        while offset < raw.count {
-            let written = write(descriptor, base + offset, raw.count - offset)
-            if written < 0, errno == EINTR { continue }
-            if written < 0, errno == EAGAIN || errno == EWOULDBLOCK {
-                // A descriptor another program left non-blocking: wait until it takes more.
-                var ready = pollfd(fd: descriptor, events: Int16(POLLOUT), revents: 0)
-                _ = poll(&ready, 1, -1)
-                continue
-            }
-            if written < 0 { return errno }
-            if written == 0 { return EIO }
-            offset += written
-        }
-        return nil
-    }
+    OutputFile.writeAll(Array(text.utf8), to: descriptor)
 }

@@ -60,20 +60,31 @@ struct ReadOnlyDatabaseTests {
         #expect(refresh.status == 1)
     }
 
+    /// A folder `data` of ``user`` (0755) in `scratch` with the database `q.sqlite` that `make` creates
+    /// there, given to ``user`` read-only (0444); and a feed file of `count` events.
+    static func readOnlyDatabase(
+        in scratch: Scratch, feedCount count: Int, make: (String, String) async throws -> Void
+    ) async throws -> (database: String, feed: String) {
+        let folder = scratch.path("data")
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        try own(folder, mode: 0o755)
+        let database = folder + "/q.sqlite"
+        let feed = scratch.path("feed.geojson")
+        try SampleFeed.geoJSON(count: count, seed: 3).write(to: URL(fileURLWithPath: feed))
+        try await make(database, feed)
+        try own(database, mode: 0o444)
+        return (database, feed)
+    }
+
     /// Defect 4: listing a read-only (0444) database in a writable folder leaves no `-shm` behind (it was
     /// left with the file's 0444, and then stopped every refresh), and the advice for a read-only
     /// database works: after the `chmod` it names, `refresh` imports.
     @Test func theAdviceForAReadOnlyDatabaseWorks() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let folder = scratch.path("data")
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try Self.own(folder, mode: 0o755)
-        let database = folder + "/q.sqlite"
-        try EarthquakeStore.withSample(at: database).close()
-        try Self.own(database, mode: 0o444)
-        let feed = scratch.path("feed.geojson")
-        try SampleFeed.geoJSON(count: 60, seed: 3).write(to: URL(fileURLWithPath: feed))
+        let (database, feed) = try await Self.readOnlyDatabase(in: scratch, feedCount: 60) { database, _ in
+            try EarthquakeStore.withSample(at: database).close()
+        }
 
         let list = try await EarthquakesBinaryTests.runUnprivileged(["list", "--database", database])
         #expect(list.status == 0, "\(list.stderr)")
@@ -99,18 +110,14 @@ struct ReadOnlyDatabaseTests {
     @Test func listNewOnAReadOnlyDatabaseLeavesNothingBesideIt() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let folder = scratch.path("data")
-        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
-        try Self.own(folder, mode: 0o755)
-        let database = folder + "/q.sqlite"
-        let feed = scratch.path("feed.geojson")
-        try SampleFeed.geoJSON(count: 20, seed: 5).write(to: URL(fileURLWithPath: feed))
-        let refresh = try await EarthquakesBinaryTests.run(["refresh", "--feed", feed, "--database", database])
-        try #require(refresh.status == 0, "\(refresh.stderr)")
-        try Self.own(database, mode: 0o444)
+        let (database, feed) = try await Self.readOnlyDatabase(in: scratch, feedCount: 20) { database, feed in
+            let refresh = try await EarthquakesBinaryTests.run(["refresh", "--feed", feed, "--database", database])
+            try #require(refresh.status == 0, "\(refresh.stderr)")
+        }
 
         let list = try await EarthquakesBinaryTests.runUnprivileged(["list", "--new", "--database", database])
         #expect(list.status == 0, "\(list.stderr)")
+        #expect(!list.stdout.isEmpty, "it listed")
         #expect(list.stderr.contains("could not be remembered"), "\(list.stderr)")
         #expect(SQLiteSideFiles.left(beside: database).isEmpty, "left beside a read-only database")
         try Self.own(database, mode: 0o644)
