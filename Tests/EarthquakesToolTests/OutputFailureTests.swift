@@ -52,9 +52,9 @@ import Darwin
 @Suite struct PicturePathTests {
     @Test("a picture path that leads to a device is accepted; one that leads through a link is checked where it leads")
     func linksAndDevices() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("picture-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.url
         let device = folder.appendingPathComponent("null").path
         try FileManager.default.createSymbolicLink(atPath: device, withDestinationPath: "/dev/null")
         try RunPicture.check(device, option: "--timeline")
@@ -84,9 +84,9 @@ import Darwin
 
     @Test("a feed whose name holds a line break is refused with what to do, before anything is written")
     func aLineBreakInAFeedNameIsRefused() async throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("feeds-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let folder = scratch.url
         let odd = folder.appendingPathComponent("a\nb.json").path
         let plain = folder.appendingPathComponent("c.json").path
         for file in [odd, plain] {
