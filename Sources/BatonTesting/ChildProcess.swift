@@ -67,8 +67,7 @@ public struct OutputFiles: Sendable {
 public enum ChildProcess {
     /// Runs `executable` with `arguments` and returns its status and output.
     ///
-    /// - The output goes to files (``OutputFiles``), and the wait is on a thread of its own
-    ///   (`offThePool`), never on one of Swift concurrency's few threads.
+    /// - The output goes to files (``OutputFiles``), and the wait holds no thread (``ProcessExit``).
     /// - A process still running after `limit` is killed with SIGKILL, and an issue naming the command
     ///   is recorded at the caller: the deadline is the process's own, so a test that queues its
     ///   processes behind other tests' (``AsyncLimit``) is not charged for their time.
@@ -91,6 +90,7 @@ public enum ChildProcess {
         process.environment = environment
         process.standardOutput = files.out
         process.standardError = files.err
+        let exit = ProcessExit(process)
         try process.run()
 
         // The watchdog kills the process only while it has not been seen to exit.
@@ -105,10 +105,7 @@ public enum ChildProcess {
             if overdue { kill(pid, SIGKILL) }
         }
         DispatchQueue.global().asyncAfter(deadline: .now() + limit.seconds, execute: watchdog)
-        let status = await offThePool { () -> Int32 in
-            process.waitUntilExit()
-            return process.terminationStatus
-        }
+        let status = await exit.status()
         watchdog.cancel()
         let killed = state.withLock { state -> Bool in
             state.exited = true

@@ -27,6 +27,7 @@ final class PausedRun: @unchecked Sendable {
     private let input = Pipe()
     private let errors = Pipe()
     private let output: EarthquakesBinaryTests.OutputFiles
+    private let exit: ProcessExit
     private let lock = NSLock()
     private var stderrText = ""
 
@@ -41,6 +42,7 @@ final class PausedRun: @unchecked Sendable {
         process.standardInput = input
         process.standardOutput = output.out
         process.standardError = errors
+        exit = ProcessExit(process)
         try process.run()
         // The child has its copies: without closing ours, reading standard error would never end.
         try? errors.fileHandleForWriting.close()
@@ -91,10 +93,8 @@ final class PausedRun: @unchecked Sendable {
 
     /// Waits for the process to end; its status and output, without the pause lines.
     func finish(_ what: String = "the process to end") async throws -> EarthquakesBinaryTests.Run {
-        let process = process
-        try await deadline(what) {
-            await offThePool { process.waitUntilExit() }
-        }
+        let exit = exit
+        try await deadline(what) { _ = await exit.status() }
         try? input.fileHandleForWriting.close()
         readToEnd()
         let lines = text.split(separator: "\n", omittingEmptySubsequences: false).filter {
