@@ -98,7 +98,7 @@ public final class EarthquakeStore: Sendable {
             )
         }
         let lockWait = LockWait(timeout: busyTimeout)
-        let queue: DatabaseQueue
+        var queue: DatabaseQueue
         do {
             // A connection opened read-only can neither copy SQLite's log into the file nor remove the log
             // when it closes: every read command would leave `-wal` and `-shm` files beside the database.
@@ -114,6 +114,17 @@ public final class EarthquakeStore: Sendable {
             // the file's read-only permissions (in a writable folder), where it stops the next writer.
             let immutable = !opensForWriting && Self.isUnused(path) ? Self.immutableURI(path) : nil
             queue = try DatabaseQueue(path: immutable ?? path, configuration: configuration)
+            // A database with nothing in it (an empty file that `touch` or an interrupted first run made,
+            // or one made by `sqlite3` and left empty) holds no events: a reader reads it as an empty store,
+            // as it reads a missing one, rather than failing for want of a table only a writer would make.
+            // It reads an empty store in memory; the file is not touched.
+            if mode == .readOnly,
+                try queue.read({ db in try Int.fetchOne(db, sql: "SELECT count(*) FROM sqlite_master") }) == 0
+            {
+                try queue.close()
+                queue = try DatabaseQueue(configuration: Self.configuration(lockWait: lockWait, wal: false))
+                try Self.migrator.migrate(queue)
+            }
         } catch {
             throw StoreError.opening(path: path, error: error, timeout: busyTimeout)
         }
