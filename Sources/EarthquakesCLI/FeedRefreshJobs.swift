@@ -105,6 +105,10 @@ struct ParseFeed: DurableJob {
         let feed: Feed
         do {
             feed = try await offThePool { try Self.read(input.file, strict: strict) }
+        } catch let error as FeedError {
+            // The file that was downloaded is what it is: parsing it again gives the same answer.
+            onFailure?(input.feed, error)
+            throw PermanentFailure(error)
         } catch {
             onFailure?(input.feed, error)
             throw error

@@ -83,6 +83,27 @@ struct DurableWorkerTests {
         #expect(job?.lastError?.contains("'url'") == true)
     }
 
+    @Test("a job that throws PermanentFailure fails at once, its dependent cancelled; other errors are retried")
+    func permanentFailure() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let attempts = Protected<[String]>([])
+        var graph = JobGraph(name: "permanent")
+        let broken = graph.add(Refuses.self, input: "permanent", name: "broken", retry: .immediate(maxAttempts: 5))
+        graph.add(Refuses.self, input: "never", name: "after", after: [broken])
+        graph.add(Refuses.self, input: "retried", name: "transient", retry: .immediate(maxAttempts: 3))
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Refuses(attempts: attempts)])
+        try await withDeadline(.seconds(30), "the run") { try await worker.run(until: run) }
+        let explanation = try await store.explain(run: run.id)
+        #expect(explanation["broken"]?.state == .failed)
+        #expect(explanation["broken"]?.attempts == 1)
+        #expect(explanation["broken"]?.lastError == "the record is gone; no retry brings it back")
+        #expect(explanation["after"]?.state == .cancelled)
+        #expect(explanation["transient"]?.state == .failed)
+        #expect(explanation["transient"]?.attempts == 3)
+        #expect(attempts.current.sorted() == ["permanent", "retried", "retried", "retried"])
+    }
+
     @Test("explain names a kind that no worker has registered")
     func noWorker() async throws {
         let store = try SQLiteJobStore.inMemory()

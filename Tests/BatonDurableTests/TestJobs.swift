@@ -56,6 +56,21 @@ struct Flaky: DurableJob {
     }
 }
 
+/// Fails every attempt: with a ``PermanentFailure`` for the input "permanent", else with a plain error.
+struct Refuses: DurableJob {
+    static let kind = "test.refuses"
+    let attempts: Protected<[String]>
+    func run(_ input: String, context: DurableJobContext) async throws -> String {
+        attempts.withLock { $0.append(input) }
+        if input == "permanent" { throw PermanentFailure(RecordGone()) }
+        throw FlakyError(attempt: context.attempt)
+    }
+
+    struct RecordGone: Error, CustomStringConvertible {
+        var description: String { "the record is gone; no retry brings it back" }
+    }
+}
+
 struct FlakyError: Error, CustomStringConvertible {
     let attempt: Int
     var description: String { "flaky failure on attempt \(attempt)" }

@@ -2,6 +2,7 @@ import EarthquakesCLI
 import EarthquakesKit
 import EarthquakesTestData
 import Foundation
+import GRDB
 import TestHTTPServer
 import Testing
 
@@ -40,6 +41,37 @@ import Testing
         #expect(message.contains("line 1, column"))
         #expect(message.hasSuffix("The database was not changed."))
         #expect(result.after == result.before)
+    }
+
+    /// Parsing the same downloaded file again gives the same answer: a feed that is not usable fails its
+    /// parse at the first attempt (it was parsed three times, each failure the same), and the refresh
+    /// says so at once.
+    @Test func anUnusableFeedIsParsedOnce() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let feed = scratch.path("broken.geojson")
+        let good = scratch.path("good.geojson")
+        try Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8).write(to: URL(fileURLWithPath: feed))
+        try SampleFeed.geoJSON(count: 3).write(to: URL(fileURLWithPath: good))
+        let captured = CapturedConsole()
+        // Several feeds: the refresh whose steps are durable jobs, each with its retry policy.
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(captured).refresh(
+                feeds: [feed, good], resume: false, database: path, json: false)
+        }
+        let queue = try DatabaseQueue(path: path)
+        defer { try? queue.close() }
+        let parses = try queue.read { db in
+            try Row.fetchAll(
+                db, sql: "SELECT name, state, attempts, last_error FROM baton_jobs WHERE name LIKE 'parse %'")
+        }
+        let broken = try #require(parses.first { ($0["name"] as String?)?.contains("broken") == true }, "\(parses)")
+        #expect(broken["state"] as String? == "failed", "\(parses)")
+        #expect(broken["attempts"] as Int? == 1, "\(parses)")
+        #expect((broken["last_error"] as String?)?.contains("not valid JSON") == true, "\(parses)")
+        let fine = try #require(parses.first { ($0["name"] as String?)?.contains("good") == true }, "\(parses)")
+        #expect(fine["state"] as String? == "succeeded", "\(parses)")
     }
 
     @Test func aTruncatedDownloadIsRejected() async throws {

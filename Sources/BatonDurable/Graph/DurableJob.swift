@@ -220,3 +220,40 @@ public enum DurableCoding {
         return text
     }
 }
+
+/// Thrown from a durable job's `run` to fail its job now, without the attempts its retry policy has
+/// left: for what no later attempt can change (a file that is not in the expected format, a record
+/// that is gone, input that a person has to correct). The job's error is the wrapped error's message,
+/// and its dependents are cancelled as for any failed job.
+///
+/// ```swift
+/// struct ParseReport: DurableJob {
+///     static let kind = "reports.parse"
+///     func run(_ path: String, context: DurableJobContext) async throws -> Int {
+///         let data = try Data(contentsOf: URL(fileURLWithPath: path))  // an I/O error is retried
+///         guard let text = String(data: data, encoding: .utf8) else {
+///             throw PermanentFailure("\(path) is not UTF-8 text; no retry will change that")
+///         }
+///         return text.split(separator: "\n").count
+///     }
+/// }
+/// ```
+///
+/// Any other error fails the attempt, to be retried while the job's ``RetryPolicy`` allows.
+public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
+    /// The error that no retry can change.
+    public let underlying: any Error
+
+    /// Wraps `error`: the job fails with its description, without retries.
+    public init(_ error: any Error) { underlying = (error as? PermanentFailure)?.underlying ?? error }
+
+    /// A failure that says `message`.
+    public init(_ message: String) { underlying = Message(text: message) }
+
+    public var description: String { "\(underlying)" }
+
+    private struct Message: Error, CustomStringConvertible {
+        let text: String
+        var description: String { text }
+    }
+}

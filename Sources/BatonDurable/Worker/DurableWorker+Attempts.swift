@@ -68,9 +68,13 @@ extension DurableWorker {
                     lease: lease, outcome: .succeeded(output: output ?? Data("null".utf8)),
                     additions: attempt.completion.additions))
         case .failed(let error):
-            // What no later attempt can change fails the job at once: an input that does not decode, or
-            // jobs it added that the store refused in its own completion transaction as a cycle or a
-            // malformed graph (as `finish` refuses them). A conflict of the moment is retried.
+            // What no later attempt can change fails the job at once: what the job said so of
+            // (`PermanentFailure`), an input that does not decode, or jobs it added that the store refused
+            // in its own completion transaction as a cycle or a malformed graph (as `finish` refuses them).
+            // A conflict of the moment is retried.
+            if let permanent = error as? PermanentFailure {
+                return failed(describe(permanent.underlying), retryable: false)
+            }
             let durable = error as? DurableError
             let permanent =
                 durable?.code == .decoding || (durable?.refusesAddedJobs == true && durable?.code != .conflict)

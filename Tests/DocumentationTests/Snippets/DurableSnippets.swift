@@ -32,3 +32,16 @@ func durableExample() async throws {
     print(try await store.explain(run))  // per job: state, attempts, last error, what it waits for
     // end snippet
 }
+
+// The example of `PermanentFailure`'s documentation (a doc comment: compiled here, not checked by
+// SnippetTests, which reads the articles).
+struct ParseReport: DurableJob {
+    static let kind = "reports.parse"
+    func run(_ path: String, context: DurableJobContext) async throws -> Int {
+        let data = try Data(contentsOf: URL(fileURLWithPath: path))  // an I/O error is retried
+        guard let text = String(data: data, encoding: .utf8) else {
+            throw PermanentFailure("\(path) is not UTF-8 text; no retry will change that")
+        }
+        return text.split(separator: "\n").count
+    }
+}
