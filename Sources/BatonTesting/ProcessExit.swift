@@ -10,7 +10,7 @@ public import Foundation
 /// processes a test or a benchmark waited for. This waits on the process's termination handler instead.
 ///
 /// Make it before `run()`, which must not have been called: the handler has to be in place before the
-/// child can exit.
+/// child can exit. If `run()` throws, no child exists and nothing ends a wait: don't wait then.
 ///
 /// ```swift
 /// let process = Process()
@@ -29,7 +29,7 @@ public final class ProcessExit: Sendable {
 
     /// Installs the termination handler on `process` (replacing any other).
     public init(_ process: Process) {
-        precondition(!process.isRunning, "ProcessExit must be made before the process is run")
+        precondition(process.processIdentifier == 0, "ProcessExit must be made before the process is run")
         process.terminationHandler = { [state] process in
             let status = process.terminationStatus
             let (waiters, blocked) = state.withLock {

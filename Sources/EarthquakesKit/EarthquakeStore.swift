@@ -42,7 +42,8 @@ import Darwin
 /// synchronous and block the caller while the database works, so keep them off the main actor for
 /// big imports.
 public final class EarthquakeStore: Sendable {
-    /// The database file, or `nil` for an in-memory store.
+    /// The database file, or `nil` for an in-memory store. (A store opened ``OpenMode/readOnly`` on a
+    /// file with nothing in it reads an empty store in memory, and still names the file.)
     public let path: String?
     /// How long an operation waits for another connection (another process) to release the database
     /// before failing with ``StoreError/Code/busy``.
@@ -67,10 +68,13 @@ public final class EarthquakeStore: Sendable {
         /// change its data (imports fail with ``StoreError/Code/readOnly``). For commands that only read.
         /// The connection is opened for writing when this process may write the file and its folder (so
         /// that ``EarthquakeStore/close()`` can remove SQLite's log), and SQLite refuses every change.
+        /// A file with nothing in it (zero bytes, or no table at all) reads as an empty store, as it is
+        /// when opened; events a writer adds to it later are seen by a store opened after them.
         case readOnly
     }
 
-    /// Opens (creating if needed) the database file at `path` and brings its schema up to date.
+    /// Opens (creating if needed) the database file at `path` and brings its schema up to date (a
+    /// ``OpenMode/readOnly`` store never changes the file: see there).
     ///
     /// - Parameters:
     ///   - path: The database file.

@@ -22,7 +22,7 @@ import Darwin
     typealias OutputFiles = BatonTesting.OutputFiles
 
     /// Runs the executable to its end (``ChildProcess/run(_:_:environment:limit:sourceLocation:)``: output
-    /// in files, the wait on a thread of its own, killed after 60 s); at most as many processes at once as
+    /// in files, the wait holding no thread, killed after 60 s); at most as many processes at once as
     /// there are cores (`processes`): one per test at once would make every one of them slow, and twice the
     /// cores left the rest of the suite, running beside them, too little of the machine.
     static func run(

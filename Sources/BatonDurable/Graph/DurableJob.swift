@@ -223,8 +223,10 @@ public enum DurableCoding {
 
 /// Thrown from a durable job's `run` to fail its job now, without the attempts its retry policy has
 /// left: for what no later attempt can change (a file that is not in the expected format, a record
-/// that is gone, input that a person has to correct). The job's error is the wrapped error's message,
-/// and its dependents are cancelled as for any failed job.
+/// that is gone, input that a person has to correct). The job's last error is the wrapped error's text
+/// (a ``DurableError``'s or `JobError`'s message, else its description), and its dependents are
+/// cancelled as for any failed job. A cancellation request or a lost lease still counts first: this
+/// only changes what a failure of the attempt means.
 ///
 /// ```swift
 /// struct ParseReport: DurableJob {
@@ -239,12 +241,13 @@ public enum DurableCoding {
 /// }
 /// ```
 ///
-/// Any other error fails the attempt, to be retried while the job's ``RetryPolicy`` allows.
+/// Other errors fail the attempt, to be retried while the job's ``RetryPolicy`` allows — except an input
+/// that does not decode (``DurableError/Code/decoding``), which fails the job at once as well.
 public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
     /// The error that no retry can change.
     public let underlying: any Error
 
-    /// Wraps `error`: the job fails with its description, without retries.
+    /// Wraps `error`: the job fails with its text, without retries.
     public init(_ error: any Error) { underlying = (error as? PermanentFailure)?.underlying ?? error }
 
     /// A failure that says `message`.
