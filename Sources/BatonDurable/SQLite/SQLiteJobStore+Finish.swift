@@ -278,6 +278,38 @@ extension SQLiteJobStore {
         }
     }
 
+    /// The names of run `run`'s jobs that the names of added jobs can meet (``RunAddition``'s rule for a
+    /// name that is taken): each of `names`, each numbered form `name #…` of them, and — as Swift compares
+    /// names by their characters, where the Kelvin sign is the letter K — every name beyond ASCII. Found
+    /// through the run's name indexes (``prepareNameIndexes(_:)``), so an addition costs what it adds,
+    /// not what the run holds. An added name beyond ASCII, or more names than a tenth of the run's
+    /// jobs, reads every name of the run instead.
+    static func takenNames(_ db: Database, run: Int64, among names: [String]) throws -> Set<String> {
+        let distinct = Array(Set(names))
+        guard !distinct.isEmpty else { return [] }
+        let size = try Int.fetchOne(db, sql: "SELECT jobs FROM baton_runs WHERE id = ?", arguments: [run]) ?? 0
+        guard distinct.allSatisfy({ $0.utf8.allSatisfy { $0 < 0x80 } }), distinct.count * 10 < size else {
+            return Set(try String.fetchAll(db, sql: "SELECT name FROM baton_jobs WHERE run = ?", arguments: [run]))
+        }
+        var taken = Set(
+            try String.fetchAll(
+                db,
+                sql: """
+                    SELECT name FROM baton_jobs INDEXED BY baton_jobs_run_wide_name
+                    WHERE run = ? AND length(name) <> length(CAST(name AS BLOB))
+                    """,
+                arguments: [run]))
+        let exact = try db.cachedStatement(sql: "SELECT name FROM baton_jobs WHERE run = ? AND name = ?")
+        // Every name that begins with "name #" sorts from "name #" to just before "name $" ("$" follows "#").
+        let numbered = try db.cachedStatement(
+            sql: "SELECT name FROM baton_jobs WHERE run = ? AND name >= ? AND name < ?")
+        for name in distinct {
+            taken.formUnion(try String.fetchAll(exact, arguments: [run, name]))
+            taken.formUnion(try String.fetchAll(numbered, arguments: [run, name + " #", name + " $"]))
+        }
+        return taken
+    }
+
     /// Stores the jobs that job `adder` adds to its run (before its success is recorded): they, their
     /// edges and categories; the adder's dependents that wait for what it adds wait for them too.
     static func addJobs(_ db: Database, _ addition: RunAddition, by adder: Int64, now: Date) throws {
@@ -288,7 +320,7 @@ extension SQLiteJobStore {
         else { return }
         let run: Int64 = row[0]
         let adderName: String = row[1]
-        let taken = Set(try String.fetchAll(db, sql: "SELECT name FROM baton_jobs WHERE run = ?", arguments: [run]))
+        let taken = try takenNames(db, run: run, among: addition.jobs.map(\.name))
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
         if !addition.existingDependencies.isEmpty {
