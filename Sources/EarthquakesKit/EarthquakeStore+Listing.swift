@@ -120,7 +120,27 @@ extension EarthquakeStore {
             func int(_ column: Int32) -> Int? {
                 sqlite3_column_type(raw, column) == SQLITE_NULL ? nil : Int(sqlite3_column_int64(raw, column))
             }
-            while try cursor.next() != nil {
+            // SQLite reads any value as a number (text as 0): a value of another type, which only another
+            // program can have written, is refused as `Earthquake(row:)` refuses it, not shown made up.
+            let numbers: [(Int32, String, Bool)] = [
+                (1, "time", true), (2, "magnitude", false), (3, "depth", false), (4, "latitude", false),
+                (5, "longitude", false), (9, "felt", true), (10, "cdi", false), (11, "mmi", false),
+                (12, "significance", true),
+            ]
+            while let selected = try cursor.next() {
+                for (column, name, whole) in numbers {
+                    let type = sqlite3_column_type(raw, column)
+                    let fits =
+                        type == SQLITE_NULL || type == SQLITE_INTEGER
+                        || (type == SQLITE_FLOAT
+                            && (!whole || Int64(exactly: sqlite3_column_double(raw, column)) != nil))
+                    if !fits {
+                        throw UnreadableValue(
+                            id: String.fromDatabaseValue(selected["id"] as DatabaseValue? ?? .null),
+                            column: name, value: selected[name] as DatabaseValue? ?? .null,
+                            expected: whole ? "whole numbers" : "numbers")
+                    }
+                }
                 let row = EarthquakeRowView(
                     id: Self.text(raw, 0) ?? UnsafeBufferPointer(start: nil, count: 0),
                     timeMilliseconds: sqlite3_column_type(raw, 1) == SQLITE_NULL ? nil : sqlite3_column_int64(raw, 1),
@@ -154,7 +174,7 @@ extension EarthquakeStore {
         return try read("list earthquakes in") { db in
             if Self.measuresDistance(filter, order) { db.add(function: Self.distanceFunction) }
             return try Row.fetchAll(db, sql: sql, arguments: arguments).map { row in
-                (Earthquake(row: row), row["distance"] as Double?)
+                (try Earthquake(row: row), row["distance"] as Double?)
             }
         }
     }

@@ -220,7 +220,8 @@ extension EarthquakeStore {
                     """, arguments: [watch, maxAttempts]
             ).map { row in
                 PendingAlert(
-                    id: row["alertID"], earthquake: (row["latitude"] as Double?) == nil ? nil : Earthquake(row: row),
+                    id: row["alertID"],
+                    earthquake: (row["id"] as DatabaseValue?)?.isNull ?? true ? nil : try Earthquake(row: row),
                     failedAttempts: row["attempts"])
             }
         }

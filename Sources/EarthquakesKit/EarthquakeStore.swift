@@ -539,6 +539,10 @@ public final class EarthquakeStore: Sendable {
                     return result!
                 }
             }
+        } catch let error as UnreadableValue {
+            throw StoreError(
+                .read, path: path, doing: operation, reason: error.reason, advice: error.advice(path: path),
+                error: error)
         } catch {
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(.read, path: path, doing: operation, error: error)

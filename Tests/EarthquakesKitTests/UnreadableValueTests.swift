@@ -1,0 +1,77 @@
+import BatonTesting
+import EarthquakesKit
+import Foundation
+import GRDB
+import Testing
+
+/// A value of the `earthquake` table that is not of its column's type — only another program can
+/// write one — stopped every command that decoded the row with GRDB's `try!` ("Fatal error … could not
+/// decode Double", signal 4), and the plain listing showed it as 0. Every read now fails with a
+/// message naming the event, the column and the value, and says what to do.
+@Suite("EarthquakeStore: values another program wrote", .offThePool)
+struct UnreadableValueTests {
+    /// A database holding `Quakes.all`, with `update` run on it by another connection.
+    static func tampered(_ update: String, in folder: URL) throws -> String {
+        let path = folder.appendingPathComponent("q.sqlite").path
+        let store = try EarthquakeStore(path: path)
+        try store.importFeed(Quakes.all)
+        try store.close()
+        let other = try DatabaseQueue(path: path)
+        try other.inDatabase { try $0.execute(sql: update) }
+        try other.close()
+        return path
+    }
+
+    @Test(
+        "every read names the event, the column and the value",
+        arguments: [
+            ("UPDATE earthquake SET depth = 'deep' WHERE id = 'sf'", "depth", "\"deep\""),
+            ("UPDATE earthquake SET magnitude = x'00' WHERE id = 'sf'", "magnitude", "a byte of binary data"),
+            ("UPDATE earthquake SET time = 1.5e30 WHERE id = 'sf'", "time", "1.5e+30"),
+            ("UPDATE earthquake SET felt = 'many' WHERE id = 'sf'", "felt", "\"many\""),
+        ])
+    func everyReadSaysWhatIsWrong(_ update: String, _ column: String, _ value: String) throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = try Self.tampered(update, in: folder)
+        let store = try EarthquakeStore(path: path, mode: .readOnly)
+        defer { try? store.close() }
+        let reads: [(String, () throws -> Void)] = [
+            ("recent", { _ = try store.recent() }),
+            ("list", { _ = try store.list() }),
+            ("near", { _ = try store.near(latitude: 37.8, longitude: -122.4) }),
+            ("earthquake(id:)", { _ = try store.earthquake(id: "sf") }),
+            (
+                "earthquakes(matching:)",
+                { _ = try store.earthquakes(matching: EarthquakeFilter(), order: .time, limit: nil) }
+            ),
+            ("forEachRow", { try store.forEachRow(matching: EarthquakeFilter(), order: .time, limit: nil) { _ in } }),
+        ]
+        for (name, read) in reads {
+            do {
+                try read()
+                Issue.record("\(name) read the tampered row without a word")
+            } catch let error as StoreError {
+                #expect(error.code == .read, "\(name)")
+                let text = error.description
+                #expect(text.contains("the event 'sf' has \(value) in its \(column) column"), "\(name): \(text)")
+                #expect(text.contains("DELETE FROM earthquake WHERE id = 'sf'"), "\(name): \(text)")
+            }
+        }
+        // Counting reads no value: it still answers.
+        #expect(try store.count() == Quakes.all.count)
+    }
+
+    @Test("a refresh of the event repairs the row")
+    func aRefreshRepairsTheRow() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = try Self.tampered("UPDATE earthquake SET depth = 'deep' WHERE id = 'sf'", in: folder)
+        let store = try EarthquakeStore(path: path)
+        defer { try? store.close() }
+        try store.importFeed(Quakes.all)
+        #expect(try store.earthquake(id: "sf")?.depth == Quakes.sanFrancisco.depth)
+    }
+}
