@@ -543,3 +543,45 @@ struct DurableWorkerWaitTests {
         try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
     }
 }
+
+/// A value of a type the store never writes (a store edited by hand, by another program) stopped
+/// `baton` and every reader with GRDB's `try!` (signal 4): every read now throws a `DurableError`
+/// that names the column and the value, and says what to do.
+@Suite("SQLiteJobStore: values it never writes")
+struct ForeignValueTests {
+    @Test(
+        "every read throws a DurableError naming the column",
+        arguments: [
+            ("UPDATE baton_runs SET created = 'yesterday'", "created"),
+            ("UPDATE baton_jobs SET attempts = 'x'", "attempts"),
+            ("UPDATE baton_jobs SET last_error = x'ff00fe'", "last_error"),
+        ])
+    func everyReadThrows(_ update: String, _ column: String) async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("jobs.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        defer { try? store.close() }
+        var graph = JobGraph(name: "tampered")
+        let first = graph.add(FetchFeed.self, input: "a")
+        graph.add(FetchFeed.self, input: "b", after: [first])
+        let run = try await store.submit(graph)
+        try await store.writer.write { db in try db.execute(sql: update) }
+        let reads: [(String, () async throws -> Void)] = [
+            ("snapshot", { _ = try await store.snapshot(of: run.id) }),
+            ("explain", { _ = try await store.explain(run: run.id) }),
+            ("runs", { _ = try await store.runs(RunFilter()) }),
+        ]
+        var failed = 0
+        for (name, read) in reads {
+            do {
+                try await read()
+            } catch let error as DurableError {
+                failed += 1
+                #expect(error.code == .storeFailure, "\(name)")
+                #expect(error.message.contains("column: \"\(column)\""), "\(name): \(error.message)")
+                #expect(error.message.contains("Something other than BatonDurable changed that row"), "\(name)")
+            }
+        }
+        #expect(failed >= 2, "the reads that decode the column throw")
+    }
+}

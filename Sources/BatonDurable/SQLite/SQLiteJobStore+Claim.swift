@@ -25,22 +25,23 @@ extension SQLiteJobStore {
                     """),
             arguments: [now.storeTime])
         for row in expired {
-            let id: Int64 = row["id"]
-            let attempts: Int = row["attempts"]
-            let owner: String = row["lease_owner"] ?? "?"
-            let at = Date(storeTime: row["lease_expires"])
+            let id: Int64 = try row.value("id")
+            let attempts: Int = try row.value("attempts")
+            let owner: String = try row.value("lease_owner") ?? "?"
+            let at = Date(storeTime: try row.value("lease_expires"))
             let message =
                 "attempt \(attempts) lost: the lease of worker '\(owner)' expired at \(at.formatted(.iso8601))"
             try releaseCategories(db, job: id)
-            let cancelRequest: String? = row["cancel_request"]
+            let cancelRequest: String? = try row.value("cancel_request")
             let result: DurableJobState =
-                cancelRequest != nil ? .cancelled : attempts >= row["max_attempts"] as Int ? .failed : .ready
+                cancelRequest != nil
+                ? .cancelled : attempts >= (try row.value("max_attempts") as Int) ? .failed : .ready
             try recordAttempt(
-                db, Lease(job: DurableJobID(id), token: row["lease_token"] ?? 0), attempt: attempts,
-                worker: row["lease_owner"], now: now, outcome: .lost, result: result, error: message)
+                db, Lease(job: DurableJobID(id), token: try row.value("lease_token") ?? 0), attempt: attempts,
+                worker: try row.value("lease_owner"), now: now, outcome: .lost, result: result, error: message)
             if let reason = cancelRequest {
                 try finishJob(db, id: id, state: .cancelled, error: reason, output: nil, now: now)
-            } else if attempts >= row["max_attempts"] as Int {
+            } else if try attempts >= row.value("max_attempts") as Int {
                 try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
             } else {
                 try db.cachedStatement(
@@ -88,27 +89,32 @@ extension SQLiteJobStore {
             // Columns by position: id, run, name, kind, attempts, max_attempts, priority, timeout,
             // has_categories, input.
             for row in rows {
-                let id: Int64 = row[0]
-                if row[8] as Int != 0 {
+                let id: Int64 = try row.value(at: 0)
+                if try row.value(at: 8) as Int != 0 {
                     // Recheck against the holders added by this claim.
                     let categories = try Row.fetchAll(categoriesOf, arguments: [id])
                     var fits = true
                     for category in categories {
-                        let held = try Int.fetchOne(countHolders, arguments: [category["category"] as String]) ?? 0
-                        if held >= category["max_holders"] as Int { fits = false }
+                        let held =
+                            try Int.fetchOne(countHolders, arguments: [try category.value("category") as String]) ?? 0
+                        if try held >= category.value("max_holders") as Int { fits = false }
                     }
                     guard fits else { continue }
-                    for category in categories { try hold.execute(arguments: [category["category"] as String, id]) }
+                    for category in categories {
+                        try hold.execute(arguments: [try category.value("category") as String, id])
+                    }
                 }
                 let token = Lease.newToken()
                 try update.execute(arguments: [worker, token, expires.storeTime, now.storeTime, id])
                 progress = true
                 claimed.append(
                     ClaimedJob(
-                        lease: Lease(job: DurableJobID(id), token: token), run: DurableRunID(row[1] as Int64),
-                        name: row[2], kind: row[3], input: row[9] ?? Data(), attempt: row[4] as Int + 1,
-                        maxAttempts: row[5], priority: row[6],
-                        timeout: (row[7] as Double?).map { Duration.seconds($0) }, leaseExpires: expires))
+                        lease: Lease(job: DurableJobID(id), token: token),
+                        run: DurableRunID(try row.value(at: 1) as Int64),
+                        name: try row.value(at: 2), kind: try row.value(at: 3), input: try row.value(at: 9) ?? Data(),
+                        attempt: try row.value(at: 4) as Int + 1,
+                        maxAttempts: try row.value(at: 5), priority: try row.value(at: 6),
+                        timeout: (try row.value(at: 7) as Double?).map { Duration.seconds($0) }, leaseExpires: expires))
             }
             // A short page means nothing else is claimable; a page that made no progress would repeat.
             if rows.count < page || !progress { break }

@@ -36,7 +36,7 @@ extension SQLiteJobStore {
                 if let additions, !additions.jobs.isEmpty {
                     // Asked to cancel: it adds nothing, and its success without them is recorded as
                     // cancelled (as `finish` does), without the writes; the job sees its completion refused.
-                    guard row[0] as String? == nil else {
+                    guard try row.value(at: 0) as String? == nil else {
                         _ = try Self.finishAttempt(
                             db,
                             AttemptReport(lease: lease, outcome: .succeeded(output: Data()), additions: additions),

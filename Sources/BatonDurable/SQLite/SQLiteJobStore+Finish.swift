@@ -22,7 +22,7 @@ extension SQLiteJobStore {
                 arguments: [id, report.lease.token])
         else { return .rejected }
         // Columns by position: attempts, max_attempts, retry, cancel_request, has_categories, lease_owner.
-        if row[4] as Int != 0 { try releaseCategories(db, job: id) }
+        if try row.value(at: 4) as Int != 0 { try releaseCategories(db, job: id) }
         let result = try finishAttempt(db, report, row: row, now: now)
         switch (report.outcome, result) {
         case (.succeeded, .accepted(let state)) where state == .failed || state == .ready:
@@ -30,22 +30,26 @@ extension SQLiteJobStore {
             // (the job's last error).
             let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
             try recordAttempt(
-                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: state,
+                db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
+                outcome: .failed, result: state,
                 error: error)
         case (.succeeded, .accepted(.cancelled)):
             // It was asked to cancel and meant to add jobs: recorded as cancelled, saying why.
             let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
             try recordAttempt(
-                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .cancelled, result: .cancelled,
+                db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
+                outcome: .cancelled, result: .cancelled,
                 error: error)
         case (.succeeded, _), (_, .rejected): break
         case (.failed(let message, _), .accepted(let state)):
             try recordAttempt(
-                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .failed, result: state,
+                db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
+                outcome: .failed, result: state,
                 error: StoredText.message(message))
         case (.cancelled(let reason), .accepted(let state)):
             try recordAttempt(
-                db, report.lease, attempt: row[0], worker: row[5], now: now, outcome: .cancelled, result: state,
+                db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
+                outcome: .cancelled, result: state,
                 error: StoredText.message(reason))
         }
         return result
@@ -80,7 +84,7 @@ extension SQLiteJobStore {
                 // A job asked to cancel (itself or its run) adds nothing. Its success without the jobs it
                 // meant to add is incomplete: it is recorded as cancelled, so that its dependents are
                 // cancelled rather than run on what was not added (and a retry of the run runs it again).
-                if let cancelRequest = row[3] as String? {
+                if let cancelRequest = try row.value(at: 3) as String? {
                     try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
                     return .accepted(.cancelled)
                 }
@@ -108,17 +112,17 @@ extension SQLiteJobStore {
             return .accepted(.cancelled)
         case .failed(let message, let retryable):
             let message = StoredText.message(message)
-            let attempts: Int = row[0]
-            let cancelRequest: String? = row[3]
+            let attempts: Int = try row.value(at: 0)
+            let cancelRequest: String? = try row.value(at: 3)
             if let cancelRequest {
                 try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
                 return .accepted(.cancelled)
             }
-            guard retryable, attempts < row[1] as Int else {
+            guard retryable, try attempts < row.value(at: 1) as Int else {
                 try finishJob(db, id: id, state: .failed, error: message, output: nil, now: now)
                 return .accepted(.failed)
             }
-            guard let policy = RetryPolicy.stored(row[2] as String) else {
+            guard let policy = RetryPolicy.stored(try row.value(at: 2) as String) else {
                 // A damaged row: the job fails with its own error and the damage named, not a report that
                 // fails for ever (and the job left running).
                 try finishJob(
@@ -175,9 +179,9 @@ extension SQLiteJobStore {
             var name: String?
             // Columns by position: job, run_regardless, state, remaining.
             for row in try Row.fetchAll(dependents, arguments: [job]) {
-                let dependent: Int64 = row[0]
-                guard row[2] as String == DurableJobState.pending.rawValue else { continue }
-                if state == .succeeded || row[1] as Bool {
+                let dependent: Int64 = try row.value(at: 0)
+                guard try row.value(at: 2) as String == DurableJobState.pending.rawValue else { continue }
+                if try state == .succeeded || row.value(at: 1) as Bool {
                     try decrement.execute(arguments: [dependent])
                 } else {
                     if name == nil { name = try String.fetchOne(nameOf, arguments: [job]) }
@@ -200,7 +204,7 @@ extension SQLiteJobStore {
             for lease in leases {
                 guard let row = try Self.currentLease(db, lease) else { continue }
                 try Self.releaseCategories(db, job: lease.job.rawValue)
-                if let reason: String = row["cancel_request"] {
+                if let reason: String = try row.value("cancel_request") {
                     try Self.finishJob(
                         db, id: lease.job.rawValue, state: .cancelled, error: reason, output: nil, now: now)
                 } else {
@@ -272,7 +276,9 @@ extension SQLiteJobStore {
                 guard let row = try Self.currentLease(db, held) else { return .lost }
                 try db.cachedStatement(sql: "UPDATE baton_jobs SET lease_expires = ?, lease_owner = ? WHERE id = ?")
                     .execute(arguments: [until.storeTime, worker, held.job.rawValue])
-                if let reason: String = row["cancel_request"] { return .cancelRequested(reason: reason, until: until) }
+                if let reason: String = try row.value("cancel_request") {
+                    return .cancelRequested(reason: reason, until: until)
+                }
                 return .renewed(until: until)
             }
         }
@@ -318,8 +324,8 @@ extension SQLiteJobStore {
             let row = try Row.fetchOne(
                 db, sql: "SELECT run, name FROM baton_jobs WHERE id = ?", arguments: [adder])
         else { return }
-        let run: Int64 = row[0]
-        let adderName: String = row[1]
+        let run: Int64 = try row.value(at: 0)
+        let adderName: String = try row.value(at: 1)
         let taken = try takenNames(db, run: run, among: addition.jobs.map(\.name))
         var existing: [Int64: AdditionPlan.Existing] = [:]
         var downstream = Set<Int64>()
@@ -330,7 +336,8 @@ extension SQLiteJobStore {
                         db, sql: "SELECT run, name, state FROM baton_jobs WHERE id = ?", arguments: [id])
                 else { continue }
                 existing[id] = AdditionPlan.Existing(
-                    run: row[0], name: row[1], state: DurableJobState(rawValue: row[2]) ?? .failed)
+                    run: try row.value(at: 0), name: try row.value(at: 1),
+                    state: DurableJobState(rawValue: try row.value(at: 2)) ?? .failed)
             }
             downstream = Set(
                 try Int64.fetchAll(
@@ -348,7 +355,7 @@ extension SQLiteJobStore {
                 SELECT e.job, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
                 WHERE e.dependency = ? AND e.includes_added = 1
                 """, arguments: [adder]
-        ).map { AdditionPlan.GroupDependent(id: $0[0], runRegardless: $0[1]) }
+        ).map { AdditionPlan.GroupDependent(id: try $0.value(at: 0), runRegardless: try $0.value(at: 1)) }
         let plan = try AdditionPlan.make(
             addition, adder: adder, adderName: adderName, run: run, taken: taken, existing: existing,
             downstream: downstream, groupDependents: groupDependents)

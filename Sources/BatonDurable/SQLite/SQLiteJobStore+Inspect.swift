@@ -15,9 +15,9 @@ extension SQLiteJobStore {
                     message: "\(run) is not in the store: it was never submitted here, or was pruned.")
             }
             let record = RunRecord(
-                id: run, name: runRow["name"], uniqueKey: runRow["unique_key"],
-                created: Date(storeTime: runRow["created"]),
-                finished: (runRow["finished"] as Double?).map(Date.init(storeTime:)))
+                id: run, name: try runRow.value("name"), uniqueKey: try runRow.value("unique_key"),
+                created: Date(storeTime: try runRow.value("created")),
+                finished: (try runRow.value("finished") as Double?).map(Date.init(storeTime:)))
             var dependencies: [Int64: [JobRecord.Dependency]] = [:]
             for row in try Row.fetchAll(
                 db,
@@ -27,9 +27,10 @@ extension SQLiteJobStore {
                     WHERE j.run = ? ORDER BY e.job, e.dependency
                     """, arguments: [run.rawValue])
             {
-                dependencies[row[0], default: []].append(
+                dependencies[try row.value(at: 0), default: []].append(
                     JobRecord.Dependency(
-                        job: DurableJobID(row[1] as Int64), runRegardless: row[2], includingAdded: row[3]))
+                        job: DurableJobID(try row.value(at: 1) as Int64), runRegardless: try row.value(at: 2),
+                        includingAdded: try row.value(at: 3)))
             }
             var categories: [Int64: [DurableCategory]] = [:]
             for row in try Row.fetchAll(
@@ -39,7 +40,8 @@ extension SQLiteJobStore {
                     WHERE j.run = ? ORDER BY c.job, c.category
                     """, arguments: [run.rawValue])
             {
-                categories[row[0], default: []].append(DurableCategory(name: row[1], limit: row[2]))
+                categories[try row.value(at: 0), default: []].append(
+                    DurableCategory(name: try row.value(at: 1), limit: try row.value(at: 2)))
             }
             let decoder = JSONDecoder()
             // Most jobs of a run share a few retry policies: each distinct text is decoded once.
@@ -57,8 +59,8 @@ extension SQLiteJobStore {
                 try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_jobs WHERE run = ?", arguments: [run.rawValue])
                     ?? 0)
             while let row = try jobRows.next() {
-                let id: Int64 = row[0]
-                let retryText: String = row[5]
+                let id: Int64 = try row.value(at: 0)
+                let retryText: String = try row.value(at: 5)
                 let retry: RetryPolicy
                 if let known = policies[retryText] {
                     retry = known
@@ -67,18 +69,22 @@ extension SQLiteJobStore {
                     retry = (try? decoder.decode(RetryPolicy.self, from: Data(retryText.utf8))) ?? .never
                     policies[retryText] = retry
                 }
-                let notBefore: Double = row[9]
+                let notBefore: Double = try row.value(at: 9)
                 jobs.append(
                     JobRecord(
-                        id: DurableJobID(id), run: run, name: row[1], kind: row[2],
-                        state: DurableJobState(rawValue: row[3]) ?? .failed, attempts: row[4], retry: retry,
-                        priority: row[6], timeout: (row[7] as Double?).map { Duration.seconds($0) },
+                        id: DurableJobID(id), run: run, name: try row.value(at: 1), kind: try row.value(at: 2),
+                        state: DurableJobState(rawValue: try row.value(at: 3)) ?? .failed,
+                        attempts: try row.value(at: 4), retry: retry,
+                        priority: try row.value(at: 6),
+                        timeout: (try row.value(at: 7) as Double?).map { Duration.seconds($0) },
                         categories: categories[id] ?? [], dependencies: dependencies[id] ?? [],
-                        inputFrom: (row[8] as Int64?).map { DurableJobID($0) },
-                        notBefore: notBefore > 0 ? Date(storeTime: notBefore) : nil, leaseOwner: row[10],
-                        leaseExpires: (row[11] as Double?).map(Date.init(storeTime:)), cancelRequest: row[12],
-                        lastError: row[13], output: row[14], finished: (row[15] as Double?).map(Date.init(storeTime:)),
-                        addedBy: (row[16] as Int64?).map { DurableJobID($0) }))
+                        inputFrom: (try row.value(at: 8) as Int64?).map { DurableJobID($0) },
+                        notBefore: notBefore > 0 ? Date(storeTime: notBefore) : nil, leaseOwner: try row.value(at: 10),
+                        leaseExpires: (try row.value(at: 11) as Double?).map(Date.init(storeTime:)),
+                        cancelRequest: try row.value(at: 12),
+                        lastError: try row.value(at: 13), output: try row.value(at: 14),
+                        finished: (try row.value(at: 15) as Double?).map(Date.init(storeTime:)),
+                        addedBy: (try row.value(at: 16) as Int64?).map { DurableJobID($0) }))
             }
             let names = Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })
             var holders: [CategoryHolder] = []
@@ -92,8 +98,9 @@ extension SQLiteJobStore {
                 {
                     holders.append(
                         CategoryHolder(
-                            category: name, job: DurableJobID(row["job"] as Int64), jobName: row["name"],
-                            run: DurableRunID(row["run"] as Int64)))
+                            category: name, job: DurableJobID(try row.value("job") as Int64),
+                            jobName: try row.value("name"),
+                            run: DurableRunID(try row.value("run") as Int64)))
                 }
             }
             let workers = try Row.fetchAll(
@@ -101,8 +108,9 @@ extension SQLiteJobStore {
                 arguments: [now.storeTime]
             ).map { row in
                 WorkerRecord(
-                    id: row["id"], kinds: try decoder.decode([String].self, from: Data((row["kinds"] as String).utf8)),
-                    expires: Date(storeTime: row["expires"]))
+                    id: try row.value("id"),
+                    kinds: try decoder.decode([String].self, from: Data((try row.value("kinds") as String).utf8)),
+                    expires: Date(storeTime: try row.value("expires")))
             }
             return RunSnapshot(run: record, jobs: jobs, holders: holders, workers: workers, now: now)
         }
@@ -116,8 +124,9 @@ extension SQLiteJobStore {
                     arguments: [run.rawValue])
             else { return nil }
             return RunRecord(
-                id: run, name: row["name"], uniqueKey: row["unique_key"], created: Date(storeTime: row["created"]),
-                finished: (row["finished"] as Double?).map { Date(storeTime: $0) })
+                id: run, name: try row.value("name"), uniqueKey: try row.value("unique_key"),
+                created: Date(storeTime: try row.value("created")),
+                finished: (try row.value("finished") as Double?).map { Date(storeTime: $0) })
         }
         guard let record else {
             throw DurableError(

@@ -34,11 +34,14 @@ extension SQLiteJobStore {
                     FROM baton_runs \(conditions.isEmpty ? "" : "WHERE " + conditions.joined(separator: " AND "))
                     ORDER BY id DESC LIMIT ?
                     """, arguments: StatementArguments(arguments))
-            let runs = rows.prefix(filter.limit).map { row in
+            let runs = try rows.prefix(filter.limit).map { row in
                 RunSummary(
-                    id: DurableRunID(row[0] as Int64), name: row[1], uniqueKey: row[2],
-                    created: Date(storeTime: row[3]), finished: (row[4] as Double?).map(Date.init(storeTime:)),
-                    jobs: row[5], unfinished: row[6], failed: row[7], cancelled: row[8])
+                    id: DurableRunID(try row.value(at: 0) as Int64), name: try row.value(at: 1),
+                    uniqueKey: try row.value(at: 2),
+                    created: Date(storeTime: try row.value(at: 3)),
+                    finished: (try row.value(at: 4) as Double?).map(Date.init(storeTime:)),
+                    jobs: try row.value(at: 5), unfinished: try row.value(at: 6), failed: try row.value(at: 7),
+                    cancelled: try row.value(at: 8))
             }
             return RunPage(runs: runs, next: rows.count > filter.limit ? runs.last?.id : nil)
         }
@@ -67,14 +70,19 @@ extension SQLiteJobStore {
                     """, arguments: [job.rawValue]
             ).map { row in
                 AttemptRecord(
-                    attempt: row[0], worker: row[1], started: (row[6] as Double?).map(Date.init(storeTime:)),
-                    ended: Date(storeTime: row[2]), outcome: AttemptRecord.Outcome(rawValue: row[3]) ?? .failed,
-                    result: DurableJobState(rawValue: row[4]) ?? .failed, error: row[5])
+                    attempt: try row.value(at: 0), worker: try row.value(at: 1),
+                    started: (try row.value(at: 6) as Double?).map(Date.init(storeTime:)),
+                    ended: Date(storeTime: try row.value(at: 2)),
+                    outcome: AttemptRecord.Outcome(rawValue: try row.value(at: 3)) ?? .failed,
+                    result: DurableJobState(rawValue: try row.value(at: 4)) ?? .failed, error: try row.value(at: 5))
             }
-            if row[0] as String == DurableJobState.succeeded.rawValue, let finished = row[2] as Double? {
+            if try row.value(at: 0) as String == DurableJobState.succeeded.rawValue,
+                let finished = try row.value(at: 2) as Double?
+            {
                 attempts.append(
                     AttemptRecord(
-                        attempt: row[1], worker: nil, started: (row[3] as Double?).map(Date.init(storeTime:)),
+                        attempt: try row.value(at: 1), worker: nil,
+                        started: (try row.value(at: 3) as Double?).map(Date.init(storeTime:)),
                         ended: Date(storeTime: finished), outcome: .succeeded, result: .succeeded, error: nil))
             }
             return attempts
@@ -95,13 +103,16 @@ extension SQLiteJobStore {
             let sql = RunQueries.jobsSQL(
                 table: "baton_jobs", state: filter.state != nil, after: filter.after != nil, placeholder: { "?\($0)" })
             let rows = try Row.fetchAll(db, sql: sql, arguments: StatementArguments(arguments))
-            let jobs: [JobSummary] = rows.prefix(filter.limit).map { (row: Row) -> JobSummary in
+            let jobs: [JobSummary] = try rows.prefix(filter.limit).map { (row: Row) -> JobSummary in
                 JobSummary(
-                    id: DurableJobID(row[0] as Int64), name: row[1], kind: row[2],
-                    state: DurableJobState(rawValue: row[3] as String) ?? .failed, attempts: row[4],
-                    started: (row[5] as Double?).map(Date.init(storeTime:)),
-                    finished: (row[6] as Double?).map(Date.init(storeTime:)), lastError: row[7],
-                    addedBy: (row[8] as Int64?).map { DurableJobID($0) })
+                    id: DurableJobID(try row.value(at: 0) as Int64), name: try row.value(at: 1),
+                    kind: try row.value(at: 2),
+                    state: DurableJobState(rawValue: try row.value(at: 3) as String) ?? .failed,
+                    attempts: try row.value(at: 4),
+                    started: (try row.value(at: 5) as Double?).map(Date.init(storeTime:)),
+                    finished: (try row.value(at: 6) as Double?).map(Date.init(storeTime:)),
+                    lastError: try row.value(at: 7),
+                    addedBy: (try row.value(at: 8) as Int64?).map { DurableJobID($0) })
             }
             return JobPage(jobs: jobs, next: rows.count > filter.limit ? jobs.last?.id : nil)
         }
@@ -119,11 +130,14 @@ extension SQLiteJobStore {
                     FROM baton_jobs j JOIN baton_attempts a ON a.job = j.id WHERE j.run = ? ORDER BY a.seq
                     """, arguments: [run.rawValue])
             for row in ended {
-                attempts[DurableJobID(row[0] as Int64), default: []].append(
+                attempts[DurableJobID(try row.value(at: 0) as Int64), default: []].append(
                     AttemptRecord(
-                        attempt: row[1], worker: row[2], started: (row[7] as Double?).map(Date.init(storeTime:)),
-                        ended: Date(storeTime: row[3]), outcome: AttemptRecord.Outcome(rawValue: row[4]) ?? .failed,
-                        result: DurableJobState(rawValue: row[5]) ?? .failed, error: row[6]))
+                        attempt: try row.value(at: 1), worker: try row.value(at: 2),
+                        started: (try row.value(at: 7) as Double?).map(Date.init(storeTime:)),
+                        ended: Date(storeTime: try row.value(at: 3)),
+                        outcome: AttemptRecord.Outcome(rawValue: try row.value(at: 4)) ?? .failed,
+                        result: DurableJobState(rawValue: try row.value(at: 5)) ?? .failed, error: try row.value(at: 6))
+                )
             }
             let succeeded = try Row.fetchAll(
                 db,
@@ -132,10 +146,12 @@ extension SQLiteJobStore {
                     WHERE run = ? AND state = 'succeeded' AND finished IS NOT NULL
                     """, arguments: [run.rawValue])
             for row in succeeded {
-                attempts[DurableJobID(row[0] as Int64), default: []].append(
+                attempts[DurableJobID(try row.value(at: 0) as Int64), default: []].append(
                     AttemptRecord(
-                        attempt: row[1], worker: nil, started: (row[3] as Double?).map(Date.init(storeTime:)),
-                        ended: Date(storeTime: row[2]), outcome: .succeeded, result: .succeeded, error: nil))
+                        attempt: try row.value(at: 1), worker: nil,
+                        started: (try row.value(at: 3) as Double?).map(Date.init(storeTime:)),
+                        ended: Date(storeTime: try row.value(at: 2)), outcome: .succeeded, result: .succeeded,
+                        error: nil))
             }
             return attempts
         }
@@ -149,8 +165,9 @@ extension SQLiteJobStore {
                 db, sql: "SELECT id, kinds, expires FROM baton_workers WHERE expires > ?", arguments: [now.storeTime]
             ).map { row in
                 (
-                    id: row[0] as String, kinds: try decoder.decode([String].self, from: Data((row[1] as String).utf8)),
-                    expires: Date(storeTime: row[2])
+                    id: try row.value(at: 0) as String,
+                    kinds: try decoder.decode([String].self, from: Data((try row.value(at: 1) as String).utf8)),
+                    expires: Date(storeTime: try row.value(at: 2))
                 )
             }
             let leases = try Row.fetchAll(
@@ -161,12 +178,14 @@ extension SQLiteJobStore {
                     """
             ).map { (row: Row) -> (owner: String, lease: HeldLease) in
                 (
-                    owner: row[0],
+                    owner: try row.value(at: 0),
                     lease: HeldLease(
-                        job: DurableJobID(row[1] as Int64), name: row[2], kind: row[3],
-                        run: DurableRunID(row[4] as Int64),
-                        attempt: row[5], started: (row[6] as Double?).map { Date(storeTime: $0) },
-                        expires: (row[7] as Double?).map { Date(storeTime: $0) })
+                        job: DurableJobID(try row.value(at: 1) as Int64), name: try row.value(at: 2),
+                        kind: try row.value(at: 3),
+                        run: DurableRunID(try row.value(at: 4) as Int64),
+                        attempt: try row.value(at: 5),
+                        started: (try row.value(at: 6) as Double?).map { Date(storeTime: $0) },
+                        expires: (try row.value(at: 7) as Double?).map { Date(storeTime: $0) })
                 )
             }
             return RunQueries.workers(registered: registered, leases: leases)
@@ -180,7 +199,8 @@ extension SQLiteJobStore {
                     db, sql: "SELECT input, input_from, output FROM baton_jobs WHERE id = ?", arguments: [job.rawValue])
             else { throw RunQueries.unknownJob(job, doing: "it has no input or output to show") }
             return JobPayload(
-                input: row[0], inputFrom: (row[1] as Int64?).map { DurableJobID($0) }, output: row[2])
+                input: try row.value(at: 0), inputFrom: (try row.value(at: 1) as Int64?).map { DurableJobID($0) },
+                output: try row.value(at: 2))
         }
     }
 
@@ -237,8 +257,9 @@ extension SQLiteJobStore {
         for row in try Row.fetchAll(
             db, sql: "SELECT id, name, state, remaining FROM baton_jobs WHERE run = ?", arguments: [run])
         {
-            jobs[row[0]] = RetryPlan.Job(
-                name: row[1], state: DurableJobState(rawValue: row[2]) ?? .failed, remaining: row[3])
+            jobs[try row.value(at: 0)] = RetryPlan.Job(
+                name: try row.value(at: 1), state: DurableJobState(rawValue: try row.value(at: 2)) ?? .failed,
+                remaining: try row.value(at: 3))
         }
         let edges = try Row.fetchAll(
             db,
@@ -246,7 +267,10 @@ extension SQLiteJobStore {
                 SELECT e.dependency, e.job, e.run_regardless FROM baton_edges e JOIN baton_jobs j ON j.id = e.job
                 WHERE j.run = ?
                 """, arguments: [run]
-        ).map { RetryPlan.Edge(dependency: $0[0], job: $0[1], runRegardless: $0[2]) }
+        ).map {
+            RetryPlan.Edge(
+                dependency: try $0.value(at: 0), job: try $0.value(at: 1), runRegardless: try $0.value(at: 2))
+        }
         return (jobs, edges)
     }
 

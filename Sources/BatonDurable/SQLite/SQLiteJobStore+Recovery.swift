@@ -15,8 +15,9 @@ extension SQLiteJobStore {
                 arguments: [name]
             ).map { row in
                 RunRecord(
-                    id: DurableRunID(row["id"] as Int64), name: row["name"], uniqueKey: row["unique_key"],
-                    created: Date(storeTime: row["created"]), finished: nil)
+                    id: DurableRunID(try row.value("id") as Int64), name: try row.value("name"),
+                    uniqueKey: try row.value("unique_key"),
+                    created: Date(storeTime: try row.value("created")), finished: nil)
             }
         }
     }

@@ -10,7 +10,7 @@ extension SQLiteJobStore {
         return try await write(wake: false) { db in
             let stored = try Row.fetchOne(
                 db, sql: "SELECT definition, next_tick FROM baton_schedules WHERE name = ?", arguments: [schedule.name]
-            ).map { row in (definition: row[0] as String, nextTick: row[1] as Double?) }
+            ).map { row in (definition: try row.value(at: 0) as String, nextTick: try row.value(at: 1) as Double?) }
             try db.execute(
                 sql: """
                     INSERT INTO baton_schedules (name, definition, next_tick, paused) VALUES (?, ?, ?, 0)
@@ -72,8 +72,10 @@ extension SQLiteJobStore {
                 sql: "SELECT name, definition, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick <= ?",
                 arguments: [now.storeTime])
             {
-                let name: String = row[0]
-                guard let (schedule, fire, next) = Schedule.firing(row[1], name: name, next: row[2], now: now, &unfired)
+                let name: String = try row.value(at: 0)
+                guard
+                    let (schedule, fire, next) = Schedule.firing(
+                        try row.value(at: 1), name: name, next: try row.value(at: 2), now: now, &unfired)
                 else { continue }
                 for tick in fire {
                     let run = try Self.insertChecked(
@@ -89,7 +91,9 @@ extension SQLiteJobStore {
             // make the worker look again before the others' ticks.
             let next = try Row.fetchAll(
                 db, sql: "SELECT name, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick IS NOT NULL"
-            ).compactMap { row -> Double? in unfired[row[0] as String] == nil ? row[1] as Double : nil }.min()
+            ).compactMap { row -> Double? in
+                unfired[try row.value(at: 0) as String] == nil ? try row.value(at: 1) as Double : nil
+            }.min()
             return FiredSchedules(runs: runs, nextTick: next.map(Date.init(storeTime:)), unfired: unfired)
         }
         // Runs submitted: wake the claim loops and outcome watchers (as a submission does).
@@ -120,9 +124,10 @@ extension SQLiteJobStore {
             }
         return try rows.map { row in
             ScheduleRecord(
-                schedule: try Schedule.stored(row[1], name: row[0]), paused: row[4],
-                nextTick: (row[2] as Double?).map(Date.init(storeTime:)),
-                lastTick: (row[3] as Double?).map(Date.init(storeTime:)))
+                schedule: try Schedule.stored(try row.value(at: 1), name: try row.value(at: 0)),
+                paused: try row.value(at: 4),
+                nextTick: (try row.value(at: 2) as Double?).map(Date.init(storeTime:)),
+                lastTick: (try row.value(at: 3) as Double?).map(Date.init(storeTime:)))
         }
     }
 }

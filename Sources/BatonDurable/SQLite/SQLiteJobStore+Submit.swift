@@ -74,7 +74,7 @@ extension SQLiteJobStore {
         if run.jobs.count == spec.jobs.count {
             let rows = try Row.fetchAll(
                 db, sql: "SELECT name, kind FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [run.id.rawValue])
-            stored = rows.map { ($0[0] as String, $0[1] as String) }
+            stored = try rows.map { (try $0.value(at: 0) as String, try $0.value(at: 1) as String) }
         }
         try spec.checkShape(of: run, uniqueKey: uniqueKey, stored: stored)
         return run
@@ -86,7 +86,7 @@ extension SQLiteJobStore {
     func checkSameFile(_ db: Database) throws {
         let theirs =
             try Row.fetchAll(db, sql: "PRAGMA database_list")
-            .first { ($0["name"] as String?) == "main" }?["file"] as String? ?? ""
+            .first { (try $0.value("name") as String?) == "main" }?["file"] as String? ?? ""
         let ours = (writer as? DatabasePool)?.path ?? ""
         guard !ours.isEmpty else {
             throw DurableError(

@@ -167,6 +167,13 @@ public final class SQLiteJobStore: JobStore {
     /// Errors that are already ``DurableError``s, and cancellations, pass through.
     static func storeError(_ error: any Error, location: String, doing action: String) -> any Error {
         if error is DurableError || error is CancellationError || error is ApplicationWritesError { return error }
+        if let decoding = error as? RowDecodingError {
+            return DurableError(
+                code: .storeFailure,
+                message:
+                    "cannot \(action) the job store at '\(location)': it holds a value of a type this store never writes (\(decoding)). Something other than BatonDurable changed that row; correct it or restore the store from a copy.",
+                underlying: error)
+        }
         guard let database = error as? DatabaseError else {
             return DurableError(
                 code: .storeFailure, message: "cannot \(action) the job store at '\(location)': \(error)",
@@ -277,5 +284,19 @@ public final class SQLiteJobStore: JobStore {
             outcomeHub.wake()
         }
         return result
+    }
+}
+
+extension Row {
+    /// The value of `column` as `T` (an optional for a column that may be NULL). Throws where GRDB's
+    /// subscript stops the program: on a value of another type, which only something other than this
+    /// store can have written (a store edited by hand, another program's table of the same name).
+    func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+        try decode(T.self, forColumn: column)
+    }
+
+    /// The value at `index` of the selection, as ``value(_:)``.
+    func value<T: DatabaseValueConvertible>(at index: Int) throws -> T {
+        try decode(T.self, atIndex: index)
     }
 }
