@@ -122,3 +122,12 @@ struct UnreadableValue: Error, CustomStringConvertible {
 
     var description: String { reason }
 }
+
+extension Row {
+    /// The value of `column` as `T` (an optional for a column that may be NULL). Throws where GRDB's
+    /// subscript stops the program: on a value of another type, which only another program can have
+    /// written.
+    func value<T: DatabaseValueConvertible>(_ column: String) throws -> T {
+        try decode(T.self, forColumn: column)
+    }
+}

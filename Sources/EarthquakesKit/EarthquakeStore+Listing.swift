@@ -201,7 +201,7 @@ extension EarthquakeStore {
                 db,
                 sql:
                     "SELECT \(Self.normalizedType) AS kind, COUNT(*) AS n FROM earthquake GROUP BY kind ORDER BY n DESC, kind"
-            ).map { ($0["kind"], $0["n"]) }
+            ).map { (try $0.value("kind"), try $0.value("n")) }
         }
     }
 
@@ -299,9 +299,10 @@ extension EarthquakeStore {
             guard try db.tableExists("refresh_log") else { return nil }
             return try Row.fetchOne(db, sql: "SELECT * FROM refresh_log ORDER BY time DESC LIMIT 1").map { row in
                 RefreshRecord(
-                    date: Date(usgsMilliseconds: row["time"]), source: row["source"],
+                    date: Date(usgsMilliseconds: try row.value("time")), source: try row.value("source"),
                     summary: ImportSummary(
-                        inserted: row["inserted"], updated: row["updated"], unchanged: row["unchanged"]))
+                        inserted: try row.value("inserted"), updated: try row.value("updated"),
+                        unchanged: try row.value("unchanged")))
             }
         }
     }

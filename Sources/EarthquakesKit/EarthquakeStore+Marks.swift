@@ -48,7 +48,7 @@ extension EarthquakeStore {
         try read("read the last look at") { db in
             guard try Self.hasTable("earthquake_look", db) else { return nil }
             return try Row.fetchOne(db, sql: "SELECT mark, time FROM earthquake_look WHERE name = ?", arguments: [name])
-                .map { Look(mark: $0["mark"], date: Date(usgsMilliseconds: $0["time"])) }
+                .map { Look(mark: try $0.value("mark"), date: Date(usgsMilliseconds: try $0.value("time"))) }
         }
     }
 
@@ -220,9 +220,9 @@ extension EarthquakeStore {
                     """, arguments: [watch, maxAttempts]
             ).map { row in
                 PendingAlert(
-                    id: row["alertID"],
+                    id: try row.value("alertID"),
                     earthquake: (row["id"] as DatabaseValue?)?.isNull ?? true ? nil : try Earthquake(row: row),
-                    failedAttempts: row["attempts"])
+                    failedAttempts: try row.value("attempts"))
             }
         }
     }
