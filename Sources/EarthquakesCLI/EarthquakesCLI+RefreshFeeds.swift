@@ -65,14 +65,26 @@ extension EarthquakesCLI {
 
         var feeds = FeedRefresh.distinct(feeds.map { FeedRefresh.recorded(FeedRefresh.expand($0)) })
         var strict = strict
+        var refreshingFailed = false
         if feeds.isEmpty {
             guard resume else { throw CLIError.usage("give the feeds to refresh (--feed or --feeds), or --resume") }
-            guard let newest = try await jobs.unfinishedRuns(named: FeedRefresh.runName).first,
-                let key = newest.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:))
-            else {
+            let unfinished = try await jobs.unfinishedRuns(named: FeedRefresh.runName).first.flatMap {
+                $0.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:))
+            }
+            // A refresh that ended with a feed failed (one that was not usable, say, and has been fixed since)
+            // is kept until the next refresh starts: resuming it refreshes its feeds again, as running the
+            // same command again does — a retry of the failed steps alone would parse the old download.
+            let failed = try await unfinished == nil ? Self.lastFailedRefresh(in: jobs) : nil
+            guard let key = unfinished ?? failed?.key else {
                 throw CLIError(
                     "there is no interrupted refresh to resume in \(path); run `earthquakes refresh --feed …` to "
                         + "start one")
+            }
+            refreshingFailed = failed != nil
+            if let failed, !json {
+                console.error(
+                    "The last refresh of \(TerminalText.safe(key.feeds.map(Self.feedName).joined(separator: ", "))) ended "
+                        + "with \(Self.counted(failed.failedJobs, "step")) failed; refreshing its feeds again.\n")
             }
             // The run keeps the `--strict` it was submitted with (it is part of its unique key): a
             // different one given now is refused rather than dropped without a word.
@@ -130,7 +142,7 @@ extension EarthquakesCLI {
                         imported: before.count, of: feeds.count, liveWorkers: live.count, deadWorkers: gone.count,
                         started: snapshot.jobs.contains { $0.attempts > 0 }) + "\n")
             }
-        } else if resume, !json {
+        } else if resume, !refreshingFailed, !json {
             console.error("There was no interrupted refresh of these feeds; refreshing them all.\n")
         }
         await Self.testPause("submitted")
@@ -355,5 +367,17 @@ extension EarthquakesCLI {
             console.error(warning)
         }
         console.print(importedLine(output, into: path))
+    }
+
+    /// The newest refresh of several feeds, when it ended with a step failed: its key and how many steps
+    /// failed.
+    static func lastFailedRefresh(
+        in jobs: SQLiteJobStore
+    ) async throws -> (key: (feeds: [String], strict: Bool), failedJobs: Int)? {
+        let newest = try await jobs.runs(RunFilter(name: FeedRefresh.runName, limit: 1)).runs.first
+        guard let newest, newest.state == .failed,
+            let key = newest.uniqueKey.flatMap(FeedRefresh.parse(uniqueKey:))
+        else { return nil }
+        return ((key.feeds, key.strict), newest.failed)
     }
 }

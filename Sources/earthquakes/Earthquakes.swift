@@ -97,7 +97,7 @@ struct Refresh: AsyncParsableCommand {
     var feeds: String?
     @Flag(
         help:
-            "Finish an interrupted refresh of several feeds (the newest one when no feed is given); feeds it already imported are not downloaded again."
+            "Finish an interrupted refresh of several feeds (the newest one when no feed is given); feeds it already imported are not downloaded again. A refresh that ended with a feed failed is refreshed again."
     )
     var resume = false
 

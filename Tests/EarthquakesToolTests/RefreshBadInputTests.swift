@@ -74,6 +74,36 @@ import Testing
         #expect(fine["state"] as String? == "succeeded", "\(parses)")
     }
 
+    /// A refresh of several feeds that ended with one failed is what `--resume` picks up, once the feed is
+    /// fixed: it said "there is no interrupted refresh to resume", and only the same command again worked.
+    @Test func aResumeAfterAFailedFeedRefreshesItsFeedsAgain() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let broken = scratch.path("broken.geojson")
+        let good = scratch.path("good.geojson")
+        try Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8).write(to: URL(fileURLWithPath: broken))
+        try SampleFeed.geoJSON(count: 3, seed: 1).write(to: URL(fileURLWithPath: good))
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: [good, broken], resume: false, database: path, json: false)
+        }
+        #expect(try EarthquakeStore(path: path).count() == 3)
+        try SampleFeed.geoJSON(count: 4, seed: 2).write(to: URL(fileURLWithPath: broken))  // fixed
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(feeds: [], resume: true, database: path, json: false)
+        #expect(captured.stderr.contains("ended with 1 step failed; refreshing its feeds again"), "\(captured.stderr)")
+        #expect(!captured.stderr.contains("There was no interrupted refresh"), "\(captured.stderr)")
+        #expect(captured.stdout.contains("Refreshed 2 feeds into \(path)."), "\(captured.stdout)")
+        #expect(captured.stdout.contains("Imported 4 events from \(broken)"), "\(captured.stdout)")
+        // It succeeded: nothing is left to resume.
+        let error = await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: [], resume: true, database: path, json: false)
+        }
+        #expect(error?.message.hasPrefix("there is no interrupted refresh to resume") == true)
+    }
+
     @Test func aTruncatedDownloadIsRejected() async throws {
         let full = SampleFeed.geoJSON(count: 20)
         let result = try await refresh(serving: full.prefix(full.count / 2))
