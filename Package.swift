@@ -268,7 +268,7 @@ let package = Package(
         .testTarget(
             name: "EarthquakesToolTests",
             dependencies: [
-                "EarthquakesCLI", "EarthquakesKit", "BatonNetworking", "BatonTesting", "TestHTTPServer",
+                "EarthquakesCLI", "EarthquakesKit", "BatonDurable", "BatonNetworking", "BatonTesting", "TestHTTPServer",
                 "EarthquakesTestData", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -1,3 +1,4 @@
+import BatonDurable
 import BatonNetworking
 public import EarthquakesKit
 public import Foundation
@@ -83,6 +84,12 @@ public struct EarthquakesCLI: Sendable {
         switch error {
         case is CancellationError: text = "cancelled"
         case let error as CLIError: text = error.message  // (its details are lines of their own)
+        case let error as DurableError where FeedRefresh.isBusy(error):
+            // The job store's own advice (a longer busy timeout) is a programmer's; the database is the user's.
+            text =
+                "the database is in use: another program (probably another refresh of it) held its write lock for "
+                + "longer than \(Int(FeedRefresh.busyTimeout)) s. Try again when it has finished; "
+                + "`earthquakes refresh --resume` finishes a refresh of several feeds that it stopped"
         default: text = String(describing: error)
         }
         // On one line, and safe for a terminal: messages quote file names, feed text and reasons that

@@ -37,6 +37,12 @@ public enum FeedRefresh {
     /// the database's write lock for seconds, as ``EarthquakeStore/busyTimeout`` allows.
     static let busyTimeout: TimeInterval = 60
 
+    /// Whether the job store failed because another connection held the database's lock too long.
+    static func isBusy(_ error: DurableError) -> Bool {
+        guard error.code == .storeFailure, let database = error.underlying as? DatabaseError else { return false }
+        return database.resultCode == .SQLITE_BUSY || database.resultCode == .SQLITE_LOCKED
+    }
+
     /// The leases of a refresh's attempts: twice ``busyTimeout``, so that a renewal that waited the whole
     /// busy timeout behind another feed's import still lands in time.
     static let leaseDuration = Duration.seconds(2 * busyTimeout)

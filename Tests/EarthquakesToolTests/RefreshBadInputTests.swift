@@ -1,3 +1,4 @@
+import BatonDurable
 import EarthquakesCLI
 import EarthquakesKit
 import EarthquakesTestData
@@ -168,4 +169,23 @@ import Testing
         }
         #expect(error?.message == "--feed ftp://example.com/x: use an http(s) address or a file path")
     }
+}
+
+/// A refresh of several feeds that waited the whole busy timeout for another program's write lock said
+/// "open the store with a longer busyTimeout", advice for a programmer using the library.
+@Test func aBusyJobStoreIsToldInTheUsersWords() {
+    let busy = DurableError(
+        code: .storeFailure,
+        message:
+            "cannot claim jobs in the job store at 'q.sqlite' (database is locked). Another connection held the database longer than the busy timeout; retry, or open the store with a longer busyTimeout.",
+        underlying: DatabaseError(resultCode: .SQLITE_BUSY, message: "database is locked"))
+    let message = EarthquakesCLI.message(for: busy)
+    #expect(message.contains("the database is in use: another program"), "\(message)")
+    #expect(message.contains("earthquakes refresh --resume"), "\(message)")
+    #expect(!message.contains("busyTimeout"), "\(message)")
+    // Other store failures keep their own message.
+    let full = DurableError(
+        code: .storeFailure, message: "cannot write the job store: the disk is full",
+        underlying: DatabaseError(resultCode: .SQLITE_FULL, message: "database or disk is full"))
+    #expect(EarthquakesCLI.message(for: full) == "cannot write the job store: the disk is full")
 }
