@@ -60,6 +60,9 @@ extension StoreAddress {
         return FileManager.default.isWritableFile(atPath: path) && FileManager.default.isWritableFile(atPath: folder)
     }
 
+    /// How long a read waits for another program's lock on a SQLite store.
+    static let busyTimeout: TimeInterval = 10
+
     /// Refuses a file that is missing, a folder, or no job store, without changing it.
     static func checkSQLiteStore(_ path: String) throws(BatonCLIError) {
         var isFolder: ObjCBool = false
@@ -73,12 +76,31 @@ extension StoreAddress {
         // a file this process may not write) would leave them, so it is used only then, as the store is.
         let version: Int?
         do {
-            let queue = mayWrite(path) ? try DatabaseQueue(path: path) : try SQLiteJobStore.readOnlyQueue(path)
+            // Waits for another program's lock as the store does, rather than failing at once.
+            var configuration = Configuration()
+            configuration.busyMode = .timeout(busyTimeout)
+            let queue =
+                mayWrite(path)
+                ? try DatabaseQueue(path: path, configuration: configuration)
+                : try SQLiteJobStore.readOnlyQueue(path, busyTimeout: busyTimeout)
             defer { try? queue.close() }
             version = try queue.read { db in
                 guard try db.tableExists("baton_durable_meta") else { return nil }
                 return try String.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
                     .flatMap { Int($0) } ?? 0
+            }
+        } catch let error as DatabaseError {
+            switch error.resultCode {
+            case .SQLITE_BUSY, .SQLITE_LOCKED:
+                throw BatonCLIError(
+                    "\(path) is locked by another program (it waited \(Int(busyTimeout)) s for it); try again when it "
+                        + "is done")
+            case .SQLITE_NOTADB, .SQLITE_CORRUPT:
+                throw BatonCLIError(
+                    "\(path) is not a SQLite database, or it is damaged (\(error.message ?? "\(error.resultCode)")); "
+                        + "check the path given to --store")
+            default:
+                throw BatonCLIError("\(path) cannot be read: \(error.message ?? "\(error.resultCode)")")
             }
         } catch {
             throw BatonCLIError("\(path) cannot be read as a SQLite database: \(error)")

@@ -238,6 +238,21 @@ struct BatonToolSQLiteTests {
         #expect(tables == ["orders"])
     }
 
+    /// A file that is not a database is called so, without SQLite's statement (it said "cannot be read as a
+    /// SQLite database: SQLite error 26 … - while executing `SELECT * FROM sqlite_master LIMIT 1`").
+    @Test func aFileThatIsNoDatabaseIsCalledSo() async throws {
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let noise = directory.appendingPathComponent("noise.sqlite").path
+        #expect(FileManager.default.createFile(atPath: noise, contents: Data((0..<4096).map { UInt8($0 * 37 % 251) })))
+        let error = await #expect(throws: BatonCLIError.self) {
+            try await StoreAddress.sqlite(path: noise).withStore { _ in }
+        }
+        #expect(
+            error?.message.hasPrefix("\(noise) is not a SQLite database, or it is damaged") == true,
+            "\(error?.message ?? "")")
+        #expect(error?.message.contains("while executing") == false, "\(error?.message ?? "")")
+    }
+
     @Test func anOlderStoreIsReadByNoOneButItsWorkersAndIsNotUpgraded() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         try SQLiteJobStore(path: path).close()
