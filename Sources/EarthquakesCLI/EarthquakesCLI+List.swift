@@ -266,7 +266,8 @@ extension EarthquakesCLI {
             return
         }
         do {
-            let store = try EarthquakeStore(path: path, mode: .mustExist)
+            // Briefly: the events are listed already, and a look not remembered only shows them again.
+            let store = try EarthquakeStore(path: path, mode: .mustExist, busyTimeout: .seconds(2))
             defer { closeAtEnd(store.close) }
             try store.recordLook(named: Self.listLookName, look)
         } catch {

@@ -149,7 +149,7 @@ extension EarthquakesCLI {
         let path = DatabaseLocation.path(option: database, environment: environment)
         if FileManager.default.fileExists(atPath: path) {
             try DatabaseLocation.checkReadable(path)
-            let store = try EarthquakeStore(path: path, mode: .readOnly)
+            let store = try EarthquakeStore(path: path, mode: .readOnly, onLongWait: waitNotice(path))
             defer { closeAtEnd(store.close) }
             let types = try store.typeCounts()
             let total = types.reduce(0) { $0 + $1.count }

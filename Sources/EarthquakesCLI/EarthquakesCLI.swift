@@ -155,7 +155,16 @@ public struct EarthquakesCLI: Sendable {
         if sample { return (try Self.sampleStore(), Self.sampleName) }
         let path = DatabaseLocation.path(option: option, environment: environment)
         try DatabaseLocation.checkReadable(path)
-        return (try EarthquakeStore(path: path, mode: .readOnly), path)
+        return (try EarthquakeStore(path: path, mode: .readOnly, onLongWait: waitNotice(path)), path)
+    }
+
+    /// What a read command says when another program's lock keeps it waiting (it waits up to a minute).
+    func waitNotice(_ path: String) -> @Sendable () -> Void {
+        let console = console
+        return {
+            console.error(
+                "waiting for another program that is using \(TerminalText.safe(path)) (up to a minute)…\n")
+        }
     }
 
     /// Opens (creating if needed) the database a refresh writes to, after ``DatabaseLocation/prepareForWriting(_:explicit:)``.

@@ -80,12 +80,15 @@ public final class EarthquakeStore: Sendable {
     ///   - path: The database file.
     ///   - mode: Whether a missing file is created (default) or is an error, and whether the store may write.
     ///   - busyTimeout: How long to wait for another process that holds the database's write lock.
+    ///   - onLongWait: Called (on the waiting thread) once a wait for such a process has lasted a second,
+    ///     once per wait: to say why nothing seems to happen.
     /// - Important: The folder that contains `path` must exist and be writable.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/open``, ``StoreError/Code/missing``,
     ///   ``StoreError/Code/notADatabase``, ``StoreError/Code/busy``, ``StoreError/Code/migrate`` or
     ///   ``StoreError/Code/foreign`` (another program's `earthquake` table: the file is not changed).
     public convenience init(
-        path: String, mode: OpenMode = .createIfMissing, busyTimeout: Duration = .seconds(60)
+        path: String, mode: OpenMode = .createIfMissing, busyTimeout: Duration = .seconds(60),
+        onLongWait: (@Sendable () -> Void)? = nil
     ) throws(StoreError) {
         var isFolder: ObjCBool = false
         let exists = FileManager.default.fileExists(atPath: path, isDirectory: &isFolder)
@@ -101,7 +104,7 @@ public final class EarthquakeStore: Sendable {
                 advice: "Check the path, or import a feed first to create it."
             )
         }
-        let lockWait = LockWait(timeout: busyTimeout)
+        let lockWait = LockWait(timeout: busyTimeout, onLongWait: onLongWait)
         var queue: DatabaseQueue
         do {
             // A connection opened read-only can neither copy SQLite's log into the file nor remove the log
@@ -559,12 +562,20 @@ final class LockWait: Sendable {
     let timeout: Duration
     private let state = Protected<State>(State())
 
+    /// Told once per wait that has lasted ``longWait`` (a command that waits in silence looks hung).
+    let onLongWait: (@Sendable () -> Void)?
+    static let longWait = Duration.seconds(1)
+
     private struct State {
         var observer: (@Sendable () -> Void)?
         var started: ContinuousClock.Instant?
+        var toldLong = false
     }
 
-    init(timeout: Duration) { self.timeout = timeout }
+    init(timeout: Duration, onLongWait: (@Sendable () -> Void)? = nil) {
+        self.timeout = timeout
+        self.onLongWait = onLongWait
+    }
 
     /// Sets the observer told when the next operations start waiting; returns the previous one.
     func setObserver(_ observer: (@Sendable () -> Void)?) -> (@Sendable () -> Void)? {
@@ -577,11 +588,19 @@ final class LockWait: Sendable {
     /// SQLite's busy handler: `true` to try again (after a short sleep), `false` to give up.
     func shouldRetry(tries: Int) -> Bool {
         let now = ContinuousClock.now
-        let (started, observer) = state.withLock { state in
-            if tries == 0 { state.started = now }
-            return (state.started ?? now, tries == 0 ? state.observer : nil)
+        let onLongWait = onLongWait
+        let (started, observer, long) = state.withLock { state in
+            if tries == 0 {
+                state.started = now
+                state.toldLong = false
+            }
+            let started = state.started ?? now
+            let long = onLongWait != nil && !state.toldLong && now - started >= Self.longWait
+            if long { state.toldLong = true }
+            return (started, tries == 0 ? state.observer : nil, long)
         }
         observer?()
+        if long { onLongWait?() }
         guard now - started < timeout else { return false }
         // Short sleeps at first (the other transaction may be about to end), then up to 50 ms.
         usleep(useconds_t(min(50, 1 + tries * 5) * 1000))

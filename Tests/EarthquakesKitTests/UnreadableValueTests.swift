@@ -1,3 +1,4 @@
+import Baton
 import BatonTesting
 import EarthquakesKit
 import Foundation
@@ -73,5 +74,55 @@ struct UnreadableValueTests {
         defer { try? store.close() }
         try store.importFeed(Quakes.all)
         #expect(try store.earthquake(id: "sf")?.depth == Quakes.sanFrancisco.depth)
+    }
+}
+
+/// A read kept waiting by another program's lock (it waits up to a minute) printed nothing: the
+/// command looked hung. The store now tells `onLongWait` once a wait has lasted a second.
+@Suite("EarthquakeStore: a long wait for a lock is told")
+struct LongLockWaitTests {
+    @Test func aReadKeptWaitingIsToldOnceAndThenReads() async throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("wait-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = folder.appendingPathComponent("q.sqlite").path
+        do {
+            let store = try EarthquakeStore(path: path)
+            try store.importFeed(Quakes.all)
+            try store.close()
+        }
+        // A rollback journal (not WAL), whose exclusive lock stops readers too.
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true  // the lock is held across two accesses
+        let holder = try DatabaseQueue(path: path, configuration: configuration)
+        try holder.inDatabase { db in
+            try db.execute(sql: "PRAGMA journal_mode = DELETE")
+            try db.execute(sql: "BEGIN EXCLUSIVE")
+            try db.execute(sql: "UPDATE earthquake SET place = 'held' WHERE id = 'sf'")
+        }
+        let told = Protected(0)
+        let release = Gate()
+        let reader = Task {
+            try await offThePool {
+                let store = try EarthquakeStore(
+                    path: path, mode: .readOnly,
+                    onLongWait: {
+                        told.withLock { $0 += 1 }
+                        release.open()
+                    })
+                defer { try? store.close() }
+                return try store.earthquake(id: "sf")?.place
+            }
+        }
+        try await withDeadline(.seconds(30), "the reader to say it waits") { await release.waitAsync() }
+        try holder.inDatabase { db in try db.execute(sql: "COMMIT") }
+        let place = Protected<String?>(nil)
+        try await withDeadline(.seconds(30), "the read after the lock") {
+            let read = try await reader.value
+            place.withLock { $0 = read }
+        }
+        #expect(place.current == "held")
+        #expect(told.current == 1)
+        try holder.close()
     }
 }
