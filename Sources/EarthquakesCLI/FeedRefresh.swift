@@ -60,7 +60,8 @@ public enum FeedRefresh {
     }
 
     /// The job store in the database at `database` for reading, or nil when the file has none (a read
-    /// never adds the store's tables to a database) or this process may not write it (a connection that
+    /// never adds the store's tables to a database; it may add the indexes of a store made by an older
+    /// version, as every opening for writing does) or this process may not write it (a connection that
     /// may not write would leave SQLite's side files behind it; the store has nothing to say then).
     static func existingJobs(database: String) -> SQLiteJobStore? {
         let folder = URL(fileURLWithPath: database).deletingLastPathComponent().path

@@ -110,14 +110,23 @@ struct UnreadableValue: Error, CustomStringConvertible {
         return "\(event) has \(shown) in its \(column) column, which holds \(expected)"
     }
 
-    /// What to do, for a database at `path`.
+    /// What to do, for a database at `path`: with a command to delete the row when its id is plain (letters,
+    /// digits, `.`, `-`, `_`) and so safe to paste into a shell; otherwise in words only (a command that
+    /// does not name the row by its id could delete others).
     func advice(path: String?) -> String {
-        let file = path ?? "the database"
-        let row =
-            id.map { "WHERE id = '\($0.replacingOccurrences(of: "'", with: "''"))'" }
-            ?? "WHERE typeof(\(column)) <> 'real' AND typeof(\(column)) <> 'integer'"
+        let plain = { (text: String) in
+            !text.isEmpty
+                && text.unicodeScalars.allSatisfy {
+                    $0.isASCII
+                        && ($0.properties.isAlphabetic || ("0"..."9").contains($0) || ".-_".unicodeScalars.contains($0))
+                }
+        }
+        guard let id, plain(id), let path else {
+            return "Another program changed that row; correct or delete it, then refresh to fetch the event again."
+        }
+        let file = "'" + path.replacingOccurrences(of: "'", with: "'\\''") + "'"
         return
-            "Another program changed that row; correct or delete it (for example: sqlite3 \(file) \"DELETE FROM earthquake \(row)\"), then refresh to fetch the event again."
+            "Another program changed that row; correct or delete it (for example: sqlite3 \(file) \"DELETE FROM earthquake WHERE id = '\(id)'\"), then refresh to fetch the event again."
     }
 
     var description: String { reason }

@@ -64,6 +64,22 @@ struct UnreadableValueTests {
         #expect(try store.count() == Quakes.all.count)
     }
 
+    /// Without a readable id, the advice gives no command: one that does not name the row by its id
+    /// could delete others (it offered `DELETE … WHERE typeof(id) <> 'real' …`, which deletes every event).
+    @Test("an unreadable id gets advice without a command")
+    func anUnreadableIdGetsNoCommand() throws {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let path = try Self.tampered("UPDATE earthquake SET id = x'ff' WHERE id = 'sf'", in: folder)
+        let store = try EarthquakeStore(path: path, mode: .readOnly)
+        defer { try? store.close() }
+        let error = #expect(throws: StoreError.self) { _ = try store.recent() }
+        let text = error?.description ?? ""
+        #expect(text.contains("an event has a byte of binary data in its id column, which holds text"), "\(text)")
+        #expect(!text.contains("DELETE"), "\(text)")
+    }
+
     @Test("a refresh of the event repairs the row")
     func aRefreshRepairsTheRow() throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
