@@ -11,8 +11,16 @@ import Testing
 /// message naming the event, the column and the value, and says what to do.
 @Suite("EarthquakeStore: values another program wrote", .offThePool)
 struct UnreadableValueTests {
+    /// Deletes the folder of a database made by ``tampered(_:)``.
+    static func remove(_ path: String) {
+        try? FileManager.default.removeItem(at: URL(fileURLWithPath: path).deletingLastPathComponent())
+    }
+
     /// A database holding `Quakes.all`, with `update` run on it by another connection.
-    static func tampered(_ update: String, in folder: URL) throws -> String {
+    /// In a folder of its own, which ``remove(_:)`` deletes.
+    static func tampered(_ update: String) throws -> String {
+        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
         let path = folder.appendingPathComponent("q.sqlite").path
         let store = try EarthquakeStore(path: path)
         try store.importFeed(Quakes.all)
@@ -32,10 +40,8 @@ struct UnreadableValueTests {
             ("UPDATE earthquake SET felt = 'many' WHERE id = 'sf'", "felt", "\"many\""),
         ])
     func everyReadSaysWhatIsWrong(_ update: String, _ column: String, _ value: String) throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let path = try Self.tampered(update, in: folder)
+        let path = try Self.tampered(update)
+        defer { Self.remove(path) }
         let store = try EarthquakeStore(path: path, mode: .readOnly)
         defer { try? store.close() }
         let reads: [(String, () throws -> Void)] = [
@@ -68,10 +74,8 @@ struct UnreadableValueTests {
     /// could delete others (it offered `DELETE … WHERE typeof(id) <> 'real' …`, which deletes every event).
     @Test("an unreadable id gets advice without a command")
     func anUnreadableIdGetsNoCommand() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let path = try Self.tampered("UPDATE earthquake SET id = x'ff' WHERE id = 'sf'", in: folder)
+        let path = try Self.tampered("UPDATE earthquake SET id = x'ff' WHERE id = 'sf'")
+        defer { Self.remove(path) }
         let store = try EarthquakeStore(path: path, mode: .readOnly)
         defer { try? store.close() }
         let error = #expect(throws: StoreError.self) { _ = try store.recent() }
@@ -82,10 +86,8 @@ struct UnreadableValueTests {
 
     @Test("a refresh of the event repairs the row")
     func aRefreshRepairsTheRow() throws {
-        let folder = FileManager.default.temporaryDirectory.appendingPathComponent("unreadable-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: folder) }
-        let path = try Self.tampered("UPDATE earthquake SET depth = 'deep' WHERE id = 'sf'", in: folder)
+        let path = try Self.tampered("UPDATE earthquake SET depth = 'deep' WHERE id = 'sf'")
+        defer { Self.remove(path) }
         let store = try EarthquakeStore(path: path)
         defer { try? store.close() }
         try store.importFeed(Quakes.all)

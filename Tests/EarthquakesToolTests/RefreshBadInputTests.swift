@@ -44,23 +44,29 @@ import Testing
         #expect(result.after == result.before)
     }
 
+    /// A refresh of two feeds into `q.sqlite` in `scratch` — `good.geojson` (3 events) and `broken.geojson`,
+    /// which is not valid JSON — that fails for the broken one. A refresh of several feeds: the one whose
+    /// steps are durable jobs, each with its retry policy.
+    static func refreshWithABrokenFeed(in scratch: Scratch) async throws -> (database: String, broken: String) {
+        let path = scratch.path("q.sqlite")
+        let broken = scratch.path("broken.geojson")
+        let good = scratch.path("good.geojson")
+        try Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8).write(to: URL(fileURLWithPath: broken))
+        try SampleFeed.geoJSON(count: 3, seed: 1).write(to: URL(fileURLWithPath: good))
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: [good, broken], resume: false, database: path, json: false)
+        }
+        return (path, broken)
+    }
+
     /// Parsing the same downloaded file again gives the same answer: a feed that is not usable fails its
     /// parse at the first attempt (it was parsed three times, each failure the same), and the refresh
     /// says so at once.
     @Test func anUnusableFeedIsParsedOnce() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let path = scratch.path("q.sqlite")
-        let feed = scratch.path("broken.geojson")
-        let good = scratch.path("good.geojson")
-        try Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8).write(to: URL(fileURLWithPath: feed))
-        try SampleFeed.geoJSON(count: 3).write(to: URL(fileURLWithPath: good))
-        let captured = CapturedConsole()
-        // Several feeds: the refresh whose steps are durable jobs, each with its retry policy.
-        await #expect(throws: (any Error).self) {
-            try await EarthquakesCLI.forTests(captured).refresh(
-                feeds: [feed, good], resume: false, database: path, json: false)
-        }
+        let (path, _) = try await Self.refreshWithABrokenFeed(in: scratch)
         let queue = try DatabaseQueue(path: path)
         defer { try? queue.close() }
         let parses = try queue.read { db in
@@ -80,15 +86,7 @@ import Testing
     @Test func aResumeAfterAFailedFeedRefreshesItsFeedsAgain() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
-        let path = scratch.path("q.sqlite")
-        let broken = scratch.path("broken.geojson")
-        let good = scratch.path("good.geojson")
-        try Data(#"{"type":"FeatureCollection","features":[{"id":}]}"#.utf8).write(to: URL(fileURLWithPath: broken))
-        try SampleFeed.geoJSON(count: 3, seed: 1).write(to: URL(fileURLWithPath: good))
-        await #expect(throws: (any Error).self) {
-            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
-                feeds: [good, broken], resume: false, database: path, json: false)
-        }
+        let (path, broken) = try await Self.refreshWithABrokenFeed(in: scratch)
         #expect(try EarthquakeStore(path: path).count() == 3)
         try SampleFeed.geoJSON(count: 4, seed: 2).write(to: URL(fileURLWithPath: broken))  // fixed
         let captured = CapturedConsole()
