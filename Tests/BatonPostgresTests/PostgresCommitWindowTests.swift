@@ -174,18 +174,28 @@ final class CuttingProxy: Sendable {
     }
 
     /// Passes whole protocol messages from one socket to the other. Client to server: an armed
-    /// proxy's next `Sync` ('S') after an `Execute` ('E') becomes a `Flush` ('H'). Server to client: after the
-    /// `CommandComplete` ('C') of that statement, both sockets are shut.
+    /// proxy's next `Sync` ('S') after an `Execute` ('E') becomes a `Flush` ('H'), and nothing the client
+    /// sends after it reaches the server. Server to client: after the `CommandComplete` ('C') of that
+    /// statement, both sockets are shut.
+    ///
+    /// Nothing after the `Flush`: a statement the client sent behind it (the claim that
+    /// `finish(_:thenClaim:…)` sends on the same connection, often before the first one's rows came back)
+    /// would otherwise run in the transaction the `Flush` left open, and its own `Sync` would commit
+    /// both — a different window (a claim committed whose answer is lost, held until its lease ends),
+    /// which made the test with a claim fail now and then, waiting out the lease.
     private func pump(from source: Int32, to destination: Int32, startup: Bool, cutting: Protected<Bool>) {
         var pending: [UInt8] = []
         var untyped = startup  // The client's first message (startup) has no type byte.
         // Whether the client has sent an `Execute` since its last `Sync` (a `Sync` that only ends the
         // preparation of a statement is passed on).
         var executing = false
+        // The client's messages after the converted `Sync` are dropped until the cut shuts the sockets.
+        var holding = false
         var chunk = [UInt8](repeating: 0, count: 65536)
         while true {
             let count = read(source, &chunk, chunk.count)
             guard count > 0 else { break }
+            if holding { continue }
             pending += chunk[0..<count]
             var output: [UInt8] = []
             var cut = false
@@ -210,6 +220,10 @@ final class CuttingProxy: Sendable {
                 {
                     cutting.withLock { $0 = true }
                     message[0] = UInt8(ascii: "H")
+                    output += message
+                    holding = true
+                    pending.removeAll()
+                    break
                 } else if startup, message[0] == UInt8(ascii: "S") {
                     executing = false
                 } else if !startup, message[0] == UInt8(ascii: "C"), cutting.withLock({ $0 }) {
