@@ -20,42 +20,54 @@ public import Foundation
 /// let status = await exit.status()
 /// ```
 public final class ProcessExit: Sendable {
+    /// Someone waiting for the exit: a task, or a blocked thread.
+    private enum Waiter {
+        case task(CheckedContinuation<Int32, Never>)
+        case thread(DispatchSemaphore)
+    }
+
     private enum State {
-        case running(waiters: [CheckedContinuation<Int32, Never>], blocked: [DispatchSemaphore])
+        case running([Waiter])
         case exited(Int32)
     }
 
-    private let state = Protected<State>(.running(waiters: [], blocked: []))
+    private let state = Protected<State>(.running([]))
 
     /// Installs the termination handler on `process` (replacing any other).
     public init(_ process: Process) {
         precondition(process.processIdentifier == 0, "ProcessExit must be made before the process is run")
         process.terminationHandler = { [state] process in
             let status = process.terminationStatus
-            let (waiters, blocked) = state.withLock {
-                state -> ([CheckedContinuation<Int32, Never>], [DispatchSemaphore]) in
-                guard case .running(let waiters, let blocked) = state else { return ([], []) }
+            let waiters = state.withLock { state -> [Waiter] in
+                guard case .running(let waiters) = state else { return [] }
                 state = .exited(status)
-                return (waiters, blocked)
+                return waiters
             }
-            for waiter in waiters { waiter.resume(returning: status) }
-            for semaphore in blocked { semaphore.signal() }
+            for waiter in waiters {
+                switch waiter {
+                case .task(let continuation): continuation.resume(returning: status)
+                case .thread(let semaphore): semaphore.signal()
+                }
+            }
+        }
+    }
+
+    /// The exit status if the process has exited; otherwise `waiter` is added, to be woken at the exit.
+    private func statusOrWait(_ waiter: Waiter) -> Int32? {
+        state.withLock { state in
+            switch state {
+            case .exited(let status): return status
+            case .running(let waiters):
+                state = .running(waiters + [waiter])
+                return nil
+            }
         }
     }
 
     /// The exit status, once the process has exited (a signal's number if a signal ended it).
     public func status() async -> Int32 {
         await withCheckedContinuation { continuation in
-            let status = state.withLock { state -> Int32? in
-                switch state {
-                case .exited(let status): return status
-                case .running(var waiters, let blocked):
-                    waiters.append(continuation)
-                    state = .running(waiters: waiters, blocked: blocked)
-                    return nil
-                }
-            }
-            if let status { continuation.resume(returning: status) }
+            if let status = statusOrWait(.task(continuation)) { continuation.resume(returning: status) }
         }
     }
 
@@ -63,16 +75,7 @@ public final class ProcessExit: Sendable {
     /// from async code, ``status()``).
     public func wait() -> Int32 {
         let semaphore = DispatchSemaphore(value: 0)
-        let status = state.withLock { state -> Int32? in
-            switch state {
-            case .exited(let status): return status
-            case .running(let waiters, var blocked):
-                blocked.append(semaphore)
-                state = .running(waiters: waiters, blocked: blocked)
-                return nil
-            }
-        }
-        if let status { return status }
+        if let status = statusOrWait(.thread(semaphore)) { return status }
         semaphore.wait()
         guard case .exited(let status) = state.current else { preconditionFailure("woken before the exit") }
         return status

@@ -25,3 +25,26 @@ import Testing
         #expect(ContinuousClock.now - started < .seconds(20), "not left to run its 30 s")
     }
 }
+
+/// `ProcessExit`: a task and a blocked thread waiting for the same exit both get its status, and a wait
+/// that begins after the exit returns at once.
+@Suite(.timeLimit(.minutes(1))) struct ProcessExitTests {
+    @Test func aTaskAndAThreadBothGetTheStatus() async throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", "read line; exit 3"]
+        let input = Pipe()
+        process.standardInput = input
+        let exit = ProcessExit(process)
+        try process.run()
+        let blocked = Task { await offThePool { exit.wait() } }
+        let waiting = Task { await exit.status() }
+        #expect(!exit.hasExited)
+        input.fileHandleForWriting.write(Data("go\n".utf8))  // the child exits once it has read a line
+        #expect(await waiting.value == 3)
+        #expect(await blocked.value == 3)
+        #expect(exit.hasExited)
+        #expect(await exit.status() == 3)
+        #expect(exit.wait() == 3)
+    }
+}
