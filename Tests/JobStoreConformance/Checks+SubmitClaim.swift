@@ -119,6 +119,24 @@ extension JobStoreConformance {
             try expectEqual(try await store.claimAll(["a"], limit: 1).map(\.name), ["a1"], "first a")
             try expectEqual(try await store.claimAll(["a", "b"]).map(\.name), ["b1", "a2"], "the rest")
         },
+        check("a claim of several kinds takes their jobs in one order: priority, then age") { store, clock in
+            let later = clock.now.addingTimeInterval(10)
+            _ = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a-low", kind: "a", priority: 1), Build.job("b-high", kind: "b", priority: 3),
+                    Build.job("a-mid", kind: "a", priority: 2), Build.job("c-top", kind: "c", priority: 5),
+                    Build.job("b-mid", kind: "b", priority: 2), Build.job("a-later", kind: "a", notBefore: later),
+                    Build.job("c-sooner", kind: "c", notBefore: clock.now.addingTimeInterval(5))),
+                uniqueKey: nil)
+            try expectEqual(
+                try await store.claimAll(["b", "a"], limit: 3).map(\.name), ["b-high", "a-mid", "b-mid"], "first three")
+            try expectEqual(try await store.nextDueDate(kinds: ["a"]), later, "next due of kind a (c's is sooner)")
+            // Past 200 kinds the SQLite store looks at several kinds together.
+            let many = (0..<250).map { "x\($0)" } + ["a"]
+            try expectEqual(
+                try await store.claimAll(many, limit: 5).map(\.name), ["a-low"], "the rest of a, among 251 kinds")
+            try expectEqual(try await store.claimAll(["c"], limit: 5).map(\.name), ["c-top"], "c")
+        },
         check("claim takes higher priority first, then older first") { store, _ in
             _ = try await store.submit(
                 Build.graph(

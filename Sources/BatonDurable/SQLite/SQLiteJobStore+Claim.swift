@@ -57,20 +57,7 @@ extension SQLiteJobStore {
     static func claimReady(
         _ db: Database, worker: String, kinds: [String], limit: Int, now: Date, expires: Date
     ) throws -> [ClaimedJob] {
-        let placeholders = Array(repeating: "?", count: kinds.count).joined(separator: ",")
-        // Candidates whose categories all have room, as the holders table says before this claim.
-        let select = try db.cachedStatement(
-            sql: """
-                SELECT j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
-                    j.has_categories, COALESCE(j.input, (SELECT d.output FROM baton_jobs d WHERE d.id = j.input_from)) AS input
-                FROM baton_jobs j
-                WHERE j.state = 'ready' AND j.not_before <= ? AND j.kind IN (\(placeholders))
-                    AND (j.has_categories = 0 OR NOT EXISTS (
-                        SELECT 1 FROM baton_job_categories c WHERE c.job = j.id
-                        AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))
-                ORDER BY j.priority DESC, j.id
-                LIMIT ?
-                """)
+        let select = try db.cachedStatement(sql: claimCandidatesSQL(kinds: kinds.count))
         let update = try db.cachedStatement(
             sql: """
                 UPDATE baton_jobs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_token = ?,
@@ -84,7 +71,7 @@ extension SQLiteJobStore {
         var claimed: [ClaimedJob] = []
         while claimed.count < limit {
             let page = limit - claimed.count
-            let rows = try Row.fetchAll(select, arguments: StatementArguments([now.storeTime] + kinds + [page]))
+            let rows = try Row.fetchAll(select, arguments: StatementArguments([now.storeTime, page] + kinds))
             var progress = false
             // Columns by position: id, run, name, kind, attempts, max_attempts, priority, timeout,
             // has_categories, input.
@@ -120,6 +107,39 @@ extension SQLiteJobStore {
             if rows.count < page || !progress { break }
         }
         return claimed
+    }
+
+    /// The claim's look for candidates: ready jobs of `kinds` kinds whose categories all have room, as the
+    /// holders table says before this claim.
+    ///
+    /// The first of each kind come through the index of ready jobs by kind (`baton_jobs_ready_kind`; ?1
+    /// now, ?2 the page, ?3... the kinds), then the first of those. A claim reads only the ready jobs of
+    /// its kinds, however many of other kinds wait: one look through all ready jobs in priority order
+    /// read past every one of them (19 ms behind 100,000 for a worker with nothing to do).
+    static func claimCandidatesSQL(kinds count: Int) -> String {
+        // SQLite allows 500 terms in a compound SELECT: past 200 kinds, an arm takes several (and sorts
+        // their ready jobs).
+        let perArm = (count + 199) / 200
+        let arms = stride(from: 0, to: count, by: perArm).map { first in
+            let parameters = (first..<min(first + perArm, count)).map { "?\($0 + 3)" }
+            let kind = parameters.count == 1 ? "= \(parameters[0])" : "IN (\(parameters.joined(separator: ", ")))"
+            return """
+                SELECT id FROM (SELECT a.id FROM baton_jobs a
+                    WHERE a.state = 'ready' AND a.kind \(kind) AND a.not_before <= ?1
+                        AND (a.has_categories = 0 OR NOT EXISTS (
+                            SELECT 1 FROM baton_job_categories c WHERE c.job = a.id
+                            AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))
+                    ORDER BY a.priority DESC, a.id LIMIT ?2)
+                """
+        }
+        return """
+            SELECT j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                j.has_categories, COALESCE(j.input, (SELECT d.output FROM baton_jobs d WHERE d.id = j.input_from)) AS input
+            FROM baton_jobs j
+            WHERE j.id IN (\(arms.joined(separator: " UNION ALL ")))
+            ORDER BY j.priority DESC, j.id
+            LIMIT ?2
+            """
     }
 
     static func releaseCategories(_ db: Database, job: Int64) throws {

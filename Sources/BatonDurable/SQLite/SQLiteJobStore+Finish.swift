@@ -287,7 +287,7 @@ extension SQLiteJobStore {
     /// The names of run `run`'s jobs that the names of added jobs can meet (``RunAddition``'s rule for a
     /// name that is taken): each of `names`, each numbered form `name #…` of them, and — as Swift compares
     /// names by their characters, where the Kelvin sign is the letter K — every name beyond ASCII. Found
-    /// through the run's name indexes (``prepareNameIndexes(_:)``), so an addition costs what it adds,
+    /// through the run's name indexes (``prepareReadIndexes(_:)``), so an addition costs what it adds,
     /// not what the run holds. An added name beyond ASCII, or more names than a tenth of the run's
     /// jobs, reads every name of the run instead.
     static func takenNames(_ db: Database, run: Int64, among names: [String]) throws -> Set<String> {

@@ -157,18 +157,23 @@ extension SQLiteJobStore {
     public func nextDueDate(kinds: [String]) async throws -> Date? {
         guard !kinds.isEmpty else { return nil }
         let now = clock.now().storeTime
-        let placeholders = Array(repeating: "?", count: kinds.count).joined(separator: ",")
         let next = try await reading { db -> Double? in
             let ready = try Double.fetchOne(
-                db,
-                sql:
-                    "SELECT min(not_before) FROM baton_jobs WHERE state = 'ready' AND not_before > ? AND kind IN (\(placeholders))",
-                arguments: StatementArguments([now] + kinds))
+                db, sql: Self.nextDueSQL(kinds: kinds.count), arguments: StatementArguments([now] + kinds))
             let lease = try Double.fetchOne(
                 db, sql: "SELECT min(lease_expires) FROM baton_jobs WHERE state = 'running'")
             return [ready, lease].compactMap { $0 }.min()
         }
         return next.map(Date.init(storeTime:))
+    }
+
+    /// The earliest start of a ready job of `count` kinds (? now, then the kinds) that may not start yet,
+    /// through the index of ready jobs by start (`baton_jobs_ready_due`): it reads the jobs that wait
+    /// for their time, not every ready job.
+    static func nextDueSQL(kinds count: Int) -> String {
+        let placeholders = Array(repeating: "?", count: count).joined(separator: ",")
+        return
+            "SELECT min(not_before) FROM baton_jobs WHERE state = 'ready' AND not_before > ? AND kind IN (\(placeholders))"
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {

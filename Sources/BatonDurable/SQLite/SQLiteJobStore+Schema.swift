@@ -4,21 +4,29 @@ import GRDB
 extension SQLiteJobStore {
     static func prepareSchema(_ db: Database, description: String) throws {
         try prepareVersionedSchema(db, description: description)
-        try prepareNameIndexes(db)
+        try prepareReadIndexes(db)
     }
 
     /// Indexes that only make reads faster, made when missing whatever the schema's version: a version
     /// is for what an older program would misread, and an older program reads these tables as before
     /// (SQLite keeps every index up to date on its writes too).
     ///
-    /// The names of a run's jobs, for the jobs a running job adds (``takenNames(_:run:among:)``):
-    /// reading every name of the run at each addition made a crawler's growing run quadratic.
-    static func prepareNameIndexes(_ db: Database) throws {
+    /// - The names of a run's jobs, for the jobs a running job adds (``takenNames(_:run:among:)``):
+    ///   reading every name of the run at each addition made a crawler's growing run quadratic.
+    /// - The ready jobs by kind, in the order claims take them, and by the time they may start: a claim
+    ///   and ``nextDueDate(kinds:)`` read only the ready jobs of their kinds that matter. With one index
+    ///   of all ready jobs in priority order (`baton_jobs_ready`, dropped here), a worker with nothing
+    ///   to do read past every ready job of every other kind at each look: 100,000 of them took 19 ms.
+    static func prepareReadIndexes(_ db: Database) throws {
         try db.execute(
             sql: """
                 CREATE INDEX IF NOT EXISTS baton_jobs_run_name ON baton_jobs(run, name);
                 CREATE INDEX IF NOT EXISTS baton_jobs_run_wide_name ON baton_jobs(run)
                     WHERE length(name) <> length(CAST(name AS BLOB));
+                CREATE INDEX IF NOT EXISTS baton_jobs_ready_kind ON baton_jobs(kind, priority DESC, id)
+                    WHERE state = 'ready';
+                CREATE INDEX IF NOT EXISTS baton_jobs_ready_due ON baton_jobs(not_before) WHERE state = 'ready';
+                DROP INDEX IF EXISTS baton_jobs_ready;
                 """)
     }
 
@@ -73,7 +81,6 @@ extension SQLiteJobStore {
                     output BLOB,
                     finished REAL
                 );
-                CREATE INDEX IF NOT EXISTS baton_jobs_ready ON baton_jobs(priority DESC, id) WHERE state = 'ready';
                 CREATE INDEX IF NOT EXISTS baton_jobs_running ON baton_jobs(lease_expires) WHERE state = 'running';
                 CREATE INDEX IF NOT EXISTS baton_jobs_run ON baton_jobs(run, idx);
                 CREATE TABLE IF NOT EXISTS baton_edges (
