@@ -18,7 +18,7 @@ struct PostgresBench {
     /// A Python with the peers installed; `nil`: run `Benchmarks/peers/setup.sh`; `"none"`: skip them.
     var peersPython: String?
     var runs: Int
-    /// `--only burndown,worker,latency,chain,dag`: just these of Baton's workloads (for profiling one);
+    /// `--only burndown,worker,latency,chain,dag,look`: just these of Baton's workloads (for profiling one);
     /// `nil`: all of them.
     var only: Set<String>? = nil
     /// `--chains 1000,10000`: the chain lengths instead of the mode's.
@@ -141,6 +141,13 @@ struct PostgresBench {
                 "us_per_job": round1(seconds / Double(count) * 1e6), "submit_seconds": round3(submit),
             ])
         }
+        if wanted("look") {
+            let (p50, p90) = try await idleLook(backlog: sizes.burn, logger: logger)
+            record([
+                "peer": "baton", "workload": "idle-look", "n": sizes.burn, "p50_ms": round3(p50),
+                "p90_ms": round3(p90),
+            ])
+        }
 
         if let python = await peers() {
             for peer in ["pgqueuer", "procrastinate"] {
@@ -231,6 +238,30 @@ struct PostgresBench {
         let rate = Double(jobs) / seconds
         progress("baton burndown n=\(jobs) workers=\(workers) batch=\(batch): \(Int(rate)) jobs/s")
         return (rate, Double(jobs) / wall.seconds)
+    }
+
+    /// A worker with nothing to do behind another kind's backlog of `backlog` ready jobs: the time of one
+    /// look for work (a claim of its own kind that finds nothing, and the time of the next due job, as its
+    /// worker asks after such a claim), in milliseconds: median and 90th percentile of 50 looks.
+    func idleLook(backlog: Int, logger: Logger) async throws -> (Double, Double) {
+        let schema = fresh("look")
+        let store = try await store(schema, logger)
+        var graph = JobGraph(name: "backlog")
+        for index in 0..<backlog { graph.add(BenchNoOp.self, input: index, name: "b\(index)", retry: .never) }
+        _ = try await store.submit(graph)
+        var times: [Double] = []
+        for _ in 0..<50 {
+            let start = ContinuousClock.now
+            let claimed = try await store.claim(worker: "idle", kinds: ["bench.idle"], limit: 500, lease: .seconds(60))
+            _ = try await store.nextDueDate(kinds: ["bench.idle"])
+            times.append((ContinuousClock.now - start).seconds * 1000)
+            guard claimed.isEmpty else { throw BenchFailure("the idle look claimed \(claimed.count) jobs") }
+        }
+        await dropSchema(schema, using: store)
+        store.close()
+        times.sort()
+        progress("baton idle look behind \(backlog) ready jobs of another kind: p50 \(round3(times[25])) ms")
+        return (times[25], times[45])
     }
 
     /// Submitted first (one graph of N independent no-op jobs), then run to the end by one

@@ -11,6 +11,8 @@ import Foundation
 /// - chain: N jobs, each depending on the one before; one worker.
 /// - latency: one idle worker; a one-job graph submitted at a time; submit (before the transaction) →
 ///   job body start, p50/p99.
+/// - idle-look: N ready jobs of another kind; the time of one look for work (a claim that finds nothing,
+///   then the next due time) by a worker of a kind with none, p50/p90.
 struct DurableBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "durable",
@@ -20,8 +22,8 @@ struct DurableBenchCommand: ParsableCommand {
     @Flag(help: "Small sizes (5k burn-down, 1k chain, 50 latency samples): well under a minute.")
     var quick = false
 
-    @Option(help: "Comma-separated workloads to run: burndown, chain, latency (default: all three).")
-    var workloads = "burndown,chain,latency"
+    @Option(help: "Comma-separated workloads to run: burndown, chain, latency, idle-look (default: all four).")
+    var workloads = "burndown,chain,latency,idle-look"
 
     @Option(help: "Comma-separated worker counts for the burn-down (default: 1,2,4).")
     var workers = "1,2,4"
@@ -49,6 +51,9 @@ struct DurableBenchCommand: ParsableCommand {
                 if selected.contains("chain") { measured.append(try await DurableWorkloads.chain(n: chain)) }
                 if selected.contains("latency") {
                     measured.append(try await DurableWorkloads.latency(samples: samples))
+                }
+                if selected.contains("idle-look") {
+                    measured.append(try await DurableWorkloads.idleLook(backlog: burn))
                 }
                 box.set(.success(measured.map(SendableLine.init)))
             } catch {
@@ -135,6 +140,10 @@ struct DurableBenchCommand: ParsableCommand {
                 if let other = match?["jobs_per_s"] as? Double {
                     text += String(format: ", huey %.0f jobs/s, ratio %.2f", other, rate / other)
                 }
+            }
+            if let p50 = line["p50_ms"] as? Double, let p90 = line["p90_ms"] as? Double, let n = line["n"] as? Int {
+                text += String(
+                    format: " behind %d ready jobs of another kind: Baton p50 %.3f ms, p90 %.3f ms", n, p50, p90)
             }
             if let p50 = line["p50_ms"] as? Double, let p99 = line["p99_ms"] as? Double {
                 text += String(format: ": Baton p50 %.2f ms, p99 %.2f ms", p50, p99)

@@ -75,6 +75,36 @@ enum DurableWorkloads {
         return ["peer": "baton", "workload": "chain", "n": n, "seconds": seconds, "jobs_per_s": Double(n) / seconds]
     }
 
+    /// A job kind that no worker of `idleLook` runs: another kind's backlog.
+    struct Backlog: DurableJob {
+        static let kind = "bench.backlog"
+        func run(_ input: Int, context: DurableJobContext) async throws -> Int { input }
+    }
+
+    /// A worker with nothing to do behind another kind's backlog of `backlog` ready jobs: the time of one
+    /// look for work (a claim of its own kind that finds nothing, and the time of the next due job, as
+    /// its worker asks after such a claim), median and 90th percentile of `looks`.
+    static func idleLook(backlog n: Int, looks: Int = 50) async throws -> [String: Any] {
+        let (store, directory) = try freshStore()
+        defer { try? FileManager.default.removeItem(at: directory) }
+        var graph = JobGraph(name: "backlog")
+        for index in 0..<n { graph.add(Backlog.self, input: index, name: "b\(index)", retry: .never) }
+        _ = try await store.submit(graph)
+        var times: [Double] = []
+        for _ in 0..<looks {
+            let start = ContinuousClock.now
+            let claimed = try await store.claim(worker: "idle", kinds: [NoOp.kind], limit: 256, lease: .seconds(60))
+            _ = try await store.nextDueDate(kinds: [NoOp.kind])
+            times.append((ContinuousClock.now - start).seconds)
+            precondition(claimed.isEmpty, "the idle look claimed \(claimed.count) jobs")
+        }
+        times.sort()
+        let p50 = times[times.count / 2] * 1000
+        let p90 = times[times.count * 9 / 10] * 1000
+        progress("durable idle look behind \(n) ready jobs of another kind: p50 \(String(format: "%.3f", p50)) ms")
+        return ["peer": "baton", "workload": "idle-look", "n": n, "p50_ms": p50, "p90_ms": p90, "looks": looks]
+    }
+
     static func latency(samples: Int) async throws -> [String: Any] {
         let (store, directory) = try freshStore()
         defer { try? FileManager.default.removeItem(at: directory) }
