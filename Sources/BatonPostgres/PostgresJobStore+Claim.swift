@@ -113,12 +113,15 @@ extension PostgresJobStore {
     /// The claiming statement: $1 now (NULL: the server's clock), $2 kinds, $3 limit, $4 worker, $5 the
     /// lease in seconds, $6 the categories found busy by an earlier look (their jobs are passed over).
     ///
-    /// The candidates are the first ready jobs of each kind, through the index of ready jobs by kind
-    /// (`jobs_ready_kind`), and then the first of those: a claim reads only the ready jobs of its kinds,
-    /// however many of other kinds wait. (One look through all ready jobs in priority order read past
-    /// every job of another kind: 10 ms a claim behind 100,000 of them, for a worker with nothing to
-    /// do.) Each kind's look locks at most `$3` rows; those not taken are free again at the statement's
-    /// commit.
+    /// The candidates come through the index of ready jobs by kind (`jobs_ready_kind`): a claim reads
+    /// only the ready jobs of its kinds, however many of other kinds wait. (One look through all ready
+    /// jobs in priority order read past every job of another kind: 10 ms a claim behind 100,000 of them,
+    /// for a worker with nothing to do.) With one kind, its first `$3` unlocked ready jobs are locked, as
+    /// before. With several, `shares` first reads the first `$3` of each kind without locking them and
+    /// counts how many of the first `$3` of all each kind has; each kind then locks that many of its own,
+    /// skipping rows other claimers hold. A claim locks no row it does not take (locking each kind's
+    /// first `$3` would hold rows other claimers then skip, and write each lock), and where no other
+    /// claimer holds rows, it takes what one ordered look would.
     ///
     /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
     /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
@@ -126,10 +129,27 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v7"
+        static let name = "baton_claim_ready_v8"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
+            ), shares AS MATERIALIZED (
+                -- How many of the first $3 candidates each kind has (read only with several kinds).
+                SELECT top.kind, count(*) AS n FROM (
+                    SELECT p.kind, p.priority, p.id FROM unnest($2::text[]) AS pk(kind), LATERAL (
+                        SELECT q.kind, q.priority, q.id FROM jobs q
+                        WHERE q.state = 'ready' AND q.kind = pk.kind AND q.not_before <= (SELECT t FROM now)
+                            AND (NOT q.has_categories OR COALESCE((
+                                SELECT bool_and(c.category <> ALL($6::text[])
+                                    AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
+                                FROM job_categories c WHERE c.job = q.id), true))
+                        ORDER BY q.priority DESC, q.id
+                        LIMIT $3
+                    ) p
+                    ORDER BY p.priority DESC, p.id
+                    LIMIT $3
+                ) top
+                GROUP BY top.kind
             ), candidates AS (
                 SELECT c.id, c.has_categories FROM unnest($2::text[]) AS k(kind), LATERAL (
                     SELECT j.id, j.has_categories, j.priority FROM jobs j
@@ -139,7 +159,8 @@ extension PostgresJobStore {
                                 AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
                             FROM job_categories c WHERE c.job = j.id), true))
                     ORDER BY j.priority DESC, j.id
-                    LIMIT $3
+                    LIMIT (CASE WHEN cardinality($2::text[]) = 1 THEN $3
+                        ELSE COALESCE((SELECT s.n FROM shares s WHERE s.kind = k.kind), 0) END)
                     FOR UPDATE SKIP LOCKED
                 ) c
                 ORDER BY c.priority DESC, c.id

@@ -126,63 +126,6 @@ struct PostgresPlanTests {
         }
     }
 
-    /// A worker with nothing to do behind another kind's backlog: each look for work (a claim, and the
-    /// time of the next due job) read every ready job of the other kind while one index held all ready
-    /// jobs in priority order. Measured by what the statements read (EXPLAIN ANALYZE, generic plans), in
-    /// a transaction that is rolled back.
-    @Test("a claim and the next due time read only the ready jobs of their own kinds")
-    func claimsReadOnlyTheirKinds() async throws {
-        try await TestPostgres.withStore("plans_kinds") { store, _ in
-            var backlog = GraphSpec(name: "backlog")
-            for index in 0..<3000 {
-                backlog.jobs.append(JobSpec(name: "b\(index)", kind: "other", input: Data(), retry: .never))
-            }
-            _ = try await store.submit(backlog, uniqueKey: nil)
-            var mine = GraphSpec(name: "mine")
-            mine.jobs.append(JobSpec(name: "m", kind: "mine", input: Data(), retry: .never))
-            _ = try await store.submit(mine, uniqueKey: nil)
-            try await store.client.query("ANALYZE jobs")
-            let plans: [(String, [String])] = try await store.client.withConnection { connection in
-                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestPostgres.logger)
-                try await connection.query("BEGIN", logger: TestPostgres.logger)
-                var plans: [(String, [String])] = []
-                let statements = [
-                    (
-                        "claim", "float8, text[], bigint, text, float8, text[]", PostgresJobStore.ClaimReady.sql,
-                        ["NULL, '{mine}', 100, 'w', 60, '{}'", "NULL, '{mine,none}', 100, 'w', 60, '{}'"]
-                    ),
-                    ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, ["NULL, '{mine}'"]),
-                ]
-                for (index, (name, types, sql, calls)) in statements.enumerated() {
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "PREPARE kinds_test_\(index)(\(types)) AS \(sql)"),
-                        logger: TestPostgres.logger)
-                    for arguments in calls {
-                        let rows = try await connection.query(
-                            PostgresQuery(unsafeSQL: "EXPLAIN ANALYZE EXECUTE kinds_test_\(index)(\(arguments))"),
-                            logger: TestPostgres.logger
-                        ).collect()
-                        plans.append(("\(name) (\(arguments))", try rows.map { try $0.decode(String.self) }))
-                    }
-                }
-                try await connection.query("ROLLBACK", logger: TestPostgres.logger)
-                return plans
-            }
-            for (name, plan) in plans {
-                let text = plan.joined(separator: "\n")
-                // Rows a scan read and left out, and rows a scan returned: none near the backlog's 3,000.
-                let counts = plan.flatMap { line -> [Int] in
-                    line.matches(of: /(?:Rows Removed by Filter: |actual time=[0-9.]+\.\.[0-9.]+ rows=)(\d+)/)
-                        .compactMap { Int($0.output.1) }
-                }
-                #expect(!counts.isEmpty, "\(name): no row counts in the plan:\n\(text)")
-                #expect(counts.allSatisfy { $0 < 100 }, "\(name) reads the other kind's ready jobs:\n\(text)")
-                #expect(!text.contains("Seq Scan on jobs "), "\(name) reads the jobs in full:\n\(text)")
-                if ProcessInfo.processInfo.environment["BATON_SHOW_PLANS"] == "1" { print("\(name):\n\(text)") }
-            }
-        }
-    }
-
     @Test("completing and claiming read jobs, edges and categories through indexes, whatever the statistics say")
     func stepsUseIndexes() async throws {
         try await TestPostgres.withStore("plans") { store, _ in

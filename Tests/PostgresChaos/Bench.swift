@@ -250,15 +250,17 @@ struct PostgresBench {
         for index in 0..<backlog { graph.add(BenchNoOp.self, input: index, name: "b\(index)", retry: .never) }
         _ = try await store.submit(graph)
         var times: [Double] = []
+        var claimed = 0
         for _ in 0..<50 {
             let start = ContinuousClock.now
-            let claimed = try await store.claim(worker: "idle", kinds: ["bench.idle"], limit: 500, lease: .seconds(60))
+            claimed += try await store.claim(worker: "idle", kinds: ["bench.idle"], limit: 500, lease: .seconds(60))
+                .count
             _ = try await store.nextDueDate(kinds: ["bench.idle"])
             times.append((ContinuousClock.now - start).seconds * 1000)
-            guard claimed.isEmpty else { throw BenchFailure("the idle look claimed \(claimed.count) jobs") }
         }
         await dropSchema(schema, using: store)
         store.close()
+        guard claimed == 0 else { throw BenchFailure("the idle looks claimed \(claimed) jobs") }
         times.sort()
         progress("baton idle look behind \(backlog) ready jobs of another kind: p50 \(round3(times[25])) ms")
         return (times[25], times[45])
