@@ -1,5 +1,6 @@
 public import BatonDurable
 import Foundation
+import Logging
 import PostgresNIO
 
 extension PostgresJobStore {
@@ -61,7 +62,7 @@ extension PostgresJobStore {
     /// The claiming statement's call; `busy`: categories whose lock another session held in this claim.
     static func claimStatement(
         worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?, busy: Set<String> = []
-    ) -> Prepared<ClaimReady> {
+    ) -> ClaimCall {
         var bindings = PostgresBindings(capacity: 6)
         bindings.append(now)
         bindings.append(kinds)
@@ -69,7 +70,23 @@ extension PostgresJobStore {
         bindings.append(worker)
         bindings.append(lease.seconds)
         bindings.append(busy.sorted())
-        return Prepared<ClaimReady>(bindings: bindings)
+        return kinds.count == 1
+            ? .oneKind(Prepared<ClaimReadyOfOneKind>(bindings: bindings))
+            : .severalKinds(Prepared<ClaimReady>(bindings: bindings))
+    }
+
+    /// A call of the claiming statement: the form for one kind or for several (the same values).
+    enum ClaimCall: Sendable {
+        case oneKind(Prepared<ClaimReadyOfOneKind>)
+        case severalKinds(Prepared<ClaimReady>)
+    }
+
+    /// `prepared(_:_:readOnly:)` for a claim.
+    func prepared(_ label: String, _ call: ClaimCall) async throws -> [PostgresRow] {
+        switch call {
+        case .oneKind(let statement): try await prepared(label, statement)
+        case .severalKinds(let statement): try await prepared(label, statement)
+        }
     }
 
     /// A fresh lease token, in SQL: 62 random bits (never 0), so a token says nothing about the claims
@@ -116,10 +133,10 @@ extension PostgresJobStore {
     /// The candidates come through the index of ready jobs by kind (`jobs_ready_kind`): a claim reads
     /// only the ready jobs of its kinds, however many of other kinds wait. (One look through all ready
     /// jobs in priority order read past every job of another kind: 10 ms a claim behind 100,000 of them,
-    /// for a worker with nothing to do.) With one kind, its first `$3` unlocked ready jobs are locked, as
-    /// before. With several, `shares` first reads the first `$3` of each kind without locking them and
-    /// counts how many of the first `$3` of all each kind has; each kind then locks that many of its own,
-    /// skipping rows other claimers hold. A claim locks no row it does not take (locking each kind's
+    /// for a worker with nothing to do.) One kind has a statement of its own (``ClaimReadyOfOneKind``).
+    /// With several, `shares` first reads the first `$3` of each kind without locking them and counts how
+    /// many of the first `$3` of all each kind has; each kind then locks that many of its own, skipping
+    /// rows other claimers hold. A claim locks no row it does not take (locking each kind's
     /// first `$3` would hold rows other claimers then skip, and write each lock), and where no other
     /// claimer holds rows, it takes what one ordered look would.
     ///
@@ -134,15 +151,12 @@ extension PostgresJobStore {
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
             ), shares AS MATERIALIZED (
-                -- How many of the first $3 candidates each kind has (read only with several kinds).
+                -- How many of the first $3 candidates each kind has.
                 SELECT top.kind, count(*) AS n FROM (
                     SELECT p.kind, p.priority, p.id FROM unnest($2::text[]) AS pk(kind), LATERAL (
                         SELECT q.kind, q.priority, q.id FROM jobs q
                         WHERE q.state = 'ready' AND q.kind = pk.kind AND q.not_before <= (SELECT t FROM now)
-                            AND (NOT q.has_categories OR COALESCE((
-                                SELECT bool_and(c.category <> ALL($6::text[])
-                                    AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
-                                FROM job_categories c WHERE c.job = q.id), true))
+                            AND \(roomFor("q"))
                         ORDER BY q.priority DESC, q.id
                         LIMIT $3
                     ) p
@@ -154,36 +168,69 @@ extension PostgresJobStore {
                 SELECT c.id, c.has_categories FROM unnest($2::text[]) AS k(kind), LATERAL (
                     SELECT j.id, j.has_categories, j.priority FROM jobs j
                     WHERE j.state = 'ready' AND j.kind = k.kind AND j.not_before <= (SELECT t FROM now)
-                        AND (NOT j.has_categories OR COALESCE((
-                            SELECT bool_and(c.category <> ALL($6::text[])
-                                AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
-                            FROM job_categories c WHERE c.job = j.id), true))
+                        AND \(roomFor("j"))
                     ORDER BY j.priority DESC, j.id
-                    LIMIT (CASE WHEN cardinality($2::text[]) = 1 THEN $3
-                        ELSE COALESCE((SELECT s.n FROM shares s WHERE s.kind = k.kind), 0) END)
+                    LIMIT COALESCE((SELECT s.n FROM shares s WHERE s.kind = k.kind), 0)
                     FOR UPDATE SKIP LOCKED
                 ) c
                 ORDER BY c.priority DESC, c.id
                 LIMIT $3
-            ), claimed AS (
-                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
-                    lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8,
-                    started = (SELECT t FROM now)
-                WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
-                RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
-                    j.lease_token, j.lease_expires,
-                    COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
-            )
-            SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, lease_expires, input,
-                true AS claimed
-                FROM claimed
-            UNION ALL
-            SELECT id, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, false FROM candidates WHERE has_categories
-            UNION ALL
-            SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL
-                WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < (SELECT t FROM now))
+            \(claimRest)
             """
     }
+
+    /// ``ClaimReady`` for one kind (`$2` holds one): its first `$3` unlocked ready jobs, in one look
+    /// through the index of ready jobs by kind. The form for several kinds costs a fifth more of the
+    /// server's time a claim (its shares are planned, and its look is a join), which a worker of one
+    /// kind, the common case, need not pay.
+    enum ClaimReadyOfOneKind: PreparedText {
+        static let name = "baton_claim_ready_one_v1"
+        static let sql = """
+            WITH now AS MATERIALIZED (
+                SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
+            ), candidates AS (
+                SELECT j.id, j.has_categories FROM jobs j
+                WHERE j.state = 'ready' AND j.kind = ($2::text[])[1] AND j.not_before <= (SELECT t FROM now)
+                    AND \(roomFor("j"))
+                ORDER BY j.priority DESC, j.id
+                LIMIT $3
+                FOR UPDATE SKIP LOCKED
+            \(claimRest)
+            """
+    }
+
+    /// In the claiming statements: the job `alias` needs no category, or each of its categories has
+    /// room and was not found busy ($6).
+    static func roomFor(_ alias: String) -> String {
+        """
+        (NOT \(alias).has_categories OR COALESCE((
+            SELECT bool_and(c.category <> ALL($6::text[])
+                AND (SELECT count(*) FROM holders h WHERE h.category = c.category) < c.max_holders)
+            FROM job_categories c WHERE c.job = \(alias).id), true))
+        """
+    }
+
+    /// The claiming statements after their candidates: the claim of those without categories, the
+    /// candidates with categories, and a row saying whether a lease has expired.
+    static let claimRest = """
+        ), claimed AS (
+            UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
+                lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8,
+                started = (SELECT t FROM now)
+            WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
+            RETURNING j.id, j.run, j.name, j.kind, j.attempts, j.max_attempts, j.priority, j.timeout,
+                j.lease_token, j.lease_expires,
+                COALESCE(j.input, (SELECT d.output FROM jobs d WHERE d.id = j.input_from)) AS input
+        )
+        SELECT id, run, name, kind, attempts, max_attempts, priority, timeout, lease_token, lease_expires, input,
+            true AS claimed
+            FROM claimed
+        UNION ALL
+        SELECT id, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, false FROM candidates WHERE has_categories
+        UNION ALL
+        SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL
+            WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < (SELECT t FROM now))
+        """
 
     static func claimedJob(_ columns: PostgresRandomAccessRow) throws -> ClaimedJob {
         let id = try columns["id"].decode(Int64.self)
@@ -354,6 +401,16 @@ extension PostgresJobStore {
             guard let (cancel, until) = held[lease.job.rawValue] else { return .lost }
             if let reason = cancel { return .cancelRequested(reason: reason, until: Date(storeTime: until)) }
             return .renewed(until: Date(storeTime: until))
+        }
+    }
+}
+
+extension PostgresConnection {
+    /// `rows(of:logger:)` for a claim.
+    func rows(of call: PostgresJobStore.ClaimCall, logger: Logger) async throws -> [PostgresRow] {
+        switch call {
+        case .oneKind(let statement): try await rows(of: statement, logger: logger)
+        case .severalKinds(let statement): try await rows(of: statement, logger: logger)
         }
     }
 }

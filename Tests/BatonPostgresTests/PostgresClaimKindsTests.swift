@@ -37,8 +37,8 @@ struct PostgresClaimKindsTests {
             try await store.client.query("ANALYZE jobs")
             let calls: [(String, String, String, String)] = [
                 (
-                    "claim", "float8, text[], bigint, text, float8, text[]", PostgresJobStore.ClaimReady.sql,
-                    "NULL, '{mine}', 100, 'w', 60, '{}'"
+                    "claim", "float8, text[], bigint, text, float8, text[]",
+                    PostgresJobStore.ClaimReadyOfOneKind.sql, "NULL, '{mine}', 100, 'w', 60, '{}'"
                 ),
                 (
                     "claim", "float8, text[], bigint, text, float8, text[]", PostgresJobStore.ClaimReady.sql,
