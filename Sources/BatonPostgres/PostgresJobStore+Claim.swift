@@ -103,16 +103,19 @@ extension PostgresJobStore {
     ) async throws -> (claimed: [ClaimedJob], busy: Set<String>, expired: Bool, filled: Bool) {
         // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
         //    running by the statement. Candidates with categories are only reported, not claimed.
-        //    A last row (claimed NULL) reports that some lease has expired.
+        //    Last rows (claimed NULL) report that some lease has expired (id 0), and that a claim of
+        //    several kinds found as many candidates as it asked for before others' locks (id -1).
         var claimed: [ClaimedJob] = []
         var withCategories: [Int64] = []
         var expired = false
+        var pooled = false
         for row in rows {
             let columns = row.makeRandomAccess()
             switch try columns["claimed"].decode(Bool?.self) {
             case true?: claimed.append(try Self.claimedJob(columns))
             case false?: withCategories.append(try columns["id"].decode(Int64.self))
-            case nil: expired = true
+            case nil:
+                if try columns["id"].decode(Int64.self) == -1 { pooled = true } else { expired = true }
             }
         }
         let candidates = claimed.count + withCategories.count
@@ -124,7 +127,7 @@ extension PostgresJobStore {
                 withCategories, worker: worker, limit: limit - claimed.count, lease: lease)
             claimed += admitted
         }
-        return (claimed, busy, expired, candidates >= limit)
+        return (claimed, busy, expired, candidates >= limit || pooled)
     }
 
     /// The claiming statement: $1 now (NULL: the server's clock), $2 kinds, $3 limit, $4 worker, $5 the
@@ -134,11 +137,12 @@ extension PostgresJobStore {
     /// only the ready jobs of its kinds, however many of other kinds wait. (One look through all ready
     /// jobs in priority order read past every job of another kind: 10 ms a claim behind 100,000 of them,
     /// for a worker with nothing to do.) One kind has a statement of its own (``ClaimReadyOfOneKind``).
-    /// With several, `shares` first reads the first `$3` of each kind without locking them and counts how
-    /// many of the first `$3` of all each kind has; each kind then locks that many of its own, skipping
-    /// rows other claimers hold. A claim locks no row it does not take (locking each kind's
-    /// first `$3` would hold rows other claimers then skip, and write each lock), and where no other
-    /// claimer holds rows, it takes what one ordered look would.
+    /// With several, `pool` reads the first `$3` of each kind without locking them, and one ordered pass
+    /// over the pool locks the first `$3` that no other claimer holds: a claim locks no row it does not
+    /// take (locking each kind's first `$3` held rows that other claimers then skipped, and wrote a lock
+    /// for each), and the rows another claimer holds leave their places to the other kinds' next ones.
+    /// When the pool held `$3` or more (a last row with id -1), the claim may look again for rows that
+    /// others held: ``completeClaim(_:worker:kinds:limit:lease:)``.
     ///
     /// Every table is reached by key or through the ready jobs' index, whatever the planner's statistics
     /// say (``PostgresPlanTests``): the claimed rows are updated by their ids (an array), not joined back
@@ -146,43 +150,37 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v8"
+        static let name = "baton_claim_ready_v9"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
-            ), shares AS MATERIALIZED (
-                -- How many of the first $3 candidates each kind has.
-                SELECT top.kind, count(*) AS n FROM (
-                    SELECT p.kind, p.priority, p.id FROM unnest($2::text[]) AS pk(kind), LATERAL (
-                        SELECT q.kind, q.priority, q.id FROM jobs q
-                        WHERE q.state = 'ready' AND q.kind = pk.kind AND q.not_before <= (SELECT t FROM now)
-                            AND \(roomFor("q"))
-                        ORDER BY q.priority DESC, q.id
-                        LIMIT $3
-                    ) p
-                    ORDER BY p.priority DESC, p.id
-                    LIMIT $3
-                ) top
-                GROUP BY top.kind
-            ), candidates AS (
-                SELECT c.id, c.has_categories FROM unnest($2::text[]) AS k(kind), LATERAL (
-                    SELECT j.id, j.has_categories, j.priority FROM jobs j
+            ), pool AS MATERIALIZED (
+                SELECT p.id FROM unnest($2::text[]) AS k(kind), LATERAL (
+                    SELECT j.id FROM jobs j
                     WHERE j.state = 'ready' AND j.kind = k.kind AND j.not_before <= (SELECT t FROM now)
                         AND \(roomFor("j"))
                     ORDER BY j.priority DESC, j.id
-                    LIMIT COALESCE((SELECT s.n FROM shares s WHERE s.kind = k.kind), 0)
-                    FOR UPDATE SKIP LOCKED
-                ) c
-                ORDER BY c.priority DESC, c.id
+                    LIMIT $3
+                ) p
+            ), candidates AS (
+                SELECT j.id, j.has_categories FROM jobs j
+                WHERE j.id = ANY(ARRAY(SELECT id FROM pool)) AND j.state = 'ready'
+                    AND j.not_before <= (SELECT t FROM now)
+                ORDER BY j.priority DESC, j.id
                 LIMIT $3
+                FOR UPDATE SKIP LOCKED
             \(claimRest)
+            UNION ALL
+            SELECT -1, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL WHERE (SELECT count(*) FROM pool) >= $3
             """
     }
 
     /// ``ClaimReady`` for one kind (`$2` holds one): its first `$3` unlocked ready jobs, in one look
-    /// through the index of ready jobs by kind. The form for several kinds costs a fifth more of the
-    /// server's time a claim (its shares are planned, and its look is a join), which a worker of one
-    /// kind, the common case, need not pay.
+    /// through the index of ready jobs by kind that skips the rows other claimers hold as it goes, so
+    /// any number of claimers of one kind each take a full batch. The form for several kinds reads its
+    /// pool and then locks from it, which costs more server time a claim and leaves a claimer short
+    /// when others hold more than the pool's spare rows (it then looks again); a worker of one kind,
+    /// the common case, pays neither.
     enum ClaimReadyOfOneKind: PreparedText {
         static let name = "baton_claim_ready_one_v1"
         static let sql = """

@@ -179,7 +179,7 @@ enum PostgresSchema {
         // other kind at each look (10 ms behind 100,000 of them).
         [
             "CREATE INDEX jobs_ready_kind ON jobs (kind, priority DESC, id) WHERE state = 'ready'",
-            "CREATE INDEX jobs_ready_due ON jobs (kind, not_before) WHERE state = 'ready'",
+            "CREATE INDEX jobs_ready_start ON jobs (kind, not_before) WHERE state = 'ready'",
             "DROP INDEX IF EXISTS jobs_ready",
         ],
     ]

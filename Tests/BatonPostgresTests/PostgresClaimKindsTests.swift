@@ -22,70 +22,109 @@ struct PostgresClaimKindsTests {
         return graph
     }
 
-    /// A worker with nothing to do behind another kind's backlog, ready and waiting for its time: each
-    /// look for work (a claim, and the time of the next due job) read every ready job of the other kind
-    /// while one index held all ready jobs in priority order. Measured by what the statements read
-    /// (EXPLAIN ANALYZE of the generic plans), each call in a transaction that is rolled back.
-    @Test("a claim and the next due time read only the ready jobs of their own kinds")
-    func looksReadOnlyTheirKinds() async throws {
-        try await TestPostgres.withStore("claim_kinds_read") { store, _ in
-            _ = try await store.submit(Self.graph("b", kind: "other", count: 3000), uniqueKey: nil)
-            _ = try await store.submit(
-                Self.graph("later", kind: "other", count: 3000, notBefore: Date().addingTimeInterval(3600)),
-                uniqueKey: nil)
-            _ = try await store.submit(Self.graph("m", kind: "mine", count: 1), uniqueKey: nil)
-            try await store.client.query("ANALYZE jobs")
-            let calls: [(String, String, String, String)] = [
-                (
-                    "claim", "float8, text[], bigint, text, float8, text[]",
-                    PostgresJobStore.ClaimReadyOfOneKind.sql, "NULL, '{mine}', 100, 'w', 60, '{}'"
-                ),
-                (
-                    "claim", "float8, text[], bigint, text, float8, text[]", PostgresJobStore.ClaimReady.sql,
-                    "NULL, '{mine,none}', 100, 'w', 60, '{}'"
-                ),
-                ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine}'"),
-                ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine,none}'"),
-            ]
-            for (index, (name, types, sql, arguments)) in calls.enumerated() {
-                let plan: [String] = try await store.client.withConnection { connection in
-                    try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestPostgres.logger)
-                    try await connection.query("BEGIN", logger: TestPostgres.logger)
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "PREPARE kinds_test_\(index)(\(types)) AS \(sql)"),
-                        logger: TestPostgres.logger)
-                    let rows = try await connection.query(
-                        PostgresQuery(unsafeSQL: "EXPLAIN ANALYZE EXECUTE kinds_test_\(index)(\(arguments))"),
-                        logger: TestPostgres.logger
-                    ).collect()
-                    try await connection.query("ROLLBACK", logger: TestPostgres.logger)
-                    try await connection.query(
-                        PostgresQuery(unsafeSQL: "DEALLOCATE kinds_test_\(index)"), logger: TestPostgres.logger)
-                    return try rows.map { try $0.decode(String.self) }
-                }
-                let text = plan.joined(separator: "\n")
-                // Rows a scan read and left out, and rows a scan returned: none near a backlog's 3,000.
-                let counts = plan.flatMap { line -> [Int] in
-                    line.matches(of: /(?:Rows Removed by Filter: |actual time=[0-9.]+\.\.[0-9.]+ rows=)(\d+)/)
-                        .compactMap { Int($0.output.1) }
-                }
-                #expect(!counts.isEmpty, "\(name) (\(arguments)): no row counts in the plan:\n\(text)")
-                #expect(
-                    counts.allSatisfy { $0 < 100 }, "\(name) (\(arguments)) reads the other kind's jobs:\n\(text)")
-                #expect(!text.contains("Seq Scan on jobs "), "\(name) (\(arguments)) reads the jobs in full:\n\(text)")
+    /// What each statement of `calls` (label, parameter types, text, arguments) reads, by EXPLAIN
+    /// ANALYZE of its generic plan, each in a transaction that is rolled back: every row count in the
+    /// plan (rows a scan returned, rows it read and left out) must stay under 100.
+    static func expectReadsLittle(_ store: PostgresJobStore, _ calls: [(String, String, String, String)]) async throws {
+        for (index, (name, types, sql, arguments)) in calls.enumerated() {
+            let plan: [String] = try await store.client.withConnection { connection in
+                try await connection.query("SET plan_cache_mode = force_generic_plan", logger: TestPostgres.logger)
+                try await connection.query("BEGIN", logger: TestPostgres.logger)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "PREPARE kinds_test_\(index)(\(types)) AS \(sql)"),
+                    logger: TestPostgres.logger)
+                let rows = try await connection.query(
+                    PostgresQuery(unsafeSQL: "EXPLAIN ANALYZE EXECUTE kinds_test_\(index)(\(arguments))"),
+                    logger: TestPostgres.logger
+                ).collect()
+                try await connection.query("ROLLBACK", logger: TestPostgres.logger)
+                try await connection.query(
+                    PostgresQuery(unsafeSQL: "DEALLOCATE kinds_test_\(index)"), logger: TestPostgres.logger)
+                return try rows.map { try $0.decode(String.self) }
             }
+            let text = plan.joined(separator: "\n")
+            let counts = plan.flatMap { line -> [Int] in
+                line.matches(of: /(?:Rows Removed by Filter: |actual time=[0-9.]+\.\.[0-9.]+ rows=)(\d+)/)
+                    .compactMap { Int($0.output.1) }
+            }
+            #expect(!counts.isEmpty, "\(name) (\(arguments)): no row counts in the plan:\n\(text)")
+            #expect(counts.allSatisfy { $0 < 100 }, "\(name) (\(arguments)) reads a backlog:\n\(text)")
+            #expect(!text.contains("Seq Scan on jobs "), "\(name) (\(arguments)) reads the jobs in full:\n\(text)")
         }
     }
 
-    /// A claim of several kinds must lock only the jobs it takes: locking each kind's first `limit`
-    /// held rows that other claimers then skipped (and wrote a lock for each). Here one claim of 10 over
-    /// two kinds holds its transaction open; a second claimer must still find the other 10.
-    @Test("a claim of several kinds locks only the jobs it takes; another claimer takes the rest meanwhile")
-    func aClaimOfSeveralKindsLocksWhatItTakes() async throws {
+    static let claimTypes = "float8, text[], bigint, text, float8, text[]"
+
+    /// A worker with nothing to do behind another kind's backlog, ready and waiting for its time: each
+    /// look for work (a claim, and the time of the next due job) read every ready job of the other kind
+    /// while one index held all ready jobs in priority order. The next due time must not read the
+    /// worker's own waiting jobs either (a `min` over all its kinds read every one of them).
+    @Test("a claim and the next due time read only the ready jobs of their own kinds that matter")
+    func looksReadOnlyTheirKinds() async throws {
+        try await TestPostgres.withStore("claim_kinds_read") { store, _ in
+            _ = try await store.submit(Self.graph("b", kind: "other", count: 3000), uniqueKey: nil)
+            let inAnHour = Date().addingTimeInterval(3600)
+            _ = try await store.submit(
+                Self.graph("later", kind: "other", count: 3000, notBefore: inAnHour), uniqueKey: nil)
+            _ = try await store.submit(Self.graph("m", kind: "mine", count: 1), uniqueKey: nil)
+            try await store.client.query("ANALYZE jobs")
+            try await Self.expectReadsLittle(
+                store,
+                [
+                    (
+                        "claim", Self.claimTypes, PostgresJobStore.ClaimReadyOfOneKind.sql,
+                        "NULL, '{mine}', 100, 'w', 60, '{}'"
+                    ),
+                    (
+                        "claim", Self.claimTypes, PostgresJobStore.ClaimReady.sql,
+                        "NULL, '{mine,none}', 100, 'w', 60, '{}'"
+                    ),
+                    ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine}'"),
+                ])
+            // The worker's own kind waiting for its time.
+            _ = try await store.submit(
+                Self.graph("mine-later", kind: "mine", count: 3000, notBefore: inAnHour), uniqueKey: nil)
+            try await store.client.query("ANALYZE jobs")
+            try await Self.expectReadsLittle(
+                store,
+                [
+                    ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine}'"),
+                    ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine,other}'"),
+                ])
+            #expect(try await store.nextDueDate(kinds: ["none", "mine"]) != nil)
+        }
+    }
+
+    /// A claim of several kinds must lock only the jobs it takes, and take the best of what no other
+    /// claimer holds. One claim holds its transaction open (a statement of ``PostgresJobStore/ClaimReady``
+    /// on a connection of the test's own); a second claimer must find the rest. Locking each kind's
+    /// first `limit` held rows the second claimer then skipped; sharing the places out by kind before
+    /// locking gave the held kind's places to nothing.
+    @Test(
+        "a claim of several kinds locks only the jobs it takes; another claimer takes the best of the rest",
+        arguments: [
+            // (jobs of a, their priorities; jobs of b, their priorities; the held claim's limit; what the
+            // second claim of limit `held` takes)
+            ("equal priorities", 10, 10, 10, Set((5..<10).flatMap { ["a\($0)", "b\($0)"] })),
+            ("a above b", 10, 0, 10, Set((0..<10).map { "b\($0)" })),
+            ("held a above b above the rest of a", 6, -1, 3, Set(["b0", "b1", "b2"])),
+        ])
+    func aClaimOfSeveralKindsLocksWhatItTakes(
+        scenario: String, aCount: Int, bOffset: Int, held: Int, expected: Set<String>
+    ) async throws {
         try await TestPostgres.withStore("claim_kinds_locks") { store, configuration in
-            // Priorities 10…1 in each kind: the first 10 of all are five of each.
-            _ = try await store.submit(Self.graph("a", kind: "a", count: 10, priority: { 10 - $0 }), uniqueKey: nil)
-            _ = try await store.submit(Self.graph("b", kind: "b", count: 10, priority: { 10 - $0 }), uniqueKey: nil)
+            switch bOffset {
+            case 10:  // a and b at 10…1: the first 10 of all are five of each
+                _ = try await store.submit(Self.graph("a", kind: "a", count: 10, priority: { 10 - $0 }), uniqueKey: nil)
+                _ = try await store.submit(Self.graph("b", kind: "b", count: 10, priority: { 10 - $0 }), uniqueKey: nil)
+            case 0:  // a at 20…11, b at 10…1
+                _ = try await store.submit(Self.graph("a", kind: "a", count: 10, priority: { 20 - $0 }), uniqueKey: nil)
+                _ = try await store.submit(Self.graph("b", kind: "b", count: 10, priority: { 10 - $0 }), uniqueKey: nil)
+            default:  // three of a at 10, three of a at 1, three of b at 5
+                _ = try await store.submit(
+                    Self.graph("a", kind: "a", count: aCount, priority: { $0 < 3 ? 10 : 1 }), uniqueKey: nil)
+                _ = try await store.submit(Self.graph("b", kind: "b", count: 3, priority: { _ in 5 }), uniqueKey: nil)
+            }
             let first = try await TestPostgres.connect(configuration, id: 1)
             do {
                 try await first.query(
@@ -94,18 +133,20 @@ struct PostgresClaimKindsTests {
                 try await first.query("BEGIN", logger: TestPostgres.logger)
                 try await first.query(
                     PostgresQuery(
-                        unsafeSQL:
-                            "PREPARE held(float8, text[], bigint, text, float8, text[]) AS \(PostgresJobStore.ClaimReady.sql)"
-                    ), logger: TestPostgres.logger)
-                let held = try await first.query(
-                    "EXECUTE held(NULL, '{a,b}', 10, 'first', 60, '{}')", logger: TestPostgres.logger
+                        unsafeSQL: "PREPARE held(\(Self.claimTypes)) AS \(PostgresJobStore.ClaimReady.sql)"),
+                    logger: TestPostgres.logger)
+                let rows = try await first.query(
+                    PostgresQuery(unsafeSQL: "EXECUTE held(NULL, '{a,b}', \(held), 'first', 60, '{}')"),
+                    logger: TestPostgres.logger
                 ).collect()
-                #expect(held.count == 10, "the first claim took \(held.count) of 10")
+                let taken = try rows.filter { try $0.makeRandomAccess()["claimed"].decode(Bool?.self) == true }
+                #expect(taken.count == held, "\(scenario): the first claim took \(taken.count) of \(held)")
                 // While the first claim's transaction holds its rows.
-                let second = try await store.claim(worker: "second", kinds: ["b", "a"], limit: 10, lease: .seconds(60))
+                let second = try await store.claim(
+                    worker: "second", kinds: ["b", "a"], limit: held, lease: .seconds(60))
                 #expect(
-                    Set(second.map(\.name)) == Set((5..<10).flatMap { ["a\($0)", "b\($0)"] }),
-                    "the second claim took \(second.map(\.name).sorted())")
+                    Set(second.map(\.name)) == expected,
+                    "\(scenario): the second claim took \(second.map(\.name).sorted())")
                 try await first.query("ROLLBACK", logger: TestPostgres.logger)
                 try await first.close()
             } catch {

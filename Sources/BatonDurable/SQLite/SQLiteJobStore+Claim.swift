@@ -116,7 +116,7 @@ extension SQLiteJobStore {
     /// now, ?2 the page, ?3... the kinds), then the first of those. A claim reads only the ready jobs of
     /// its kinds, however many of other kinds wait: one look through all ready jobs in priority order
     /// read past every one of them (19 ms behind 100,000 for a worker with nothing to do). The `+` keeps
-    /// the planner from the index by kind and start time (`baton_jobs_ready_due`), which it prefers
+    /// the planner from the index by kind and start time (`baton_jobs_ready_start`), which it prefers
     /// without statistics but which would read every due job of the kind and sort them at each claim.
     static func claimCandidatesSQL(kinds count: Int) -> String {
         // SQLite allows 500 terms in a compound SELECT: past 200 kinds, an arm takes several (and sorts

@@ -168,7 +168,7 @@ extension SQLiteJobStore {
     }
 
     /// The earliest start of a ready job of `count` kinds (? now, then the kinds) that may not start yet,
-    /// through the index of ready jobs by kind and start (`baton_jobs_ready_due`): it reads the jobs of
+    /// through the index of ready jobs by kind and start (`baton_jobs_ready_start`): it reads the jobs of
     /// those kinds that wait for their time, not every ready job.
     static func nextDueSQL(kinds count: Int) -> String {
         let placeholders = Array(repeating: "?", count: count).joined(separator: ",")

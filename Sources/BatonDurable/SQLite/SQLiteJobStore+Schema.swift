@@ -25,7 +25,7 @@ extension SQLiteJobStore {
                     WHERE length(name) <> length(CAST(name AS BLOB));
                 CREATE INDEX IF NOT EXISTS baton_jobs_ready_kind ON baton_jobs(kind, priority DESC, id)
                     WHERE state = 'ready';
-                CREATE INDEX IF NOT EXISTS baton_jobs_ready_due ON baton_jobs(kind, not_before) WHERE state = 'ready';
+                CREATE INDEX IF NOT EXISTS baton_jobs_ready_start ON baton_jobs(kind, not_before) WHERE state = 'ready';
                 DROP INDEX IF EXISTS baton_jobs_ready;
                 """)
     }
