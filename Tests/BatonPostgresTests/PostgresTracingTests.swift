@@ -69,9 +69,7 @@ struct PostgresTracingTests {
             try await store.client.query("ALTER TABLE edges DROP COLUMN includes_added")
             try await store.client.query("DROP TABLE schedules")
             try await store.client.query("ALTER TABLE jobs DROP COLUMN started")  // version 7's
-            // Version 8's: the ready jobs' indexes as version 1 made them.
-            try await store.client.query("DROP INDEX jobs_ready_kind, jobs_ready_start")
-            try await store.client.query("CREATE INDEX jobs_ready ON jobs (priority DESC, id) WHERE state = 'ready'")
+            try await store.client.query("DROP INDEX jobs_ready_start")  // version 8's
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }
