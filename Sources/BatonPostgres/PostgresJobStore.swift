@@ -501,35 +501,70 @@ protocol PreparedText {
 /// Every statement the store sends goes through one of these two, which refuse a connection that has
 /// closed instead of writing to it.
 ///
-/// postgres-nio (1.33) writes a statement to its channel without a promise for the write; when the
-/// channel has just closed (the server ended the session between two statements of one call: a
-/// terminated backend, a failover, an idle timeout), the statement reaches no handler and its answer
-/// never comes — its fix upstream (#487) was reverted (#501). The call then waited for the operation
-/// timeout, 10 s by default, with its worker's report or claim behind it. Refused here, the call fails
-/// with ``ConnectionClosed`` and is retried on another connection, as after any dropped connection:
-/// nothing the server answered is thrown away (a statement whose answer came is done before the next
-/// one is refused). What is left is the time between this look and the write reaching the event loop,
-/// which the operation timeout still bounds.
+/// postgres-nio (1.33) writes a statement to its channel without a promise for the write. When the
+/// channel has closed by the time the write reaches the event loop (the server ended the session
+/// between two statements of one call: a terminated backend, a failover, an idle timeout), the write
+/// finds no handler, and the statement's answer never comes — its fix upstream (#487) was reverted
+/// (#501). The call then waited for the operation timeout, 10 s by default, with its worker's report
+/// or claim behind it.
+///
+/// So the look at the connection and the write happen in one turn of the connection's event loop,
+/// the thread that closes the channel: the statement is started from a task that prefers that event
+/// loop as its executor (``EventLoopTaskExecutor``), and postgres-nio writes at once when it is called
+/// on the event loop. Either the channel was open at the look, and the statement reaches the
+/// connection's handler, which answers it or fails it when the connection ends; or it had closed, and
+/// the call fails with ``ConnectionClosed``, retried on another connection as after any dropped
+/// connection. Nothing the server answered is thrown away: a statement whose answer came is done
+/// before the next one is looked at.
 extension PostgresConnection {
     /// The connection closed before the statement could be sent.
     struct ConnectionClosed: Error, CustomStringConvertible {
         var description: String { "the connection had closed (the statement was not sent)" }
     }
 
+    /// Runs `send` on this connection's event loop after a look at the connection, with no other work of
+    /// the event loop between the look and `send`'s first step (see above): ``ConnectionClosed`` at once
+    /// when the connection has closed.
+    func whileOpen<T>(_ send: () async throws -> T) async throws -> T {
+        guard #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) else {
+            // No task executors before these systems: the look and the write are apart, as before.
+            guard !isClosed else { throw ConnectionClosed() }
+            return try await send()
+        }
+        return try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
+            guard !isClosed else { throw ConnectionClosed() }
+            return try await send()
+        }
+    }
+
     /// `query(_:logger:)`, or ``ConnectionClosed`` at once when the connection has closed.
     @discardableResult
     func liveQuery(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
-        guard !isClosed else { throw ConnectionClosed() }
-        return try await self.query(query, logger: logger)
+        try await whileOpen { try await self.query(query, logger: logger) }
     }
 
     /// Runs a prepared statement and returns all its rows (``ConnectionClosed`` at once when the
     /// connection has closed).
     func rows<Text: PreparedText>(of statement: Prepared<Text>, logger: Logger) async throws -> [PostgresRow] {
-        guard !isClosed else { throw ConnectionClosed() }
+        let sequence = try await whileOpen { try await execute(statement, logger: logger) }
         var rows: [PostgresRow] = []
-        for try await row in try await execute(statement, logger: logger) { rows.append(row) }
+        for try await row in sequence { rows.append(row) }
         return rows
+    }
+}
+
+/// Runs a task's work on one NIO event loop, for `withTaskExecutorPreference`: code that prefers it
+/// runs on the event loop's thread, so what it asks of a channel of that loop happens at once, in
+/// order with the channel's own events.
+@available(macOS 15, iOS 18, tvOS 18, watchOS 11, *)
+final class EventLoopTaskExecutor: TaskExecutor {
+    let eventLoop: any EventLoop
+
+    init(_ eventLoop: any EventLoop) { self.eventLoop = eventLoop }
+
+    func enqueue(_ job: consuming ExecutorJob) {
+        let job = UnownedJob(job)
+        eventLoop.execute { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
 
