@@ -174,9 +174,15 @@ enum PostgresSchema {
             "ALTER TABLE attempts ADD COLUMN IF NOT EXISTS started float8",
         ],
         // 8: the ready jobs by kind and the time they may start, for `nextDueDate`: a `min` over the index
-        // of all ready jobs read every ready job at each look of an idle worker (claims keep `jobs_ready`:
-        // reading only a claim's own kinds is for a later version).
+        // of all ready jobs read every ready job at each look of an idle worker.
         ["CREATE INDEX jobs_ready_start ON jobs (kind, not_before) WHERE state = 'ready'"],
+        // 9: the ready jobs by kind, in the order claims take them: a claim reads only the ready jobs of
+        // its kinds. With one index of all ready jobs in priority order, a worker with nothing to do read
+        // past every ready job of every other kind at each claim (10 ms behind 100,000 of them).
+        [
+            "CREATE INDEX jobs_ready_kind ON jobs (kind, priority DESC, id) WHERE state = 'ready'",
+            "DROP INDEX IF EXISTS jobs_ready",
+        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

@@ -70,13 +70,21 @@ struct PostgresTracingTests {
             try await store.client.query("DROP TABLE schedules")
             try await store.client.query("ALTER TABLE jobs DROP COLUMN started")  // version 7's
             try await store.client.query("DROP INDEX jobs_ready_start")  // version 8's
+            // Version 9's: the ready jobs' index as version 1 made it.
+            try await store.client.query("DROP INDEX jobs_ready_kind")
+            try await store.client.query("CREATE INDEX jobs_ready ON jobs (priority DESC, id) WHERE state = 'ready'")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
             defer { reopened.close() }
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 8)
+            #expect(PostgresJobStore.schemaVersion == 9)
+            // Versions 8 and 9 replaced the index of all ready jobs with the ready jobs by kind.
+            let indexes = try await store.client.query(
+                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'jobs_ready%'"
+            ).collect().map { try $0.decode(String.self) }
+            #expect(Set(indexes) == ["jobs_ready_kind", "jobs_ready_start"])
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])
