@@ -583,11 +583,11 @@ extension PostgresJobStore {
         }
     }
 
-    /// The names of run `run`'s jobs that the names of added jobs can meet: each of `names`, and each
-    /// numbered form `name #k` of them (``RunAddition``'s rule for a name that is taken), chosen on the
-    /// server: reading every name of the run at each addition sent a crawler's whole run over the
-    /// network for each job it added. (The server still scans the run's rows for numbered names and
-    /// names beyond ASCII; an index on `(run, name)` would end that, at the cost of a schema version.)
+    /// The names of run `run`'s jobs that the names of added jobs can meet: each of `names`, each
+    /// numbered form `name #k` of them (``RunAddition``'s rule for a name that is taken), and every name
+    /// beyond ASCII, chosen on the server through the run's name indexes (`jobs_run_name`, byte order,
+    /// and `jobs_run_wide_name`), so an addition reads what it adds, not what the run holds: a crawler
+    /// adding jobs one by one to a large run read every name of the run at each addition.
     static func takenNames(
         _ connection: PostgresConnection, run: Int64, among names: [String], logger: Logger
     ) async throws -> Set<String> {
@@ -601,20 +601,31 @@ extension PostgresJobStore {
                 try await connection.liveQuery("SELECT name FROM jobs WHERE run = \(run)", logger: logger).collect()
                     .map { try $0.decode(String.self) })
         }
+        var bindings = PostgresBindings(capacity: 2)
+        bindings.append(run)
+        bindings.append(distinct)
         return Set(
-            try await connection.liveQuery(
-                """
-                SELECT j.name FROM jobs j JOIN unnest(\(distinct)::text[]) AS n(name) ON n.name = j.name
-                WHERE j.run = \(run)
-                UNION
-                SELECT j.name FROM jobs j
-                    JOIN unnest(\(distinct)::text[]) AS n(name) ON n.name = regexp_replace(j.name, ' #[0-9]+$', '')
-                WHERE j.run = \(run) AND j.name LIKE '% #%'
-                UNION
-                SELECT name FROM jobs WHERE run = \(run) AND octet_length(name) <> length(name)
-                """, logger: logger
-            ).collect().map { try $0.decode(String.self) })
+            try await connection.liveQuery(PostgresQuery(unsafeSQL: takenNamesSQL, binds: bindings), logger: logger)
+                .collect().map { try $0.decode(String.self) })
     }
+
+    /// The statement of ``takenNames(_:run:among:logger:)`` for names in ASCII: $1 the run, $2 the added
+    /// names. A numbered form of `n` sorts, byte by byte, from "n #" to just before "n $" ("$" follows
+    /// "#"); `OFFSET 0` keeps each name's range a look of its own into the index (joined, the planner
+    /// hashed every name of the run against the added ones). ``PostgresClaimKindsTests`` checks what it
+    /// reads.
+    static let takenNamesSQL = """
+        SELECT name FROM jobs WHERE run = $1 AND name = ANY($2::text[])
+        UNION
+        SELECT j.name FROM unnest($2::text[]) AS n(name), LATERAL (
+            SELECT name FROM jobs
+            WHERE run = $1 AND name ~>=~ (n.name || ' #') AND name ~<~ (n.name || ' $')
+                AND regexp_replace(name, ' #[0-9]+$', '') = n.name
+            OFFSET 0
+        ) j
+        UNION
+        SELECT name FROM jobs WHERE run = $1 AND octet_length(name) <> length(name)
+        """
 
     /// Stores the jobs that job `adder` adds to its run (before its success is recorded): they, their
     /// edges and categories; the adder's dependents that wait for what it adds wait for them too.

@@ -499,7 +499,7 @@ protocol PreparedText {
 }
 
 /// Every statement the store sends goes through one of these two, which refuse a connection that has
-/// closed instead of writing to it.
+/// closed instead of writing to it (on the store's connections and on those an application gives it).
 ///
 /// postgres-nio (1.33) writes a statement to its channel without a promise for the write. When the
 /// channel has closed by the time the write reaches the event loop (the server ended the session
@@ -532,6 +532,10 @@ extension PostgresConnection {
             return try await send()
         }
         return try await withTaskExecutorPreference(EventLoopTaskExecutor(eventLoop)) {
+            // The closure starts on the preferred executor because a nonisolated async closure hops to it
+            // (it would not under `NonisolatedNonsendingByDefault`: then the look would be off the loop).
+            assert(
+                eventLoop.inEventLoop, "a statement's look at its connection must run on the connection's event loop")
             guard !isClosed else { throw ConnectionClosed() }
             return try await send()
         }

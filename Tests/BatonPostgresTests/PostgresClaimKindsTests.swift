@@ -95,6 +95,38 @@ struct PostgresClaimKindsTests {
         }
     }
 
+    /// A job that adds jobs to its run must learn which names are taken: each added name, its numbered
+    /// forms `name #k`, and the run's names beyond ASCII (Swift's equality is not the server's). That
+    /// read every name of the run at each addition: a crawler adding jobs one by one to a large run.
+    @Test(
+        "the names that jobs added to a run can meet are found through the run's name indexes, not by reading the run"
+    )
+    func takenNamesReadLittle() async throws {
+        try await TestPostgres.withStore("taken_names") { store, _ in
+            var graph = Self.graph("p", kind: "other", count: 3000)
+            let extra = ["fetch", "fetch #x", "fetch #", "café", "\u{212A}"] + (1...40).map { "fetch #\($0)" }
+            for name in extra {
+                graph.jobs.append(JobSpec(name: name, kind: "other", input: Data(), priority: 2, retry: .never))
+            }
+            let run = try await store.submit(graph, uniqueKey: nil)
+            _ = try await store.submit(Self.graph("p", kind: "other", count: 3000), uniqueKey: nil)  // another run
+            try await store.client.query("ANALYZE jobs")
+            try await Self.expectReadsLittle(
+                store,
+                [
+                    (
+                        "taken names", "bigint, text[]", PostgresJobStore.takenNamesSQL,
+                        "\(run.run.rawValue), '{p5,fetch,new}'"
+                    )
+                ])
+            let taken = try await store.client.withConnection { connection in
+                try await PostgresJobStore.takenNames(
+                    connection, run: run.run.rawValue, among: ["p5", "fetch", "new", "p5"], logger: TestPostgres.logger)
+            }
+            #expect(taken == Set(["p5", "fetch", "café", "\u{212A}"] + (1...40).map { "fetch #\($0)" }))
+        }
+    }
+
     /// A claim of several kinds must lock only the jobs it takes, and take the best of what no other
     /// claimer holds. One claim holds its transaction open (a statement of ``PostgresJobStore/ClaimReady``
     /// on a connection of the test's own); a second claimer must find the rest. Locking each kind's

@@ -23,8 +23,9 @@ struct PostgresEndedSessionTests {
         let ran = Protected(false)
     }
 
-    /// Says whether it runs on `eventLoop` with `turn`'s job not yet run: a nonisolated async function,
-    /// as postgres-nio's `execute` and `query` are.
+    /// Says whether it runs on `eventLoop` with `turn`'s job not yet run: a nonisolated async function
+    /// that hops to its executor on entry (postgres-nio's `execute` and `query` do not even hop: they run
+    /// on their caller's executor). The look itself asserts that it runs on the loop.
     nonisolated static func firstStep(on eventLoop: any EventLoop, _ turn: Turn) async -> (Bool, Bool) {
         (eventLoop.inEventLoop, turn.ran.withLock { $0 })
     }
@@ -33,6 +34,7 @@ struct PostgresEndedSessionTests {
         "a statement's look at its connection and the first step of the call that writes it run on the connection's event loop, with no other work of the loop between them"
     )
     func lookAndWriteAreOneTurn() async throws {
+        guard #available(macOS 15, iOS 18, tvOS 18, watchOS 11, *) else { return }  // (no task executors)
         let configuration = try TestPostgres.configuration("ended_turn")
         let connection = try await TestPostgres.connect(configuration, id: 1)
         let eventLoop = connection.eventLoop
@@ -60,19 +62,18 @@ struct PostgresEndedSessionTests {
     func statementsRacingTheEndOfTheirSession() async throws {
         let configuration = try TestPostgres.configuration("ended_race")
         let killer = try await TestPostgres.connect(configuration, id: 2)
-        var refused = 0
+        var failedAsEnding = 0
         for session in 0..<50 {
             let connection = try await TestPostgres.connect(configuration, id: 100 + session)
             let pid = try await connection.liveQuery("SELECT pg_backend_pid()", logger: TestPostgres.logger)
                 .collect().first!.decode(Int32.self)
-            let ended = Protected<String?>(nil)
+            let failed = Protected(0)
             // The statements go on after the failure of the one under way when the server ends the session
             // (57P01): the next one is sent while postgres-nio is closing the channel, the moment at which
             // a statement used to be dropped.
             try await withDeadline(.seconds(30), "statements on session \(session), ended by the server") {
                 let sender = Task {
-                    var sent = 0
-                    while true {
+                    while !Task.isCancelled {
                         do {
                             // The time between the look and the write, widened as a thread preempted
                             // there widens it: a session ended then used to drop the statement.
@@ -80,11 +81,10 @@ struct PostgresEndedSessionTests {
                                 usleep(300)
                                 return try await connection.query("SELECT 1", logger: TestPostgres.logger)
                             }.collect()
-                            sent += 1
                         } catch is PostgresConnection.ConnectionClosed {
-                            ended.withLock { $0 = "refused after \(sent)" }
                             return
                         } catch {
+                            failed.withLock { $0 += 1 }
                             // The statement under way when the session ended, or one that reached the
                             // closing connection: failed, not lost. Go on until the look refuses one.
                             #expect(
@@ -93,15 +93,21 @@ struct PostgresEndedSessionTests {
                         }
                     }
                 }
-                _ = try await killer.liveQuery(
-                    "SELECT pg_terminate_backend(\(pid))", logger: TestPostgres.logger
-                ).collect()
-                await sender.value
+                try await withTaskCancellationHandler {
+                    _ = try await killer.liveQuery(
+                        "SELECT pg_terminate_backend(\(pid))", logger: TestPostgres.logger
+                    ).collect()
+                    await sender.value
+                } onCancel: {
+                    sender.cancel()
+                }
             }
-            if ended.withLock({ $0 }) != nil { refused += 1 }
+            if failed.withLock({ $0 }) > 0 { failedAsEnding += 1 }
             try? await connection.close()
         }
         try await killer.close()
-        #expect(refused == 50)
+        // The session's end reached statements under way (failed, not lost) in some of the sessions: the
+        // ends fell among the statements, not only between them.
+        #expect(failedAsEnding > 0, "no statement was under way when a session ended")
     }
 }

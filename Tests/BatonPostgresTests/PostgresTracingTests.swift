@@ -71,7 +71,7 @@ struct PostgresTracingTests {
             try await store.client.query("ALTER TABLE jobs DROP COLUMN started")  // version 7's
             try await store.client.query("DROP INDEX jobs_ready_start")  // version 8's
             // Version 9's: the ready jobs' index as version 1 made it.
-            try await store.client.query("DROP INDEX jobs_ready_kind")
+            try await store.client.query("DROP INDEX jobs_ready_kind, jobs_run_name, jobs_run_wide_name")
             try await store.client.query("CREATE INDEX jobs_ready ON jobs (priority DESC, id) WHERE state = 'ready'")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
