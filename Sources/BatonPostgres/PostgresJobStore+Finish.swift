@@ -610,16 +610,25 @@ extension PostgresJobStore {
     }
 
     /// The statement of ``takenNames(_:run:among:logger:)`` for names in ASCII: $1 the run, $2 the added
-    /// names. A numbered form of `n` sorts, byte by byte, from "n #" to just before "n $" ("$" follows
-    /// "#"); `OFFSET 0` keeps each name's range a look of its own into the index (joined, the planner
+    /// names. The index holds each name's first 400 characters (`jobs_run_name`; a btree entry has room
+    /// for 2,704 bytes, and names have no limit): a name is found by its prefix and then compared whole.
+    /// A numbered form of `n` sorts, byte by byte, from "n #" to just before "n $" ("$" follows "#"), and
+    /// its prefix between those of "n #" and "n $", both included (cutting two strings short keeps their
+    /// order). `OFFSET 0` keeps each name's look a look of its own into the index (joined, the planner
     /// hashed every name of the run against the added ones). ``PostgresClaimKindsTests`` checks what it
     /// reads.
     static let takenNamesSQL = """
-        SELECT name FROM jobs WHERE run = $1 AND name = ANY($2::text[])
+        SELECT j.name FROM unnest($2::text[]) AS n(name), LATERAL (
+            SELECT name FROM jobs
+            WHERE run = $1 AND substr(name, 1, 400) = substr(n.name, 1, 400) AND name = n.name
+            OFFSET 0
+        ) j
         UNION
         SELECT j.name FROM unnest($2::text[]) AS n(name), LATERAL (
             SELECT name FROM jobs
-            WHERE run = $1 AND name ~>=~ (n.name || ' #') AND name ~<~ (n.name || ' $')
+            WHERE run = $1 AND substr(name, 1, 400) ~>=~ substr(n.name || ' #', 1, 400)
+                AND substr(name, 1, 400) ~<=~ substr(n.name || ' $', 1, 400)
+                AND name ~>=~ (n.name || ' #') AND name ~<~ (n.name || ' $')
                 AND regexp_replace(name, ' #[0-9]+$', '') = n.name
             OFFSET 0
         ) j

@@ -75,7 +75,7 @@ extension PostgresJobStore {
         let schema = configuration.schema
         let logger = logger
         do {
-            let rows = try await connection.liveQuery(
+            let rows = try await connection.query(
                 PostgresQuery(unsafeSQL: SubmitGraph.qualified(schema: schema), binds: bindings), logger: logger
             ).collect()
             if let row = rows.first {
@@ -84,7 +84,7 @@ extension PostgresJobStore {
             }
             // The unique key is held: by a committed run, or one written earlier in this transaction.
             let table = "\"\(schema)\""
-            let found = try await connection.liveQuery(
+            let found = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
                         SELECT r.id, array(SELECT j.id FROM \(table).jobs j WHERE j.run = r.id ORDER BY j.idx)
@@ -127,7 +127,7 @@ extension PostgresJobStore {
         guard run.existing else { return run }
         var stored: [(String, String)?] = []
         if run.jobs.count == spec.jobs.count {
-            stored = try await connection.liveQuery(
+            stored = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: "SELECT name, kind FROM \"\(configuration.schema)\".jobs WHERE run = $1 ORDER BY idx",
                     binds: {

@@ -499,7 +499,9 @@ protocol PreparedText {
 }
 
 /// Every statement the store sends goes through one of these two, which refuse a connection that has
-/// closed instead of writing to it (on the store's connections and on those an application gives it).
+/// closed instead of writing to it. (A submission in an application's own transaction sends its
+/// statements with postgres-nio's `query`, so that the application sees postgres-nio's errors as it
+/// does for its own statements on that connection.)
 ///
 /// postgres-nio (1.33) writes a statement to its channel without a promise for the write. When the
 /// channel has closed by the time the write reaches the event loop (the server ended the session

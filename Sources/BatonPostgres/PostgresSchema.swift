@@ -179,12 +179,14 @@ enum PostgresSchema {
         // 9: the ready jobs by kind, in the order claims take them: a claim reads only the ready jobs of
         // its kinds. With one index of all ready jobs in priority order, a worker with nothing to do read
         // past every ready job of every other kind at each claim (10 ms behind 100,000 of them). And the
-        // names of each run's jobs, byte by byte, and those beyond ASCII, for the names that jobs added to
+        // names of each run's jobs (their first 400 characters), byte by byte, and those beyond ASCII, for the names that jobs added to
         // a run can meet (`takenNames`): each addition read every name of its run.
         [
             "CREATE INDEX jobs_ready_kind ON jobs (kind, priority DESC, id) WHERE state = 'ready'",
             "DROP INDEX IF EXISTS jobs_ready",
-            "CREATE INDEX jobs_run_name ON jobs (run, name text_pattern_ops)",
+            // The first 400 characters (at most 1,600 bytes): a btree entry holds at most 2,704, and names
+            // have no limit.
+            "CREATE INDEX jobs_run_name ON jobs (run, substr(name, 1, 400) text_pattern_ops)",
             "CREATE INDEX jobs_run_wide_name ON jobs (run) WHERE octet_length(name) <> length(name)",
         ],
     ]

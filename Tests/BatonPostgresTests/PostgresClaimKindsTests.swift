@@ -104,7 +104,12 @@ struct PostgresClaimKindsTests {
     func takenNamesReadLittle() async throws {
         try await TestPostgres.withStore("taken_names") { store, _ in
             var graph = Self.graph("p", kind: "other", count: 3000)
-            let extra = ["fetch", "fetch #x", "fetch #", "café", "\u{212A}"] + (1...40).map { "fetch #\($0)" }
+            // A name longer than a btree entry's room (2,704 bytes), random so that it does not compress:
+            // the index holds names' first 400 characters.
+            let long = String((0..<3000).map { _ in "abcdefghijklmnopqrstuvwxyz0123456789".randomElement()! })
+            let extra =
+                ["fetch", "fetch #x", "fetch #", "café", "\u{212A}", long, long + " #2", long + "x"]
+                + (1...40).map { "fetch #\($0)" }
             for name in extra {
                 graph.jobs.append(JobSpec(name: name, kind: "other", input: Data(), priority: 2, retry: .never))
             }
@@ -124,6 +129,11 @@ struct PostgresClaimKindsTests {
                     connection, run: run.run.rawValue, among: ["p5", "fetch", "new", "p5"], logger: TestPostgres.logger)
             }
             #expect(taken == Set(["p5", "fetch", "café", "\u{212A}"] + (1...40).map { "fetch #\($0)" }))
+            let takenLong = try await store.client.withConnection { connection in
+                try await PostgresJobStore.takenNames(
+                    connection, run: run.run.rawValue, among: [long, "p5 #2"], logger: TestPostgres.logger)
+            }
+            #expect(takenLong == [long, long + " #2", "café", "\u{212A}"])
         }
     }
 
