@@ -179,8 +179,9 @@ enum PostgresSchema {
         // 9: the ready jobs by kind, in the order claims take them: a claim reads only the ready jobs of
         // its kinds. With one index of all ready jobs in priority order, a worker with nothing to do read
         // past every ready job of every other kind at each claim (10 ms behind 100,000 of them). And the
-        // names of each run's jobs (their first 400 characters), byte by byte, and those beyond ASCII, for the names that jobs added to
-        // a run can meet (`takenNames`): each addition read every name of its run.
+        // names of each run's jobs (their first 400 characters), byte by byte, and those beyond ASCII,
+        // for the names that jobs added to a run can meet (`takenNames`): each addition read every name
+        // of its run.
         [
             "CREATE INDEX jobs_ready_kind ON jobs (kind, priority DESC, id) WHERE state = 'ready'",
             "DROP INDEX IF EXISTS jobs_ready",
