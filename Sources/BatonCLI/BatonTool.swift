@@ -267,13 +267,15 @@ public struct BatonTool: Sendable {
         write(table.text)
     }
 
-    /// `baton schedules pause|resume NAME`.
+    /// `baton schedules pause|resume NAME`. The store finds the schedule by its name (a listing of every
+    /// schedule would fail on any one this program cannot read, and that one too can be paused).
     public func setSchedule(_ store: any JobStore, named name: String, paused: Bool) async throws {
-        guard try await store.schedules().contains(where: { $0.schedule.name == name }) else {
+        do {
+            try await store.setSchedule(named: name, paused: paused)
+        } catch let error as DurableError where error.code == .misuse {
             throw BatonCLIError(
                 "there is no schedule named '\(TimeText.printable(name))'; `baton schedules` lists them")
         }
-        try await store.setSchedule(named: name, paused: paused)
         write("\(paused ? "Paused" : "Resumed") the schedule '\(TimeText.printable(name))'.\n")
     }
 

@@ -430,9 +430,16 @@ struct Pages: Sendable {
             try await store.retry(job: DurableJobID(try id()))
             return .redirect(to: "/jobs/\(try id())?notice=retried", type: .normal)
         case .pauseSchedule, .resumeSchedule:
-            guard let name = form["name"], try await store.schedules().contains(where: { $0.schedule.name == name })
-            else { throw Failure(status: .notFound, message: "There is no schedule of that name.") }
-            try await store.setSchedule(named: name, paused: action == .pauseSchedule)
+            // Found by the store by its name: a listing of every schedule would fail on any one this
+            // program cannot read (and that one too can be paused).
+            guard let name = form["name"] else {
+                throw Failure(status: .notFound, message: "There is no schedule of that name.")
+            }
+            do {
+                try await store.setSchedule(named: name, paused: action == .pauseSchedule)
+            } catch let error as DurableError where error.code == .misuse {
+                throw Failure(status: .notFound, message: "There is no schedule of that name.")
+            }
             return .redirect(to: "/schedules?notice=\(action == .pauseSchedule ? "paused" : "resumed")", type: .normal)
         }
     }

@@ -214,6 +214,31 @@ struct BatonToolSQLiteTests {
         }
     }
 
+    /// A schedule written by a newer version (a timing this one does not know) cannot be listed by this
+    /// program; the others, and that one, can still be paused and resumed by name.
+    @Test func schedulesArePausedByNameBesideOneThisProgramCannotRead() async throws {
+        try await withFixture { tool, _, store, _ in
+            var graph = JobGraph(name: "hourly")
+            graph.add(Echo.self, input: "tick")
+            for name in ["hourly", "future"] {
+                _ = try await store.schedule(name: name, every: .seconds(3_600), graph: graph)
+            }
+            let queue = try DatabaseQueue(path: path)
+            try await queue.write { db in
+                try db.execute(
+                    sql: "UPDATE baton_schedules SET definition = ? WHERE name = 'future'",
+                    arguments: [#"{"name":"future","timing":{"fortnightly":{}},"catchUp":"skip"}"#])
+            }
+            try queue.close()
+            let listing = await #expect(throws: DurableError.self) { try await tool.schedules(store, json: false) }
+            #expect(listing?.message.contains("'future'") == true, "names it: \(listing?.message ?? "")")
+            try await tool.setSchedule(store, named: "hourly", paused: true)
+            try await tool.setSchedule(store, named: "hourly", paused: false)
+            try await tool.setSchedule(store, named: "future", paused: true)
+            await #expect(throws: BatonCLIError.self) { try await tool.setSchedule(store, named: "nope", paused: true) }
+        }
+    }
+
     @Test func aReadNeverCreatesAStore() async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
         let missing = directory.appendingPathComponent("missing.sqlite").path
