@@ -11,7 +11,9 @@ extension PostgresJobStore {
         try StoredText.checkWorker(worker)
         let kinds = Array(Set(kinds)).sorted()
         let rows = try await prepared(
-            "claim", Self.claimStatement(worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride))
+            "claim",
+            Self.claimStatement(
+                worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride, channel: channel))
         return try await completeClaim(rows, worker: worker, kinds: kinds, limit: limit, lease: lease)
     }
 
@@ -47,7 +49,8 @@ extension PostgresJobStore {
             let rows = try await prepared(
                 "claim",
                 Self.claimStatement(
-                    worker: worker, kinds: kinds, limit: room, lease: lease, now: nowOverride, busy: busy))
+                    worker: worker, kinds: kinds, limit: room, lease: lease, now: nowOverride, channel: channel,
+                    busy: busy))
             let look = try await claimReady(rows, worker: worker, limit: room, lease: lease)
             claimed += look.claimed
             let found = look.busy.subtracting(busy)
@@ -61,15 +64,17 @@ extension PostgresJobStore {
 
     /// The claiming statement's call; `busy`: categories whose lock another session held in this claim.
     static func claimStatement(
-        worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?, busy: Set<String> = []
+        worker: String, kinds: [String], limit: Int, lease: Duration, now: Double?, channel: String,
+        busy: Set<String> = []
     ) -> ClaimCall {
-        var bindings = PostgresBindings(capacity: 6)
+        var bindings = PostgresBindings(capacity: 7)
         bindings.append(now)
         bindings.append(kinds)
         bindings.append(limit)
         bindings.append(worker)
         bindings.append(lease.seconds)
         bindings.append(busy.sorted())
+        bindings.append(channel)
         return kinds.count == 1
             ? .oneKind(Prepared<ClaimReadyOfOneKind>(bindings: bindings))
             : .severalKinds(Prepared<ClaimReady>(bindings: bindings))
@@ -103,8 +108,9 @@ extension PostgresJobStore {
     ) async throws -> (claimed: [ClaimedJob], busy: Set<String>, expired: Bool, filled: Bool) {
         // 1. Jobs without categories were picked, locked (skipping rows other claimers hold) and marked
         //    running by the statement. Candidates with categories are only reported, not claimed.
-        //    Last rows (claimed NULL) report that some lease has expired (id 0), and that a claim of
-        //    several kinds found as many candidates as it asked for before others' locks (id -1).
+        //    Last rows (claimed NULL) report that some lease has expired (id 0), that a claim of
+        //    several kinds found as many candidates as it asked for before others' locks (id -1), and
+        //    that waiting jobs it promoted woke listeners (id -2).
         var claimed: [ClaimedJob] = []
         var withCategories: [Int64] = []
         var expired = false
@@ -115,7 +121,11 @@ extension PostgresJobStore {
             case true?: claimed.append(try Self.claimedJob(columns))
             case false?: withCategories.append(try columns["id"].decode(Int64.self))
             case nil:
-                if try columns["id"].decode(Int64.self) == -1 { pooled = true } else { expired = true }
+                switch try columns["id"].decode(Int64.self) {
+                case -1: pooled = true
+                case -2: break  // Listeners were woken.
+                default: expired = true
+                }
             }
         }
         let candidates = claimed.count + withCategories.count
@@ -131,12 +141,14 @@ extension PostgresJobStore {
     }
 
     /// The claiming statement: $1 now (NULL: the server's clock), $2 kinds, $3 limit, $4 worker, $5 the
-    /// lease in seconds, $6 the categories found busy by an earlier look (their jobs are passed over).
+    /// lease in seconds, $6 the categories found busy by an earlier look (their jobs are passed over),
+    /// $7 the wake-up channel.
     ///
-    /// The candidates come through the index of ready jobs by kind (`jobs_ready_kind`): a claim reads
-    /// only the ready jobs of its kinds, however many of other kinds wait. (One look through all ready
-    /// jobs in priority order read past every job of another kind: 10 ms a claim behind 100,000 of them,
-    /// for a worker with nothing to do.) One kind has a statement of its own (``ClaimReadyOfOneKind``).
+    /// The candidates come through the index of claimable jobs by kind (`jobs_claim`): a claim reads
+    /// only the ready jobs of its kinds that do not wait for their time, however many of other kinds
+    /// wait; and through the index of waiting jobs (`jobs_waiting`), the waiting jobs whose time has come
+    /// (``due``, ``promoted``). (One look through all ready jobs in priority order read past every job
+    /// of another kind: 10 ms a claim behind 100,000 of them, for a worker with nothing to do.) One kind has a statement of its own (``ClaimReadyOfOneKind``).
     /// With several, `pool` reads the first `$3` of each kind without locking them, and one ordered pass
     /// over the pool locks the first `$3` that no other claimer holds: a claim locks no row it does not
     /// take (locking each kind's first `$3` held rows that other claimers then skipped, and wrote a lock
@@ -150,18 +162,21 @@ extension PostgresJobStore {
     /// candidates), and a candidate's categories are counted for that candidate alone (a `NOT EXISTS`
     /// was planned as one hash of the whole `job_categories` table per claim).
     enum ClaimReady: PreparedText {
-        static let name = "baton_claim_ready_v9"
+        static let name = "baton_claim_ready_v10"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
+            \(due)
             ), pool AS MATERIALIZED (
                 SELECT p.id FROM unnest($2::text[]) AS k(kind), LATERAL (
                     SELECT j.id FROM jobs j
-                    WHERE j.state = 'ready' AND j.kind = k.kind AND j.not_before <= (SELECT t FROM now)
-                        AND \(roomFor("j"))
+                    WHERE j.state = 'ready' AND NOT j.waiting AND j.kind = k.kind
+                        AND j.not_before <= (SELECT t FROM now) AND \(roomFor("j"))
                     ORDER BY j.priority DESC, j.id
                     LIMIT $3
                 ) p
+                UNION ALL
+                SELECT d.id FROM due d WHERE \(roomFor("d"))
             ), candidates AS (
                 SELECT j.id, j.has_categories FROM jobs j
                 WHERE j.id = ANY(ARRAY(SELECT id FROM pool)) AND j.state = 'ready'
@@ -169,6 +184,7 @@ extension PostgresJobStore {
                 ORDER BY j.priority DESC, j.id
                 LIMIT $3
                 FOR UPDATE SKIP LOCKED
+            \(promoted)
             \(claimRest)
             UNION ALL
             SELECT -1, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL WHERE (SELECT count(*) FROM pool) >= $3
@@ -182,20 +198,66 @@ extension PostgresJobStore {
     /// when others hold more than the pool's spare rows (it then looks again); a worker of one kind,
     /// the common case, pays neither.
     enum ClaimReadyOfOneKind: PreparedText {
-        static let name = "baton_claim_ready_one_v1"
+        static let name = "baton_claim_ready_one_v2"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t
-            ), candidates AS (
-                SELECT j.id, j.has_categories FROM jobs j
-                WHERE j.state = 'ready' AND j.kind = ($2::text[])[1] AND j.not_before <= (SELECT t FROM now)
-                    AND \(roomFor("j"))
+            \(due)
+            ), ready AS MATERIALIZED (
+                SELECT j.id, j.priority, j.has_categories FROM jobs j
+                WHERE j.state = 'ready' AND NOT j.waiting AND j.kind = ($2::text[])[1]
+                    AND j.not_before <= (SELECT t FROM now) AND \(roomFor("j"))
                 ORDER BY j.priority DESC, j.id
                 LIMIT $3
                 FOR UPDATE SKIP LOCKED
+            ), candidates AS (
+                SELECT c.id, c.has_categories FROM (
+                    SELECT * FROM ready
+                    UNION ALL
+                    SELECT d.id, d.priority, d.has_categories FROM due d WHERE \(roomFor("d"))
+                ) c
+                ORDER BY c.priority DESC, c.id
+                LIMIT $3
+            \(promoted)
             \(claimRest)
             """
     }
+
+    /// In the claiming statements, after `now`: the jobs of kinds $2 that waited for their time (`waiting`)
+    /// and whose time has come, locked (skipping rows other sessions hold), through the index of waiting
+    /// jobs by kind and start (`jobs_waiting`): claim candidates beside the others.
+    ///
+    /// Jobs that wait for their time — retries backing off, jobs submitted with a start date — are kept
+    /// out of the claims' index: a retry keeps its id, so it sorts before the jobs submitted after it,
+    /// and a claim read past every retry of its kind that was backing off, at each look (a backlog of
+    /// retries after a failing dependency came back slowed every claim in proportion). A claim reads the
+    /// waiting jobs that are due, which the same statement promotes (``promoted``): each is read once,
+    /// in the common case. After a long pause (workers stopped while 100,000 retries came due), a claim
+    /// takes the best `max($3, 1,000)` of them and promotes those it does not claim: every due job it
+    /// leaves waits behind these, so claims keep their order (priority, then age), and no statement
+    /// promotes the whole backlog at once.
+    static let due = """
+        ), due AS MATERIALIZED (
+            SELECT j.id, j.priority, j.has_categories FROM jobs j
+            WHERE j.state = 'ready' AND j.waiting AND j.kind = ANY($2::text[]) AND j.not_before <= (SELECT t FROM now)
+            ORDER BY j.priority DESC, j.id
+            LIMIT greatest($3, 1000)
+            FOR UPDATE SKIP LOCKED
+        """
+
+    /// In the claiming statements, after `candidates`: the due jobs of ``due`` that this claim does not
+    /// take become claimable (a job it claims is marked by the claim itself: one row is changed once
+    /// per statement), and listeners are woken when there are some. A claim that ran beside this one
+    /// skipped them, locked, and may have found nothing: its worker would otherwise wait for its
+    /// polling interval.
+    static let promoted = """
+        ), promoted AS (
+            UPDATE jobs j SET waiting = false
+            WHERE j.id = ANY(ARRAY(SELECT id FROM due EXCEPT SELECT id FROM candidates WHERE NOT has_categories))
+            RETURNING j.id
+        ), woken AS (
+            SELECT pg_notify($7, '') FROM (SELECT 1) one WHERE EXISTS (SELECT 1 FROM promoted)
+        """
 
     /// In the claiming statements: the job `alias` needs no category, or each of its categories has
     /// room and was not found busy ($6).
@@ -209,10 +271,11 @@ extension PostgresJobStore {
     }
 
     /// The claiming statements after their candidates: the claim of those without categories, the
-    /// candidates with categories, and a row saying whether a lease has expired.
+    /// candidates with categories, a row saying whether a lease has expired, and one saying that
+    /// listeners were woken (``promoted``).
     static let claimRest = """
         ), claimed AS (
-            UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = $4,
+            UPDATE jobs j SET state = 'running', waiting = false, attempts = j.attempts + 1, lease_owner = $4,
                 lease_token = \(newToken), lease_expires = (SELECT t FROM now) + $5::float8,
                 started = (SELECT t FROM now)
             WHERE j.id = ANY(ARRAY(SELECT id FROM candidates WHERE NOT has_categories))
@@ -228,6 +291,8 @@ extension PostgresJobStore {
         UNION ALL
         SELECT 0, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL
             WHERE EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires < (SELECT t FROM now))
+        UNION ALL
+        SELECT -2, 0, '', '', 0, 0, 0, NULL, 0, 0, NULL, NULL FROM woken
         """
 
     static func claimedJob(_ columns: PostgresRandomAccessRow) throws -> ClaimedJob {
@@ -312,7 +377,8 @@ extension PostgresJobStore {
             }
             let rows = try await connection.liveQuery(
                 """
-                UPDATE jobs j SET state = 'running', attempts = j.attempts + 1, lease_owner = \(worker),
+                UPDATE jobs j SET state = 'running', waiting = false, attempts = j.attempts + 1,
+                    lease_owner = \(worker),
                     lease_token = \(unescaped: Self.newToken), lease_expires = \(now + lease.seconds),
                     started = \(now)
                 WHERE j.id = ANY(\(chosen))
@@ -365,8 +431,8 @@ extension PostgresJobStore {
                 } else {
                     try await connection.liveQuery(
                         """
-                        UPDATE jobs SET state = 'ready', not_before = \(now), lease_owner = NULL, lease_token = NULL,
-                            lease_expires = NULL, last_error = \(message) WHERE id = \(id)
+                        UPDATE jobs SET state = 'ready', not_before = \(now), waiting = false, lease_owner = NULL,
+                            lease_token = NULL, lease_expires = NULL, last_error = \(message) WHERE id = \(id)
                         """, logger: logger)
                 }
             }

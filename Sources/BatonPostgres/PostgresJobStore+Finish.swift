@@ -208,7 +208,7 @@ extension PostgresJobStore {
         let kinds = Array(Set(kinds)).sorted()
         let finishStatement = finishSucceededStatement(Self.firstReports(reports).map { reports[$0] })
         let claimStatement = Self.claimStatement(
-            worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride)
+            worker: worker, kinds: kinds, limit: limit, lease: lease, now: nowOverride, channel: channel)
         let logger = logger
         let (finished, claimRows) = try await retrying("finish") { [client, faults] in
             let rows = try await client.withConnection { connection in
@@ -372,11 +372,13 @@ extension PostgresJobStore {
                     now: now, logger: logger)
                 return .accepted(.failed)
             }
-            let notBefore = now + policy.wait(beforeAttempt: attempts + 1).seconds
+            let wait = policy.wait(beforeAttempt: attempts + 1)
+            // A retry that waits for its time waits out of claims' way (`waiting`): see `promoteDue`.
             try await connection.liveQuery(
                 """
-                UPDATE jobs SET state = 'ready', not_before = \(notBefore), lease_owner = NULL, lease_token = NULL,
-                    lease_expires = NULL, last_error = \(message) WHERE id = \(id)
+                UPDATE jobs SET state = 'ready', not_before = \(now + wait.seconds), waiting = \(wait > .zero),
+                    lease_owner = NULL, lease_token = NULL, lease_expires = NULL, last_error = \(message)
+                WHERE id = \(id)
                 """, logger: logger)
             return .accepted(.ready)
         }
@@ -702,10 +704,11 @@ extension PostgresJobStore {
         try await connection.liveQuery(
             """
             INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,
-                priority, timeout, has_categories, not_before, added_by)
+                priority, timeout, has_categories, not_before, waiting, added_by)
             SELECT t.id, \(run), t.idx, t.name, t.kind, CASE WHEN t.remaining = 0 THEN 'ready' ELSE 'pending' END,
                 CASE WHEN t.has_input THEN t.input END, NULLIF(t.input_from, -1), t.remaining, t.max_attempts,
-                t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before, \(adder)
+                t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before, t.not_before <> 0,
+                \(adder)
             FROM unnest(\(ids), \(jobs.indices.map { Int64(first + $0) }), \(plan.names), \(jobs.map(\.kind)),
                 \(jobs.map { ByteBuffer(bytes: $0.input ?? Data()) }), \(jobs.map { $0.input != nil }),
                 \(jobs.map { job in job.inputFrom.map { ids[$0] } ?? -1 }), \(plan.remaining.map { Int32($0) }),

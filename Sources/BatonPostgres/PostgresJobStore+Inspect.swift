@@ -161,16 +161,17 @@ extension PostgresJobStore {
     /// The time from now ($1, NULL: the server's clock) to the earliest `notBefore` of a ready job of
     /// kinds $2, or the earliest lease expiry; prepared, as every claim that leaves room asks it.
     ///
-    /// Each kind's earliest is the first entry of its range in the index of ready jobs by kind and start
-    /// (`jobs_ready_start`): one `min` over `kind = ANY($2)` read every waiting job of the kinds.
+    /// Each kind's earliest is the first entry of its range in the index of waiting jobs by kind and start
+    /// (`jobs_waiting`): one `min` over `kind = ANY($2)` read every waiting job of the kinds. A job that
+    /// does not wait (`waiting` false) was due when it was made ready or promoted.
     enum NextDue: PreparedText {
-        static let name = "baton_next_due_v2"
+        static let name = "baton_next_due_v3"
         static let sql = """
             WITH now AS MATERIALIZED (SELECT coalesce($1::float8, extract(epoch FROM now())::float8) AS t)
             SELECT LEAST(
                 (SELECT min(d.start) FROM unnest($2::text[]) AS k(kind), LATERAL (
                     SELECT not_before AS start FROM jobs
-                    WHERE state = 'ready' AND kind = k.kind AND not_before > (SELECT t FROM now)
+                    WHERE state = 'ready' AND waiting AND kind = k.kind AND not_before > (SELECT t FROM now)
                     ORDER BY not_before LIMIT 1) d),
                 (SELECT min(lease_expires) FROM jobs WHERE state = 'running')) - (SELECT t FROM now)
             """

@@ -296,7 +296,7 @@ extension PostgresJobStore {
         guard !plan.restarted.isEmpty else { return 0 }
         try await connection.liveQuery(
             """
-            UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0,
+            UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0, waiting = false,
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
                 output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL
             FROM unnest(\(plan.restarted.map(\.id)), \(plan.restarted.map(\.state.rawValue)),

@@ -255,7 +255,7 @@ extension PostgresJobStore {
     /// categories, $20 not before, $21–$23 edges, $24–$26 categories, $27 channel, $28 whether each edge
     /// waits for what its dependency adds.
     enum SubmitGraph: PreparedText {
-        static let name = "baton_submit_v6"
+        static let name = "baton_submit_v7"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($3::float8, extract(epoch FROM now())::float8) AS t
@@ -274,11 +274,11 @@ extension PostgresJobStore {
                     timeout, has_categories, not_before)
             ), inserted AS (
                 INSERT INTO jobs (id, run, idx, name, kind, state, input, input_from, remaining, max_attempts, retry,
-                    priority, timeout, has_categories, not_before)
+                    priority, timeout, has_categories, not_before, waiting)
                 SELECT i.id, new_run.id, t.idx, t.name, t.kind,
                     CASE WHEN t.remaining = 0 THEN 'ready' ELSE 'pending' END,
                     CASE WHEN t.has_input THEN t.input END, source.id, t.remaining, t.max_attempts,
-                    t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before
+                    t.retry, t.priority, NULLIF(t.timeout, -1), t.has_categories, t.not_before, t.not_before <> 0
                 FROM new_run, t JOIN ids i ON i.idx = t.idx LEFT JOIN ids source ON source.idx = t.input_from
                 RETURNING id
             ), new_edges AS (

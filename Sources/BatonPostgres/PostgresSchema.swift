@@ -190,6 +190,17 @@ enum PostgresSchema {
             "CREATE INDEX jobs_run_name ON jobs (run, substr(name, 1, 400) text_pattern_ops)",
             "CREATE INDEX jobs_run_wide_name ON jobs (run) WHERE octet_length(name) <> length(name)",
         ],
+        // 10: jobs that wait for their time (a retry backing off, a start date) are marked, and kept out of
+        // the claims' index until they are due (`promoteDue`): a retry keeps its id, so it sorted before
+        // the jobs submitted after it, and each claim read past every retry of its kind backing off.
+        [
+            "ALTER TABLE jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false",
+            "UPDATE jobs SET waiting = true WHERE state IN ('pending', 'ready') AND not_before <> 0",
+            "CREATE INDEX jobs_claim ON jobs (kind, priority DESC, id) WHERE state = 'ready' AND NOT waiting",
+            "CREATE INDEX jobs_waiting ON jobs (kind, not_before) WHERE state = 'ready' AND waiting",
+            "DROP INDEX IF EXISTS jobs_ready_kind",
+            "DROP INDEX IF EXISTS jobs_ready_start",
+        ],
     ]
 
     /// The table recording the version; its presence marks a schema as ours.

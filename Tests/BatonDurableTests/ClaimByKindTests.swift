@@ -1,6 +1,8 @@
 import BatonTesting
 import Foundation
 import GRDB
+import GRDBSQLite
+import JobStoreConformance
 import Testing
 
 @testable import BatonDurable
@@ -12,7 +14,7 @@ import Testing
 /// opened for writing.
 @Suite("SQLite claims by kind")
 struct ClaimByKindTests {
-    static let newIndexes = ["baton_jobs_ready_kind", "baton_jobs_ready_start"]
+    static let newIndexes = ["baton_jobs_claim", "baton_jobs_waiting"]
 
     /// What the planner does with `sql`, one line per step.
     static func plan(_ db: Database, _ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> [String] {
@@ -61,17 +63,21 @@ struct ClaimByKindTests {
                 // kind, in its order (the index by kind and start would read every due job of the kind and
                 // sort them); an arm of two (past 200 kinds) sorts either way.
                 let arms = kinds.count <= 200 ? kinds.count : (kinds.count + 1) / 2
-                let searches = plan.filter { $0.hasPrefix("SEARCH a USING INDEX baton_jobs_ready_") }
+                let searches = plan.filter { $0.hasPrefix("SEARCH a USING INDEX baton_jobs_claim ") }
                 #expect(
                     searches.count == arms && searches.allSatisfy { $0.hasSuffix("(kind=?)") },
                     "\(kinds.count) kinds:\n\(text)")
                 if kinds.count <= 200 {
-                    #expect(!text.contains("baton_jobs_ready_start"), "\(kinds.count) kinds:\n\(text)")
+                    #expect(!text.contains("baton_jobs_waiting"), "\(kinds.count) kinds:\n\(text)")
                 }
             }
             let next = try Self.plan(db, SQLiteJobStore.nextDueSQL(kinds: 2), [now, "mine", "none"])
             #expect(
-                next == ["SEARCH baton_jobs USING INDEX baton_jobs_ready_start (kind=? AND not_before>?)"], "\(next)")
+                next == ["SEARCH baton_jobs USING INDEX baton_jobs_waiting (kind=? AND not_before>?)"], "\(next)")
+            let promote = try Self.plan(db, SQLiteJobStore.promoteDueSQL(kinds: 2), [now, 1000, "mine", "none"])
+            #expect(
+                promote.contains("SEARCH baton_jobs USING INDEX baton_jobs_waiting (kind=? AND not_before<?)"),
+                "\(promote)")
         }
         // And the claims find their jobs: the one of its kind, none of another's.
         func claim(_ kinds: [String], limit: Int) async throws -> [String] {
@@ -80,5 +86,73 @@ struct ClaimByKindTests {
         #expect(try await claim(["mine", "none"], limit: 10) == ["m"])
         #expect(try await claim(["none"], limit: 10).isEmpty)
         #expect(try await claim(["other"], limit: 3) == ["b0", "b1", "b2"])
+    }
+
+    /// The look of ``SQLiteJobStore/promoteDueSQL(kinds:)`` for one kind, without its update.
+    static let promoteLook = String(
+        SQLiteJobStore.promoteDueSQL(kinds: 1).split(separator: "IN (", maxSplits: 1)[1].dropLast())
+
+    /// How many steps SQLite's machine took to run `sql` once: it grows with the rows a statement reads.
+    static func steps(_ db: Database, _ sql: String, _ arguments: [any DatabaseValueConvertible]) throws -> Int32 {
+        let statement = try db.makeStatement(sql: sql)
+        try statement.setArguments(StatementArguments(arguments))
+        _ = try Row.fetchAll(statement)
+        return sqlite3_stmt_status(statement.sqliteStatement, SQLITE_STMTSTATUS_VM_STEP, 0)
+    }
+
+    /// Retries backing off keep their ids, older than the jobs submitted after them, so in the claims'
+    /// order they come first: each claim read past every one of them while they waited (a backlog of
+    /// retries after a failing service came back slowed every claim in proportion). They now wait in an
+    /// index of their own, and a claim reads only those whose time has come, once.
+    @Test("a claim reads past none of its own kind's jobs waiting for their time, and takes them in order once due")
+    func waitingJobsStayOutOfTheWay() async throws {
+        let clock = ManualDurableClock()
+        let store = try SQLiteJobStore.inMemory(clock: clock.clock)
+        let retry = RetryPolicy.constant(maxAttempts: 3, delay: .seconds(60))
+        var failing = GraphSpec(name: "failing")
+        for index in 0..<3000 {
+            failing.jobs.append(JobSpec(name: "r\(index)", kind: "mine", input: Data(), retry: retry))
+        }
+        _ = try await store.submit(failing, uniqueKey: nil)
+        while true {
+            let claimed = try await store.claim(worker: "w", kinds: ["mine"], limit: 500, lease: .seconds(30))
+            if claimed.isEmpty { break }
+            let reports = claimed.map {
+                AttemptReport(lease: $0.lease, outcome: .failed(message: "down", retryable: true))
+            }
+            #expect(try await store.finish(reports).allSatisfy { $0 == .accepted(.ready) })
+        }
+        var fresh = GraphSpec(name: "fresh")
+        for index in 0..<20 {
+            fresh.jobs.append(JobSpec(name: "n\(index)", kind: "mine", input: Data(), retry: .never))
+        }
+        _ = try await store.submit(fresh, uniqueKey: nil)
+        let now = clock.now.storeTime
+        let (claimSteps, promoteSteps) = try await store.writer.read { db in
+            (
+                try Self.steps(db, SQLiteJobStore.claimCandidatesSQL(kinds: 1), [now, 10, "mine"]),
+                try Self.steps(db, Self.promoteLook, [now, 1000, "mine"])
+            )
+        }
+        // Ten candidates and their rows: a few hundred steps. Reading past 3,000 waiting jobs took tens of thousands.
+        #expect(claimSteps < 1000, "the claim took \(claimSteps) steps")
+        #expect(promoteSteps < 200, "the look for due jobs took \(promoteSteps) steps")
+        let first = try await store.claim(worker: "w", kinds: ["mine"], limit: 10, lease: .seconds(30))
+        #expect(first.map(\.name) == (0..<10).map { "n\($0)" })
+        clock.advance(by: .seconds(60))
+        // Due: the retries come first again (same priority, older), the best 1,000 promoted by this claim.
+        let second = try await store.claim(worker: "w", kinds: ["mine"], limit: 5, lease: .seconds(30))
+        #expect(second.map(\.name) == (0..<5).map { "r\($0)" })
+        let waiting = try await store.writer.read { db in
+            try Int.fetchOne(db, sql: "SELECT count(*) FROM baton_jobs WHERE state = 'ready' AND waiting = 1") ?? -1
+        }
+        #expect(waiting == 2000, "\(waiting) jobs still waiting after a claim promoted the best 1,000")
+        var names: [String] = []
+        while true {
+            let claimed = try await store.claim(worker: "w", kinds: ["mine"], limit: 700, lease: .seconds(30))
+            if claimed.isEmpty { break }
+            names += claimed.map(\.name)
+        }
+        #expect(names == (5..<3000).map { "r\($0)" } + (10..<20).map { "n\($0)" })
     }
 }

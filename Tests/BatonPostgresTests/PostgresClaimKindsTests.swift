@@ -1,5 +1,6 @@
 import BatonDurable
 import Foundation
+import JobStoreConformance
 import PostgresNIO
 import Testing
 
@@ -53,7 +54,7 @@ struct PostgresClaimKindsTests {
         }
     }
 
-    static let claimTypes = "float8, text[], bigint, text, float8, text[]"
+    static let claimTypes = "float8, text[], bigint, text, float8, text[], text"
 
     /// A worker with nothing to do behind another kind's backlog, ready and waiting for its time: each
     /// look for work (a claim, and the time of the next due job) read every ready job of the other kind
@@ -73,25 +74,78 @@ struct PostgresClaimKindsTests {
                 [
                     (
                         "claim", Self.claimTypes, PostgresJobStore.ClaimReadyOfOneKind.sql,
-                        "NULL, '{mine}', 100, 'w', 60, '{}'"
+                        "NULL, '{mine}', 100, 'w', 60, '{}', 'x'"
                     ),
                     (
                         "claim", Self.claimTypes, PostgresJobStore.ClaimReady.sql,
-                        "NULL, '{mine,none}', 100, 'w', 60, '{}'"
+                        "NULL, '{mine,none}', 100, 'w', 60, '{}', 'x'"
                     ),
                     ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine}'"),
                 ])
-            // The worker's own kind waiting for its time.
+            // The worker's own kind waiting for its time (as retries backing off do): a claim read past
+            // every one of them while they were in the claims' index.
             _ = try await store.submit(
                 Self.graph("mine-later", kind: "mine", count: 3000, notBefore: inAnHour), uniqueKey: nil)
             try await store.client.query("ANALYZE jobs")
             try await Self.expectReadsLittle(
                 store,
                 [
+                    (
+                        "claim", Self.claimTypes, PostgresJobStore.ClaimReadyOfOneKind.sql,
+                        "NULL, '{mine}', 100, 'w', 60, '{}', 'x'"
+                    ),
+                    (
+                        "claim", Self.claimTypes, PostgresJobStore.ClaimReady.sql,
+                        "NULL, '{mine,none}', 100, 'w', 60, '{}', 'x'"
+                    ),
                     ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine}'"),
                     ("next due", "float8, text[]", PostgresJobStore.NextDue.sql, "NULL, '{mine,other}'"),
                 ])
             #expect(try await store.nextDueDate(kinds: ["none", "mine"]) != nil)
+        }
+    }
+
+    /// A claim promotes the waiting jobs of its kinds that came due, up to 1,000, and holds their rows
+    /// while it runs: a claim beside it skips them and may find nothing. The jobs it promotes and does
+    /// not take must wake the listeners, or the other workers would wait for their polling interval.
+    @Test("a claim that makes due jobs claimable without taking them all wakes the other workers")
+    func promotionWakesListeners() async throws {
+        let configuration = try TestPostgres.configuration("claim_promotion_wakes")
+        let clock = ManualDurableClock()
+        let store = try await TestPostgres.open(configuration: configuration, clock: clock.clock)
+        defer { store.close() }
+        do {
+            _ = try await store.submit(
+                Self.graph("later", kind: "mine", count: 3, notBefore: clock.now.addingTimeInterval(60)),
+                uniqueKey: nil)
+            #expect(try await store.claim(worker: "w", kinds: ["mine"], limit: 1, lease: .seconds(30)).isEmpty)
+            let listener = try await TestPostgres.connect(configuration, id: 7)
+            let heard = try await listener.listen(on: store.channel) { notifications in
+                clock.advance(by: .seconds(60))
+                let one = try await store.claim(worker: "w", kinds: ["mine"], limit: 1, lease: .seconds(30))
+                #expect(one.map(\.name) == ["later0"])
+                return try await withThrowingTaskGroup(of: Bool.self) { group in
+                    group.addTask {
+                        for try await _ in notifications { return true }
+                        return false
+                    }
+                    group.addTask {
+                        try await Task.sleep(for: .seconds(30))  // a deadline, not a wait for the notification
+                        return false
+                    }
+                    let first = try await group.next()!
+                    group.cancelAll()
+                    return first
+                }
+            }
+            try await listener.close()
+            #expect(heard, "no notification within 30 s of a claim that left two due jobs to others")
+            let rest = try await store.claim(worker: "w", kinds: ["mine"], limit: 5, lease: .seconds(30))
+            #expect(rest.map(\.name) == ["later1", "later2"])
+            try await TestPostgres.drop(configuration.schema, using: store)
+        } catch {
+            try? await TestPostgres.drop(configuration.schema, using: store)
+            throw error
         }
     }
 
@@ -178,7 +232,7 @@ struct PostgresClaimKindsTests {
                         unsafeSQL: "PREPARE held(\(Self.claimTypes)) AS \(PostgresJobStore.ClaimReady.sql)"),
                     logger: TestPostgres.logger)
                 let rows = try await first.query(
-                    PostgresQuery(unsafeSQL: "EXECUTE held(NULL, '{a,b}', \(held), 'first', 60, '{}')"),
+                    PostgresQuery(unsafeSQL: "EXECUTE held(NULL, '{a,b}', \(held), 'first', 60, '{}', 'x')"),
                     logger: TestPostgres.logger
                 ).collect()
                 let taken = try rows.filter { try $0.makeRandomAccess()["claimed"].decode(Bool?.self) == true }

@@ -35,12 +35,13 @@ struct PostgresPlanTests {
                     PostgresJobStore.FinishSucceeded.sql, "'{5}', '{7}', '{\"\\\\x00\"}', 1e9, 'x'"
                 ),
                 (
-                    "claim", "float8, text[], bigint, text, float8, text[]", PostgresJobStore.ClaimReadyOfOneKind.sql,
-                    "1e9, '{k}', 100, 'w', 2e9, '{}'"
+                    "claim", "float8, text[], bigint, text, float8, text[], text",
+                    PostgresJobStore.ClaimReadyOfOneKind.sql,
+                    "1e9, '{k}', 100, 'w', 2e9, '{}', 'x'"
                 ),
                 (
-                    "claim_kinds", "float8, text[], bigint, text, float8, text[]",
-                    PostgresJobStore.ClaimReady.sql, "1e9, '{k,other}', 100, 'w', 2e9, '{}'"
+                    "claim_kinds", "float8, text[], bigint, text, float8, text[], text",
+                    PostgresJobStore.ClaimReady.sql, "1e9, '{k,other}', 100, 'w', 2e9, '{}', 'x'"
                 ),
             ]
             for (name, types, sql, arguments) in statements {

@@ -55,6 +55,11 @@ struct PostgresTracingTests {
             var graph = JobGraph(name: "old")
             graph.add(Traced.self, input: "old", name: "old")
             let old = try await store.submit(graph)
+            // A job that waits for its time, as version 9 stored it.
+            var later = JobGraph(name: "later")
+            later.add(Traced.self, input: "later", name: "later", notBefore: Date().addingTimeInterval(3600))
+            let waiting = try await store.submit(later)
+            try await store.client.query("ALTER TABLE jobs DROP COLUMN waiting")  // version 10's, with its indexes
             try await store.client.query("ALTER TABLE runs DROP COLUMN trace_context")
             // Version 3's columns too, so that the schema is as version 1 left it.
             try await store.client.query("ALTER TABLE runs DROP COLUMN submission")
@@ -69,9 +74,9 @@ struct PostgresTracingTests {
             try await store.client.query("ALTER TABLE edges DROP COLUMN includes_added")
             try await store.client.query("DROP TABLE schedules")
             try await store.client.query("ALTER TABLE jobs DROP COLUMN started")  // version 7's
-            try await store.client.query("DROP INDEX jobs_ready_start")  // version 8's
-            // Version 9's: the ready jobs' index as version 1 made it.
-            try await store.client.query("DROP INDEX jobs_ready_kind, jobs_run_name, jobs_run_wide_name")
+            // Version 9's (version 8's index of ready jobs by start went with version 10's column): the
+            // ready jobs' index as version 1 made it.
+            try await store.client.query("DROP INDEX jobs_run_name, jobs_run_wide_name")
             try await store.client.query("CREATE INDEX jobs_ready ON jobs (priority DESC, id) WHERE state = 'ready'")
             try await store.client.query("UPDATE baton_schema_version SET version = 1")
             let reopened = try await TestPostgres.open(configuration: configuration, logger: TestPostgres.logger)
@@ -79,12 +84,21 @@ struct PostgresTracingTests {
             let version = try await store.client.query("SELECT version FROM baton_schema_version")
                 .collect().first?.decode(Int.self)
             #expect(version == PostgresJobStore.schemaVersion)
-            #expect(PostgresJobStore.schemaVersion == 9)
-            // Versions 8 and 9 replaced the index of all ready jobs with the ready jobs by kind.
+            #expect(PostgresJobStore.schemaVersion == 10)
+            // Versions 8 to 10 replaced the index of all ready jobs with the claimable jobs by kind and the
+            // jobs waiting for their time by kind and time.
             let indexes = try await store.client.query(
-                "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname LIKE 'jobs_ready%'"
+                """
+                SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()
+                    AND (indexname LIKE 'jobs_ready%' OR indexname IN ('jobs_claim', 'jobs_waiting'))
+                """
             ).collect().map { try $0.decode(String.self) }
-            #expect(Set(indexes) == ["jobs_ready_kind", "jobs_ready_start"])
+            #expect(Set(indexes) == ["jobs_claim", "jobs_waiting"])
+            // Version 10 marked the job waiting for its time.
+            let marked = try await store.client.query(
+                "SELECT waiting FROM jobs WHERE run = \(waiting.id.rawValue)"
+            ).collect().map { try $0.decode(Bool.self) }
+            #expect(marked == [true])
             #expect(try await reopened.traceCarrier(of: old.id) == [:])
             let claimed = try await reopened.claim(worker: "w", kinds: [Traced.kind], limit: 5, lease: .seconds(5))
             #expect(claimed.map(\.name) == ["old"])
@@ -92,7 +106,7 @@ struct PostgresTracingTests {
             let report = AttemptReport(lease: claimed[0].lease, outcome: .succeeded(output: output))
             #expect(try await reopened.finish([report]) == [.accepted(.succeeded)])
             // Version 6 counted the run's jobs when it migrated.
-            let summary = try #require(try await reopened.runs(RunFilter()).runs.first)
+            let summary = try #require(try await reopened.runs(RunFilter()).runs.first { $0.id == old.id })
             #expect(summary.jobs == 1 && summary.unfinished == 0)
             #expect(summary.state == .succeeded)
         }

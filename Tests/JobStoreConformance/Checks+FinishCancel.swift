@@ -114,6 +114,87 @@ extension JobStoreConformance {
                 try await store.fail(second, "bad input", retryable: false), .accepted(.failed), "not retryable")
             try expectEqual(try await store.states(run), [.failed], "state")
         },
+        check("retries backing off stay out of the way and keep their place in claims' order once due") {
+            store, clock in
+            // Retries keep their ids, older than the jobs submitted after them: while they back off, a claim
+            // takes those jobs; once they are due, they come first again (same priority, older).
+            let retry = RetryPolicy.constant(maxAttempts: 3, delay: .seconds(30))
+            _ = try await store.submit(
+                Build.graph("g", Build.job("r1", retry: retry), Build.job("r2", retry: retry)), uniqueKey: nil)
+            for attempt in try await store.claimAll() {
+                try expectEqual(
+                    try await store.fail(attempt, "try again"), .accepted(.ready), "failure of \(attempt.name)")
+            }
+            _ = try await store.submit(
+                Build.graph("h", Build.job("n1"), Build.job("n2"), Build.job("n3"), Build.job("top", priority: 3)),
+                uniqueKey: nil)
+            try expectEqual(
+                try await store.claimAll(limit: 2).map(\.name), ["top", "n1"], "while the retries back off")
+            try expectEqual(
+                try await store.nextDueDate(kinds: ["k"]), clock.now.addingTimeInterval(30), "next due: the retries")
+            clock.advance(by: .seconds(30))
+            try expectEqual(try await store.claimAll(limit: 2).map(\.name), ["r1", "r2"], "once due, by age")
+            try expectEqual(try await store.claimAll(limit: 5).map(\.name), ["n2", "n3"], "then the rest")
+        },
+        check("a backlog of retries that all came due while no worker claimed is taken in order, priority first") {
+            store, clock in
+            // More than a claim promotes at once (SQLite and PostgreSQL: the best 1,000 of those due).
+            let retry = RetryPolicy.constant(maxAttempts: 2, delay: .seconds(60))
+            var failing = GraphSpec(name: "failing")
+            for index in 0..<1500 {
+                failing.jobs.append(Build.job("r\(index)", priority: index == 1400 ? 3 : 2, retry: retry))
+            }
+            _ = try await store.submit(failing, uniqueKey: nil)
+            while true {
+                let claimed = try await store.claimAll(limit: 500)
+                if claimed.isEmpty { break }
+                let reports = claimed.map {
+                    AttemptReport(lease: $0.lease, outcome: .failed(message: "down", retryable: true))
+                }
+                try expect(
+                    try await store.finish(reports).allSatisfy { $0 == .accepted(.ready) }, "the first failures retry")
+            }
+            _ = try await store.submit(Build.graph("fresh", Build.job("n0"), Build.job("n1")), uniqueKey: nil)
+            clock.advance(by: .seconds(600))
+            try expectEqual(
+                try await store.claimAll(limit: 3).map(\.name), ["r1400", "r0", "r1"], "first: the highest priority")
+            var names: [String] = []
+            while true {
+                let claimed = try await store.claimAll(limit: 400)
+                if claimed.isEmpty { break }
+                names += claimed.map(\.name)
+            }
+            try expectEqual(
+                names, (2..<1500).filter { $0 != 1400 }.map { "r\($0)" } + ["n0", "n1"],
+                "then by age, the retries first")
+        },
+        check("a job with a start time made ready by its dependency after that time is claimed at once, by both claims")
+        {
+            store, clock in
+            let start = clock.now.addingTimeInterval(10)
+            _ = try await store.submit(
+                Build.graph("g", Build.job("a"), Build.job("b", after: [0], notBefore: start), Build.job("c")),
+                uniqueKey: nil)
+            let a = try await store.claimAll(limit: 1)
+            try expectEqual(a.map(\.name), ["a"], "first")
+            clock.advance(by: .seconds(20))
+            try expectEqual(try await store.succeed(a[0]), .accepted(.succeeded), "a")
+            try expectEqual(try await store.claimAll(limit: 5).map(\.name), ["b", "c"], "b, due, then c")
+            // The same through a completion's own claim: d waits for its time behind e, and is claimed
+            // by the completion of e once due.
+            _ = try await store.submit(
+                Build.graph(
+                    "h", Build.job("d", notBefore: clock.now.addingTimeInterval(5)), Build.job("e")),
+                uniqueKey: nil)
+            let e = try await store.claimAll(limit: 5)
+            try expectEqual(e.map(\.name), ["e"], "before d's time")
+            clock.advance(by: .seconds(5))
+            let (results, claimed) = try await store.finish(
+                [AttemptReport(lease: e[0].lease, outcome: .succeeded(output: Data("1".utf8)))], thenClaim: 5,
+                worker: "w1", kinds: ["k"], lease: .seconds(30))
+            try expectEqual(results, [.accepted(.succeeded)], "e")
+            try expectEqual(claimed.map(\.name), ["d"], "d, claimed with e's completion")
+        },
         check("the last attempt's failure is final") { store, _ in
             _ = try await store.submit(
                 Build.graph("g", Build.job("a", retry: .immediate(maxAttempts: 2))), uniqueKey: nil)

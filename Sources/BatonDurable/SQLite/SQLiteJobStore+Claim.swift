@@ -46,8 +46,8 @@ extension SQLiteJobStore {
             } else {
                 try db.cachedStatement(
                     sql: """
-                        UPDATE baton_jobs SET state = 'ready', not_before = ?, lease_owner = NULL, lease_token = NULL,
-                            lease_expires = NULL, last_error = ? WHERE id = ?
+                        UPDATE baton_jobs SET state = 'ready', not_before = ?, waiting = 0, lease_owner = NULL,
+                            lease_token = NULL, lease_expires = NULL, last_error = ? WHERE id = ?
                         """
                 ).execute(arguments: [now.storeTime, message, id])
             }
@@ -57,6 +57,7 @@ extension SQLiteJobStore {
     static func claimReady(
         _ db: Database, worker: String, kinds: [String], limit: Int, now: Date, expires: Date
     ) throws -> [ClaimedJob] {
+        try promoteDue(db, kinds: kinds, limit: limit, now: now)
         let select = try db.cachedStatement(sql: claimCandidatesSQL(kinds: kinds.count))
         let update = try db.cachedStatement(
             sql: """
@@ -109,15 +110,43 @@ extension SQLiteJobStore {
         return claimed
     }
 
+    /// Makes the ready jobs of `kinds` that waited for their time and whose time has come (`not_before`
+    /// at or before `now`) claimable: they leave the index of waiting jobs (`baton_jobs_waiting`) for the
+    /// index claims read (`baton_jobs_claim`), keeping their place in claims' order (priority, then id).
+    ///
+    /// Jobs that wait for their time — retries backing off, jobs submitted with a start date — are kept
+    /// out of the claims' index: a retry keeps its id, so it sorts before the jobs submitted after it,
+    /// and a claim read past every retry of its kind that was backing off, at each look (a backlog of
+    /// retries after a failing dependency came back slowed every claim in proportion). This reads the
+    /// waiting jobs that are due, each of them once in the common case. After a long pause (no claim
+    /// while 100,000 retries came due), it promotes the best `max(limit, 1,000)` of them: every due job
+    /// it leaves waits behind these, so a claim of up to `limit` keeps its order, and no claim promotes
+    /// the whole backlog at once.
+    static func promoteDue(_ db: Database, kinds: [String], limit: Int, now: Date) throws {
+        try db.cachedStatement(sql: promoteDueSQL(kinds: kinds.count))
+            .execute(arguments: StatementArguments([now.storeTime, max(limit, 1000)] + kinds))
+    }
+
+    /// The statement of ``promoteDue(_:kinds:limit:now:)``: ?1 now, ?2 how many at most, then the kinds.
+    static func promoteDueSQL(kinds count: Int) -> String {
+        let placeholders = (0..<count).map { "?\($0 + 3)" }.joined(separator: ",")
+        return """
+            UPDATE baton_jobs SET waiting = 0 WHERE id IN (
+                SELECT id FROM baton_jobs
+                WHERE state = 'ready' AND waiting = 1 AND kind IN (\(placeholders)) AND not_before <= ?1
+                ORDER BY priority DESC, id LIMIT ?2)
+            """
+    }
+
     /// The claim's look for candidates: ready jobs of `kinds` kinds whose categories all have room, as the
     /// holders table says before this claim.
     ///
-    /// The first of each kind come through the index of ready jobs by kind (`baton_jobs_ready_kind`; ?1
+    /// The first of each kind come through the index of claimable jobs by kind (`baton_jobs_claim`; ?1
     /// now, ?2 the page, ?3... the kinds), then the first of those. A claim reads only the ready jobs of
-    /// its kinds, however many of other kinds wait: one look through all ready jobs in priority order
-    /// read past every one of them (19 ms behind 100,000 for a worker with nothing to do). The `+` keeps
-    /// the planner from the index by kind and start time (`baton_jobs_ready_start`), which it prefers
-    /// without statistics but which would read every due job of the kind and sort them at each claim.
+    /// its kinds that do not wait for their time, however many of other kinds wait: one look through all
+    /// ready jobs in priority order read past every one of them (19 ms behind 100,000 for a worker with
+    /// nothing to do). A job not marked `waiting` was due when it was promoted or made ready; its time is
+    /// compared again all the same (`+` keeps it off every index).
     static func claimCandidatesSQL(kinds count: Int) -> String {
         // SQLite allows 500 terms in a compound SELECT: past 200 kinds, an arm takes several (and sorts
         // their ready jobs).
@@ -127,7 +156,7 @@ extension SQLiteJobStore {
             let kind = parameters.count == 1 ? "= \(parameters[0])" : "IN (\(parameters.joined(separator: ", ")))"
             return """
                 SELECT id FROM (SELECT a.id FROM baton_jobs a
-                    WHERE a.state = 'ready' AND a.kind \(kind) AND +a.not_before <= ?1
+                    WHERE a.state = 'ready' AND a.waiting = 0 AND a.kind \(kind) AND +a.not_before <= ?1
                         AND (a.has_categories = 0 OR NOT EXISTS (
                             SELECT 1 FROM baton_job_categories c WHERE c.job = a.id
                             AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))

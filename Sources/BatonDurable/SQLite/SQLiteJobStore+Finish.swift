@@ -129,13 +129,14 @@ extension SQLiteJobStore {
                     db, id: id, state: .failed, error: message + RetryPolicy.unreadable, output: nil, now: now)
                 return .accepted(.failed)
             }
-            let notBefore = now.adding(policy.wait(beforeAttempt: attempts + 1))
+            let wait = policy.wait(beforeAttempt: attempts + 1)
+            // A retry that waits for its time waits out of claims' way (`waiting`): see `promoteDue`.
             try db.cachedStatement(
                 sql: """
-                    UPDATE baton_jobs SET state = 'ready', not_before = ?, lease_owner = NULL, lease_token = NULL,
-                        lease_expires = NULL, last_error = ? WHERE id = ?
+                    UPDATE baton_jobs SET state = 'ready', not_before = ?, waiting = ?, lease_owner = NULL,
+                        lease_token = NULL, lease_expires = NULL, last_error = ? WHERE id = ?
                     """
-            ).execute(arguments: [notBefore.storeTime, message, id])
+            ).execute(arguments: [now.adding(wait).storeTime, wait > .zero ? 1 : 0, message, id])
             return .accepted(.ready)
         }
     }

@@ -26,7 +26,8 @@ extension SQLiteJobStore {
                     try Bool.fetchOne(
                         db.cachedStatement(
                             sql: """
-                                SELECT EXISTS (SELECT 1 FROM baton_jobs WHERE state = 'ready')
+                                SELECT EXISTS (SELECT 1 FROM baton_jobs WHERE state = 'ready' AND waiting = 0)
+                                    OR EXISTS (SELECT 1 FROM baton_jobs WHERE state = 'ready' AND waiting = 1)
                                     OR EXISTS (SELECT 1 FROM baton_runs WHERE finished = ?)
                                 """),
                         arguments: [now.storeTime]) ?? true

@@ -168,12 +168,13 @@ extension SQLiteJobStore {
     }
 
     /// The earliest start of a ready job of `count` kinds (? now, then the kinds) that may not start yet,
-    /// through the index of ready jobs by kind and start (`baton_jobs_ready_start`): it reads the jobs of
+    /// through the index of waiting jobs by kind and start (`baton_jobs_waiting`): it reads the jobs of
     /// those kinds that wait for their time, not every ready job.
     static func nextDueSQL(kinds count: Int) -> String {
         let placeholders = Array(repeating: "?", count: count).joined(separator: ",")
         return
-            "SELECT min(not_before) FROM baton_jobs WHERE state = 'ready' AND not_before > ? AND kind IN (\(placeholders))"
+            "SELECT min(not_before) FROM baton_jobs WHERE state = 'ready' AND waiting = 1 AND not_before > ? "
+            + "AND kind IN (\(placeholders))"
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {

@@ -175,8 +175,8 @@ extension SQLiteJobStore {
         let insertJob = try db.cachedStatement(
             sql: """
                 INSERT INTO baton_jobs (id, run, idx, name, kind, state, input, remaining, max_attempts, retry,
-                    priority, timeout, has_categories, not_before, added_by)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    priority, timeout, has_categories, not_before, waiting, added_by)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 """)
         var ids: [Int64] = []
         ids.reserveCapacity(jobs.count)
@@ -185,7 +185,8 @@ extension SQLiteJobStore {
                 firstJob + Int64(index), run, firstIndex + index, job.name, job.kind,
                 (remaining[index] == 0 ? DurableJobState.ready : .pending).rawValue,
                 job.input, remaining[index], job.retry.maxAttempts, retries[index], job.priority,
-                job.timeout?.seconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0, addedBy,
+                job.timeout?.seconds, job.categories.isEmpty ? 0 : 1, job.notBefore?.storeTime ?? 0,
+                job.notBefore == nil ? 0 : 1, addedBy,
             ])
             ids.append(firstJob + Int64(index))
         }

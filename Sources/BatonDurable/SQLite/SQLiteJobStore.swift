@@ -26,7 +26,7 @@ import GRDBSQLite
 public final class SQLiteJobStore: JobStore {
     /// The schema this version writes. A file written by a newer version is refused.
     /// Version 2 added the runs' trace context; a version-1 file is migrated when it is opened.
-    public static let schemaVersion = 4
+    public static let schemaVersion = 5
 
     public let clock: DurableClock
     /// The file's path, as given to ``init(path:clock:busyTimeout:)``; nil for a store in memory.
