@@ -373,7 +373,8 @@ extension PostgresJobStore {
                 return .accepted(.failed)
             }
             let wait = policy.wait(beforeAttempt: attempts + 1)
-            // A retry that waits for its time waits out of claims' way (`waiting`): see `promoteDue`.
+            // A retry that waits for its time waits out of claims' way (`waiting`): see `due` and `promoted`
+            // (claims).
             try await connection.liveQuery(
                 """
                 UPDATE jobs SET state = 'ready', not_before = \(now + wait.seconds), waiting = \(wait > .zero),

@@ -191,7 +191,7 @@ enum PostgresSchema {
             "CREATE INDEX jobs_run_wide_name ON jobs (run) WHERE octet_length(name) <> length(name)",
         ],
         // 10: jobs that wait for their time (a retry backing off, a start date) are marked, and kept out of
-        // the claims' index until they are due (`promoteDue`): a retry keeps its id, so it sorted before
+        // the claims' index until they are due (the claims' `due`): a retry keeps its id, so it sorted before
         // the jobs submitted after it, and each claim read past every retry of its kind backing off.
         [
             "ALTER TABLE jobs ADD COLUMN waiting boolean NOT NULL DEFAULT false",

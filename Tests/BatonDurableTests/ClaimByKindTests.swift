@@ -76,7 +76,7 @@ struct ClaimByKindTests {
                 next == ["SEARCH baton_jobs USING INDEX baton_jobs_waiting (kind=? AND not_before>?)"], "\(next)")
             let promote = try Self.plan(db, SQLiteJobStore.promoteDueSQL(kinds: 2), [now, 1000, "mine", "none"])
             #expect(
-                promote.contains("SEARCH baton_jobs USING INDEX baton_jobs_waiting (kind=? AND not_before<?)"),
+                promote.contains("SEARCH a USING INDEX baton_jobs_waiting (kind=? AND not_before<?)"),
                 "\(promote)")
         }
         // And the claims find their jobs: the one of its kind, none of another's.
@@ -154,5 +154,60 @@ struct ClaimByKindTests {
             names += claimed.map(\.name)
         }
         #expect(names == (5..<3000).map { "r\($0)" } + (10..<20).map { "n\($0)" })
+    }
+
+    /// Version 5 marks the jobs that wait for their time. A file of version 4 holds such jobs unmarked:
+    /// opened for writing, it is migrated, and its waiting jobs neither come out early nor stay behind.
+    @Test("a version-4 file is migrated: its jobs waiting for their time are marked, and claimed once due")
+    func migratesWaitingJobs() async throws {
+        let folder = try TemporaryDirectory()
+        let path = folder.path("jobs.sqlite")
+        let clock = ManualDurableClock()
+        do {
+            let store = try SQLiteJobStore(path: path, clock: clock.clock)
+            var graph = GraphSpec(name: "g")
+            graph.jobs.append(
+                JobSpec(
+                    name: "later", kind: "k", input: Data(), retry: .never, notBefore: clock.now.addingTimeInterval(60))
+            )
+            graph.jobs.append(JobSpec(name: "now", kind: "k", input: Data(), retry: .never))
+            _ = try await store.submit(graph, uniqueKey: nil)
+            // As version 4 left it: no mark, the ready jobs' indexes by kind and by start.
+            try await store.writer.write { db in
+                try db.execute(
+                    sql: """
+                        DROP INDEX baton_jobs_claim;
+                        DROP INDEX baton_jobs_waiting;
+                        ALTER TABLE baton_jobs DROP COLUMN waiting;
+                        CREATE INDEX baton_jobs_ready_kind ON baton_jobs(kind, priority DESC, id) WHERE state = 'ready';
+                        CREATE INDEX baton_jobs_ready_start ON baton_jobs(kind, not_before) WHERE state = 'ready';
+                        UPDATE baton_durable_meta SET value = '4' WHERE key = 'schema';
+                        """)
+            }
+            try store.close()
+        }
+        let store = try SQLiteJobStore(path: path, clock: clock.clock)
+        defer { try? store.close() }
+        let (version, marks, indexes) = try await store.writer.read { db in
+            (
+                try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'"),
+                try Dictionary(
+                    uniqueKeysWithValues: Row.fetchAll(db, sql: "SELECT name, waiting FROM baton_jobs").map {
+                        (try $0.value(at: 0) as String, try $0.value(at: 1) as Int)
+                    }),
+                try Set(String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
+            )
+        }
+        #expect(version == SQLiteJobStore.schemaVersion)
+        #expect(marks == ["later": 1, "now": 0])
+        #expect(indexes.isSuperset(of: Self.newIndexes))
+        #expect(indexes.isDisjoint(with: ["baton_jobs_ready_kind", "baton_jobs_ready_start"]))
+        func claim() async throws -> [String] {
+            try await store.claim(worker: "w", kinds: ["k"], limit: 10, lease: .seconds(300)).map(\.name)
+        }
+        #expect(try await claim() == ["now"])
+        #expect(try await store.nextDueDate(kinds: ["k"]) == clock.now.addingTimeInterval(60))
+        clock.advance(by: .seconds(60))
+        #expect(try await claim() == ["later"])
     }
 }

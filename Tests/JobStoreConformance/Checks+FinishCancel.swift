@@ -118,7 +118,8 @@ extension JobStoreConformance {
             store, clock in
             // Retries keep their ids, older than the jobs submitted after them: while they back off, a claim
             // takes those jobs; once they are due, they come first again (same priority, older).
-            let retry = RetryPolicy.constant(maxAttempts: 3, delay: .seconds(30))
+            // Shorter than the leases of the jobs claimed meanwhile (30 s), which the next due time also counts.
+            let retry = RetryPolicy.constant(maxAttempts: 3, delay: .seconds(20))
             _ = try await store.submit(
                 Build.graph("g", Build.job("r1", retry: retry), Build.job("r2", retry: retry)), uniqueKey: nil)
             for attempt in try await store.claimAll() {
@@ -131,8 +132,8 @@ extension JobStoreConformance {
             try expectEqual(
                 try await store.claimAll(limit: 2).map(\.name), ["top", "n1"], "while the retries back off")
             try expectEqual(
-                try await store.nextDueDate(kinds: ["k"]), clock.now.addingTimeInterval(30), "next due: the retries")
-            clock.advance(by: .seconds(30))
+                try await store.nextDueDate(kinds: ["k"]), clock.now.addingTimeInterval(20), "next due: the retries")
+            clock.advance(by: .seconds(20))
             try expectEqual(try await store.claimAll(limit: 2).map(\.name), ["r1", "r2"], "once due, by age")
             try expectEqual(try await store.claimAll(limit: 5).map(\.name), ["n2", "n3"], "then the rest")
         },
@@ -167,6 +168,50 @@ extension JobStoreConformance {
             try expectEqual(
                 names, (2..<1500).filter { $0 != 1400 }.map { "r\($0)" } + ["n0", "n1"],
                 "then by age, the retries first")
+        },
+        check("due retries held back by a full category do not hide the others from a claim of several kinds") {
+            store, clock in
+            // 1,000 due retries whose category is full, older than a due retry without one: a claim promotes
+            // at most 1,000 due jobs at once, and must not spend them on the ones it cannot take.
+            let api = [DurableCategory(name: "api", limit: 1000)]
+            let retry = RetryPolicy.constant(maxAttempts: 2, delay: .seconds(20))
+            var blocked = GraphSpec(name: "blocked")
+            for index in 0..<1000 { blocked.jobs.append(Build.job("b\(index)", retry: retry, categories: api)) }
+            blocked.jobs.append(Build.job("r", retry: retry))
+            _ = try await store.submit(blocked, uniqueKey: nil)
+            while true {
+                let claimed = try await store.claimAll(limit: 500)
+                if claimed.isEmpty { break }
+                let reports = claimed.map {
+                    AttemptReport(lease: $0.lease, outcome: .failed(message: "down", retryable: true))
+                }
+                try expect(
+                    try await store.finish(reports).allSatisfy { $0 == .accepted(.ready) }, "first failures retry")
+            }
+            // The category full: 1,000 holders of another kind, running.
+            var holders = GraphSpec(name: "holders")
+            for index in 0..<1000 { holders.jobs.append(Build.job("h\(index)", kind: "h", categories: api)) }
+            _ = try await store.submit(holders, uniqueKey: nil)
+            var held: [ClaimedJob] = []
+            while true {
+                let claimed = try await store.claimAll(["h"], limit: 500, lease: .seconds(600))
+                if claimed.isEmpty { break }
+                held += claimed
+            }
+            try expectEqual(held.count, 1000, "holders running")
+            _ = try await store.submit(Build.graph("fresh", Build.job("f", kind: "x", priority: 1)), uniqueKey: nil)
+            clock.advance(by: .seconds(20))
+            try expectEqual(
+                try await store.claimAll(["k", "x"], limit: 1).map(\.name), ["r"], "the due retry with room")
+            try expectEqual(try await store.claimAll(["x", "k"], limit: 5).map(\.name), ["f"], "then the fresh job")
+            let done = held.prefix(3).map {
+                AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8)))
+            }
+            try expectEqual(
+                try await store.finish(done), Array(repeating: .accepted(.succeeded), count: 3), "three holders done")
+            try expectEqual(
+                try await store.claimAll(["k", "x"], limit: 5).map(\.name), ["b0", "b1", "b2"],
+                "three places: the oldest")
         },
         check("a job with a start time made ready by its dependency after that time is claimed at once, by both claims")
         {

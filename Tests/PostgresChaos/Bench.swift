@@ -142,7 +142,7 @@ struct PostgresBench {
             ])
         }
         if wanted("look") {
-            let (idle, busy) = try await looks(backlog: sizes.burn, logger: logger)
+            let (idle, busy, waiting) = try await looks(backlog: sizes.burn, logger: logger)
             record([
                 "peer": "baton", "workload": "idle-look", "n": sizes.burn, "p50_ms": round3(idle.p50),
                 "p90_ms": round3(idle.p90),
@@ -150,6 +150,10 @@ struct PostgresBench {
             record([
                 "peer": "baton", "workload": "claim-behind", "n": sizes.burn, "p50_ms": round3(busy.p50),
                 "p90_ms": round3(busy.p90),
+            ])
+            record([
+                "peer": "baton", "workload": "claim-behind-waiting", "n": sizes.burn, "p50_ms": round3(waiting.p50),
+                "p90_ms": round3(waiting.p90),
             ])
         }
 
@@ -247,11 +251,15 @@ struct PostgresBench {
     /// A worker behind another kind's backlog of `backlog` ready jobs, which come first in the order
     /// claims take jobs. `idle`: with nothing of its own to do, the time of one look for work (a claim of
     /// its own kind that finds nothing, and the time of the next due job, as its worker asks after such a
-    /// claim). `busy`: with 5,000 ready jobs of its own, the time of a claim of 100 of them. In
-    /// milliseconds, median and 90th percentile of 50 each.
+    /// claim). `busy`: with 5,000 ready jobs of its own, the time of a claim of 100 of them. `waiting`:
+    /// the same claims with `backlog` jobs of its own kind, submitted before them, waiting for their
+    /// time (as retries backing off do, which keep their older ids). In milliseconds, median and 90th
+    /// percentile of 50 each.
     func looks(
         backlog: Int, logger: Logger
-    ) async throws -> (idle: (p50: Double, p90: Double), busy: (p50: Double, p90: Double)) {
+    ) async throws -> (
+        idle: (p50: Double, p90: Double), busy: (p50: Double, p90: Double), waiting: (p50: Double, p90: Double)
+    ) {
         let schema = fresh("look")
         let store = try await store(schema, logger)
         var graph = JobGraph(name: "backlog")
@@ -277,14 +285,38 @@ struct PostgresBench {
                 .count
             busy.append((ContinuousClock.now - start).seconds * 1000)
         }
+        guard claimed == 5000 else { throw BenchFailure("the claims behind the backlog took \(claimed) of 5000 jobs") }
+        var later = JobGraph(name: "later")
+        let inAnHour = Date().addingTimeInterval(3600)
+        for index in 0..<backlog {
+            later.add(BenchOwn.self, input: index, name: "l\(index)", retry: .never, notBefore: inAnHour)
+        }
+        _ = try await store.submit(later)
+        var fresh = JobGraph(name: "fresh")
+        for index in 0..<5000 { fresh.add(BenchOwn.self, input: index, name: "f\(index)", retry: .never) }
+        _ = try await store.submit(fresh)
+        var waiting: [Double] = []
+        claimed = 0
+        for _ in 0..<50 {
+            let start = ContinuousClock.now
+            claimed += try await store.claim(worker: "busy", kinds: [BenchOwn.kind], limit: 100, lease: .seconds(60))
+                .count
+            waiting.append((ContinuousClock.now - start).seconds * 1000)
+        }
         await dropSchema(schema, using: store)
         store.close()
-        guard claimed == 5000 else { throw BenchFailure("the claims behind the backlog took \(claimed) of 5000 jobs") }
+        guard claimed == 5000 else {
+            throw BenchFailure("the claims behind the waiting jobs took \(claimed) of 5000 jobs")
+        }
         idle.sort()
         busy.sort()
+        waiting.sort()
         progress("baton idle look behind \(backlog) ready jobs of another kind: p50 \(round3(idle[25])) ms")
         progress("baton claim of 100 behind \(backlog) ready jobs of another kind: p50 \(round3(busy[25])) ms")
-        return ((idle[25], idle[45]), (busy[25], busy[45]))
+        progress(
+            "baton claim of 100 behind \(backlog) jobs of its own kind waiting for their time: p50 \(round3(waiting[25])) ms"
+        )
+        return ((idle[25], idle[45]), (busy[25], busy[45]), (waiting[25], waiting[45]))
     }
 
     /// Submitted first (one graph of N independent no-op jobs), then run to the end by one

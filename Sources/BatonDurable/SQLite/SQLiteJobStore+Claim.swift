@@ -119,9 +119,12 @@ extension SQLiteJobStore {
     /// and a claim read past every retry of its kind that was backing off, at each look (a backlog of
     /// retries after a failing dependency came back slowed every claim in proportion). This reads the
     /// waiting jobs that are due, each of them once in the common case. After a long pause (no claim
-    /// while 100,000 retries came due), it promotes the best `max(limit, 1,000)` of them: every due job
-    /// it leaves waits behind these, so a claim of up to `limit` keeps its order, and no claim promotes
-    /// the whole backlog at once.
+    /// while 100,000 retries came due), it promotes the best `max(limit, 1,000)` of those whose
+    /// categories have room: every due job it leaves waits behind these, so a claim of up to `limit`
+    /// keeps its order, and no claim promotes the whole backlog at once. (Counting the jobs a full
+    /// category holds back in the 1,000 would let a younger or lower job be claimed first.) A due job
+    /// held back by its categories stays waiting and is looked at again by each claim, as a ready one
+    /// held back is.
     static func promoteDue(_ db: Database, kinds: [String], limit: Int, now: Date) throws {
         try db.cachedStatement(sql: promoteDueSQL(kinds: kinds.count))
             .execute(arguments: StatementArguments([now.storeTime, max(limit, 1000)] + kinds))
@@ -132,9 +135,10 @@ extension SQLiteJobStore {
         let placeholders = (0..<count).map { "?\($0 + 3)" }.joined(separator: ",")
         return """
             UPDATE baton_jobs SET waiting = 0 WHERE id IN (
-                SELECT id FROM baton_jobs
-                WHERE state = 'ready' AND waiting = 1 AND kind IN (\(placeholders)) AND not_before <= ?1
-                ORDER BY priority DESC, id LIMIT ?2)
+                SELECT a.id FROM baton_jobs a
+                WHERE a.state = 'ready' AND a.waiting = 1 AND a.kind IN (\(placeholders)) AND a.not_before <= ?1
+                    AND \(roomFor("a"))
+                ORDER BY a.priority DESC, a.id LIMIT ?2)
             """
     }
 
@@ -157,9 +161,7 @@ extension SQLiteJobStore {
             return """
                 SELECT id FROM (SELECT a.id FROM baton_jobs a
                     WHERE a.state = 'ready' AND a.waiting = 0 AND a.kind \(kind) AND +a.not_before <= ?1
-                        AND (a.has_categories = 0 OR NOT EXISTS (
-                            SELECT 1 FROM baton_job_categories c WHERE c.job = a.id
-                            AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))
+                        AND \(roomFor("a"))
                     ORDER BY a.priority DESC, a.id LIMIT ?2)
                 """
         }
@@ -171,6 +173,15 @@ extension SQLiteJobStore {
             ORDER BY j.priority DESC, j.id
             LIMIT ?2
             """
+    }
+
+    /// In the claim's statements: the job `alias` needs no category, or each of its categories has room.
+    static func roomFor(_ alias: String) -> String {
+        """
+        (\(alias).has_categories = 0 OR NOT EXISTS (
+            SELECT 1 FROM baton_job_categories c WHERE c.job = \(alias).id
+            AND (SELECT count(*) FROM baton_holders h WHERE h.category = c.category) >= c.max_holders))
+        """
     }
 
     static func releaseCategories(_ db: Database, job: Int64) throws {

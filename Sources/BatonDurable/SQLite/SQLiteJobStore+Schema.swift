@@ -15,7 +15,7 @@ extension SQLiteJobStore {
     ///   reading every name of the run at each addition made a crawler's growing run quadratic.
     /// - The claimable jobs by kind, in the order claims take them (`baton_jobs_claim`), and the jobs
     ///   that wait for their time by kind and time (`baton_jobs_waiting`): a claim, its promotion of the
-    ///   waiting jobs that are due (``promoteDue(_:kinds:now:)``) and ``nextDueDate(kinds:)`` read only
+    ///   waiting jobs that are due (``promoteDue(_:kinds:limit:now:)``) and ``nextDueDate(kinds:)`` read only
     ///   the jobs of their kinds that matter. With one index of all ready jobs in priority order
     ///   (`baton_jobs_ready`, dropped here), a worker with nothing to do read past every ready job of
     ///   every other kind at each look: 100,000 of them took 19 ms. With the waiting jobs in the claims'
