@@ -25,7 +25,9 @@ import GRDBSQLite
 /// All methods may be called from any task, concurrently; GRDB serializes the writes.
 public final class SQLiteJobStore: JobStore {
     /// The schema this version writes. A file written by a newer version is refused.
-    /// Version 2 added the runs' trace context; a version-1 file is migrated when it is opened.
+    /// Version 2 added the runs' trace context; version 5 marks the jobs that wait for their time
+    /// (claims pass them over until they are due). An older file is migrated when it is opened for
+    /// writing, and an older program then refuses it.
     public static let schemaVersion = 5
 
     public let clock: DurableClock
