@@ -250,21 +250,83 @@ public struct BatonTool: Sendable {
 
     // MARK: schedules
 
-    /// `baton schedules`: every schedule, its timing, whether it is paused, and its next tick.
+    /// `baton schedules`: every schedule, its timing, whether it is paused, and its next tick. A schedule
+    /// this program cannot read (written by a newer version) is listed with its state and ticks, its
+    /// timing as `unreadable`, and the reason after the table; in JSON, as an object with the reason
+    /// under `unreadable` after the others.
     public func schedules(_ store: any JobStore, json: Bool) async throws {
-        let schedules = try await store.schedules()
-        if json { return try emit(schedules) }
-        guard !schedules.isEmpty else { return write("No schedules.\n") }
-        var table = TextTable(["NAME", "TIMING", "STATE", "NEXT", "LAST"])
-        for record in schedules {
-            table.add([
-                TimeText.printable(record.schedule.name), TimeText.printable(record.schedule.timing.description),
-                record.paused ? "paused" : "active",
-                record.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-                record.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-            ])
+        let listing = try await store.scheduleListing()
+        if json {
+            return try emit(
+                listing.schedules.map(ScheduleEntry.record)
+                    + listing.unreadable.map { .unreadable(UnreadableEntry($0)) })
         }
+        guard !listing.schedules.isEmpty || !listing.unreadable.isEmpty else { return write("No schedules.\n") }
+        var table = TextTable(["NAME", "TIMING", "STATE", "NEXT", "LAST"])
+        var rows: [(name: String, row: [String])] = []
+        for record in listing.schedules {
+            rows.append(
+                (
+                    record.schedule.name,
+                    [
+                        TimeText.printable(record.schedule.name),
+                        TimeText.printable(record.schedule.timing.description),
+                        record.paused ? "paused" : "active",
+                        record.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                        record.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                    ]
+                ))
+        }
+        for schedule in listing.unreadable {
+            rows.append(
+                (
+                    schedule.name,
+                    [
+                        TimeText.printable(schedule.name), "unreadable", schedule.paused ? "paused" : "active",
+                        schedule.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                        schedule.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                    ]
+                ))
+        }
+        for (_, row) in rows.sorted(by: { $0.name < $1.name }) { table.add(row) }
         write(table.text)
+        for schedule in listing.unreadable {
+            write("\n\(TimeText.printable(schedule.reason))\n")
+        }
+        if !listing.unreadable.isEmpty {
+            write(
+                "A schedule this program cannot read can be paused or removed here; a program that can read it resumes and fires it.\n"
+            )
+        }
+    }
+
+    /// An element of `baton schedules --json`: a schedule as the store records it, or one this program
+    /// cannot read.
+    private enum ScheduleEntry: Encodable {
+        case record(ScheduleRecord)
+        case unreadable(UnreadableEntry)
+
+        func encode(to encoder: any Encoder) throws {
+            var container = encoder.singleValueContainer()
+            switch self {
+            case .record(let record): try container.encode(record)
+            case .unreadable(let entry): try container.encode(entry)
+            }
+        }
+    }
+
+    /// A schedule this program cannot read, in `baton schedules --json`.
+    private struct UnreadableEntry: Encodable {
+        var name: String
+        var paused: Bool
+        var nextTick: Date?
+        var lastTick: Date?
+        var unreadable: String
+        init(_ schedule: UnreadableSchedule) {
+            (name, paused, nextTick, lastTick, unreadable) = (
+                schedule.name, schedule.paused, schedule.nextTick, schedule.lastTick, schedule.reason
+            )
+        }
     }
 
     /// `baton schedules pause|resume NAME`. The store finds the schedule by its name (a listing of every

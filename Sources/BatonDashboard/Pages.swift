@@ -356,9 +356,10 @@ struct Pages: Sendable {
     }
 
     func schedules(_ request: Request) async throws -> Response {
-        let schedules = try await store.schedules()
+        let listing = try await store.scheduleListing()
+        let schedules = listing.schedules
         var body = "<h1>Schedules</h1><section data-live>"
-        if schedules.isEmpty {
+        if schedules.isEmpty && listing.unreadable.isEmpty {
             body += "<p class=\"empty\">No schedules.</p>"
         } else {
             body += """
@@ -374,6 +375,17 @@ struct Pages: Sendable {
                     <tr><td>\(HTML.escape(name))</td><td>\(HTML.escape(record.schedule.timing.description))</td>\
                     <td>\(HTML.escape("\(record.schedule.catchUp)"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
                     <td>\(clock.stamp(record.nextTick))</td><td>\(clock.stamp(record.lastTick))</td><td>\(toggle)</td></tr>
+                    """
+            }
+            // A schedule this program cannot read (a newer version's timing): its state and ticks, the
+            // reason, and a pause (resuming needs its timing: the program that wrote it resumes it).
+            for schedule in listing.unreadable {
+                let toggle = schedule.paused ? "" : button("/schedules/pause", "Pause", fields: ["name": schedule.name])
+                body += """
+                    <tr class="unreadable"><td>\(HTML.escape(schedule.name))</td>\
+                    <td colspan="2" class="error">\(HTML.escape(schedule.reason))</td>\
+                    <td>\(HTML.badge(schedule.paused ? "paused" : "active"))</td>\
+                    <td>\(clock.stamp(schedule.nextTick))</td><td>\(clock.stamp(schedule.lastTick))</td><td>\(toggle)</td></tr>
                     """
             }
             body += "</tbody></table>"

@@ -35,6 +35,18 @@ extension PostgresJobStore {
         }
     }
 
+    public func scheduleListing() async throws -> ScheduleListing {
+        let rows = try await statement(
+            "schedules", "SELECT name, definition, next_tick, last_tick, paused FROM schedules ORDER BY name",
+            readOnly: true)
+        return ScheduleListing(
+            rows: try rows.map { row in
+                let (name, definition, next, last, paused) = try row.decode(
+                    (String, String, Double?, Double?, Bool).self)
+                return (name: name, definition: definition, nextTick: next, lastTick: last, paused: paused)
+            })
+    }
+
     public func setSchedule(named name: String, paused: Bool) async throws {
         // Pausing keeps the next tick and needs no definition: a schedule this program cannot read (one
         // written by a newer version) can be paused.

@@ -217,7 +217,7 @@ struct BatonToolSQLiteTests {
     /// A schedule written by a newer version (a timing this one does not know) cannot be listed by this
     /// program; the others, and that one, can still be paused and resumed by name.
     @Test func schedulesArePausedByNameBesideOneThisProgramCannotRead() async throws {
-        try await withFixture { tool, _, store, _ in
+        try await withFixture { tool, captured, store, _ in
             var graph = JobGraph(name: "hourly")
             graph.add(Echo.self, input: "tick")
             for name in ["hourly", "future"] {
@@ -230,8 +230,24 @@ struct BatonToolSQLiteTests {
                     arguments: [#"{"name":"future","timing":{"fortnightly":{}},"catchUp":"skip"}"#])
             }
             try queue.close()
-            let listing = await #expect(throws: DurableError.self) { try await tool.schedules(store, json: false) }
-            #expect(listing?.message.contains("'future'") == true, "names it: \(listing?.message ?? "")")
+            // Listed beside the others, with the reason, instead of failing the listing.
+            try await tool.schedules(store, json: false)
+            let lines = captured.output.split(separator: "\n").map(String.init)
+            #expect(lines.count >= 4, "\(captured.output)")
+            #expect(lines.dropFirst().first?.hasPrefix("future") == true, "\(captured.output)")
+            #expect(lines.dropFirst().first?.contains("unreadable") == true, "\(captured.output)")
+            #expect(lines.dropFirst(2).first?.hasPrefix("hourly") == true, "\(captured.output)")
+            #expect(
+                captured.output.contains("schedule 'future' is stored in a form this program cannot read"),
+                "\(captured.output)")
+            captured.clear()
+            try await tool.schedules(store, json: true)
+            let entries = try #require(
+                try JSONSerialization.jsonObject(with: Data(captured.output.utf8)) as? [[String: Any]])
+            #expect(entries.count == 2)
+            #expect((entries[0]["schedule"] as? [String: Any])?["name"] as? String == "hourly")
+            #expect(entries[1]["name"] as? String == "future")
+            #expect((entries[1]["unreadable"] as? String)?.contains("cannot read") == true)
             try await tool.setSchedule(store, named: "hourly", paused: true)
             try await tool.setSchedule(store, named: "hourly", paused: false)
             try await tool.setSchedule(store, named: "future", paused: true)

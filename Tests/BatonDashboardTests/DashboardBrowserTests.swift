@@ -57,6 +57,28 @@ struct DashboardBrowserTests {
         }
     }
 
+    @Test func aScheduleThisProgramCannotReadRendersEscapedInABrowser() async throws {
+        guard Self.browser != nil else {
+            print("DashboardBrowserTests: no headless browser (apt-get install chromium); the HTTP tests stand.")
+            return
+        }
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.addUnreadableSchedule(named: Hostile.unreadableSchedule)
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let port = try #require(client.port)
+            let (dom, log, status) = try await Self.load(
+                "http://127.0.0.1:\(port)/schedules", screenshot: nil,
+                profile: fixture.directory.appendingPathComponent("profile-unreadable").path)
+            #expect(status == 0, "the browser exited with \(status)")
+            #expect(dom.contains("<tr class=\"unreadable\">"), "the unreadable schedule's row")
+            #expect(!dom.contains("<img src=x"), "no injected image in the DOM")
+            #expect(dom.contains("cannot read"), "the reason")
+            #expect(Self.problems(in: log).isEmpty, "\(Self.problems(in: log))")
+        }
+    }
+
     @Test func everyPageRendersInABrowserWithoutConsoleErrors() async throws {
         guard Self.browser != nil else {
             print("DashboardBrowserTests: no headless browser (apt-get install chromium); the HTTP tests stand.")

@@ -1,6 +1,7 @@
 import BatonDashboard
 import BatonDurable
 import Foundation
+import GRDB
 import Hummingbird
 import HummingbirdTesting
 import Logging
@@ -13,6 +14,7 @@ enum Hostile {
     static let error = "<img src=x onerror=alert('error')> failed"
     static let worker = "w\"><script>alert(1)</script>"
     static let schedule = "nightly <b>bold</b>"
+    static let unreadableSchedule = "later <img src=x onerror=alert('schedule')>"
     /// What must never appear in a page: the raw markup of the texts above.
     static let raw = ["<script>alert", "<img src=x", "<b>bold</b>", "\u{1B}"]
 }
@@ -81,6 +83,21 @@ struct DashboardFixture: Sendable {
         return DashboardFixture(
             store: store, succeeded: ok.run, failed: bad.run, failedJob: bad.jobs[0], cancelledJob: bad.jobs[1],
             running: open.run, runningJob: open.jobs[0], grown: growing.run, directory: directory)
+    }
+
+    /// A schedule named `name` whose definition this program cannot read (a newer version's timing), in
+    /// the fixture's SQLite store.
+    func addUnreadableSchedule(named name: String) async throws {
+        var graph = JobGraph(name: "later")
+        graph.add(FixtureJob.self, input: "x")
+        try await store.schedule(name: name, every: .seconds(60), graph: graph)
+        let queue = try DatabaseQueue(path: directory.appendingPathComponent("jobs.sqlite").path)
+        try await queue.write { db in
+            try db.execute(
+                sql: "UPDATE baton_schedules SET definition = ? WHERE name = ?",
+                arguments: [#"{"name":"x","timing":{"fortnightly":{}},"catchUp":"skip"}"#, name])
+        }
+        try queue.close()
     }
 
     func remove() {

@@ -72,6 +72,26 @@ struct DashboardHTTPTests {
         }
     }
 
+    /// A schedule written by a newer version (a timing this one does not know) made the schedules page
+    /// fail as a whole; it is listed with its state and the reason, escaped, beside the others.
+    @Test func aScheduleThisProgramCannotReadIsListedWithItsReason() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.addUnreadableSchedule(named: Hostile.unreadableSchedule)
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let response = try await client.execute(uri: "/schedules", method: .get)
+            #expect(response.status == .ok)
+            let page = response.text
+            for raw in Hostile.raw { #expect(!page.contains(raw), "shows \(raw.debugDescription) raw") }
+            #expect(page.contains("nightly &lt;b&gt;bold&lt;/b&gt;"), "the readable schedule")
+            #expect(page.contains("<tr class=\"unreadable\"><td>later &lt;img src=x"), "the unreadable one, escaped")
+            #expect(page.contains("is stored in a form this program cannot read"), "the reason")
+            // Two schedules, both active: two pause buttons (the unreadable one can be paused here).
+            #expect(page.components(separatedBy: "action=\"/schedules/pause\"").count == 3, "\(page)")
+        }
+    }
+
     @Test func unknownAndMalformedAddressesAreClearErrors() async throws {
         let fixture = try await DashboardFixture.make()
         defer { fixture.remove() }

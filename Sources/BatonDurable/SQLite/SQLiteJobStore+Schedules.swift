@@ -27,6 +27,20 @@ extension SQLiteJobStore {
         try await reading { db in try Self.schedules(db, named: nil) }
     }
 
+    public func scheduleListing() async throws -> ScheduleListing {
+        try await reading { db in
+            ScheduleListing(
+                rows: try Row.fetchAll(
+                    db, sql: "SELECT name, definition, next_tick, last_tick, paused FROM baton_schedules ORDER BY name"
+                ).map { row in
+                    (
+                        name: try row.value(at: 0), definition: try row.value(at: 1), nextTick: try row.value(at: 2),
+                        lastTick: try row.value(at: 3), paused: try row.value(at: 4)
+                    )
+                })
+        }
+    }
+
     public func setSchedule(named name: String, paused: Bool) async throws {
         // Pausing keeps the next tick and needs no definition: a schedule this program cannot read (one
         // written by a newer version) can be paused.

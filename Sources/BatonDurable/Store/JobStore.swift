@@ -176,7 +176,14 @@ public protocol JobStore: Sendable {
     func schedule(_ schedule: Schedule) async throws -> ScheduleRecord
 
     /// The stored schedules, by name.
+    /// - Throws: ``DurableError/Code/decoding`` when one is stored in a form this program cannot read
+    ///   (written by a newer version): ``scheduleListing()`` lists the others beside it.
     func schedules() async throws -> [ScheduleRecord]
+
+    /// Every stored schedule, by name, with those this program cannot read (written by a newer version,
+    /// or damaged) listed apart instead of failing the listing: what an operator's tool shows. The
+    /// default implementation lists ``schedules()``.
+    func scheduleListing() async throws -> ScheduleListing
 
     /// Pauses a schedule (its ticks are not fired) or resumes it (from its first tick after now: ticks
     /// that passed while it was paused are not fired).
@@ -310,6 +317,11 @@ extension JobStore {
 
     /// One call at a time.
     public var reportCallsInFlight: Int { 1 }
+
+    /// ``schedules()``: a store that cannot list the schedules it cannot read apart fails as a whole.
+    public func scheduleListing() async throws -> ScheduleListing {
+        ScheduleListing(schedules: try await schedules())
+    }
 
     /// Stores a schedule that submits `graph` every `interval` (counted from 1970-01-01 00:00 UTC).
     @discardableResult

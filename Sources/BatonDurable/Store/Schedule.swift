@@ -230,6 +230,60 @@ public struct ScheduleRecord: Hashable, Codable, Sendable {
     }
 }
 
+/// A stored schedule that this program cannot read: one written by a newer version (a timing or
+/// catch-up rule this one does not know), or a damaged definition. Its state and ticks are still
+/// known; it can be paused (``JobStore/setSchedule(named:paused:)``) or removed
+/// (``JobStore/removeSchedule(named:)``) here, and resumed or fired by a program that can read it, or
+/// once it is stored again with ``JobStore/schedule(_:)``.
+public struct UnreadableSchedule: Hashable, Codable, Sendable {
+    public var name: String
+    public var paused: Bool
+    /// The next tick to fire, or nil when there is none.
+    public var nextTick: Date?
+    /// The last tick fired, if any.
+    public var lastTick: Date?
+    /// What is wrong with the definition, and what to do.
+    public var reason: String
+
+    public init(name: String, paused: Bool, nextTick: Date?, lastTick: Date?, reason: String) {
+        self.name = name
+        self.paused = paused
+        self.nextTick = nextTick
+        self.lastTick = lastTick
+        self.reason = reason
+    }
+}
+
+/// Every stored schedule, by name: those this program can read, and those it cannot.
+public struct ScheduleListing: Hashable, Codable, Sendable {
+    public var schedules: [ScheduleRecord]
+    public var unreadable: [UnreadableSchedule]
+
+    public init(schedules: [ScheduleRecord], unreadable: [UnreadableSchedule] = []) {
+        self.schedules = schedules
+        self.unreadable = unreadable
+    }
+
+    /// A store's rows, each definition read on its own: one this program cannot read is listed as such
+    /// instead of failing the listing.
+    package init(rows: [(name: String, definition: String, nextTick: Double?, lastTick: Double?, paused: Bool)]) {
+        self.init(schedules: [])
+        for row in rows {
+            let next = row.nextTick.map(Date.init(timeIntervalSince1970:))
+            let last = row.lastTick.map(Date.init(timeIntervalSince1970:))
+            do {
+                let schedule = try Schedule.stored(row.definition, name: row.name)
+                schedules.append(ScheduleRecord(schedule: schedule, paused: row.paused, nextTick: next, lastTick: last))
+            } catch {
+                unreadable.append(
+                    UnreadableSchedule(
+                        name: row.name, paused: row.paused, nextTick: next, lastTick: last,
+                        reason: (error as? DurableError)?.message ?? "\(error)"))
+            }
+        }
+    }
+}
+
 /// What ``JobStore/fireDueSchedules()`` did.
 public struct FiredSchedules: Hashable, Sendable {
     /// The runs submitted, one per tick, with their schedule's name and tick.
