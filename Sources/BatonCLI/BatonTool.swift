@@ -252,8 +252,9 @@ public struct BatonTool: Sendable {
 
     /// `baton schedules`: every schedule, its timing, whether it is paused, and its next tick. A schedule
     /// this program cannot read (written by a newer version) is listed with its state and ticks, its
-    /// timing as `unreadable`, and the reason after the table; in JSON, as an object with the reason
-    /// under `unreadable` after the others.
+    /// timing as `unreadable`, and the reason after the table. In JSON, every element has the schedule's
+    /// name at `schedule.name`, `paused`, `nextTick` and `lastTick`; one this program cannot read has
+    /// only the name under `schedule`, and the reason at `unreadable`.
     public func schedules(_ store: any JobStore, json: Bool) async throws {
         let listing = try await store.scheduleListing()
         if json {
@@ -295,7 +296,7 @@ public struct BatonTool: Sendable {
         }
         if !listing.unreadable.isEmpty {
             write(
-                "A schedule this program cannot read can be paused or removed here; a program that can read it resumes and fires it.\n"
+                "A schedule this program cannot read can be paused here (`baton schedules pause NAME`); a program that can read it resumes and fires it, and storing it again replaces it.\n"
             )
         }
     }
@@ -315,16 +316,19 @@ public struct BatonTool: Sendable {
         }
     }
 
-    /// A schedule this program cannot read, in `baton schedules --json`.
+    /// A schedule this program cannot read, in `baton schedules --json`: shaped as a ``ScheduleRecord``
+    /// (its name at `schedule.name`), with the reason at `unreadable`.
     private struct UnreadableEntry: Encodable {
-        var name: String
+        struct Name: Encodable { var name: String }
+        var schedule: Name
         var paused: Bool
         var nextTick: Date?
         var lastTick: Date?
         var unreadable: String
-        init(_ schedule: UnreadableSchedule) {
-            (name, paused, nextTick, lastTick, unreadable) = (
-                schedule.name, schedule.paused, schedule.nextTick, schedule.lastTick, schedule.reason
+        init(_ unreadable: UnreadableSchedule) {
+            schedule = Name(name: unreadable.name)
+            (paused, nextTick, lastTick, self.unreadable) = (
+                unreadable.paused, unreadable.nextTick, unreadable.lastTick, unreadable.reason
             )
         }
     }

@@ -187,7 +187,7 @@ extension EarthquakesCLI {
         defer { closeAtEnd(jobs.close) }
         let prefix = EarthquakeWatch.scheduleName("")
         var lines: [String] = []
-        for record in (try? await jobs.schedules()) ?? [] where record.schedule.name.hasPrefix(prefix) {
+        for record in (try? await jobs.scheduleListing().schedules) ?? [] where record.schedule.name.hasPrefix(prefix) {
             let name = String(record.schedule.name.dropFirst(prefix.count))
             var line = "Watch      \"\(TerminalText.safe(name))\""
             if case .every(let interval) = record.schedule.timing { line += " every \(Self.spoken(interval))" }

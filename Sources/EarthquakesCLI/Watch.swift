@@ -451,12 +451,14 @@ extension EarthquakesCLI {
         // Only this watch runs now (the lock says so): the others' schedules are paused and their
         // unfinished checks cancelled (their queued alerts wait for their own watch). Jobs of this watch
         // held by a watch that was killed are taken back now rather than when their leases end.
+        // Those a newer version wrote, which this one cannot read, are paused too.
         let prefix = EarthquakeWatch.scheduleName("")
-        for record in try await jobs.schedules()
-        where record.schedule.name.hasPrefix(prefix) && record.schedule.name != EarthquakeWatch.scheduleName(spec.name)
-            && !record.paused
-        {
-            try await jobs.pauseSchedule(named: record.schedule.name)
+        let listing = try await jobs.scheduleListing()
+        let active =
+            listing.schedules.filter { !$0.paused }.map(\.schedule.name)
+            + listing.unreadable.filter { !$0.paused }.map(\.name)
+        for name in active where name.hasPrefix(prefix) && name != EarthquakeWatch.scheduleName(spec.name) {
+            try await jobs.pauseSchedule(named: name)
         }
         for other in try store.watchNames() {
             for run in try await jobs.unfinishedRuns(named: EarthquakeWatch.runName(other)) {

@@ -246,7 +246,7 @@ struct BatonToolSQLiteTests {
                 try JSONSerialization.jsonObject(with: Data(captured.output.utf8)) as? [[String: Any]])
             #expect(entries.count == 2)
             #expect((entries[0]["schedule"] as? [String: Any])?["name"] as? String == "hourly")
-            #expect(entries[1]["name"] as? String == "future")
+            #expect((entries[1]["schedule"] as? [String: Any])?["name"] as? String == "future")
             #expect((entries[1]["unreadable"] as? String)?.contains("cannot read") == true)
             try await tool.setSchedule(store, named: "hourly", paused: true)
             try await tool.setSchedule(store, named: "hourly", paused: false)

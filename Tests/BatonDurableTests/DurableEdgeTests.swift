@@ -127,6 +127,7 @@ final class HookedStore: JobStore {
     func delete(run: DurableRunID) async throws { try await base.delete(run: run) }
     func schedule(_ schedule: Schedule) async throws -> ScheduleRecord { try await base.schedule(schedule) }
     func schedules() async throws -> [ScheduleRecord] { try await base.schedules() }
+    func scheduleListing() async throws -> ScheduleListing { try await base.scheduleListing() }
     func setSchedule(named name: String, paused: Bool) async throws {
         try await base.setSchedule(named: name, paused: paused)
     }

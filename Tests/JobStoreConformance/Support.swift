@@ -107,6 +107,19 @@ extension JobStore {
         try await finish([AttemptReport(lease: job.lease, outcome: .failed(message: message, retryable: retryable))])[0]
     }
 
+    /// Claims every claimable job of kind `k`, 500 at a time, and fails each attempt as retryable;
+    /// throws unless every failure is accepted as a retry.
+    func failEveryClaimable() async throws {
+        while true {
+            let claimed = try await claimAll(limit: 500)
+            if claimed.isEmpty { return }
+            let reports = claimed.map {
+                AttemptReport(lease: $0.lease, outcome: .failed(message: "down", retryable: true))
+            }
+            try expect(try await finish(reports).allSatisfy { $0 == .accepted(.ready) }, "the failures are retried")
+        }
+    }
+
     func states(_ run: SubmittedRun) async throws -> [DurableJobState] {
         try await snapshot(of: run.run).jobs.map(\.state)
     }

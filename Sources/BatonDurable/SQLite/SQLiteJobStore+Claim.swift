@@ -57,7 +57,6 @@ extension SQLiteJobStore {
     static func claimReady(
         _ db: Database, worker: String, kinds: [String], limit: Int, now: Date, expires: Date
     ) throws -> [ClaimedJob] {
-        try promoteDue(db, kinds: kinds, limit: limit, now: now)
         let select = try db.cachedStatement(sql: claimCandidatesSQL(kinds: kinds.count))
         let update = try db.cachedStatement(
             sql: """
@@ -72,6 +71,9 @@ extension SQLiteJobStore {
         var claimed: [ClaimedJob] = []
         while claimed.count < limit {
             let page = limit - claimed.count
+            // Before each page: the previous one may have filled a category that held back the due jobs
+            // it promoted, and those left the others waiting (one look through an index when none is due).
+            try promoteDue(db, kinds: kinds, limit: page, now: now)
             let rows = try Row.fetchAll(select, arguments: StatementArguments([now.storeTime, page] + kinds))
             var progress = false
             // Columns by position: id, run, name, kind, attempts, max_attempts, priority, timeout,

@@ -182,7 +182,7 @@ public protocol JobStore: Sendable {
 
     /// Every stored schedule, by name, with those this program cannot read (written by a newer version,
     /// or damaged) listed apart instead of failing the listing: what an operator's tool shows. The
-    /// default implementation lists ``schedules()``.
+    /// default implementation lists ``schedules()``; a store that wraps another forwards this too.
     func scheduleListing() async throws -> ScheduleListing
 
     /// Pauses a schedule (its ticks are not fired) or resumes it (from its first tick after now: ticks

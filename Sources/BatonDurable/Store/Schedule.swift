@@ -236,7 +236,9 @@ public struct ScheduleRecord: Hashable, Codable, Sendable {
 /// (``JobStore/removeSchedule(named:)``) here, and resumed or fired by a program that can read it, or
 /// once it is stored again with ``JobStore/schedule(_:)``.
 public struct UnreadableSchedule: Hashable, Codable, Sendable {
+    /// The schedule's name.
     public var name: String
+    /// Whether its ticks are not fired.
     public var paused: Bool
     /// The next tick to fire, or nil when there is none.
     public var nextTick: Date?
@@ -256,7 +258,9 @@ public struct UnreadableSchedule: Hashable, Codable, Sendable {
 
 /// Every stored schedule, by name: those this program can read, and those it cannot.
 public struct ScheduleListing: Hashable, Codable, Sendable {
+    /// The schedules this program can read, by name.
     public var schedules: [ScheduleRecord]
+    /// The schedules stored in a form this program cannot read, by name.
     public var unreadable: [UnreadableSchedule]
 
     public init(schedules: [ScheduleRecord], unreadable: [UnreadableSchedule] = []) {
