@@ -151,8 +151,9 @@ extension PostgresJobStore {
     /// of another kind: 10 ms a claim behind 100,000 of them, for a worker with nothing to do.) One kind
     /// has a statement of its own (``ClaimReadyOfOneKind``). With several, `pool` reads the first `$3` of
     /// each kind without locking them, and one ordered pass over the pool locks the first `$3` that no
-    /// other claimer holds: of the ready jobs, a claim locks none it does not take (locking each kind's first `$3` held rows that other claimers then skipped, and wrote a lock
-    /// for each), and the rows another claimer holds leave their places to the other kinds' next ones.
+    /// other claimer holds: of the ready jobs, a claim locks none it does not take (locking each kind's
+    /// first `$3` held rows that other claimers then skipped, and wrote a lock for each), and the rows
+    /// another claimer holds leave their places to the other kinds' next ones.
     /// When the pool held `$3` or more (a last row with id -1), the claim may look again for rows that
     /// others held: ``completeClaim(_:worker:kinds:limit:lease:)``.
     ///
