@@ -13,6 +13,8 @@ import Foundation
 ///   job body start, p50/p99.
 /// - idle-look: N ready jobs of another kind; the time of one look for work (a claim that finds nothing,
 ///   then the next due time) by a worker of a kind with none, p50/p90.
+/// - claim-behind-waiting: N jobs of the worker's own kind waiting for their time (an hour away), then
+///   5,000 ready ones; the time of a claim of 100, p50/p90.
 struct DurableBenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "durable",
@@ -22,8 +24,11 @@ struct DurableBenchCommand: ParsableCommand {
     @Flag(help: "Small sizes (5k burn-down, 1k chain, 50 latency samples): well under a minute.")
     var quick = false
 
-    @Option(help: "Comma-separated workloads to run: burndown, chain, latency, idle-look (default: all four).")
-    var workloads = "burndown,chain,latency,idle-look"
+    @Option(
+        help:
+            "Comma-separated workloads to run: burndown, chain, latency, idle-look, claim-behind-waiting (default: all five)."
+    )
+    var workloads = "burndown,chain,latency,idle-look,claim-behind-waiting"
 
     @Option(help: "Comma-separated worker counts for the burn-down (default: 1,2,4).")
     var workers = "1,2,4"
@@ -54,6 +59,9 @@ struct DurableBenchCommand: ParsableCommand {
                 }
                 if selected.contains("idle-look") {
                     measured.append(try await DurableWorkloads.idleLook(backlog: burn))
+                }
+                if selected.contains("claim-behind-waiting") {
+                    measured.append(try await DurableWorkloads.claimBehindWaiting(backlog: burn))
                 }
                 box.set(.success(measured.map(SendableLine.init)))
             } catch {
@@ -142,8 +150,11 @@ struct DurableBenchCommand: ParsableCommand {
                 }
             }
             if let p50 = line["p50_ms"] as? Double, let p90 = line["p90_ms"] as? Double, let n = line["n"] as? Int {
-                text += String(
-                    format: " behind %d ready jobs of another kind: Baton p50 %.3f ms, p90 %.3f ms", n, p50, p90)
+                let behind =
+                    workload == "claim-behind-waiting"
+                    ? "of 100 behind %d jobs of its own kind waiting for their time"
+                    : "behind %d ready jobs of another kind"
+                text += String(format: " \(behind): Baton p50 %.3f ms, p90 %.3f ms", n, p50, p90)
             }
             if let p50 = line["p50_ms"] as? Double, let p99 = line["p99_ms"] as? Double {
                 text += String(format: ": Baton p50 %.2f ms, p99 %.2f ms", p50, p99)
