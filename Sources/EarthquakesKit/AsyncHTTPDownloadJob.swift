@@ -95,28 +95,26 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     }
 
     /// The request and its body, written to `file` as it arrives.
+    ///
+    /// The body is written by the delegate, on the event loop that receives it, not by this task: a
+    /// buffer read here after the event loop handed it over may have its memory reused by the event
+    /// loop's receive-buffer pool once this task lets go of it, a hand-back that ThreadSanitizer cannot
+    /// see (it goes through Swift's reference counts) and reported as a race in CI. Each write is a
+    /// `write(2)` of one received chunk (at most a few tens of kilobytes) to a local file.
     private func transfer(
         _ client: HTTPClient, into file: TemporaryFile, received: Protected<(bytes: Int64, expected: Int64?)>
     ) async throws {
-        var request = HTTPClientRequest(url: url.absoluteString)
+        var request = try HTTPClient.Request(url: url.absoluteString)
         request.headers.add(name: "User-Agent", value: "baton-earthquakes")
-        let response = try await client.execute(request, deadline: .distantFuture)
-        status.withLock { $0 = Int(response.status.code) }
-        guard (200..<300).contains(Int(response.status.code)) else {
-            throw NetworkError.httpStatus(Int(response.status.code), url: url)
-        }
-        let expected = response.headers.first(name: "Content-Length").flatMap { Int64($0) }
-        received.withLock { $0.expected = expected }
-        var count: Int64 = 0
-        for try await buffer in response.body {
-            try file.write(buffer)
-            count += Int64(buffer.readableBytes)
-            received.withLock { $0.bytes = count }
-            progressHandler?(count, expected)
+        let writer = BodyWriter(url: url, file: file, status: status, received: received, progress: progressHandler)
+        let task = client.execute(request: request, delegate: writer)
+        try await withTaskCancellationHandler {
+            try await task.futureResult.get()
+        } onCancel: {
+            task.cancel()
         }
     }
 
-    /// The error to report for what the transfer threw.
     private func translated(_ error: any Error, received: (bytes: Int64, expected: Int64?)) -> any Error {
         if error is NetworkError { return error }
         if error is TotalTimeout, let timeout {
@@ -146,9 +144,60 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     private struct TotalTimeout: Error {}
 }
 
+/// Receives a download's response on its event loop: fails the transfer on a status outside 2xx, and
+/// writes each chunk of the body to the file as it arrives.
+private final class BodyWriter: HTTPClientResponseDelegate, Sendable {
+    typealias Response = Void
+
+    private let url: URL
+    private let file: TemporaryFile
+    private let status: Protected<Int?>
+    private let received: Protected<(bytes: Int64, expected: Int64?)>
+    private let progress: URLSessionTaskJob.ProgressHandler?
+
+    init(
+        url: URL, file: TemporaryFile, status: Protected<Int?>, received: Protected<(bytes: Int64, expected: Int64?)>,
+        progress: URLSessionTaskJob.ProgressHandler?
+    ) {
+        self.url = url
+        self.file = file
+        self.status = status
+        self.received = received
+        self.progress = progress
+    }
+
+    func didReceiveHead(task: HTTPClient.Task<Void>, _ head: HTTPResponseHead) -> EventLoopFuture<Void> {
+        let code = Int(head.status.code)
+        status.withLock { $0 = code }
+        guard (200..<300).contains(code) else {
+            return task.eventLoop.makeFailedFuture(NetworkError.httpStatus(code, url: url))
+        }
+        let expected = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
+        received.withLock { $0.expected = expected }
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        do {
+            try file.write(buffer)
+        } catch {
+            return task.eventLoop.makeFailedFuture(error)
+        }
+        let (count, expected) = received.withLock { received in
+            received.bytes += Int64(buffer.readableBytes)
+            return (received.bytes, received.expected)
+        }
+        progress?(count, expected)
+        return task.eventLoop.makeSucceededVoidFuture()
+    }
+
+    func didFinishRequest(task: HTTPClient.Task<Void>) throws {}
+}
+
 /// The hidden file a download is written to, beside its destination.
 private final class TemporaryFile: @unchecked Sendable {
-    // @unchecked Sendable: written by one task at a time (the transfer), then kept or removed after it.
+    // @unchecked Sendable: written by one thread at a time (the transfer's event loop, one chunk after
+    // the other), then kept or removed by the job once the transfer ended.
     let path: String
     private let descriptor: Int32
     private let url: URL
