@@ -253,6 +253,27 @@ import Darwin
         #expect(m.holders(of: "x").isEmpty)
     }
 
+    /// A line nobody holds or waits for is kept for the next claim of its category, as good as new: the
+    /// smallest limit asked for applies only while it is in use. Idle lines are dropped once there are
+    /// many of them.
+    @Test func idleLinesAreKeptAsNewAndDroppedWhenMany() {
+        var m = ExclusivityStateMachine()
+        let t = Tickets()
+        #expect(m.request(t(1, [ExclusivityCategory("x", limit: 1)])) == .granted)
+        #expect(m.release(t[1]).isEmpty)
+        #expect(m.limit(of: "x") == nil, "an idle line has no limit")
+        #expect(m.request(t(2, [ExclusivityCategory("x", limit: 2)])) == .granted)
+        #expect(m.request(t(3, [ExclusivityCategory("x", limit: 2)])) == .granted, "the earlier limit of 1 is gone")
+        #expect(m.request(t(4, [ExclusivityCategory("x", limit: 2)])) == .waiting)
+        #expect(names(m.release(t[2])) == ["4"])
+        for n in 100..<300 {
+            #expect(m.request(t(n, [ExclusivityCategory("idle \(n)")])) == .granted)
+            #expect(m.release(t[n]).isEmpty)
+        }
+        #expect(m.lineCount <= 2 * ExclusivityStateMachine.parkedLinesKept + 2, "lines kept: \(m.lineCount)")
+        #expect(m.holders(of: "x").count == 2)
+    }
+
     @Test func allCategoriesAtOnceAndTheOldestWaiterIsNeverStarved() {
         var m = ExclusivityStateMachine()
         let t = Tickets()

@@ -90,4 +90,32 @@ import Testing
         s.insert(8, "b", readyWith: nil)  // the mark was used up: later jobs join normally
         #expect(s.members.count == 1)
     }
+
+    /// A started job whose categories were granted holds its slot already: the next loop that looks
+    /// runs it before any ready job, in a suspended queue too, and a loop is started for it when none
+    /// is looking — even when the queue is over its (lowered) limit.
+    @Test func grantedJobsRunFirstAndAlwaysGetALoop() {
+        var s = Scheduler(maxConcurrent: 2, workerLimit: 8)
+        s.insert(1, "ready", readyWith: .veryHigh)
+        do { let r = s.workersToStart(); #expect(r == 1) }
+        do { let r = s.next(after: .starting); #expect(r?.member == "ready") }
+        s.insert(2, "granted", readyWith: nil)
+        s.markGranted("granted", deliverFirst: true)
+        // The only loop is inside "ready"'s body: it is not counted on.
+        do { let r = s.workersToStart(); #expect(r == 1) }
+        s.isSuspended = true
+        s.maxConcurrent = 1
+        s.insert(3, "waits", readyWith: .veryHigh)
+        guard case .runGranted(let member, let deliverFirst)? = s.next(after: .starting) else {
+            Issue.record("the granted job was not taken first")
+            return
+        }
+        #expect(member == "granted" && deliverFirst)
+        #expect(s.running == 1, "a granted job does not take a second slot")
+        do { let r = s.next(after: .ran); #expect(r == nil, "suspended: the ready job waits") }
+        s.markGranted("granted later", deliverFirst: false)
+        do {
+            let r = s.workersToStart(); #expect(r == 1, "over the limit and suspended, a granted job still gets a loop")
+        }
+    }
 }

@@ -137,25 +137,37 @@ public struct AnyOfConditions: JobCondition {
 /// A synchronous closure is evaluated at once on the thread that released the job (no `Task`); an
 /// `async` one in a `Task`.
 public struct ClosureCondition: JobCondition {
-    public let name: String
-    private let body: Body
+    /// The name and the closure, in one shared object: the condition is one reference, which fits in
+    /// an `any JobCondition` without a box of its own each time it is added to a job.
+    private let storage: Storage
+
+    private final class Storage: Sendable {
+        let name: String
+        let body: Body
+
+        init(name: String, body: Body) {
+            self.name = name
+            self.body = body
+        }
+    }
 
     private enum Body: Sendable {
         case immediate(@Sendable (Job) throws -> Bool)
         case later(@Sendable (Job) async throws -> Bool)
     }
 
+    public var name: String { storage.name }
+    private var body: Body { storage.body }
+
     /// A condition answered at once, without a `Task`. Keep `body` quick and never block in it.
     public init(name: String, _ body: @escaping @Sendable (Job) throws -> Bool) {
-        self.name = name
-        self.body = .immediate(body)
+        storage = Storage(name: name, body: .immediate(body))
     }
 
     /// A condition answered asynchronously.
     @_disfavoredOverload
     public init(name: String, _ body: @escaping @Sendable (Job) async throws -> Bool) {
-        self.name = name
-        self.body = .later(body)
+        storage = Storage(name: name, body: .later(body))
     }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {

@@ -70,8 +70,12 @@ extension Job {
                 if extras.conditions.isEmpty { extras.conditions.reserveCapacity(2) }
                 extras.conditions.append(condition)
                 if evaluated { extras.evaluatedConditions += 1 }
-                for category in categories where !extras.categories.contains(where: { $0.key == category.key }) {
-                    extras.categories.append(category)
+                if extras.categories.isEmpty && categories.count == 1 {
+                    extras.categories = categories  // shares the condition's array
+                } else {
+                    for category in categories where !extras.categories.contains(where: { $0.key == category.key }) {
+                        extras.categories.append(category)
+                    }
                 }
             }
             return core.lifecycle.publicState

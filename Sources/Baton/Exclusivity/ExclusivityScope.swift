@@ -23,7 +23,7 @@ public final class ExclusivityScope: @unchecked Sendable {
 
     /// Names the scope in diagnostics.
     public let name: String
-    private let lock = Lock()
+    private let lock = Lock(adaptive: true)
     @exclusivity(unchecked) private var machine = ExclusivityStateMachine()
     /// For a group's scope: the group's categories (each lent to one child at a time), by key.
     private let lent: [String: ExclusivityCategory]?

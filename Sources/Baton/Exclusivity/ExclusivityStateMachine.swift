@@ -23,16 +23,24 @@ final class ClaimTicket {
     let categories: [ExclusivityCategory]
     /// The claim of a group (whose children may wait for it: see ``ExclusivityScope/request(_:)``).
     let isGroup: Bool
-    /// The lines of its categories (one per key), found once when it is submitted; guarded by the
-    /// scope's lock like every field below.
-    @exclusivity(unchecked) fileprivate var lines: [ExclusivityLine] = []
-    /// While it holds: its index in the holders of each of `lines`, in the same order.
-    @exclusivity(unchecked) fileprivate var holderSlots: [Int] = []
-    /// While it waits: its place in each of `lines`, in the same order.
-    @exclusivity(unchecked) fileprivate var entries: [LineEntry] = []
+    /// Its place in the line of each of its categories (one per key), found once when it is submitted;
+    /// guarded by the scope's lock like every field below. One array for the three things it keeps per
+    /// line: a claim allocates as little as it can.
+    @exclusivity(unchecked) fileprivate var parts: [Part] = []
     /// While it waits: in how many of its lines it is within the free capacity from the front. It is
     /// granted when that is all of them.
     @exclusivity(unchecked) fileprivate var admitted = 0
+    /// While it waits: how many of its lines it waits in.
+    @exclusivity(unchecked) fileprivate var waitingIn = 0
+
+    /// The ticket in one of its lines.
+    fileprivate struct Part {
+        let line: ExclusivityLine
+        /// While it holds: its index in the line's holders.
+        var holderSlot = 0
+        /// While it waits: its node in the line's list.
+        var entry: LineEntry?
+    }
     @exclusivity(unchecked) var stage = Stage.new {
         didSet { if stage == .done { job = nil } }
     }
@@ -43,7 +51,10 @@ final class ClaimTicket {
         isGroup = job is GroupJob
     }
 
-    fileprivate var isAdmittedEverywhere: Bool { admitted == entries.count }
+    fileprivate var isAdmittedEverywhere: Bool { admitted == waitingIn }
+
+    /// The lines it is in or holds, in the order of its categories.
+    fileprivate var lines: some Collection<ExclusivityLine> { parts.lazy.map(\.line) }
 }
 
 /// A waiting ticket's place in one line: a node of the line's doubly linked list. The links are
@@ -94,20 +105,23 @@ final class ExclusivityLine {
     /// Nobody holds or waits.
     var isIdle: Bool { holders.isEmpty && count == 0 }
 
+    /// Kept by the state machine while nobody holds or waits (see ``ExclusivityStateMachine``).
+    @exclusivity(unchecked) var isParked = false
+
     /// `ticket`, whose line this is at `index` of its lines, holds a unit.
     func addHolder(_ ticket: ClaimTicket, lineIndex index: Int) {
-        ticket.holderSlots[index] = holders.count
+        ticket.parts[index].holderSlot = holders.count
         holders.append(ticket)
         if ticket.isGroup { groupHolders += 1 }
     }
 
     /// `ticket`, whose line this is at `index` of its lines, gives its unit back.
     func removeHolder(_ ticket: ClaimTicket, lineIndex index: Int) {
-        let slot = ticket.holderSlots[index]
+        let slot = ticket.parts[index].holderSlot
         let moved = holders.removeLast()
         if moved !== ticket {
             holders[slot] = moved
-            moved.holderSlots[moved.lines.firstIndex { $0 === self }!] = slot
+            moved.parts[moved.parts.firstIndex { $0.line === self }!].holderSlot = slot
         }
         if ticket.isGroup { groupHolders -= 1 }
     }
@@ -187,8 +201,13 @@ final class ExclusivityLine {
 /// windows it is in, so a release looks only at the tickets its freed capacity lets in. A claim that
 /// waits for nobody is granted without joining any list.
 struct ExclusivityStateMachine {
+    /// The lines of the categories held or waited for, and lines parked while idle: a category that is
+    /// claimed again finds its line, instead of making it anew. Parked lines are dropped once they are
+    /// more than half of the lines and over `parkedLinesKept` (each drop then pays for itself).
     private var lines: [String: ExclusivityLine] = [:]
-    /// The ``ExclusivityLine/moves`` of the lines dropped when they fell idle.
+    private var parkedLines = 0
+    static let parkedLinesKept = 64
+    /// The ``ExclusivityLine/moves`` of the lines dropped.
     private var movesOfDroppedLines = 0
 
     enum RequestResult: Equatable {
@@ -205,7 +224,7 @@ struct ExclusivityStateMachine {
         }
         // One line per key; the smallest limit asked for applies, within the claim and across claims.
         if ticket.categories.count == 1 {
-            ticket.lines = [line(ticket.categories[0].key, limit: ticket.categories[0].limit)]
+            ticket.parts = [ClaimTicket.Part(line: line(ticket.categories[0].key, limit: ticket.categories[0].limit))]
         } else {
             var limits: [String: Int] = [:]
             for category in ticket.categories {
@@ -213,20 +232,23 @@ struct ExclusivityStateMachine {
             }
             var seen: Set<String> = []
             for category in ticket.categories where seen.insert(category.key).inserted {
-                ticket.lines.append(line(category.key, limit: limits[category.key]!))
+                ticket.parts.append(ClaimTicket.Part(line: line(category.key, limit: limits[category.key]!)))
             }
         }
-        ticket.holderSlots = Array(repeating: 0, count: ticket.lines.count)
         // Nobody waits in any of its lines and each has room: granted without joining them.
-        if ticket.lines.allSatisfy({ $0.count == 0 && $0.capacity > 0 }) {
-            for (index, line) in ticket.lines.enumerated() { line.addHolder(ticket, lineIndex: index) }
+        if ticket.parts.allSatisfy({ $0.line.count == 0 && $0.line.capacity > 0 }) {
+            for index in ticket.parts.indices { ticket.parts[index].line.addHolder(ticket, lineIndex: index) }
             ticket.stage = .granted
             return .granted
         }
         ticket.stage = .waiting
-        ticket.entries = ticket.lines.map { _ in LineEntry(ticket) }
+        ticket.waitingIn = ticket.parts.count
         var ready: [ClaimTicket] = []
-        for (line, entry) in zip(ticket.lines, ticket.entries) { line.append(entry, &ready) }
+        for index in ticket.parts.indices {
+            let entry = LineEntry(ticket)
+            ticket.parts[index].entry = entry
+            ticket.parts[index].line.append(entry, &ready)
+        }
         // Only the new ticket can have been let in: the windows were full before it came, or held
         // everyone already.
         if ticket.isAdmittedEverywhere {
@@ -236,12 +258,18 @@ struct ExclusivityStateMachine {
         return .waiting
     }
 
-    /// The line of `key`, made if nobody holds or waits for it, its limit lowered to `limit` if that is
-    /// smaller.
+    /// The line of `key`, made (or taken out of the parked ones, as good as new) if nobody holds or
+    /// waits for it, its limit lowered to `limit` if that is smaller.
     private mutating func line(_ key: String, limit: Int) -> ExclusivityLine {
         guard let line = lines[key] else {
             let line = ExclusivityLine(key: key, limit: limit)
             lines[key] = line
+            return line
+        }
+        if line.isParked {
+            line.isParked = false
+            parkedLines -= 1
+            line.limit = limit
             return line
         }
         if limit < line.limit {
@@ -261,41 +289,57 @@ struct ExclusivityStateMachine {
         case .releasedEarly, .done:
             return []
         case .granted:
-            for (index, line) in ticket.lines.enumerated() {
+            for index in ticket.parts.indices {
+                let line = ticket.parts[index].line
                 line.removeHolder(ticket, lineIndex: index)
                 line.fill(&ready)
             }
         case .waiting:
-            for (line, entry) in zip(ticket.lines, ticket.entries) { line.remove(entry, &ready) }
+            for part in ticket.parts { part.line.remove(part.entry!, &ready) }
         }
         ticket.stage = .done
-        let touched = ticket.lines
-        ticket.lines = []
-        ticket.entries = []
-        ticket.holderSlots = []
+        let touched = ticket.parts
+        ticket.parts = []
+        ticket.waitingIn = 0
         // Granting a ticket never lets another in nor out of a window elsewhere (it leaves each of its
         // windows and takes one unit of each line's capacity), so every ticket let in everywhere is
-        // granted, in the order it was let in.
-        var newlyGranted: [ClaimTicket] = []
-        for candidate in ready where candidate.stage == .waiting && candidate.isAdmittedEverywhere {
+        // granted, in the order it was let in. Those granted are kept in `ready`, in place.
+        var granted = 0
+        for index in ready.indices {
+            let candidate = ready[index]
+            guard candidate.stage == .waiting && candidate.isAdmittedEverywhere else { continue }
             grant(candidate)
-            newlyGranted.append(candidate)
+            ready[granted] = candidate
+            granted += 1
         }
-        for line in touched where line.isIdle && lines[line.key] === line {
-            lines[line.key] = nil
+        ready.removeLast(ready.count - granted)
+        for part in touched where part.line.isIdle && !part.line.isParked && lines[part.line.key] === part.line {
+            part.line.isParked = true
+            parkedLines += 1
+        }
+        if parkedLines > Self.parkedLinesKept && parkedLines * 2 > lines.count { dropParkedLines() }
+        return ready
+    }
+
+    /// Drops the parked lines.
+    private mutating func dropParkedLines() {
+        for (key, line) in lines where line.isParked {
             movesOfDroppedLines += line.moves
+            lines[key] = nil
         }
-        return newlyGranted
+        parkedLines = 0
     }
 
     private mutating func grant(_ ticket: ClaimTicket) {
         var none: [ClaimTicket] = []
-        for (index, (line, entry)) in zip(ticket.lines, ticket.entries).enumerated() {
+        for index in ticket.parts.indices {
+            let line = ticket.parts[index].line
             line.addHolder(ticket, lineIndex: index)  // first: the room it frees in the window is taken at once
-            line.remove(entry, &none)
+            line.remove(ticket.parts[index].entry!, &none)
+            ticket.parts[index].entry = nil
         }
         assert(none.isEmpty, "granting a ticket let another into a window")
-        ticket.entries = []
+        ticket.waitingIn = 0
         ticket.admitted = 0
         ticket.stage = .granted
     }
@@ -303,9 +347,11 @@ struct ExclusivityStateMachine {
     // MARK: Queries
 
     func holders(of key: String) -> [ClaimTicket] { lines[key]?.holders ?? [] }
+    /// How many lines are kept, parked ones included (for the tests).
+    var lineCount: Int { lines.count }
     /// Whether a group holds one of the categories `ticket` waits for.
     func isBehindGroup(_ ticket: ClaimTicket) -> Bool { ticket.lines.contains { $0.groupHolders > 0 } }
-    func limit(of key: String) -> Int? { lines[key]?.limit }
+    func limit(of key: String) -> Int? { lines[key].flatMap { $0.isParked ? nil : $0.limit } }
     /// How many times a ticket came into or left a line's window so far (see ``ExclusivityLine/moves``).
     var moves: Int { lines.values.reduce(movesOfDroppedLines) { $0 + $1.moves } }
 }

@@ -12,15 +12,18 @@
 /// job with several categories takes them all at once. If jobs ask for one category with different
 /// limits, the smallest limit asked for so far applies.
 public struct MutuallyExclusive<Category>: JobCondition {
-    public let category: ExclusivityCategory
+    /// Its one category, kept as the array that ``exclusivityCategories`` returns: a job given this
+    /// condition shares it instead of making its own (and the condition fits in an `any JobCondition`
+    /// without a box).
+    public let exclusivityCategories: [ExclusivityCategory]
+    public var category: ExclusivityCategory { exclusivityCategories[0] }
 
     /// Exclusivity named after the type `Category`.
     public init(limit: Int = 1) {
-        category = .type(Category.self, limit: limit)
+        exclusivityCategories = [.type(Category.self, limit: limit)]
     }
 
     public var name: String { "MutuallyExclusive(\(category))" }
-    public var exclusivityCategories: [ExclusivityCategory] { [category] }
     /// It only asks for its category: nothing to evaluate.
     public var requiresEvaluation: Bool { false }
     public func evaluate(for job: Job) async -> ConditionResult { .satisfied }
@@ -29,11 +32,11 @@ public struct MutuallyExclusive<Category>: JobCondition {
 extension MutuallyExclusive where Category == ExclusivityCategory {
     /// Exclusivity named by a string key, with an optional count: at most `limit` holders at once.
     public init(category key: String, limit: Int = 1) {
-        category = ExclusivityCategory(key, limit: limit)
+        exclusivityCategories = [ExclusivityCategory(key, limit: limit)]
     }
 
     /// Exclusivity for a category value.
     public init(_ category: ExclusivityCategory) {
-        self.category = category
+        exclusivityCategories = [category]
     }
 }

@@ -180,6 +180,13 @@ extension Job {
             conditionsEvaluated(round: round, failure: nil, &work)
             return
         }
+        evaluateLater(later, of: conditions, round: round)
+    }
+
+    /// Evaluates the conditions at `later` of `conditions` (round `round`) concurrently in one `Task`.
+    /// (Apart from `evaluateConditions`, whose `Task` would otherwise make its caller box what it
+    /// captures on every call, even when every condition answered at once.)
+    private func evaluateLater(_ later: [Int], of conditions: [any JobCondition], round: UInt32) {
         let names = later.map { conditions[$0].name }
         let startedAt = effectivePriority
         let task = Task(priority: startedAt.taskPriority) {
@@ -241,8 +248,9 @@ extension Job {
 
     /// Called by the thread that submits the claims of the jobs `queue` started, in the order it started
     /// them: the job, which holds the slot it was given, claims its categories and runs once they are
-    /// granted (now, on one of the queue's threads, or when `claimGranted(_:_:)` is called). A job
-    /// that finished or went back to waiting since it was put on the ready list gives its slot back.
+    /// granted (now, or when `claimGranted(_:_:)` is called: on the next worker loop of the queue that
+    /// looks). A job that finished or went back to waiting since it was put on the ready list gives its
+    /// slot back.
     func claimFromQueue(_ queue: JobQueue) {
         let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
         switch action {

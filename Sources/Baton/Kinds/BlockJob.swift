@@ -57,7 +57,11 @@ public final class BlockJob: Job, @unchecked Sendable {
         }
         guard let first else { return }
         if more.isEmpty { return try first() }
-        let blocks = [first] + more
+        try Self.runConcurrently([first] + more)
+    }
+
+    /// Runs several blocks concurrently; throws the error of the first failing one in their order.
+    private static func runConcurrently(_ blocks: [@Sendable () throws -> Void]) throws {
         let failures = Lock()
         nonisolated(unsafe) var firstFailure: (index: Int, error: any Error)?  // guarded by `failures`
         DispatchQueue.concurrentPerform(iterations: blocks.count) { index in

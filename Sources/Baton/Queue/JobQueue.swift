@@ -156,18 +156,39 @@ public final class JobQueue: @unchecked Sendable {
 
     /// Adds a job; see ``add(_:)-([Job])``.
     public func add(_ job: Job) {
-        // The common case in one job lock and one queue lock: a job without dependencies, conditions or
-        // categories, on a queue that is no group's and has no event streams. Everything else takes the
-        // general way.
-        guard adoption == nil, instruments.isEmpty, !hasEventStreams, let entry = job.joinAtOnce(self) else {
+        guard adoption == nil, instruments.isEmpty, !hasEventStreams else {
             add([job])
             return
         }
-        startWorkers(
-            lock.withLock {
-                scheduler.insert(entry.id, job, readyWith: entry.priority)
-                return scheduler.workersToStart()
-            })
+        // The common case in one job lock and one queue lock: a job without dependencies, conditions or
+        // categories, on a queue that is no group's and has no event streams.
+        if let entry = job.joinAtOnce(self) {
+            startWorkers(
+                lock.withLock {
+                    scheduler.insert(entry.id, job, readyWith: entry.priority)
+                    return scheduler.workersToStart()
+                })
+            return
+        }
+        // One job alone (its conditions generated none): the general way, without the batch's lists.
+        if let jobs = Self.expandConditions(ofOne: job) {
+            add(expanded: jobs)
+            return
+        }
+        switch job.join(self, batch: 0, index: 0) {
+        case .ready(let entry):
+            startWorkers(
+                lock.withLock {
+                    scheduler.insert(entry.id, job, readyWith: entry.priority, claims: entry.claims)
+                    return scheduler.workersToStart()
+                })
+        case .moved(var step):
+            lock.withLock { scheduler.insert(job.id, job, readyWith: nil) }
+            Propagation.run { work in job.perform(inPlace: &step, &work) }
+        case .waits(let dependencies, let priority):
+            lock.withLock { scheduler.insert(job.id, job, readyWith: nil) }
+            register([(job, dependencies, priority, 0)], batch: 0)
+        }
     }
 
     /// Adds jobs. Each starts once its dependencies finished, its conditions were satisfied, its
@@ -185,7 +206,11 @@ public final class JobQueue: @unchecked Sendable {
         guard !jobs.isEmpty else { return }
         // 1. Conditions may generate dependencies (added with the jobs) and ask for categories. User
         //    code: no lock is held.
-        let jobs = Self.expandConditions(of: jobs)
+        add(expanded: Self.expandConditions(of: jobs))
+    }
+
+    /// Adds jobs whose conditions' dependencies were added to them (`expandConditions(of:)`).
+    private func add(expanded jobs: [Job]) {
         // 2. Observers that must see every event go on before any job can move.
         adoption?(jobs)
         if hasEventStreams {
@@ -228,41 +253,61 @@ public final class JobQueue: @unchecked Sendable {
             })
         // 4. Register waiting jobs with their unfinished dependencies, look for cycles, then drop the
         //    registration holds: a job can only move on once all of this is done.
+        if !ordered && moved.isEmpty {
+            register(waiting, batch: batch)
+            return
+        }
         Propagation.run { work in
             if ordered {
                 work.orderReady(on: self, of: jobs)
                 for (_, entry) in ready { work.enqueueReady(entry, on: self) }
             }
             for index in moved.indices { moved[index].job.perform(inPlace: &moved[index].step, &work) }
-            var holds: [(job: Job, finished: Int)] = []
-            var behindClaims: [Job] = []
-            var raised: [Job] = []
-            for (job, dependencies, priority, index) in waiting {
-                var finished = 0
-                var counted = false
-                for dependency in dependencies {
-                    var rose = false
-                    switch dependency.registerDependent(
-                        job, batch: batch, index: index, priority: priority, counted: &counted, raised: &rose)
-                    {
-                    case .finished: finished += 1
-                    case .waits: break
-                    case .waitsForAClaim: behindClaims.append(job)
-                    }
-                    if rose { raised.append(dependency) }
-                }
-                if counted { job.countedOn(dependencies, at: priority) }
-                holds.append((job, finished))
-            }
-            // Dependencies waited for by jobs of higher priority run at that priority (before the holds
-            // drop: a job whose dependency finished meanwhile is counted nowhere).
-            if !raised.isEmpty { Job.propagatePriority(from: raised) }
-            if !holds.isEmpty {
-                CycleDetector.failCycles(through: holds.map(\.job).filter { $0.takeMayCloseCycle() })
-                CycleDetector.failCycles(through: behindClaims, throughClaims: true)
-            }
-            for (job, finished) in holds { job.dependenciesFinished(finished + 1, &work) }
+            register(waiting, batch: batch, &work)
         }
+    }
+
+    /// Registers jobs that joined waiting with their unfinished dependencies, looks for cycles, then drops
+    /// the registration holds: a job can only move on once all of this is done.
+    private func register(
+        _ waiting: [(job: Job, dependencies: [Job], priority: JobPriority, index: Int)], batch: UInt64
+    ) {
+        guard !waiting.isEmpty else { return }
+        Propagation.run { work in register(waiting, batch: batch, &work) }
+    }
+
+    private func register(
+        _ waiting: [(job: Job, dependencies: [Job], priority: JobPriority, index: Int)], batch: UInt64,
+        _ work: inout Propagation
+    ) {
+        var holds: [(job: Job, finished: Int)] = []
+        var behindClaims: [Job] = []
+        var raised: [Job] = []
+        for (job, dependencies, priority, index) in waiting {
+            var finished = 0
+            var counted = false
+            for dependency in dependencies {
+                var rose = false
+                switch dependency.registerDependent(
+                    job, batch: batch, index: index, priority: priority, counted: &counted, raised: &rose)
+                {
+                case .finished: finished += 1
+                case .waits: break
+                case .waitsForAClaim: behindClaims.append(job)
+                }
+                if rose { raised.append(dependency) }
+            }
+            if counted { job.countedOn(dependencies, at: priority) }
+            holds.append((job, finished))
+        }
+        // Dependencies waited for by jobs of higher priority run at that priority (before the holds
+        // drop: a job whose dependency finished meanwhile is counted nowhere).
+        if !raised.isEmpty { Job.propagatePriority(from: raised) }
+        if !holds.isEmpty {
+            CycleDetector.failCycles(through: holds.map(\.job).filter { $0.takeMayCloseCycle() })
+            CycleDetector.failCycles(through: behindClaims, throughClaims: true)
+        }
+        for (job, finished) in holds { job.dependenciesFinished(finished + 1, &work) }
     }
 
     private var hasEventStreams: Bool { streamsLock.withLock { !eventStreams.isEmpty } }
@@ -274,18 +319,30 @@ public final class JobQueue: @unchecked Sendable {
     /// guarded job's own dependencies (a "sign in" job runs after them, not alongside) — except those it
     /// is itself a dependency of, which would make a cycle. It is listed in ``Job/generatedDependencies``,
     /// not ``Job/dependencies``, and cancelled with the guarded job if that is cancelled before it runs.
-    private static func expandConditions(of jobs: [Job]) -> [Job] {
+    ///
+    /// `resuming`: the first job's conditions, of which those before `at` generated nothing and the one
+    /// at `at` generated `generated` (see ``expandConditions(ofOne:)``).
+    private static func expandConditions(
+        of jobs: [Job], resuming first: (conditions: [any JobCondition], at: Int, generated: [Job])? = nil
+    ) -> [Job] {
         var batch = jobs
         var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
         var index = 0
         while index < batch.count {
             let job = batch[index]
+            var conditions: [any JobCondition]
+            var start = 0
+            var asked: [Job]?  // what the condition at `start` generated, when asked already
+            if index == 0, let first {
+                (conditions, start, asked) = (first.conditions, first.at, first.generated)
+            } else {
+                conditions = job.conditions
+            }
             index += 1
-            let conditions = job.conditions
             guard !conditions.isEmpty else { continue }
             var ownDependencies: [Job]?
-            for condition in conditions {
-                let generatedJobs = condition.dependencies(for: job)
+            for condition in conditions[start...] {
+                let generatedJobs = asked.take() ?? condition.dependencies(for: job)
                 guard !generatedJobs.isEmpty else { continue }
                 let conditionName = condition.name
                 for generated in generatedJobs where generated !== job {
@@ -307,6 +364,17 @@ public final class JobQueue: @unchecked Sendable {
             }
         }
         return batch
+    }
+
+    /// `expandConditions(of: [job])`, or `nil` when the job's conditions generate no dependency (the
+    /// common case, which needs no batch).
+    private static func expandConditions(ofOne job: Job) -> [Job]? {
+        let conditions = job.conditions
+        for (index, condition) in conditions.enumerated() {
+            let generated = condition.dependencies(for: job)
+            if !generated.isEmpty { return expandConditions(of: [job], resuming: (conditions, index, generated)) }
+        }
+        return nil
     }
 
     /// Whether `target` is `start` or one of its dependencies, direct or not (one job's lock at a time).
@@ -427,15 +495,15 @@ public final class JobQueue: @unchecked Sendable {
         }
     }
 
-    /// Runs a started job whose categories were granted, on one of the queue's threads (it holds its
-    /// slot already).
+    /// A started job's categories were granted: it runs on the next worker loop that looks (it holds its
+    /// slot already). A loop is started for it unless one is looking: the loop whose job's finish
+    /// granted it may be held up by that finish's code, so it is never counted on.
     func startGranted(_ job: Job, deliverFirst: Bool) {
-        let run: @Sendable () -> Void = { job.runStarted(in: self, deliverFirst: deliverFirst) }
-        if let dispatchQueue {
-            dispatchQueue.async(execute: run)
-        } else {
-            DispatchQueue(label: "Baton.JobQueue.worker").async(execute: run)
-        }
+        startWorkers(
+            lock.withLock {
+                scheduler.markGranted(job, deliverFirst: deliverFirst)
+                return scheduler.workersToStart()
+            })
     }
 
     /// A started job gave its slot back without running (it went back to waiting, or had finished).
@@ -489,17 +557,17 @@ public final class JobQueue: @unchecked Sendable {
         var report = QueueScheduler<Job>.WorkerReport.starting
         while budget > 0 {
             budget -= 1
-            let (next, waiters, drain): ((member: Job, claims: Bool)?, [IdleWaiter], Bool) = lock.withLock {
+            let (next, waiters, drain): (QueueScheduler<Job>.Next?, [IdleWaiter], Bool) = lock.withLock {
                 let waiters = recordFinishesLocked(context)
-                let next = scheduler.nextJobAndClaim(after: report)
-                guard let next, next.claims else { return (next, waiters, false) }
-                claimsToSubmit.append(next.member)
+                let next = scheduler.next(after: report)
+                guard case .claim(let job) = next else { return (next, waiters, false) }
+                claimsToSubmit.append(job)
                 defer { claimsDraining = true }
                 return (next, waiters, !claimsDraining)
             }
             context.releaseDeparted()
             for waiter in waiters { waiter.resume() }
-            guard let (job, claims) = next else {
+            guard let next else {
                 // Nothing more here: this thread goes on with the loop left to it.
                 defer { context.nextLoop = nil }
                 return context.nextLoop
@@ -509,15 +577,20 @@ public final class JobQueue: @unchecked Sendable {
                 context.nextLoop = nil
                 other.dispatchWorker()
             }
-            if claims {
+            switch next {
+            case .claim:
                 // The job holds its slot while it claims its categories (it runs once they are granted, on
-                // another thread): a job waiting for a slot never holds a category.
+                // the next loop that looks): a job waiting for a slot never holds a category.
                 if drain { submitClaims() }
                 report = .ran
-                continue
+            case .run(let job):
+                context.running = job
+                report = job.runFromQueue(self) ? .ran : .skipped
+            case .runGranted(let job, let deliverFirst):
+                context.running = job
+                job.runStarted(in: self, deliverFirst: deliverFirst)
+                report = .ran
             }
-            context.running = job
-            report = job.runFromQueue(self) ? .ran : .skipped
             context.running = nil
             context.bodyReturned = false
         }

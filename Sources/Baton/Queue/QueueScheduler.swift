@@ -7,8 +7,10 @@ import DequeModule
 /// jobs. A job that finished without running (cancelled while ready) leaves a stale identifier
 /// behind, which is skipped when it reaches the front. The queue therefore holds no finished job.
 ///
-/// Workers are loops that take ready jobs one after another; the scheduler decides how many loops
-/// should exist: no more than the jobs that could start now, minus the loops already looking.
+/// Workers are loops that take jobs one after another — started jobs whose exclusivity categories were
+/// granted first, then ready ones; the scheduler decides how many loops should exist: no more than the
+/// jobs that could run now, minus the loops already looking (a loop inside a job's body, or its
+/// finish, is never counted on: its code may wait for the very job it would take next).
 struct QueueScheduler<Member> {
     /// Unfinished jobs of the queue, by identifier.
     private(set) var members: [UInt64: Member] = [:]
@@ -19,6 +21,11 @@ struct QueueScheduler<Member> {
     /// put them on the ready list with.
     private var raisedBeforeJoining: [UInt64: JobPriority] = [:]
     private var ready: [Deque<UInt64>] = Array(repeating: [], count: JobPriority.allCases.count)
+    /// Started jobs whose exclusivity categories were granted, in the order they were granted: each holds
+    /// its slot already, and runs on the next worker loop that looks, before any ready job (and in a
+    /// suspended queue too: it had started). `deliverFirst`: its start must be delivered to its
+    /// observers before its body runs.
+    private var granted: Deque<(member: Member, deliverFirst: Bool)> = []
     /// Identifiers in the ready lists, including stale ones.
     private(set) var readyCount = 0
     /// At most this many jobs execute at once.
@@ -74,7 +81,7 @@ struct QueueScheduler<Member> {
     private static var claimsBit: UInt64 { 1 << 63 }
 
     /// Puts a member on the ready list of `priority`; `claims`: it claims exclusivity categories when
-    /// it is started (see `nextJobAndClaim(after:)`).
+    /// it is started (see `next(after:)`).
     mutating func markReady(_ id: UInt64, priority: JobPriority, claims: Bool = false) {
         ready[priority.rawValue].append(claims ? id | Self.claimsBit : id)
         readyCount += 1
@@ -87,10 +94,17 @@ struct QueueScheduler<Member> {
         progress &+= 1
     }
 
+    /// A started job's categories were granted: the next loop that looks runs it.
+    mutating func markGranted(_ member: Member, deliverFirst: Bool) {
+        granted.append((member, deliverFirst))
+        progress &+= 1
+    }
+
     /// How many worker loops to start now; counts them as started.
     mutating func workersToStart() -> Int {
-        guard !isSuspended, readyCount > 0 else { return 0 }
-        let startable = min(readyCount, maxConcurrent - running)
+        // (`running` exceeds `maxConcurrent` for a while after the limit was lowered.)
+        let startable = granted.count + (isSuspended ? 0 : max(0, min(readyCount, maxConcurrent - running)))
+        guard startable > 0 else { return 0 }
         let looking = workers - busyWorkers
         let needed = min(startable - looking, workerLimit - workers)
         guard needed > 0 else { return 0 }
@@ -107,21 +121,42 @@ struct QueueScheduler<Member> {
         case skipped
     }
 
-    /// A worker loop asks for its next job. `nil` means the loop must end (it is no longer counted).
-    mutating func nextJob(after report: WorkerReport) -> Member? {
-        nextJobAndClaim(after: report)?.member
+    /// What a worker loop does next.
+    enum Next {
+        /// Start the job: run its body.
+        case run(Member)
+        /// Start the job: it claims its exclusivity categories, holding its slot, and runs once granted.
+        case claim(Member)
+        /// Run the body of a started job whose categories were granted (see `markGranted`).
+        case runGranted(Member, deliverFirst: Bool)
+
+        var member: Member {
+            switch self {
+            case .run(let member), .claim(let member), .runGranted(let member, _): member
+            }
+        }
     }
 
-    /// `nextJob(after:)`, and whether the job claims exclusivity categories before it runs.
-    mutating func nextJobAndClaim(after report: WorkerReport) -> (member: Member, claims: Bool)? {
+    /// A worker loop asks for its next job. `nil` means the loop must end (it is no longer counted).
+    mutating func nextJob(after report: WorkerReport) -> Member? {
+        next(after: report)?.member
+    }
+
+    /// What a worker loop does next: a granted job first, then the ready jobs by priority. `nil` means the
+    /// loop must end (it is no longer counted).
+    mutating func next(after report: WorkerReport) -> Next? {
         account(report)
+        if let (member, deliverFirst) = granted.popFirst() {
+            busyWorkers += 1
+            return .runGranted(member, deliverFirst: deliverFirst)
+        }
         if !isSuspended && running < maxConcurrent {
             while let entry = popReady() {
                 guard let member = members[entry & ~Self.claimsBit] else { continue }  // stale: finished
                 running += 1
                 busyWorkers += 1
                 progress &+= 1
-                return (member, entry & Self.claimsBit != 0)
+                return entry & Self.claimsBit != 0 ? .claim(member) : .run(member)
             }
         }
         workers -= 1
