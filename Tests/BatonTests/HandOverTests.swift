@@ -167,6 +167,42 @@ final class Probe: Sendable {
         }
     }
 
+    /// Blocks its `deinit` on a semaphore (a wait Baton cannot see) until `signalled` is signalled.
+    final class BlocksOnSemaphoreWhenFreed: Sendable {
+        let signalled = DispatchSemaphore(value: 0)
+        let blocked = Protected(false)
+        deinit {
+            blocked.withLock { $0 = true }
+            signalled.wait()
+        }
+    }
+
+    /// The job granted the finished job's category runs on a worker loop of the same queue: the loop
+    /// whose job is handing over is never counted on for it, even for a wait Baton cannot see.
+    @Test(arguments: [JobQueue.WorkerThreads.shared, .dedicated])
+    func aHandOverBlockedOnASemaphoreForTheJobGrantedItsCategoryEnds(threads: JobQueue.WorkerThreads) async throws {
+        let scope = ExclusivityScope(name: "semaphore")
+        let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: threads)
+        let signalled: DispatchSemaphore
+        let blocked: Protected<Bool>
+        let first: BlockJob
+        do {
+            let blocks = BlocksOnSemaphoreWhenFreed()
+            (signalled, blocked) = (blocks.signalled, blocks.blocked)
+            first = BlockJob(name: "first") {}
+            first.onFinish { _ in _ = blocks }  // freed in the first job's hand-over
+        }
+        first.addCondition(MutuallyExclusive(category: "db"))
+        let second = BlockJob(name: "second") { signalled.signal() }
+        second.addCondition(MutuallyExclusive(category: "db"))
+        queue.add([first, second])
+        try await withDeadline(.seconds(30), "a hand-over blocked until the job granted its category ran") {
+            #expect(await second.outcome.didSucceed)
+            #expect(await first.outcome.didSucceed)
+        }
+        #expect(blocked.current, "the first job's hand-over blocked")
+    }
+
     @Test func aFinishObserverThatWaitsForAJobNeedingItsCategoryGetsItsOutcome() async throws {
         let scope = ExclusivityScope(name: "observer")
         let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: .dedicated)

@@ -118,4 +118,21 @@ import Testing
             let r = s.workersToStart(); #expect(r == 1, "over the limit and suspended, a granted job still gets a loop")
         }
     }
+
+    /// Loops for granted jobs are started beyond the worker limit: the loops there are may all be inside
+    /// bodies that wait for a granted job.
+    @Test func grantedJobsGetLoopsBeyondTheWorkerLimit() {
+        var s = Scheduler(maxConcurrent: 8, workerLimit: 2)
+        for id in 1...3 as ClosedRange<UInt64> { s.insert(id, "\(id)", readyWith: .normal) }
+        do { let r = s.workersToStart(); #expect(r == 2) }
+        do { let r = s.next(after: .starting); #expect(r?.member == "1") }
+        do { let r = s.next(after: .starting); #expect(r?.member == "2") }
+        do { let r = s.workersToStart(); #expect(r == 0, "ready jobs wait for one of the two loops") }
+        s.insert(9, "g1", readyWith: nil)
+        s.insert(10, "g2", readyWith: nil)
+        s.markGranted("g1", deliverFirst: false)
+        s.markGranted("g2", deliverFirst: false)
+        do { let r = s.workersToStart(); #expect(r == 2, "one loop for each granted job") }
+        do { let r = s.workersToStart(); #expect(r == 0, "they are looking already") }
+    }
 }

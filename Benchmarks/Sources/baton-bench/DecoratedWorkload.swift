@@ -1,9 +1,14 @@
 import Baton
+import Foundation
 
 /// `decorated` (Baton only): as `independent`, but every job carries what real jobs carry: an
 /// observer (`onFinish`), a condition that is evaluated (synchronously, as a condition that can answer at once is) and
 /// an exclusivity category shared with 1/16 of the jobs (see ``Decorations/apply(to:index:)``). The
 /// report shows its cost against plain `independent`.
+///
+/// To take the cost apart, `BATON_BENCH_DECORATIONS` picks the decorations: any of `o` (observer), `c`
+/// (condition) and `x` (exclusivity category); `ocx`, all three, when unset. The report's ratio is then
+/// that of the decorations chosen.
 enum DecoratedWorkload {
     static var decorated: Workload {
         Workload(
@@ -21,7 +26,11 @@ enum DecoratedWorkload {
             let queue = JobQueue(name: "decorated")
             for index in 0..<n {
                 let job = BlockJob { counter.increment() }
-                job.onFinish { _ in observed.increment() }
+                if Decorations.observer {
+                    job.onFinish { _ in observed.increment() }
+                } else {
+                    observed.increment()
+                }
                 Decorations.apply(to: job, index: index)
                 queue.add(job)
             }
@@ -43,9 +52,15 @@ enum Decorations {
     static let condition = ClosureCondition(name: "bench.always") { _ in true }
     static let categories = (0..<exclusivityCategoryCount).map { MutuallyExclusive(category: "bench.\($0)") }
 
+    /// The decorations chosen (see ``DecoratedWorkload``).
+    static let chosen = ProcessInfo.processInfo.environment["BATON_BENCH_DECORATIONS"] ?? "ocx"
+    static let observer = chosen.contains("o")
+    static let withCondition = chosen.contains("c")
+    static let withCategory = chosen.contains("x")
+
     @inline(__always)
     static func apply(to job: Job, index: Int) {
-        job.addCondition(condition)
-        job.addCondition(categories[index % exclusivityCategoryCount])
+        if withCondition { job.addCondition(condition) }
+        if withCategory { job.addCondition(categories[index % exclusivityCategoryCount]) }
     }
 }

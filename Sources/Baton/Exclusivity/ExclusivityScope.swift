@@ -23,7 +23,7 @@ public final class ExclusivityScope: @unchecked Sendable {
 
     /// Names the scope in diagnostics.
     public let name: String
-    private let lock = Lock(adaptive: true)
+    private let lock = Lock()
     @exclusivity(unchecked) private var machine = ExclusivityStateMachine()
     /// For a group's scope: the group's categories (each lent to one child at a time), by key.
     private let lent: [String: ExclusivityCategory]?
@@ -54,11 +54,14 @@ public final class ExclusivityScope: @unchecked Sendable {
     /// The categories a claim for `categories` by `job` takes here: the same, or — in a scope that
     /// lends a group's categories — the group's one unit of each; refused if the group holds one of
     /// them not. Reads nothing that changes, so it takes no lock.
-    func claimable(_ categories: [ExclusivityCategory], by job: String) -> Result<[ExclusivityCategory], JobError> {
+    /// `job`: the claiming job's name, made only for a refusal.
+    func claimable(
+        _ categories: [ExclusivityCategory], by job: @autoclosure () -> String
+    ) -> Result<[ExclusivityCategory], JobError> {
         guard let lent, let group else { return .success(categories) }
         let outside = categories.filter { lent[$0.key] == nil }
         if !outside.isEmpty {
-            return .failure(.categoryNotHeldByGroup(job: job, categories: outside.map(\.key), group: group))
+            return .failure(.categoryNotHeldByGroup(job: job(), categories: outside.map(\.key), group: group))
         }
         return .success(categories.map { lent[$0.key]! })
     }

@@ -313,7 +313,8 @@ struct ExclusivityStateMachine {
             granted += 1
         }
         ready.removeLast(ready.count - granted)
-        for part in touched where part.line.isIdle && !part.line.isParked && lines[part.line.key] === part.line {
+        // (A line that was held or waited for is the one in `lines`: only parked lines are dropped.)
+        for part in touched where part.line.isIdle && !part.line.isParked {
             part.line.isParked = true
             parkedLines += 1
         }

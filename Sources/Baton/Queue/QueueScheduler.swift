@@ -106,7 +106,9 @@ struct QueueScheduler<Member> {
         let startable = granted.count + (isSuspended ? 0 : max(0, min(readyCount, maxConcurrent - running)))
         guard startable > 0 else { return 0 }
         let looking = workers - busyWorkers
-        let needed = min(startable - looking, workerLimit - workers)
+        // Granted jobs get their loops beyond `workerLimit`: each holds a slot already, and the loops that
+        // are busy may all be waiting for one of them.
+        let needed = min(startable - looking, max(workerLimit - workers, granted.count - looking))
         guard needed > 0 else { return 0 }
         workers += needed
         return needed

@@ -84,13 +84,7 @@ struct LockStripes: @unchecked Sendable {
         for i in 0..<count {
             let m = (raw + i * stride).bindMemory(to: pthread_mutex_t.self, capacity: 1)
             m.initialize(to: pthread_mutex_t())
-            var attributes = pthread_mutexattr_t()
-            pthread_mutexattr_init(&attributes)
-            #if canImport(Glibc)
-            pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
-            #endif
-            pthread_mutex_init(m, &attributes)
-            pthread_mutexattr_destroy(&attributes)
+            pthread_mutex_init(m, nil)
         }
         return raw
     }()
