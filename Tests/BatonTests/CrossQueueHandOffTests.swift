@@ -1,7 +1,8 @@
-import Baton
 import BatonTesting
 import Foundation
 import Testing
+
+@testable import Baton
 
 /// A job that a finish on another queue made ready may start on the finishing loop's thread once that
 /// loop has nothing left (no thread woken a hop). What must still hold: order, prompt starts, turns
@@ -83,6 +84,36 @@ struct CrossQueueHandOffTests {
             super.init(name: "freed")
         }
         deinit { outcomes.record(waitFor.waitUntilFinished().didSucceed) }
+    }
+
+    /// Blocks its `deinit` on a semaphore (a wait Baton cannot see).
+    final class BlocksWhenFreed: Job, @unchecked Sendable {
+        // @unchecked Sendable: immutable references to thread-safe objects.
+        let signalled: DispatchSemaphore
+        init(signalled: DispatchSemaphore) {
+            self.signalled = signalled
+            super.init(name: "blocks when freed")
+        }
+        deinit { signalled.wait() }
+    }
+
+    /// The last job of a worker loop's turn is freed by that loop after the turn ended, and its deinit
+    /// waits for the next job of the same serial queue: the loop that goes on with the queue is started
+    /// before the deinit runs, not after.
+    @Test func aJobFreedAtTheEndOfALoopsTurnDoesNotHoldUpTheQueue() async throws {
+        let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
+        let signalled = DispatchSemaphore(value: 0)
+        let next = BlockJob(name: "next") { signalled.signal() }
+        do {
+            var jobs: [Job] = (1..<JobQueue.jobsPerWorkerTurn).map { BlockJob(name: "\($0)") {} }
+            jobs.append(BlocksWhenFreed(signalled: signalled))  // the turn's last job
+            jobs.append(next)
+            queue.add(jobs)
+        }
+        try await withDeadline(.seconds(30), "a deinit at the end of a loop's turn waiting for the next job") {
+            #expect(await next.outcome.didSucceed)
+            await queue.waitUntilAllJobsAreFinished()
+        }
     }
 
     @Test func aJobFreedByTheLoopThatWasLeftAnotherQueuesLoopDoesNotHoldItUp() async throws {

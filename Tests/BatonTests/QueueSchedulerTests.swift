@@ -135,4 +135,19 @@ import Testing
         do { let r = s.workersToStart(); #expect(r == 2, "one loop for each granted job") }
         do { let r = s.workersToStart(); #expect(r == 0, "they are looking already") }
     }
+
+    /// A loop started beyond the worker limit for a granted job ends once no granted job is left: it
+    /// does not go on with ready jobs.
+    @Test func aLoopBeyondTheLimitEndsWhenNoGrantedJobIsLeft() {
+        var s = Scheduler(maxConcurrent: 8, workerLimit: 1)
+        for id in 1...3 as ClosedRange<UInt64> { s.insert(id, "\(id)", readyWith: .normal) }
+        do { let r = s.workersToStart(); #expect(r == 1) }
+        do { let r = s.next(after: .starting); #expect(r?.member == "1") }
+        s.insert(9, "g", readyWith: nil)
+        s.markGranted("g", deliverFirst: false)
+        do { let r = s.workersToStart(); #expect(r == 1) }
+        do { let r = s.next(after: .starting); #expect(r?.member == "g") }
+        do { let r = s.next(after: .ran); #expect(r == nil, "two loops for a limit of one: this one ends") }
+        do { let r = s.next(after: .ran); #expect(r?.member == "2", "the loop within the limit goes on") }
+    }
 }

@@ -199,7 +199,9 @@ final class ExclusivityLine {
 /// Every step costs O(1) per line it touches, plus O(1) per ticket it lets into a window: a ticket
 /// given up while waiting leaves its lines at once (they are linked lists), and each ticket counts the
 /// windows it is in, so a release looks only at the tickets its freed capacity lets in. A claim that
-/// waits for nobody is granted without joining any list.
+/// waits for nobody is granted without joining any list. (Amortised: now and then a release drops the
+/// parked lines, once they are over 64 and more than half of all lines, which the releases that parked
+/// them paid for.)
 struct ExclusivityStateMachine {
     /// The lines of the categories held or waited for, and lines parked while idle: a category that is
     /// claimed again finds its line, instead of making it anew. Parked lines are dropped once they are
@@ -324,10 +326,8 @@ struct ExclusivityStateMachine {
 
     /// Drops the parked lines.
     private mutating func dropParkedLines() {
-        for (key, line) in lines where line.isParked {
-            movesOfDroppedLines += line.moves
-            lines[key] = nil
-        }
+        for line in lines.values where line.isParked { movesOfDroppedLines += line.moves }
+        lines = lines.filter { !$0.value.isParked }
         parkedLines = 0
     }
 

@@ -602,9 +602,11 @@ public final class JobQueue: @unchecked Sendable {
             context.nextLoop = nil
             other.dispatchWorker()
         }
+        // The fresh loop first: this one counts as looking already, and the deinits `releaseDeparted()`
+        // may run could wait for a job that only a loop of this queue can start.
+        dispatchWorker()
         context.releaseDeparted()
         for waiter in waiters { waiter.resume() }
-        dispatchWorker()
         return nil
     }
 }

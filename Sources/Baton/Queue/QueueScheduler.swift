@@ -34,7 +34,8 @@ struct QueueScheduler<Member> {
     private(set) var running = 0
     /// Worker loops alive.
     private(set) var workers = 0
-    /// Worker loops inside a job's body.
+    /// Worker loops that took a job and have not looked for the next one yet: inside its body or its
+    /// finish, or submitting its claim.
     private(set) var busyWorkers = 0
     var isSuspended = false
     /// Counts additions, starts and finishes, so a watchdog can tell whether anything happened.
@@ -152,7 +153,8 @@ struct QueueScheduler<Member> {
             busyWorkers += 1
             return .runGranted(member, deliverFirst: deliverFirst)
         }
-        if !isSuspended && running < maxConcurrent {
+        // A loop started beyond the limit for a granted job (see `workersToStart`) ends once none is left.
+        if !isSuspended && running < maxConcurrent && workers <= workerLimit {
             while let entry = popReady() {
                 guard let member = members[entry & ~Self.claimsBit] else { continue }  // stale: finished
                 running += 1
