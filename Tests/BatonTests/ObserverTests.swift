@@ -1,6 +1,7 @@
-import Baton
 import BatonTesting
 import Testing
+
+@testable import Baton
 
 @Suite(.timeLimit(.minutes(1))) struct ObserverTests {
     final class Log: JobObserver {
@@ -24,6 +25,25 @@ import Testing
         _ = await job.outcome
         _ = await child.outcome
         #expect(log.events.values == ["start parent", "produce child", "finish parent succeeded"])
+    }
+
+    /// `onFinish` observers hear only the finish, so a job observed by nothing else records no start,
+    /// cancel or progress events; an observer of those added beside them still hears every one.
+    @Test func finishObserversAloneRecordNoEventsAndOthersStillHearEveryOne() async {
+        let job = BlockJob(name: "job") {}
+        let finishes = Recorder<String>()
+        job.onFinish { finishes.record("1 \($0)") }
+        job.onFinish { finishes.record("2 \($0)") }
+        #expect(!job.withCore { $0.wantsEvents })
+        let log = Log()
+        job.addObserver(log)
+        #expect(job.withCore { $0.wantsEvents })
+        job.onFinish { finishes.record("3 \($0)") }
+        JobQueue(name: "observed").add(job)
+        _ = await job.outcome
+        #expect(log.events.values == ["start job", "finish job succeeded"])
+        #expect(finishes.values == ["1 succeeded", "2 succeeded", "3 succeeded"])
+        #expect(!job.withCore { $0.wantsEvents }, "observers are let go of at the finish")
     }
 
     @Test func aJobCancelledBeforeStartingReportsCancelThenFinishAndNoStart() async {

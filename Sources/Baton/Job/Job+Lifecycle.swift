@@ -41,7 +41,7 @@ extension Job {
             let result = core.lifecycle.enqueue(
                 dependencies: dependencies.count,
                 conditions: (core.extras?.evaluatedConditions ?? 0) > 0 || core.extras?.generated.isEmpty == false,
-                categories: core.extras?.categories.isEmpty == false, observed: !core.observers.isEmpty)
+                categories: core.extras?.categories.isEmpty == false, observed: core.wantsEvents)
             switch result {
             case .failure(let why):
                 refusal = (why, core.queue)
@@ -88,7 +88,7 @@ extension Job {
         withCore { core in
             guard core.dependencies.isEmpty, core.extras == nil, case .initialized(nil) = core.lifecycle.state,
                 case .success(.enqueueReady(claims: false)) = core.lifecycle.enqueue(
-                    dependencies: 0, conditions: false, categories: false, observed: !core.observers.isEmpty)
+                    dependencies: 0, conditions: false, categories: false, observed: core.wantsEvents)
             else { return nil }
             core.queue = queue
             return JobQueue.ReadyJob(id: id, priority: core.priority)
@@ -252,7 +252,7 @@ extension Job {
     /// looks). A job that finished or went back to waiting since it was put on the ready list gives its
     /// slot back.
     func claimFromQueue(_ queue: JobQueue) {
-        let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
+        let action = withCore { $0.lifecycle.startFromQueue(observed: $0.wantsEvents) }
         switch action {
         case .claim(let round):
             var work = Propagation()
@@ -295,7 +295,7 @@ extension Job {
                 }
                 return withCore { core in
                     core.extras?.claim === ticket
-                        ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+                        ? core.lifecycle.claimGranted(observed: core.wantsEvents) : .none
                 }
             case .waiting(let behindGroup):
                 // A group that holds what this job waits for may itself wait for this job (through a
@@ -316,7 +316,7 @@ extension Job {
         }
         perform(
             step { core in
-                core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: !core.observers.isEmpty) : .none
+                core.extras?.claim === ticket ? core.lifecycle.claimGranted(observed: core.wantsEvents) : .none
             }, &work)
     }
 
@@ -346,7 +346,7 @@ extension Job {
     /// Called by a worker of the job's queue. Returns `false` if the job was cancelled (or sent back to
     /// waiting) since it was put on the ready list.
     func runFromQueue(_ queue: JobQueue) -> Bool {
-        let action = withCore { $0.lifecycle.startFromQueue(observed: !$0.observers.isEmpty) }
+        let action = withCore { $0.lifecycle.startFromQueue(observed: $0.wantsEvents) }
         guard case .run(let deliver) = action else { return false }
         runStarted(in: queue, deliverFirst: deliver)
         return true
@@ -608,7 +608,7 @@ extension Job {
 
     /// Finishes a job that will never run (its group finished first) without a queue.
     func abandon(_ work: inout Propagation, outcome: JobOutcome) {
-        perform(step { $0.lifecycle.abandon(outcome, observed: !$0.observers.isEmpty) }, &work)
+        perform(step { $0.lifecycle.abandon(outcome, observed: $0.wantsEvents) }, &work)
     }
 
     // MARK: Steps

@@ -38,7 +38,7 @@ extension JobCore {
         let extras = extrasForWriting()
         guard extras.fractionCompleted != fraction || fraction == 0 else { return nil }
         extras.fractionCompleted = fraction
-        let deliver = observers.isEmpty ? false : lifecycle.record(.progress(fraction))
+        let deliver = wantsEvents ? lifecycle.record(.progress(fraction)) : false
         return (extras.parent, deliver)
     }
 }

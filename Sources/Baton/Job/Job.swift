@@ -194,7 +194,7 @@ extension Job {
     }
 
     func cancel(reason: any Error, _ work: inout Propagation) {
-        perform(step { $0.lifecycle.cancel(reason: reason, observed: !$0.observers.isEmpty) }, &work)
+        perform(step { $0.lifecycle.cancel(reason: reason, observed: $0.wantsEvents) }, &work)
     }
 
     /// Runs the job on the calling thread, without a queue, like `Foundation.Operation.start()`.
@@ -233,7 +233,7 @@ extension Job {
                     outcome = .notStartable(.initialized)
                     return .none
                 }
-                let start = core.lifecycle.startManually(observed: !core.observers.isEmpty)
+                let start = core.lifecycle.startManually(observed: core.wantsEvents)
                 outcome = start
                 if case .finished(let action) = start { return action }
                 return .none

@@ -21,6 +21,9 @@ struct JobCore {
     /// The jobs waiting for this one.
     var dependents: [Job] = []
     var observers: [any JobObserver] = []
+    /// How many of `observers` hear only the finish (``Job/onFinish(_:)``'s): a job observed by nothing
+    /// else records no start, cancel or progress events for them.
+    var finishObservers = 0
     /// Resumed when the hand-over ends (see `JobLifecycle.State.handingOver`), with the dependents.
     var waiters: [JobWaiter] = []
     /// The queue the job was added to, until it finishes.
@@ -37,6 +40,9 @@ struct JobCore {
     }
 
     var displayName: String? { name }
+
+    /// Whether an observer wants the job's events before its finish (start, cancel, progress).
+    var wantsEvents: Bool { observers.count > finishObservers }
 
     /// The extras, created if needed.
     mutating func extrasForWriting() -> JobExtras {
@@ -109,6 +115,7 @@ struct JobCore {
             queue = nil
             dependencies = []
             observers = []
+            finishObservers = 0
             extras = nil
         }
         var uncount: (JobPriority, [Job])?

@@ -66,6 +66,7 @@ extension Job {
         let outcome: JobOutcome? = withCore { core in
             if core.lifecycle.isFinished { return core.lifecycle.outcome }
             core.observers.append(observer)
+            if observer is FinishObserver { core.finishObservers += 1 }
             return nil
         }
         if let outcome { observer.jobDidFinish(self, outcome: outcome) }
