@@ -121,8 +121,9 @@ public final class JobQueue: @unchecked Sendable {
         /// every job and every task of the process by seconds.
         case shared
         /// A thread for each worker loop (a serial Dispatch queue made for it, which Dispatch's
-        /// overcommitting pool serves at once): up to `maxConcurrentJobs` bodies (at most 64 per queue)
-        /// block at the same time without holding up anything else. Each start of a loop may wake or
+        /// overcommitting pool serves at once): up to `maxConcurrentJobs` bodies (at most 64 per queue,
+        /// and beyond that only the jobs whose exclusivity categories were granted while every loop
+        /// was busy) block at the same time without holding up anything else. Each start of a loop may wake or
         /// make a thread, so jobs that only compute run slower than on ``shared``.
         case dedicated
     }
