@@ -10,13 +10,20 @@ import Dispatch
 /// All methods may be called from any thread; the blocks are guarded by the job's lock and dropped
 /// once the job finished.
 public final class BlockJob: Job, @unchecked Sendable {
-    // @unchecked Sendable: `first` and `more` are guarded by the job's lock.
-    @exclusivity(unchecked) private var first: (@Sendable () throws -> Void)?
-    @exclusivity(unchecked) private var more: [@Sendable () throws -> Void] = []
+    // @unchecked Sendable: `blocks` is guarded by the job's lock.
+    @exclusivity(unchecked) private var blocks = Blocks()
+
+    /// The job's closures. One value, so that they are taken out under the lock as one: a closure
+    /// returned on its own through the lock's generic result (or a local it is swapped into) costs an
+    /// allocation each way.
+    private struct Blocks {
+        var first: (@Sendable () throws -> Void)?
+        var more: [@Sendable () throws -> Void] = []
+    }
 
     /// Creates a job that runs `block`.
     public init(name: String? = nil, priority: JobPriority = .normal, _ block: @escaping @Sendable () throws -> Void) {
-        first = block
+        blocks.first = block
         super.init(name: name, priority: priority)
     }
 
@@ -34,8 +41,8 @@ public final class BlockJob: Job, @unchecked Sendable {
         let state: JobState = withCore { core in
             let state = core.lifecycle.publicState
             guard state < .executing else { return state }
-            // `first` and `more` are guarded by the same lock.
-            if first == nil { first = block } else { more.append(block) }
+            // `blocks` is guarded by the same lock.
+            if blocks.first == nil { blocks.first = block } else { blocks.more.append(block) }
             return state
         }
         if state >= .executing { fatalError("Baton: cannot add a block to job '\(name)': it is already \(state).") }
@@ -43,21 +50,18 @@ public final class BlockJob: Job, @unchecked Sendable {
 
     /// The number of blocks (zero once the job finished).
     public var executionBlockCount: Int {
-        mutex.withLock { (first == nil ? 0 : 1) + more.count }
+        mutex.withLock { (blocks.first == nil ? 0 : 1) + blocks.more.count }
     }
 
     public override func execute() throws {
         // Take the blocks out: they run once, and the job must not keep them afterwards.
-        let (first, more) = mutex.withLock {
-            defer {
-                self.first = nil
-                self.more = []
-            }
-            return (self.first, self.more)
+        let taken = mutex.withLock {
+            defer { blocks = Blocks() }
+            return blocks
         }
-        guard let first else { return }
-        if more.isEmpty { return try first() }
-        try Self.runConcurrently([first] + more)
+        guard let first = taken.first else { return }
+        if taken.more.isEmpty { return try first() }
+        try Self.runConcurrently([first] + taken.more)
     }
 
     /// Runs several blocks concurrently; throws the error of the first failing one in their order.
@@ -79,11 +83,11 @@ public final class BlockJob: Job, @unchecked Sendable {
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
         guard !executed else { return [] }  // `execute()` took them already
         // Moved out under the lock (the array keeps them alive), dropped after it.
-        let blocks = mutex.withLock {
-            defer { more = [] }
-            return (first.take(), more)
+        let taken = mutex.withLock {
+            defer { blocks = Blocks() }
+            return blocks
         }
-        _ = blocks
+        _ = taken
         return []
     }
 }
