@@ -11,15 +11,21 @@
 /// Subclasses may override ``perform()`` instead of passing a closure.
 open class AsyncJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `body` and `task` are guarded by the job's lock.
-    @exclusivity(unchecked) private var body: (@Sendable (AsyncJob) async throws -> Void)?
+    @exclusivity(unchecked) private var body = Body()
     @exclusivity(unchecked) private var task: Task<Void, Never>?
+
+    /// The closure, in a value of its own: a closure returned on its own through the lock's generic
+    /// result costs an allocation each way.
+    private struct Body {
+        var run: (@Sendable (AsyncJob) async throws -> Void)?
+    }
 
     /// Creates a job that runs `body`.
     public init(
         name: String? = nil, priority: JobPriority = .normal,
         _ body: @escaping @Sendable (AsyncJob) async throws -> Void
     ) {
-        self.body = body
+        self.body.run = body
         super.init(name: name, priority: priority)
     }
 
@@ -31,7 +37,7 @@ open class AsyncJob: Job, @unchecked Sendable {
     /// The job's work. The default runs the closure given to the initializer.
     open func perform() async throws {
         let body = mutex.withLock { self.body }
-        try await body?(self)
+        try await body.run?(self)
     }
 
     override var finishesWhenExecuteReturns: Bool { false }
@@ -67,7 +73,10 @@ open class AsyncJob: Job, @unchecked Sendable {
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        let (body, task) = mutex.withLock { (self.body.take(), self.task.take()) }
+        let (body, task) = mutex.withLock {
+            defer { self.body = Body() }
+            return (self.body, self.task.take())
+        }
         _ = (body, task)  // dropped outside the lock
         return []
     }

@@ -23,7 +23,12 @@
 /// again. The closure is dropped once the job finished.
 open class CallbackJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `body` is guarded by the job's lock.
-    @exclusivity(unchecked) private var body: (@Sendable (CallbackJob, Completion) -> Void)?
+    @exclusivity(unchecked) private var body = Body()
+
+    /// The closure, in a value of its own (see ``AsyncJob``).
+    private struct Body {
+        var run: (@Sendable (CallbackJob, Completion) -> Void)?
+    }
 
     /// The handle passed to the closure; call it once when the work is done.
     public struct Completion: Sendable {
@@ -48,7 +53,7 @@ open class CallbackJob: Job, @unchecked Sendable {
         name: String? = nil, priority: JobPriority = .normal,
         _ body: @escaping @Sendable (CallbackJob, Completion) -> Void
     ) {
-        self.body = body
+        self.body.run = body
         super.init(name: name, priority: priority)
     }
 
@@ -68,8 +73,12 @@ open class CallbackJob: Job, @unchecked Sendable {
     open override func execute() throws {
         // Not once its outcome is decided (cancelled and finished by `didCancel` since it was started):
         // the closure is then dropped with the job's hand-over.
-        let body = withCore { core in core.lifecycle.outcome == nil ? self.body.take() : nil }
-        body?(self, Completion(job: self))
+        let body = withCore { core in
+            guard core.lifecycle.outcome == nil else { return Body() }
+            defer { self.body = Body() }
+            return self.body
+        }
+        body.run?(self, Completion(job: self))
     }
 
     /// Finishes the job: succeeded with `nil`, failed with an error, cancelled with a
@@ -87,7 +96,10 @@ open class CallbackJob: Job, @unchecked Sendable {
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        let body = mutex.withLock { self.body.take() }
+        let body = mutex.withLock {
+            defer { self.body = Body() }
+            return self.body
+        }
         _ = body  // dropped outside the lock
         return []
     }

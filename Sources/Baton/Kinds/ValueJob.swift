@@ -17,14 +17,19 @@
 public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
     // @unchecked Sendable: `result` and `body` are guarded by the job's lock.
     @exclusivity(unchecked) private var result: Output?
-    @exclusivity(unchecked) private var body: (@Sendable (ValueJob<Output>) async throws -> Output)?
+    @exclusivity(unchecked) private var body: Body
+
+    /// The closure, in a value of its own (see ``AsyncJob``).
+    private struct Body {
+        var run: (@Sendable (ValueJob<Output>) async throws -> Output)?
+    }
 
     /// Creates a job that produces the value `body` returns.
     public init(
         name: String? = nil, priority: JobPriority = .normal,
         _ body: @escaping @Sendable (ValueJob<Output>) async throws -> Output
     ) {
-        self.body = body
+        self.body = Body(run: body)
         super.init(name: name, priority: priority)
     }
 
@@ -42,13 +47,16 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
     }
 
     public override func perform() async throws {
-        guard let body = mutex.withLock({ self.body }) else { return }
+        guard let body = mutex.withLock({ self.body }).run else { return }
         let value = try await body(self)
         mutex.withLock { result = value }
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        let body = mutex.withLock { self.body.take() }
+        let body = mutex.withLock {
+            defer { self.body = Body() }
+            return self.body
+        }
         _ = body  // dropped outside the lock
         return super.didComplete(outcome: outcome, executed: executed, extras: extras)
     }

@@ -448,17 +448,17 @@ public final class JobQueue: @unchecked Sendable {
             return []
         }
         var waiters: [IdleWaiter] = []
-        var departed: [Job] = []
         var producers: [CheckedContinuation<Void, any Error>] = []
-        let start: Int = lock.withLock {
-            if scheduler.finished(job.id, heldSlot: heldSlot, departed: &departed) {
+        let (start, departed): (Int, Job?) = lock.withLock {
+            let (departed, isEmpty) = scheduler.finished(job.id, heldSlot: heldSlot)
+            if isEmpty {
                 waiters = idleWaiters
                 idleWaiters = []
             }
             if admission.hasWaiting { producers = admission.admitWaiting(unfinished: scheduler.members.count) }
-            return scheduler.workersToStart()
+            return (scheduler.workersToStart(), departed)
         }
-        departed.removeAll()  // let go of outside the lock
+        withExtendedLifetime(departed) {}  // let go of outside the lock
         for producer in producers { producer.resume() }
         startWorkers(start)
         return waiters

@@ -52,7 +52,7 @@ struct QueueScheduler<Member> {
     /// own lock) before it becomes a member (under the queue's): one that finished in between (it was
     /// cancelled) does not become a member.
     mutating func insert(_ id: UInt64, _ member: Member, readyWith priority: JobPriority?, claims: Bool = false) {
-        if finishedBeforeJoining.remove(id) != nil {
+        if !finishedBeforeJoining.isEmpty, finishedBeforeJoining.remove(id) != nil {
             if !raisedBeforeJoining.isEmpty { raisedBeforeJoining[id] = nil }
             return
         }
@@ -196,12 +196,19 @@ struct QueueScheduler<Member> {
     /// the owner lets go of it after unlocking (releasing a job can run its `deinit`, which must not
     /// happen under a lock).
     mutating func finished(_ id: UInt64, heldSlot: Bool, departed: inout [Member]) -> Bool {
+        let (member, isEmpty) = finished(id, heldSlot: heldSlot)
+        if let member { departed.append(member) }
+        return isEmpty
+    }
+
+    /// A member finished: `finished(_:heldSlot:departed:)` for one, which returns the member it let go of
+    /// (`nil`: it had not joined yet).
+    mutating func finished(_ id: UInt64, heldSlot: Bool) -> (departed: Member?, isEmpty: Bool) {
         guard let member = members.removeValue(forKey: id) else {
             // A job that finished between moving to ready and joining (see `insert`).
             finishedBeforeJoining.insert(id)
-            return false
+            return (nil, false)
         }
-        departed.append(member)
         if heldSlot { running -= 1 }
         progress &+= 1
         if members.isEmpty {
@@ -209,7 +216,7 @@ struct QueueScheduler<Member> {
             for index in ready.indices { ready[index].removeAll() }
             readyCount = 0
         }
-        return members.isEmpty
+        return (member, members.isEmpty)
     }
 
 }
