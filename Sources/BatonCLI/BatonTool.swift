@@ -259,8 +259,12 @@ public struct BatonTool: Sendable {
         let listing = try await store.scheduleListing()
         if json {
             return try emit(
-                listing.schedules.map(ScheduleEntry.record)
-                    + listing.unreadable.map { .unreadable(UnreadableEntry($0)) })
+                listing.entries.map { entry -> ScheduleEntry in
+                    switch entry {
+                    case .readable(let record): .record(record)
+                    case .unreadable(let schedule): .unreadable(UnreadableEntry(schedule))
+                    }
+                })
         }
         guard !listing.schedules.isEmpty || !listing.unreadable.isEmpty else { return write("No schedules.\n") }
         var table = TextTable(["NAME", "TIMING", "STATE", "NEXT", "LAST"])

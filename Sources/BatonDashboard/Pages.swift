@@ -357,41 +357,50 @@ struct Pages: Sendable {
 
     func schedules(_ request: Request) async throws -> Response {
         let listing = try await store.scheduleListing()
-        let schedules = listing.schedules
         var body = "<h1>Schedules</h1><section data-live>"
-        if schedules.isEmpty && listing.unreadable.isEmpty {
+        if listing.schedules.isEmpty && listing.unreadable.isEmpty {
             body += "<p class=\"empty\">No schedules.</p>"
         } else {
             body += """
                 <table class="schedules"><thead><tr><th>Name</th><th>Timing</th><th>Catch-up</th><th>State</th><th>Next tick</th><th>Last tick</th><th></th></tr></thead><tbody>
                 """
-            for record in schedules {
-                let name = record.schedule.name
-                let toggle =
-                    record.paused
-                    ? button("/schedules/resume", "Resume", fields: ["name": name])
-                    : button("/schedules/pause", "Pause", fields: ["name": name])
-                body += """
-                    <tr><td>\(HTML.escape(name))</td><td>\(HTML.escape(record.schedule.timing.description))</td>\
-                    <td>\(HTML.escape("\(record.schedule.catchUp)"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
-                    <td>\(clock.stamp(record.nextTick))</td><td>\(clock.stamp(record.lastTick))</td><td>\(toggle)</td></tr>
-                    """
-            }
-            // A schedule this program cannot read (a newer version's timing): its state and ticks, the
-            // reason, and a pause (resuming needs its timing: the program that wrote it resumes it).
-            for schedule in listing.unreadable {
-                let toggle = schedule.paused ? "" : button("/schedules/pause", "Pause", fields: ["name": schedule.name])
-                body += """
-                    <tr class="unreadable"><td>\(HTML.escape(schedule.name))</td>\
-                    <td colspan="2" class="error">\(HTML.escape(schedule.reason))</td>\
-                    <td>\(HTML.badge(schedule.paused ? "paused" : "active"))</td>\
-                    <td>\(clock.stamp(schedule.nextTick))</td><td>\(clock.stamp(schedule.lastTick))</td><td>\(toggle)</td></tr>
-                    """
+            // By name, a schedule this program cannot read among the others.
+            for entry in listing.entries {
+                switch entry {
+                case .readable(let record): body += scheduleRow(record)
+                case .unreadable(let schedule): body += unreadableRow(schedule)
+                }
             }
             body += "</tbody></table>"
         }
         body += "</section>"
         return html(layout.page(title: "Schedules", section: "Schedules", body: body, status: notice(request)))
+    }
+
+    /// The row of a schedule: its timing, state and ticks, and a pause or resume.
+    private func scheduleRow(_ record: ScheduleRecord) -> String {
+        let name = record.schedule.name
+        let toggle =
+            record.paused
+            ? button("/schedules/resume", "Resume", fields: ["name": name])
+            : button("/schedules/pause", "Pause", fields: ["name": name])
+        return """
+            <tr><td>\(HTML.escape(name))</td><td>\(HTML.escape(record.schedule.timing.description))</td>\
+            <td>\(HTML.escape("\(record.schedule.catchUp)"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
+            <td>\(clock.stamp(record.nextTick))</td><td>\(clock.stamp(record.lastTick))</td><td>\(toggle)</td></tr>
+            """
+    }
+
+    /// The row of a schedule this program cannot read (a newer version's timing): its state and ticks,
+    /// the reason, and a pause (resuming needs its timing: the program that wrote it resumes it).
+    private func unreadableRow(_ schedule: UnreadableSchedule) -> String {
+        let toggle = schedule.paused ? "" : button("/schedules/pause", "Pause", fields: ["name": schedule.name])
+        return """
+            <tr class="unreadable"><td>\(HTML.escape(schedule.name))</td>\
+            <td colspan="2" class="error">\(HTML.escape(schedule.reason))</td>\
+            <td>\(HTML.badge(schedule.paused ? "paused" : "active"))</td>\
+            <td>\(clock.stamp(schedule.nextTick))</td><td>\(clock.stamp(schedule.lastTick))</td><td>\(toggle)</td></tr>
+            """
     }
 
     // MARK: actions

@@ -244,10 +244,12 @@ struct BatonToolSQLiteTests {
             try await tool.schedules(store, json: true)
             let entries = try #require(
                 try JSONSerialization.jsonObject(with: Data(captured.output.utf8)) as? [[String: Any]])
+            // By name, as in the table: the unreadable one among the others.
             #expect(entries.count == 2)
-            #expect((entries[0]["schedule"] as? [String: Any])?["name"] as? String == "hourly")
-            #expect((entries[1]["schedule"] as? [String: Any])?["name"] as? String == "future")
-            #expect((entries[1]["unreadable"] as? String)?.contains("cannot read") == true)
+            #expect((entries[0]["schedule"] as? [String: Any])?["name"] as? String == "future")
+            #expect((entries[0]["unreadable"] as? String)?.contains("cannot read") == true)
+            #expect((entries[1]["schedule"] as? [String: Any])?["name"] as? String == "hourly")
+            #expect(entries[1]["unreadable"] == nil)
             try await tool.setSchedule(store, named: "hourly", paused: true)
             try await tool.setSchedule(store, named: "hourly", paused: false)
             try await tool.setSchedule(store, named: "future", paused: true)

@@ -87,6 +87,10 @@ struct DashboardHTTPTests {
             #expect(page.contains("nightly &lt;b&gt;bold&lt;/b&gt;"), "the readable schedule")
             #expect(page.contains("<tr class=\"unreadable\"><td>later &lt;img src=x"), "the unreadable one, escaped")
             #expect(page.contains("is stored in a form this program cannot read"), "the reason")
+            // By name, the unreadable one among the others ("later …" before "nightly …").
+            let later = try #require(page.range(of: "<td>later &lt;img"))
+            let nightly = try #require(page.range(of: "<td>nightly &lt;b&gt;"))
+            #expect(later.lowerBound < nightly.lowerBound, "the schedules by name")
             // Two schedules, both active: two pause buttons (the unreadable one can be paused here).
             #expect(page.components(separatedBy: "action=\"/schedules/pause\"").count == 3, "\(page)")
         }

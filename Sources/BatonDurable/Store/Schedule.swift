@@ -268,6 +268,25 @@ public struct ScheduleListing: Hashable, Codable, Sendable {
         self.unreadable = unreadable
     }
 
+    /// A stored schedule, readable or not.
+    public enum Entry: Hashable, Sendable {
+        case readable(ScheduleRecord)
+        case unreadable(UnreadableSchedule)
+
+        public var name: String {
+            switch self {
+            case .readable(let record): record.schedule.name
+            case .unreadable(let schedule): schedule.name
+            }
+        }
+    }
+
+    /// Every schedule in one list, by name (in Swift's order of strings), the unreadable ones among the
+    /// others: what a listing shows.
+    public var entries: [Entry] {
+        (schedules.map(Entry.readable) + unreadable.map(Entry.unreadable)).sorted { $0.name < $1.name }
+    }
+
     /// A store's rows, each definition read on its own: one this program cannot read is listed as such
     /// instead of failing the listing.
     package init(rows: [(name: String, definition: String, nextTick: Double?, lastTick: Double?, paused: Bool)]) {
