@@ -24,9 +24,9 @@ final class ClaimTicket {
     /// The claim of a group (whose children may wait for it: see ``ExclusivityScope/request(_:)``).
     let isGroup: Bool
     /// Its place in the line of each of its categories (one per key), found once when it is submitted;
-    /// guarded by the scope's lock like every field below. One list for the three things it keeps per
-    /// line, whose first element is kept inline: a claim of one category allocates nothing but itself.
-    @exclusivity(unchecked) fileprivate var parts = Parts()
+    /// guarded by the scope's lock like every field below. One array for the three things it keeps per
+    /// line: a claim allocates as little as it can.
+    @exclusivity(unchecked) fileprivate var parts: [Part] = []
     /// While it waits: in how many of its lines it is within the free capacity from the front. It is
     /// granted when that is all of them.
     @exclusivity(unchecked) fileprivate var admitted = 0
@@ -40,26 +40,6 @@ final class ClaimTicket {
         var holderSlot = 0
         /// While it waits: its node in the line's list.
         var entry: LineEntry?
-    }
-
-    /// The parts of a ticket, the first one inline.
-    fileprivate struct Parts: RandomAccessCollection, MutableCollection {
-        private var first: Part?
-        private var rest: [Part] = []
-
-        var startIndex: Int { 0 }
-        var endIndex: Int { first == nil ? 0 : 1 + rest.count }
-
-        subscript(index: Int) -> Part {
-            get { index == 0 ? first! : rest[index - 1] }
-            set {
-                if index == 0 { first = newValue } else { rest[index - 1] = newValue }
-            }
-        }
-
-        mutating func append(_ part: Part) {
-            if first == nil { first = part } else { rest.append(part) }
-        }
     }
     @exclusivity(unchecked) var stage = Stage.new {
         didSet { if stage == .done { job = nil } }
@@ -246,8 +226,7 @@ struct ExclusivityStateMachine {
         }
         // One line per key; the smallest limit asked for applies, within the claim and across claims.
         if ticket.categories.count == 1 {
-            ticket.parts.append(
-                ClaimTicket.Part(line: line(ticket.categories[0].key, limit: ticket.categories[0].limit)))
+            ticket.parts = [ClaimTicket.Part(line: line(ticket.categories[0].key, limit: ticket.categories[0].limit))]
         } else {
             var limits: [String: Int] = [:]
             for category in ticket.categories {
@@ -322,7 +301,7 @@ struct ExclusivityStateMachine {
         }
         ticket.stage = .done
         let touched = ticket.parts
-        ticket.parts = ClaimTicket.Parts()
+        ticket.parts = []
         ticket.waitingIn = 0
         // Granting a ticket never lets another in nor out of a window elsewhere (it leaves each of its
         // windows and takes one unit of each line's capacity), so every ticket let in everywhere is
