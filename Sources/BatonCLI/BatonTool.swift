@@ -254,7 +254,7 @@ public struct BatonTool: Sendable {
     /// this program cannot read (written by a newer version) is listed with its state and ticks, its
     /// timing as `unreadable`, and the reason after the table. In JSON, every element has the schedule's
     /// name at `schedule.name`, `paused`, `nextTick` and `lastTick`; one this program cannot read has
-    /// only the name under `schedule`, and the reason at `unreadable`.
+    /// only the name under `schedule`, and the reason at `unreadable`. Both list them by name.
     public func schedules(_ store: any JobStore, json: Bool) async throws {
         let listing = try await store.scheduleListing()
         if json {
@@ -268,32 +268,22 @@ public struct BatonTool: Sendable {
         }
         guard !listing.schedules.isEmpty || !listing.unreadable.isEmpty else { return write("No schedules.\n") }
         var table = TextTable(["NAME", "TIMING", "STATE", "NEXT", "LAST"])
-        var rows: [(name: String, row: [String])] = []
-        for record in listing.schedules {
-            rows.append(
-                (
-                    record.schedule.name,
-                    [
-                        TimeText.printable(record.schedule.name),
-                        TimeText.printable(record.schedule.timing.description),
-                        record.paused ? "paused" : "active",
-                        record.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-                        record.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-                    ]
-                ))
+        for entry in listing.entries {
+            let (timing, paused, next, last): (String, Bool, Date?, Date?) =
+                switch entry {
+                case .readable(let record):
+                    (
+                        TimeText.printable(record.schedule.timing.description), record.paused, record.nextTick,
+                        record.lastTick
+                    )
+                case .unreadable(let schedule): ("unreadable", schedule.paused, schedule.nextTick, schedule.lastTick)
+                }
+            table.add([
+                TimeText.printable(entry.name), timing, paused ? "paused" : "active",
+                next.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+                last.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
+            ])
         }
-        for schedule in listing.unreadable {
-            rows.append(
-                (
-                    schedule.name,
-                    [
-                        TimeText.printable(schedule.name), "unreadable", schedule.paused ? "paused" : "active",
-                        schedule.nextTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-                        schedule.lastTick.map { TimeText.stamp($0, timeZone: timeZone) } ?? "",
-                    ]
-                ))
-        }
-        for (_, row) in rows.sorted(by: { $0.name < $1.name }) { table.add(row) }
         write(table.text)
         for schedule in listing.unreadable {
             write("\n\(TimeText.printable(schedule.reason))\n")

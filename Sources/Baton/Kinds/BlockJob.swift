@@ -82,7 +82,7 @@ public final class BlockJob: Job, @unchecked Sendable {
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
         guard !executed else { return [] }  // `execute()` took them already
-        // Moved out under the lock (the array keeps them alive), dropped after it.
+        // Moved out under the lock as one value, dropped after it.
         let taken = mutex.withLock {
             defer { blocks = Blocks() }
             return blocks

@@ -25,7 +25,7 @@ open class CallbackJob: Job, @unchecked Sendable {
     // @unchecked Sendable: `body` is guarded by the job's lock.
     @exclusivity(unchecked) private var body = Body()
 
-    /// The closure, in a value of its own (see ``AsyncJob``).
+    /// The closure, in a value of its own (see `AsyncJob.Body`).
     private struct Body {
         var run: (@Sendable (CallbackJob, Completion) -> Void)?
     }

@@ -19,7 +19,7 @@ public final class ValueJob<Output: Sendable>: AsyncJob, @unchecked Sendable {
     @exclusivity(unchecked) private var result: Output?
     @exclusivity(unchecked) private var body: Body
 
-    /// The closure, in a value of its own (see ``AsyncJob``).
+    /// The closure, in a value of its own (see `AsyncJob.Body`).
     private struct Body {
         var run: (@Sendable (ValueJob<Output>) async throws -> Output)?
     }

@@ -192,17 +192,17 @@ struct QueueScheduler<Member> {
         return nil
     }
 
-    /// A member finished. Returns whether the queue is now empty. The member is handed to `departed`:
-    /// the owner lets go of it after unlocking (releasing a job can run its `deinit`, which must not
-    /// happen under a lock).
+    /// A member finished. Returns whether the queue is now empty. The member is handed to `departed` (see
+    /// `finished(_:heldSlot:)`).
     mutating func finished(_ id: UInt64, heldSlot: Bool, departed: inout [Member]) -> Bool {
         let (member, isEmpty) = finished(id, heldSlot: heldSlot)
         if let member { departed.append(member) }
         return isEmpty
     }
 
-    /// A member finished: `finished(_:heldSlot:departed:)` for one, which returns the member it let go of
-    /// (`nil`: it had not joined yet).
+    /// A member finished. Returns the member it lets go of (`nil`: it had not joined yet), which the owner
+    /// releases after unlocking (releasing a job can run its `deinit`, which must not happen under a
+    /// lock), and whether the queue is now empty.
     mutating func finished(_ id: UInt64, heldSlot: Bool) -> (departed: Member?, isEmpty: Bool) {
         guard let member = members.removeValue(forKey: id) else {
             // A job that finished between moving to ready and joining (see `insert`).
