@@ -174,9 +174,10 @@ extension EarthquakesCLI {
         let known = Set(stored.map(\.type))
         for (option, names) in [("--type", options.types), ("--exclude-type", options.excludedTypes)] {
             for name in names where !known.contains(Earthquake.normalizedType(name)) {
-                let list = stored.map { "\($0.type) (\($0.count))" }.joined(separator: ", ")
+                // (Types come from feeds: safe for a terminal.)
+                let list = stored.map { "\(TerminalText.safe($0.type)) (\($0.count))" }.joined(separator: ", ")
                 let guess = closestType(to: Earthquake.normalizedType(name), among: stored.map(\.type))
-                let hint = guess.map { "did you mean \"\($0)\"? " } ?? ""
+                let hint = guess.map { "did you mean \"\(TerminalText.safe($0))\"? " } ?? ""
                 throw CLIError.usage(
                     "\(option) \"\(TerminalText.safe(name))\": no stored event has this type; \(hint)the types stored "
                         + "are: \(list)")
@@ -222,13 +223,14 @@ extension EarthquakesCLI {
     }
 
     /// The short name of a feed: `2.5_day` for `…/summary/2.5_day.geojson`, the file name for a path.
+    /// (Safe for a terminal: a file name can hold any character but `/`.)
     static func feedName(_ source: String) -> String {
         let last = URL(string: source)?.lastPathComponent ?? (source as NSString).lastPathComponent
         let name = last.isEmpty ? source : last
         for suffix in [".geojson", ".geojsonp", ".json"] where name.hasSuffix(suffix) {
-            return String(name.dropLast(suffix.count))
+            return TerminalText.safe(String(name.dropLast(suffix.count)))
         }
-        return name
+        return TerminalText.safe(name)
     }
 
     private func makeWriter(_ options: ListOptions, distances: Bool) -> ListingWriter {

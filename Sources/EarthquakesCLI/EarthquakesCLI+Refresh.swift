@@ -149,7 +149,11 @@ extension EarthquakesCLI {
             var line =
                 "Imported \(summary.total) \(noun) from \(TerminalText.safe("\(source)")) into \(TerminalText.safe(path)) (\(Self.counts(summary)))"
             if !onlyEarthquakes {
-                line += ": " + types.map { "\($0.count) \(Self.plural($0.type, $0.count))" }.joined(separator: ", ")
+                // (Types come from the feed: safe for a terminal.)
+                line +=
+                    ": "
+                    + types.map { "\($0.count) \(TerminalText.safe(Self.plural($0.type, $0.count)))" }.joined(
+                        separator: ", ")
             }
             let notes = Self.importNotes(summary)
             console.print(line + (notes.isEmpty ? "" : "; " + notes.joined(separator: "; ")) + ".")
@@ -158,14 +162,22 @@ extension EarthquakesCLI {
                     "Removed \(oldSample) SAMPLE events that an older version of this tool put into this database.")
             }
         }
+        if let unreadable = Self.unreadableFeed(summary, feed: source.description) { throw CLIError(unreadable) }
         if let pictureError { throw pictureError }
     }
 
     /// The warnings of an import, each a line for standard error: the feed's own (one per unreadable
     /// feature skipped, …), then the ids it repeated. `feed` prefixes each when several feeds are refreshed.
+    ///
+    /// At most ``shownWarnings`` of the feed's own, then a line counting the rest: a feed whose every
+    /// feature is unreadable would otherwise print a line for each (`--json` keeps them all).
     static func warningLines(warnings: [String], summary: ImportSummary, feed: String? = nil) -> [String] {
         let prefix = feed.map { "warning: \(TerminalText.safe($0)): " } ?? "warning: "
-        var lines = warnings.map { prefix + TerminalText.safe($0) + "\n" }
+        var lines = warnings.prefix(shownWarnings).map { prefix + TerminalText.safe($0) + "\n" }
+        if warnings.count > shownWarnings {
+            let more = warnings.count - shownWarnings
+            lines.append(prefix + "\(more) more warning\(more == 1 ? "" : "s") not shown (--json lists every one)\n")
+        }
         if summary.duplicates > 0 {
             let shown = TerminalText.safe(summary.duplicateIDs.prefix(5).joined(separator: ", "))
             let more = summary.duplicateIDs.count > 5 ? " and \(summary.duplicateIDs.count - 5) more" : ""
@@ -177,6 +189,20 @@ extension EarthquakesCLI {
             )
         }
         return lines
+    }
+
+    /// The most warnings of a feed printed one per line (``warningLines(warnings:summary:feed:)``).
+    static let shownWarnings = 20
+
+    /// The failure of a feed none of whose features could be read, if `summary` is one: its format has
+    /// probably changed (or it is not a USGS feed), and a refresh that imports nothing from it must not
+    /// look like one that succeeded (a refresh run by `cron` would import nothing, quietly, for ever).
+    static func unreadableFeed(_ summary: ImportSummary, feed: String) -> String? {
+        guard summary.skipped > 0, summary.total == 0, summary.deleted == 0, summary.duplicates == 0 else { return nil }
+        return
+            "none of the \(summary.skipped) features of \(TerminalText.safe(feed)) could be read (see the warnings); "
+            + "nothing was imported from it. Its format may have changed, or it is not a USGS GeoJSON feed; "
+            + "`--strict` stops at the first unreadable feature with its whole error"
     }
 
     /// What an import's summary line adds after its counts: repeated ids, skipped features, deleted events.

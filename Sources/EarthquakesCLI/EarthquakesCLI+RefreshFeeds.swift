@@ -313,6 +313,7 @@ extension EarthquakesCLI {
                         total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
                         duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
                         removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
+                if let unreadable = Self.unreadableFeed(summary, feed: feed) { failures.append(unreadable) }
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.

@@ -153,9 +153,10 @@ extension EarthquakesCLI {
             defer { closeAtEnd(store.close) }
             let types = try store.typeCounts()
             let total = types.reduce(0) { $0 + $1.count }
-            let kinds = types.map { "\($0.count) \(Self.plural($0.type ?? "of no type", $0.count))" }
+            // (Types come from feeds: safe for a terminal.)
+            let kinds = types.map { "\($0.count) \(TerminalText.safe(Self.plural($0.type ?? "of no type", $0.count)))" }
             console.print(
-                "Database   \(path): \(Self.counted(total, "event"))"
+                "Database   \(TerminalText.safe(path)): \(Self.counted(total, "event"))"
                     + (kinds.isEmpty ? "" : " (\(kinds.joined(separator: ", ")))"))
             if let last = try store.lastRefresh() {
                 console.print(

@@ -158,13 +158,18 @@ extension FeedError {
     }
 
     static func countMismatch(declared: Int, actual: Int) -> FeedError {
-        FeedError(
-            .countMismatch,
-            "the feed declares metadata.count = \(declared) but contains \(actual) feature\(actual == 1 ? "" : "s"); "
-                + "it was probably truncated. Download it again; nothing was imported from it.",
-            declaredCount: declared,
-            actualCount: actual
-        )
+        let contains =
+            "the feed declares metadata.count = \(declared) but contains \(actual) feature\(actual == 1 ? "" : "s")"
+        // Fewer features than declared is what a cut download leaves; more (or a count below zero) is a
+        // feed changed by hand or by a program, not as the USGS publishes it.
+        let reason =
+            declared < 0
+            ? "\(contains); a count below zero is not a count: the feed was not written by the USGS. Fix or remove metadata.count"
+            : actual < declared
+                ? "\(contains); it was probably truncated. Download it again"
+                : "\(contains): more than it declares, so it was changed after the USGS wrote it. Fix or remove metadata.count, or download it again"
+        return FeedError(
+            .countMismatch, reason + "; nothing was imported from it.", declaredCount: declared, actualCount: actual)
     }
 
     static func invalidFeature(index: Int, of total: Int, id: String?, problem: String) -> FeedError {

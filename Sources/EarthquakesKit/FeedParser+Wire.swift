@@ -58,6 +58,20 @@ extension FeedParser {
         var status: Int?
         var api: String?
         var count: Int?
+
+        private enum CodingKeys: String, CodingKey { case generated, url, title, status, api, count }
+
+        init() {}
+
+        init(from decoder: any Decoder) throws {
+            let c = try decoder.container(keyedBy: CodingKeys.self)
+            generated = try c.decodeIfPresent(Double.self, forKey: .generated)
+            url = try c.decodeIfPresent(String.self, forKey: .url)
+            title = try c.decodeIfPresent(String.self, forKey: .title)
+            status = try c.decodeWholeNumberIfPresent(forKey: .status)
+            api = try c.decodeIfPresent(String.self, forKey: .api)
+            count = try c.decodeWholeNumberIfPresent(forKey: .count)
+        }
     }
 
     struct WireFeature: Decodable {
@@ -118,21 +132,21 @@ extension FeedParser {
             place = try c.decodeIfPresent(String.self, forKey: .place)
             time = try c.decodeIfPresent(Double.self, forKey: .time)
             updated = try c.decodeIfPresent(Double.self, forKey: .updated)
-            tz = try c.decodeIfPresent(Int.self, forKey: .tz)
+            tz = try c.decodeWholeNumberIfPresent(forKey: .tz)
             url = try c.decodeIfPresent(String.self, forKey: .url)
             detail = try c.decodeIfPresent(String.self, forKey: .detail)
-            felt = try c.decodeIfPresent(Int.self, forKey: .felt)
+            felt = try c.decodeWholeNumberIfPresent(forKey: .felt)
             cdi = try c.decodeIfPresent(Double.self, forKey: .cdi)
             mmi = try c.decodeIfPresent(Double.self, forKey: .mmi)
             alert = try c.decodeIfPresent(String.self, forKey: .alert)
             status = try c.decodeIfPresent(String.self, forKey: .status)
             // The USGS publishes 0/1 (null in old feeds); accept a JSON boolean too.
-            if let flag = try? c.decodeIfPresent(Int.self, forKey: .tsunami) {
-                tsunami = flag != 0
+            if (try? c.decodeIfPresent(Double.self, forKey: .tsunami)) != nil {
+                tsunami = try c.decodeWholeNumberIfPresent(forKey: .tsunami).map { $0 != 0 }
             } else {
                 tsunami = try c.decodeIfPresent(Bool.self, forKey: .tsunami)
             }
-            sig = try c.decodeIfPresent(Int.self, forKey: .sig)
+            sig = try c.decodeWholeNumberIfPresent(forKey: .sig)
             net = try c.decodeIfPresent(String.self, forKey: .net)
             code = try c.decodeIfPresent(String.self, forKey: .code)
             magType = try c.decodeIfPresent(String.self, forKey: .magType)
@@ -143,6 +157,20 @@ extension FeedParser {
 }
 
 extension KeyedDecodingContainer {
+    /// Decodes a whole number. Read as `Int`, a number with a fraction (`1.5`) or beyond `Int`'s range
+    /// makes Foundation's `JSONDecoder` on Linux fail the whole document as "not valid JSON"; read as a
+    /// `Double` first, it is an error of this value, at its path. A whole number written with a
+    /// fraction (`3.0`) is that number.
+    fileprivate func decodeWholeNumberIfPresent(forKey key: Key) throws -> Int? {
+        guard let number = try decodeIfPresent(Double.self, forKey: key) else { return nil }
+        guard number.rounded() == number, let whole = Int(exactly: number) else {
+            throw DecodingError.dataCorruptedError(
+                forKey: key, in: self,
+                debugDescription: "\(number) is not a whole number in the range of a 64-bit integer")
+        }
+        return whole
+    }
+
     /// Decodes an id given as a JSON string or, as some GeoJSON producers write it, a number.
     fileprivate func decodeLenientIDIfPresent(forKey key: Key) throws -> String? {
         if let text = try? decodeIfPresent(String.self, forKey: key) { return text }

@@ -37,7 +37,7 @@ public import Foundation
 /// - a single event's detail document (``FeedError/Code/detailDocument``);
 /// - JSON that is not a FeatureCollection (``FeedError/Code/notAFeatureCollection``);
 /// - `metadata.count` different from the number of features, when `count` is present
-///   (``FeedError/Code/countMismatch``: the feed was truncated);
+///   (``FeedError/Code/countMismatch``: the feed was truncated, or changed after the USGS wrote it);
 /// - text that starts like HTML (a web page, a proxy's login or error page served with status 200):
 ///   ``FeedError/Code/notGeoJSON``.
 ///

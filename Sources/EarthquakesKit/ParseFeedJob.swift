@@ -77,11 +77,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         case .data(let bytes):
             data = bytes
         case .file(let url):
-            do {
-                data = try Data(contentsOf: url, options: .alwaysMapped)
-            } catch {
-                throw FeedFileError(path: url.path, error: error)
-            }
+            data = try Self.read(url)
         }
         if isCancelled { throw CancellationError() }
         if data.isEmpty, let noContent, noContent() {
@@ -93,6 +89,24 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         let known = (try? store?.knownFeatures()) ?? KnownFeatures()
         let feed = try parser.parse(data, known: known)
         lock.withLock { storedFeed = feed }
+    }
+}
+
+extension ParseFeedJob {
+    /// The bytes of a feed file: mapped when it is a regular file, read to the end otherwise (a pipe such
+    /// as `/dev/stdin` or `<(command)`, which cannot be mapped).
+    static func read(_ url: URL) throws -> Data {
+        do {
+            var status = stat()
+            if stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+                let handle = try FileHandle(forReadingFrom: url)
+                defer { try? handle.close() }
+                return try handle.readToEnd() ?? Data()
+            }
+            return try Data(contentsOf: url, options: .alwaysMapped)
+        } catch {
+            throw FeedFileError(path: url.path, error: error)
+        }
     }
 }
 

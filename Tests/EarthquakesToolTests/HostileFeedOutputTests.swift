@@ -1,0 +1,56 @@
+import BatonTesting
+import EarthquakesKit
+import Foundation
+import Testing
+
+@testable import EarthquakesCLI
+
+/// What a hostile-feed probe found in the tool's output (7 December 2026): feed text and file names
+/// printed raw, a warning line for every one of 20,000 unreadable features, and a refresh that imported
+/// nothing from a feed none of whose features could be read reported as a success.
+@Suite(.timeLimit(.minutes(1))) struct HostileFeedOutputTests {
+    static func feature(_ id: String, type: String = "earthquake", mag: String = "3") -> String {
+        #"{"type":"Feature","properties":{"mag":\#(mag),"time":1700000000000,"type":"\#(type)"},"geometry":{"type":"Point","coordinates":[139.7,35.7,10]},"id":"\#(id)"}"#
+    }
+
+    static func feed(_ features: [String]) -> Data {
+        Data(#"{"type":"FeatureCollection","features":[\#(features.joined(separator: ","))]}"#.utf8)
+    }
+
+    @Test func anEventTypeAndAFileNameReachTheTerminalSafe() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let feed = scratch.path("x\u{1B}[31mred.geojson")
+        try Self.feed([Self.feature("a"), Self.feature("b", type: #"\u001b[31mboom"#)]).write(
+            to: URL(fileURLWithPath: feed))
+        let captured = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(captured)
+        let database = scratch.path("q.sqlite")
+        try await cli.refresh(feed: feed, database: database, json: false)
+        try await cli.status(database: database)
+        #expect(!captured.stdout.contains("\u{1B}"), "\(captured.stdout.debugDescription)")
+        #expect(!captured.stderr.contains("\u{1B}"), "\(captured.stderr.debugDescription)")
+        #expect(captured.stdout.contains("\u{FFFD}[31mboom"), "\(captured.stdout)")
+        #expect(EarthquakesCLI.feedName(feed) == "x\u{FFFD}[31mred")
+    }
+
+    @Test func aFeedOfOnlyUnreadableFeaturesFailsWithItsWarningsCounted() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let feed = scratch.path("bad.geojson")
+        try Self.feed((0..<50).map { Self.feature("f\($0)", mag: "\"bad\"") }).write(to: URL(fileURLWithPath: feed))
+        let captured = CapturedConsole()
+        let cli = EarthquakesCLI.forTests(captured)
+        let error = try await #require(throws: CLIError.self) {
+            try await cli.refresh(feed: feed, database: scratch.path("q.sqlite"), json: false)
+        }
+        #expect(error.message.contains("none of the 50 features"), "\(error.message)")
+        let warnings = captured.stderr.split(separator: "\n")
+        #expect(warnings.count == 21, "\(captured.stderr)")
+        #expect(warnings.last?.contains("30 more warnings not shown") == true, "\(captured.stderr)")
+        // One readable feature among them: a refresh that imported something succeeds, as before.
+        try Self.feed([Self.feature("ok")] + (0..<5).map { Self.feature("g\($0)", mag: "\"bad\"") })
+            .write(to: URL(fileURLWithPath: feed))
+        try await cli.refresh(feed: feed, database: scratch.path("q.sqlite"), json: false)
+    }
+}
