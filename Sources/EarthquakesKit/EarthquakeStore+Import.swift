@@ -13,8 +13,11 @@ extension EarthquakeStore {
     /// does not replace it (it is counted as unchanged). An `updated` time more than a day after now is
     /// no clock's reading: it is stored as given, and blocks and wins no comparison. An
     /// earthquake the USGS marks deleted (`status` "deleted") is not stored, and removes a stored row of
-    /// its id (``ImportSummary/deleted``, ``ImportSummary/removed``); nothing of it is kept, so an older
-    /// copy imported later stores it again. When `quakes` holds the same id more than once, only the
+    /// its id (``ImportSummary/deleted``, ``ImportSummary/removed``); its id and the `updated` time of the
+    /// deletion are kept, so that a copy of it that is not newer than the deletion (from a stale or saved
+    /// feed) does not store it again (it counts as unchanged); a newer copy does (the USGS restored it).
+    /// A deletion whose time is unknown (no `updated`, or one beyond a day ahead) yields to any copy with a
+    /// known time. When `quakes` holds the same id more than once, only the
     /// newest copy is imported (the latest known `updated`; copies without one rank below those with
     /// one; the last on a tie), and the summary counts the others in ``ImportSummary/duplicates``.
     ///
@@ -195,6 +198,18 @@ extension EarthquakeStore {
         // The stored `updated` time, in the columns `select` reads (after the id).
         let updatedColumn = Int32(columns.firstIndex(of: "updated")! - 1)
         let storedFingerprint = try RawStatement(connection, "SELECT fingerprint FROM earthquake WHERE rowid = ?")
+        let deletedTable = EarthquakeStore.deletedTable
+        let deletion = try RawStatement(connection, "SELECT updated FROM \(deletedTable) WHERE id = ?")
+        let recordDeletion = try RawStatement(
+            connection,
+            """
+            INSERT INTO \(deletedTable) (id, updated) VALUES (?, ?) ON CONFLICT (id) DO UPDATE SET updated =
+                CASE WHEN excluded.updated IS NULL THEN updated WHEN updated IS NULL THEN excluded.updated
+                ELSE max(updated, excluded.updated) END
+            """)
+        let forgetDeletion = try RawStatement(connection, "DELETE FROM \(deletedTable) WHERE id = ?")
+        // No deletion recorded (the common case): new rows look for none.
+        let hasDeletions = try RawStatement(connection, "SELECT 1 FROM \(deletedTable) LIMIT 1").step()
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
@@ -238,10 +253,16 @@ extension EarthquakeStore {
                 }
                 return
             }
-            // An event the USGS marks deleted is not stored, and a stored copy of it is removed.
+            // An event the USGS marks deleted is not stored, and a stored copy of it is removed; the deletion
+            // is recorded, with its time when it is a clock's reading.
             if quake.isDeleted {
                 select.reset()
                 summary.deleted += 1
+                recordDeletion.bind(text: quake.id, at: 1)
+                let time = quake.updated?.usgsMilliseconds
+                recordDeletion.bind(time.flatMap { $0 <= latest ? $0 : nil }, at: 2)
+                _ = try recordDeletion.step()
+                recordDeletion.reset()
                 if found {
                     delete.bind(text: quake.id, at: 1)
                     _ = try delete.step()
@@ -251,6 +272,26 @@ extension EarthquakeStore {
                 return
             }
             if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
+            // A new row of an event the USGS deleted: stored again only by a copy newer than the deletion.
+            if !found, hasDeletions {
+                deletion.bind(text: quake.id, at: 1)
+                if try deletion.step() {
+                    let deleted = deletion.int64(orNilAt: 0)
+                    deletion.reset()
+                    let incoming = quake.updated.map(\.usgsMilliseconds).flatMap { $0 <= latest ? $0 : nil }
+                    let newer = incoming.map { time in deleted.map { time > $0 } ?? true } ?? false
+                    guard newer else {
+                        select.reset()
+                        summary.unchanged += 1
+                        return
+                    }
+                    forgetDeletion.bind(text: quake.id, at: 1)
+                    _ = try forgetDeletion.step()
+                    forgetDeletion.reset()
+                } else {
+                    deletion.reset()
+                }
+            }
             let same = found && select.matches(quake, from: 0)
             let refingerprint = same && fingerprint != nil && select.fingerprint(at: fingerprintColumn) != fingerprint
             select.reset()
@@ -564,7 +605,7 @@ private final class RawStatement {
         if let value { sqlite3_bind_double(handle, position, value) } else { sqlite3_bind_null(handle, position) }
     }
 
-    private func bind(_ value: Int64?, at position: Int32) {
+    func bind(_ value: Int64?, at position: Int32) {
         if let value { sqlite3_bind_int64(handle, position, value) } else { sqlite3_bind_null(handle, position) }
     }
 

@@ -477,7 +477,19 @@ public final class EarthquakeStore: Sendable {
                         """)
             }
         ),
+        (
+            "v6: deleted earthquakes",
+            { db in
+                // The events the USGS marked deleted, with the `updated` time of the deletion (NULL: unknown):
+                // a copy older than the deletion, from a stale or saved feed, does not store the event again.
+                try db.execute(
+                    sql: "CREATE TABLE \(deletedTable) (id TEXT PRIMARY KEY NOT NULL, updated INTEGER) WITHOUT ROWID")
+            }
+        ),
     ]
+
+    /// The table of the events the USGS marked deleted (see the import).
+    static let deletedTable = "earthquake_deleted"
 
     /// The table that holds the key of the database's fingerprints.
     static let fingerprintKeyTable = "earthquake_fingerprint_key"

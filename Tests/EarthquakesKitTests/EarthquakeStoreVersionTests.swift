@@ -58,6 +58,48 @@ struct EarthquakeStoreVersionTests {
         #expect(try store.count() == 1)
     }
 
+    /// A deletion kept nothing of the event, so a stale or saved feed imported after it stored the event
+    /// again (a hostile-feed probe, 7 December 2026).
+    @Test("a copy not newer than a deletion does not store the event again; a newer one does")
+    func deletionOutlivesOlderCopies() throws {
+        let store = try EarthquakeStore.inMemory()
+        try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100)])
+        var gone = Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 200)
+        gone.status = "deleted"
+        #expect(try store.importFeed([gone]) == ImportSummary(deleted: 1, removed: 1))
+        // The copy the deletion replaced, again (a saved feed), and one as old as the deletion.
+        #expect(
+            try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100)]) == ImportSummary(unchanged: 1)
+        )
+        #expect(
+            try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 200)]) == ImportSummary(unchanged: 1)
+        )
+        #expect(
+            try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: nil)]) == ImportSummary(unchanged: 1)
+        )
+        #expect(try store.earthquake(id: "tokyo") == nil)
+        // A deletion of an event never stored holds too; an older deletion does not move it back.
+        var never = Self.copy(Quakes.anchorage, magnitude: 5, updated: 500)
+        never.status = "deleted"
+        var older = never
+        older.updated = Quakes.reference.addingTimeInterval(50)
+        try store.importFeed([never])
+        try store.importFeed([older])
+        #expect(try store.importFeed([Self.copy(Quakes.anchorage, magnitude: 5, updated: 400)]).unchanged == 1)
+        #expect(try store.earthquake(id: "anchorage") == nil)
+        // A copy newer than the deletion (the USGS restored the event) is stored, and the deletion forgotten.
+        #expect(try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.3, updated: 300)]).inserted == 1)
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.3)
+        try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.2, updated: 250)])
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.3, "an older copy than the stored one, as before")
+        // A deletion with no time yields to a copy with one, not to a copy without.
+        var untimed = Quakes.quito
+        untimed.status = "deleted"
+        try store.importFeed([untimed])
+        #expect(try store.importFeed([Quakes.quito]).unchanged == 1)
+        #expect(try store.importFeed([Self.copy(Quakes.quito, magnitude: 1, updated: 10)]).inserted == 1)
+    }
+
     @Test("a feed of deleted events parsed from GeoJSON imports none of them")
     func deletedFromAFeed() throws {
         let json = """
