@@ -46,7 +46,10 @@ extension EarthquakesCLI {
             rememberLook(look.now, path: path)
             return
         }
-        try listRows(options, filter: filter, store: store, path: path, json: json, explicitSort: explicitSort)
+        // (`--new` says itself how many new events it left out.)
+        try listRows(
+            options, filter: filter, store: store, path: path, json: json, explicitSort: explicitSort,
+            notesMore: look == nil)
         if let look {
             if let limit = options.limit, case let count = try store.count(matching: filter), count > limit {
                 console.error(
@@ -59,7 +62,7 @@ extension EarthquakesCLI {
 
     private func listRows(
         _ options: ListOptions, filter: EarthquakeFilter, store: EarthquakeStore, path: String, json: Bool,
-        explicitSort: Bool
+        explicitSort: Bool, notesMore: Bool
     ) throws {
         let order: ListingOrder
         var reorder = false
@@ -91,6 +94,7 @@ extension EarthquakesCLI {
             for (quake, distance) in rows { RowViews.with(quake, distance: distance) { writer.row($0) } }
             writer.finish()
             if rows.isEmpty { try printNoMatch(store, path: path, csv: options.csv) }
+            if notesMore { try noteMore(shown: rows.count, options, filter: filter, store: store) }
             return
         }
 
@@ -106,6 +110,18 @@ extension EarthquakesCLI {
         } else if console.isErrorTerminal, !options.csv {
             if let age = try dataAge(store) { console.error(age + "\n") }
         }
+        if notesMore { try noteMore(shown: writer.rows, options, filter: filter, store: store) }
+    }
+
+    /// A list cut at its `--limit` says so on standard error, with how many matches it left out: a list
+    /// of 20 otherwise reads as "these are all". (Not for `--near` alone, which asks for the nearest few.)
+    private func noteMore(shown: Int, _ options: ListOptions, filter: EarthquakeFilter, store: EarthquakeStore) throws {
+        guard let limit = options.limit, shown == limit, options.near == nil || options.within != nil else { return }
+        let count = try store.count(matching: filter)
+        guard count > shown else { return }
+        console.error(
+            "note: \(count - shown) more matching \(count - shown == 1 ? "event is" : "events are") not shown "
+                + "(--limit \(limit)); --all lists every match.\n")
     }
 
     /// `prune --before WHEN [--dry-run]`: deletes the events (of every type) older than a moment, or with

@@ -226,7 +226,10 @@ struct List: AsyncParsableCommand {
     var type: [String] = []
     @Option(help: ArgumentHelp("Leave out events of this type (repeat or separate with commas).", valueName: "type"))
     var excludeType: [String] = []
-    @Option(parsing: .unconditional, help: "At most this many earthquakes (default: 20).") var limit: Int?
+    @Option(
+        parsing: .unconditional,
+        help: "At most this many earthquakes (default: 20; with --within or --new, every match).")
+    var limit: Int?
     @Flag(help: "All matching earthquakes (no --limit).") var all = false
     @Option(
         parsing: .unconditional,
@@ -280,7 +283,8 @@ struct List: AsyncParsableCommand {
             minMagnitude: minMagnitude,
             maxMagnitude: maxMagnitude,
             since: try since.map { text throws(CLIError) in try SinceParser.parse(text, now: now) },
-            limit: all || (new && limit == nil) ? nil : limit ?? 20,
+            // `--within` asks for every earthquake within the distance, as `--new` for every one since.
+            limit: all || ((new || within != nil) && limit == nil) ? nil : limit ?? 20,
             near: point,
             sort: order,
             types: ListOptions.typeNames(type),

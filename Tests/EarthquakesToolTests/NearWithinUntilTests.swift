@@ -110,3 +110,35 @@ struct NearWithinUntilTests {
         #expect(try await setup.ids(["--until", "2019-07-03T12:00"]) == ["tokyo"])
     }
 }
+
+/// A hostile-feed probe (7 December 2026): `list --near P --within 300km` stopped at 20 rows although
+/// its help says "every earthquake within this distance", and a plain `list` cut at its limit did not
+/// say so.
+@Suite(.timeLimit(.binarySuite), .enabled(if: EarthquakesBinaryTests.executable != nil, "the executable is not built"))
+struct ListLimitNoteTests {
+    @Test func withinListsEveryMatchAndACutListSaysWhatItLeftOut() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        // 30 events near Tokyo.
+        try EarthquakeStore(path: database).importFeed(
+            (0..<30).map { NearWithinUntilTests.quake("t\($0)", 35.68 + Double($0) / 1000, 139.69, day: 1 + $0 % 20) })
+        let within = try await EarthquakesBinaryTests.run(
+            ["list", "--csv", "--database", database, "--near", "35.68,139.69", "--within", "300km"])
+        #expect(within.status == 0, "\(within.stderr)")
+        #expect(within.stdout.split(separator: "\n").count == 31, "a header and 30 rows: \(within.stdout)")
+        #expect(!within.stderr.contains("not shown"), "\(within.stderr)")
+        let limited = try await EarthquakesBinaryTests.run(
+            ["list", "--csv", "--database", database, "--near", "35.68,139.69", "--within", "300km", "--limit", "5"])
+        #expect(limited.stdout.split(separator: "\n").count == 6)
+        #expect(limited.stderr.contains("25 more matching events are not shown (--limit 5)"), "\(limited.stderr)")
+        let plain = try await EarthquakesBinaryTests.run(["list", "--database", database])
+        #expect(plain.status == 0)
+        #expect(plain.stderr.contains("10 more matching events are not shown (--limit 20); --all lists every match"))
+        let all = try await EarthquakesBinaryTests.run(["list", "--all", "--database", database])
+        #expect(!all.stderr.contains("not shown"), "\(all.stderr)")
+        // `--near` alone asks for the nearest few: no note.
+        let nearest = try await EarthquakesBinaryTests.run(["list", "--database", database, "--near", "35.68,139.69"])
+        #expect(!nearest.stderr.contains("not shown"), "\(nearest.stderr)")
+    }
+}
