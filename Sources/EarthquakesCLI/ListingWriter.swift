@@ -126,7 +126,8 @@ final class ListingWriter {
         appendSpaces(room - width + 2)
         let idWidth = appendClipped(row.id, room: .max)
         if let detailsWidth = layout.detailsWidth, Self.hasDetails(row) {
-            appendSpaces(TableLayout.assumedIDWidth - idWidth + 2)
+            // (Two spaces at least: an id longer than the one assumed ran into its details.)
+            appendSpaces(max(2, TableLayout.assumedIDWidth - idWidth + 2))
             var details = Self.details(row)
             let fits = detailsWidth - max(0, idWidth - TableLayout.assumedIDWidth)
             if fits > 0 { details.withUTF8 { _ = appendClipped($0, room: fits) } }

@@ -67,6 +67,20 @@ import Testing
         #expect(Set(idColumns).count == 1)
     }
 
+    /// An id longer than the 12 characters the table keeps for it ran into its row's details
+    /// ("abcdefghijklmnopsig 50"): at least two spaces now part them.
+    @Test func aLongIDIsPartedFromItsDetails() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let quake = Earthquake(
+            id: "abcdefghijklmnop", latitude: 1, longitude: 2, depth: 3, magnitude: 4, place: "somewhere",
+            time: Date(timeIntervalSince1970: 1_700_000_000), significance: 50)
+        _ = try EarthquakeStore(path: path).importFeed([quake])
+        let lines = try list(ListOptions(limit: nil), path).lines
+        #expect(lines.contains { $0.contains("abcdefghijklmnop  sig 50") }, "\(lines)")
+    }
+
     /// Defect 9: `--type` and `--exclude-type`, in SQL, case-insensitive, repeatable and comma-separated.
     @Test func typeFilters() async throws {
         let (scratch, path) = try Self.database()
