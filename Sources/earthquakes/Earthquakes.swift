@@ -269,6 +269,11 @@ struct List: AsyncParsableCommand {
     }
 
     func options(now: Date, environment: [String: String]) throws(CLIError) -> ListOptions {
+        // An empty name (`--type ""`, a script's empty variable) filtered nothing and listed every event.
+        for (option, values) in [("--type", type), ("--exclude-type", excludeType)]
+        where !values.isEmpty && ListOptions.typeNames(values).isEmpty {
+            throw CLIError.usage("\(option) needs a type name, for example \(option) \"quarry blast\"")
+        }
         let point = try near.map { text throws(CLIError) in
             try Places.resolve(text, option: "--near", environment: environment).coordinate
         }

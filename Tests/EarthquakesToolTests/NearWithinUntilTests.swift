@@ -137,6 +137,12 @@ struct ListLimitNoteTests {
         #expect(plain.stderr.contains("10 more matching events are not shown (--limit 20); --all lists every match"))
         let all = try await EarthquakesBinaryTests.run(["list", "--all", "--database", database])
         #expect(!all.stderr.contains("not shown"), "\(all.stderr)")
+        // An empty type name filtered nothing and listed every event.
+        for option in ["--type", "--exclude-type"] {
+            let empty = try await EarthquakesBinaryTests.run(["list", "--database", database, option, ""])
+            #expect(empty.status == 64, "\(empty.stdout)")
+            #expect(empty.stderr.contains("\(option) needs a type name"), "\(empty.stderr)")
+        }
         // `--near` alone asks for the nearest few: no note.
         let nearest = try await EarthquakesBinaryTests.run(["list", "--database", database, "--near", "35.68,139.69"])
         #expect(!nearest.stderr.contains("not shown"), "\(nearest.stderr)")
