@@ -32,23 +32,30 @@ extension FeedParser {
                 do {
                     entries.append(.feature(try list.decode(WireFeature.self)))
                 } catch let error as DecodingError {
-                    entries.append(.unreadable(error))
-                    _ = try list.decode(Skip.self)
+                    // Its id, if that much can be read, for the warning (and steps over it).
+                    entries.append(.unreadable(error, id: try list.decode(WireID.self).id))
                 }
             }
             features = entries
         }
     }
 
-    /// A feature as decoded, or why it could not be.
+    /// A feature as decoded, or why it could not be (and its id, if it has a readable one).
     enum WireEntry {
         case feature(WireFeature)
-        case unreadable(DecodingError)
+        case unreadable(DecodingError, id: String?)
     }
 
-    /// Decodes any value and keeps nothing: steps over a feature that could not be decoded.
-    struct Skip: Decodable {
-        init(from decoder: any Decoder) throws {}
+    /// The id of a feature that could not be decoded, if it has one that can be read; anything else.
+    struct WireID: Decodable {
+        var id: String?
+
+        private enum CodingKeys: String, CodingKey { case id }
+
+        init(from decoder: any Decoder) throws {
+            let container = try? decoder.container(keyedBy: CodingKeys.self)
+            id = try? container?.decodeLenientIDIfPresent(forKey: .id)
+        }
     }
 
     struct WireMetadata: Decodable {

@@ -318,9 +318,9 @@ public struct FeedParser: Sendable {
                         time: feature.properties?.time, updated: feature.properties?.updated)
                 if readable == 0 { hashed = feature.hash != nil }  // the scanner hashed every feature
                 readable += 1
-            case .unreadable(let error):
+            case .unreadable(let error, let id):
                 if strict { throw Self.feedError(for: error, in: Data(), jsonRange: 0..<0) }
-                problems.append((index, nil, Self.featureProblem(error)))
+                problems.append((index, id, Self.featureProblem(error)))
             }
         }
 

@@ -20,7 +20,11 @@ struct FeedParserLeniencyTests {
         (#"{"id":"nogeometry","geometry":null}"#, "nogeometry", "has no geometry.coordinates"),
         (#"{"geometry":{"coordinates":[1,2,3]}}"#, nil, "has no \"id\""),
         (#"{"id":"swapped","geometry":{"coordinates":[35,139,2]}}"#, "swapped", "latitude 139.0"),
-        (#"{"id":"stringmag","properties":{"mag":"4.5"},"geometry":{"coordinates":[1,2,3]}}"#, nil, "properties.mag"),
+        // (Named by its id although it could not be decoded: the id is read on its own.)
+        (
+            #"{"id":"stringmag","properties":{"mag":"4.5"},"geometry":{"coordinates":[1,2,3]}}"#, "stringmag",
+            "properties.mag"
+        ),
         (#"{"id":"absurd","properties":{"time":1e300},"geometry":{"coordinates":[1,2,3]}}"#, "absurd", "time"),
         (#"{"id":"hugemag","properties":{"mag":1e999},"geometry":{"coordinates":[1,2,3]}}"#, "hugemag", "magnitude"),
         (#"{"id":"hugedepth","geometry":{"coordinates":[1,2,-1e400]}}"#, "hugedepth", "depth (geometry"),

@@ -26,6 +26,7 @@ struct HostileFeedValueTests {
         let feed = try FeedParser().parse(Self.feed(bad: bad))
         #expect(feed.earthquakes.map(\.id) == ["good1", "good2"])
         let skipped = try #require(feed.skippedFeatures.first)
+        #expect(skipped.id == "odd")
         let key = String(member.prefix { $0 != "\"" })
         #expect(skipped.problem.contains("properties.\(key)"), "\(skipped.problem)")
         #expect(skipped.problem.contains("not a whole number"), "\(skipped.problem)")
