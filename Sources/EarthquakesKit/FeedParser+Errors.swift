@@ -134,6 +134,17 @@ extension FeedParser {
             let end = text.range(of: " instead", range: start.upperBound..<text.endIndex)
         else { return "another kind of value" }
         let what = text[start.upperBound..<end.lowerBound]
-        return what == "null value" ? "null" : String(what)
+        // Foundation words it "a string" on one platform and "number" or "bool" on another: one wording.
+        switch what.hasPrefix("a ") || what.hasPrefix("an ")
+            ? String(what.drop { $0 != " " }.dropFirst()) : String(what)
+        {
+        case "null value", "null": return "null"
+        case "string": return "a string"
+        case "number": return "a number"
+        case "bool", "boolean": return "a boolean"
+        case "dictionary", "object": return "an object"
+        case "array": return "an array"
+        default: return String(what)
+        }
     }
 }

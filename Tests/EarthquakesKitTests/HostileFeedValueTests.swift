@@ -33,6 +33,20 @@ struct HostileFeedValueTests {
         #expect(throws: FeedError.self) { try FeedParser(strict: true).parse(Self.feed(bad: bad)) }
     }
 
+    /// Foundation on Linux words a mismatch "found bool" or "found number" where it says "found a string":
+    /// the warnings say "a boolean, not a number", "a number, not a string".
+    @Test(
+        "a value of the wrong kind is worded alike whatever it is",
+        arguments: [
+            ("mag\":true", "a boolean, not a number"), ("place\":5", "a number, not a string"),
+            ("place\":{}", "an object, not a string"), ("mag\":[]", "an array, not a number"),
+        ])
+    func wrongKindsAreWordedAlike(_ member: String, _ wording: String) throws {
+        let bad = #"{"id":"odd","properties":{"\#(member)},"geometry":{"coordinates":[1,2,3]}}"#
+        let skipped = try #require(try FeedParser().parse(Self.feed(bad: bad)).skippedFeatures.first)
+        #expect(skipped.problem.contains(wording), "\(skipped.problem)")
+    }
+
     @Test("a whole number written with a fraction is that number")
     func wholeNumberWithAFraction() throws {
         let bad =
