@@ -239,6 +239,7 @@ struct List: AsyncParsableCommand {
             valueName: "point"))
     var near: String?
     @Option(
+        parsing: .unconditional,  // (`-5km` is a wrong distance to name, not a missing one)
         help: ArgumentHelp(
             "With --near: every earthquake within this distance (300km, 200mi), in the --sort order.",
             valueName: "distance"))
@@ -338,7 +339,8 @@ struct WatchCommand: AsyncParsableCommand {
         help: ArgumentHelp(
             "Alert only near a point: LAT,LON, home or a saved place (with --within).", valueName: "point"))
     var near: String?
-    @Option(help: ArgumentHelp("With --near: the radius (300km, 200mi).", valueName: "distance"))
+    @Option(
+        parsing: .unconditional, help: ArgumentHelp("With --near: the radius (300km, 200mi).", valueName: "distance"))
     var within: String?
     @Option(
         help: ArgumentHelp(

@@ -143,6 +143,11 @@ struct ListLimitNoteTests {
             #expect(empty.status == 64, "\(empty.stdout)")
             #expect(empty.stderr.contains("\(option) needs a type name"), "\(empty.stderr)")
         }
+        // A negative distance is named as one, not called missing.
+        let negative = try await EarthquakesBinaryTests.run(
+            ["list", "--database", database, "--near", "35.68,139.69", "--within", "-5km"])
+        #expect(negative.status == 64)
+        #expect(negative.stderr.contains("\"-5km\" is not a distance"), "\(negative.stderr)")
         // `--near` alone asks for the nearest few: no note.
         let nearest = try await EarthquakesBinaryTests.run(["list", "--database", database, "--near", "35.68,139.69"])
         #expect(!nearest.stderr.contains("not shown"), "\(nearest.stderr)")
