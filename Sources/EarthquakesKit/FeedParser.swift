@@ -244,6 +244,15 @@ public struct FeedParser: Sendable {
             return (0..<bytes.count, nil)
         }
         guard let result else { throw FeedError.emptyInput }
+        let unclosed: (callback: String, end: FeedError.Position)? = data.withUnsafeBytes { raw in
+            let bytes = raw.bindMemory(to: UInt8.self)
+            guard result.callback == nil, let callback = GeoJSONP.unclosedCallback(bytes) else { return nil }
+            return (callback, FeedError.Position(offset: bytes.count, in: bytes))
+        }
+        if let unclosed {
+            throw FeedError.malformedJSON(
+                "unexpected end: the GeoJSONP wrapper \(unclosed.callback)( is not closed", at: unclosed.end)
+        }
         if let archive = Self.archiveKind(of: data) { throw FeedError.compressed(archive) }
         if result.callback == nil, let page = Self.htmlStart(of: data) {
             throw FeedError.notGeoJSON(startingWith: page)

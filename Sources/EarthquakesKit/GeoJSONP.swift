@@ -35,6 +35,26 @@ enum GeoJSONP {
         return Unwrapped(callback: callback, json: start..<end)
     }
 
+    /// The callback of input that opens a GeoJSONP wrapper (`name(`) and does not close it: a download cut
+    /// short. `nil` for anything else.
+    static func unclosedCallback(_ bytes: UnsafeBufferPointer<UInt8>) -> String? {
+        guard unwrap(bytes) == nil else { return nil }
+        var start = 0
+        if bytes.count >= 3, bytes[0] == 0xEF, bytes[1] == 0xBB, bytes[2] == 0xBF { start = 3 }
+        while start < bytes.count, isWhitespace(bytes[start]) { start += 1 }
+        guard start < bytes.count, isIdentifierStart(bytes[start]) else { return nil }
+        let nameStart = start
+        while start < bytes.count, isIdentifierPart(bytes[start]) { start += 1 }
+        let name = UnsafeBufferPointer(rebasing: bytes[nameStart..<start])
+        while start < bytes.count, isWhitespace(bytes[start]) { start += 1 }
+        // `name(` then the start of a JSON object: not a word that happens to begin a text.
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "(") else { return nil }
+        start += 1
+        while start < bytes.count, isWhitespace(bytes[start]) { start += 1 }
+        guard start < bytes.count, bytes[start] == UInt8(ascii: "{") else { return nil }
+        return String(decoding: name, as: UTF8.self)
+    }
+
     private static func isWhitespace(_ byte: UInt8) -> Bool {
         byte == 0x20 || byte == 0x0A || byte == 0x0D || byte == 0x09
     }

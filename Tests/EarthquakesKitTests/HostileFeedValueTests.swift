@@ -68,6 +68,17 @@ struct HostileFeedValueTests {
         #expect(!error.description.contains("not valid JSON"), "\(error)")
     }
 
+    /// A GeoJSONP feed cut short was reported as "unexpected character 'e'" at its first column.
+    @Test func aGeoJSONPFeedCutShortSaysSo() throws {
+        let whole = String(decoding: Self.feed(bad: FeedParserLeniencyTests.good1), as: UTF8.self)
+        let cut = "eqfeed_callback(" + whole.prefix(whole.count / 2)
+        let error = try #require(throws: FeedError.self) { try FeedParser().parse(Data(cut.utf8)) }
+        #expect(error.code == .malformedJSON)
+        #expect(error.description.contains("eqfeed_callback( is not closed"), "\(error)")
+        #expect(error.description.contains("stops early"), "\(error)")
+        #expect(try FeedParser().parse(Data(("eqfeed_callback(" + whole + ");").utf8)).earthquakes.count == 3)
+    }
+
     /// More features than `metadata.count` declares was refused as "probably truncated".
     @Test func moreFeaturesThanDeclaredIsNotCalledTruncated() throws {
         let good = FeedParserLeniencyTests.good1
