@@ -127,12 +127,16 @@ extension EarthquakesCLI {
         // the import: the refresh is recorded and reported, then the command fails saying why.
         let pictureError = picture.writeAfterWork(title: "earthquakes refresh \(source)", console: console)
         let warnings = (get.feed?.warnings ?? []).map { (warning: FeedWarning) in warning.description }
+        // A feed none of whose features could be read fails the refresh: it is not recorded as one.
+        let unreadable = Self.unreadableFeed(summary, feed: source.description)
         // After the import committed: remember it (for "last refreshed 2 h ago"), and take out the sample
         // events that versions before the sample had its own database put here. Neither may fail the refresh.
-        try? store.recordRefresh(RefreshRecord(date: now(), source: source.description, summary: summary))
+        if unreadable == nil {
+            try? store.recordRefresh(RefreshRecord(date: now(), source: source.description, summary: summary))
+        }
         // (A feed that itself holds sample events, such as a saved sample feed, keeps them.)
         let feedHasSample = get.feed?.containsEarthquake(ofNetwork: "sample") ?? false
-        let oldSample = feedHasSample ? 0 : (try? store.deleteSampleEarthquakes()) ?? 0
+        let oldSample = feedHasSample || unreadable != nil ? 0 : (try? store.deleteSampleEarthquakes()) ?? 0
         let types = Self.typeCounts(summary)
         if json {
             let result = RefreshJSON(
@@ -140,7 +144,8 @@ extension EarthquakesCLI {
                 unchanged: summary.unchanged, total: summary.total, duplicates: summary.duplicates,
                 duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, warnings: warnings,
                 types: Dictionary(types.map { ($0.type, $0.count) }, uniquingKeysWith: +),
-                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed)
+                removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed,
+                error: unreadable)
             console.print(try JSONText.encode(result))
         } else {
             for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }
@@ -162,7 +167,7 @@ extension EarthquakesCLI {
                     "Removed \(oldSample) SAMPLE events that an older version of this tool put into this database.")
             }
         }
-        if let unreadable = Self.unreadableFeed(summary, feed: source.description) { throw CLIError(unreadable) }
+        if let unreadable { throw CLIError(unreadable) }
         if let pictureError { throw pictureError }
     }
 

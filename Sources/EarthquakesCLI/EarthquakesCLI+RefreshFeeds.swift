@@ -306,14 +306,15 @@ extension EarthquakesCLI {
                 if !json, !printed.contains(index) { Self.printImported(output, into: path, console: console) }
                 hasSample = hasSample || output.hasSample
                 let summary = output.summary
+                let unreadable = Self.unreadableFeed(summary, feed: feed)
                 results.append(
                     FeedsRefreshJSON.FeedResult(
                         source: feed, inserted: summary.inserted, updated: summary.updated,
                         unchanged: summary.unchanged,
                         total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
                         duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
-                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil))
-                if let unreadable = Self.unreadableFeed(summary, feed: feed) { failures.append(unreadable) }
+                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil, error: unreadable))
+                if let unreadable { failures.append(unreadable) }
                 continue
             }
             // The first of the feed's three jobs that did not succeed says why.

@@ -167,13 +167,13 @@ extension EarthquakesCLI {
             }
             for line in await watchLines(database: path, store: store) { console.print(line) }
         } else {
-            console.print("Database   \(path) does not exist yet; `earthquakes refresh` creates it")
+            console.print("Database   \(TerminalText.safe(path)) does not exist yet; `earthquakes refresh` creates it")
         }
         for line in await unfinishedRefreshes(database: path) { console.print(line) }
         let sample = DatabaseLocation.samplePath(forDatabase: path)
         if FileManager.default.fileExists(atPath: sample) {
             console.print(
-                "Sample     \(sample): made-up events that an earlier version kept apart (the sample is now shown "
+                "Sample     \(TerminalText.safe(sample)): made-up events that an earlier version kept apart (the sample is now shown "
                     + "from memory); `earthquakes --remove-sample` deletes it")
         }
         if let home = HomeLocation.readOrWarn(environment: environment, console: console) {

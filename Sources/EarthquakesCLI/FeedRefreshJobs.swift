@@ -51,11 +51,21 @@ struct FetchFeed: DurableJob {
         guard case .url(let url) = try EarthquakesCLI.source(input.feed) else {
             throw CLIError("--feed \(input.feed): use an http(s) address or a file path")
         }
+        let destination = URL(fileURLWithPath: input.file)
         if url.isFileURL {
             try EarthquakesCLI.checkFeedFile(url.path)
-            return Output(feed: input.feed, file: url.path)
+            // A pipe (`<(command)`, `/dev/stdin`) can be read once: its bytes are kept as a download is, for
+            // the parse and the import that both read the file.
+            var status = stat()
+            guard stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG else {
+                return Output(feed: input.feed, file: url.path)
+            }
+            let bytes = try ParseFeedJob.read(url)
+            try FileManager.default.createDirectory(
+                at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
+            try bytes.write(to: destination, options: .atomic)
+            return Output(feed: input.feed, file: destination.path)
         }
-        let destination = URL(fileURLWithPath: input.file)
         try FileManager.default.createDirectory(
             at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
         var progress: URLSessionTaskJob.ProgressHandler?
@@ -121,12 +131,7 @@ struct ParseFeed: DurableJob {
     /// The feed in the file at `path`; parsed for an import into `store` when given (the features it holds
     /// exactly are not decoded, and the others are fingerprinted with its key).
     static func read(_ path: String, strict: Bool, for store: EarthquakeStore? = nil) throws -> Feed {
-        let data: Data
-        do {
-            data = try Data(contentsOf: URL(fileURLWithPath: path), options: .alwaysMapped)
-        } catch {
-            throw FeedFileError(path: path, error: error)
-        }
+        let data = try ParseFeedJob.read(URL(fileURLWithPath: path))
         guard let store else { return try FeedParser(strict: strict).parse(data) }
         return try store.parseForImport(data, parser: FeedParser(strict: strict))
     }

@@ -52,6 +52,10 @@ enum GeoJSONP {
         start += 1
         while start < bytes.count, isWhitespace(bytes[start]) { start += 1 }
         guard start < bytes.count, bytes[start] == UInt8(ascii: "{") else { return nil }
+        // A `)` after the last `}`: the wrapper is closed, and something else follows it (`cb({…});// c`),
+        // which `unwrap` refuses for another reason.
+        let lastBrace = bytes.lastIndex(of: UInt8(ascii: "}")) ?? start
+        guard !bytes[lastBrace...].contains(UInt8(ascii: ")")) else { return nil }
         return String(decoding: name, as: UTF8.self)
     }
 

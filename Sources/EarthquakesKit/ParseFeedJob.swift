@@ -95,7 +95,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
 extension ParseFeedJob {
     /// The bytes of a feed file: mapped when it is a regular file, read to the end otherwise (a pipe such
     /// as `/dev/stdin` or `<(command)`, which cannot be mapped).
-    static func read(_ url: URL) throws -> Data {
+    package static func read(_ url: URL) throws -> Data {
         do {
             var status = stat()
             if stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {

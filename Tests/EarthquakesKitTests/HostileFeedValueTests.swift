@@ -77,6 +77,11 @@ struct HostileFeedValueTests {
         #expect(error.description.contains("eqfeed_callback( is not closed"), "\(error)")
         #expect(error.description.contains("stops early"), "\(error)")
         #expect(try FeedParser().parse(Data(("eqfeed_callback(" + whole + ");").utf8)).earthquakes.count == 3)
+        // Closed, with something after it: not called cut short.
+        let trailing = try #require(throws: FeedError.self) {
+            try FeedParser().parse(Data(("eqfeed_callback(" + whole + ");// c").utf8))
+        }
+        #expect(!trailing.description.contains("is not closed"), "\(trailing)")
     }
 
     /// More features than `metadata.count` declares was refused as "probably truncated".

@@ -34,6 +34,29 @@ import Testing
         #expect(EarthquakesCLI.feedName(feed) == "x\u{FFFD}[31mred")
     }
 
+    /// A refresh of several feeds read each file twice (parse, then import), and mapped it: a pipe failed
+    /// with "You don't have permission".
+    @Test func aPipeIsOneOfSeveralFeeds() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let fifo = scratch.path("pipe.geojson")
+        #expect(mkfifo(fifo, 0o600) == 0)
+        let bytes = Self.feed([Self.feature("p1"), Self.feature("p2")])
+        let writer = Thread {
+            if let handle = FileHandle(forWritingAtPath: fifo) {
+                handle.write(bytes)
+                try? handle.close()
+            }
+        }
+        writer.start()
+        let other = scratch.path("other.geojson")
+        try Self.feed([Self.feature("o1")]).write(to: URL(fileURLWithPath: other))
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(
+            feeds: [fifo, other], resume: false, database: scratch.path("q.sqlite"), json: false)
+        #expect(try EarthquakeStore(path: scratch.path("q.sqlite")).count() == 3, "\(captured.stderr)")
+    }
+
     @Test func aFeedOfOnlyUnreadableFeaturesFailsWithItsWarningsCounted() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
@@ -48,6 +71,15 @@ import Testing
         let warnings = captured.stderr.split(separator: "\n")
         #expect(warnings.count == 21, "\(captured.stderr)")
         #expect(warnings.last?.contains("30 more warnings not shown") == true, "\(captured.stderr)")
+        // Not recorded as a refresh; in JSON, the error is said.
+        let status = CapturedConsole()
+        try await EarthquakesCLI.forTests(status).status(database: scratch.path("q.sqlite"))
+        #expect(status.stdout.contains("Refreshed  not recorded"), "\(status.stdout)")
+        let json = CapturedConsole()
+        await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(json).refresh(feed: feed, database: scratch.path("q.sqlite"), json: true)
+        }
+        #expect(json.stdout.contains("\"error\" : \"none of the 50 features"), "\(json.stdout)")
         // One readable feature among them: a refresh that imported something succeeds, as before.
         try Self.feed([Self.feature("ok")] + (0..<5).map { Self.feature("g\($0)", mag: "\"bad\"") })
             .write(to: URL(fileURLWithPath: feed))
