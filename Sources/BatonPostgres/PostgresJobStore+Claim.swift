@@ -422,7 +422,6 @@ extension PostgresJobStore {
             ).collect()
             guard !expired.isEmpty else { return }
             for row in expired {
-                PostgresTimeout.progressed()
                 let (id, attempts, maxAttempts, owner, at, cancelRequest, token) = try row.decode(
                     (Int64, Int, Int, String?, Double, String?, Int64?).self)
                 let message =

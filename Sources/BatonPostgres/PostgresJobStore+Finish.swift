@@ -37,7 +37,6 @@ extension PostgresJobStore {
                 let now = try await self.serverTime(on: connection)
                 var outcomes: [FinishResult] = []
                 for report in reports {
-                    PostgresTimeout.progressed()
                     outcomes.append(try await Self.finishAttempt(connection, report, now: now, logger: logger))
                 }
                 if outcomes.contains(where: { $0 != .rejected }) {
@@ -397,7 +396,6 @@ extension PostgresJobStore {
         _ connection: PostgresConnection, id: Int64, state: DurableJobState, error: String?, output: Data?,
         now: Double, logger: Logger
     ) async throws {
-        PostgresTimeout.progressed()
         let row =
             try await connection.liveQuery(
                 """
@@ -422,7 +420,6 @@ extension PostgresJobStore {
         var frontier: [Int64] = state == .succeeded ? [] : [id]
         var ending = state == .failed ? "' failed" : "' was cancelled"
         while !frontier.isEmpty {
-            PostgresTimeout.progressed()
             // Cancelled first: a dependent that waits regardless on one job of the level and not on
             // another is cancelled, as a job at a time did in either order (it could not become ready
             // while the other was unfinished).
@@ -438,7 +435,6 @@ extension PostgresJobStore {
                 RETURNING d.id
                 """, logger: logger
             ).collect()
-            PostgresTimeout.progressed()
             try await connection.liveQuery(
                 """
                 UPDATE jobs d SET remaining = d.remaining - c.n,
@@ -472,7 +468,6 @@ extension PostgresJobStore {
         try await transaction("release") { connection in
             let now = try await self.serverTime(on: connection)
             for lease in leases {
-                PostgresTimeout.progressed()
                 let rows = try await connection.liveQuery(
                     """
                     SELECT cancel_request FROM jobs
@@ -535,7 +530,6 @@ extension PostgresJobStore {
             var waitingNow = waiting
             while !waitingNow.isEmpty {
                 for job in waitingNow {
-                    PostgresTimeout.progressed()
                     // An earlier job's cascade may have cancelled it already.
                     let state = try await connection.liveQuery(
                         "SELECT state FROM jobs WHERE id = \(job)", logger: logger

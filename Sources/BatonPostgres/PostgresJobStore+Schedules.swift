@@ -107,7 +107,6 @@ extension PostgresJobStore {
                         definition, name: name, next: next, now: now, &unfired)
                 else { continue }
                 for tick in fire {
-                    PostgresTimeout.progressed()
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)
                     runs.append((name, tick, run))
                 }

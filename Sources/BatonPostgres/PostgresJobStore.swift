@@ -543,10 +543,15 @@ extension PostgresConnection {
         }
     }
 
-    /// `query(_:logger:)`, or ``ConnectionClosed`` at once when the connection has closed.
+    /// `query(_:logger:)`, or ``ConnectionClosed`` at once when the connection has closed. A statement
+    /// the server answered is progress of the operation under way (``PostgresTimeout/progressed()``):
+    /// the operation timeout bounds how long one request waits for its answer, not how many requests a
+    /// transaction sends.
     @discardableResult
     func liveQuery(_ query: PostgresQuery, logger: Logger) async throws -> PostgresRowSequence {
-        try await whileOpen { try await self.query(query, logger: logger) }
+        let rows = try await whileOpen { try await self.query(query, logger: logger) }
+        PostgresTimeout.progressed()
+        return rows
     }
 
     /// Runs a prepared statement and returns all its rows (``ConnectionClosed`` at once when the
@@ -555,6 +560,7 @@ extension PostgresConnection {
         let sequence = try await whileOpen { try await execute(statement, logger: logger) }
         var rows: [PostgresRow] = []
         for try await row in sequence { rows.append(row) }
+        PostgresTimeout.progressed()
         return rows
     }
 }
@@ -676,9 +682,11 @@ struct PostgresTimeout: Error {
     /// outside `run(_:_:)`.
     @TaskLocal static var steps: Protected<Int>?
 
-    /// Reports that the operation under way made progress: a step of a long transaction (a cascade
-    /// through thousands of dependents) was answered by the server. The limit then starts over: it is
-    /// the longest the server may leave a request unanswered, not the longest an operation may take.
+    /// Reports that the operation under way made progress: a statement of a long transaction (a cascade
+    /// through thousands of dependents, an addition of 10,000 jobs) was answered by the server, or rows of
+    /// a long answer arrived. Every statement reports its answer (`liveQuery`, `rows(of:)`). The limit
+    /// then starts over: it is the longest the server may leave a request unanswered, not the longest
+    /// an operation may take.
     /// A cascade of 10,000 jobs took longer than the limit, was abandoned — still running on the
     /// server, holding its connection and its locks — and retried, and each retry waited for the
     /// abandoned ones' locks until it was abandoned in turn.

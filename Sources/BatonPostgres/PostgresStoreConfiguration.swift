@@ -73,8 +73,10 @@ public struct PostgresStoreConfiguration: Sendable {
     public var reconnectDeadline: Duration
     /// While the `LISTEN` connection is down, workers are woken this often instead (polling).
     public var fallbackPollInterval: Duration
-    /// How long one attempt of an operation may wait for the server before it is abandoned and retried
-    /// (within ``reconnectDeadline``).
+    /// How long one attempt of an operation may wait for the server's answer to one of its statements
+    /// before it is abandoned and retried (within ``reconnectDeadline``). Each answer starts the limit
+    /// over: a transaction of many statements (a completion adding 10,000 jobs, a cascade through
+    /// thousands of dependents) may take longer than this in all, as long as no single statement does.
     public var operationTimeout: Duration = .seconds(10)
     /// The `application_name` of the store's connections, as `pg_stat_activity` shows it.
     public var applicationName: String = "baton"

@@ -1,3 +1,4 @@
+import Baton
 import BatonDurable
 import BatonTesting
 import Foundation
@@ -160,6 +161,35 @@ struct PostgresRetryTests {
                 let names = try await store.snapshot(of: run.run).jobs.map(\.name)
                 #expect(Set(names).count == 10_002, "unique names")
                 #expect(names.last == "page #10000")
+            }
+        }
+    }
+
+    @Test("a transaction of many answered statements outlasts the operation timeout in one try")
+    func answeredStatementsAreProgress() async throws {
+        try await withDeadline(.seconds(120), "a transaction of eight slow statements") {
+            try await TestPostgres.withStore("progress") { _, configuration in
+                // Each statement is answered well within the limit; all eight together take twice as long.
+                // The limit bounds one unanswered request: an addition of 10,000 jobs whose statements
+                // did not count as progress was abandoned and rolled back on a loaded machine, and each
+                // retry, as slow, was abandoned in turn until the store gave up (CI, stop 45).
+                var short = configuration
+                short.operationTimeout = .seconds(2)
+                short.reconnectDeadline = .seconds(10)
+                let impatient = try await TestPostgres.open(configuration: short, logger: TestPostgres.logger)
+                defer { impatient.close() }
+                let tries = Protected(0)
+                let answered = try await impatient.transaction("slow") { connection in
+                    tries.withLock { $0 += 1 }
+                    var answered = 0
+                    for _ in 0..<8 {
+                        try await connection.liveQuery("SELECT pg_sleep(0.5)", logger: TestPostgres.logger)
+                        answered += 1
+                    }
+                    return answered
+                }
+                #expect(answered == 8)
+                #expect(tries.withLock { $0 } == 1, "not abandoned and tried again")
             }
         }
     }
