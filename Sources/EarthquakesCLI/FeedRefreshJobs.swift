@@ -206,7 +206,12 @@ struct ImportFeed: DurableJob {
             let transaction = Task {
                 try await context.complete { db -> Output in
                     let summary = try store.importFeed(feed, in: db, commitGate: gate)
-                    try store.recordRefresh(RefreshRecord(date: now(), source: input.feed, summary: summary), in: db)
+                    // A feed none of whose features could be read fails its refresh (the report says so): it
+                    // is not recorded as one, as a single feed's is not.
+                    if EarthquakesCLI.unreadableFeed(summary, feed: input.feed) == nil {
+                        try store.recordRefresh(
+                            RefreshRecord(date: now(), source: input.feed, summary: summary), in: db)
+                    }
                     TestPause.at("before-commit")
                     // The last moment a cancel rolls the import back; from here on it is too late.
                     guard gate.beginCommit() else { throw CancellationError() }

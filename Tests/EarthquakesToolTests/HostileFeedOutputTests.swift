@@ -1,6 +1,7 @@
 import BatonTesting
 import EarthquakesKit
 import Foundation
+import GRDB
 import Testing
 
 @testable import EarthquakesCLI
@@ -84,5 +85,28 @@ import Testing
         try Self.feed([Self.feature("ok")] + (0..<5).map { Self.feature("g\($0)", mag: "\"bad\"") })
             .write(to: URL(fileURLWithPath: feed))
         try await cli.refresh(feed: feed, database: scratch.path("q.sqlite"), json: false)
+    }
+
+    /// Among several feeds, one whose every feature is unreadable fails and is not recorded as a refresh:
+    /// the log of refreshes (what `status` shows as the last one) named it as one that imported nothing.
+    @Test func anUnreadableFeedAmongSeveralIsNotRecordedAsARefresh() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let good = scratch.path("good.geojson")
+        try Self.feed([Self.feature("a")]).write(to: URL(fileURLWithPath: good))
+        let bad = scratch.path("bad.geojson")
+        try Self.feed((0..<3).map { Self.feature("f\($0)", mag: "\"bad\"") }).write(to: URL(fileURLWithPath: bad))
+        let database = scratch.path("q.sqlite")
+        let captured = CapturedConsole()
+        let error = try await #require(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(captured).refresh(
+                feeds: [good, bad], resume: false, database: database, json: false)
+        }
+        #expect(error.message.contains("1 of 2 feeds could not be refreshed"), "\(error.message)")
+        #expect(try EarthquakeStore(path: database).count() == 1)
+        let sources = try await DatabaseQueue(path: database).read { db in
+            try String.fetchAll(db, sql: "SELECT source FROM refresh_log")
+        }
+        #expect(sources == [good], "only the readable feed's refresh is recorded")
     }
 }
