@@ -235,15 +235,21 @@ extension EarthquakeStore {
         }
     }
 
-    /// Deletes the earthquakes whose time is before `date` (events without a time are kept).
+    /// Deletes the earthquakes whose time is before `date` (events without a time are kept), and the
+    /// record of USGS deletions made before `date` (kept so that an older copy of a deleted event is not
+    /// imported again; a pruned event's older copy comes back all the same). Without the second, that
+    /// record grew with every deletion a refresh ever saw.
     ///
-    /// - Returns: how many were deleted.
+    /// - Returns: how many earthquakes were deleted.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/write``; nothing is deleted then.
     @discardableResult
     public func deleteEarthquakes(before date: Date) throws(StoreError) -> Int {
         try write("delete old earthquakes from") { db in
             try db.execute(sql: "DELETE FROM earthquake WHERE time < ?", arguments: [date.usgsMilliseconds])
-            return db.changesCount
+            let deleted = db.changesCount
+            try db.execute(
+                sql: "DELETE FROM \(Self.deletedTable) WHERE updated < ?", arguments: [date.usgsMilliseconds])
+            return deleted
         }
     }
 

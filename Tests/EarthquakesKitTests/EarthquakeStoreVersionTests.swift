@@ -100,6 +100,26 @@ struct EarthquakeStoreVersionTests {
         #expect(try store.importFeed([Self.copy(Quakes.quito, magnitude: 1, updated: 10)]).inserted == 1)
     }
 
+    /// The record of deletions was never pruned: it grew with every deletion a refresh ever saw.
+    @Test("pruning before a date forgets the deletions made before it, and keeps the later ones")
+    func pruneForgetsOldDeletions() throws {
+        let store = try EarthquakeStore.inMemory()
+        var early = Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100)
+        early.status = "deleted"
+        var late = Self.copy(Quakes.anchorage, magnitude: 5, updated: 500)
+        late.status = "deleted"
+        var untimed = Quakes.quito
+        untimed.status = "deleted"
+        try store.importFeed([early, late, untimed])
+        try store.deleteEarthquakes(before: Quakes.reference.addingTimeInterval(300))
+        let kept = try store.read("read the deletions of") { db in
+            try String.fetchAll(db, sql: "SELECT id FROM \(EarthquakeStore.deletedTable) ORDER BY id")
+        }
+        #expect(kept == ["anchorage", "quito"])
+        // The later deletion still holds against an older copy.
+        #expect(try store.importFeed([Self.copy(Quakes.anchorage, magnitude: 5, updated: 400)]).unchanged == 1)
+    }
+
     @Test("a feed of deleted events parsed from GeoJSON imports none of them")
     func deletedFromAFeed() throws {
         let json = """
