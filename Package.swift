@@ -145,6 +145,7 @@ let package = Package(
                 "BatonCLI", "BatonDashboard", "BatonDurable", "BatonObservability",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
             ],
             swiftSettings: strict
         ),

@@ -253,7 +253,8 @@ public struct BatonTool: Sendable {
     /// `baton schedules`: every schedule, its timing, whether it is paused, and its next tick. A schedule
     /// this program cannot read (written by a newer version) is listed with its state and ticks, its
     /// timing as `unreadable`, and the reason after the table. In JSON, every element has the schedule's
-    /// name at `schedule.name`, `paused`, `nextTick` and `lastTick`; one this program cannot read has
+    /// name at `schedule.name`, `paused`, `nextTick`, `lastTick` and `timing` (`{"every": seconds}` or
+    /// `{"cron": text, "timeZone": name}`); one this program cannot read has
     /// only the name under `schedule`, and the reason at `unreadable`. Both list them by name.
     public func schedules(_ store: any JobStore, json: Bool) async throws {
         let listing = try await store.scheduleListing()
@@ -301,11 +302,32 @@ public struct BatonTool: Sendable {
         case record(ScheduleRecord)
         case unreadable(UnreadableEntry)
 
+        private enum Keys: String, CodingKey { case timing }
+
+        /// The timing as people read it, beside the record's own (whose interval is a `Duration`'s pair
+        /// of integers): `{"every": 300}` in seconds, or `{"cron": "0 3 * * *", "timeZone": "UTC"}`.
+        private struct Timing: Encodable {
+            var every: Double?
+            var cron: String?
+            var timeZone: String?
+        }
+
         func encode(to encoder: any Encoder) throws {
-            var container = encoder.singleValueContainer()
             switch self {
-            case .record(let record): try container.encode(record)
-            case .unreadable(let entry): try container.encode(entry)
+            case .record(let record):
+                try record.encode(to: encoder)
+                var container = encoder.container(keyedBy: Keys.self)
+                switch record.schedule.timing {
+                case .every(let interval):
+                    let parts = interval.components
+                    try container.encode(
+                        Timing(every: Double(parts.seconds) + Double(parts.attoseconds) / 1e18), forKey: .timing)
+                case .cron(let text, let zone):
+                    try container.encode(Timing(cron: text, timeZone: zone), forKey: .timing)
+                }
+            case .unreadable(let entry):
+                var container = encoder.singleValueContainer()
+                try container.encode(entry)
             }
         }
     }
@@ -351,23 +373,66 @@ public struct BatonTool: Sendable {
     private func counted(_ count: Int, _ noun: String) -> String { "\(count) \(noun)\(count == 1 ? "" : "s")" }
 }
 
-/// Columns padded to their widest cell; a cell longer than 60 characters is cut with `…`.
+/// Columns padded to their widest cell, by the columns a terminal gives each character (an emoji or a
+/// CJK character takes two, a combining mark none); a cell wider than 60 columns is cut with `…`.
+///
+/// Cells were padded with `padding(toLength:)`, which counts UTF-16 units and cuts a longer string: the
+/// widest cell of a column lost its end when it held an emoji ("nightly 😀😀😀😀😀😀 backup" showed as
+/// "nightly 😀😀😀😀😀😀").
 struct TextTable {
     private var rows: [[String]]
 
     init(_ header: [String]) { rows = [header] }
 
     mutating func add(_ row: [String]) {
-        rows.append(row.map { $0.count > 60 ? String($0.prefix(59)) + "…" : $0 })
+        rows.append(row.map { Self.clipped($0, to: 60) })
     }
 
     var text: String {
-        let widths = rows[0].indices.map { column in rows.map { $0[column].count }.max() ?? 0 }
+        let widths = rows[0].indices.map { column in rows.map { Self.columns($0[column]) }.max() ?? 0 }
         return rows.map { row in
             row.enumerated().map { column, cell in
-                column == row.count - 1 ? cell : cell.padding(toLength: widths[column], withPad: " ", startingAt: 0)
+                column == row.count - 1
+                    ? cell : cell + String(repeating: " ", count: max(0, widths[column] - Self.columns(cell)))
             }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
         }.joined()
+    }
+
+    /// `text` cut to at most `width` columns, ending with `…` when it was cut.
+    static func clipped(_ text: String, to width: Int) -> String {
+        guard columns(text) > width else { return text }
+        var kept = ""
+        var used = 0
+        for character in text {
+            let wide = columns(character)
+            if used + wide > width - 1 { break }
+            kept.append(character)
+            used += wide
+        }
+        return kept + "…"
+    }
+
+    /// The columns a terminal gives `text`.
+    static func columns(_ text: String) -> Int { text.reduce(0) { $0 + columns($1) } }
+
+    /// The columns a terminal gives one character: 2 for an emoji shown as one and for East Asian wide
+    /// and full-width characters, 0 for a mark or format character alone, 1 otherwise.
+    static func columns(_ character: Character) -> Int {
+        guard let first = character.unicodeScalars.first else { return 0 }
+        if character.unicodeScalars.contains(where: { $0.properties.isEmojiPresentation || $0 == "\u{FE0F}" }) {
+            return 2
+        }
+        switch first.value {
+        case 0x1100...0x115F, 0x2E80...0x303E, 0x3041...0x33FF, 0x3400...0x4DBF, 0x4E00...0x9FFF, 0xA000...0xA4CF,
+            0xAC00...0xD7A3, 0xF900...0xFAFF, 0xFE30...0xFE4F, 0xFF00...0xFF60, 0xFFE0...0xFFE6, 0x20000...0x3FFFD:
+            return 2
+        default:
+            break
+        }
+        switch first.properties.generalCategory {
+        case .nonspacingMark, .enclosingMark, .format: return 0
+        default: return 1
+        }
     }
 }
 

@@ -58,6 +58,35 @@ public enum StoreAddress: Equatable, Sendable, CustomStringConvertible {
             "\(from) '\(text)' is not a job store address; write sqlite:PATH or postgres://user@host/database")
     }
 
+    /// Whether writing the file at `path` would overwrite this SQLite store's database or one of its
+    /// side files (`-wal`, `-shm`, `-journal`), by any name (a link, `..`): `baton timeline 2 -o
+    /// jobs.sqlite` replaced the store with the page, and the next command found it damaged.
+    public func isOverwritten(by path: String) -> Bool {
+        guard case .sqlite(let store) = self else { return false }
+        func canonical(_ path: String) -> String {
+            let url = URL(fileURLWithPath: path)
+            // A file not made yet: its folder's links resolved, and its own name.
+            let resolved =
+                FileManager.default.fileExists(atPath: path)
+                ? url.resolvingSymlinksInPath()
+                : url.deletingLastPathComponent().resolvingSymlinksInPath().appendingPathComponent(
+                    url.lastPathComponent)
+            return resolved.standardizedFileURL.path
+        }
+        let target = canonical(path)
+        var written = stat()
+        let exists = stat(path, &written) == 0
+        for suffix in ["", "-wal", "-shm", "-journal"] {
+            let file = store + suffix
+            if canonical(file) == target { return true }
+            var kept = stat()
+            if exists, stat(file, &kept) == 0, kept.st_dev == written.st_dev, kept.st_ino == written.st_ino {
+                return true
+            }
+        }
+        return false
+    }
+
     /// The address for messages (a PostgreSQL password is not shown).
     public var description: String {
         switch self {

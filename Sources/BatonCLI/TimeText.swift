@@ -13,11 +13,25 @@ public enum TimeText {
         -> Date
     {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
-        let units: [(String, Double)] = [("s", 1), ("m", 60), ("h", 3_600), ("d", 86_400), ("w", 604_800)]
-        if let unit = units.first(where: { trimmed.lowercased().hasSuffix($0.0) }),
-            let amount = Double(trimmed.dropLast()), amount >= 0, amount.isFinite
+        let ageForms =
+            "give an age (90s, 30m, 12h, 7d, 2w) or a date (2026-11-01, 2026-11-01 08:00, 2026-11-01T08:00:00Z)"
+        // An age: a plain decimal number (no exponent, sign or hexadecimal: `1e10w` is not an age) and a
+        // unit. `m` is minutes; `M` is refused, not read as minutes: elsewhere it means months, and
+        // `prune --before 5M` would have deleted all but five minutes' runs.
+        if let last = trimmed.last, trimmed.count > 1,
+            trimmed.dropLast().allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") })
         {
-            return now.addingTimeInterval(-amount * unit.1)
+            let units: [Character: Double] = ["s": 1, "m": 60, "h": 3_600, "d": 86_400, "w": 604_800]
+            guard last != "M" else {
+                throw .usage("\(option) '\(text)': M is not a unit here; say m for minutes, or days (180d) for months")
+            }
+            if let seconds = units[Character(last.lowercased())], let amount = Double(trimmed.dropLast()) {
+                // At most 10,000 years back: a date beyond that cannot be shown.
+                guard amount * seconds <= 10_000 * 365.25 * 86_400 else {
+                    throw .usage("\(option) '\(text)': an age of more than 10,000 years")
+                }
+                return now.addingTimeInterval(-amount * seconds)
+            }
         }
         let withTime = ISO8601DateFormatter()
         withTime.formatOptions = [.withInternetDateTime]
@@ -33,9 +47,7 @@ public enum TimeText {
             day.dateFormat = format
             if let date = day.date(from: trimmed) { return date }
         }
-        throw .usage(
-            "\(option) '\(text)': give an age (90s, 30m, 12h, 7d, 2w) or a date (2026-11-01, 2026-11-01 08:00, "
-                + "2026-11-01T08:00:00Z)")
+        throw .usage("\(option) '\(text)': \(ageForms)")
     }
 
     /// `2026-11-28 11:02:03` in `timeZone`.
@@ -49,7 +61,11 @@ public enum TimeText {
 
     /// `850 ms`, `4.2 s`, `3 min 4 s`, `2 h 5 min`, `3 d 4 h`.
     public static func duration(_ seconds: TimeInterval) -> String {
+        // A time the store holds far out of range (a hand edit, a worker's wrong clock) is shown capped,
+        // not converted past `Int` (a trap that took the dashboard's server down with it).
+        guard !seconds.isNaN else { return "unknown" }
         let seconds = max(0, seconds)
+        if seconds >= 1e15 { return "over 10,000,000,000 d" }
         if seconds < 1 { return "\(Int((seconds * 1000).rounded())) ms" }
         if seconds < 60 { return String(format: "%.1f s", seconds) }
         let whole = Int(seconds.rounded())

@@ -65,15 +65,24 @@ enum Assets {
 
     /// While a page shows something that can change (its `[data-live]` section), fetches the page again
     /// every 2 seconds and swaps that section in; stops when the fresh page has none (the run finished)
-    /// and skips while the tab is hidden. The fetched HTML is the dashboard's own, escaped like the page.
+    /// and skips while the tab is hidden, or while a field of that section has the focus (the runs
+    /// page's filter: what was being typed was wiped every 2 seconds). The fetched HTML is the
+    /// dashboard's own, escaped like the page. A form whose button has `data-confirm` (delete, cancel)
+    /// is sent only once the user confirms.
     static let script = """
         (function () {
           "use strict";
           var every = 2000;
+          document.addEventListener("submit", function (event) {
+            var button = event.target.querySelector("button[data-confirm]");
+            if (button && !window.confirm(button.getAttribute("data-confirm"))) { event.preventDefault(); }
+          });
           function tick() {
             var live = document.querySelector("[data-live]");
             if (!live) { return; }
-            if (document.visibilityState !== "visible") { setTimeout(tick, every); return; }
+            var focused = document.activeElement;
+            var typing = focused && live.contains(focused) && /^(INPUT|SELECT|TEXTAREA)$/.test(focused.tagName);
+            if (document.visibilityState !== "visible" || typing) { setTimeout(tick, every); return; }
             fetch(window.location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
               .then(function (response) { return response.ok ? response.text() : null; })
               .then(function (text) {

@@ -66,6 +66,7 @@ struct Pages: Sendable {
         "cancelled": "Cancelled. Running jobs stop at their workers' next lease renewal.",
         "retried": "The failed and cancelled jobs run again.",
         "nothing-to-retry": "Nothing to retry: no job failed or was cancelled.",
+        "already-finished": "It had already finished; nothing was cancelled.",
         "deleted": "The run was deleted.",
         "paused": "The schedule is paused.",
         "resumed": "The schedule is resumed from its next tick.",
@@ -76,14 +77,15 @@ struct Pages: Sendable {
         return "<p class=\"notice\" role=\"status\">\(HTML.escape(text))</p>"
     }
 
-    /// A POST form for one action, with the CSRF token; nothing in a read-only dashboard.
+    /// A POST form for one action, with the CSRF token; nothing in a read-only dashboard. A `confirm`
+    /// action (delete, cancel) asks the browser's confirmation first (the page's script: `data-confirm`).
     func button(_ path: String, _ label: String, fields: [String: String] = [:], confirm: Bool = false) -> String {
         guard dashboard.configuration.allowActions else { return "" }
         let hidden = fields.sorted { $0.key < $1.key }.map {
             "<input type=\"hidden\" name=\"\(HTML.escape($0.key))\" value=\"\(HTML.escape($0.value))\">"
         }.joined()
         return
-            "<form method=\"post\" action=\"\(HTML.escape(path))\" class=\"action\"><input type=\"hidden\" name=\"csrf\" value=\"\(dashboard.csrf)\">\(hidden)<button\(confirm ? " class=\"danger\"" : "")>\(HTML.escape(label))</button></form>"
+            "<form method=\"post\" action=\"\(HTML.escape(path))\" class=\"action\"><input type=\"hidden\" name=\"csrf\" value=\"\(dashboard.csrf)\">\(hidden)<button\(confirm ? " class=\"danger\" data-confirm=\"\(HTML.escape(label))?\"" : "")>\(HTML.escape(label))</button></form>"
     }
 
     // MARK: runs
@@ -435,8 +437,14 @@ struct Pages: Sendable {
         func id() throws -> Int64 { try context.parameters.require("id", as: Int64.self) }
         switch action {
         case .cancelRun:
-            try await store.cancel(run: DurableRunID(try id()), reason: "cancelled from the dashboard")
-            return .redirect(to: "/runs/\(try id())?notice=cancelled", type: .normal)
+            // A run or job that had finished is said so (from a page shown before it finished), as the
+            // command says, rather than "Cancelled".
+            let run = DurableRunID(try id())
+            guard try await store.snapshot(of: run).jobs.contains(where: { !$0.state.isFinished }) else {
+                return .redirect(to: "/runs/\(run.rawValue)?notice=already-finished", type: .normal)
+            }
+            try await store.cancel(run: run, reason: "cancelled from the dashboard")
+            return .redirect(to: "/runs/\(run.rawValue)?notice=cancelled", type: .normal)
         case .retryRun:
             let count = try await store.retry(run: DurableRunID(try id()))
             return .redirect(
@@ -445,8 +453,12 @@ struct Pages: Sendable {
             try await store.delete(run: DurableRunID(try id()))
             return .redirect(to: "/?notice=deleted", type: .normal)
         case .cancelJob:
-            try await store.cancel(job: DurableJobID(try id()), reason: "cancelled from the dashboard")
-            return .redirect(to: "/jobs/\(try id())?notice=cancelled", type: .normal)
+            let job = DurableJobID(try id())
+            guard try await !store.explain(job: job).state.isFinished else {
+                return .redirect(to: "/jobs/\(job.rawValue)?notice=already-finished", type: .normal)
+            }
+            try await store.cancel(job: job, reason: "cancelled from the dashboard")
+            return .redirect(to: "/jobs/\(job.rawValue)?notice=cancelled", type: .normal)
         case .retryJob:
             try await store.retry(job: DurableJobID(try id()))
             return .redirect(to: "/jobs/\(try id())?notice=retried", type: .normal)

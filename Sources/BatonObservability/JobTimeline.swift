@@ -142,9 +142,15 @@ public final class JobTimeline: JobInstrument {
     public static func recorded(_ jobs: [RecordedJob], now: Date = Date()) -> JobTimeline {
         // The zero of the timeline's clock: the first instant recorded, read on the monotonic clock.
         let first = jobs.map(\.added).min() ?? now
-        let sinceFirst = UInt64(max(0, now.timeIntervalSince(first)) * 1e9)
+        // Times are capped at 100 years past the first: one far out of range (a hand-edited store, a
+        // worker's wrong clock) is drawn at the end instead of trapping as it is converted.
+        func nanoseconds(_ date: Date) -> UInt64 {
+            let seconds = date.timeIntervalSince(first)
+            guard seconds > 0 else { return 0 }  // (and NaN)
+            return UInt64(min(seconds, 100 * 365.25 * 86_400) * 1e9)
+        }
+        let sinceFirst = nanoseconds(now)
         let timeline = JobTimeline(origin: Instant.now &- min(sinceFirst, Instant.now))
-        func nanoseconds(_ date: Date) -> UInt64 { UInt64(max(0, date.timeIntervalSince(first)) * 1e9) }
         timeline.state.withLock { state in
             var serials: [String: Int] = [:]
             var slotEnds: [Int: [UInt64]] = [:]

@@ -216,7 +216,18 @@ public struct PostgresStoreConfiguration: Sendable {
 
     /// The address with its password replaced by `***`, for messages.
     static func redacted(_ url: String) -> String {
-        guard var components = URLComponents(string: url) else { return url }
+        guard var components = URLComponents(string: url) else {
+            // An address that does not parse is shown with what looks like its password hidden all the
+            // same (it was echoed whole: `postgres://u:s3cret@[bad`).
+            var text = url.replacingOccurrences(
+                of: "password=[^&]*", with: "password=***", options: [.regularExpression, .caseInsensitive])
+            if let scheme = text.range(of: "://"), let at = text[scheme.upperBound...].lastIndex(of: "@"),
+                let colon = text[scheme.upperBound..<at].firstIndex(of: ":")
+            {
+                text.replaceSubrange(text.index(after: colon)..<at, with: "***")
+            }
+            return text
+        }
         if components.password != nil { components.password = "***" }
         if let items = components.queryItems, items.contains(where: { $0.name == "password" }) {
             components.queryItems = items.map {

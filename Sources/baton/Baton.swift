@@ -5,6 +5,7 @@ import BatonDurable
 import BatonObservability
 import Foundation
 import Logging
+import NIOCore
 
 /// `baton`: see and repair the runs of a durable job store, SQLite or PostgreSQL.
 ///
@@ -186,6 +187,11 @@ struct Timeline: AsyncParsableCommand {
         var isFolder: ObjCBool = false
         if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), isFolder.boolValue {
             throw ValidationError("-o \(output) is a folder; give the file to write, such as \(output)/run.html")
+        }
+        if try usageChecked({ try options.address() }).isOverwritten(by: output) {
+            throw ValidationError(
+                "-o \(output) is the job store's own file (or one of its side files); give another file, such as run.html"
+            )
         }
     }
 
@@ -372,7 +378,15 @@ struct DashboardCommand: AsyncParsableCommand {
                 lines.append("Ctrl-C stops it.")
                 writeToStandardError(lines.joined(separator: "\n") + "\n")
             }
-            try await app.runService()
+            do {
+                try await app.runService()
+            } catch let error as IOError where error.errnoCode == EADDRINUSE || error.errnoCode == EADDRNOTAVAIL {
+                // NIO's own words named a system call, not the port.
+                throw BatonCLIError(
+                    error.errnoCode == EADDRINUSE
+                        ? "port \(configuration.port) on \(configuration.host) is in use (another dashboard?); give another with --port, or 0 for any free one"
+                        : "\(configuration.host) is not an address of this machine; give one it has, such as 127.0.0.1")
+            }
         }
     }
 }

@@ -171,6 +171,18 @@ struct DashboardHTTPTests {
             #expect(done.headers[.location] == "/runs/\(fixture.running.rawValue)?notice=cancelled")
             let after = try await client.execute(uri: done.headers[.location]!, method: .get).text
             #expect(after.contains("Cancelled. Running jobs stop"), "the notice")
+            #expect(page.contains("data-confirm=\"Cancel the run?\""), "a destructive action asks first (the script)")
+            // A run or job that had finished (a page shown before it did): said so, not "Cancelled".
+            let finishedRun = try await client.execute(
+                uri: "/runs/\(fixture.succeeded.rawValue)/cancel", method: .post, headers: formHeaders,
+                body: form(["csrf": token]))
+            #expect(finishedRun.headers[.location] == "/runs/\(fixture.succeeded.rawValue)?notice=already-finished")
+            let finishedJob = try await client.execute(
+                uri: "/jobs/\(fixture.cancelledJob.rawValue)/cancel", method: .post, headers: formHeaders,
+                body: form(["csrf": token]))
+            #expect(finishedJob.headers[.location] == "/jobs/\(fixture.cancelledJob.rawValue)?notice=already-finished")
+            let told = try await client.execute(uri: finishedJob.headers[.location]!, method: .get).text
+            #expect(told.contains("It had already finished; nothing was cancelled."))
 
             // Retry the failed run: its failed job and the dependent it cancelled run again.
             let retry = try await client.execute(
