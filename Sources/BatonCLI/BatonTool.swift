@@ -107,7 +107,7 @@ public struct BatonTool: Sendable {
         public var attempts: [AttemptRecord]
     }
 
-    /// `baton job JOB`: the job's state, then every attempt with its worker, end, outcome and error.
+    /// `baton job JOB`: the job's state, then every attempt with its worker (not kept for a success), end, outcome and error.
     public func job(_ store: any JobStore, job id: DurableJobID, json: Bool) async throws {
         let explanation = try await store.explain(job: id)
         let run = try await store.run(of: id)

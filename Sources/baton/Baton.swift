@@ -165,7 +165,7 @@ struct Jobs: AsyncParsableCommand {
 
 struct Job: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "A job's state, output and every attempt with its worker and error.")
+        abstract: "A job's state, output and every attempt with its worker (not kept for a success) and error.")
     @OptionGroup var options: StoreOptions
     @Argument(help: "The job's number.") var job: Int64
     @Flag(help: "Print JSON.") var json = false
