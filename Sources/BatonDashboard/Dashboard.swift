@@ -80,10 +80,10 @@ public struct Dashboard: Sendable {
         let pages = Pages(dashboard: self)
         router.get("/") { request, _ in await pages.respond { try await pages.runs(request) } }
         router.get("/runs/:id") { request, context in
-            await pages.respond { try await pages.run(try context.parameters.require("id", as: Int64.self), request) }
+            await pages.respond { try await pages.run(try Self.number(context, of: "run"), request) }
         }
         router.get("/jobs/:id") { request, context in
-            await pages.respond { try await pages.job(try context.parameters.require("id", as: Int64.self), request) }
+            await pages.respond { try await pages.job(try Self.number(context, of: "job"), request) }
         }
         router.get("/workers") { _, _ in await pages.respond { try await pages.workers() } }
         router.get("/schedules") { request, _ in await pages.respond { try await pages.schedules(request) } }
@@ -95,12 +95,37 @@ public struct Dashboard: Sendable {
             router.post(RouterPath(action.path)) { request, context in
                 await pages.respond { try await pages.act(action, request: request, context: context) }
             }
+            for method in [HTTPRequest.Method.get, .head, .put, .delete, .patch] {
+                router.on(RouterPath(action.path), method: method) { _, _ in
+                    pages.errorPage(.methodNotAllowed, "This is done by a button of the dashboard's pages (a form).")
+                }
+            }
+        }
+        // Any other address: the dashboard's own 404 page, through the guard and with its headers (a
+        // request that matched no route skipped them).
+        for method in [HTTPRequest.Method.get, .head, .post, .put, .delete, .patch] {
+            router.on("**", method: method) { request, _ in
+                pages.errorPage(.notFound, "There is no page at \(request.uri.path).")
+            }
         }
         return Application(
             router: router,
             configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: nil),
             onServerRunning: { channel in await onServerRunning(channel.localAddress?.port ?? 0) },
             logger: logger)
+    }
+}
+
+extension Dashboard {
+    /// The number of the run or job an address names (`/runs/12`); a 404 that says so for anything else
+    /// (Hummingbird's own message called it a parameter that could not be converted).
+    static func number(_ context: some RequestContext, of what: String) throws -> Int64 {
+        let text = context.parameters.get("id") ?? ""
+        guard let number = Int64(text) else {
+            throw Pages.Failure(
+                status: .notFound, message: "There is no \(what) '\(text)': a \(what) is named by its number.")
+        }
+        return number
     }
 }
 

@@ -434,7 +434,7 @@ struct Pages: Sendable {
                     "The form's CSRF token is missing or not this dashboard's (it changes when the dashboard restarts): reload the page and try again."
             )
         }
-        func id() throws -> Int64 { try context.parameters.require("id", as: Int64.self) }
+        func id() throws -> Int64 { try Dashboard.number(context, of: "run or job") }
         switch action {
         case .cancelRun:
             // A run or job that had finished is said so (from a page shown before it finished), as the

@@ -104,11 +104,22 @@ struct DashboardHTTPTests {
             #expect(run.status == .notFound)
             #expect(run.text.contains("is not in the store"), "\(run.text)")
             #expect(try await client.execute(uri: "/jobs/987654", method: .get).status == .notFound)
-            #expect(try await client.execute(uri: "/runs/abc", method: .get).status == .badRequest)
+            let word = try await client.execute(uri: "/runs/abc", method: .get)
+            #expect(word.status == .notFound)
+            #expect(word.text.contains("There is no run &#39;abc&#39;: a run is named by its number"), "\(word.text)")
             let state = try await client.execute(uri: "/?state=%3Cdone%3E", method: .get)
             #expect(state.status == .badRequest)
             #expect(state.text.contains("state=&lt;done&gt;: give running"), "\(state.text)")
-            #expect(try await client.execute(uri: "/nothing", method: .get).status == .notFound)
+            // An address no page has: the dashboard's 404 page, with the headers of every page (a request
+            // that matched no route had none of them).
+            for (path, method, status) in [
+                ("/nothing", HTTPRequest.Method.get, HTTPResponse.Status.notFound), ("/x", .post, .notFound),
+                ("/runs/2/delete", .get, .methodNotAllowed),
+            ] {
+                let missing = try await client.execute(uri: path, method: method)
+                #expect(missing.status == status, "\(path)")
+                #expect(missing.headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true, "\(path)")
+            }
         }
     }
 
