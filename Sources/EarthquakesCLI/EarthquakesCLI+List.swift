@@ -178,28 +178,46 @@ extension EarthquakesCLI {
         }
     }
 
-    /// `--type` and `--exclude-type` name types the store holds: a type that no stored event has is a
-    /// mistake (`--type quary`), refused with the types there are, rather than "No earthquakes match".
-    /// (An empty store has no types to compare with: its own message says so.)
+    /// `--type` and `--exclude-type` name types the store holds or event types of the QuakeML standard
+    /// that the USGS uses (``eventTypes``): anything else is a mistake (`--type quary`), refused with the
+    /// types there are, rather than "No earthquakes match". A real type that no stored event has is
+    /// accepted — it matches nothing today, and may tomorrow: refusing it broke the documented
+    /// `--exclude-type "quarry blast,explosion"` on a store without explosions, and scripts whenever a
+    /// prune removed a type's last event. (An empty store has no types to compare with: its own message
+    /// says so.)
     ///
     /// - Throws: ``CLIError`` (a usage error).
     static func checkTypes(_ options: ListOptions, in store: EarthquakeStore) throws {
         guard !options.types.isEmpty || !options.excludedTypes.isEmpty else { return }
         let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
         guard !stored.isEmpty else { return }
-        let known = Set(stored.map(\.type))
+        let known = Set(stored.map(\.type)).union(eventTypes)
         for (option, names) in [("--type", options.types), ("--exclude-type", options.excludedTypes)] {
             for name in names where !known.contains(Earthquake.normalizedType(name)) {
                 // (Types come from feeds: safe for a terminal.)
                 let list = stored.map { "\(TerminalText.safe($0.type)) (\($0.count))" }.joined(separator: ", ")
-                let guess = closestType(to: Earthquake.normalizedType(name), among: stored.map(\.type))
+                let guess = closestType(
+                    to: Earthquake.normalizedType(name), among: stored.map(\.type) + eventTypes.sorted())
                 let hint = guess.map { "did you mean \"\(TerminalText.safe($0))\"? " } ?? ""
                 throw CLIError.usage(
-                    "\(option) \"\(TerminalText.safe(name))\": no stored event has this type; \(hint)the types stored "
-                        + "are: \(list)")
+                    "\(option) \"\(TerminalText.safe(name))\": no stored event has this type, and the USGS has no "
+                        + "such type; \(hint)the types stored are: \(list)")
             }
         }
     }
+
+    /// The event types of QuakeML 1.2 (which the USGS catalogue uses) and the USGS's own `volcanic
+    /// explosion`, as ``Earthquake/normalizedType(_:)`` writes them.
+    static let eventTypes: Set<String> = [
+        "not existing", "not reported", "earthquake", "anthropogenic event", "collapse", "cavity collapse",
+        "mine collapse", "building collapse", "explosion", "accidental explosion", "chemical explosion",
+        "controlled explosion", "experimental explosion", "industrial explosion", "mining explosion", "quarry blast",
+        "road cut", "blasting levee", "nuclear explosion", "induced or triggered event", "rock burst",
+        "reservoir loading", "fluid injection", "fluid extraction", "crash", "plane crash", "train crash",
+        "boat crash", "other event", "atmospheric event", "sonic boom", "sonic blast", "acoustic noise", "thunder",
+        "avalanche", "snow avalanche", "debris avalanche", "hydroacoustic event", "ice quake", "slide", "landslide",
+        "rockslide", "meteorite", "volcanic eruption", "volcanic explosion",
+    ]
 
     /// The stored type nearest to a mistyped one (at most a third of its letters away), if any.
     static func closestType(to name: String, among types: [String]) -> String? {

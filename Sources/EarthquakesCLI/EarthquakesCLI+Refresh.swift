@@ -33,11 +33,16 @@ extension EarthquakesCLI {
     ) async throws {
         let source = try Self.source(feed)
         let path = DatabaseLocation.path(option: database, environment: environment)
-        try picture.check(database: path, feeds: feed.map { [$0] } ?? [])
-        if case .url(let url) = source, url.isFileURL { try Self.checkFeedFile(url.path) }
-        try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
-        let created = !FileManager.default.fileExists(atPath: path)
-        let store = try openForWriting(path)
+        // With --json, a refresh that fails still writes its one JSON object (with `error`): a script read
+        // nothing at all exactly when something went wrong.
+        let failing = JSONFailure(json: json, source: source.description, database: path, console: console)
+        let (created, store) = try failing.reported { () throws -> (Bool, EarthquakeStore) in
+            try picture.check(database: path, feeds: feed.map { [$0] } ?? [])
+            if case .url(let url) = source, url.isFileURL { try Self.checkFeedFile(url.path) }
+            try DatabaseLocation.prepareForWriting(path, explicit: isExplicit(database))
+            let created = !FileManager.default.fileExists(atPath: path)
+            return (created, try openForWriting(path))
+        }
         defer { closeAtEnd(store.close) }
         let display = console.isErrorTerminal ? ProgressDisplay(console: console) : nil
         var progress: (@Sendable (GetEarthquakes.Progress) -> Void)?
@@ -71,9 +76,9 @@ extension EarthquakesCLI {
                     ? Self.nothingImported(createdEmpty: true, database: path) : "The database was not changed."
                 // (A cancel before the commit began rolled the import back: see `ImportCommitGate`.)
                 if error is CancellationError, interrupts.wasInterrupted {
-                    throw createdEmpty ? CLIError.cancelled(unchanged) : CLIError.cancelled
+                    throw failing.report(createdEmpty ? CLIError.cancelled(unchanged) : CLIError.cancelled)
                 }
-                throw Self.refreshFailure(error, source: source, database: path, unchanged: unchanged)
+                throw failing.report(Self.refreshFailure(error, source: source, database: path, unchanged: unchanged))
             }
             await Self.testPause("imported")
             try report(summary, of: get, source: source, path: path, json: json, picture: picture, store: store)
@@ -82,6 +87,36 @@ extension EarthquakesCLI {
                 // The Ctrl-C came once the import had begun to commit: nothing was undone.
                 console.error(Self.lateInterruptNote(summary, database: path))
             }
+        }
+    }
+
+    /// What `refresh --json` of one feed writes when it fails: `{"source", "database", "error"}`, then the
+    /// error is thrown as without `--json` (its message on standard error, its exit status). A mistake in
+    /// the command line is only a usage error.
+    struct JSONFailure {
+        struct Object: Encodable {
+            var source: String
+            var database: String
+            var error: String
+        }
+        let json: Bool
+        let source: String
+        let database: String
+        let console: Console
+
+        /// `error`, after writing it as JSON when asked to.
+        func report(_ error: any Error) -> any Error {
+            guard json, !((error as? CLIError)?.isUsage ?? false) else { return error }
+            let message = (error as? CLIError)?.message ?? "\(error)"
+            if let text = try? JSONText.encode(Object(source: source, database: database, error: message)) {
+                console.print(text)
+            }
+            return error
+        }
+
+        /// `body`'s result, or its error after writing it as JSON when asked to.
+        func reported<T>(_ body: () throws -> T) throws -> T {
+            do { return try body() } catch { throw report(error) }
         }
     }
 

@@ -230,13 +230,45 @@ extension EarthquakesCLI {
         "geo:\(QuakeTable.fixed(quake.latitude, 4)),\(QuakeTable.fixed(quake.longitude, 4))"
     }
 
+    /// The zone a `TZ` value names: an IANA name, with or without POSIX's leading `:` (`:Asia/Tokyo`), or
+    /// a fixed POSIX offset (`JST-9`: nine hours east, POSIX's sign being the opposite of ISO's). A rule
+    /// with daylight saving time (`EST5EDT,M3.2.0,M11.1.0`) is left to the system (nil). Both forms
+    /// above were ignored, and `show` dropped the local time.
+    static func timeZone(posix value: String) -> TimeZone? {
+        let name = value.hasPrefix(":") ? String(value.dropFirst()) : value
+        if let zone = TimeZone(identifier: name) { return zone }
+        // std offset: three or more letters (or <…>), then [+-]hh[:mm[:ss]], and nothing after.
+        var rest = Substring(name)
+        if rest.first == "<" {
+            guard let close = rest.firstIndex(of: ">") else { return nil }
+            rest = rest[rest.index(after: close)...]
+        } else {
+            let letters = rest.prefix { $0.isASCII && $0.isLetter }
+            guard letters.count >= 3 else { return nil }
+            rest = rest.dropFirst(letters.count)
+        }
+        var sign = 1
+        if let first = rest.first, first == "+" || first == "-" {
+            sign = first == "-" ? -1 : 1
+            rest = rest.dropFirst()
+        }
+        let parts = rest.split(separator: ":", omittingEmptySubsequences: false)
+        guard (1...3).contains(parts.count), parts.allSatisfy({ !$0.isEmpty && $0.allSatisfy(\.isASCII) }),
+            let hours = Int(parts[0]), hours <= 24
+        else { return nil }
+        let minutes = parts.count > 1 ? Int(parts[1]) : 0
+        let seconds = parts.count > 2 ? Int(parts[2]) : 0
+        guard let minutes, let seconds, minutes < 60, seconds < 60 else { return nil }
+        return TimeZone(secondsFromGMT: -sign * (hours * 3_600 + minutes * 60 + seconds))
+    }
+
     /// `2025-10-29 18:43:17 UTC (2025-10-29 10:43 local, UTC-08:00; 3 h ago)`; without the local part
     /// where the local time is UTC.
     func timeText(_ date: Date) -> String {
         var text = ""
         CivilTime.appendMinute(date.millisecondsSince1970, seconds: true, to: &text)
         text += " UTC ("
-        let zone = environment["TZ"].flatMap { TimeZone(identifier: $0) } ?? TimeZone.current
+        let zone = environment["TZ"].flatMap(Self.timeZone(posix:)) ?? TimeZone.current
         let offset = zone.secondsFromGMT(for: date)
         if offset != 0 {
             var local = ""

@@ -33,8 +33,14 @@ public struct EarthquakesCLI: Sendable {
     public var environment: [String: String]
     /// The current time, for `--since 7d`.
     public var now: @Sendable () -> Date
-    /// The session that downloads feeds.
-    public var session: URLSession
+    /// The session that downloads feeds: the one given, or ``GetEarthquakes/defaultSession``, made only
+    /// when a command downloads (making one creates Foundation's cache folders in the user's home, which
+    /// every command, `status` included, left behind).
+    public var session: URLSession {
+        get { givenSession ?? GetEarthquakes.defaultSession }
+        set { givenSession = newValue }
+    }
+    private var givenSession: URLSession?
     /// Ctrl-C: cancels a running refresh.
     public var interrupts: Interrupts
     /// How long a refresh's running downloads may go on when its worker shuts down gracefully (Ctrl-C
@@ -45,13 +51,13 @@ public struct EarthquakesCLI: Sendable {
         console: Console,
         environment: [String: String] = ProcessInfo.processInfo.environment,
         now: @escaping @Sendable () -> Date = { Date() },
-        session: URLSession = GetEarthquakes.defaultSession,
+        session: URLSession? = nil,
         interrupts: Interrupts = Interrupts()
     ) {
         self.console = console
         self.environment = environment
         self.now = now
-        self.session = session
+        self.givenSession = session
         self.interrupts = interrupts
     }
 

@@ -279,6 +279,14 @@ extension EarthquakesCLI {
                     + "\(imported) of \(Self.counted(key.feeds.count, "feed")) imported; "
                     + "`earthquakes refresh --resume` finishes it")
         }
+        // The last refresh of several feeds ended with a feed failed: `--resume` refreshes its feeds again
+        // (status showed only the feeds it imported, as if it had gone well).
+        if runs.isEmpty, let failed = try? await Self.lastFailedRefresh(in: jobs) {
+            let feeds = TerminalText.safe(failed.key.feeds.map(Self.feedName).joined(separator: ", "))
+            lines.append(
+                "The last refresh of \(feeds) ended with \(Self.counted(failed.failedJobs, "step")) failed; "
+                    + "`earthquakes refresh --resume` refreshes its feeds again")
+        }
         return lines
     }
 }

@@ -60,7 +60,15 @@ struct FetchFeed: DurableJob {
             guard stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG else {
                 return Output(feed: input.feed, file: url.path)
             }
-            let bytes = try ParseFeedJob.read(url)
+            // Read off Swift's pool (a poll loop), stopped by a cancel of this attempt (Ctrl-C).
+            let cancelled = Protected(false)
+            let bytes = try await withTaskCancellationHandler {
+                try await offThePool {
+                    try ParseFeedJob.read(url, idleTimeout: timeout) { cancelled.withLock { $0 } }
+                }
+            } onCancel: {
+                cancelled.withLock { $0 = true }
+            }
             try FileManager.default.createDirectory(
                 at: destination.deletingLastPathComponent(), withIntermediateDirectories: true)
             try bytes.write(to: destination, options: .atomic)

@@ -130,7 +130,13 @@ public struct Coordinate: Sendable, Equatable, Codable {
         let parts = text.split(separator: ",", omittingEmptySubsequences: false).map {
             $0.trimmingCharacters(in: .whitespaces)
         }
-        guard parts.count == 2, let latitude = Double(parts[0]), let longitude = Double(parts[1]),
+        // Decimal degrees only: `Double` also reads hexadecimal (`0x10` as 16) and exponents.
+        func degrees(_ text: String) -> Double? {
+            let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+            guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }) else { return nil }
+            return Double(text)
+        }
+        guard parts.count == 2, let latitude = degrees(parts[0]), let longitude = degrees(parts[1]),
             latitude.isFinite, longitude.isFinite
         else {
             throw CLIError.usage(

@@ -85,7 +85,7 @@ public final class EarthquakeStore: Sendable {
     /// - Important: The folder that contains `path` must exist and be writable.
     /// - Throws: ``StoreError`` with code ``StoreError/Code/open``, ``StoreError/Code/missing``,
     ///   ``StoreError/Code/notADatabase``, ``StoreError/Code/busy``, ``StoreError/Code/migrate`` or
-    ///   ``StoreError/Code/foreign`` (another program's `earthquake` table: the file is not changed).
+    ///   ``StoreError/Code/foreign`` (another program's database: the file is not changed).
     public convenience init(
         path: String, mode: OpenMode = .createIfMissing, busyTimeout: Duration = .seconds(60),
         onLongWait: (@Sendable () -> Void)? = nil
@@ -164,7 +164,7 @@ public final class EarthquakeStore: Sendable {
         let upToDate: Bool
         var readable = false
         var superseded = false
-        var foreign = false
+        var foreign: StoreError?
         do {
             // Only write when the schema is behind: a reader must not need the write lock while
             // another process imports.
@@ -172,7 +172,7 @@ public final class EarthquakeStore: Sendable {
                 // One snapshot (a `DatabaseQueue` read is no transaction): another connection (another first
                 // refresh of a new file) may create the tables between two of these statements, and GRDB
                 // reads "no such table: grdb_migrations" as an error when the table exists a moment later.
-                var facts = (false, false, false, false)
+                var facts: (Bool, Bool, Bool, StoreError?) = (false, false, false, nil)
                 try db.inSavepoint {
                     Self.loadCurrentSchema(db)
                     // Every later migration only adds what imports use: a reader needs the table.
@@ -180,21 +180,14 @@ public final class EarthquakeStore: Sendable {
                         try Self.migrator.hasCompletedMigrations(db),
                         try Self.migrator.appliedIdentifiers(db).contains(Self.createTable),
                         try Self.migrator.hasBeenSuperseded(db),
-                        try Self.hasForeignTable(db)
+                        try Self.hasForeignTable(db) ? try Self.foreignError(db, path: path) : nil
                     )
                     return .commit
                 }
                 return facts
             }
-            // Another program's `earthquake` table: never touched (the migration would fail on it anyway).
-            if foreign {
-                throw StoreError(
-                    .foreign, path: path, doing: "use",
-                    reason: "it holds a table named earthquake that this program did not create, so the "
-                        + "database belongs to something else",
-                    advice: "Nothing was changed; choose another database file (--database PATH)."
-                )
-            }
+            // Another program's database: never touched (the migration would fail on its `earthquake`).
+            if let foreign { throw foreign }
             if !upToDate && !readOnly { try Self.migrateUnderWriteLock(queue, path: path) }
         } catch {
             if let failure = error as? StoreError { throw failure }
@@ -342,14 +335,7 @@ public final class EarthquakeStore: Sendable {
             try db.inTransaction(.immediate) {
                 Self.loadCurrentSchema(db)
                 // Checked again under the lock: another program's table is never touched.
-                if try hasForeignTable(db) {
-                    throw StoreError(
-                        .foreign, path: path, doing: "use",
-                        reason: "it holds a table named earthquake that this program did not create, so the "
-                            + "database belongs to something else",
-                        advice: "Nothing was changed; choose another database file (--database PATH)."
-                    )
-                }
+                if try hasForeignTable(db) { throw try foreignError(db, path: path) }
                 try db.execute(sql: "CREATE TABLE IF NOT EXISTS grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
                 let applied = try migrator.appliedIdentifiers(db)
                 for (identifier, migrate) in migrations where !applied.contains(identifier) {
@@ -497,11 +483,37 @@ public final class EarthquakeStore: Sendable {
     /// The first migration, which creates the table that readers need.
     static let createTable = "v1: create earthquake"
 
-    /// Whether the file holds a table named `earthquake` that this program did not create: every version
-    /// creates it by the migration ``createTable``, so a table without that migration recorded is
-    /// another program's. Such a file is never changed (not even switched to WAL mode).
-    static func hasForeignTable(_ db: Database) throws -> Bool {
-        try db.tableExists("earthquake") && !migrator.appliedIdentifiers(db).contains(createTable)
+    /// Whether the file belongs to another program: it holds a table named `earthquake` that this
+    /// program did not create (every version creates it by the migration ``createTable``, so a table
+    /// without that migration recorded is another program's), or tables of another program and none of
+    /// this one's (a refresh added its tables beside another application's `users`). Such a file is
+    /// never changed (not even switched to WAL mode). A Baton job store's tables (`baton_…`) are not
+    /// another program's: the tool keeps its refreshes' jobs beside its events.
+    static func hasForeignTable(_ db: Database) throws -> Bool { !(try foreignTables(db)).isEmpty }
+
+    /// The tables that make the file another program's (see ``hasForeignTable(_:)``); empty when it is not.
+    static func foreignTables(_ db: Database) throws -> [String] {
+        guard try !migrator.appliedIdentifiers(db).contains(createTable) else { return [] }
+        if try db.tableExists("earthquake") { return ["earthquake"] }
+        return try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"
+        ).filter { name in
+            !name.hasPrefix("sqlite_") && !name.hasPrefix("baton_") && name != "grdb_migrations"
+                && name != "refresh_log"
+        }
+    }
+
+    /// The error for a file of another program, naming what makes it one.
+    static func foreignError(_ db: Database, path: String?) throws -> StoreError {
+        let tables = try foreignTables(db)
+        let reason =
+            tables == ["earthquake"]
+            ? "it holds a table named earthquake that this program did not create, so the database belongs to something else"
+            : "it holds another program's tables (\(tables.prefix(5).joined(separator: ", "))"
+                + "\(tables.count > 5 ? ", …" : "")) and none of this program's, so the database belongs to something else"
+        return StoreError(
+            .foreign, path: path, doing: "use", reason: reason,
+            advice: "Nothing was changed; choose another database file (--database PATH).")
     }
 
     /// Creates a database file as versions before the `fingerprint` column made it (tests of upgrades).

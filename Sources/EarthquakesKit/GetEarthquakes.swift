@@ -178,7 +178,8 @@ public final class GetEarthquakes: Sendable {
             let url: URL? = if case .url(let url) = source { url } else { nil }
             noContent = { download.statusCode == 204 && isFDSNEventQuery(url) }
         }
-        parse = ParseFeedJob(input: input, parser: FeedParser(strict: strict), store: store, noContent: noContent)
+        parse = ParseFeedJob(
+            input: input, parser: FeedParser(strict: strict), store: store, noContent: noContent, idleTimeout: timeout)
         if let download { parse.addDependency(download) }
         if let progress { parse.onStart { _ in progress(.parsing) } }
         var willImport: (@Sendable (Int) -> Void)?

@@ -38,6 +38,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
     /// Whether the server answered "204 No Content" (an FDSN event query that matched no event): then an
     /// empty input is a feed of no events, not a failed download.
     private let noContent: (@Sendable () -> Bool)?
+    private let idleTimeout: Duration?
     private let lock = Lock()
     private var storedFeed: Feed?
 
@@ -47,6 +48,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         self.parser = parser
         self.store = nil
         self.noContent = nil
+        self.idleTimeout = nil
         super.init(name: name ?? "parse feed")
     }
 
@@ -57,14 +59,17 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
     ///
     /// `noContent` tells, when the job runs, whether the input is the body of a "204 No Content" response:
     /// then an empty input is a feed of no events.
+    ///
+    /// `idleTimeout`: how long a feed read from a pipe may go without a byte.
     package init(
         name: String? = nil, input: Input, parser: FeedParser = FeedParser(), store: EarthquakeStore,
-        noContent: (@Sendable () -> Bool)? = nil
+        noContent: (@Sendable () -> Bool)? = nil, idleTimeout: Duration? = nil
     ) {
         self.input = input
         self.parser = parser
         self.store = store
         self.noContent = noContent
+        self.idleTimeout = idleTimeout
         super.init(name: name ?? "parse feed")
     }
 
@@ -77,7 +82,7 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         case .data(let bytes):
             data = bytes
         case .file(let url):
-            data = try Self.read(url)
+            data = try Self.read(url, idleTimeout: idleTimeout) { [unowned self] in self.isCancelled }
         }
         if isCancelled { throw CancellationError() }
         if data.isEmpty, let noContent, noContent() {
@@ -93,19 +98,77 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
 }
 
 extension ParseFeedJob {
+    /// The most a feed read from a pipe or device may hold (the largest USGS feeds are tens of MB):
+    /// `--feed /dev/zero` filled memory at 1.5 GB a second.
+    package static let maximumStreamedBytes = 512 << 20
+
     /// The bytes of a feed file: mapped when it is a regular file, read to the end otherwise (a pipe such
     /// as `/dev/stdin` or `<(command)`, which cannot be mapped).
-    package static func read(_ url: URL) throws -> Data {
+    ///
+    /// A pipe is read without blocking, a poll of at most 0.1 s at a time, so that the read stops when
+    /// `isCancelled` says so (Ctrl-C) or when no byte came for `idleTimeout` — a stalled command, a FIFO
+    /// that no writer opens — and refuses more than ``maximumStreamedBytes``. (A blocking read to the end
+    /// could not be cancelled: a stalled pipe ignored Ctrl-C and `--timeout`, and a FIFO with no writer
+    /// waited for ever.)
+    package static func read(
+        _ url: URL, idleTimeout: Duration? = nil, maximumBytes: Int = maximumStreamedBytes,
+        isCancelled: () -> Bool = { false }
+    ) throws -> Data {
+        var status = stat()
+        if stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
+            return try readStream(
+                url.path, idleTimeout: idleTimeout, maximumBytes: maximumBytes, isCancelled: isCancelled)
+        }
         do {
-            var status = stat()
-            if stat(url.path, &status) == 0, status.st_mode & S_IFMT != S_IFREG {
-                let handle = try FileHandle(forReadingFrom: url)
-                defer { try? handle.close() }
-                return try handle.readToEnd() ?? Data()
-            }
             return try Data(contentsOf: url, options: .alwaysMapped)
         } catch {
             throw FeedFileError(path: url.path, error: error)
+        }
+    }
+
+    private static func readStream(
+        _ path: String, idleTimeout: Duration?, maximumBytes: Int, isCancelled: () -> Bool
+    ) throws -> Data {
+        func failure(_ code: Int32) -> FeedFileError {
+            FeedFileError(path: path, reason: String(cString: strerror(code)))
+        }
+        // Non-blocking: opening a FIFO for reading would otherwise wait for its writer, uncancellably.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+        guard descriptor >= 0 else { throw failure(errno) }
+        defer { close(descriptor) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 1 << 16)
+        var lastByte = ContinuousClock.now
+        while true {
+            if isCancelled() { throw CancellationError() }
+            var watched = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&watched, 1, 100)
+            if ready < 0 {
+                if errno == EINTR { continue }
+                throw failure(errno)
+            }
+            if ready == 0 {
+                // (A FIFO that no writer has opened yet reports nothing: it is waited for, as a stall.)
+                if let idleTimeout, ContinuousClock.now - lastByte >= idleTimeout {
+                    throw FeedFileError(
+                        path: path, reason: "no byte came for \(idleTimeout) (the command writing it stalled?)")
+                }
+                continue
+            }
+            let count = buffer.withUnsafeMutableBytes { Foundation.read(descriptor, $0.baseAddress, $0.count) }
+            if count > 0 {
+                data.append(buffer, count: count)
+                lastByte = .now
+                guard data.count <= maximumBytes else {
+                    throw FeedFileError(
+                        path: path,
+                        reason: "it gave more than \(maximumBytes >> 20) MB, more than any USGS feed holds")
+                }
+            } else if count == 0 {
+                return data  // the end (poll said readable or hung up)
+            } else if errno != EAGAIN && errno != EINTR {
+                throw failure(errno)
+            }
         }
     }
 }
@@ -132,6 +195,12 @@ public struct FeedFileError: Error, Sendable, CustomStringConvertible {
         } else {
             self.reason = nsError.localizedDescription
         }
+    }
+
+    /// Creates an error for `path` saying `reason`.
+    package init(path: String, reason: String) {
+        self.path = path
+        self.reason = reason
     }
 
     public var description: String { "could not read the feed file \(path): \(reason)" }

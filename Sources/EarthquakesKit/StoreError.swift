@@ -87,7 +87,9 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
             return StoreError(
                 .notADatabase, path: path, doing: "read",
                 reason: "the file is \(what) (SQLite error \(resultCode.rawValue))",
-                advice: "Move it aside (or delete it) and import the feed again to build a new database.",
+                advice:
+                    "If --database (or BATON_EARTHQUAKES_DATABASE) names the wrong file, give the right one; if this is "
+                    + "the tool's damaged database, move it aside and import the feed again to build a new one.",
                 error: error
             )
         default:

@@ -89,7 +89,7 @@ struct EarthquakeStoreOpeningTests {
         let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path) }
         #expect(error.code == .notADatabase)
         #expect(error.description.contains("not a SQLite database"))
-        #expect(error.description.contains("Move it aside"))
+        #expect(error.description.contains("move it aside and import the feed again"))
     }
 
     @Test("another program's table named earthquake: refused in every mode, the file left byte for byte")
@@ -117,5 +117,35 @@ struct EarthquakeStoreOpeningTests {
         let ours = directory.path("ours.sqlite")
         try EarthquakeStore(path: ours).importFeed([Quakes.tokyo])
         #expect(try EarthquakeStore(path: ours, mode: .readOnly).count() == 1)
+    }
+
+    /// A refresh added its tables beside another application's: only a table named `earthquake` made the
+    /// file another program's. Tables of another program and none of this one's do now; a Baton job
+    /// store's own tables do not (the tool keeps its refreshes' jobs beside its events).
+    @Test("another program's database without an earthquake table: refused, the file left byte for byte")
+    func foreignDatabase() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("app.sqlite")
+        let other = try DatabaseQueue(path: path)
+        try other.write { db in
+            try db.execute(sql: "CREATE TABLE users (name TEXT); CREATE TABLE orders (id INTEGER)")
+        }
+        try other.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        for mode in [EarthquakeStore.OpenMode.createIfMissing, .mustExist, .readOnly] {
+            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
+            #expect(error.code == .foreign, "\(mode)")
+            #expect(error.description.contains("another program's tables (orders, users)"), "\(error)")
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file was changed")
+        // An empty database, and one holding only a Baton job store, are this program's to fill.
+        let empty = directory.path("empty.sqlite")
+        try DatabaseQueue(path: empty).close()
+        try EarthquakeStore(path: empty).importFeed([Quakes.tokyo])
+        let jobs = directory.path("jobs.sqlite")
+        try DatabaseQueue(path: jobs).write { db in try db.execute(sql: "CREATE TABLE baton_runs (id INTEGER)") }
+        try EarthquakeStore(path: jobs).importFeed([Quakes.tokyo])
+        #expect(try EarthquakeStore(path: jobs, mode: .readOnly).count() == 1)
     }
 }

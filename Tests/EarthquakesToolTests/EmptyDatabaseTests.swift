@@ -55,6 +55,6 @@ struct EmptyDatabaseTests {
         try other.close()
         let list = try await EarthquakesBinaryTests.run(["list", "--database", database])
         #expect(list.status == 1, "\(list)")
-        #expect(list.stderr.contains("no earthquake table"), "\(list)")
+        #expect(list.stderr.contains("it holds another program's tables (notes)"), "\(list)")
     }
 }

@@ -109,4 +109,52 @@ import Testing
         }
         #expect(sources == [good], "only the readable feed's refresh is recorded")
     }
+
+    /// `refresh --json` of one feed wrote nothing on standard output when the refresh failed: a script
+    /// read empty input exactly when something went wrong.
+    @Test func aFailedRefreshStillWritesItsJSON() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        struct Failure: Decodable {
+            var source: String
+            var database: String
+            var error: String
+        }
+        let database = scratch.path("q.sqlite")
+        let broken = scratch.path("broken.geojson")
+        try Data("[1,".utf8).write(to: URL(fileURLWithPath: broken))
+        for (feed, says) in [(scratch.path("missing.geojson"), "missing.geojson"), (broken, "not valid JSON")] {
+            let captured = CapturedConsole()
+            let error = try await #require(throws: CLIError.self) {
+                try await EarthquakesCLI.forTests(captured).refresh(feed: feed, database: database, json: true)
+            }
+            #expect(!error.isUsage)
+            let object = try JSONDecoder().decode(Failure.self, from: Data(captured.stdout.utf8))
+            #expect(object.source.hasSuffix(feed.split(separator: "/").last.map(String.init) ?? feed))
+            #expect(object.database == database)
+            #expect(object.error == error.message)
+            #expect(object.error.contains(says), "\(object.error)")
+        }
+    }
+
+    /// `status` showed only the feeds a refresh of several feeds imported, not that another failed.
+    @Test func statusSaysTheLastRefreshOfSeveralFeedsFailed() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let good = scratch.path("good.geojson")
+        try Self.feed([Self.feature("a")]).write(to: URL(fileURLWithPath: good))
+        let broken = scratch.path("broken.geojson")
+        try Data("[1,".utf8).write(to: URL(fileURLWithPath: broken))
+        let database = scratch.path("q.sqlite")
+        await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: [good, broken], resume: false, database: database, json: false)
+        }
+        let status = CapturedConsole()
+        try await EarthquakesCLI.forTests(status).status(database: database)
+        #expect(
+            status.stdout.contains(
+                "The last refresh of good, broken ended with 1 step failed; "
+                    + "`earthquakes refresh --resume` refreshes its feeds again"), "\(status.stdout)")
+    }
 }

@@ -57,6 +57,11 @@ import Testing
         #expect(from?.isUsage == true)
         #expect(throws: CLIError.self) { try Coordinate(parsing: "1,2,3") }
         #expect(throws: CLIError.self) { try Coordinate(parsing: "nan,2") }
+        // Decimal degrees only (`0x10` was read as 16).
+        for text in ["0x10,0", "1e1,0", "0,--5", "0,1.5.2", "+,1"] {
+            #expect(throws: CLIError.self, "\(text)") { try Coordinate(parsing: text) }
+        }
+        #expect(try Coordinate(parsing: "+35,-139.5") == Coordinate(latitude: 35, longitude: -139.5))
         let format = #expect(throws: CLIError.self) { try Coordinate(parsing: "35.68") }
         #expect(format?.message.contains("LAT,LON") == true)
         let range = #expect(throws: CLIError.self) { try Coordinate(parsing: "95,10") }

@@ -1,7 +1,8 @@
-import EarthquakesCLI
 import EarthquakesKit
 import Foundation
 import Testing
+
+@testable import EarthquakesCLI
 
 /// `show` as the WWDC app's detail view: distance from a point or home, map links, a shareable line,
 /// local and relative times beside UTC; and `home`.
@@ -40,6 +41,24 @@ import Testing
         #expect(fields["distance"] == "711 km from -37.8100,144.9600")  // haversine by hand: 710.54 km
         #expect(fields["map"] == "https://www.openstreetmap.org/?mlat=-33.9000&mlon=151.2000#map=8/-33.9000/151.2000")
         #expect(fields["geo"] == "geo:-33.9000,151.2000")
+    }
+
+    /// POSIX forms of `TZ` (`:Asia/Tokyo`, `JST-9`) were ignored: the local time was dropped.
+    @Test func posixTimeZonesAreRead() throws {
+        let (scratch, path) = try database()
+        defer { scratch.remove() }
+        for zone in [":Asia/Tokyo", "JST-9", "<+09>-9", "JST-09:00"] {
+            let captured = CapturedConsole()
+            try cli(captured, home: scratch.url.path, timeZone: zone).show(
+                id: "us7000abcd", database: path, json: false)
+            #expect(
+                captured.lines.contains(
+                    "time         2023-11-14 22:13:20 UTC (2023-11-15 07:13 local, UTC+09:00; 3 h ago)"),
+                "\(zone): \(captured.stdout)")
+        }
+        #expect(EarthquakesCLI.timeZone(posix: "EST5EDT,M3.2.0,M11.1.0") == nil, "a rule with DST: the system's")
+        #expect(EarthquakesCLI.timeZone(posix: "XY-9") == nil)
+        #expect(EarthquakesCLI.timeZone(posix: "EST5")?.secondsFromGMT() == -18_000)
     }
 
     @Test func aRememberedHomeIsUsedWithoutFrom() throws {

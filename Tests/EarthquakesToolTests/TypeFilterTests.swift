@@ -28,7 +28,8 @@ struct TypeFilterTests {
         #expect(typo.stdout.isEmpty)
         #expect(
             typo.stderr.hasPrefix(
-                "Error: --type \"quary\": no stored event has this type; the types stored are: quarry blast (3), "
+                "Error: --type \"quary\": no stored event has this type, and the USGS has no such type; "
+                    + "the types stored are: quarry blast (3), "
                     + "earthquake (2), explosion (1)\n"), "\(typo.stderr)")
         let close = try await EarthquakesBinaryTests.run([
             "list", "--exclude-type", "explosoin", "--database", database,
@@ -50,5 +51,27 @@ struct TypeFilterTests {
         #expect(underscore.stdout.split(separator: "\n").count == 4)
         let status = try await EarthquakesBinaryTests.run(["status", "--database", database])
         #expect(status.stdout.contains("6 events (3 quarry blasts, 2 earthquakes, 1 explosion)"), "\(status.stdout)")
+    }
+
+    /// A real USGS type that no stored event has was refused as a mistake: the documented
+    /// `--exclude-type "quarry blast,explosion"` failed on a store without explosions, and a script's
+    /// `--type` broke once a prune removed the type's last event.
+    @Test func aRealTypeThatNoStoredEventHasMatchesNothing() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        try EarthquakeStore(path: database).importFeed([
+            Self.quake("e", "earthquake", 0), Self.quake("b", "quarry blast", 1),
+        ])
+        let excluded = try await EarthquakesBinaryTests.run([
+            "list", "--exclude-type", "quarry blast,explosion", "--all", "--csv", "--database", database,
+        ])
+        #expect(excluded.status == 0, "\(excluded.stderr)")
+        #expect(excluded.stdout.split(separator: "\n").dropFirst().map { $0.prefix { $0 != "," } } == ["e"])
+        let none = try await EarthquakesBinaryTests.run([
+            "list", "--type", "ice quake", "--csv", "--database", database,
+        ])
+        #expect(none.status == 0, "\(none.stderr)")
+        #expect(none.stdout.split(separator: "\n").count == 1, "the header alone: \(none.stdout)")
     }
 }
