@@ -492,12 +492,18 @@ public final class EarthquakeStore: Sendable {
     static func hasForeignTable(_ db: Database) throws -> Bool { !(try foreignTables(db)).isEmpty }
 
     /// The tables that make the file another program's (see ``hasForeignTable(_:)``); empty when it is not.
+    ///
+    /// The names come from one statement: this also runs outside a transaction (as a connection opens),
+    /// while another process may be creating the schema, and a look at `grdb_migrations` there failed
+    /// with "no such table" when it was not about an `earthquake` table (this program creates that table
+    /// and records its migration in one transaction, so a file without it holds none of its tables).
     static func foreignTables(_ db: Database) throws -> [String] {
-        guard try !migrator.appliedIdentifiers(db).contains(createTable) else { return [] }
-        if try db.tableExists("earthquake") { return ["earthquake"] }
-        return try String.fetchAll(
-            db, sql: "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name"
-        ).filter { name in
+        let names = try String.fetchAll(
+            db, sql: "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') ORDER BY name")
+        if names.contains("earthquake") {
+            return try migrator.appliedIdentifiers(db).contains(createTable) ? [] : ["earthquake"]
+        }
+        return names.filter { name in
             !name.hasPrefix("sqlite_") && !name.hasPrefix("baton_") && name != "grdb_migrations"
                 && name != "refresh_log"
         }
