@@ -9,17 +9,8 @@ import Testing
 /// What a probe of the `baton` command and its dashboard found (7 December 2026): a time far out of
 /// range trapped, a timeline could be written over its own store, table cells lost their ends, and
 /// ages and addresses were read too loosely.
-@Suite("baton: a probe's findings")
-struct BatonProbeFindingsTests {
-    let directory: URL
-    let path: String
-
-    init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("BatonProbe-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        path = directory.appendingPathComponent("jobs.sqlite").path
-    }
-
+/// (In the suite that reads and repairs a SQLite store: its scratch folder and store path.)
+extension BatonToolSQLiteTests {
     /// A time far out of range (a hand edit, a worker with a wrong clock) trapped as it was converted:
     /// `baton runs`, `baton timeline` and the dashboard's server, which shares the code, died with it.
     @Test func timesFarOutOfRangeAreShownNotTrappedOn() async throws {
