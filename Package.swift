@@ -269,8 +269,8 @@ let package = Package(
         .testTarget(
             name: "EarthquakesToolTests",
             dependencies: [
-                "EarthquakesCLI", "EarthquakesKit", "BatonDurable", "BatonNetworking", "BatonTesting", "TestHTTPServer",
-                "EarthquakesTestData", .product(name: "GRDB", package: "GRDB.swift"),
+                "EarthquakesCLI", "EarthquakesKit", "BatonDurable", "BatonNetworking", "BatonObservability",
+                "BatonTesting", "TestHTTPServer", "EarthquakesTestData", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict
         ),

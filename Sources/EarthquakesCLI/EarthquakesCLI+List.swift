@@ -21,7 +21,7 @@ extension EarthquakesCLI {
         }
         let (store, path) = try openForReading(database, sample: sample)
         defer { closeAtEnd(store.close) }
-        try Self.checkTypes(options, in: store)
+        try Self.checkTypes(options.types, excluded: options.excludedTypes, in: store)
         var filter = options.filter
         var look: (last: EarthquakeStore.Look?, now: EarthquakeStore.Look)?
         if new {
@@ -184,15 +184,15 @@ extension EarthquakesCLI {
     /// accepted — it matches nothing today, and may tomorrow: refusing it broke the documented
     /// `--exclude-type "quarry blast,explosion"` on a store without explosions, and scripts whenever a
     /// prune removed a type's last event. (An empty store has no types to compare with: its own message
-    /// says so.)
+    /// says so.) `list` and `watch` check their filters alike.
     ///
     /// - Throws: ``CLIError`` (a usage error).
-    static func checkTypes(_ options: ListOptions, in store: EarthquakeStore) throws {
-        guard !options.types.isEmpty || !options.excludedTypes.isEmpty else { return }
+    static func checkTypes(_ types: [String], excluded excludedTypes: [String], in store: EarthquakeStore) throws {
+        guard !types.isEmpty || !excludedTypes.isEmpty else { return }
         let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
         guard !stored.isEmpty else { return }
         let known = Set(stored.map(\.type)).union(eventTypes)
-        for (option, names) in [("--type", options.types), ("--exclude-type", options.excludedTypes)] {
+        for (option, names) in [("--type", types), ("--exclude-type", excludedTypes)] {
             for name in names where !known.contains(Earthquake.normalizedType(name)) {
                 // (Types come from feeds: safe for a terminal.)
                 let list = stored.map { "\(TerminalText.safe($0.type)) (\($0.count))" }.joined(separator: ", ")

@@ -234,6 +234,9 @@ extension EarthquakesCLI {
             throw CLIError("the refresh stopped before its end; `earthquakes refresh --resume` finishes the rest")
         }
         try? FileManager.default.removeItem(at: folder)
+        // And `<database>.downloads/` when nothing else is in it (another refresh's downloads or a watch's
+        // lock keep it): `rmdir` removes only an empty folder, so it cannot take what another process put there.
+        _ = rmdir(folder.deletingLastPathComponent().path)
         do {
             try await report(
                 run: run, feeds: feeds, imports: imports, before: before, joined: joined, printed: printed, jobs: jobs,

@@ -1,3 +1,4 @@
+import BatonObservability
 import EarthquakesKit
 
 /// Writes listing rows as a fixed-width table or CSV into a byte buffer, flushed to the console in
@@ -151,11 +152,11 @@ final class ListingWriter {
         return parts.joined(separator: ", ")
     }
 
-    /// The characters of UTF-8 `text` (Unicode scalars: what the table counts).
+    /// The columns a terminal gives UTF-8 `text` (``TerminalColumns``: a CJK character or an emoji takes
+    /// two, a combining mark none). ASCII, nearly every row, is counted by its bytes.
     static func displayWidth(_ text: UnsafeBufferPointer<UInt8>) -> Int {
-        var count = 0
-        for byte in text where byte & 0xC0 != 0x80 { count += 1 }
-        return count
+        if text.allSatisfy({ $0 < 0x80 }) { return text.count }
+        return TerminalColumns.of(String(decoding: text, as: UTF8.self))
     }
 
     /// `text` without the tabs, line breaks and spaces around it (a type stored before the import trimmed
@@ -184,8 +185,8 @@ final class ListingWriter {
         return zip(type, word).allSatisfy { $0 | 0x20 == $1 }
     }
 
-    /// Appends up to `room` characters of UTF-8 `text` (an ellipsis replaces the rest); returns the
-    /// number of characters appended. Characters are counted as Unicode scalars.
+    /// Appends up to `room` columns of UTF-8 `text` (an ellipsis replaces the rest); returns the number of
+    /// columns appended. Columns as a terminal gives them: ``displayWidth(_:)``.
     @discardableResult
     private func appendClipped(_ text: UnsafeBufferPointer<UInt8>, room: Int) -> Int {
         if TerminalText.mayBeUnsafe(text) {
@@ -198,24 +199,25 @@ final class ListingWriter {
     }
 
     private func appendClippedSafe(_ text: UnsafeBufferPointer<UInt8>, room: Int) -> Int {
-        var scalars = 0
-        for byte in text where byte & 0xC0 != 0x80 { scalars += 1 }
-        if scalars <= room {
+        let width = Self.displayWidth(text)
+        if width <= room {
             buffer.append(contentsOf: text)
-            return scalars
+            return width
         }
         guard room > 0 else { return 0 }
+        // Whole characters that fit in room - 1 columns, then the ellipsis (one column); a wide character
+        // that would straddle the edge leaves a space instead.
         var kept = 0
-        var end = 0
-        while end < text.count {
-            if text[end] & 0xC0 != 0x80 {
-                if kept == room - 1 { break }
-                kept += 1
-            }
-            end += 1
+        var clipped = ""
+        for character in String(decoding: text, as: UTF8.self) {
+            let columns = TerminalColumns.of(character)
+            if kept + columns > room - 1 { break }
+            clipped.append(character)
+            kept += columns
         }
-        buffer.append(contentsOf: UnsafeBufferPointer(rebasing: text[0..<end]))
+        append(clipped)
         append("…")
+        appendSpaces(room - 1 - kept)
         return room
     }
 

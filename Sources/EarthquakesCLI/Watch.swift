@@ -438,6 +438,8 @@ extension EarthquakesCLI {
         let store = try openForWriting(path)
         defer { closeAtEnd(store.close) }
         try store.checkWritable()
+        // A mistyped type would alert on nothing, silently and for ever (as `list` refuses it).
+        try Self.checkTypes(spec.filter.types, excluded: spec.filter.excludedTypes, in: store)
         // One watch per database at a time: a second one would deliver the alerts in two places.
         let lock = try WatchLock(database: path, name: spec.name)
         defer { lock.release() }

@@ -511,8 +511,14 @@ struct Prune: AsyncParsableCommand {
 func usageChecked(_ body: () throws -> Void) throws {
     do {
         try body()
-    } catch let error as CLIError {
+    } catch let error as CLIError where error.isUsage {
         throw ValidationError(error.message)
+    } catch let error as CLIError {
+        // Not the command line's fault (a damaged places file read to check --near): reported as `run()`
+        // reports it, status 1, rather than as a usage error (64) with the usage under it.
+        Console.standard.error("earthquakes: \(EarthquakesCLI.message(for: error))\n")
+        for line in error.details { Console.standard.error("  \(EarthquakesCLI.detailLine(line))\n") }
+        throw ExitCode.failure
     }
 }
 

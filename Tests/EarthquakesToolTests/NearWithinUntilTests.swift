@@ -96,6 +96,30 @@ struct NearWithinUntilTests {
         }
     }
 
+    /// A damaged places file is not the command line's fault: `list --near tokyo` said "Error: …" with
+    /// the usage under it and exit status 64, as for a mistyped option. It is a failure (status 1) naming
+    /// the file and what to do, for `list`, `watch` and `show` alike.
+    @Test func aDamagedPlacesFileIsAFailureNotAUsageError() async throws {
+        let setup = try Setup()
+        defer { setup.scratch.remove() }
+        _ = try await Binary.run(["place", "tokyo", "35.68,139.69"], environment: setup.environment)
+        let places = setup.scratch.path("config/baton-earthquakes/places")
+        #expect(FileManager.default.fileExists(atPath: places))
+        try Data("tokyo\t35.68,139.69\nnot a place\n".utf8).write(to: URL(fileURLWithPath: places))
+        for arguments in [
+            ["list", "--near", "tokyo", "--within", "300km"], ["show", "tokyo", "--from", "tokyo"],
+            ["watch", "--once", "--near", "tokyo", "--within", "300km"],
+        ] {
+            let run = try await Binary.run(arguments + ["--database", setup.database], environment: setup.environment)
+            #expect(run.status == 1, "\(arguments): \(run.stderr)")
+            #expect(
+                run.stderr.hasPrefix(
+                    "earthquakes: the saved places in \(places) hold a line that is not NAME<tab>LAT,LON"),
+                "\(arguments): \(run.stderr)")
+            #expect(!run.stderr.contains("Usage:"), "\(arguments): \(run.stderr)")
+        }
+    }
+
     /// `--until` with a date alone keeps that whole day: 4 to 6 July is three days.
     @Test func aClosedTimeWindow() async throws {
         let setup = try Setup()

@@ -73,6 +73,8 @@ import Darwin
             "left beside \(database): \(SQLiteSideFiles.left(beside: database))")
         let downloads = (try? FileManager.default.contentsOfDirectory(atPath: database + ".downloads")) ?? []
         #expect(downloads.isEmpty, "left behind: \(downloads)")
+        // Nor is the empty folder they were in.
+        #expect(!FileManager.default.fileExists(atPath: database + ".downloads"))
 
         // The same feeds again: a new refresh (the finished one was pruned), everything downloaded again.
         try await EarthquakesCLI.forTests(captured).refresh(

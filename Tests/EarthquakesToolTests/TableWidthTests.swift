@@ -1,3 +1,4 @@
+import BatonObservability
 import BatonTesting
 import EarthquakesCLI
 import EarthquakesKit
@@ -44,6 +45,44 @@ import Darwin
         // Where the full table fits with ids of USGS's longest (12 characters), its rows are unchanged (the
         // details after the id come in the room left beyond that).
         if width >= 35 + 2 + 48 + 2 + 12 { #expect(fitted.dropFirst() == full.dropFirst()) }
+    }
+
+    /// Places were counted by Unicode scalars: a row with a CJK place (two columns a character) ran past
+    /// the terminal's width and pushed its id out of line, and one with a combining accent came out a
+    /// column short. Rows are now measured in the columns a terminal gives them.
+    @Test(arguments: [nil, 100, 80, 60] as [Int?])
+    func wideAndCombiningCharactersKeepTheColumnsInLine(width: Int?) throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let time = Date(timeIntervalSince1970: 1_700_000_000)
+        let places = [
+            "ascii": "12 km N of Somewhere, CA",
+            "wide": "東京都の北 12 km、日本の本州の東海岸沖の太平洋の海底、とても長い地名です",
+            "marks": "Montre\u{301}al Montre\u{301}al Montre\u{301}al Montre\u{301}al Montre\u{301}al Montre\u{301}al",
+            "emoji": "🌋🌋🌋 near the volcano 🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋🌋",
+        ]
+        _ = try EarthquakeStore(path: path).importFeed(
+            places.sorted { $0.key < $1.key }.enumerated().map { index, entry in
+                Earthquake(
+                    id: entry.key, latitude: 1, longitude: 2, depth: 3, magnitude: 4, place: entry.value,
+                    time: time.addingTimeInterval(Double(index)), type: "earthquake")
+            })
+        var captured = CapturedConsole()
+        captured.console.terminalColumns = width
+        try EarthquakesCLI.forTests(captured).list(ListOptions(limit: nil), database: path, json: false)
+        let rows = captured.lines.filter { !$0.isEmpty }
+        #expect(rows.count == 5, "\(rows)")
+        // The id starts in the same column in every row, the header's ID included.
+        var starts: Set<Int> = []
+        for row in rows {
+            let words = row.split(separator: " ")
+            let id = row.hasPrefix("TIME") ? "ID" : try #require(words.last.map(String.init))
+            let before = try #require(row.range(of: "  " + id, options: .backwards)).lowerBound
+            starts.insert(TerminalColumns.of(row[..<before]) + 2)
+            if let width { #expect(TerminalColumns.of(row) <= width, "\(TerminalColumns.of(row)) > \(width): \(row)") }
+        }
+        #expect(starts.count == 1, "ids start at columns \(starts.sorted()):\n\(rows.joined(separator: "\n"))")
     }
 
     @Test func thePlaceIsShortenedBeforeTheDepthGoes() throws {

@@ -74,4 +74,28 @@ struct TypeFilterTests {
         #expect(none.status == 0, "\(none.stderr)")
         #expect(none.stdout.split(separator: "\n").count == 1, "the header alone: \(none.stdout)")
     }
+
+    /// `watch --type nosuch` was accepted: the watch ran, refreshed and alerted on nothing, for ever.
+    /// It is refused as `list` refuses it, before anything is saved or started.
+    @Test func aWatchRefusesAMistypedTypeAsListDoes() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        try EarthquakeStore(path: database).importFeed(Self.quakes)
+        let feed = scratch.path("none.geojson")
+        try Data(#"{"type":"FeatureCollection","features":[]}"#.utf8).write(to: URL(fileURLWithPath: feed))
+
+        let typo = try await EarthquakesBinaryTests.run([
+            "watch", "--once", "--type", "quarry blst", "--feed", feed, "--database", database,
+        ])
+        #expect(typo.status == 64, "\(typo.stderr)")
+        #expect(typo.stderr.contains("--type \"quarry blst\": no stored event has this type"), "\(typo.stderr)")
+        #expect(typo.stderr.contains("did you mean \"quarry blast\"?"), "\(typo.stderr)")
+        #expect(typo.stdout.isEmpty)
+
+        let real = try await EarthquakesBinaryTests.run([
+            "watch", "--once", "--exclude-type", "quarry blast,ice quake", "--feed", feed, "--database", database,
+        ])
+        #expect(real.status == 0, "\(real.stderr)")
+    }
 }
