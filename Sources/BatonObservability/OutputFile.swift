@@ -22,6 +22,48 @@ package enum OutputFile {
         package var description: String { "cannot write \(path): \(errorDescription ?? "")" }
     }
 
+    /// Why `path` cannot be written, worded to follow the option and the path ("-o x/run.html: the folder
+    /// x does not exist; …"), or nil: an empty path, a folder, a folder that does not exist or cannot be
+    /// written in, or a device or FIFO that cannot be written. Checked before a command does its work, so
+    /// that the page it makes afterwards has somewhere to go. The folder is the one the path's symbolic
+    /// links lead to, where ``write(_:to:)`` writes; `example` is a file name to suggest.
+    package static func problem(_ path: String, example: String) -> String? {
+        guard !path.isEmpty else { return ": no file name is given; give the file to write, for example \(example)" }
+        var status = stat()
+        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG, status.st_mode & S_IFMT != S_IFDIR {
+            guard access(path, W_OK) == 0 else {
+                return ": cannot write to it (\(String(cString: strerror(errno)))); give a path you can write to"
+            }
+            return nil
+        }
+        let folder = URL(fileURLWithPath: followingLinks(path)).deletingLastPathComponent().path
+        var isFolder: ObjCBool = false
+        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
+            return ": the folder \(folder) does not exist; create it or give another path"
+        }
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            return " is a folder; give a file path inside it, for example "
+                + (path as NSString).appendingPathComponent(example)
+        }
+        if let reason = unwritableReason(folder: folder) {
+            return ": cannot write in the folder \(folder) (\(reason)); give a path in a folder you can write to"
+        }
+        return nil
+    }
+
+    /// Why no file can be created in `folder` (tried with a file of its own, removed at once), or nil.
+    /// Trying is the only reliable test: permissions say nothing of a read-only file system, nor of
+    /// what the superuser may do.
+    static func unwritableReason(folder: String) -> String? {
+        let probe = (folder as NSString).appendingPathComponent(
+            ".baton-output-check-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
+        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
+        close(descriptor)
+        unlink(probe)
+        return nil
+    }
+
     /// Writes `text` to the file at `path` (see the type).
     package static func write(_ text: String, to path: String) throws {
         var given = stat()

@@ -35,44 +35,9 @@ public struct RunPicture: Sendable {
     /// (a device, a FIFO) is written into, so it needs only to be writable itself.
     public static func check(_ path: String?, option: String) throws(CLIError) {
         guard let path else { return }
-        var status = stat()
-        if stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG, status.st_mode & S_IFMT != S_IFDIR {
-            guard access(path, W_OK) == 0 else {
-                throw CLIError.usage(
-                    "\(option) \(path): cannot write to it (\(String(cString: strerror(errno)))); give a path you "
-                        + "can write to")
-            }
-            return
+        if let problem = OutputFile.problem(path, example: option == "--trace" ? "run.json" : "run.html") {
+            throw CLIError.usage("\(option) \(path)\(problem)")
         }
-        let folder = URL(fileURLWithPath: OutputFile.followingLinks(path)).deletingLastPathComponent().path
-        var isFolder: ObjCBool = false
-        guard FileManager.default.fileExists(atPath: folder, isDirectory: &isFolder), isFolder.boolValue else {
-            throw CLIError.usage(
-                "\(option) \(path): the folder \(folder) does not exist; create it or give another path")
-        }
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
-            throw CLIError.usage(
-                "\(option) \(path) is a folder; give a file path inside it, for example "
-                    + (path as NSString).appendingPathComponent(option == "--trace" ? "run.json" : "run.html"))
-        }
-        if let reason = unwritableReason(folder: folder) {
-            throw CLIError.usage(
-                "\(option) \(path): cannot write in the folder \(folder) (\(reason)); give a path in a folder you "
-                    + "can write to")
-        }
-    }
-
-    /// Why no file can be created in `folder` (tried with a file of its own, removed at once), or nil.
-    /// Trying is the only reliable test: permissions say nothing of a read-only file system, nor of
-    /// what the superuser may do.
-    static func unwritableReason(folder: String) -> String? {
-        let probe = (folder as NSString).appendingPathComponent(
-            ".earthquakes-picture-check-\(ProcessInfo.processInfo.processIdentifier)-\(UUID().uuidString)")
-        let descriptor = open(probe, O_WRONLY | O_CREAT | O_EXCL, 0o600)
-        guard descriptor >= 0 else { return String(cString: strerror(errno)) }
-        close(descriptor)
-        unlink(probe)
-        return nil
     }
 
     /// Usage errors, checked before a refresh does anything: a picture path that is a folder, or that

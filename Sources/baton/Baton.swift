@@ -184,9 +184,8 @@ struct Timeline: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: ArgumentHelp("The page to write.", valueName: "file")) var output: String
 
     func validate() throws {
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: output, isDirectory: &isFolder), isFolder.boolValue {
-            throw ValidationError("-o \(output) is a folder; give the file to write, such as \(output)/run.html")
+        if let problem = OutputFile.problem(output, example: "run.html") {
+            throw ValidationError("-o \(output)\(problem)")
         }
         if try usageChecked({ try options.address() }).isOverwritten(by: output) {
             throw ValidationError(

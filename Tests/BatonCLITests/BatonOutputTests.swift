@@ -68,6 +68,35 @@ struct BatonOutputTests {
         #expect(stat("/dev/null", &status) == 0 && status.st_mode & S_IFMT == S_IFCHR, "/dev/null is still a device")
     }
 
+    @Test(
+        "timeline -o with no name, in a missing folder or onto a folder is a usage error saying what to give",
+        .enabled(if: executable != nil, "the baton executable is not built; skipping"))
+    func timelineOutputThatCannotBeWritten() async throws {
+        let (folder, path, fixture) = try await Self.store()
+        defer { try? FileManager.default.removeItem(at: folder) }
+        let missing = folder.appendingPathComponent("missing/run.html").path
+        // `-o ""` said "cannot write : … The file doesn't exist." after reading the whole run, and a
+        // missing folder the same.
+        for (output, message) in [
+            ("", "Error: -o : no file name is given; give the file to write, for example run.html"),
+            (
+                missing,
+                "Error: -o \(missing): the folder \(folder.path)/missing does not exist; create it or give another path"
+            ),
+            (
+                folder.path,
+                "Error: -o \(folder.path) is a folder; give a file path inside it, for example \(folder.path)/run.html"
+            ),
+        ] {
+            let run = try await BatonCommandTests.run([
+                "timeline", "\(fixture.failed.rawValue)", "-o", output, "--store", "sqlite:" + path,
+            ])
+            #expect(run.status == 64, "\(run)")
+            #expect(run.stderr.hasPrefix(message), "\(run.stderr)")
+        }
+        #expect(!FileManager.default.fileExists(atPath: folder.appendingPathComponent("missing").path))
+    }
+
     @Test("a store opened to read only answers reads, refuses a repair saying why, and writes nothing")
     func aStoreReadOnly() async throws {
         let (folder, path, fixture) = try await Self.store()
