@@ -267,11 +267,15 @@ extension PostgresJobStore {
         while true {
             jobs = [:]
             for row in try await connection.liveQuery(
-                "SELECT id, name, state, remaining FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE", logger: logger
+                """
+                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL
+                FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE
+                """, logger: logger
             ).collect() {
-                let (id, name, state, remaining) = try row.decode((Int64, String, String, Int).self)
+                let (id, name, state, remaining, cancelling) = try row.decode((Int64, String, String, Int, Bool).self)
                 jobs[id] = RetryPlan.Job(
-                    name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining)
+                    name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining,
+                    isBeingCancelled: cancelling)
             }
             let ids = Set(jobs.keys)
             if ids == locked { break }

@@ -87,7 +87,7 @@ extension PostgresJobStore {
             let found = try await connection.query(
                 PostgresQuery(
                     unsafeSQL: """
-                        SELECT r.id, array(SELECT j.id FROM \(table).jobs j WHERE j.run = r.id ORDER BY j.idx)
+                        SELECT r.id, array(SELECT j.id FROM \(table).jobs j WHERE j.run = r.id AND j.added_by IS NULL ORDER BY j.idx)
                         FROM \(table).runs r WHERE r.unique_key = $1
                         """,
                     binds: {
@@ -129,7 +129,8 @@ extension PostgresJobStore {
         if run.jobs.count == spec.jobs.count {
             stored = try await connection.query(
                 PostgresQuery(
-                    unsafeSQL: "SELECT name, kind FROM \"\(configuration.schema)\".jobs WHERE run = $1 ORDER BY idx",
+                    unsafeSQL:
+                        "SELECT name, kind FROM \"\(configuration.schema)\".jobs WHERE run = $1 AND added_by IS NULL ORDER BY idx",
                     binds: {
                         var b = PostgresBindings(); b.append(run.id.rawValue); return b
                     }()),
@@ -321,7 +322,7 @@ extension PostgresJobStore {
             }
             let (run, own) = try first.decode((Int64, Bool).self)
             let ids = try await connection.liveQuery(
-                "SELECT id FROM jobs WHERE run = \(run) ORDER BY idx", logger: logger
+                "SELECT id FROM jobs WHERE run = \(run) AND added_by IS NULL ORDER BY idx", logger: logger
             ).collect().map { try $0.decode(Int64.self) }
             return SubmittedRun(run: DurableRunID(run), jobs: ids.map { DurableJobID($0) }, existing: !own)
         }

@@ -51,6 +51,32 @@ struct CronTests {
                 == [Self.date("2026-11-30 00:00"), Self.date("2026-12-01 00:00"), Self.date("2026-12-07 00:00")])
     }
 
+    /// A step in a day field was ignored (the field starting with `*` counted as unrestricted): every
+    /// other day fired every day. As in Vixie cron, a starred field is still a set, and a day must match
+    /// both fields when either is starred.
+    @Test("a step in the day-of-month or day-of-week field: every other day, not every day")
+    func stepsInDayFields() throws {
+        #expect(
+            try Self.ticks("0 0 */2 * *", after: "2026-01-01 00:00", count: 3)
+                == ["2026-01-03", "2026-01-05", "2026-01-07"].map { Self.date("\($0) 00:00") })
+        // The 31st, then the 1st: the step starts again each month.
+        #expect(
+            try Self.ticks("0 0 */2 * *", after: "2026-01-30 00:00", count: 2)
+                == ["2026-01-31", "2026-02-01"].map { Self.date("\($0) 00:00") })
+        // Sunday, Tuesday, Thursday, Saturday (0, 2, 4, 6); 2026-11-30 is a Monday.
+        #expect(
+            try Self.ticks("0 0 * * */2", after: "2026-11-30 00:00", count: 3)
+                == ["2026-12-01", "2026-12-03", "2026-12-05"].map { Self.date("\($0) 00:00") })
+        // Mondays that fall on an odd day of the month.
+        #expect(
+            try Self.ticks("0 0 */2 * mon", after: "2026-11-27 00:00", count: 3)
+                == ["2026-12-07", "2026-12-21", "2027-01-11"].map { Self.date("\($0) 00:00") })
+        // 10-20/5 restricts the day of month: either field matches.
+        #expect(
+            try Self.ticks("0 0 10-20/5 * mon", after: "2026-11-30 00:00", count: 3)
+                == ["2026-12-07", "2026-12-10", "2026-12-14"].map { Self.date("\($0) 00:00") })
+    }
+
     @Test("the 31st runs only in months that have one; the 30th of February never")
     func monthsWithoutTheDay() throws {
         #expect(

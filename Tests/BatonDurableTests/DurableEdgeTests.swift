@@ -265,6 +265,11 @@ struct DurableEdgeTests {
             (DurableWorker.Configuration(maxConcurrentJobs: 0), "maxConcurrentJobs"),
             (DurableWorker.Configuration(leaseDuration: .seconds(-1)), "leaseDuration"),
             (DurableWorker.Configuration(retention: .seconds(-5)), "retention"),
+            // Beyond what a sleep can count: the worker trapped in its first wait.
+            (DurableWorker.Configuration(pollInterval: .seconds(Int64.max)), "pollInterval"),
+            (DurableWorker.Configuration(leaseDuration: .seconds(Int64.max)), "leaseDuration"),
+            (DurableWorker.Configuration(shutdownGracePeriod: .seconds(Int64.max)), "shutdownGracePeriod"),
+            (DurableWorker.Configuration(retention: .seconds(Int64.max)), "retention"),
         ] {
             #expect {
                 _ = try DurableWorker(store: store, jobs: [Echo()], configuration: configuration)
@@ -274,6 +279,36 @@ struct DurableEdgeTests {
             }
         }
         _ = try DurableWorker(store: store, jobs: [Echo()], configuration: .init())
+    }
+
+    /// `timeout: .seconds(Int64.max)` (meant as "no limit") was stored, and every worker that claimed the
+    /// job trapped in its sleep ("Not enough bits to represent the passed value"): the lease ran out,
+    /// the next worker claimed it and died too. Refused at submission, as other numbers are.
+    @Test("a timeout or a retry wait beyond 100 years is refused at submission, saying which job")
+    func durationsBeyondAClocksReachAreRefused() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        for (retry, timeout, words) in [
+            (RetryPolicy.never, Duration.seconds(Int64.max), "job 'a' has a timeout of"),
+            (
+                RetryPolicy.constant(maxAttempts: 2, delay: .seconds(Int64.max)), nil,
+                "job 'a' has a retry policy that waits"
+            ),
+            (
+                RetryPolicy.exponential(maxAttempts: 2, maximum: .seconds(Int64.max)), nil,
+                "job 'a' has a retry policy that waits"
+            ),
+        ] as [(RetryPolicy, Duration?, String)] {
+            var graph = JobGraph(name: "g")
+            graph.add(Echo.self, input: "a", name: "a", retry: retry, timeout: timeout)
+            let error = await #expect(throws: DurableError.self) { _ = try await store.submit(graph) }
+            #expect(error?.code == .invalidGraph)
+            #expect(error?.message.contains(words) == true, "\(String(describing: error))")
+        }
+        var fine = JobGraph(name: "g")
+        fine.add(
+            Echo.self, input: "a", name: "a", retry: .constant(maxAttempts: 2, delay: .seconds(36_500 * 86_400)),
+            timeout: .seconds(36_500 * 86_400))
+        _ = try await store.submit(fine)
     }
 
     @Test("a category limit or an attempt count below 1 is refused at submission, saying which job, not raised to 1")

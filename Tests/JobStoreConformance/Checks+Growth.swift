@@ -41,6 +41,25 @@ extension JobStoreConformance {
             let explained = try await store.explain(run: run.run).description
             try expect(explained.contains("    + import"), "explain shows added jobs under their adder:\n\(explained)")
         },
+        // A program that crashed after a run grew and submits its graph again with the run's unique key
+        // (to resume, as with River or Oban) was refused with uniqueKeyConflict ("a run of 4 jobs; graph
+        // has 2"): the jobs the run added counted toward its shape.
+        check("a run that grew is returned for its unique key, with the jobs it was submitted with") { store, _ in
+            let graph = Build.graph("paged", Build.job("page"), Build.job("report", afterAll: [0]))
+            let run = try await store.submit(graph, uniqueKey: "import-2026-06")
+            let page = try await store.claimAll()[0]
+            _ = try await store.finish([
+                AttemptReport(
+                    lease: page.lease, outcome: .succeeded(output: Data("1".utf8)),
+                    additions: RunAddition(jobs: [Build.job("page 2"), Build.job("page 3")]))
+            ])
+            try expectEqual(try await store.snapshot(of: run.run).jobs.count, 4, "the run grew")
+            let again = try await store.submit(graph, uniqueKey: "import-2026-06")
+            try expect(again.existing, "the run is returned, not a new one")
+            try expectEqual(again.run, run.run, "the same run")
+            try expectEqual(again.jobs, run.jobs, "its handles name the jobs the graph was submitted with")
+            try expectEqual(try await store.runs(RunFilter()).runs.count, 1, "no second run")
+        },
         check("a dependent with afterAll waits for everything its dependency adds, transitively") { store, _ in
             let run = try await store.submit(
                 GraphSpec(

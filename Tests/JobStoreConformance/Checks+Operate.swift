@@ -284,6 +284,27 @@ extension JobStoreConformance {
             try expectEqual(try await store.states(stopped), [.ready, .pending], "running again")
             try await expectDurableError(.unknownRun) { _ = try await store.retry(run: DurableRunID(987_654)) }
         },
+        // Retrying a run just after cancelling it made its cancelled dependents pending again and said
+        // so, then the running job's attempt ended cancelled and cancelled them again: the retry was
+        // undone while it had reported jobs running again.
+        check("a retry waits for a dependency still being cancelled: refused saying which, then runs everything") {
+            store, _ in
+            let run = try await store.submit(
+                Build.graph("g", Build.job("a"), Build.job("b", after: [0])), uniqueKey: nil)
+            let a = try await store.claimAll()[0]
+            try await store.cancel(run: run.run, reason: "stop")
+            try expectEqual(try await store.states(run), [.running, .cancelled], "a is being cancelled")
+            let refused = try await expectDurableError(.misuse) { _ = try await store.retry(run: run.run) }
+            try expect(
+                refused.message.contains("its dependency 'a' is still being cancelled"), "names a: \(refused.message)")
+            let one = try await expectDurableError(.misuse) { _ = try await store.retry(job: run.jobs[1]) }
+            try expect(one.message.contains("'a' is still being cancelled"), "names a: \(one.message)")
+            try expectEqual(try await store.states(run), [.running, .cancelled], "nothing was changed")
+            _ = try await store.finish([AttemptReport(lease: a.lease, outcome: .cancelled(reason: "stop"))])
+            try expectEqual(try await store.states(run), [.cancelled, .cancelled], "a has stopped")
+            try expectEqual(try await store.retry(run: run.run), 2, "then both run again")
+            try expectEqual(try await store.states(run), [.ready, .pending], "and stay so")
+        },
         check("a finished run can be deleted with its jobs; an unfinished one cannot") { store, _ in
             let done = try await store.submit(
                 Build.graph("d", Build.job("a", retry: .constant(maxAttempts: 2, delay: .zero))), uniqueKey: "d")

@@ -255,11 +255,15 @@ extension SQLiteJobStore {
     static func retryGraph(_ db: Database, run: Int64) throws -> ([Int64: RetryPlan.Job], [RetryPlan.Edge]) {
         var jobs: [Int64: RetryPlan.Job] = [:]
         for row in try Row.fetchAll(
-            db, sql: "SELECT id, name, state, remaining FROM baton_jobs WHERE run = ?", arguments: [run])
+            db,
+            sql: """
+                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL
+                FROM baton_jobs WHERE run = ?
+                """, arguments: [run])
         {
             jobs[try row.value(at: 0)] = RetryPlan.Job(
                 name: try row.value(at: 1), state: DurableJobState(rawValue: try row.value(at: 2)) ?? .failed,
-                remaining: try row.value(at: 3))
+                remaining: try row.value(at: 3), isBeingCancelled: try row.value(at: 4))
         }
         let edges = try Row.fetchAll(
             db,

@@ -73,7 +73,8 @@ extension SQLiteJobStore {
         var stored: [(String, String)?] = []
         if run.jobs.count == spec.jobs.count {
             let rows = try Row.fetchAll(
-                db, sql: "SELECT name, kind FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [run.id.rawValue])
+                db, sql: "SELECT name, kind FROM baton_jobs WHERE run = ? AND added_by IS NULL ORDER BY idx",
+                arguments: [run.id.rawValue])
             stored = try rows.map { (try $0.value(at: 0) as String, try $0.value(at: 1) as String) }
         }
         try spec.checkShape(of: run, uniqueKey: uniqueKey, stored: stored)
@@ -141,8 +142,10 @@ extension SQLiteJobStore {
             let existing = try Int64.fetchOne(
                 db, sql: "SELECT id FROM baton_runs WHERE unique_key = ?", arguments: [uniqueKey])
         {
+            // The jobs it was submitted with: a run that grew (jobs that add jobs) is still the same shape.
             let jobs = try Int64.fetchAll(
-                db, sql: "SELECT id FROM baton_jobs WHERE run = ? ORDER BY idx", arguments: [existing])
+                db, sql: "SELECT id FROM baton_jobs WHERE run = ? AND added_by IS NULL ORDER BY idx",
+                arguments: [existing])
             return SubmittedRun(run: DurableRunID(existing), jobs: jobs.map { DurableJobID($0) }, existing: true)
         }
         // Identities of committed runs are never handed out twice, even after `prune` deleted the newest

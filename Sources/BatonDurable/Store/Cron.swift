@@ -5,8 +5,9 @@ public import Foundation
 ///
 /// Each field is `*`, a number, a range `a-b`, a list `a,b,c`, or any of these with a step (`*/15`,
 /// `8-18/2`). Months may be named (`jan`…`dec`) and days of the week too (`sun`…`sat`; 0 and 7 are
-/// Sunday). As in Vixie cron, when both the day of month and the day of week are restricted, a day
-/// matching either one matches. `@hourly`, `@daily` (`@midnight`), `@weekly`, `@monthly` and
+/// Sunday). As in Vixie cron, when both the day of month and the day of week are restricted (neither
+/// starts with `*`), a day matching either one matches; otherwise a day must match both (`0 0 */2 * *`
+/// is the 1st, 3rd, 5th… of each month, `0 0 */2 * mon` the Mondays among those). `@hourly`, `@daily` (`@midnight`), `@weekly`, `@monthly` and
 /// `@yearly` (`@annually`) are accepted too.
 ///
 /// Times are wall-clock times in the zone. A time that a daylight-saving change skips (02:30 on the
@@ -21,8 +22,10 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
     let months: Set<Int>
     /// 0 = Sunday … 6 = Saturday.
     let weekdays: Set<Int>
-    let daysRestricted: Bool
-    let weekdaysRestricted: Bool
+    /// Whether the day-of-month / day-of-week field starts with `*` (`*`, `*/2`): Vixie cron's rule for
+    /// matching one field or both.
+    let daysStarred: Bool
+    let weekdaysStarred: Bool
 
     /// - Throws: ``DurableError/Code/invalidGraph`` naming the field that is wrong and what it accepts.
     public init(_ text: String, timeZone: TimeZone = TimeZone(identifier: "UTC")!) throws {
@@ -52,8 +55,8 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             fields[4], "day-of-week", 0...7,
             names: Dictionary(uniqueKeysWithValues: weekdays.enumerated().map { ($1, $0) }), in: text)
         self.weekdays = Set(weekdaySet.map { $0 % 7 })
-        daysRestricted = !fields[2].hasPrefix("*")
-        weekdaysRestricted = !fields[4].hasPrefix("*")
+        daysStarred = fields[2].hasPrefix("*")
+        weekdaysStarred = fields[4].hasPrefix("*")
     }
 
     public var description: String { "\(text) (\(timeZone.identifier))" }
@@ -123,13 +126,12 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             guard let year = parts.year, let month = parts.month, let dayOfMonth = parts.day,
                 let weekday = parts.weekday
             else { return nil }
-            let dayMatches: Bool
-            switch (daysRestricted, weekdaysRestricted) {
-            case (true, true): dayMatches = days.contains(dayOfMonth) || weekdays.contains(weekday - 1)
-            case (true, false): dayMatches = days.contains(dayOfMonth)
-            case (false, true): dayMatches = weekdays.contains(weekday - 1)
-            case (false, false): dayMatches = true
-            }
+            // (A field that starts with `*` was read as a set too: `*` is every day, `*/2` every other one.
+            // Taking `*/2` as `*` fired every day.)
+            let dayMatches =
+                daysStarred || weekdaysStarred
+                ? days.contains(dayOfMonth) && weekdays.contains(weekday - 1)
+                : days.contains(dayOfMonth) || weekdays.contains(weekday - 1)
             if months.contains(month) && dayMatches {
                 for hour in sortedHours where !isFirstDay || hour >= firstHour {
                     for minute in sortedMinutes {

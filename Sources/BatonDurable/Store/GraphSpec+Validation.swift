@@ -104,6 +104,26 @@ extension GraphSpec {
                     "job '\(job.name)' has a timeout of \(timeout); give a positive duration, or nil for none.",
                     [job.name])
             }
+            // A worker waits these out (a timeout is a sleep, a retry's wait a time stored in the job): a
+            // duration beyond what a clock can count (`.seconds(Int64.max)` for "no limit") trapped every
+            // worker that claimed the job, one after another.
+            let longest = Schedule.longestInterval
+            if let timeout = job.timeout, timeout > longest {
+                throw invalid(
+                    "job '\(job.name)' has a timeout of \(timeout); the longest is 100 years (36,500 days). Give nil for no timeout.",
+                    [job.name])
+            }
+            let waits: [Duration] =
+                switch job.retry.delay {
+                case .immediate: []
+                case .constant(let wait): [wait]
+                case .exponential(let initial, _, let maximum, _): [initial, maximum]
+                }
+            if let wait = waits.first(where: { $0 > longest }) {
+                throw invalid(
+                    "job '\(job.name)' has a retry policy that waits \(wait); the longest wait is 100 years (36,500 days).",
+                    [job.name])
+            }
         }
         if let cycle = findCycle() {
             let names = cycle.map { jobs[$0].name }

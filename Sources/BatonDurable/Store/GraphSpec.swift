@@ -146,7 +146,9 @@ public struct GraphSpec: Hashable, Codable, Sendable {
 /// What ``JobStore/submit(_:uniqueKey:)`` returns.
 public struct SubmittedRun: Hashable, Codable, Sendable {
     public var run: DurableRunID
-    /// The store's identity of each job, in the order of ``GraphSpec/jobs``.
+    /// The store's identity of each job, in the order of ``GraphSpec/jobs``: the jobs the graph was
+    /// submitted with, not those its jobs added to the run since (an existing run returned for a unique
+    /// key may have grown; see <doc:GrowingRuns>).
     public var jobs: [DurableJobID]
     /// `true` when the unique key matched an earlier run, which is returned instead of a new one.
     public var existing: Bool

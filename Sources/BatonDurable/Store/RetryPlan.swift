@@ -6,15 +6,23 @@
 /// cancelled job outside the retry would cancel again stays as it is, and so do its own dependents.
 /// A job outside the retry that waits for a retried one (a dependent that runs regardless, pending or
 /// ready) waits for its new outcome.
+///
+/// A job that would run again after a dependency that is still being cancelled (running, asked to
+/// cancel: `cancel(run:)` just before `retry(run:)`) is refused with an error naming that dependency:
+/// when its attempt ended it would be recorded cancelled and cancel the retried job again, so the retry
+/// would be undone while it reported jobs running again.
 package struct RetryPlan: Equatable {
     package struct Job: Equatable {
         package var name: String
         package var state: DurableJobState
         package var remaining: Int
-        package init(name: String, state: DurableJobState, remaining: Int) {
+        /// Running and asked to cancel: it will end cancelled.
+        package var isBeingCancelled: Bool
+        package init(name: String, state: DurableJobState, remaining: Int, isBeingCancelled: Bool = false) {
             self.name = name
             self.state = state
             self.remaining = remaining
+            self.isBeingCancelled = isBeingCancelled
         }
     }
 
@@ -76,6 +84,16 @@ package struct RetryPlan: Equatable {
             for edge in outgoing[next] ?? []
             where jobs[edge.job]?.state == .cancelled && members.insert(edge.job).inserted {
                 work.append(edge.job)
+            }
+        }
+        // A job being cancelled will cancel its dependents when its attempt ends: the retry waits for it.
+        for member in members.sorted() {
+            for edge in incoming[member] ?? [] where !edge.runRegardless {
+                guard let dependency = jobs[edge.dependency], dependency.isBeingCancelled,
+                    let job = jobs[member]
+                else { continue }
+                throw RunQueries.retryWhileCancelling(
+                    DurableJobID(member), name: job.name, dependency: dependency.name)
             }
         }
         // Without those that a stopped job outside the retry would cancel again, until none is left.

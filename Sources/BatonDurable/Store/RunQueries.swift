@@ -404,6 +404,15 @@ package enum RunQueries {
         )
     }
 
+    /// The error for a retry whose job would be cancelled again by a dependency still being cancelled.
+    package static func retryWhileCancelling(_ job: DurableJobID, name: String, dependency: String) -> DurableError {
+        DurableError(
+            code: .misuse,
+            message:
+                "job '\(name)' (\(job)) cannot run again yet: its dependency '\(dependency)' is still being cancelled (its attempt has not ended), and would cancel it again. Retry once '\(dependency)' has stopped (explain shows it); nothing was retried."
+        )
+    }
+
     /// The error for deleting an unfinished run.
     package static func unfinishedDelete(_ run: DurableRunID, unfinished: Int) -> DurableError {
         DurableError(

@@ -128,6 +128,18 @@ public final class DurableWorker: Service, Sendable {
                 throw fail("shutdownGracePeriod is \(shutdownGracePeriod); use zero or more.")
             }
             if let retention, retention < .zero { throw fail("retention is \(retention); use zero or more, or nil.") }
+            // The worker sleeps for these: beyond what a clock can count (`.seconds(Int64.max)`), a sleep traps.
+            for (name, value) in [
+                ("leaseDuration", leaseDuration), ("renewInterval", renewInterval), ("pollInterval", pollInterval),
+                ("shutdownGracePeriod", shutdownGracePeriod),
+            ] where value > Schedule.longestInterval {
+                throw fail("\(name) is \(value); the longest is 100 years (36,500 days).")
+            }
+            if let retention, retention > Schedule.longestInterval {
+                throw fail(
+                    "retention is \(retention); the longest is 100 years (36,500 days). Give nil to keep runs for ever."
+                )
+            }
             if renewInterval > leaseDuration / 2 {
                 logger.warning(
                     "DurableWorker '\(id)': renewInterval (\(renewInterval)) is more than half of leaseDuration (\(leaseDuration)): one late renewal lets a lease run out, and the worker then stops the attempt (an eighth of the lease, at most a second, before the lease ends) to be retried. A third of the lease is a good interval."
