@@ -143,6 +143,39 @@ struct SQLiteCompletionTests {
         try await check.run(store: store, effects: try await SQLiteEffects(store: store))
     }
 
+    /// A COMMIT in the writes committed the added jobs and the application's row without the completion
+    /// (GRDB then failed the completion): the job ran again and did both twice. The commit is refused,
+    /// everything rolls back, and the job can complete once.
+    @Test("writes that end the store's transaction are refused and roll everything back")
+    func writesThatCommitAreRefused() async throws {
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("app.sqlite"))
+        let effects = try await SQLiteEffects(store: store)
+        func job(_ name: String) -> JobSpec { JobSpec(name: name, kind: "k", input: Data("1".utf8), retry: .never) }
+        func states() async throws -> [DurableJobState] { try await store.snapshot(of: run.run).jobs.map(\.state) }
+        let run = try await store.submit(GraphSpec(name: "fx", jobs: [job("a")]), uniqueKey: nil)
+        let claimed = try #require(
+            try await store.claim(worker: "w", kinds: ["k"], limit: 1, lease: .seconds(30)).first)
+        for statement in ["COMMIT", "END", "ROLLBACK"] {
+            let error = await #expect(throws: DurableError.self, "\(statement)") {
+                _ = try await store.complete(
+                    claimed.lease, output: Data("1".utf8), additions: RunAddition(jobs: [job("more")])
+                ) { db in
+                    try db.execute(sql: "INSERT INTO effects (row) VALUES ('a')")
+                    try? db.execute(sql: statement)  // caught: the completion is still refused
+                }
+            }
+            #expect(error?.code == .misuse, "\(statement): \(String(describing: error))")
+            #expect(error?.message.contains("ended the store's transaction") == true, "\(String(describing: error))")
+            #expect(try await effects.rows() == [], "\(statement): the application's row rolled back")
+            #expect(try await store.snapshot(of: run.run).jobs.map(\.name) == ["a"], "\(statement): nothing added")
+            #expect(try await states() == [.running], "\(statement): not completed")
+        }
+        #expect(try await effects.complete(claimed.lease, output: Data("1".utf8), row: "once", fail: false))
+        #expect(try await effects.rows() == ["once"])
+        #expect(try await states() == [.succeeded])
+    }
+
     /// A store in `directory`'s `app.sqlite`, and the application's connection to the same file, which
     /// holds a `counters` table (name, count) filled by `rows`.
     static func counters(

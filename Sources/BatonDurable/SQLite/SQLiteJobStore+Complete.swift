@@ -50,11 +50,19 @@ extension SQLiteJobStore {
                     }
                 }
                 let output: Data
+                // `writes` may not end the store's transaction: a COMMIT there would commit the added jobs
+                // and the application's rows without the completion (the attempt would then be retried,
+                // and do them twice). The guard turns that COMMIT into an error and a rollback of everything.
+                let guarding = CommitGuard(job: lease.job)
+                db.add(transactionObserver: guarding, extent: .observerLifetime)
+                defer { db.remove(transactionObserver: guarding) }
                 do {
                     output = try writes(db)
                 } catch {
                     throw ApplicationWritesError(error)
                 }
+                guard db.isInsideTransaction else { throw CommitGuard.endedError(job: lease.job) }
+                guarding.isArmed = false
                 let result = try Self.finishAttempt(
                     db, AttemptReport(lease: lease, outcome: .succeeded(output: output)), now: now)
                 guard result == .accepted(.succeeded) else {
@@ -71,6 +79,32 @@ extension SQLiteJobStore {
             throw error.error
         }
     }
+}
+
+/// Refuses a commit while `complete(…writes:)` runs the application's writes inside the store's
+/// transaction (SQLite's commit hook turns the COMMIT into a rollback, and the error comes out of the
+/// statement that tried it). PostgreSQL's store runs `writes` in a savepoint, where a COMMIT fails too.
+///
+/// Used on the store's writer connection only, while it runs one write: GRDB calls it there.
+private final class CommitGuard: TransactionObserver, @unchecked Sendable {
+    let job: DurableJobID
+    var isArmed = true
+
+    init(job: DurableJobID) { self.job = job }
+
+    static func endedError(job: DurableJobID) -> DurableError {
+        DurableError(
+            code: .misuse,
+            message:
+                "the writes of job \(job.rawValue)'s completion ended the store's transaction (COMMIT, ROLLBACK or END): they run inside it, and it commits with the completion. Remove the statement; nothing was written."
+        )
+    }
+
+    func observes(eventsOfKind eventKind: DatabaseEventKind) -> Bool { false }
+    func databaseDidChange(with event: DatabaseEvent) {}
+    func databaseWillCommit() throws { if isArmed { throw Self.endedError(job: job) } }
+    func databaseDidCommit(_ db: Database) {}
+    func databaseDidRollback(_ db: Database) {}
 }
 
 extension DurableJobContext {
