@@ -42,6 +42,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         // EarthquakesKit on Linux only: feed downloads (URLSession there keeps a core busy while bytes trickle).
         .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+        // NIOHTTPCompression: the error a download's decompression limit throws (AsyncHTTPClient uses it).
+        .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
         // BatonPostgres only.
         .package(url: "https://github.com/vapor/postgres-nio.git", from: "1.33.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.29.0"),
@@ -102,6 +104,8 @@ let package = Package(
                 "Baton", "BatonNetworking", .product(name: "GRDB", package: "GRDB.swift"),
                 .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client", condition: .when(platforms: [.linux])),
+                .product(
+                    name: "NIOHTTPCompression", package: "swift-nio-extras", condition: .when(platforms: [.linux])),
             ],
             swiftSettings: strict
         ),
@@ -269,7 +273,7 @@ let package = Package(
         .testTarget(
             name: "EarthquakesToolTests",
             dependencies: [
-                "EarthquakesCLI", "EarthquakesKit", "BatonDurable", "BatonNetworking", "BatonObservability",
+                "EarthquakesCLI", "EarthquakesKit", "Baton", "BatonDurable", "BatonNetworking", "BatonObservability",
                 "BatonTesting", "TestHTTPServer", "EarthquakesTestData", .product(name: "GRDB", package: "GRDB.swift"),
             ],
             swiftSettings: strict

@@ -49,6 +49,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without receiving a byte; `nil` for no limit.
     ///   - clock: The clock both limits are measured on; the continuous clock by default.
+    ///   - maximumBytes: The largest body accepted (`NetworkError.tooLarge` past it); `nil` for no limit.
     ///   - progress: Told how many bytes arrived; see ``URLSessionTaskJob/ProgressHandler``.
     public init(
         name: String? = nil,
@@ -59,6 +60,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
         timeout: Duration? = nil,
         idleTimeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
+        maximumBytes: Int64? = nil,
         progress: ProgressHandler? = nil
     ) {
         self.destination = destination
@@ -71,6 +73,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
             timeout: timeout,
             idleTimeout: idleTimeout,
             clock: clock,
+            maximumBytes: maximumBytes,
             progress: progress
         )
     }

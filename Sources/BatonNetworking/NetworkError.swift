@@ -21,7 +21,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     /// What went wrong. New codes may be added; do not switch over them exhaustively.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Base: String, Hashable, Sendable {
-            case httpStatus, nameResolution, unreachable, timedOut, transport, file, cancelled
+            case httpStatus, nameResolution, unreachable, timedOut, transport, file, cancelled, tooLarge
         }
         private let base: Base
         private init(_ base: Base) { self.base = base }
@@ -40,6 +40,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         public static let file = Code(.file)
         /// The task that ran the check was cancelled; ``NetworkError/underlying`` is the `CancellationError`.
         public static let cancelled = Code(.cancelled)
+        /// The response was larger than the download's limit (announced so, or found so as it arrived).
+        public static let tooLarge = Code(.tooLarge)
 
         public var description: String { base.rawValue }
     }
@@ -95,6 +97,18 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
             description:
                 "no data from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)) "
                 + "(\(progress)); the server or the connection stalled. Try again later, or allow a longer wait."
+        )
+    }
+
+    /// The response is larger than `limit` bytes: `announced` by its `Content-Length`, or found so as
+    /// it arrived (`announced` nil). The download was stopped and nothing was kept.
+    public static func tooLarge(url: URL?, limit: Int64, announced: Int64?) -> NetworkError {
+        let size = announced.map { "announces \(byteCount($0))" } ?? "went on past \(byteCount(limit))"
+        return NetworkError(
+            code: .tooLarge, url: url,
+            description:
+                "the response from \(url?.absoluteString ?? "the server") \(size), more than the limit of \(byteCount(limit)); "
+                + "the download was stopped and nothing was kept. Check the address."
         )
     }
 

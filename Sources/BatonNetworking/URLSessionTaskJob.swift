@@ -81,6 +81,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     public let timeout: Duration?
     /// The longest the transfer may go without receiving a byte; `nil` for no limit.
     public let idleTimeout: Duration?
+    /// The largest body accepted, in bytes; `nil` for no limit.
+    public let maximumBytes: Int64?
     /// The clock ``timeout`` and ``idleTimeout`` are measured on.
     public let clock: any Clock<Duration>
 
@@ -96,6 +98,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var stopwatch: Stopwatch?
     private var timedOutError: NetworkError?
     private var writeError: (any Error)?
+    /// Set when the body went past ``maximumBytes`` (the task was cancelled).
+    private var limitError: NetworkError?
     private var completed = false
     private var received: Int64 = 0
     private var expected: Int64?
@@ -121,6 +125,9 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without a byte; `nil` for no limit.
     ///   - clock: The clock both limits are measured on; the continuous clock by default.
+    ///   - maximumBytes: The largest body accepted; past it the transfer stops and the job fails with
+    ///     `NetworkError.tooLarge` (a server that never ends its body cannot fill the disk or memory).
+    ///     `nil` for no limit.
     ///   - progress: Told how many bytes arrived; see ``ProgressHandler``.
     public init(
         name: String? = nil,
@@ -131,6 +138,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         timeout: Duration? = nil,
         idleTimeout: Duration? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
+        maximumBytes: Int64? = nil,
         progress: ProgressHandler? = nil
     ) {
         self.request = request
@@ -140,6 +148,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         self.timeout = timeout
         self.idleTimeout = idleTimeout
         self.clock = clock
+        self.maximumBytes = maximumBytes
         self.progressHandler = progress
         super.init(name: name)
     }
@@ -251,6 +260,9 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             if let arrived { lastActivity = arrived }
             received += Int64(chunk.count)
             if let failure, writeError == nil { writeError = failure }
+            if let maximumBytes, received > maximumBytes, limitError == nil {
+                limitError = NetworkError.tooLarge(url: request.url, limit: maximumBytes, announced: nil)
+            }
             guard let progressHandler else { return (nil, nil) }
             // About ten reports a second, not one per chunk; a count held back is reported at the next tick
             // even when no further byte arrives.
@@ -271,7 +283,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
                 queue.addOperation { job.reportHeldBackProgress() }
             }
         }
-        if failure != nil { task.cancel() }
+        if failure != nil || lock.withLock({ limitError }) != nil { task.cancel() }
     }
 
     /// On the delegate queue: a report held back by ``didReceive(_:task:)``, unless the task completed.
@@ -289,11 +301,13 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     /// progress report that comes after this finds `completed` and is dropped, so the final report is
     /// the last one.)
     fileprivate func didComplete(error: (any Error)?) {
-        let (timer, timedOut, handler, writeError, received, queue) = lock.withLock {
+        let (timer, timedOut, handler, writeError, received, queue, limitError) = lock.withLock {
             completed = true
             // Drop the handler so nothing it captured outlives the job (let go of after unlocking).
             defer { (watchdog, progressHandler, delegateQueue) = (nil, nil, nil) }
-            return (watchdog, timedOutError, progressHandler, self.writeError, self.received, delegateQueue)
+            return (
+                watchdog, timedOutError, progressHandler, self.writeError, self.received, delegateQueue, self.limitError
+            )
         }
         _ = queue
         let (file, body) = (partialFile, self.body)
@@ -302,7 +316,9 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let response = self.response
 
         var failure: (any Error)?
-        if let writeError {
+        if let limitError {
+            failure = limitError
+        } else if let writeError {
             let directory: URL? = if case .download(let directory) = kind { directory } else { nil }
             failure = NetworkError.file(
                 url: request.url, path: directory.map(pathForMessages(directory:)) ?? "", error: writeError)

@@ -97,15 +97,28 @@ extension PostgresJobStore {
             // Locked, skipping those another process is firing (it moves them on).
             for row in try await connection.liveQuery(
                 """
-                SELECT name, definition, next_tick FROM schedules WHERE NOT paused AND next_tick <= \(now.storeTime)
+                SELECT name, definition, next_tick, last_tick FROM schedules
+                WHERE NOT paused AND next_tick <= \(now.storeTime)
                 ORDER BY name FOR UPDATE SKIP LOCKED
                 """, logger: logger
             ).collect() {
-                let (name, definition, next) = try row.decode((String, String, Double).self)
+                let (name, definition, next, last) = try row.decode((String, String, Double, Double?).self)
                 guard
-                    let (schedule, fire, following) = Schedule.firing(
+                    let (schedule, due, following) = Schedule.firing(
                         definition, name: name, next: next, now: now, &unfired)
                 else { continue }
+                var fire = due
+                if schedule.overlap == .skip, !due.isEmpty {
+                    var unfinished = false
+                    if let last {
+                        unfinished =
+                            try await connection.liveQuery(
+                                "SELECT finished IS NULL FROM runs WHERE unique_key = \(schedule.key(of: Date(storeTime: last)))",
+                                logger: logger
+                            ).collect().first?.decode(Bool.self) ?? false
+                    }
+                    fire = schedule.firing(due) { unfinished }
+                }
                 for tick in fire {
                     let run = try await self.submit(schedule.graph, uniqueKey: schedule.key(of: tick), on: connection)
                     runs.append((name, tick, run))

@@ -94,8 +94,26 @@ struct FetchFeed: DurableJob {
                 try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
             }
             return Output(feed: input.feed, file: destination.path)
-        case .failed(let error): throw EarthquakesCLI.withAdvice(error)
+        case .failed(let error):
+            let advised = EarthquakesCLI.withAdvice(error)
+            throw Self.isFinal(error) ? PermanentFailure(advised) : advised
         case .cancelled(let reason): throw reason
+        }
+    }
+
+    /// Whether trying the download again cannot help: a status that says the request is wrong (4xx but
+    /// 408 and 429, which say "later"), a time limit that passed (the limits given are for the feed,
+    /// not for each try: three tries of a stalled server took three times `--total-timeout`), a
+    /// response over the size limit, a file that cannot be written. Connection failures and 5xx are
+    /// tried again.
+    static func isFinal(_ error: any Error) -> Bool {
+        guard let network = error as? NetworkError else { return false }
+        switch network.code {
+        case .httpStatus:
+            guard let status = network.statusCode else { return false }
+            return (400..<500).contains(status) && status != 408 && status != 429
+        case .timedOut, .tooLarge, .file: return true
+        default: return false
         }
     }
 }

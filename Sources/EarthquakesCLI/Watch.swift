@@ -70,6 +70,9 @@ public enum EarthquakeWatch {
     /// A delivery that fails (`--exec` exits with an error) is tried again at the next checks, this many
     /// times in all.
     static let maxDeliveryAttempts = 3
+    /// The least time a check gives a feed's download in all (``EarthquakesCLI/watch(spec:feeds:interval:once:database:timeout:)``
+    /// gives the interval when it is longer).
+    static let longestFetch: Duration = .seconds(120)
     /// The longest an `--exec` command may run for one alert; then it is stopped (SIGTERM, then SIGKILL
     /// a few seconds later, to its whole process group).
     static let execTimeout: Duration = .seconds(60)
@@ -476,7 +479,10 @@ extension EarthquakesCLI {
         let (graph, send) = EarthquakeWatch.graph(name: spec.name, feeds: feeds, database: path)
         let scheduleName = EarthquakeWatch.scheduleName(spec.name)
         if !once {
-            try await jobs.schedule(name: scheduleName, every: interval, graph: graph, catchUp: .skip)
+            // One check at a time: a tick while the last check is unfinished (a slow feed) is skipped, instead
+            // of starting checks that pile up behind it until they fill the worker's slots.
+            try await jobs.schedule(
+                name: scheduleName, every: interval, graph: graph, catchUp: .skip, overlap: .skip)
             try await jobs.resumeSchedule(named: scheduleName)
         }
         // The first check runs now, not at the first tick.
@@ -488,7 +494,10 @@ extension EarthquakesCLI {
             console.error(
                 "warning: \(Self.feedName(feed)): \(TerminalText.safe(Self.sentence(Self.message(for: error))))\n")
         }
-        var fetch = FetchFeed(session: session, timeout: timeout, totalTimeout: nil, display: nil)
+        // A feed may take the interval or two minutes, whichever is longer: a server that sends a byte
+        // now and then (never idle for `timeout`) cannot hold a check, and the others' alerts, for ever.
+        var fetch = FetchFeed(
+            session: session, timeout: timeout, totalTimeout: max(interval, EarthquakeWatch.longestFetch), display: nil)
         fetch.onFailure = report
         var parse = ParseFeed(strict: false)
         parse.onFailure = report

@@ -5,6 +5,7 @@ public import BatonNetworking
 public import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 
 #if canImport(Glibc)
 import Glibc
@@ -18,10 +19,15 @@ import Musl
 /// ``destination`` once the whole body arrived with a 2xx status; on any failure it is removed and the
 /// destination left as it was.
 ///
+/// The request asks for a compressed body (`Accept-Encoding: gzip, deflate`), which is decompressed as
+/// it arrives. A body over ``maximumBytes`` (512 MB unless said), announced or decompressed, stops the
+/// transfer: a server that never ends its body, or a small compressed one that inflates without end,
+/// cannot fill the disk.
+///
 /// Fails with `NetworkError`: `httpStatus` for another status, `timedOut` when no byte came for
 /// `idleTimeout` ("no data from … within 30 seconds (12 KB received)") or the whole transfer took longer
-/// than `timeout`, `transport` when the connection failed, `file` when the body cannot be written. Cancelling
-/// the job stops the transfer at once (`CancellationError`).
+/// than `timeout`, `tooLarge` over ``maximumBytes``, `transport` when the connection failed, `file` when
+/// the body cannot be written. Cancelling the job stops the transfer at once (`CancellationError`).
 ///
 /// ## Thread safety
 /// Every property may be read from any thread: the status is guarded by a lock; the rest is immutable.
@@ -37,6 +43,8 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     public let idleTimeout: Duration?
     /// The HTTP proxy the transfer goes through (`CONNECT`), if any.
     public let proxy: ProxySettings.Proxy?
+    /// The largest body kept, in bytes (decompressed).
+    public let maximumBytes: Int64
     private let progressHandler: URLSessionTaskJob.ProgressHandler?
     private let status = Protected<Int?>(nil)
 
@@ -45,13 +53,15 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     /// Creates a job that downloads `url` to `destination` (whose folder must exist).
     public init(
         url: URL, to destination: URL, timeout: Duration? = nil, idleTimeout: Duration? = nil,
-        proxy: ProxySettings.Proxy? = nil, progress: URLSessionTaskJob.ProgressHandler? = nil
+        proxy: ProxySettings.Proxy? = nil, maximumBytes: Int64 = 512 << 20,
+        progress: URLSessionTaskJob.ProgressHandler? = nil
     ) {
         self.url = url
         self.destination = destination
         self.timeout = timeout
         self.idleTimeout = idleTimeout
         self.proxy = proxy
+        self.maximumBytes = maximumBytes
         self.progressHandler = progress
         super.init(name: "download \(url.absoluteString)")
     }
@@ -61,6 +71,10 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
         configuration.timeout = HTTPClient.Configuration.Timeout(
             connect: idleTimeout.map(Self.timeAmount), read: idleTimeout.map(Self.timeAmount))
         configuration.redirectConfiguration = .follow(max: 5, allowCycles: false)
+        // Sends `Accept-Encoding: deflate, gzip` and inflates the body before the delegate sees it: a
+        // USGS feed comes about ten times smaller. (The delegate's own count bounds what is kept; this
+        // bounds what one compressed chunk may inflate to.)
+        configuration.decompression = .enabled(limit: .size(Int(maximumBytes)))
         if let proxy { configuration.proxy = .server(host: proxy.host, port: proxy.port) }
         let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
         let file = try TemporaryFile(beside: destination, url: url)
@@ -106,7 +120,9 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
     ) async throws {
         var request = try HTTPClient.Request(url: url.absoluteString)
         request.headers.add(name: "User-Agent", value: "baton-earthquakes")
-        let writer = BodyWriter(url: url, file: file, status: status, received: received, progress: progressHandler)
+        let writer = BodyWriter(
+            url: url, file: file, status: status, received: received, maximumBytes: maximumBytes,
+            progress: progressHandler)
         let task = client.execute(request: request, delegate: writer)
         try await withTaskCancellationHandler {
             try await task.futureResult.get()
@@ -133,7 +149,44 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
         if let file = error as? TemporaryFile.WriteError {
             return NetworkError.file(url: url, path: destination.path, error: file.error)
         }
+        if let decompression = error as? NIOHTTPDecompression.DecompressionError {
+            if decompression == .limit { return NetworkError.tooLarge(url: url, limit: maximumBytes, announced: nil) }
+            return NetworkError(
+                code: .transport, url: url,
+                description:
+                    "the compressed response from \(url.absoluteString) could not be decompressed (it is damaged, or not what its Content-Encoding says); try again, and check the address",
+                underlying: error)
+        }
+        if let reason = Self.reason(error) {
+            return NetworkError(
+                code: .transport, url: url,
+                description: "the request to \(url.absoluteString) failed: \(reason)", underlying: error)
+        }
         return NetworkError.transport(url: url, error: error)
+    }
+
+    /// A sentence for the errors of AsyncHTTPClient and SwiftNIO that users meet (their own descriptions
+    /// are type and case names: `HTTPClientError.redirectCycleDetected`, `unknown (http_parser error)`).
+    private static func reason(_ error: any Error) -> String? {
+        if let client = error as? HTTPClientError {
+            switch client {
+            case .redirectCycleDetected: return "the server's redirects go round in a circle"
+            case .redirectLimitReached: return "the server redirected more than 5 times"
+            case .remoteConnectionClosed: return "the server closed the connection before the response was complete"
+            case .invalidURL, .emptyHost, .emptyScheme:
+                return "the address (or one the server redirected to) is not an http(s) address"
+            case .bodyLengthMismatch: return "the response was shorter or longer than the server said"
+            case .uncleanShutdown: return "the connection was cut before the response was complete"
+            default: return nil
+            }
+        }
+        if error is HTTPParserError {
+            return "the server's response is not valid HTTP"
+        }
+        if let io = error as? IOError {
+            return "the connection failed (\(String(cString: strerror(io.errnoCode))))"
+        }
+        return nil
     }
 
     private static func timeAmount(_ duration: Duration) -> TimeAmount {
@@ -154,15 +207,17 @@ private final class BodyWriter: HTTPClientResponseDelegate, Sendable {
     private let status: Protected<Int?>
     private let received: Protected<(bytes: Int64, expected: Int64?)>
     private let progress: URLSessionTaskJob.ProgressHandler?
+    private let maximumBytes: Int64
 
     init(
         url: URL, file: TemporaryFile, status: Protected<Int?>, received: Protected<(bytes: Int64, expected: Int64?)>,
-        progress: URLSessionTaskJob.ProgressHandler?
+        maximumBytes: Int64, progress: URLSessionTaskJob.ProgressHandler?
     ) {
         self.url = url
         self.file = file
         self.status = status
         self.received = received
+        self.maximumBytes = maximumBytes
         self.progress = progress
     }
 
@@ -172,12 +227,22 @@ private final class BodyWriter: HTTPClientResponseDelegate, Sendable {
         guard (200..<300).contains(code) else {
             return task.eventLoop.makeFailedFuture(NetworkError.httpStatus(code, url: url))
         }
-        let expected = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
-        received.withLock { $0.expected = expected }
+        let announced = head.headers.first(name: "Content-Length").flatMap { Int64($0) }
+        // A compressed body's length is not that of the bytes written (which are decompressed).
+        let compressed = head.headers.contains(name: "Content-Encoding")
+        if let announced, !compressed, announced > maximumBytes {
+            return task.eventLoop.makeFailedFuture(
+                NetworkError.tooLarge(url: url, limit: maximumBytes, announced: announced))
+        }
+        received.withLock { $0.expected = compressed ? nil : announced }
         return task.eventLoop.makeSucceededVoidFuture()
     }
 
     func didReceiveBodyPart(task: HTTPClient.Task<Void>, _ buffer: ByteBuffer) -> EventLoopFuture<Void> {
+        let total = received.current.bytes + Int64(buffer.readableBytes)
+        guard total <= maximumBytes else {
+            return task.eventLoop.makeFailedFuture(NetworkError.tooLarge(url: url, limit: maximumBytes, announced: nil))
+        }
         do {
             try file.write(buffer)
         } catch {

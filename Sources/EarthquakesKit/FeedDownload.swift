@@ -35,6 +35,11 @@ extension HTTPDownloadJob: FeedDownloading {}
 /// ## Thread safety
 /// Stateless.
 public enum FeedDownload {
+    /// The largest feed downloaded: 512 MB, as for a feed read from a pipe. (The USGS's largest feed, a
+    /// month of every event, is about 10 MB; an FDSN query is limited to 20,000 events.) A server that
+    /// sends more, or never ends its body, is stopped there.
+    public static let maximumBytes: Int64 = 512 << 20
+
     /// A job that downloads `url` to `destination`.
     ///
     /// - Parameters:
@@ -44,19 +49,24 @@ public enum FeedDownload {
     ///   - timeout: A limit on the whole transfer; `nil` for none.
     ///   - idleTimeout: How long the transfer may go without receiving a byte; `nil` for no limit.
     ///   - proxies: The proxies to go through (by default from `http_proxy`, `https_proxy`, `no_proxy`).
+    ///   - maximumBytes: The largest body kept (``maximumBytes`` by default); past it the download fails
+    ///     with `NetworkError.tooLarge` and nothing is kept.
     ///   - progress: Told how many bytes arrived, and how many are expected when the server said.
     public static func job(
         url: URL, to destination: URL, session: URLSession, timeout: Duration?, idleTimeout: Duration?,
-        proxies: ProxySettings = ProxySettings(), progress: URLSessionTaskJob.ProgressHandler? = nil
+        proxies: ProxySettings = ProxySettings(), maximumBytes: Int64 = maximumBytes,
+        progress: URLSessionTaskJob.ProgressHandler? = nil
     ) -> any FeedDownloading {
         #if canImport(AsyncHTTPClient)
         let proxy = proxies.proxy(for: url)
         if proxy == nil || url.scheme?.lowercased() == "https" {
             return AsyncHTTPDownloadJob(
-                url: url, to: destination, timeout: timeout, idleTimeout: idleTimeout, proxy: proxy, progress: progress)
+                url: url, to: destination, timeout: timeout, idleTimeout: idleTimeout, proxy: proxy,
+                maximumBytes: maximumBytes, progress: progress)
         }
         #endif
         return HTTPDownloadJob(
-            url: url, to: destination, session: session, timeout: timeout, idleTimeout: idleTimeout, progress: progress)
+            url: url, to: destination, session: session, timeout: timeout, idleTimeout: idleTimeout,
+            maximumBytes: maximumBytes, progress: progress)
     }
 }

@@ -77,6 +77,21 @@ struct CronTests {
                 == ["2026-12-07", "2026-12-10", "2026-12-14"].map { Self.date("\($0) 00:00") })
     }
 
+    @Test("a schedule stored before overlap existed reads as allowing overlaps; a new one keeps its setting")
+    func overlapIsReadFromOlderDefinitions() throws {
+        var schedule = Schedule(
+            name: "s", timing: .every(.seconds(60)),
+            graph: GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]))
+        schedule.overlap = .skip
+        let stored = try schedule.stored()
+        #expect(try Schedule.stored(stored, name: "s").overlap == .skip)
+        var old = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
+        old["overlap"] = nil
+        let older = String(decoding: try JSONSerialization.data(withJSONObject: old), as: UTF8.self)
+        #expect(try Schedule.stored(older, name: "s").overlap == .allow)
+        #expect(try Schedule.stored(older, name: "s").timing == schedule.timing)
+    }
+
     @Test("the 31st runs only in months that have one; the 30th of February never")
     func monthsWithoutTheDay() throws {
         #expect(

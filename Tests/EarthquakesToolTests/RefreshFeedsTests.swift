@@ -106,6 +106,34 @@ import Darwin
         #expect(try EarthquakeStore(path: database).count() == Self.distinctEvents(["/a", "/c"]))
     }
 
+    /// A probe saw three requests to a feed that answered 404 (and to one that answered 429 with
+    /// `Retry-After: 120`) within 1.5 s, and three tries of a stalled feed took three times
+    /// `--total-timeout`. A status that says the request is wrong, and a time limit that passed, are
+    /// not tried again; a server error (503) still is.
+    @Test func aMissingFeedOrATimeLimitIsNotTriedAgainAServerErrorIs() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let server = try await TestHTTPServer.start { request in
+            switch request.path {
+            case "/missing": .status(404)
+            case "/busy": .status(503)
+            case "/stalled": .stall
+            default: Self.feeds[request.path].map { .ok($0) } ?? .status(404)
+            }
+        }
+        defer { Task { await server.shutdown() } }
+        let feeds = ["/a", "/missing", "/busy", "/stalled"].map { server.url($0).absoluteString }
+        let error = await #expect(throws: CLIError.self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feeds: feeds, resume: false, database: scratch.path("q.sqlite"), json: false, totalTimeout: .seconds(1))
+        }
+        #expect(error?.details.count == 3, "\(String(describing: error?.details))")
+        #expect(Self.requests(server, "/a") == 1)
+        #expect(Self.requests(server, "/missing") == 1, "a 404 is not tried again")
+        #expect(Self.requests(server, "/stalled") == 1, "a time limit that passed is not tried again")
+        #expect(Self.requests(server, "/busy") == 3, "a 503 is tried three times")
+    }
+
     /// The first refresh imports /a, then waits on /b and /c (the server never answers) and is killed with
     /// SIGKILL; `refresh --resume` downloads only /b and /c, and the database ends as after one
     /// uninterrupted refresh.

@@ -33,6 +33,40 @@ extension JobStoreConformance {
             try expectEqual(after.map(\.nextTick), [next.addingTimeInterval(60)], "next tick")
             try expectEqual(try await store.claimAll(["sched"]).count, 1, "its job runs")
         },
+        // A watch checking feeds every few seconds piled up runs behind one held up by a slow server,
+        // until they filled every worker's slots.
+        check("overlap skip: no tick fires while the previous tick's run is unfinished, nor several at once") {
+            store, clock in
+            var schedule = every(10)
+            schedule.overlap = .skip
+            let record = try await store.schedule(schedule)
+            let first = try requireValue(record.nextTick, "the first tick")
+            clock.advance(by: .seconds(Int64(first.timeIntervalSince(clock.now).rounded(.up))))
+            try expectEqual(try await store.fireDueSchedules().runs.map(\.tick), [first], "the first tick fires")
+            let running = try await store.claimAll(["sched"])
+            try expectEqual(running.count, 1, "its job runs")
+            for _ in 0..<3 {
+                clock.advance(by: .seconds(10))
+                try expectEqual(try await store.fireDueSchedules().runs.count, 0, "skipped while it runs")
+            }
+            let skipped = try await store.schedules()[0]
+            try expectEqual(skipped.lastTick, first, "the last fired tick stays the first")
+            try expectEqual(skipped.nextTick, first.addingTimeInterval(40), "the next tick moved on")
+            _ = try await store.succeed(running[0])
+            clock.advance(by: .seconds(10))
+            let fired = try await store.fireDueSchedules()
+            try expectEqual(fired.runs.map(\.tick), [first.addingTimeInterval(40)], "fires again once it finished")
+            try expectEqual(try await store.runs(RunFilter(name: "tick run")).runs.count, 2, "two runs in all")
+            // Missed ticks caught up with .all: one run, not one per tick, while overlaps are skipped.
+            var all = every(10, "all", catchUp: .all)
+            all.overlap = .skip
+            _ = try await store.schedule(all)
+            clock.advance(by: .seconds(45))
+            try expectEqual(
+                try await store.fireDueSchedules().runs.filter { $0.schedule == "all" }.count, 1, "one catch-up run")
+            // A schedule stored without the setting (an older version's) allows overlaps.
+            try expectEqual(every(10).overlap, .allow, "the default")
+        },
         check("100 ticks fired by 3 racing callers make exactly 100 runs") { store, clock in
             _ = try await store.schedule(every(10, catchUp: .all))
             var random = SystemRandomNumberGenerator()

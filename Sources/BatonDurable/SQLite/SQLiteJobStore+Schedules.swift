@@ -83,14 +83,24 @@ extension SQLiteJobStore {
             var unfired: [String: String] = [:]
             for row in try Row.fetchAll(
                 db,
-                sql: "SELECT name, definition, next_tick FROM baton_schedules WHERE paused = 0 AND next_tick <= ?",
+                sql: """
+                    SELECT name, definition, next_tick, last_tick FROM baton_schedules
+                    WHERE paused = 0 AND next_tick <= ?
+                    """,
                 arguments: [now.storeTime])
             {
                 let name: String = try row.value(at: 0)
                 guard
-                    let (schedule, fire, next) = Schedule.firing(
+                    let (schedule, due, next) = Schedule.firing(
                         try row.value(at: 1), name: name, next: try row.value(at: 2), now: now, &unfired)
                 else { continue }
+                let last = (try row.value(at: 3) as Double?).map(Date.init(storeTime:))
+                let fire = try schedule.firing(due) {
+                    guard let last else { return false }
+                    return try Bool.fetchOne(
+                        db, sql: "SELECT finished IS NULL FROM baton_runs WHERE unique_key = ?",
+                        arguments: [schedule.key(of: last)]) ?? false
+                }
                 for tick in fire {
                     let run = try Self.insertChecked(
                         schedule.graph, uniqueKey: schedule.key(of: tick), now: now.storeTime, db)

@@ -326,19 +326,25 @@ extension JobStore {
     /// Stores a schedule that submits `graph` every `interval` (counted from 1970-01-01 00:00 UTC).
     @discardableResult
     public func schedule(
-        name: String, every interval: Duration, graph: JobGraph, catchUp: Schedule.CatchUp = .skip
+        name: String, every interval: Duration, graph: JobGraph, catchUp: Schedule.CatchUp = .skip,
+        overlap: Schedule.Overlap = .allow
     ) async throws -> ScheduleRecord {
-        try await schedule(Schedule(name: name, timing: .every(interval), graph: try graph.spec(), catchUp: catchUp))
+        try await schedule(
+            Schedule(
+                name: name, timing: .every(interval), graph: try graph.spec(), catchUp: catchUp, overlap: overlap))
     }
 
     /// Stores a schedule that submits `graph` at the times a five-field cron expression matches in
     /// `timeZone` (an IANA name).
     @discardableResult
     public func schedule(
-        name: String, cron: String, timeZone: String = "UTC", graph: JobGraph, catchUp: Schedule.CatchUp = .skip
+        name: String, cron: String, timeZone: String = "UTC", graph: JobGraph, catchUp: Schedule.CatchUp = .skip,
+        overlap: Schedule.Overlap = .allow
     ) async throws -> ScheduleRecord {
         try await schedule(
-            Schedule(name: name, timing: .cron(cron, timeZone: timeZone), graph: try graph.spec(), catchUp: catchUp))
+            Schedule(
+                name: name, timing: .cron(cron, timeZone: timeZone), graph: try graph.spec(), catchUp: catchUp,
+                overlap: overlap))
     }
 
     /// Pauses a schedule: ``setSchedule(named:paused:)``.

@@ -38,18 +38,52 @@ public struct Schedule: Hashable, Codable, Sendable {
         case all
     }
 
+    /// What a tick does while the run of the schedule's previous tick is still unfinished.
+    public enum Overlap: String, Hashable, Codable, Sendable, CaseIterable {
+        /// It submits its run all the same: runs of several ticks may run at once.
+        case allow
+        /// It is skipped (no run); the first tick after that run finished fires as usual. At most one run
+        /// of the schedule is unfinished at a time, however long one takes: a check every 5 seconds whose
+        /// run is held up by a slow server does not pile up runs behind it. (A run pruned or deleted
+        /// counts as finished.)
+        case skip
+    }
+
     /// Unique in the store; a schedule stored under a name that is taken replaces it.
     public var name: String
     public var timing: Timing
     /// The graph each tick submits (its run is named after the graph).
     public var graph: GraphSpec
     public var catchUp: CatchUp
+    /// ``Overlap/allow`` unless said otherwise.
+    public var overlap: Overlap
 
-    public init(name: String, timing: Timing, graph: GraphSpec, catchUp: CatchUp = .skip) {
+    public init(name: String, timing: Timing, graph: GraphSpec, catchUp: CatchUp = .skip, overlap: Overlap = .allow) {
         self.name = name
         self.timing = timing
         self.graph = graph
         self.catchUp = catchUp
+        self.overlap = overlap
+    }
+
+    private enum CodingKeys: String, CodingKey { case name, timing, graph, catchUp, overlap }
+
+    /// A definition stored before ``overlap`` existed allows overlaps.
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        timing = try container.decode(Timing.self, forKey: .timing)
+        graph = try container.decode(GraphSpec.self, forKey: .graph)
+        catchUp = try container.decode(CatchUp.self, forKey: .catchUp)
+        overlap = try container.decodeIfPresent(Overlap.self, forKey: .overlap) ?? .allow
+    }
+
+    /// The ticks of `fire` that a store submits runs for, `previousUnfinished` telling whether the run of
+    /// the schedule's last fired tick is unfinished: all of them, or with ``Overlap/skip`` none while
+    /// that run is unfinished and else only the latest (several at once would overlap each other).
+    package func firing(_ fire: [Date], previousUnfinished: () throws -> Bool) rethrows -> [Date] {
+        guard overlap == .skip, !fire.isEmpty else { return fire }
+        return try previousUnfinished() ? [] : Array(fire.suffix(1))
     }
 
     /// The longest interval of an ``Timing/every(_:)`` timing: 36,500 days (about 100 years).
