@@ -131,7 +131,9 @@ extension DurableJobContext {
     /// compute before, and keep `writes` to the writing. Call it once, as the attempt's last step, and
     /// return its result: once it returned, the attempt is recorded as succeeded whatever the job does
     /// after, and the worker reports nothing more. An error thrown by `writes` rolls the transaction
-    /// back and is rethrown (the attempt then fails, or the job may try again).
+    /// back and is rethrown (the attempt then fails, or the job may try again). `writes` must not end
+    /// the transaction (`COMMIT`, `END`, `ROLLBACK`): that is refused with
+    /// ``DurableError/Code/misuse`` and everything rolls back.
     ///
     /// - Returns: `output`.
     /// - Throws: ``DurableError/Code/leaseLost`` when the lease had ended (nothing was written; return

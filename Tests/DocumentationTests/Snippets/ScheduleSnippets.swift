@@ -25,3 +25,9 @@ func scheduleRefreshes(store: some JobStore) async throws {
     try await store.pauseSchedule(named: "monthly feed")  // resumeSchedule(named:) starts again from the next tick
 }
 // end snippet
+
+func scheduleChecks(store: some JobStore, check: JobGraph) async throws {
+    // snippet: schedule-overlap
+    try await store.schedule(name: "feeds", every: .seconds(30), graph: check, overlap: .skip)
+    // end snippet
+}
