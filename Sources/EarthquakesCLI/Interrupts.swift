@@ -10,7 +10,10 @@ import Musl
 import Darwin
 #endif
 
-/// Ctrl-C (SIGINT) turned into a cancellation of the work that is running.
+/// Ctrl-C (SIGINT) turned into a cancellation of the work that is running; so are SIGTERM (`kill`, a
+/// service manager stopping the tool) and SIGHUP (its terminal closed), unless the process was started
+/// with them ignored (`nohup`): they left a partial download of any size behind. The exit status is
+/// 128 plus the first signal's number (130, 143, 129).
 ///
 /// The executable calls ``installForSIGINT()`` once; a command wraps its cancellable part in
 /// ``cancellable(onInterrupt:onSecondInterrupt:_:)``. A first Ctrl-C during that part calls `onInterrupt`
@@ -27,6 +30,8 @@ public final class Interrupts: Sendable {
         var handler: (@Sendable () -> Void)?
         var secondHandler: (@Sendable () -> Void)?
         var received = 0
+        /// The first signal that came (SIGINT for ``interrupt()`` called directly).
+        var signal: Int32?
     }
 
     private let state = Protected(State())
@@ -53,27 +58,48 @@ public final class Interrupts: Sendable {
         source.setEventHandler { [weak self] in
             var bytes = [UInt8](repeating: 0, count: 16)
             let count = read(ends[0], &bytes, bytes.count)
-            for _ in 0..<max(0, count) { self?.interrupt() }
+            for byte in bytes.prefix(max(0, count)) { self?.interrupt(signal: Int32(byte)) }
         }
         source.resume()
         signal(number, interruptSignalHandler)
+        for other in [SIGTERM, SIGHUP] {
+            // Left alone when the process was started with it ignored (`nohup` ignores SIGHUP).
+            var current = sigaction()
+            guard sigaction(other, nil, &current) == 0, !Self.isIgnored(current) else { continue }
+            signal(other, interruptSignalHandler)
+        }
     }
 
-    /// Takes over SIGINT for the life of the process.
+    private static func isIgnored(_ action: sigaction) -> Bool {
+        #if canImport(Darwin)
+        unsafeBitCast(action.__sigaction_u.__sa_handler, to: Int.self) == 1  // SIG_IGN
+        #else
+        unsafeBitCast(action.__sigaction_handler.sa_handler, to: Int.self) == 1  // SIG_IGN
+        #endif
+    }
+
+    /// Takes over SIGINT, SIGTERM and SIGHUP for the life of the process.
     public static func installForSIGINT() -> Interrupts {
         Interrupts(signal: SIGINT)
     }
 
+    /// 128 plus the number of the first signal that came (130 for Ctrl-C, 143 for SIGTERM, 129 for
+    /// SIGHUP): the status to exit with once it has been handled.
+    public var exitStatus: Int32 { 128 + (state.withLock { $0.signal } ?? SIGINT) }
+
     /// What a Ctrl-C does: cancels the running part, or exits with 130 when there is none; a second one
     /// calls the part's `onSecondInterrupt` (which ends the process), or exits with 130.
-    public func interrupt() {
-        let handler = state.withLock { state -> (@Sendable () -> Void)? in
+    public func interrupt(signal: Int32? = nil) {
+        let signal = signal ?? SIGINT
+        let (handler, first) = state.withLock { state -> ((@Sendable () -> Void)?, Int32) in
             state.received += 1
-            if state.received == 1 { return state.handler }
-            return state.received == 2 ? state.secondHandler : nil
+            if state.signal == nil { state.signal = signal }
+            let first = state.signal ?? signal
+            if state.received == 1 { return (state.handler, first) }
+            return (state.received == 2 ? state.secondHandler : nil, first)
         }
         guard let handler else {
-            exit(130)
+            exit(128 + first)
         }
         handler()
         TestPause.say("interrupted")
@@ -109,8 +135,8 @@ public final class Interrupts: Sendable {
 /// Where the signal handler writes; set once, before the handler is installed.
 nonisolated(unsafe) private var interruptPipeWriteEnd: Int32 = -1
 
-/// Async-signal-safe: only `write(2)`.
+/// Async-signal-safe: only `write(2)`, of the signal's number.
 private func interruptSignalHandler(_ signal: Int32) {
-    var byte: UInt8 = 1
+    var byte = UInt8(truncatingIfNeeded: signal)
     _ = write(interruptPipeWriteEnd, &byte, 1)
 }

@@ -534,7 +534,7 @@ func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCL
         try await body(cli)
     } catch let error as CLIError where error.isCancellation {
         cli.console.error(EarthquakesCLI.detailLine(error.message) + "\n")
-        throw ExitCode(error.exitStatus)
+        throw ExitCode(interrupts.wasInterrupted ? interrupts.exitStatus : error.exitStatus)
     } catch let error as CLIError where error.isUsage {
         let usage = Earthquakes.usageString(for: command)
         let name = command == Earthquakes.self ? "earthquakes" : "earthquakes \(command._commandName)"

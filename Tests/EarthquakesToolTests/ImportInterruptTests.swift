@@ -67,6 +67,23 @@ struct ImportInterruptTests {
         #expect(try setup.lastRefresh() == nil)
     }
 
+    /// A probe: SIGTERM (`kill`, a service manager) and SIGHUP (the terminal closed) ended the process
+    /// at once, leaving its partial download behind (1.4 GB from an endless feed). They now stop it as
+    /// Ctrl-C does, with the exit status of the signal.
+    @Test(arguments: [(SIGTERM, 143), (SIGHUP, 129)] as [(Int32, Int32)])
+    func terminationAndHangUpCancelAsControlCDoes(signal: Int32, status: Int32) async throws {
+        let setup = try Setup()
+        defer { setup.scratch.remove() }
+        let run = try PausedRun(setup.arguments, pauseAt: "import-started")
+        try await run.waitUntilPaused()
+        try await run.interrupt(signal)
+        run.resume()
+        let result = try await run.finish()
+        #expect(result.status == status, "\(result.stderr)")
+        #expect(result.stderr == "Cancelled; the database was not changed.\n")
+        #expect(try setup.rows() == setup.before)
+    }
+
     /// Ctrl-C right after `COMMIT` returned (inside the store), once the job returned, and after the result
     /// was printed: nothing is undone, the result is printed, and a line says the data is in.
     @Test(arguments: ["committed", "imported", "reported"])

@@ -74,9 +74,9 @@ final class PausedRun: @unchecked Sendable {
     var outputSoFar: String { output.stdout }
 
     /// Sends SIGINT (Ctrl-C) and waits until the tool handled it.
-    func interrupt() async throws {
+    func interrupt(_ signal: Int32 = SIGINT) async throws {
         let handled = occurrences("\(TestPause.variable) interrupted")
-        kill(process.processIdentifier, SIGINT)
+        kill(process.processIdentifier, signal)
         try await waitFor(
             "\(TestPause.variable) interrupted", "the tool to handle Ctrl-C number \(handled + 1)", count: handled + 1)
     }
