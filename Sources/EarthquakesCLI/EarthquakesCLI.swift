@@ -117,6 +117,13 @@ public struct EarthquakesCLI: Sendable {
             else {
                 throw CLIError.usage("--feed \(feed): use an http(s) address or a file path")
             }
+            // A user name or password in the address was not sent (the server answered 401 or 403), but
+            // was printed in messages and stored in the database's refresh log and job store.
+            if scheme != "file", url.user != nil || url.password != nil {
+                throw CLIError.usage(
+                    "--feed: an address with a user name or password (user:password@host) is not supported: it "
+                        + "would be kept in the database and shown in messages; give an address without them")
+            }
             return .url(url)
         }
         return .url(URL(fileURLWithPath: feed))

@@ -28,6 +28,31 @@ import Testing
         #expect(scratch.contents.isEmpty)
     }
 
+    /// An HTTP probe: `--feed http://user:s3cret@host/…` sent no credentials, then printed the password
+    /// in its error and stored it 26 times in the database. Such an address is refused before anything
+    /// is created or sent.
+    @Test func anAddressWithAPasswordIsRefusedAndNotStored() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        for feed in ["http://user:s3cret@127.0.0.1:9/feed.geojson", "HTTPS://user@example.com/feed.geojson"] {
+            let one = await #expect(throws: CLIError.self) {
+                try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                    feed: feed, database: database, json: false)
+            }
+            let several = await #expect(throws: CLIError.self) {
+                try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                    feeds: [feed, "day"], resume: false, database: database, json: false)
+            }
+            for error in [one, several] {
+                #expect(error?.isUsage == true)
+                #expect(error?.message.contains("user name or password") == true, "\(String(describing: error))")
+                #expect(error?.message.contains("s3cret") == false, "\(String(describing: error))")
+            }
+        }
+        #expect(scratch.contents.isEmpty)
+    }
+
     @Test func aResumeWithNothingToResumeCreatesNothing() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
