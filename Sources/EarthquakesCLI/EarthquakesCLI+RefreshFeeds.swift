@@ -348,7 +348,10 @@ extension EarthquakesCLI {
             let failed = "\(failures.count) of \(Self.counted(feeds.count, "feed")) could not be refreshed (below). "
             let rest: String
             if imported > 0 {
-                rest = "The other \(imported) \(imported == 1 ? "feed was" : "feeds were") imported into \(path)."
+                rest =
+                    imported == 1
+                    ? "The other feed was imported into \(path)."
+                    : "The other \(imported) feeds were imported into \(path)."
             } else {
                 rest = Self.nothingImported(createdEmpty: created && (try? store.count()) == 0, database: path)
             }

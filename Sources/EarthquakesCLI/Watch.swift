@@ -557,7 +557,16 @@ extension EarthquakesCLI {
         _ run: DurableRun, send: JobGraph.Handle<SendAlerts.Output>, jobs: SQLiteJobStore
     ) async throws {
         var problems: [String] = []
-        for job in try await jobs.snapshot(of: run.id).jobs where job.state == .failed || job.state == .cancelled {
+        let snapshot = try await jobs.snapshot(of: run.id)
+        let states = Dictionary(uniqueKeysWithValues: snapshot.jobs.map { ($0.id, $0.state) })
+        // A job cancelled because a dependency failed or was cancelled repeats that one's problem
+        // ("parse …: dependency 'fetch …' failed"): only the first of such a chain is listed.
+        func cancelledByDependency(_ job: JobRecord) -> Bool {
+            job.state == .cancelled
+                && job.dependencies.contains { !$0.runRegardless && [.failed, .cancelled].contains(states[$0.job]) }
+        }
+        for job in snapshot.jobs
+        where job.state == .failed || (job.state == .cancelled && !cancelledByDependency(job)) {
             let why = (job.lastError ?? "it was cancelled").split(whereSeparator: \.isNewline).joined(separator: " ")
             problems.append("\(job.name): \(TerminalText.safe(why))")
         }

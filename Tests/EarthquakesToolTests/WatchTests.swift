@@ -198,6 +198,22 @@ struct WatchTests {
         #endif
     }
 
+    /// `watch --once` listed, beside the feed that failed, each job cancelled because of it ("import …:
+    /// dependency 'parse …' was cancelled"): one problem, said three ways. Only the first is listed.
+    @Test func aFailedFeedIsListedOnceNotWithTheJobsItCancelled() async throws {
+        let setup = try Setup()
+        defer { setup.scratch.remove() }
+        try setup.write([])
+        _ = try await setup.check()
+        try Data("{ not a feed".utf8).write(to: URL(fileURLWithPath: setup.feed))
+        let failed = try await Binary.run(["watch", "--once", "--feed", setup.feed, "--database", setup.database])
+        #expect(failed.status == 1, "\(failed.stderr)")
+        let details = failed.stderr.split(separator: "\n").filter { $0.hasPrefix("  ") }
+        #expect(details.count == 1, "\(failed.stderr)")
+        #expect(details.first?.contains("parse ") == true, "\(failed.stderr)")
+        #expect(!failed.stderr.contains("dependency '"), "\(failed.stderr)")
+    }
+
     @Test func aWatchStartedAgainUsesItsNewSettingsAndNeverSendsAnothersAlerts() async throws {
         let setup = try Setup()
         defer { setup.scratch.remove() }
