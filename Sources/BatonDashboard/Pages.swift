@@ -388,7 +388,7 @@ struct Pages: Sendable {
             : button("/schedules/pause", "Pause", fields: ["name": name])
         return """
             <tr><td>\(HTML.escape(name))</td><td>\(HTML.escape(record.schedule.timing.description))</td>\
-            <td>\(HTML.escape("\(record.schedule.catchUp)"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
+            <td>\(HTML.escape("\(record.schedule.catchUp)\(record.schedule.overlap == .skip ? ", one run at a time" : "")"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
             <td>\(clock.stamp(record.nextTick))</td><td>\(clock.stamp(record.lastTick))</td><td>\(toggle)</td></tr>
             """
     }

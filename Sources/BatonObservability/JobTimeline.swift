@@ -260,7 +260,10 @@ public final class JobTimeline: JobInstrument {
         // records (a slot is taken after it was given back).
         state.withLock { state in
             let at = now
-            guard let index = state.index[job.id], state.entries[index].ready == nil else { return }
+            // (A job cancelled as it was added finishes before the queue says it is ready.)
+            guard let index = state.index[job.id], state.entries[index].ready == nil,
+                state.entries[index].finished == nil
+            else { return }
             state.entries[index].ready = at
         }
     }

@@ -227,8 +227,11 @@ public final class JobQueue: @unchecked Sendable {
         var waiting: [(job: Job, dependencies: [Job], priority: JobPriority, index: Int)] = []
         var moved: [(job: Job, step: Job.Step)] = []
         for (index, job) in jobs.enumerated() {
-            let joined = job.join(self, batch: batch, index: index)
+            // Told before the job joins: once it has joined, a cancel on another thread (a group's,
+            // reaching children it is adding) can finish it at once, and instruments heard of its finish
+            // before its addition (a span never ended, a gauge never brought back).
             for instrument in instruments { instrument.jobWasAdded(job, to: self) }
+            let joined = job.join(self, batch: batch, index: index)
             switch joined {
             case .ready(let entry):
                 for instrument in instruments { instrument.jobBecameReady(job, in: self) }
