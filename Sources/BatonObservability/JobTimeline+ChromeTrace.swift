@@ -16,7 +16,7 @@ extension JobTimeline {
     /// A job still running when this is called ends at the call, with `args.unfinished` true.
     public func chromeTraceJSON() -> String {
         let entries = entries
-        let end = Instant.now &- origin
+        let end = elapsed
         var out = JSONWriter()
         out.raw("{\"displayTimeUnit\":\"ms\",\"otherData\":{\"generator\":\"Baton JobTimeline\"},\"traceEvents\":[")
         let layout = QueueLayout(entries)

@@ -45,7 +45,7 @@ extension JobTimeline {
     /// plain text to escape where it is shown.
     public func chart(rowLimit: Int = 400) -> (svg: String, summary: String) {
         let entries = entries
-        let now = Instant.now &- origin
+        let now = elapsed
         let end = max(entries.map { Self.lastInstant(of: $0, now: now) }.max() ?? 0, 1)
         var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
         let svg = chart.render()

@@ -97,11 +97,24 @@ public final class JobTimeline: JobInstrument {
 
     /// Nanoseconds of `Instant` at creation: the timeline's zero.
     let origin: UInt64
+    /// For a timeline of recorded jobs (``recorded(_:now:)``): its "now", in nanoseconds past its zero.
+    /// (Read back through `Instant`, the machine's time since it booted, a run older than that came out
+    /// with "now" before its jobs' starts, and a running job's length wrapped to centuries.)
+    private let recordedNow: UInt64?
     private let state = Protected(State())
 
-    public init() { origin = Instant.now }
+    public init() {
+        origin = Instant.now
+        recordedNow = nil
+    }
 
-    private init(origin: UInt64) { self.origin = origin }
+    private init(recordedNow: UInt64) {
+        origin = 0
+        self.recordedNow = recordedNow
+    }
+
+    /// Nanoseconds from the timeline's zero to now.
+    var elapsed: UInt64 { recordedNow ?? (Instant.now &- origin) }
 
     /// A job that ran without a timeline watching it — an attempt of a durable run, read back from its
     /// store — for ``recorded(_:now:)``.
@@ -150,7 +163,7 @@ public final class JobTimeline: JobInstrument {
             return UInt64(min(seconds, 100 * 365.25 * 86_400) * 1e9)
         }
         let sinceFirst = nanoseconds(now)
-        let timeline = JobTimeline(origin: Instant.now &- min(sinceFirst, Instant.now))
+        let timeline = JobTimeline(recordedNow: sinceFirst)
         timeline.state.withLock { state in
             var serials: [String: Int] = [:]
             var slotEnds: [Int: [UInt64]] = [:]
@@ -221,7 +234,7 @@ public final class JobTimeline: JobInstrument {
         }
     }
 
-    private var now: UInt64 { Instant.now &- origin }
+    private var now: UInt64 { elapsed }
 
     // MARK: JobInstrument
 

@@ -327,7 +327,8 @@ struct DurableWorkerTests {
         "a store closed under a running worker stops it: run(until:) throws an error saying so, rather than retrying for ever"
     )
     func closedStoreStopsTheWorker() async throws {
-        let setup = try await BlockerSetup()
+        let ends = AttemptEnds()
+        let setup = try await BlockerSetup(instruments: [ends])
         let (store, run, worker, started, endings) = (
             setup.store, setup.run, setup.worker, setup.started, setup.endings
         )
@@ -347,6 +348,8 @@ struct DurableWorkerTests {
         #expect(error.message.contains("its store was closed while it ran"))
         #expect(error.message.contains("1 attempts' reports could not be sent"))
         #expect(endings.current == ["b: cancelled"])
+        // Its instruments heard the attempt end, once (its span ended): nothing reached the store.
+        #expect(ends.ends == ["lease lost"])
         // The next run() is refused by the closed store at once, not hung.
         await #expect(throws: (any Error).self) { try await worker.run() }
     }

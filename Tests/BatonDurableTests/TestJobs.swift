@@ -114,13 +114,14 @@ struct Counted: DurableJob {
 /// A store in memory and a worker with short intervals.
 func makeWorker(
     _ store: any JobStore, _ jobs: [any DurableJob], id: String = "worker-1", lease: Duration = .seconds(8),
-    renew: Duration = .seconds(2), grace: Duration = .seconds(10), hooks: DurableWorker.Hooks = .init()
+    renew: Duration = .seconds(2), grace: Duration = .seconds(10), hooks: DurableWorker.Hooks = .init(),
+    instruments: [any JobInstrument]? = nil
 ) throws -> DurableWorker {
     try DurableWorker(
         store: store, jobs: jobs,
         configuration: .init(
             id: id, maxConcurrentJobs: 8, leaseDuration: lease, renewInterval: renew, pollInterval: .milliseconds(200),
-            shutdownGracePeriod: grace), hooks: hooks)
+            shutdownGracePeriod: grace, instruments: instruments), hooks: hooks)
 }
 
 /// An in-memory store holding one run of one `Blocker` job ("b"), and a worker for it (no grace
@@ -132,13 +133,16 @@ struct BlockerSetup {
     let started: Gate
     let endings: Protected<[String]>
 
-    init(renew: Duration = .seconds(2), grace: Duration = .zero) async throws {
+    init(
+        renew: Duration = .seconds(2), grace: Duration = .zero, instruments: [any JobInstrument]? = nil
+    ) async throws {
         store = try SQLiteJobStore.inMemory()
         started = Gate()
         endings = Protected<[String]>([])
         var graph = JobGraph(name: "g")
         graph.add(Blocker.self, input: "b")
         run = try await store.submit(graph)
-        worker = try makeWorker(store, [Blocker(started: started, endings: endings)], renew: renew, grace: grace)
+        worker = try makeWorker(
+            store, [Blocker(started: started, endings: endings)], renew: renew, grace: grace, instruments: instruments)
     }
 }

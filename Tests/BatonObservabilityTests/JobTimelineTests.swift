@@ -251,3 +251,23 @@ import FoundationXML
         return Double(text[start.upperBound...].prefix { $0 != "\"" })
     }
 }
+
+/// A review (7 December 2026): a recorded timeline read "now" back through the machine's uptime, so for
+/// a run older than the uptime a running job's Chrome trace `dur` wrapped to about 584 years and the
+/// page drew it ending at its start.
+@Suite struct RecordedTimelineNowTests {
+    @Test func aRunOlderThanTheMachinesUptimeEndsItsRunningJobsNow() throws {
+        let first = Date(timeIntervalSince1970: 1_000_000_000)  // 2001: older than any uptime
+        let now = first.addingTimeInterval(10 * 365 * 86_400 + 3600)
+        let running = JobTimeline.RecordedJob(
+            id: 1, name: "long", queue: "q", kind: "k", group: nil, dependencies: [], added: first,
+            started: now.addingTimeInterval(-3600), finished: nil, outcome: nil)
+        let timeline = JobTimeline.recorded([running], now: now)
+        let trace = try #require(
+            try JSONSerialization.jsonObject(with: Data(timeline.chromeTraceJSON().utf8)) as? [String: Any])
+        let events = try #require(trace["traceEvents"] as? [[String: Any]])
+        let span = try #require(events.first { $0["name"] as? String == "long" && $0["ph"] as? String == "X" })
+        let duration = try #require((span["dur"] as? NSNumber)?.doubleValue)
+        #expect(abs(duration - 3600e6) < 1e6, "dur \(duration) µs, not an hour")
+    }
+}

@@ -21,9 +21,12 @@ extension DurableWorker {
             do {
                 carrier = try await store.traceCarrier(of: run)
             } catch {
+                // Not kept: the next attempt of the run asks again (one failed read left every later
+                // attempt of the run without a parent until the cache was cleared).
                 configuration.logger.warning(
-                    "reading the trace context of \(run) failed; its spans have no parent: \(error)")
-                carrier = [:]
+                    "reading the trace context of \(run) failed; this attempt's span has no parent: \(error)")
+                result[run] = [:]
+                continue
             }
             let dropped = carriers.withLock { cache -> [DurableRunID: [String: String]] in
                 var dropped: [DurableRunID: [String: String]] = [:]

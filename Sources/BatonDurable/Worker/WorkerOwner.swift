@@ -271,7 +271,14 @@ struct WorkerOwner {
     mutating func drop(_ batch: [PendingReport], because error: any Error) {
         logger.warning(
             "stopping: \(batch.count) reports not sent (their jobs run again once their leases end): \(error)")
-        for item in batch { active[item.lease] = nil }
+        for item in batch { forget(item.lease) }
+    }
+
+    /// Forgets an attempt whose end cannot be reported: its job runs again once its lease ends. Its
+    /// instruments hear of its end (`leaseLost`: the store has nothing from it), and its span ends.
+    mutating func forget(_ lease: Lease) {
+        guard let attempt = active.removeValue(forKey: lease) else { return }
+        worker.tellEnded(attempt, .leaseLost)
     }
 
     mutating func renewed(_ round: RenewRound) {
@@ -555,9 +562,10 @@ struct WorkerOwner {
         logger.error(
             "the store was closed while worker '\(configuration.id)' ran: stopping\(leases.isEmpty ? "" : "; \(leases.count) reports not sent (their jobs run again once their leases end)")"
         )
-        for lease in leases { active[lease] = nil }
+        for lease in leases { forget(lease) }
         // Nothing more can be sent: what is left is forgotten once its job has ended.
         hardStopped = true
+        for report in reports { forget(report.lease) }
         reports.removeAll()
         oldestReport = nil
         beginShutdown(at: .now)
