@@ -81,7 +81,9 @@ extension EarthquakesCLI {
                 throw failing.report(Self.refreshFailure(error, source: source, database: path, unchanged: unchanged))
             }
             await Self.testPause("imported")
-            try report(summary, of: get, source: source, path: path, json: json, picture: picture, store: store)
+            try report(
+                summary, of: get, source: source, path: path, json: json, picture: picture, store: store,
+                created: created)
             await Self.testPause("reported")
             if interrupts.wasInterrupted {
                 // The Ctrl-C came once the import had begun to commit: nothing was undone.
@@ -156,7 +158,7 @@ extension EarthquakesCLI {
     /// After the import committed: records it, removes old sample events, prints the result.
     private func report(
         _ summary: ImportSummary, of get: GetEarthquakes, source: GetEarthquakes.Source, path: String, json: Bool,
-        picture: RunPicture, store: EarthquakeStore
+        picture: RunPicture, store: EarthquakeStore, created: Bool
     ) throws {
         // A picture that cannot be written (its folder was checked, but may have gone since) does not undo
         // the import: the refresh is recorded and reported, then the command fails saying why.
@@ -202,7 +204,11 @@ extension EarthquakesCLI {
                     "Removed \(oldSample) SAMPLE events that an older version of this tool put into this database.")
             }
         }
-        if let unreadable { throw CLIError(unreadable) }
+        if let unreadable {
+            // As every failed first refresh does: the new database is kept, and holds nothing.
+            let createdEmpty = created && (try? store.count()) == 0
+            throw CLIError(unreadable + (createdEmpty ? ". The new database \(path) holds no events" : ""))
+        }
         if let pictureError { throw pictureError }
     }
 

@@ -318,7 +318,7 @@ struct WatchCommand: AsyncParsableCommand {
             Refreshes the feeds now, then every --every (a schedule kept in the database), and alerts on each \
             event that comes in (or is revised) matching the filters, at most a day after it happened: a line \
             on standard output (with the bell on a terminal), and --exec CMD run with the event as JSON on its \
-            standard input. Events stored when a watch first starts are not alerted. A watch stopped (Ctrl-C) \
+            standard input. Events stored by the end of a watch's first check are not alerted. A watch stopped (Ctrl-C) \
             or killed and started again goes on from where it was: it sends what it had not sent and nothing \
             it had (only a watch killed between delivering an alert and recording it sends that one again). \
             One watch runs per database at a time; --once checks once and exits (status 1 when a feed or a \

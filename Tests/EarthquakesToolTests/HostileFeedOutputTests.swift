@@ -69,6 +69,11 @@ import Testing
             try await cli.refresh(feed: feed, database: scratch.path("q.sqlite"), json: false)
         }
         #expect(error.message.contains("none of the 50 features"), "\(error.message)")
+        // The database this first refresh created is kept and said to hold nothing, as after any failed
+        // first refresh (a doc audit: this one alone did not say so).
+        #expect(
+            error.message.hasSuffix(". The new database \(scratch.path("q.sqlite")) holds no events"),
+            "\(error.message)")
         let warnings = captured.stderr.split(separator: "\n")
         #expect(warnings.count == 21, "\(captured.stderr)")
         #expect(warnings.last?.contains("30 more warnings not shown") == true, "\(captured.stderr)")
