@@ -219,6 +219,35 @@ struct SQLiteCompletionTests {
         for handle in handles { #expect(try await store.output(of: handle, in: run) == 1) }
     }
 
+    /// A review (7 December 2026): a completion refused because the lease had ended ended the attempt as
+    /// `leaseLost`, but `attemptLostLease` was never told, so `baton_durable_leases_lost_total` missed it.
+    @Test("a completion refused for a lost lease is told as a lost lease, once")
+    func refusedCompletionIsALostLease() async throws {
+        struct EndsItsOwnLease: DurableJob {
+            static let kind = "ends-its-own-lease"
+            let store: SQLiteJobStore
+            func run(_ input: String, context: DurableJobContext) async throws -> Int {
+                // The first attempt loses its lease just before it completes (an operator's endLeases).
+                if context.attempt == 1 { _ = try await store.endLeases(ofWorker: "lease-ender") }
+                return try await context.complete(returning: context.attempt) { _ in }
+            }
+        }
+        let directory = try TemporaryDirectory()
+        let store = try SQLiteJobStore(path: directory.path("app.sqlite"))
+        var graph = JobGraph(name: "g")
+        let job = graph.add(EndsItsOwnLease.self, input: "a", retry: .constant(maxAttempts: 3, delay: .zero))
+        let run = try await store.submit(graph)
+        let ends = AttemptEnds()
+        let worker = try DurableWorker(
+            store: store, jobs: [EndsItsOwnLease(store: store)],
+            configuration: .init(
+                id: "lease-ender", maxConcurrentJobs: 1, pollInterval: .milliseconds(100), instruments: [ends]))
+        try await withDeadline(.seconds(60), "the run") { try await worker.run(until: run) }
+        #expect(ends.ends == ["lease lost", "succeeded"], "\(ends.ends)")
+        #expect(ends.lost == 1)
+        #expect(try await store.output(of: job, in: run) == 2)
+    }
+
     @Test("complete(writes:) records what its writes returned as the output, in their transaction")
     func writesMakeTheOutput() async throws {
         let directory = try TemporaryDirectory()

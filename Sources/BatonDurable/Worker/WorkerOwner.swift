@@ -155,7 +155,9 @@ struct WorkerOwner {
             active[lease] = nil
             wantClaim = true
         } else {
-            // The lease was lost: nothing to report, and the slot is free now.
+            // The lease was lost: nothing to report, and the slot is free now. (Found by the job's own
+            // completion, refused for it, the loss was not told yet.)
+            if attempt.cause?.isLeaseLost != true { worker.tellLostLease(attempt) }
             worker.tellEnded(attempt, .leaseLost)
             active[lease] = nil
             wantClaim = true
