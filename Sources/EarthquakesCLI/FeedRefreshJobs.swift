@@ -101,8 +101,10 @@ struct FetchFeed: DurableJob {
         }
     }
 
-    /// Whether trying the download again cannot help: a status that says the request is wrong (4xx but
-    /// 408 and 429, which say "later"), a time limit that passed (the limits given are for the feed,
+    /// Whether trying the download again now cannot help: a status that says the request is wrong (4xx
+    /// but 408) or that the client asks too often (429: three tries within a second and a half answered a
+    /// server's `Retry-After: 120`; the next refresh or watch check asks again), a time limit that passed
+    /// (the limits given are for the feed,
     /// not for each try: three tries of a stalled server took three times `--total-timeout`), a
     /// response over the size limit, a file that cannot be written. Connection failures and 5xx are
     /// tried again.
@@ -111,7 +113,7 @@ struct FetchFeed: DurableJob {
         switch network.code {
         case .httpStatus:
             guard let status = network.statusCode else { return false }
-            return (400..<500).contains(status) && status != 408 && status != 429
+            return (400..<500).contains(status) && status != 408
         case .timedOut, .tooLarge, .file: return true
         default: return false
         }

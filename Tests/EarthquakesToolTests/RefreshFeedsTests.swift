@@ -116,20 +116,22 @@ import Darwin
         let server = try await TestHTTPServer.start { request in
             switch request.path {
             case "/missing": .status(404)
+            case "/limited": .status(429)
             case "/busy": .status(503)
             case "/stalled": .stall
             default: Self.feeds[request.path].map { .ok($0) } ?? .status(404)
             }
         }
         defer { Task { await server.shutdown() } }
-        let feeds = ["/a", "/missing", "/busy", "/stalled"].map { server.url($0).absoluteString }
+        let feeds = ["/a", "/missing", "/limited", "/busy", "/stalled"].map { server.url($0).absoluteString }
         let error = await #expect(throws: CLIError.self) {
             try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
                 feeds: feeds, resume: false, database: scratch.path("q.sqlite"), json: false, totalTimeout: .seconds(1))
         }
-        #expect(error?.details.count == 3, "\(String(describing: error?.details))")
+        #expect(error?.details.count == 4, "\(String(describing: error?.details))")
         #expect(Self.requests(server, "/a") == 1)
         #expect(Self.requests(server, "/missing") == 1, "a 404 is not tried again")
+        #expect(Self.requests(server, "/limited") == 1, "nor a 429 (asked to ask less often)")
         #expect(Self.requests(server, "/stalled") == 1, "a time limit that passed is not tried again")
         #expect(Self.requests(server, "/busy") == 3, "a 503 is tried three times")
     }
