@@ -285,7 +285,52 @@ final class Probe: Sendable {
     }
 }
 
-/// Waits for its queue to empty when told of a finish (for an exit test).
+/// A runtime probe (7 December 2026): a job whose body waited for its own queue, or for itself, hung
+/// silently (`diagnose()` said only that it was running). Such a wait can never return — the queue
+/// counts the job until its body returns — so it stops the program naming the job, as the same wait
+/// from its finish does. A wait in a body for what does not need the job still works.
+@Suite(.timeLimit(.minutes(1))) struct BodyWaitTests {
+    @Test func aBodyWaitingForItsOwnQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "own", maxConcurrentJobs: 2)
+            let job = BlockJob(name: "waiter") { queue.waitUntilAllJobsAreFinished() }
+            queue.add(job)
+            blockUntilFinished(job)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for queue 'own' inside the body of job 'waiter'")
+        expect(result, toSay: "queue 'own' counts job 'waiter' until its body returns")
+    }
+
+    @Test func aBodyWaitingForAJobThatNeedsItsJobStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "self-waiter") {}
+            let queue = JobQueue(name: "q")
+            let waiter = BlockJob(name: "body") { _ = job.waitUntilFinished() }
+            job.addDependency(waiter)  // `job` needs `body` to finish: `body` waiting for it never returns
+            queue.add([waiter, job])
+            blockUntilFinished(job)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'self-waiter' inside the body of job 'body'")
+        expect(result, toSay: "job 'self-waiter' waits for it and moves on only after its body returns")
+    }
+
+    @Test func aBodyWaitingForAnUnrelatedJobWaits() async throws {
+        let queue = JobQueue(name: "q", maxConcurrentJobs: 2)
+        let other = JobQueue(name: "other")
+        let gate = Gate()
+        let unrelated = BlockJob(name: "unrelated") { gate.wait() }
+        let waiter = BlockJob(name: "waiter") { _ = unrelated.waitUntilFinished() }
+        other.add(unrelated)
+        queue.add(waiter)
+        gate.open()
+        try await withDeadline(.seconds(30), "the body's wait for an unrelated job returns") {
+            _ = await waiter.outcome
+        }
+        #expect(waiter.outcomeIfDecided?.isSucceeded == true)
+    }
+}
+
+/// Waits for its queue to empty when told of a finish (for an exit test)./// Waits for its queue to empty when told of a finish (for an exit test).
 struct QueueWaitingInstrument: JobInstrument {
     func jobDidFinish(_ job: Job, in queue: JobQueue, outcome: JobOutcome) { queue.waitUntilAllJobsAreFinished() }
 }

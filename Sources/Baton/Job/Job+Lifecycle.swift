@@ -375,7 +375,9 @@ extension Job {
         }
         do {
             if finishesWhenExecuteReturns {
-                try execute()
+                // A blocking wait in the body for what needs the job to finish (its own queue, itself, a
+                // job that depends on it) could never return: the frame lets the wait say so.
+                try HandOverFrame.running(self, nil, queue) { try execute() }
                 bodyReturned(error: nil)
             } else if handsOverAfterExecute {
                 // Its finish may come while `execute()` runs (then it hands over once it returns): code

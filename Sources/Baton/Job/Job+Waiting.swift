@@ -129,6 +129,11 @@ struct HandOverFrame {
                 // Inside the job's own `execute()`: once its outcome is decided it is finished for
                 // that code (its hand-over waits for `execute()` to return); before, it never will be.
                 if let outcome = frame.pointee.outcome ?? job.outcomeIfDecided { return outcome }
+                if job.finishesWhenExecuteReturns {
+                    stop(
+                        waiting: "job '\(job.name)'", inBodyOf: job,
+                        because: "it is the job's own body that waits, and the job finishes only when its body returns")
+                }
                 stop(
                     waiting: "job '\(job.name)'", finishing: job,
                     because:
@@ -149,6 +154,11 @@ struct HandOverFrame {
         let frames = self.frames
         guard !frames.isEmpty else { return }
         if let queue, let finishing = frames.first(where: { $0.queue === queue }) {
+            if finishing.isBody {
+                stop(
+                    waiting: what(), inBodyOf: finishing.job,
+                    because: "queue '\(queue.name)' counts job '\(finishing.job.name)' until its body returns")
+            }
             stop(
                 waiting: what(), finishing: finishing.job,
                 because: "queue '\(queue.name)' counts job '\(finishing.job.name)' until its finish ends")
@@ -157,10 +167,13 @@ struct HandOverFrame {
             let through =
                 path.count > 2
                 ? " (through \(path.dropFirst().dropLast().map { "'\($0.name)'" }.joined(separator: " → ")))" : ""
+            let body = frames.first { $0.job === finishing }?.isBody ?? false
+            let end = body ? "its body returns" : "its finish ends"
             let reason =
                 path.count == 1
-                ? "queue '\(queue?.name ?? "?")' counts it until its finish ends"
-                : "job '\(path[0].name)' waits for it\(through) and moves on only after its finish ends"
+                ? "queue '\(queue?.name ?? "?")' counts it until \(end)"
+                : "job '\(path[0].name)' waits for it\(through) and moves on only after \(end)"
+            if body { stop(waiting: what(), inBodyOf: finishing, because: reason) }
             stop(waiting: what(), finishing: finishing, because: reason)
         }
         for each in frames {
@@ -182,6 +195,15 @@ struct HandOverFrame {
             }
             if slot { each.queue?.slotReturned() }
         }
+    }
+
+    /// The frame of a synchronous body (not of a finish, nor of a callback job's `execute()`).
+    var isBody: Bool { outcome == nil && job.finishesWhenExecuteReturns }
+
+    static func stop(waiting what: String, inBodyOf job: Job, because reason: String) -> Never {
+        fatalError(
+            "Baton: BUG DETECTED: a blocking wait for \(what) inside the body of job '\(job.name)' cannot return unless something else cancels what it waits for: \(reason). A job's body must not wait for what needs the job to finish (its own queue, itself, a job that depends on it, its group). Add the work as a dependency or a child instead, or wait from outside the job."
+        )
     }
 
     static func stop(waiting what: String, finishing job: Job, because reason: String) -> Never {

@@ -276,7 +276,8 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
     /// Its number, from 1 (attempts given back unattempted at a shutdown are not counted). After a
     /// ``JobStore/retry(job:)`` numbering starts again from 1; the list stays in the order they ended.
     public var attempt: Int
-    /// The worker that held it, when known (not for a success recorded before this was kept).
+    /// The worker that held it, when known: not kept for a success (the job's row keeps no worker once
+    /// it finished), nor for attempts recorded before workers were.
     public var worker: String?
     public var ended: Date
     public var outcome: Outcome
