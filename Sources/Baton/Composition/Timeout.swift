@@ -1,5 +1,6 @@
 extension Job {
-    /// Cancels the job if it has not finished `limit` after its body started.
+    /// Cancels the job if it has not finished `limit` after its body started. (A cancel is a request:
+    /// a body that never looks at it runs to its end; see <doc:UsingBaton>.)
     ///
     /// The job is cancelled with a ``JobError`` of code ``JobError/Code/timedOut`` that names the job
     /// and the limit as reason (its body is told as for any cancel; a body that stops by throwing

@@ -81,6 +81,8 @@ extension DurableWorker {
             do {
                 let pruned = try await store.prune(finishedBefore: prune)
                 if pruned > 0 { configuration.logger.info("pruned \(pruned) finished runs") }
+            } catch is CancellationError {
+                // The worker is stopping (its calls are cancelled): nothing went wrong, nothing to say.
             } catch {
                 configuration.logger.warning("pruning finished runs failed: \(error)")
             }
