@@ -11,7 +11,8 @@ public struct DeadlineExceeded: Error, CustomStringConvertible {
 ///
 /// Unlike a task group (which waits for every child before it returns), a body that ignores
 /// cancellation cannot keep this waiting: a hang fails the test within `limit`, naming what hung. The
-/// body is cancelled and left to finish (or not) on its own.
+/// body is cancelled and left to finish (or not) on its own. Cancelling the calling task (a test's
+/// time limit) cancels the body and throws `CancellationError` at once.
 ///
 /// ```swift
 /// try await withDeadline(.seconds(30), "the random graph drains", report: { queue.diagnose().description }) {
@@ -35,7 +36,13 @@ public func withDeadline(
         try? await Task.sleep(for: limit)  // the deadline itself, not a wait for the work
         outcome.resume(nil)
     }
-    let result = await outcome.value
+    // (The two tasks do not inherit the caller's cancellation: it is passed on, and ends the wait.)
+    let result = await withTaskCancellationHandler {
+        await outcome.value
+    } onCancel: {
+        work.cancel()
+        outcome.resume(.failure(CancellationError()))
+    }
     timer.cancel()
     guard let result else {
         work.cancel()
@@ -106,7 +113,12 @@ public func withStallDeadline(
             }
         }
     }
-    let ending = await outcome.value
+    let ending = await withTaskCancellationHandler {
+        await outcome.value
+    } onCancel: {
+        work.cancel()
+        outcome.resume(.finished(.failure(CancellationError())))
+    }
     watchdog.cancel()
     let failure: String
     switch ending {

@@ -79,13 +79,20 @@ public final class ManualClock: Clock, @unchecked Sendable {
         }
     }
 
-    /// Moves time forward and wakes every sleeper whose deadline has come, earliest first.
+    /// Moves time forward by `duration` at once, then resumes every sleeper whose deadline has come:
+    /// earliest deadline first, and those of one deadline in the order they began to sleep. The woken
+    /// tasks then run concurrently, and read ``now`` as the new time.
+    ///
+    /// One advance wakes each sleeper once: a task that sleeps again (a loop, a `RepeatJob`'s backoff)
+    /// is not woken again by this advance even when its new deadline has passed within it. To see each
+    /// tick of a loop, advance one period at a time, waiting for the loop to sleep again in between
+    /// (``waitForSleepers(_:)``).
     public func advance(by duration: Duration) {
         let due: [Sleeper] = lock.withLock {
             current = current.advanced(by: duration)
             let due = sleepers.filter { $0.value.deadline <= current }
             for id in due.keys { sleepers[id] = nil }
-            return due.values.sorted { $0.deadline < $1.deadline }
+            return due.sorted { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }.map(\.value)
         }
         for sleeper in due { sleeper.continuation.resume() }
     }

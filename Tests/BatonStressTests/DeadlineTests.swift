@@ -32,6 +32,40 @@ import Testing
         await queue.waitUntilAllJobsAreFinished()
     }
 
+    /// A review (7 December 2026): cancelling the task that called `withDeadline` (a test's time limit)
+    /// neither cancelled the body nor ended the wait: it returned at the deadline, blaming the body. Now
+    /// the body is cancelled and the call throws `CancellationError` at once (the deadline here is an
+    /// hour: reaching the end of this test is the proof), and the same for `withStallDeadline`.
+    @Test(.timeLimit(.minutes(1))) func cancellingTheCallerCancelsTheBodyAndEndsTheWait() async throws {
+        for stall in [false, true] {
+            let started = Gate()
+            let bodyCancelled = Gate()
+            let never = Gate()
+            let caller = Task {
+                let body: @Sendable () async throws -> Void = {
+                    started.open()
+                    await withTaskCancellationHandler {
+                        await never.waitAsync()  // ignores cancellation itself
+                    } onCancel: {
+                        bodyCancelled.open()
+                    }
+                }
+                if stall {
+                    try await withStallDeadline(
+                        stalledFor: .seconds(3600), atMost: .seconds(3600), "x", progress: { 0 }, body)
+                } else {
+                    try await withDeadline(.seconds(3600), "x", body)
+                }
+            }
+            await started.waitAsync()
+            caller.cancel()
+            let result = await caller.result
+            #expect(throws: CancellationError.self, "stall: \(stall)") { try result.get() }
+            await bodyCancelled.waitAsync()
+            never.open()
+        }
+    }
+
     @Test func aBodyThatReturnsInTimePassesItsErrorThrough() async throws {
         struct Expected: Error {}
         await #expect(throws: Expected.self) {
