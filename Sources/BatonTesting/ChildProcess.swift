@@ -98,7 +98,9 @@ public enum ChildProcess {
         let pid = process.processIdentifier
         let watchdog = DispatchWorkItem {
             let overdue = state.withLock { state -> Bool in
-                guard !state.exited else { return false }
+                // (`exit` knows of the exit as soon as the process was reaped, before the awaiting task
+                // runs again: a process that ended just at the limit is not reported killed.)
+                guard !state.exited, !exit.hasExited else { return false }
                 state.killed = true
                 return true
             }
