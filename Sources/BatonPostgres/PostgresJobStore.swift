@@ -3,6 +3,7 @@ public import BatonDurable
 import Foundation
 public import Logging
 import NIOPosix
+import NIOSSL
 public import PostgresNIO
 public import ServiceLifecycle
 
@@ -234,6 +235,13 @@ public final class PostgresJobStore: JobStore, Service {
             connecting.whenSuccess { connection in connection.close().whenComplete { _ in } }
             return ("no answer within \(configuration.connectTimeout)", true)
         } catch {
+            // A certificate refused, or a TLS handshake that failed, fails the same way each time: said
+            // at once, not after the connect timeout with a hint about the server not running.
+            if let underlying = (error as? PSQLError)?.underlying,
+                underlying is NIOSSLError || underlying is BoringSSLError
+            {
+                return ("the TLS connection failed: \(underlying)", false)
+            }
             return (PostgresFailure.describe(error), PostgresFailure.classify(error) == .unreachable)
         }
     }
@@ -249,6 +257,13 @@ public final class PostgresJobStore: JobStore, Service {
 
     /// Whether ``close()`` was called (or ``run()`` ended): every later call throws `PostgresStoreError.closed`.
     public var isClosed: Bool { lifecycle.withLock { $0.isClosed } }
+
+    /// What the server said of a PostgreSQL error an attempt threw (its `writes`, or its own queries):
+    /// "relation "items" does not exist (SQLSTATE 42P01)", where postgres-nio's own description is a
+    /// generic sentence that hides the cause from `explain` and `baton job`.
+    public func describeFailure(_ error: any Error) -> String? {
+        error is PSQLError ? PostgresFailure.describe(error) : nil
+    }
 
     /// Two: a worker's calls commit side by side on two connections, so the attempts that end while one
     /// waits for its commit (a WAL flush) go in the other (a one-worker burn-down: +30 % jobs a second

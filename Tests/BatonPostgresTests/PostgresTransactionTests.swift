@@ -211,6 +211,31 @@ struct PostgresCompletionTests {
     }
 }
 
+extension PostgresTransactionTests {
+    /// A runtime probe (7 December 2026): a job whose writes failed on the server was recorded with
+    /// postgres-nio's "Generic description to prevent accidental leakage of sensitive data", hiding the
+    /// cause from `explain` and `baton job`. The store now says what the server said.
+    @Test("a PostgreSQL error of a job's writes is recorded with what the server said")
+    func aWritesErrorIsRecordedWithTheServersWords() async throws {
+        try await TestPostgres.withStore("fxerror") { store, _ in
+            var graph = JobGraph(name: "missing table")
+            let job = graph.add(
+                PostgresCounted.self, input: .init(table: "\(store.configuration.schema)_nowhere", name: "n"),
+                retry: .never)
+            let run = try await store.submit(graph)
+            let worker = try DurableWorker(
+                store: store, jobs: [PostgresCounted()],
+                configuration: .init(id: "w", pollInterval: .milliseconds(200)))
+            try await withDeadline(.seconds(60), "the run") { try await worker.run(until: run) }
+            let record = try await store.record(of: run[job])
+            #expect(record.state == .failed)
+            let error = record.lastError ?? ""
+            #expect(error.contains("does not exist (SQLSTATE 42P01)"), "\(error)")
+            #expect(!error.contains("Generic description"), "\(error)")
+        }
+    }
+}
+
 /// The PostgreSQL form of a completion asked of a worker whose store is SQLite (no server needed).
 @Test("a job asking for a PostgreSQL completion on a SQLite worker fails with a clear message")
 func postgresCompletionOnASQLiteWorker() async throws {

@@ -185,6 +185,11 @@ public protocol JobStore: Sendable {
     /// default implementation lists ``schedules()``; a store that wraps another forwards this too.
     func scheduleListing() async throws -> ScheduleListing
 
+    /// A sentence for an error an attempt threw that this store's own library made (a PostgreSQL
+    /// error from a job's `writes`), which workers record as the attempt's error; nil to record the
+    /// error's own description. The default is nil.
+    func describeFailure(_ error: any Error) -> String?
+
     /// Pauses a schedule (its ticks are not fired) or resumes it (from its first tick after now: ticks
     /// that passed while it was paused are not fired).
     /// - Throws: ``DurableError/Code/misuse`` when there is no schedule of that name.
@@ -317,6 +322,9 @@ extension JobStore {
 
     /// One call at a time.
     public var reportCallsInFlight: Int { 1 }
+
+    /// The error's own description (see the requirement).
+    public func describeFailure(_ error: any Error) -> String? { nil }
 
     /// ``schedules()``: a store that cannot list the schedules it cannot read apart fails as a whole.
     public func scheduleListing() async throws -> ScheduleListing {

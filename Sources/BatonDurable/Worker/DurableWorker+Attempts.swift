@@ -95,6 +95,8 @@ extension DurableWorker {
     private func describe(_ error: any Error) -> String {
         if let error = error as? DurableError { return error.message }
         if let error = error as? JobError { return error.message }
-        return "\(error)"
+        // (A PostgreSQL error describes itself as "Generic description to prevent accidental leakage
+        // of sensitive data": its store says what the server said.)
+        return store.describeFailure(error) ?? "\(error)"
     }
 }
