@@ -326,7 +326,7 @@ final class Probe: Sendable {
         try await withDeadline(.seconds(30), "the body's wait for an unrelated job returns") {
             _ = await waiter.outcome
         }
-        #expect(waiter.outcomeIfDecided?.isSucceeded == true)
+        #expect(waiter.outcomeIfDecided?.didSucceed == true)
     }
 }
 
