@@ -315,8 +315,11 @@ final class Probe: Sendable {
     }
 
     @Test func aBodyWaitingForAnUnrelatedJobWaits() async throws {
-        let queue = JobQueue(name: "q", maxConcurrentJobs: 2)
-        let other = JobQueue(name: "other")
+        // Both bodies block: on threads of their own, not Swift's pool (on shared threads they held the
+        // pool's two threads on a 2-core machine, and every task of the test process waited, this one's
+        // `gate.open()` included, until Dispatch added a thread: 30 s under ThreadSanitizer in CI).
+        let queue = JobQueue(name: "q", maxConcurrentJobs: 2, workerThreads: .dedicated)
+        let other = JobQueue(name: "other", workerThreads: .dedicated)
         let gate = Gate()
         let unrelated = BlockJob(name: "unrelated") { gate.wait() }
         let waiter = BlockJob(name: "waiter") { _ = unrelated.waitUntilFinished() }

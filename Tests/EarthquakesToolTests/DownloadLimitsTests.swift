@@ -17,8 +17,12 @@ import FoundationNetworking
 #if os(Linux)
 @Suite(.timeLimit(.minutes(1)), .enabled(if: FileManager.default.fileExists(atPath: "/usr/bin/gzip"), "no gzip"))
 struct DownloadLimitsTests {
-    /// `bytes` compressed by gzip(1).
-    static func gzipped(_ bytes: Data) throws -> Data {
+    /// `bytes` compressed by gzip(1), waited for off Swift's pool.
+    static func gzipped(_ bytes: Data) async throws -> Data {
+        try await offThePool { try gzippedBlocking(bytes) }
+    }
+
+    static func gzippedBlocking(_ bytes: Data) throws -> Data {
         let scratch = try Scratch()
         defer { scratch.remove() }
         let path = scratch.path("body")
@@ -59,7 +63,7 @@ struct DownloadLimitsTests {
     @Test func aBodyOverTheLimitIsRefusedAndNothingIsKept() async throws {
         let big = Data(repeating: UInt8(ascii: "x"), count: 2 << 20)
         let text = Data(String(repeating: #"{"type":"Feature"},"#, count: 200_000).utf8)  // 3.6 MB, compresses well
-        let compressed = try Self.gzipped(text)
+        let compressed = try await Self.gzipped(text)
         let server = try await TestHTTPServer.start { request in
             switch request.path {
             case "/announced": .respond(status: 200, headers: [], body: big)
@@ -86,7 +90,7 @@ struct DownloadLimitsTests {
 
     @Test func aCompressedBodyIsInflatedAndADamagedOneIsSaidToBe() async throws {
         let feed = Data(#"{"type":"FeatureCollection","features":[]}"#.utf8)
-        let compressed = try Self.gzipped(feed)
+        let compressed = try await Self.gzipped(feed)
         let server = try await TestHTTPServer.start { request in
             switch request.path {
             case "/gzip": .respond(status: 200, headers: [("Content-Encoding", "gzip")], body: compressed)
