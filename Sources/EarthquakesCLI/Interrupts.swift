@@ -30,7 +30,7 @@ public final class Interrupts: Sendable {
         var handler: (@Sendable () -> Void)?
         var secondHandler: (@Sendable () -> Void)?
         var received = 0
-        /// The first signal that came (SIGINT for ``interrupt()`` called directly).
+        /// The first signal that came (SIGINT for ``interrupt(signal:)`` called without one).
         var signal: Int32?
     }
 
@@ -38,7 +38,7 @@ public final class Interrupts: Sendable {
     // Kept only so the source lives as long as this object; set once in init, never touched again.
     nonisolated(unsafe) private let source: (any DispatchSourceRead)?
 
-    /// An instance that no signal reaches (for tests and library use): ``interrupt()`` drives it.
+    /// An instance that no signal reaches (for tests and library use): ``interrupt(signal:)`` drives it.
     public init() {
         source = nil
     }

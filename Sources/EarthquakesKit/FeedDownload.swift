@@ -7,7 +7,7 @@ public import FoundationNetworking
 #endif
 
 /// A job that downloads a feed to a file, atomically: the file at ``destination`` is the whole,
-/// successful response body or is left as it was. ``FeedDownload/job(url:to:session:timeout:idleTimeout:proxies:progress:)``
+/// successful response body or is left as it was. ``FeedDownload/job(url:to:session:timeout:idleTimeout:proxies:maximumBytes:progress:)``
 /// makes one.
 ///
 /// ## Thread safety
