@@ -92,26 +92,35 @@ struct EarthquakeStoreOpeningTests {
         #expect(error.description.contains("move it aside and import the feed again"))
     }
 
+    /// Makes the database `path` with `sql` (another program's), then opens it in every mode: each is
+    /// refused as `.foreign`, and the file is left byte for byte. The errors, one per mode.
+    static func refusedInEveryMode(_ path: String, made sql: String) throws -> [StoreError] {
+        let other = try DatabaseQueue(path: path)
+        try other.write { db in try db.execute(sql: sql) }
+        try other.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        var errors: [StoreError] = []
+        for mode in [EarthquakeStore.OpenMode.createIfMissing, .mustExist, .readOnly] {
+            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
+            #expect(error.code == .foreign, "\(mode)")
+            errors.append(error)
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file was changed")
+        return errors
+    }
+
     @Test("another program's table named earthquake: refused in every mode, the file left byte for byte")
     func foreignTable() throws {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.path("other.sqlite")
-        let other = try DatabaseQueue(path: path)
-        try other.write { db in
-            try db.execute(
-                sql: "CREATE TABLE earthquake (name TEXT, felt_at TEXT); INSERT INTO earthquake VALUES ('x', 'y')")
-        }
-        try other.close()
-        let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        for mode in [EarthquakeStore.OpenMode.createIfMissing, .mustExist, .readOnly] {
-            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
-            #expect(error.code == .foreign, "\(mode)")
+        for error in try Self.refusedInEveryMode(
+            path, made: "CREATE TABLE earthquake (name TEXT, felt_at TEXT); INSERT INTO earthquake VALUES ('x', 'y')")
+        {
             #expect(error.description.contains("belongs to something else"), "\(error)")
             #expect(!error.description.contains("already exists"), "\(error)")
             #expect(!error.description.contains("import a feed into it"), "\(error)")
         }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file was changed")
         #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "switched to WAL mode")
         // This program's own database (its table made by its migration) still opens.
         let ours = directory.path("ours.sqlite")
@@ -127,18 +136,11 @@ struct EarthquakeStoreOpeningTests {
         let directory = try TemporaryDirectory()
         defer { directory.remove() }
         let path = directory.path("app.sqlite")
-        let other = try DatabaseQueue(path: path)
-        try other.write { db in
-            try db.execute(sql: "CREATE TABLE users (name TEXT); CREATE TABLE orders (id INTEGER)")
-        }
-        try other.close()
-        let before = try Data(contentsOf: URL(fileURLWithPath: path))
-        for mode in [EarthquakeStore.OpenMode.createIfMissing, .mustExist, .readOnly] {
-            let error = try #require(throws: StoreError.self) { try EarthquakeStore(path: path, mode: mode) }
-            #expect(error.code == .foreign, "\(mode)")
+        for error in try Self.refusedInEveryMode(
+            path, made: "CREATE TABLE users (name TEXT); CREATE TABLE orders (id INTEGER)")
+        {
             #expect(error.description.contains("another program's tables (orders, users)"), "\(error)")
         }
-        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before, "the file was changed")
         // An empty database, and one holding only a Baton job store, are this program's to fill.
         let empty = directory.path("empty.sqlite")
         try DatabaseQueue(path: empty).close()
