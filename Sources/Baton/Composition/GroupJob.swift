@@ -250,12 +250,18 @@ open class GroupJob: Job, @unchecked Sendable {
                 if core.extras?.parent !== self { core.extrasForWriting().parent = self }
             }
         }
-        let childPriority: JobPriority? = withGroup { group in
-            group.unfinished += jobs.count
-            group.children += jobs
-            for job in jobs { group.progress.add(job.id) }
-            return group.childPriority
+        let (childPriority, cancelled): (JobPriority?, Bool) = withCore { core in
+            let extras = core.extrasForWriting()
+            if extras.group == nil { extras.group = GroupState() }
+            extras.group!.unfinished += jobs.count
+            extras.group!.children += jobs
+            for job in jobs { extras.group!.progress.add(job.id) }
+            return (extras.group!.childPriority, core.lifecycle.isCancelled)
         }
+        // A cancelled group runs no new work: a job a child produces (or its condition makes) after the
+        // cancel is cancelled before it joins, as a child added with `addChild` is. (A cancel after this
+        // reaches it as one of the group's children.)
+        if cancelled { jobs.forEach { $0.cancel() } }
         // Children of a group that runs at a raised priority run at it too (see `Job+Priority.swift`).
         if let childPriority { Job.recount(jobs, from: nil, to: childPriority) }
     }
@@ -324,10 +330,13 @@ open class GroupJob: Job, @unchecked Sendable {
     override func interruptBody(_ work: inout Propagation) {
         // The children are cancelled through the work list: cancelling groups nested deeply must not
         // recurse.
-        let (childQueue, joining) = withGroup { ($0.childQueue, $0.joining) }
+        // Children being added, children adopted (a produced job counted before it became a member of the
+        // child queue), then the child queue's members.
+        let (childQueue, joining, adopted) = withGroup { ($0.childQueue, $0.joining, $0.children) }
         for children in joining.values {
             for child in children { work.cancel(child, reason: CancellationError()) }
         }
+        for child in adopted where !child.isFinished { work.cancel(child, reason: CancellationError()) }
         guard let childQueue else { return }
         for child in childQueue.lock.withLock({ Array(childQueue.scheduler.members.values) }) {
             work.cancel(child, reason: CancellationError())

@@ -12,7 +12,9 @@
 /// attempts are left and `retryIf` agrees. The retry job succeeds when an attempt succeeds, and
 /// otherwise fails with ``RetryJob/Failure``, which carries the last attempt's error. Cancelling the
 /// retry job cancels the running attempt and stops retrying: it then finishes cancelled, like any
-/// other job. The clock is injectable so tests never sleep.
+/// other job — also when the cancel comes just after an attempt failed that would have been retried
+/// (an attempt that failed for good, with no attempt left or `retryIf` saying no, still fails it).
+/// The clock is injectable so tests never sleep.
 public final class RetryJob: GroupJob, @unchecked Sendable {
     // @unchecked Sendable: `attemptCount`, `lastAttempt` and `lastOutcome` are guarded by the job's lock.
     public let maxAttempts: Int
@@ -23,6 +25,9 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     @exclusivity(unchecked) private var attemptCount = 0
     @exclusivity(unchecked) private var lastAttempt: Job?
     @exclusivity(unchecked) private var lastOutcome: JobOutcome?
+    /// The cancel stopped the retries: the last attempt failed with attempts left and an error worth
+    /// retrying (the retry job finishes cancelled, not failed).
+    @exclusivity(unchecked) private var retryStoppedByCancel = false
 
     /// Why a retry job failed.
     public struct Failure: Error, Sendable, CustomStringConvertible {
@@ -52,7 +57,7 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         self.maxAttempts = maxAttempts
         self.backoff = backoff
         closures = Closures(
-            sleep: { try await clock.sleep(for: $0) }, shouldRetry: shouldRetry, makeAttempt: makeAttempt)
+            sleep: { try await clock.sleepAnyLength(for: $0) }, shouldRetry: shouldRetry, makeAttempt: makeAttempt)
         super.init(name: name, maxConcurrentChildren: 1)
         let first = makeAttempt(1)
         attemptCount = 1
@@ -90,9 +95,12 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
         }
         _ = replaced
         // User code (the predicate and the factory) runs outside the lock.
-        guard isLast, !cancelled, let error = outcome.error, attempt < maxAttempts, let closures,
-            closures.shouldRetry(error)
+        guard isLast, let error = outcome.error, attempt < maxAttempts, let closures, closures.shouldRetry(error)
         else { return }
+        if cancelled {
+            mutex.withLock { retryStoppedByCancel = true }
+            return
+        }
         let next = closures.makeAttempt(attempt + 1)
         let previous: Job? = mutex.withLock {
             attemptCount = attempt + 1
@@ -105,12 +113,15 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
     }
 
     public override func errorAfterChildren(failures: [GroupJobError.Failure]) -> (any Error)? {
-        let (last, attempts, cancelled) = withCore { core in (lastOutcome, attemptCount, core.lifecycle.isCancelled) }
+        let (last, attempts, cancelled, stopped) = withCore { core in
+            (lastOutcome, attemptCount, core.lifecycle.isCancelled, retryStoppedByCancel)
+        }
         switch last {
         case nil, .succeeded?:
             return nil
         case .failed(let error)?:
-            return Failure(jobName: name, attempts: attempts, lastError: error)
+            // Cancelled after an attempt failed that would have been retried: the cancel is why it stopped.
+            return stopped ? CancellationError() : Failure(jobName: name, attempts: attempts, lastError: error)
         case .cancelled(let reason)?:
             // Cancelled with the retry job: the retry job is cancelled. On its own, with no attempt left:
             // a failure like any other.
@@ -142,6 +153,8 @@ public final class RetryJob: GroupJob, @unchecked Sendable {
 /// ```
 ///
 /// Each iteration is a child (see ``GroupJob``); the repeat job fails if any iteration failed.
+/// Cancelling it cancels the running iteration and stops the repetition: it then finishes cancelled
+/// (failed, if an iteration failed).
 public final class RepeatJob: GroupJob, @unchecked Sendable {
     // @unchecked Sendable: `latest` and `iterations` are guarded by the job's lock.
     private let backoff: Backoff
@@ -154,13 +167,15 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
         )?
     @exclusivity(unchecked) private var latest: Job?  // guarded by the job's lock
     @exclusivity(unchecked) private var iterationCount = 1
+    /// The cancel stopped the repetition before `next` was asked for the following iteration.
+    @exclusivity(unchecked) private var stoppedByCancel = false
 
     public init<C: Clock>(
         name: String? = nil, backoff: Backoff = .immediate, clock: C, first: Job,
         next: @escaping @Sendable (_ previous: Job, _ outcome: JobOutcome) -> Job?
     ) where C.Duration == Duration, C: Sendable {
         self.backoff = backoff
-        closures = (sleep: { try await clock.sleep(for: $0) }, next: next)
+        closures = (sleep: { try await clock.sleepAnyLength(for: $0) }, next: next)
         super.init(name: name, children: [first], maxConcurrentChildren: 1)
         latest = first
     }
@@ -183,7 +198,12 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
         let (isLatest, cancelled, closures) = withCore { core in
             (child === latest, core.lifecycle.isCancelled, self.closures)
         }
-        guard isLatest, !cancelled, let closures, let following = closures.next(child, outcome) else { return }
+        guard isLatest else { return }
+        if cancelled {
+            mutex.withLock { stoppedByCancel = true }
+            return
+        }
+        guard let closures, let following = closures.next(child, outcome) else { return }
         let (number, previous): (Int, Job?) = mutex.withLock {
             iterationCount += 1
             defer { latest = following }
@@ -192,6 +212,13 @@ public final class RepeatJob: GroupJob, @unchecked Sendable {
         _ = previous  // dropped outside the lock
         following.addBackoff(backoff.delay(beforeAttempt: number), sleep: closures.sleep)
         addChild(following)
+    }
+
+    /// Failed if an iteration failed; otherwise cancelled if a cancel stopped it before `next` said it
+    /// was done (as a ``RetryJob`` that a cancel stopped).
+    public override func errorAfterChildren(failures: [GroupJobError.Failure]) -> (any Error)? {
+        if let failure = super.errorAfterChildren(failures: failures) { return failure }
+        return mutex.withLock { stoppedByCancel } ? CancellationError() : nil
     }
 
     override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {

@@ -22,7 +22,7 @@ extension Job {
                 onStart: { job in
                     let task = Task {
                         do {
-                            try await clock.sleep(for: limit)
+                            try await clock.sleepAnyLength(for: limit)
                         } catch {
                             return  // the job finished first
                         }
@@ -80,7 +80,7 @@ public final class DelayJob: AsyncJob, @unchecked Sendable {
     public init<C: Clock>(name: String? = nil, _ duration: Duration, clock: C)
     where C.Duration == Duration, C: Sendable {
         self.duration = duration
-        sleep = { try await clock.sleep(for: $0) }
+        sleep = { try await clock.sleepAnyLength(for: $0) }
         super.init(name: name)
     }
 

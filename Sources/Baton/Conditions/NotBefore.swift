@@ -28,8 +28,10 @@ public struct NotBefore<C: Clock>: JobCondition where C.Instant: Sendable, C: Se
 }
 
 extension NotBefore where C == ContinuousClock {
-    /// Holds the job back for `delay` from now, on the continuous clock.
+    /// Holds the job back for `delay` from now, on the continuous clock. A delay beyond about 100
+    /// years counts as 100 years (the clock could not add it to its `now`).
     public init(delay: Duration) {
-        self.init(ContinuousClock.now.advanced(by: delay), clock: ContinuousClock())
+        self.init(
+            ContinuousClock.now.advanced(by: min(delay, ContinuousClock.longestSingleSleep)), clock: ContinuousClock())
     }
 }

@@ -93,6 +93,8 @@ public final class JobRunnerOperation: Operation, @unchecked Sendable {
     public let job: Job
     private let lock = Lock()
     private var error: JobError?
+    /// Whether Foundation called `main()`.
+    private var mainCalled = false
 
     init(job: Job) {
         self.job = job
@@ -104,7 +106,21 @@ public final class JobRunnerOperation: Operation, @unchecked Sendable {
     public var startError: JobError? { lock.withLock { error } }
 
     public override func main() {
+        lock.withLock { mainCalled = true }
         if isCancelled { job.cancel() }
+        startJob()
+    }
+
+    /// Foundation does not call `main()` for an operation cancelled before it started: the job,
+    /// cancelled with it, is then started here, so that it finishes (cancelled) instead of never.
+    public override func start() {
+        super.start()
+        guard isCancelled, !lock.withLock({ mainCalled }) else { return }
+        job.cancel()
+        startJob()
+    }
+
+    private func startJob() {
         do {
             try job.start()
             job.waitUntilFinished()

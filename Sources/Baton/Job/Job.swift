@@ -77,9 +77,17 @@ open class Job: @unchecked Sendable {
     var defaultName: String { "\(type(of: self))#\(id)" }
 
     /// The order among ready jobs of the same queue. Changes after the job became ready have no effect.
+    /// A change while it waits reaches the jobs it waits for (see ``effectivePriority``).
     public var priority: JobPriority {
         get { withCore { $0.priority } }
-        set { withCore { $0.priority = newValue } }
+        set {
+            let reachesOthers = withCore { core -> Bool in
+                core.priority = newValue
+                guard let counted = core.countedPriority, counted != core.effectivePriority else { return false }
+                return core.lifecycle.waitingFor != nil || core.lifecycle.publicState == .evaluatingConditions
+            }
+            if reachesOthers { Job.propagatePriority(from: [self]) }
+        }
     }
 
     /// Where the job is in its lifecycle. The value may be stale as soon as it is returned.
@@ -200,7 +208,8 @@ extension Job {
     /// Runs the job on the calling thread, without a queue, like `Foundation.Operation.start()`.
     ///
     /// A synchronous job has finished when `start()` returns; an asynchronous one has started. A job
-    /// that was cancelled before finishes as cancelled without running its body.
+    /// that was cancelled before finishes as cancelled without running its body, whether or not its
+    /// dependencies finished.
     ///
     /// - Throws: ``JobError`` with code ``JobError/Code/unfinishedDependencies`` if a dependency has
     ///   not finished, or ``JobError/Code/notStartable`` if the job is in a queue, already started or
@@ -209,7 +218,8 @@ extension Job {
     public func start() throws(JobError) {
         while true {
             let dependencies = withCore { $0.allDependencies }
-            let unfinished = dependencies.filter { !$0.isFinished }
+            // A cancelled job finishes at once, as in a queue: it runs nothing, so it waits for nothing.
+            let unfinished = isCancelled ? [] : dependencies.filter { !$0.isFinished }
             if !unfinished.isEmpty {
                 let names = unfinished.map(\.name)
                 throw JobError(

@@ -1,12 +1,18 @@
 /// How a job ended. Every job finishes exactly once, with exactly one outcome, and its observers and
 /// everyone awaiting it see the same value.
 public enum JobOutcome: Sendable, CustomStringConvertible {
-    /// The body ran to the end without throwing and nobody asked the job to cancel.
+    /// The body ran to the end without throwing (a body asked to cancel that completed its work anyway
+    /// succeeds too).
     case succeeded
     /// The body threw, a condition failed, or the job was part of a dependency cycle.
     case failed(any Error)
-    /// Someone asked the job to cancel before it finished. The associated value is the reason given
-    /// to ``Job/cancel(reason:)`` (a `CancellationError` when none was given).
+    /// The job was asked to cancel before it finished and stopped: it had not started, or its body
+    /// threw `CancellationError`. The associated value is the reason given to ``Job/cancel(reason:)``
+    /// (a `CancellationError` when none was given).
+    ///
+    /// A body that throws `CancellationError` without the job being asked to cancel (something it
+    /// awaited was cancelled: a task, a timeout of its own) ends cancelled too, with that error, while
+    /// ``Job/isCancelled`` stays `false` and ``Job/onCancel(_:)`` observers are not called.
     case cancelled(any Error)
 
     /// The failure or cancellation reason, or `nil` for success.

@@ -9,14 +9,24 @@ import DequeModule
 /// Room: the unfinished jobs plus the jobs of producers let in but not yet added, plus the jobs
 /// asked for, are at most the bound; or the queue holds nothing, so that a batch larger than the
 /// bound is let in alone rather than never.
+///
+/// Producers let in add their jobs one after another, in the order they were let in: only the first
+/// of them is resumed (it *adds*); when it has added its jobs, the next one is. So the jobs of
+/// producers that waited reach the queue in the order the producers asked, which a serial queue then
+/// keeps.
 struct Admission {
-    /// One producer's request: new (not yet in line), waiting in line, let in, or cancelled.
+    /// One producer's request.
     final class Ticket: @unchecked Sendable {
         // @unchecked Sendable: `state` is only touched while holding the queue's lock.
         enum State {
+            /// Not yet arrived.
             case new
+            /// In line for room.
             case waiting(CheckedContinuation<Void, any Error>)
-            case admitted
+            /// Let in (its room is reserved), waiting for the producers let in before it to add theirs.
+            case admitted(CheckedContinuation<Void, any Error>)
+            /// Let in and resumed (or never suspended): adding its jobs now.
+            case adding
             case cancelled
         }
         /// How many jobs the producer adds.
@@ -27,9 +37,10 @@ struct Admission {
 
     /// What became of a producer that arrived.
     enum Arrival {
-        /// Let in: its jobs are reserved room; it adds them now.
+        /// Let in, and its turn: it adds its jobs now.
         case admitted
-        /// In line, with its continuation: resumed when let in, or thrown at when cancelled.
+        /// In line (for room, or for its turn to add), with its continuation: resumed when it may add
+        /// its jobs, or thrown at when cancelled while it waits for room.
         case waiting
         /// Its task was cancelled before it arrived.
         case cancelled
@@ -42,6 +53,9 @@ struct Admission {
     /// Waiting producers, first come first. A cancelled one stays until it reaches the front, where
     /// it is dropped: the front is always a waiting producer (or the line is empty).
     private var line: Deque<Ticket> = []
+    /// Producers let in that have not added their jobs yet, in the order they were let in; the first
+    /// is the one adding (state `adding`), the others wait for their turn (`admitted`).
+    private var letIn: Deque<Ticket> = []
 
     /// Whether some producer waits in line.
     var hasWaiting: Bool { !line.isEmpty }
@@ -59,56 +73,77 @@ struct Admission {
         return used == 0 || used + count <= limit
     }
 
-    /// A producer that waits if need be. Let in at once only if nobody waits ahead of it.
+    /// A producer that waits if need be. Let in at once only if nobody waits ahead of it; it adds at
+    /// once only if no producer let in before it has yet to add.
     mutating func arrive(
         _ ticket: Ticket, unfinished: Int, _ continuation: CheckedContinuation<Void, any Error>
     ) -> Arrival {
         if case .cancelled = ticket.state { return .cancelled }
         if line.isEmpty, fits(ticket.count, unfinished: unfinished) {
-            ticket.state = .admitted
             reserved += ticket.count
-            return .admitted
+            letIn.append(ticket)
+            if letIn.count == 1 {
+                ticket.state = .adding
+                return .admitted
+            }
+            ticket.state = .admitted(continuation)
+            return .waiting
         }
         ticket.state = .waiting(continuation)
         line.append(ticket)
         return .waiting
     }
 
-    /// A producer that does not wait: let in only if nobody waits and there is room.
-    mutating func tryAdmit(_ count: Int, unfinished: Int) -> Bool {
-        guard line.isEmpty, fits(count, unfinished: unfinished) else { return false }
-        reserved += count
+    /// A producer that does not wait: let in, to add at once, only if nobody waits or has yet to add,
+    /// and there is room.
+    mutating func tryAdmit(_ ticket: Ticket, unfinished: Int) -> Bool {
+        guard line.isEmpty, letIn.isEmpty, fits(ticket.count, unfinished: unfinished) else { return false }
+        reserved += ticket.count
+        ticket.state = .adding
+        letIn.append(ticket)
         return true
     }
 
-    /// Lets in waiting producers from the front of the line while the first has room. Returns their
-    /// continuations, to resume outside the lock.
+    /// Lets in waiting producers from the front of the line while the first has room. Returns the
+    /// continuation of the producer whose turn to add has come, if one has, to resume outside the lock.
     mutating func admitWaiting(unfinished: Int) -> [CheckedContinuation<Void, any Error>] {
-        var admitted: [CheckedContinuation<Void, any Error>] = []
         while let first = line.first {
             switch first.state {
             case .waiting(let continuation):
-                guard fits(first.count, unfinished: unfinished) else { return admitted }
-                first.state = .admitted
+                guard fits(first.count, unfinished: unfinished) else { return nextTurn() }
+                first.state = .admitted(continuation)
                 reserved += first.count
-                admitted.append(continuation)
-            case .new, .admitted, .cancelled:
+                letIn.append(first)
+            case .new, .admitted, .adding, .cancelled:
                 break
             }
             // Freed here, under the queue's lock, if the producer has gone: a ticket out of line holds
             // nothing (its continuation was taken), so freeing it runs no code.
             line.removeFirst()
         }
-        return admitted
+        return nextTurn()
     }
 
-    /// A producer let in has added its jobs: they count as unfinished now, not as reserved.
-    mutating func added(_ count: Int) {
-        reserved -= count
+    /// The first producer let in, if it waits for its turn: it adds now.
+    private mutating func nextTurn() -> [CheckedContinuation<Void, any Error>] {
+        guard let first = letIn.first, case .admitted(let continuation) = first.state else { return [] }
+        first.state = .adding
+        return [continuation]
     }
 
-    /// The producer's task was cancelled. Returns its continuation if it was waiting (the caller
-    /// throws `CancellationError` through it, then lets in those behind it that now have room).
+    /// The producer adding has added its jobs: they count as unfinished now, not as reserved. Lets in
+    /// those now with room; returns the continuation of the next producer to add, if any.
+    mutating func added(_ ticket: Ticket, unfinished: Int) -> [CheckedContinuation<Void, any Error>] {
+        precondition(letIn.first === ticket, "Baton internal error: a producer added its jobs out of turn")
+        letIn.removeFirst()
+        ticket.state = .cancelled  // done: out of every line
+        reserved -= ticket.count
+        return admitWaiting(unfinished: unfinished)
+    }
+
+    /// The producer's task was cancelled. Returns its continuation if it was waiting for room (the
+    /// caller throws `CancellationError` through it, then lets in those behind it that now have room).
+    /// A producer let in adds its jobs all the same.
     mutating func cancel(_ ticket: Ticket) -> CheckedContinuation<Void, any Error>? {
         switch ticket.state {
         case .new:
@@ -117,7 +152,7 @@ struct Admission {
         case .waiting(let continuation):
             ticket.state = .cancelled
             return continuation
-        case .admitted, .cancelled:
+        case .admitted, .adding, .cancelled:
             return nil
         }
     }

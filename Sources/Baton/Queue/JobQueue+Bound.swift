@@ -38,7 +38,9 @@ extension JobQueue {
 
     /// Adds jobs once the queue has room for all of them under ``maxUnfinishedJobs``, waiting (without
     /// blocking a thread) while it has not. Producers that wait are let in first come, first served: a
-    /// small batch does not overtake a large one that asked first. Without a bound it does not wait.
+    /// small batch does not overtake a large one that asked first, and the jobs of producers let in
+    /// reach the queue in the order the producers asked (one adds at a time). Without a bound it does
+    /// not wait.
     ///
     /// Jobs count from when they are added: `waitUntilAllJobsAreFinished()` may return while a
     /// producer that was let in has yet to add its jobs. A job of this queue that waits here for room
@@ -71,7 +73,7 @@ extension JobQueue {
             cancelled?.resume(throwing: CancellationError())
             for producer in admitted { producer.resume() }
         }
-        addAdmitted(jobs)
+        addAdmitted(jobs, ticket)
     }
 
     /// Adds a job if the queue has room under ``maxUnfinishedJobs`` and no producer waits for room;
@@ -86,20 +88,18 @@ extension JobQueue {
     @discardableResult
     public func tryAdd(_ jobs: [Job]) -> Bool {
         guard !jobs.isEmpty else { return true }
-        let admitted = lock.withLock { admission.tryAdmit(jobs.count, unfinished: scheduler.members.count) }
+        let ticket = Admission.Ticket(count: jobs.count)
+        let admitted = lock.withLock { admission.tryAdmit(ticket, unfinished: scheduler.members.count) }
         guard admitted else { return false }
-        addAdmitted(jobs)
+        addAdmitted(jobs, ticket)
         return true
     }
 
-    /// Adds the jobs of a producer that was let in, then gives back the room it reserved (they count as
-    /// unfinished now), letting in whoever now has room.
-    private func addAdmitted(_ jobs: [Job]) {
+    /// Adds the jobs of a producer whose turn it is, then gives back the room it reserved (they count
+    /// as unfinished now), letting in whoever now has room and resuming the next producer to add.
+    private func addAdmitted(_ jobs: [Job], _ ticket: Admission.Ticket) {
         add(jobs)
-        let admitted = lock.withLock {
-            admission.added(jobs.count)
-            return admission.hasWaiting ? admission.admitWaiting(unfinished: scheduler.members.count) : []
-        }
-        for producer in admitted { producer.resume() }
+        let next = lock.withLock { admission.added(ticket, unfinished: scheduler.members.count) }
+        for producer in next { producer.resume() }
     }
 }

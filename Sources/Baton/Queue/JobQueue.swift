@@ -351,9 +351,10 @@ public final class JobQueue: @unchecked Sendable {
                 let conditionName = condition.name
                 for generated in generatedJobs where generated !== job {
                     if members == nil { members = Set(batch.map(ObjectIdentifier.init)) }
-                    // A job the condition made goes with the guarded one; an existing one stays where it is.
+                    // A job the condition made goes with the guarded one; an existing one stays where it is
+                    // (a child of a group that has not started is the group's to run).
                     let made =
-                        generated.state == .initialized && generated.queue == nil
+                        generated.state == .initialized && generated.queue == nil && generated.parentGroup == nil
                         && members!.insert(ObjectIdentifier(generated)).inserted
                     if made {
                         if ownDependencies == nil { ownDependencies = job.dependencies }

@@ -1,0 +1,246 @@
+import Baton
+import BatonTesting
+import Dispatch
+import Foundation
+import Testing
+
+/// Defects that probes of the core found (peers' behaviours ported, adversarial use), each pinned by
+/// the scenario that showed it.
+@Suite(.timeLimit(.minutes(1))) struct ProbeRegressionTests {
+    final class Box<Value>: @unchecked Sendable {
+        var value: Value?
+    }
+
+    /// The outcome of `job`, or a failure naming `what` after 30 seconds (a job that never finishes is
+    /// the defect some of these tests look for).
+    static func outcome(of job: Job, _ what: String) async throws -> JobOutcome {
+        let result = Box<JobOutcome>()
+        try await withDeadline(.seconds(30), what) { result.value = await job.outcome }
+        return try #require(result.value)
+    }
+
+    // MARK: Huge durations
+
+    /// `.seconds(Int64.max)`, written to mean "no limit", stopped the program in the standard library
+    /// ("Not enough bits to represent the passed value") once the timer started sleeping.
+    @Test func aTimeoutOfInt64MaxSecondsIsNoLimit() async throws {
+        let gate = Gate()
+        let job = AsyncJob(name: "long") { _ in await gate.waitAsync() }
+        job.addTimeout(.seconds(Int64.max))
+        let started = Gate()
+        job.onStart { _ in started.open() }
+        JobQueue().add(job)
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        gate.open()
+        #expect(try await Self.outcome(of: job, "the job with a huge timeout").didSucceed)
+    }
+
+    @Test func aDelayOrBackoffOfInt64MaxSecondsWaitsUntilCancelled() async throws {
+        let delay = DelayJob(name: "forever", .seconds(Int64.max))
+        let attempts = Recorder<Int>()
+        let retry = RetryJob(name: "retry", maxAttempts: 3, backoff: .constant(.seconds(Int64.max))) { n in
+            BlockJob(name: "attempt \(n)") {
+                attempts.record(n)
+                throw Boom(tag: n)
+            }
+        }
+        let notBefore = BlockJob(name: "not before") {}
+        notBefore.addCondition(NotBefore(delay: .seconds(Int64.max)))
+        let queue = JobQueue()
+        queue.add([delay, retry, notBefore])
+        await waitUntil { delay.state == .executing && attempts.count == 1 && notBefore.state == .evaluatingConditions }
+        delay.cancel()
+        retry.cancel()
+        notBefore.cancel()
+        #expect(try await Self.outcome(of: delay, "the delay job").isCancelled)
+        #expect(try await Self.outcome(of: retry, "the retry job").isCancelled)
+        #expect(try await Self.outcome(of: notBefore, "the job held back").isCancelled)
+        #expect(attempts.values == [1])
+    }
+
+    // MARK: Retry and repeat jobs stopped by a cancel
+
+    /// The cancel came after attempt 1 failed and before the retry job decided: it stopped the
+    /// retries, so the retry job is cancelled, not failed "after 1 attempt".
+    @Test func aRetryJobCancelledJustAfterAFailedAttemptFinishesCancelled() async throws {
+        let box = Box<RetryJob>()
+        let retry = RetryJob(name: "r", maxAttempts: 5) { n in
+            let attempt = BlockJob(name: "a\(n)") { throw Boom(tag: n) }
+            if n == 1 { attempt.onFinish { _ in box.value?.cancel() } }
+            return attempt
+        }
+        box.value = retry
+        JobQueue().add(retry)
+        let outcome = try await Self.outcome(of: retry, "the retry job")
+        #expect(outcome.isCancelled, "\(outcome)")
+        #expect(retry.attempts == 1)
+    }
+
+    /// An attempt that failed for good (none left) still fails the retry job when a cancel comes after.
+    @Test func aRetryJobWhoseLastAttemptFailedStillFailsWhenCancelledAfter() async throws {
+        let box = Box<RetryJob>()
+        let retry = RetryJob(name: "r", maxAttempts: 2) { n in
+            let attempt = BlockJob(name: "a\(n)") { throw Boom(tag: n) }
+            if n == 2 { attempt.onFinish { _ in box.value?.cancel() } }
+            return attempt
+        }
+        box.value = retry
+        JobQueue().add(retry)
+        let outcome = try await Self.outcome(of: retry, "the retry job")
+        #expect((outcome.error as? RetryJob.Failure)?.attempts == 2, "\(outcome)")
+    }
+
+    @Test func aRepeatJobCancelledBetweenIterationsFinishesCancelled() async throws {
+        let box = Box<RepeatJob>()
+        let first = BlockJob(name: "first") {}
+        first.onFinish { _ in box.value?.cancel() }
+        let asked = Recorder<Int>()
+        let poll = RepeatJob(name: "poll", first: first) { _, _ in
+            asked.record(1)
+            return BlockJob(name: "again") {}
+        }
+        box.value = poll
+        JobQueue().add(poll)
+        let outcome = try await Self.outcome(of: poll, "the repeat job")
+        #expect(outcome.isCancelled, "\(outcome)")
+        #expect(asked.values.isEmpty, "next was asked for an iteration after the cancel")
+        #expect(poll.iterations == 1)
+    }
+
+    // MARK: The Foundation bridge
+
+    /// Foundation does not call `main()` for an operation cancelled before it started: the job stayed
+    /// unfinished for ever, and so did everything waiting for it.
+    @Test func aJobWhoseOperationWasCancelledBeforeItStartedFinishesCancelled() async throws {
+        let operations = OperationQueue()
+        operations.isSuspended = true
+        let job = BlockJob(name: "j") {}
+        let dependent = BlockJob(name: "k") {}
+        dependent.addDependency(job)
+        JobQueue().add(dependent)
+        let operation = job.asOperation()
+        operations.addOperation(operation)
+        operation.cancel()
+        operations.isSuspended = false
+        #expect(try await Self.outcome(of: job, "the cancelled operation's job").isCancelled)
+        #expect(operation.startError == nil)
+        #expect(try await Self.outcome(of: dependent, "the job waiting for it").didSucceed)
+    }
+
+    @Test func aCancelledJobStartedByHandFinishesWithoutWaitingForItsDependencies() async throws {
+        let gate = Gate()
+        defer { gate.open() }
+        let dependency = AsyncJob(name: "dependency") { _ in await gate.waitAsync() }
+        JobQueue().add(dependency)
+        let job = BlockJob(name: "job") { Issue.record("the cancelled job ran") }
+        job.addDependency(dependency)
+        job.cancel()
+        try job.start()
+        #expect(job.outcomeIfDecided?.isCancelled == true)
+    }
+
+    // MARK: Groups
+
+    /// A job a child produces after its group was cancelled did run, and the group then succeeded.
+    @Test func aJobProducedIntoACancelledGroupDoesNotRun() async throws {
+        final class Producer: Job, @unchecked Sendable {
+            let gate: Gate
+            let produced: Job
+            init(gate: Gate, produced: Job) {
+                self.gate = gate
+                self.produced = produced
+                super.init(name: "producer")
+            }
+            override func execute() {
+                gate.wait()
+                produce(produced)
+            }
+        }
+        let ran = Recorder<String>()
+        let produced = BlockJob(name: "produced") { ran.record("produced") }
+        let gate = Gate()
+        defer { gate.open() }
+        let producer = Producer(gate: gate, produced: produced)
+        let group = GroupJob(name: "g", children: [producer])
+        JobQueue(workerThreads: .dedicated).add(group)
+        await waitUntil { producer.state == .executing }
+        group.cancel()
+        gate.open()
+        let outcome = try await Self.outcome(of: group, "the group")
+        #expect(outcome.isCancelled, "\(outcome)")
+        #expect(ran.values.isEmpty)
+        #expect(produced.outcomeIfDecided?.isCancelled == true)
+    }
+
+    /// A condition that names a child of a group that has not started: Baton took it for a job the
+    /// condition made, ran it outside its group, and the group then stopped the program adding it.
+    @Test func aGroupsChildNamedByAConditionRunsInItsGroup() async throws {
+        struct Needs: JobCondition {
+            let job: Job
+            var name: String { "needs" }
+            func dependencies(for job: Job) -> [Job] { [self.job] }
+            func evaluateImmediately(for job: Job) -> ConditionResult? { .satisfied }
+        }
+        let ran = Recorder<String>()
+        let child = BlockJob(name: "child") { ran.record("child") }
+        let group = GroupJob(name: "g", children: [child])
+        let job = BlockJob(name: "j") { ran.record("j") }
+        job.addCondition(Needs(job: child))
+        let queue = JobQueue()
+        queue.add(job)
+        #expect(child.queue == nil, "the group's child was added to the condition's queue")
+        queue.add(group)
+        #expect(try await Self.outcome(of: job, "the job").didSucceed)
+        #expect(try await Self.outcome(of: group, "the group").didSucceed)
+        #expect(ran.values == ["child", "j"])
+    }
+
+    // MARK: Priority
+
+    /// Raising the priority of a job that waits reaches what it waits for: here a low job in a
+    /// saturated serial queue, which then runs before the queue's normal jobs.
+    @Test func raisingAWaitingJobsPriorityRaisesWhatItWaitsFor() async throws {
+        let serial = JobQueue(name: "serial", maxConcurrentJobs: 1)
+        serial.isSuspended = true
+        let order = Recorder<String>()
+        let normal = (0..<5).map { i in BlockJob(name: "n\(i)") { order.record("n\(i)") } }
+        let low = BlockJob(name: "x", priority: .low) { order.record("x") }
+        serial.add(normal + [low])
+        let waiter = BlockJob(name: "h") { order.record("h") }
+        waiter.addDependency(low)
+        JobQueue(name: "other").add(waiter)
+        #expect(low.effectivePriority == .normal)
+        waiter.priority = .veryHigh
+        #expect(low.effectivePriority == .veryHigh)
+        waiter.priority = .high
+        #expect(low.effectivePriority == .high, "lowering the waiter lowers what it raised")
+        serial.isSuspended = false
+        #expect(try await Self.outcome(of: waiter, "the waiter").didSucceed)
+        await serial.waitUntilAllJobsAreFinished()
+        #expect(order.values.first == "x", "\(order.values)")
+    }
+
+    // MARK: Back-pressure
+
+    /// Producers let in one after another add their jobs in the order they asked: on a serial queue,
+    /// the jobs then run in that order (they were added in whatever order their tasks resumed).
+    @Test func producersLetInTogetherAddTheirJobsInTheOrderTheyAsked() async throws {
+        let queue = JobQueue(name: "bounded serial", maxConcurrentJobs: 1, maxUnfinishedJobs: 3)
+        let gates = (0..<3).map { _ in Gate() }
+        defer { for gate in gates { gate.open() } }
+        for gate in gates { try await queue.addWhenRoom(AsyncJob(name: "held") { _ in await gate.waitAsync() }) }
+        let order = Recorder<Int>()
+        var producers: [Task<Void, any Error>] = []
+        for i in 0..<12 {
+            producers.append(Task { try await queue.addWhenRoom(BlockJob(name: "p\(i)") { order.record(i) }) })
+            await waitUntil { queue.diagnose().waitingProducers == i + 1 }
+        }
+        for gate in gates { gate.open() }
+        let all = producers
+        try await withDeadline(.seconds(30), "the producers") {
+            for producer in all { try await producer.value }
+        }
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(order.values == Array(0..<12))
+    }
+}
