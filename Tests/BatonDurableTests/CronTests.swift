@@ -115,6 +115,32 @@ struct CronTests {
             "00:30, 01:30 (first), then 02:30: the repeated 01:30 is not fired a second time")
     }
 
+    /// Antarctica/Troll moves from UTC+0 to UTC+2 at 01:00 UTC on 2025-03-30: its 01:45 that day is
+    /// 03:45, two hours past the margin a one-hour gap needed, and was skipped to the next day.
+    @Test("daylight saving: a time skipped by a two-hour gap fires after the jump")
+    func twoHourGap() throws {
+        let troll = try #require(TimeZone(identifier: "Antarctica/Troll"))
+        let expression = try CronExpression("45 1 * * *", timeZone: troll)
+        let afterJump = Self.date("2025-03-30 01:00", Self.utc).addingTimeInterval(41)  // 03:00:41 there
+        #expect(expression.next(after: afterJump) == Self.date("2025-03-30 03:45", troll))
+        let ticks = try Self.ticks("45 1 * * *", troll, after: "2025-03-29 00:00", count: 3)
+        #expect(
+            ticks == [
+                Self.date("2025-03-29 01:45", troll), Self.date("2025-03-30 03:45", troll),
+                Self.date("2025-03-31 01:45", troll),
+            ])
+    }
+
+    @Test("an expression read from a file, with its line end, is read as written")
+    func lineEnd() throws {
+        #expect(
+            try CronExpression("0 0 * * *\n").next(after: Self.date("2026-01-01 12:00"))
+                == Self.date("2026-01-02 00:00"))
+        #expect(
+            try CronExpression(" @daily\r\n").next(after: Self.date("2026-01-01 12:00"))
+                == Self.date("2026-01-02 00:00"))
+    }
+
     @Test("a bad expression is refused, naming the field and what it takes")
     func errors() throws {
         for (text, words) in [
@@ -131,6 +157,20 @@ struct CronTests {
             ).validate()
         }
         #expect(zone?.message.contains("Mars/Olympus") == true)
+        let graph = GraphSpec(name: "g", jobs: [])
+        let empty = #expect(throws: DurableError.self) {
+            try Schedule(name: "", timing: .every(.seconds(60)), graph: graph).validate()
+        }
+        #expect(empty?.message.contains("its name is empty") == true, "\(empty?.message ?? "")")
+        let long = #expect(throws: DurableError.self) {
+            try Schedule(name: String(repeating: "s", count: 1_000), timing: .every(.seconds(60)), graph: graph)
+                .validate()
+        }
+        #expect(long?.message.contains("use a shorter name") == true, "\(long?.message ?? "")")
+        #expect(throws: Never.self) {
+            try Schedule(name: String(repeating: "s", count: 980), timing: .every(.seconds(60)), graph: graph)
+                .validate()
+        }
     }
 
     @Test("catching up: skip drops missed ticks, once runs the latest, all runs each")

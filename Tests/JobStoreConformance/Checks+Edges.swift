@@ -70,6 +70,37 @@ extension JobStoreConformance {
             try expectEqual(try await store.claimAll().count, 0, "nothing was submitted")
         },
         check(
+            "a name a store looks things up by (graph, kind, category, unique key, worker) over 1,024 bytes is refused alike"
+        ) { store, _ in
+            // PostgreSQL indexes them, and refused a unique key of about 2.7 KB with a server error
+            // (SQLite kept it): every store refuses what one cannot keep.
+            let long = String(repeating: "é", count: 513)  // 1,026 bytes
+            let atLimit = String(repeating: "k", count: StoredText.nameLimit)
+            let refused: [(String, GraphSpec, String?)] = [
+                ("graph name", Build.graph(long, Build.job("a")), nil),
+                ("kind", Build.graph("g", Build.job("a", kind: long)), nil),
+                ("category", Build.graph("g", Build.job("a", categories: [.named(long)])), nil),
+                ("unique key", Build.graph("g", Build.job("a")), long),
+            ]
+            for (what, graph, key) in refused {
+                let error = try await expectDurableError(.invalidGraph) {
+                    _ = try await store.submit(graph, uniqueKey: key)
+                }
+                try expect(error.message.contains("1026 bytes long"), "the \(what)'s error says why: \(error.message)")
+                try expect(error.message.contains(what), "the error names the \(what): \(error.message)")
+            }
+            let error = try await expectDurableError(.invalidConfiguration) {
+                _ = try await store.claim(worker: long, kinds: ["k"], limit: 1, lease: .seconds(30))
+            }
+            try expect(error.message.contains("worker id"), "the worker id's error says what: \(error.message)")
+            try expectEqual(try await store.claimAll().count, 0, "nothing was submitted")
+            let first = try await store.submit(
+                Build.graph(atLimit, Build.job("a", kind: atLimit, categories: [.named(atLimit)])), uniqueKey: atLimit)
+            let again = try await store.submit(
+                Build.graph(atLimit, Build.job("a", kind: atLimit, categories: [.named(atLimit)])), uniqueKey: atLimit)
+            try expect(!first.existing && again.existing, "names of 1,024 bytes are kept, and the key found again")
+        },
+        check(
             "edges that contradict each other are refused: input: with inputFrom:, after: with regardless: on one job, inputFrom: a job it also runs regardless of; an empty worker id too"
         ) { store, _ in
             var both = Build.job("b", inputFrom: 0)

@@ -35,8 +35,9 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0",
             "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
         ]
-        let expanded = macros[text.trimmingCharacters(in: .whitespaces).lowercased()] ?? text
-        let fields = expanded.split(whereSeparator: { $0 == " " || $0 == "\t" }).map(String.init)
+        // (Spaces, tabs and line ends separate fields: an expression read from a file ends in one.)
+        let expanded = macros[text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()] ?? text
+        let fields = expanded.split(whereSeparator: \.isWhitespace).map(String.init)
         guard fields.count == 5 else {
             throw Self.invalid(
                 text,
@@ -117,9 +118,11 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
         let sortedHours = hours.sorted()
         let sortedMinutes = minutes.sorted()
         var day = calendar.startOfDay(for: date)
-        // On the first day, hours well before the date's own are not tried (an hour's margin for a
-        // daylight-saving change): catching up minute by minute would otherwise retry a whole day each time.
-        let firstHour = calendar.component(.hour, from: date) - 1
+        // On the first day, hours well before the date's own are not tried: catching up minute by minute
+        // would otherwise retry a whole day each time. The margin covers a daylight-saving change's gap,
+        // whose skipped times come out moved forward by it (the widest in use, Antarctica/Troll's, is two
+        // hours: its 01:45 is 03:45 on the day of the change, which a one-hour margin never tried).
+        let firstHour = calendar.component(.hour, from: date) - 3
         var isFirstDay = true
         for _ in 0..<(366 * 5) {
             let parts = calendar.dateComponents([.year, .month, .day, .weekday], from: day)

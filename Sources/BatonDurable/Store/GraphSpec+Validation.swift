@@ -7,18 +7,19 @@ extension GraphSpec {
     ///   order) or ``DurableError/Code/invalidGraph``.
     public func validate() throws(DurableError) {
         var seen: [String: Int] = [:]
-        if !StoredText.isStorable(name) {
-            throw invalid(
-                "graph \(StoredText.quoted(name)) has a NUL character (\\0) in its name, which no store can keep. Remove it.",
-                [])
+        if let problem = StoredText.problem(with: name, "graph name") {
+            throw invalid("\(problem). Name the graph otherwise.", [])
         }
         for (index, job) in jobs.enumerated() {
-            for (what, value) in [("name", job.name), ("kind", job.kind)]
-                + job.categories.map({ ("category", $0.name) })
-            where !StoredText.isStorable(value) {
+            if !StoredText.isStorable(job.name) {
                 throw invalid(
-                    "job \(index) of graph '\(name)' has a NUL character (\\0) in its \(what) \(StoredText.quoted(value)), which no store can keep. Remove it.",
+                    "job \(index) of graph '\(name)' has a NUL character (\\0) in its name \(StoredText.quoted(job.name)), which no store can keep. Remove it.",
                     [job.name])
+            }
+            for (what, value) in [("kind", job.kind)] + job.categories.map({ ("category", $0.name) }) {
+                if let problem = StoredText.problem(with: value, what) {
+                    throw invalid("job \(index) of graph '\(name)': its \(problem). Remove it.", [job.name])
+                }
             }
             var limits: [String: Int] = [:]
             for category in job.categories {

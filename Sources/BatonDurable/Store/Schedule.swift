@@ -95,9 +95,18 @@ public struct Schedule: Hashable, Codable, Sendable {
     /// Checks the name, the timing and the graph.
     /// - Throws: ``DurableError/Code/invalidGraph`` saying what is wrong.
     public func validate() throws {
-        guard !name.isEmpty, StoredText.isStorable(name) else {
+        guard !name.isEmpty else {
+            throw DurableError(code: .invalidGraph, message: "a schedule needs a name; its name is empty.")
+        }
+        // (Its runs' unique keys hold the name and a time of 24 bytes.)
+        if let problem = StoredText.problem(
+            with: "schedule/\(name)/" + String(repeating: "0", count: 24), "schedule's run key")
+        {
             throw DurableError(
-                code: .invalidGraph, message: "a schedule needs a name without NUL characters, not '\(name)'.")
+                code: .invalidGraph,
+                message:
+                    "schedule name \(StoredText.quoted(String(name.prefix(40)))) cannot be kept: its \(problem); use a shorter name."
+            )
         }
         switch timing {
         case .every(let interval):

@@ -29,6 +29,25 @@ public enum StoredText {
     /// Whether `name` can be stored as it is (it holds no NUL character).
     public static func isStorable(_ name: String) -> Bool { !name.utf8.contains(0) }
 
+    /// The most bytes (UTF-8) of a name that a store looks things up by: a unique key, a graph's name,
+    /// a kind, a category, a worker id, a schedule's name. PostgreSQL indexes them, and an index entry
+    /// holds at most about 2.7 KB, so a longer one would work on SQLite and fail on PostgreSQL; both
+    /// stores refuse it. (A job's name may be longer.) Hash a longer key: SHA-256 in hex is 64 bytes.
+    public static let nameLimit = 1_024
+
+    /// Why `name`, a `what`, cannot be stored, or nil when it can.
+    public static func problem(with name: String, _ what: String) -> String? {
+        if !isStorable(name) {
+            return "\(what) \(quoted(name)) contains a NUL character (\\0), which no store can keep"
+        }
+        let length = name.utf8.count
+        if length > nameLimit {
+            return
+                "\(what) '\(name.prefix(40))…' is \(length) bytes long, over the \(nameLimit) bytes a store keeps for one (hash a longer one)"
+        }
+        return nil
+    }
+
     /// `name` as a message quotes it: NUL characters shown as `\0`.
     public static func quoted(_ name: String) -> String {
         var result = "'"
@@ -38,29 +57,25 @@ public enum StoredText {
         return result + "'"
     }
 
-    /// Throws `DurableError.Code.invalidConfiguration` when `id`, a worker's identity, holds a NUL character.
+    /// Throws `DurableError.Code.invalidConfiguration` when `id`, a worker's identity, is empty, holds a
+    /// NUL character or is longer than ``nameLimit``.
     public static func checkWorker(_ id: String) throws(DurableError) {
         if id.isEmpty {
             throw DurableError(
                 code: .invalidConfiguration,
                 message: "the worker id is empty; give the worker a name (DurableWorker.defaultID() makes one).")
         }
-        guard isStorable(id) else {
-            throw DurableError(
-                code: .invalidConfiguration,
-                message:
-                    "worker id \(quoted(id)) contains a NUL character (\\0), which no store can keep; give the worker an id without one."
-            )
+        if let problem = problem(with: id, "worker id") {
+            throw DurableError(code: .invalidConfiguration, message: "\(problem); give the worker another id.")
         }
     }
 
-    /// Throws `DurableError.Code.invalidGraph` when `key`, a run's unique key, holds a NUL character.
+    /// Throws `DurableError.Code.invalidGraph` when `key`, a run's unique key, holds a NUL character or
+    /// is longer than ``nameLimit``.
     public static func checkUniqueKey(_ key: String?) throws(DurableError) {
-        guard let key, !isStorable(key) else { return }
+        guard let key, let problem = problem(with: key, "unique key") else { return }
         throw DurableError(
             code: .invalidGraph,
-            message:
-                "unique key \(quoted(key)) contains a NUL character (\\0), which no store can keep; use a key without one (hex or base64 for binary values). Nothing was submitted."
-        )
+            message: "\(problem); use another key (hex or base64 for binary values). Nothing was submitted.")
     }
 }

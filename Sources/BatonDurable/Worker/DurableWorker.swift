@@ -118,8 +118,8 @@ public final class DurableWorker: Service, Sendable {
                     "its id is empty; give it a name unique among the store's workers (the default, DurableWorker.defaultID(), is)."
                 )
             }
-            if !StoredText.isStorable(id) {
-                throw fail("its id contains a NUL character (\\0), which no store can keep; give an id without one.")
+            if let problem = StoredText.problem(with: id, "id") {
+                throw fail("its \(problem); give it another id.")
             }
             if maxConcurrentJobs < 1 {
                 throw fail("maxConcurrentJobs is \(maxConcurrentJobs); give 1 or more.")
@@ -188,13 +188,11 @@ public final class DurableWorker: Service, Sendable {
         var runners: [String: JobRunner] = [:]
         for job in jobs {
             let runner = JobRunner(job)
-            if !StoredText.isStorable(runner.kind) {
-                // Every claim names the worker's kinds: PostgreSQL refused each one, and the worker claimed nothing.
+            if let problem = StoredText.problem(with: runner.kind, "kind") {
+                // Every claim names the worker's kinds: PostgreSQL refused each one with a NUL, and the
+                // worker claimed nothing; a graph with a longer one is refused.
                 throw DurableError(
-                    code: .invalidConfiguration,
-                    message:
-                        "the kind \(StoredText.quoted(runner.kind)) contains a NUL character (\\0), which no store can keep; give the job type a kind without one."
-                )
+                    code: .invalidConfiguration, message: "the \(problem); give the job type another kind.")
             }
             if runner.kind.isEmpty {
                 // Graphs refuse an empty kind: no job could ever be claimed for it.
