@@ -99,6 +99,40 @@ import Testing
         expect(result, toSay: "maxConcurrentJobs of queue 'zero' must be at least 1")
     }
 
+    /// Adding a job that is elsewhere as a group's child stops at the `addChild` call (it used to stop
+    /// later, on a worker thread, when the group started).
+    @Test func addingAJobThatIsElsewhereAsAChildStopsAtOnce() async {
+        let queued = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "q")
+            queue.isSuspended = true
+            let job = BlockJob(name: "queued") {}
+            queue.add(job)
+            GroupJob(name: "g").addChild(job)
+        }
+        expect(queued, toSay: "cannot add job 'queued' as a child of group 'g': it is already in queue 'q'")
+        let twoGroups = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "shared") {}
+            let first = GroupJob(name: "first", children: [job])
+            let queue = JobQueue(name: "q")
+            queue.isSuspended = true
+            queue.add(first)
+            _ = GroupJob(name: "second", children: [job])
+        }
+        expect(
+            twoGroups,
+            toSay: "cannot add job 'shared' as a child of group 'second': it is already a child of group 'first'")
+        let itself = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let group = GroupJob(name: "loop")
+            group.addChild(group)
+        }
+        expect(itself, toSay: "a group cannot be its own child")
+        let twice = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let job = BlockJob(name: "twice") {}
+            _ = GroupJob(name: "g", children: [job, job])
+        }
+        expect(twice, toSay: "cannot add job 'twice' as a child of group 'g': it is given twice")
+    }
+
     @Test func aDispatchQueueWithDedicatedThreadsStops() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = JobQueue(name: "both", dispatchQueue: .global(), workerThreads: .dedicated)

@@ -101,6 +101,32 @@ open class GroupJob: Job, @unchecked Sendable {
     /// Adds several children; see ``addChild(_:)``.
     public func addChildren(_ newChildren: [Job]) {
         guard !newChildren.isEmpty else { return }
+        // Misuse stops the program here, on the caller's thread, rather than when the group starts
+        // (where the stack no longer shows who added the child).
+        for (index, child) in newChildren.enumerated() {
+            var otherGroup: GroupJob?
+            var problem: String? = child.withCore { core in
+                if child === self { return "a group cannot be its own child" }
+                if let parent = core.extras?.parent {
+                    if parent === self { return "it is already a child of this group" }
+                    otherGroup = parent
+                }
+                if let queue = core.queue { return "it is already in queue '\(queue.name)'" }
+                let state = core.lifecycle.publicState
+                if state != .initialized { return "it is already \(state) (started by hand)" }
+                return nil
+            }
+            // A child of another group that will run (a group never run leaves its children free to go).
+            if problem == nil, let otherGroup, otherGroup.state != .initialized || otherGroup.queue != nil {
+                problem = "it is already a child of group '\(otherGroup.name)'"
+            }
+            if problem == nil, newChildren[..<index].contains(where: { $0 === child }) { problem = "it is given twice" }
+            if let problem {
+                fatalError(
+                    "Baton: cannot add job '\(child.name)' as a child of group '\(name)': \(problem). A job runs once, in one place; add a new job."
+                )
+            }
+        }
         for child in newChildren {
             child.withCore { $0.extrasForWriting().parent = self }
         }
