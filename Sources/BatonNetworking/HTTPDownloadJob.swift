@@ -65,7 +65,7 @@ public final class HTTPDownloadJob: URLSessionTaskJob, @unchecked Sendable {
     ) {
         self.destination = destination
         super.init(
-            name: name ?? "download \(url.absoluteString)",
+            name: name ?? "download \(NetworkError.shown(url))",
             request: URLRequest(url: url),
             kind: .download(directory: destination.deletingLastPathComponent()),
             session: session,

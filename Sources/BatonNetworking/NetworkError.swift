@@ -72,7 +72,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         let text = reason.isEmpty ? "" : " (\(reason))"
         return NetworkError(
             code: .httpStatus, url: url, statusCode: statusCode,
-            description: "HTTP \(statusCode)\(text) from \(url?.absoluteString ?? "the server")"
+            description: "HTTP \(statusCode)\(text) from \(shown(url))"
         )
     }
 
@@ -81,7 +81,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         NetworkError(
             code: .timedOut, url: url,
             description:
-                "no complete response from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)); "
+                "no complete response from \(shown(url)) within \(Self.format(seconds: seconds)); "
                 + "the server may be stalled or the connection too slow. Try again later."
         )
     }
@@ -95,8 +95,30 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         return NetworkError(
             code: .timedOut, url: url,
             description:
-                "no data from \(url?.absoluteString ?? "the server") within \(Self.format(seconds: seconds)) "
+                "no data from \(shown(url)) within \(Self.format(seconds: seconds)) "
                 + "(\(progress)); the server or the connection stalled. Try again later, or allow a longer wait."
+        )
+    }
+
+    /// The session's own request timeout (`timeoutIntervalForRequest`) passed with no data.
+    static func sessionTimedOut(url: URL?, after seconds: Double, error: any Error) -> NetworkError {
+        NetworkError(
+            code: .timedOut, url: url,
+            description:
+                "no data from \(shown(url)) within the session's request timeout of \(Self.format(seconds: seconds)); "
+                + "the server or the connection stalled. Try again later, or allow a longer wait (idleTimeout:).",
+            underlying: error
+        )
+    }
+
+    /// The transfer ended without an HTTP response (a reply Foundation could not take as one, such as a
+    /// redirect without a `Location`).
+    static func noResponse(url: URL?) -> NetworkError {
+        NetworkError(
+            code: .transport, url: url,
+            description:
+                "the request to \(shown(url)) ended without an HTTP response the job could read (a redirect without a "
+                + "Location header, say); nothing was kept. Check the address, or ask the server's operator."
         )
     }
 
@@ -107,9 +129,20 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         return NetworkError(
             code: .tooLarge, url: url,
             description:
-                "the response from \(url?.absoluteString ?? "the server") \(size), more than the limit of \(byteCount(limit)); "
+                "the response from \(shown(url)) \(size), more than the limit of \(byteCount(limit)); "
                 + "the download was stopped and nothing was kept. Check the address."
         )
+    }
+
+    /// `url` as messages and job names show it: with a password masked (`user:***@host`), since they go
+    /// to logs and dashboards.
+    public static func shown(_ url: URL?) -> String {
+        guard let url else { return "the server" }
+        guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+            components.password != nil || components.user != nil
+        else { return url.absoluteString }
+        if components.password != nil { components.percentEncodedPassword = "***" }
+        return components.string ?? url.absoluteString
     }
 
     static func byteCount(_ bytes: Int64) -> String {
@@ -123,7 +156,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         let reason = (error as? URLError).map(Self.describe) ?? String(describing: error)
         return NetworkError(
             code: .transport, url: url,
-            description: "the request to \(url?.absoluteString ?? "the server") failed: \(reason)", underlying: error
+            description: "the request to \(shown(url)) failed: \(reason)", underlying: error
         )
     }
 
@@ -131,7 +164,7 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     public static func file(url: URL?, path: String, error: any Error) -> NetworkError {
         NetworkError(
             code: .file, url: url,
-            description: "could not save the download from \(url?.absoluteString ?? "the server") to \(path): "
+            description: "could not save the download from \(shown(url)) to \(path): "
                 + "\(reason(error)). Check that the folder exists, is writable and the disk is not full.",
             underlying: error
         )

@@ -39,6 +39,9 @@ public struct ReachabilityCondition: JobCondition {
     }
 
     private init(host: String, port: Int, timeout: Duration, proxy: ProxySettings.Proxy?) {
+        if !(0...65_535).contains(port) {
+            fatalError("Baton: the reachability condition for \(host) names port \(port); a TCP port is 0...65535.")
+        }
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -47,7 +50,7 @@ public struct ReachabilityCondition: JobCondition {
 
     /// A condition that the server of an `http` or `https` URL can be reached (port 80 or 443 unless the
     /// URL names one) or, when `proxies` route the URL through a proxy, that the proxy can be reached;
-    /// `nil` for URLs of other schemes or without a host.
+    /// `nil` for URLs of other schemes, without a host, or with a port outside 0...65535.
     public init?(url: URL, timeout: Duration = .seconds(5), proxies: ProxySettings = ProxySettings()) {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https",
             let host = url.host, !host.isEmpty
@@ -57,7 +60,9 @@ public struct ReachabilityCondition: JobCondition {
             return
         }
         let unbracketed = host.hasPrefix("[") && host.hasSuffix("]") ? String(host.dropFirst().dropLast()) : host
-        self.init(host: unbracketed, port: url.port ?? (scheme == "https" ? 443 : 80), timeout: timeout)
+        let port = url.port ?? (scheme == "https" ? 443 : 80)
+        guard (0...65_535).contains(port) else { return nil }  // no server listens there
+        self.init(host: unbracketed, port: port, timeout: timeout)
     }
 
     /// "reachability of HOST port PORT", or "reachability of the proxy HOST port PORT".
@@ -82,7 +87,8 @@ public struct ReachabilityCondition: JobCondition {
         let (host, port, seconds) = (host, port, timeout.seconds)
         let url = URL(string: "http://\(host.contains(":") ? "[\(host)]" : host):\(port)")
         let start = DispatchTime.now()
-        let deadline = start.uptimeNanoseconds + UInt64(max(0, seconds) * 1e9)
+        // (A timeout of centuries, meant as "no limit", is capped where the nanoseconds still fit.)
+        let deadline = start.uptimeNanoseconds + UInt64(min(max(0, seconds), 3_155_760_000) * 1e9)
         let once = ResumeOnce<Result<String, NetworkError>>()
         let resolved = Protected(false)
         let result: Result<String, NetworkError> = await withTaskCancellationHandler {

@@ -100,6 +100,8 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
     private var writeError: (any Error)?
     /// Set when the body went past ``maximumBytes`` (the task was cancelled).
     private var limitError: NetworkError?
+    /// The request timeout of the job's own session (see `execute()`), for messages.
+    private var requestTimeout = 60.0
     private var completed = false
     private var received: Int64 = 0
     private var expected: Int64?
@@ -177,7 +179,20 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let delegate = TaskDelegate(job: self)
         let queue = OperationQueue()
         queue.maxConcurrentOperationCount = 1
-        let ownSession = URLSession(configuration: session.configuration, delegate: delegate, delegateQueue: queue)
+        let configuration = session.configuration
+        // The session's own limits must not cut the job's: its request timeout (60 seconds by default) ends
+        // a transfer that waits that long for a byte, so it is raised past a longer idleTimeout or
+        // timeout, and its resource timeout past a longer timeout.
+        let margin = 1.0
+        if let longest = [idleTimeout, timeout].compactMap({ $0?.seconds }).max(),
+            longest + margin > configuration.timeoutIntervalForRequest
+        {
+            configuration.timeoutIntervalForRequest = longest + margin
+        }
+        if let timeout, timeout.seconds + margin > configuration.timeoutIntervalForResource {
+            configuration.timeoutIntervalForResource = timeout.seconds + margin
+        }
+        let ownSession = URLSession(configuration: configuration, delegate: delegate, delegateQueue: queue)
         let task = ownSession.dataTask(with: request)
         // The session keeps its delegate until it is invalidated: let it go once the task completed.
         ownSession.finishTasksAndInvalidate()
@@ -185,6 +200,7 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let timer = makeWatchdog(stopwatch)
         lock.withLock {
             storedTask = task
+            requestTimeout = configuration.timeoutIntervalForRequest
             self.stopwatch = stopwatch
             watchdog = timer
             delegateQueue = queue
@@ -233,17 +249,34 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
 
     fileprivate func didReceive(response: URLResponse) {
         let now = lock.withLock { stopwatch }?.elapsed()
-        lock.withLock {
+        let stop: URLSessionTask? = lock.withLock {
             if let now { lastActivity = now }
             storedResponse = response
             let length = response.expectedContentLength
             expected = length > 0 ? length : nil
+            // A size announced over the limit stops the transfer before its first byte.
+            guard let maximumBytes, length > maximumBytes, limitError == nil, !rejects(response) else { return nil }
+            limitError = NetworkError.tooLarge(url: request.url, limit: maximumBytes, announced: length)
+            return storedTask
         }
+        stop?.cancel()
+    }
+
+    /// Whether `response` has a status code outside ``acceptableStatusCodes``: its body is not kept.
+    private func rejects(_ response: URLResponse?) -> Bool {
+        guard let status = (response as? HTTPURLResponse)?.statusCode, let accepted = acceptableStatusCodes else {
+            return false
+        }
+        return !accepted.contains(status)
     }
 
     fileprivate func didReceive(_ chunk: Data, task: URLSessionTask) {
         var failure: (any Error)?
+        // The body of a response whose status fails the job (an error page) is neither kept nor written.
+        let rejected = rejects(lock.withLock { storedResponse } ?? task.response)
         switch kind {
+        case _ where rejected:
+            break
         case .data:
             body.append(chunk)
         case .download(let directory):
@@ -313,25 +346,39 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         let (file, body) = (partialFile, self.body)
         (partialFile, self.body) = (nil, Data())
         timer?.cancel()
-        let response = self.response
+        // (On Linux, Foundation does not tell the delegate of some responses, such as a redirect without
+        // a `Location`: the task still has it.)
+        let response = lock.withLock { storedResponse ?? storedTask?.response }
+        lock.withLock { storedResponse = response }
+        // A status that fails the job says more than what became of its body (an error page too large,
+        // or not writable where the download was to go).
+        let rejectedStatus: NetworkError? =
+            rejects(response)
+            ? NetworkError.httpStatus((response as! HTTPURLResponse).statusCode, url: response?.url ?? request.url)
+            : nil
 
         var failure: (any Error)?
         if let limitError {
-            failure = limitError
+            failure = rejectedStatus ?? limitError
         } else if let writeError {
             let directory: URL? = if case .download(let directory) = kind { directory } else { nil }
-            failure = NetworkError.file(
-                url: request.url, path: directory.map(pathForMessages(directory:)) ?? "", error: writeError)
+            failure =
+                rejectedStatus
+                ?? NetworkError.file(
+                    url: request.url, path: directory.map(pathForMessages(directory:)) ?? "", error: writeError)
         } else if let error {
             if let urlError = error as? URLError, urlError.code == .cancelled {
                 failure = timedOut ?? CancellationError()
+            } else if let urlError = error as? URLError, urlError.code == .timedOut {
+                failure = NetworkError.sessionTimedOut(
+                    url: request.url, after: lock.withLock { requestTimeout }, error: urlError)
             } else {
                 failure = NetworkError.transport(url: request.url, error: error)
             }
-        } else if let status = (response as? HTTPURLResponse)?.statusCode, let accepted = acceptableStatusCodes,
-            !accepted.contains(status)
-        {
-            failure = NetworkError.httpStatus(status, url: (response?.url ?? request.url))
+        } else if let rejectedStatus {
+            failure = rejectedStatus
+        } else if response == nil {
+            failure = NetworkError.noResponse(url: request.url)
         } else if let timedOut {
             failure = timedOut
         } else if isCancelled {
