@@ -90,7 +90,8 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
     public static func stalled(url: URL?, after seconds: Double, received: Int64, expected: Int64?) -> NetworkError {
         let progress =
             received == 0
-            ? "nothing received yet"
+            ? (expected.map { "the headers came, announcing \(byteCount($0)); no byte of the body yet" }
+                ?? "nothing received yet")
             : "\(byteCount(received))\(expected.map { " of \(byteCount($0))" } ?? "") received"
         return NetworkError(
             code: .timedOut, url: url,
@@ -156,7 +157,9 @@ public struct NetworkError: Error, Sendable, CustomStringConvertible {
         let reason = (error as? URLError).map(Self.describe) ?? String(describing: error)
         return NetworkError(
             code: .transport, url: url,
-            description: "the request to \(shown(url)) failed: \(reason)", underlying: error
+            description:
+                "the request to \(shown(url)) failed: \(reason). Check the address and the connection, then try again.",
+            underlying: error
         )
     }
 
