@@ -440,6 +440,28 @@ struct DurableWorkerTests {
         #expect(try await store.snapshot(of: run.id).workers.isEmpty)
     }
 
+    /// A body told to stop that throws an error of its own (a `URLError.cancelled`, "request aborted")
+    /// used up an attempt — with `retry: .never`, it failed the job for good.
+    @Test("a job that stops with its own error at a shutdown is given back unattempted; at a cancel, cancelled")
+    func ownErrorOnStop() async throws {
+        let setup = try await BlockerSetup(throwsOwnError: true)
+        let running = Task { try await setup.worker.run() }
+        try await withDeadline(.seconds(30), "the job starts") { await setup.started.waitAsync() }
+        setup.worker.shutdown()
+        try await withDeadline(.seconds(30), "the worker stops") { try await running.value }
+        let record = try await setup.store.record(of: setup.run.jobs[0])
+        #expect(record.state == .ready)
+        #expect(record.attempts == 0)
+
+        let cancelled = try await BlockerSetup(throwsOwnError: true)
+        let again = Task { try await cancelled.worker.run(until: cancelled.run) }
+        try await withDeadline(.seconds(30), "the job starts") { await cancelled.started.waitAsync() }
+        try await cancelled.store.cancel(run: cancelled.run.id, reason: "not needed")
+        try await withDeadline(.seconds(30), "the run ends") { _ = try await again.value }
+        let job = try await cancelled.store.record(of: cancelled.run.jobs[0])
+        #expect(job.state == .cancelled, "\(job)")
+    }
+
     @Test("a time limit fails the attempt, and the retry policy decides what follows")
     func timeout() async throws {
         let store = try SQLiteJobStore.inMemory()

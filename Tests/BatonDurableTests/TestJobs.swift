@@ -82,6 +82,9 @@ struct Blocker: DurableJob {
     let started: Gate
     let endings: Protected<[String]>
     var ended = Gate()
+    /// Stops with an error of its own when cancelled, as a library does ("request aborted").
+    var throwsOwnError = false
+    struct Aborted: Error {}
     func run(_ label: String, context: DurableJobContext) async throws -> String {
         started.open()
         do {
@@ -89,6 +92,7 @@ struct Blocker: DurableJob {
         } catch {
             endings.withLock { $0.append("\(label): cancelled") }
             ended.open()
+            if throwsOwnError { throw Aborted() }
             throw error
         }
         return label
@@ -134,7 +138,8 @@ struct BlockerSetup {
     let endings: Protected<[String]>
 
     init(
-        renew: Duration = .seconds(2), grace: Duration = .zero, instruments: [any JobInstrument]? = nil
+        renew: Duration = .seconds(2), grace: Duration = .zero, instruments: [any JobInstrument]? = nil,
+        throwsOwnError: Bool = false
     ) async throws {
         store = try SQLiteJobStore.inMemory()
         started = Gate()
@@ -143,6 +148,7 @@ struct BlockerSetup {
         graph.add(Blocker.self, input: "b")
         run = try await store.submit(graph)
         worker = try makeWorker(
-            store, [Blocker(started: started, endings: endings)], renew: renew, grace: grace, instruments: instruments)
+            store, [Blocker(started: started, endings: endings, throwsOwnError: throwsOwnError)], renew: renew,
+            grace: grace, instruments: instruments)
     }
 }

@@ -75,6 +75,15 @@ extension DurableWorker {
             if let permanent = error as? PermanentFailure {
                 return failed(describe(permanent.underlying), retryable: false)
             }
+            // A body told to stop often stops with an error of its own (a `URLError.cancelled`, a
+            // library's "request aborted"): the stop decides, as when it throws `CancellationError`. A job
+            // stopped by the worker's shutdown is given back unattempted, not failed.
+            switch attempt.cause {
+            case .shutdown: return .release(lease)
+            case .leaseLost: return nil
+            case .requested(let why): return .report(AttemptReport(lease: lease, outcome: .cancelled(reason: why)))
+            case .leaseRunningOut, nil: break
+            }
             let durable = error as? DurableError
             let permanent =
                 durable?.code == .decoding || (durable?.refusesAddedJobs == true && durable?.code != .conflict)
