@@ -462,6 +462,35 @@ struct DurableWorkerTests {
         #expect(job.state == .cancelled, "\(job)")
     }
 
+    /// A job that repeats a letter `count` times: an output as large as asked.
+    struct Repeat: DurableJob {
+        static let kind = "test.repeat"
+        func run(_ count: Int, context: DurableJobContext) async throws -> String {
+            String(repeating: "x", count: count)
+        }
+    }
+
+    /// SQLite refused the report of an output past its limit, and the worker retried it at every poll,
+    /// for ever: the lease ran out, the job ran again, and a shutdown waited on the report.
+    @Test("an output or an input larger than a store keeps fails the job at once, saying so")
+    func oversizedValues() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        var graph = JobGraph(name: "g")
+        graph.add(Repeat.self, input: StoredText.valueLimit, retry: .standard)
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Repeat()])
+        try await withDeadline(.seconds(120), "the run of a 256 MB output") { try await worker.run(until: run) }
+        let job = try await store.explain(run).jobs[0]
+        #expect(job.state == .failed)
+        #expect(job.attempts == 1)
+        #expect(job.lastError?.contains("store large results elsewhere") == true, "\(job.lastError ?? "")")
+
+        let large = GraphSpec(
+            name: "large", jobs: [JobSpec(name: "a", kind: Repeat.kind, input: Data(count: StoredText.valueLimit + 1))])
+        let error = await #expect(throws: DurableError.self) { _ = try await store.submit(large, uniqueKey: nil) }
+        #expect(error?.message.contains("has an input of") == true, "\(error?.message ?? "")")
+    }
+
     @Test("a time limit fails the attempt, and the retry policy decides what follows")
     func timeout() async throws {
         let store = try SQLiteJobStore.inMemory()

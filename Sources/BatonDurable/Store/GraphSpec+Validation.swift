@@ -36,6 +36,11 @@ extension GraphSpec {
                 throw invalid(
                     "job '\(job.name)' of graph '\(name)' has an empty kind. Use the kind of a DurableJob.", [job.name])
             }
+            if let input = job.input, input.count > StoredText.valueLimit {
+                throw invalid(
+                    "job '\(job.name)' of graph '\(name)' has an input of \(input.count) bytes, over the \(StoredText.valueLimit) a store keeps. Store the data elsewhere (a file, an object store) and pass its address.",
+                    [job.name])
+            }
             if let other = seen.updateValue(index, forKey: job.name) {
                 throw invalid(
                     "graph '\(name)' has two jobs named '\(job.name)' (\(other) and \(index)). Names must be unique within a graph; pass name: to add(_:).",

@@ -35,6 +35,12 @@ public enum StoredText {
     /// stores refuse it. (A job's name may be longer.) Hash a longer key: SHA-256 in hex is 64 bytes.
     public static let nameLimit = 1_024
 
+    /// The most bytes of a job's input or output that a store keeps (256 MB). SQLite refuses a value
+    /// past its own limit (1 GB by default, less when the application lowered it) and PostgreSQL one past
+    /// 1 GB, each with an error that retrying cannot cure; a larger result belongs in a file or an object
+    /// store, with its address as the output.
+    public static let valueLimit = 256 * 1_048_576
+
     /// Why `name`, a `what`, cannot be stored, or nil when it can.
     public static func problem(with name: String, _ what: String) -> String? {
         if !isStorable(name) {

@@ -63,6 +63,13 @@ extension DurableWorker {
         }
         switch outcome {
         case .succeeded:
+            // An output no store keeps would be refused at every report, for ever: the job fails instead,
+            // at once (its next attempt would return as much).
+            if let output, output.count > StoredText.valueLimit {
+                return failed(
+                    "the job's output is \(output.count) bytes, over the \(StoredText.valueLimit) a store keeps; store large results elsewhere (a file, an object store) and return their address",
+                    retryable: false)
+            }
             return .report(
                 AttemptReport(
                     lease: lease, outcome: .succeeded(output: output ?? Data("null".utf8)),
