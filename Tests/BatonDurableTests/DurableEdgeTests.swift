@@ -111,7 +111,16 @@ final class HookedStore: JobStore {
         if pruneBeforeRecord.withLock({ $0 }) { _ = try await base.prune(finishedBefore: .distantFuture) }
         return try await base.record(of: run)
     }
-    func nextDueDate(kinds: [String]) async throws -> Date? { try await base.nextDueDate(kinds: kinds) }
+    /// When set, `nextDueDate` calls (a worker's poll) wait for it, and `dueEntered` opens first.
+    let dueGate = Protected<Gate?>(nil)
+    let dueEntered = Gate()
+    func nextDueDate(kinds: [String]) async throws -> Date? {
+        if let gate = dueGate.withLock({ $0 }) {
+            dueEntered.open()
+            await gate.waitAsync()
+        }
+        return try await base.nextDueDate(kinds: kinds)
+    }
     func prune(finishedBefore date: Date) async throws -> Int { try await base.prune(finishedBefore: date) }
     func runs(_ filter: RunFilter) async throws -> RunPage { try await base.runs(filter) }
     func runCounts() async throws -> [RunState: Int] { try await base.runCounts() }
@@ -577,6 +586,37 @@ struct DurableWorkerWaitTests {
         #expect(decisions.withLock { $0 } < 200, "the owner decided \(decisions.withLock { $0 }) times")
         running.cancel()
         try await withDeadline(.seconds(30), "the worker stopping") { try await running.value }
+    }
+
+    /// A worker idle past its stall-warning delay while a poll was slow to answer (a loaded machine)
+    /// armed a timer for the stall check, already due, at every wake-up until the poll answered: a spin
+    /// (and, in debug builds, the owner's assertion stopped the program).
+    @Test("an idle worker whose poll is slow to answer waits for it without spinning")
+    func slowPollDoesNotSpin() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        var graph = JobGraph(name: "g")
+        graph.add(NoWorkerHere.self, input: "nobody runs this")
+        let run = try await base.submit(graph)
+        let gate = Gate()
+        defer { gate.open() }
+        store.dueGate.withLock { $0 = gate }
+        let decisions = Protected(0)
+        var hooks = DurableWorker.Hooks()
+        hooks.decided = { decisions.withLock { $0 += 1 } }
+        var configuration = DurableWorker.Configuration(id: "idle", pollInterval: .milliseconds(50))
+        configuration.stallWarningDelay = .milliseconds(50)
+        let worker = try DurableWorker(store: store, jobs: [Echo()], configuration: configuration, hooks: hooks)
+        let running = Task { try await worker.run(until: run) }
+        defer { running.cancel() }
+        try await withDeadline(.seconds(30), "the poll") { await store.dueEntered.waitAsync() }
+        let before = decisions.withLock { $0 }
+        try await Task.sleep(for: .milliseconds(500))  // the stall check falls due while the poll waits
+        let during = decisions.withLock { $0 } - before
+        gate.open()
+        #expect(during < 50, "the owner decided \(during) times while its poll waited")
+        running.cancel()
+        try await withDeadline(.seconds(30), "the worker stopping") { _ = try? await running.value }
     }
 }
 

@@ -462,12 +462,44 @@ struct DurableWorkerTests {
         #expect(job.state == .cancelled, "\(job)")
     }
 
-    /// A job that repeats a letter `count` times: an output as large as asked.
+    /// A job whose body ignores cancellation until `release` opens.
+    struct Stubborn: DurableJob {
+        static let kind = "test.stubborn"
+        let started: Gate
+        let release: Gate
+        func run(_ label: String, context: DurableJobContext) async throws -> String {
+            started.open()
+            await release.waitAsync()  // not a cancellable wait
+            return label
+        }
+    }
+
+    /// The worker waited for a body that ignores cancellation for as long as it ran (here, for ever),
+    /// renewing its lease all the while: its service group could not stop.
+    @Test("a shutdown leaves behind a job that does not stop when cancelled, instead of waiting for it")
+    func stuckBodyIsLeftBehind() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        let (started, release) = (Gate(), Gate())
+        defer { release.open() }
+        var graph = JobGraph(name: "g")
+        graph.add(Stubborn.self, input: "s")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Stubborn(started: started, release: release)], grace: .zero)
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job starts") { await started.waitAsync() }
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the worker stops, leaving the stuck job behind") {
+            try await running.value
+        }
+        let record = try await store.record(of: run.jobs[0])
+        #expect(record.state == .running, "its lease runs out; then it runs again")
+        #expect(record.attempts == 1)
+    }
+
+    /// A job whose output is `count` zero bytes (stored as base64: a third larger), made at once.
     struct Repeat: DurableJob {
         static let kind = "test.repeat"
-        func run(_ count: Int, context: DurableJobContext) async throws -> String {
-            String(repeating: "x", count: count)
-        }
+        func run(_ count: Int, context: DurableJobContext) async throws -> Data { Data(count: count) }
     }
 
     /// SQLite refused the report of an output past its limit, and the worker retried it at every poll,

@@ -43,7 +43,15 @@ public import Tracing
 /// cancels the rest and gives their leases back to the store, unattempted, so other workers take them
 /// at once. Cancelling the task that runs ``run()`` is the hard stop: the same without the grace
 /// period, and reports that the store does not take at once are dropped (their jobs run again once
-/// their leases end).
+/// their leases end). A job whose body does not stop when cancelled (it ignores cancellation, blocks a
+/// thread, or awaits what never comes) is left behind after a while — the grace period, between 1 and
+/// 10 seconds; 1 second at a hard stop — so that the worker still stops: its lease is no longer renewed,
+/// the job runs again once the lease ends, and an error names it.
+///
+/// **Bodies and renewals** share Swift's cooperative thread pool: bodies that keep every thread of it
+/// busy (CPU-bound loops, blocking calls) delay the renewals, and a lease that runs out stops its job
+/// (it runs again). Keep such work off the pool (a thread or a Dispatch queue of its own), or give the
+/// worker fewer slots (``Configuration/maxConcurrentJobs``) than the machine has cores.
 ///
 /// ## Thread safety
 /// All methods may be called from any task; run one `run` at a time per worker.

@@ -53,6 +53,8 @@ struct WorkerOwner {
     var reportRetry: ContinuousClock.Instant?
     var shutdownDeadline: ContinuousClock.Instant?
     var cancelledForShutdown = false
+    /// When attempts cancelled for the shutdown that still run are left behind (see `abandonStuck()`).
+    var abandonAt: ContinuousClock.Instant?
     /// `run` was cancelled: reports that cannot be sent now are dropped rather than retried.
     var hardStopped = false
     /// The store was closed under the worker: the error that showed it and how many reports were dropped.
@@ -334,6 +336,7 @@ struct WorkerOwner {
         worker.hooks.decided?()
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
+        if let abandonAt, now >= abandonAt { abandonStuck() }
         if let due = leaseWatch, now >= due { watchLeases(now: now) }
         if reporting.count < reportsInFlight, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true,
             reportsDue(now: now)
@@ -370,8 +373,11 @@ struct WorkerOwner {
         if let deadline = shutdownDeadline {
             next.append(cancelledForShutdown ? now + .seconds(1) : deadline)
         }
+        if let abandonAt { next.append(abandonAt) }
         if let leaseWatch { next.append(leaseWatch) }
-        if let check = nextStallCheck { next.append(check) }
+        // (Not while a poll is in flight: the stall check waits for its answer, which wakes the owner; a
+        // timer for a check already due would wake it again and again until then.)
+        if !polling, let check = nextStallCheck { next.append(check) }
         if let earliest = next.min() { arm(earliest, group: &group) }
         return false
     }
@@ -553,6 +559,29 @@ struct WorkerOwner {
             active[lease]?.cause = .shutdown
             attempt.job.cancel(
                 reason: DurableCancellation(message: "job '\(attempt.job.name)' stopped: its worker is shutting down"))
+        }
+        if active.values.contains(where: { !$0.ended }) {
+            abandonAt =
+                .now
+                + (hardStopped ? .seconds(1) : min(max(configuration.shutdownGracePeriod, .seconds(1)), .seconds(10)))
+        }
+    }
+
+    /// Attempts that still run a while after they were cancelled for the shutdown (a body that ignores
+    /// cancellation, blocks a thread, or awaits what never comes) would keep the worker — and its
+    /// service group — from stopping, and their leases renewed, for ever. They are left behind: no
+    /// longer renewed, their jobs run again once their leases end (elsewhere, possibly while the body
+    /// still runs here: at least once, as for a worker that was killed), and what they report is not sent.
+    mutating func abandonStuck() {
+        abandonAt = nil
+        let stuck = active.filter { !$0.value.ended }
+        guard !stuck.isEmpty else { return }
+        logger.error(
+            "worker '\(configuration.id)' stops without waiting longer for \(stuck.count) jobs that did not stop when cancelled (\(stuck.values.map { "'\($0.claimed.name)'" }.sorted().joined(separator: ", "))): their leases are no longer renewed, and they run again once the leases end. Make their bodies stop when cancelled."
+        )
+        for lease in stuck.keys {
+            running -= 1
+            forget(lease)
         }
     }
 
