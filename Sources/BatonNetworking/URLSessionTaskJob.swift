@@ -181,13 +181,13 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
         queue.maxConcurrentOperationCount = 1
         let configuration = session.configuration
         // The session's own limits must not cut the job's: its request timeout (60 seconds by default) ends
-        // a transfer that waits that long for a byte, so it is raised past a longer idleTimeout or
-        // timeout, and its resource timeout past a longer timeout.
+        // a transfer that waits that long for a byte, so it is raised past a longer idleTimeout, and its
+        // resource timeout past a longer timeout.
+        // (Not past `timeout` alone: the request timeout is an idle limit, and a stall must still end
+        // at it when the job sets no idleTimeout of its own.)
         let margin = 1.0
-        if let longest = [idleTimeout, timeout].compactMap({ $0?.seconds }).max(),
-            longest + margin > configuration.timeoutIntervalForRequest
-        {
-            configuration.timeoutIntervalForRequest = longest + margin
+        if let idleTimeout, idleTimeout.seconds + margin > configuration.timeoutIntervalForRequest {
+            configuration.timeoutIntervalForRequest = idleTimeout.seconds + margin
         }
         if let timeout, timeout.seconds + margin > configuration.timeoutIntervalForResource {
             configuration.timeoutIntervalForResource = timeout.seconds + margin
@@ -254,8 +254,12 @@ public class URLSessionTaskJob: CallbackJob, @unchecked Sendable {
             storedResponse = response
             let length = response.expectedContentLength
             expected = length > 0 ? length : nil
-            // A size announced over the limit stops the transfer before its first byte.
-            guard let maximumBytes, length > maximumBytes, limitError == nil, !rejects(response) else { return nil }
+            // A size announced over the limit stops the transfer before its first byte (not for a reply
+            // that carries no body whatever it announces: to a HEAD, a 204, a 304).
+            let status = (response as? HTTPURLResponse)?.statusCode
+            let bodiless = request.httpMethod == "HEAD" || status == 204 || status == 304
+            guard let maximumBytes, length > maximumBytes, !bodiless, limitError == nil, !rejects(response)
+            else { return nil }
             limitError = NetworkError.tooLarge(url: request.url, limit: maximumBytes, announced: length)
             return storedTask
         }

@@ -112,8 +112,10 @@ import FoundationNetworking
         let server = try await TestHTTPServer.start { _ in .stall }
         let configuration = URLSessionConfiguration.ephemeral
         configuration.timeoutIntervalForRequest = 1
+        // A total limit of its own does not lift the session's idle limit (the request timeout).
         let job = URLSessionTaskJob(
-            request: URLRequest(url: server.url("/stall")), session: URLSession(configuration: configuration))
+            request: URLRequest(url: server.url("/stall")), session: URLSession(configuration: configuration),
+            timeout: .seconds(30))
         JobQueue().add(job)
         let error = try #require(await job.outcome.error as? NetworkError)
         await server.shutdown()

@@ -222,6 +222,29 @@ import Testing
 
     // MARK: Back-pressure
 
+    /// `tryAdd` is refused only when there is no room or a producer waits for room: not while another
+    /// producer is adding its jobs (here, from inside that add: a condition of the job it adds), bound or
+    /// no bound.
+    @Test(arguments: [nil, 10] as [Int?]) func tryAddGoesInWhileAnotherProducerAdds(bound: Int?) async throws {
+        struct Tries: JobCondition {
+            let queue: JobQueue
+            let accepted: Recorder<Bool>
+            var name: String { "tries" }
+            func dependencies(for job: Job) -> [Job] {
+                accepted.record(queue.tryAdd(BlockJob(name: "tried") {}))
+                return []
+            }
+            func evaluateImmediately(for job: Job) -> ConditionResult? { .satisfied }
+        }
+        let queue = JobQueue(name: "q", maxUnfinishedJobs: bound)
+        let accepted = Recorder<Bool>()
+        let job = BlockJob(name: "added") {}
+        job.addCondition(Tries(queue: queue, accepted: accepted))
+        try await queue.addWhenRoom(job)
+        await queue.waitUntilAllJobsAreFinished()
+        #expect(accepted.values == [true])
+    }
+
     /// Producers let in one after another add their jobs in the order they asked: on a serial queue,
     /// the jobs then run in that order (they were added in whatever order their tasks resumed).
     @Test func producersLetInTogetherAddTheirJobsInTheOrderTheyAsked() async throws {

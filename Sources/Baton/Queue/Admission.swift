@@ -32,6 +32,9 @@ struct Admission {
         /// How many jobs the producer adds.
         let count: Int
         var state = State.new
+        /// In the line of producers let in (see `letIn`); not for a producer that did not wait (no bound,
+        /// or `tryAdd`): it adds at once.
+        var inTurn = false
         init(count: Int) { self.count = count }
     }
 
@@ -79,8 +82,15 @@ struct Admission {
         _ ticket: Ticket, unfinished: Int, _ continuation: CheckedContinuation<Void, any Error>
     ) -> Arrival {
         if case .cancelled = ticket.state { return .cancelled }
+        if limit == nil {
+            // No bound: nobody waits, so there is no order to keep among them; it adds at once.
+            reserved += ticket.count
+            ticket.state = .adding
+            return .admitted
+        }
         if line.isEmpty, fits(ticket.count, unfinished: unfinished) {
             reserved += ticket.count
+            ticket.inTurn = true
             letIn.append(ticket)
             if letIn.count == 1 {
                 ticket.state = .adding
@@ -94,13 +104,13 @@ struct Admission {
         return .waiting
     }
 
-    /// A producer that does not wait: let in, to add at once, only if nobody waits or has yet to add,
-    /// and there is room.
+    /// A producer that does not wait: let in, to add at once, only if nobody waits for room and there
+    /// is room. (It does not overtake a producer that waited; one let in and adding now is no longer
+    /// waiting, and whose jobs come first between the two is a race of the callers'.)
     mutating func tryAdmit(_ ticket: Ticket, unfinished: Int) -> Bool {
-        guard line.isEmpty, letIn.isEmpty, fits(ticket.count, unfinished: unfinished) else { return false }
+        guard line.isEmpty, fits(ticket.count, unfinished: unfinished) else { return false }
         reserved += ticket.count
         ticket.state = .adding
-        letIn.append(ticket)
         return true
     }
 
@@ -113,6 +123,7 @@ struct Admission {
                 guard fits(first.count, unfinished: unfinished) else { return nextTurn() }
                 first.state = .admitted(continuation)
                 reserved += first.count
+                first.inTurn = true
                 letIn.append(first)
             case .new, .admitted, .adding, .cancelled:
                 break
@@ -134,8 +145,10 @@ struct Admission {
     /// The producer adding has added its jobs: they count as unfinished now, not as reserved. Lets in
     /// those now with room; returns the continuation of the next producer to add, if any.
     mutating func added(_ ticket: Ticket, unfinished: Int) -> [CheckedContinuation<Void, any Error>] {
-        precondition(letIn.first === ticket, "Baton internal error: a producer added its jobs out of turn")
-        letIn.removeFirst()
+        if ticket.inTurn {
+            precondition(letIn.first === ticket, "Baton internal error: a producer added its jobs out of turn")
+            letIn.removeFirst()
+        }
         ticket.state = .cancelled  // done: out of every line
         reserved -= ticket.count
         return admitWaiting(unfinished: unfinished)
