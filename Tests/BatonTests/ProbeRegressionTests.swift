@@ -60,33 +60,33 @@ import Testing
 
     // MARK: Retry and repeat jobs stopped by a cancel
 
-    /// The cancel came after attempt 1 failed and before the retry job decided: it stopped the
-    /// retries, so the retry job is cancelled, not failed "after 1 attempt".
-    @Test func aRetryJobCancelledJustAfterAFailedAttemptFinishesCancelled() async throws {
+    /// A retry job of failing attempts, cancelled by the observer of attempt `cancelAt`'s finish (after
+    /// that attempt failed, before the retry job decides what follows), run to its outcome.
+    static func retryCancelled(
+        afterAttempt cancelAt: Int, of maxAttempts: Int
+    ) async throws -> (outcome: JobOutcome, attempts: Int) {
         let box = Box<RetryJob>()
-        let retry = RetryJob(name: "r", maxAttempts: 5) { n in
+        let retry = RetryJob(name: "r", maxAttempts: maxAttempts) { n in
             let attempt = BlockJob(name: "a\(n)") { throw Boom(tag: n) }
-            if n == 1 { attempt.onFinish { _ in box.value?.cancel() } }
+            if n == cancelAt { attempt.onFinish { _ in box.value?.cancel() } }
             return attempt
         }
         box.value = retry
         JobQueue().add(retry)
-        let outcome = try await Self.outcome(of: retry, "the retry job")
+        return (try await outcome(of: retry, "the retry job"), retry.attempts)
+    }
+
+    /// The cancel came after attempt 1 failed and before the retry job decided: it stopped the
+    /// retries, so the retry job is cancelled, not failed "after 1 attempt".
+    @Test func aRetryJobCancelledJustAfterAFailedAttemptFinishesCancelled() async throws {
+        let (outcome, attempts) = try await Self.retryCancelled(afterAttempt: 1, of: 5)
         #expect(outcome.isCancelled, "\(outcome)")
-        #expect(retry.attempts == 1)
+        #expect(attempts == 1)
     }
 
     /// An attempt that failed for good (none left) still fails the retry job when a cancel comes after.
     @Test func aRetryJobWhoseLastAttemptFailedStillFailsWhenCancelledAfter() async throws {
-        let box = Box<RetryJob>()
-        let retry = RetryJob(name: "r", maxAttempts: 2) { n in
-            let attempt = BlockJob(name: "a\(n)") { throw Boom(tag: n) }
-            if n == 2 { attempt.onFinish { _ in box.value?.cancel() } }
-            return attempt
-        }
-        box.value = retry
-        JobQueue().add(retry)
-        let outcome = try await Self.outcome(of: retry, "the retry job")
+        let (outcome, _) = try await Self.retryCancelled(afterAttempt: 2, of: 2)
         #expect((outcome.error as? RetryJob.Failure)?.attempts == 2, "\(outcome)")
     }
 
