@@ -44,8 +44,8 @@ public import Tracing
 /// at once. Cancelling the task that runs ``run()`` is the hard stop: the same without the grace
 /// period, and reports that the store does not take at once are dropped (their jobs run again once
 /// their leases end). A job whose body does not stop when cancelled (it ignores cancellation, blocks a
-/// thread, or awaits what never comes) is left behind after a while — the grace period, between 1 and
-/// 10 seconds; 1 second at a hard stop — so that the worker still stops: its lease is no longer renewed,
+/// thread, or awaits what never comes) is left behind 10 seconds after it was
+/// cancelled, so that the worker still stops: its lease is no longer renewed,
 /// the job runs again once the lease ends, and an error names it.
 ///
 /// **Bodies and renewals** share Swift's cooperative thread pool: bodies that keep every thread of it

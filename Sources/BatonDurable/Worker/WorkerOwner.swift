@@ -561,9 +561,9 @@ struct WorkerOwner {
                 reason: DurableCancellation(message: "job '\(attempt.job.name)' stopped: its worker is shutting down"))
         }
         if active.values.contains(where: { !$0.ended }) {
-            abandonAt =
-                .now
-                + (hardStopped ? .seconds(1) : min(max(configuration.shutdownGracePeriod, .seconds(1)), .seconds(10)))
+            // Ten seconds: far more than a body that stops when cancelled needs, on a loaded machine too
+            // (a one-second wait left such a body behind under a CI run's load, and its job ran again).
+            abandonAt = .now + .seconds(10)
         }
     }
 
