@@ -128,7 +128,12 @@ public struct BatonTool: Sendable {
         }
         if let error = explanation.lastError { write("last error: \(TimeText.printable(error))\n") }
         if let output { write("output: \(TimeText.printable(output))\n") }
-        guard !attempts.isEmpty else { return write("No attempt has ended yet.\n") }
+        guard !attempts.isEmpty else {
+            // A job cancelled before it started has nothing to come.
+            return write(
+                explanation.state.isFinished
+                    ? "It never ran: it was \(explanation.state) before it started.\n" : "No attempt has ended yet.\n")
+        }
         var table = TextTable(["#", "OUTCOME", "ENDED", "WORKER", "THEN", "ERROR"])
         for attempt in attempts {
             table.add([

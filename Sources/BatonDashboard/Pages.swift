@@ -284,7 +284,10 @@ struct Pages: Sendable {
         if !actions.isEmpty { body += "<div class=\"actions\">\(actions)</div>" }
         body += "<h2>Attempts</h2>"
         if attempts.isEmpty {
-            body += "<p class=\"empty\">No attempt has ended yet.</p>"
+            body +=
+                explanation.state.isFinished
+                ? "<p class=\"empty\">It never ran: it was \(explanation.state) before it started.</p>"
+                : "<p class=\"empty\">No attempt has ended yet.</p>"
         } else {
             body += """
                 <table class="attempts"><thead><tr><th>#</th><th>Outcome</th><th>Then</th><th>Worker</th><th>Started</th><th>Ended</th><th>Took</th><th>Error</th></tr></thead><tbody>

@@ -178,6 +178,7 @@ extension PostgresJobStore {
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {
+        try date.checkStorable(in: "prune(finishedBefore:)")
         let logger = logger
         return try await transaction("prune") { connection in
             let runs = try await connection.liveQuery(

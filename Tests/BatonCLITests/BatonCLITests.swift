@@ -159,6 +159,17 @@ struct BatonToolSQLiteTests {
             #expect(job.job.name == Fixture.hostile)  // JSON keeps the text exact (escaped by JSON itself)
             #expect(job.attempts.map(\.outcome) == [.failed])
             #expect(job.attempts.first?.worker == "cli-worker")
+
+            // A job cancelled before it started has no attempt to come; one still waiting may have.
+            let after = try #require(try await store.snapshot(of: fixture.failed).jobs.first { $0.name == "after" })
+            captured.clear()
+            try await tool.job(store, job: after.id, json: false)
+            #expect(
+                captured.output.hasSuffix("It never ran: it was cancelled before it started.\n"), "\(captured.output)")
+            let later = try #require(try await store.snapshot(of: fixture.running).jobs.first)
+            captured.clear()
+            try await tool.job(store, job: later.id, json: false)
+            #expect(captured.output.hasSuffix("No attempt has ended yet.\n"), "\(captured.output)")
         }
     }
 

@@ -57,6 +57,10 @@ struct DashboardHTTPTests {
             #expect(job.contains("w&quot;&gt;&lt;script&gt;"), "the worker, escaped")
             #expect(job.contains("&lt;i&gt;x&lt;/i&gt;"), "the input JSON, escaped")
             #expect(job.contains("<h2>Attempts</h2>"))
+            let cancelled = try await client.execute(uri: "/jobs/\(fixture.cancelledJob.rawValue)", method: .get).text
+            #expect(cancelled.contains("It never ran: it was cancelled before it started."), "\(cancelled)")
+            let waiting = try await client.execute(uri: "/jobs/\(fixture.runningJob.rawValue)", method: .get).text
+            #expect(!waiting.contains("It never ran"))
 
             let workers = try await client.execute(uri: "/workers", method: .get).text
             #expect(workers.contains("download"), "the hostile worker holds download's lease")

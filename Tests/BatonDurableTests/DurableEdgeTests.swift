@@ -422,6 +422,44 @@ struct DurableEdgeTests {
         }
     }
 
+    /// Describing a NaN date traps in FoundationEssentials: the check that refused it put the date in its
+    /// message and stopped the program instead. And `prune(finishedBefore: NaN)` deleted every finished
+    /// run on PostgreSQL (NaN sorts above every number there) and none on SQLite.
+    @Test(
+        "a start date that is no point in time, or a negative retry wait, is refused saying which job; so is pruning before one"
+    )
+    func datesAndWaitsThatAreNoTime() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        for seconds in [Double.nan, .infinity, -.infinity] {
+            var graph = JobGraph(name: "g")
+            graph.add(Echo.self, input: "x", name: "a", notBefore: Date(timeIntervalSince1970: seconds))
+            let error = await #expect(throws: DurableError.self) { _ = try await store.submit(graph) }
+            #expect(error?.code == .invalidGraph)
+            #expect(
+                error?.message.contains("job 'a' has a notBefore of \(seconds) seconds") == true,
+                "\(String(describing: error))")
+        }
+        for retry in [
+            RetryPolicy.constant(maxAttempts: 3, delay: .seconds(-100)),
+            .exponential(maxAttempts: 3, initial: .seconds(-5), maximum: .seconds(10)),
+            .exponential(maxAttempts: 3, initial: .seconds(1), maximum: .seconds(-1)),
+        ] {
+            var graph = JobGraph(name: "g")
+            graph.add(Echo.self, input: "x", name: "a", retry: retry)
+            let error = await #expect(throws: DurableError.self) { _ = try await store.submit(graph) }
+            #expect(error?.code == .invalidGraph)
+            #expect(error?.message.contains("a wait cannot be negative") == true, "\(String(describing: error))")
+        }
+        var zero = JobGraph(name: "g")
+        zero.add(Echo.self, input: "x", name: "a", retry: .constant(maxAttempts: 3, delay: .zero))
+        _ = try await store.submit(zero)
+        let error = await #expect(throws: DurableError.self) {
+            _ = try await store.prune(finishedBefore: Date(timeIntervalSince1970: .nan))
+        }
+        #expect(error?.code == .misuse)
+        #expect(error?.message.contains("prune(finishedBefore:)") == true, "\(String(describing: error))")
+    }
+
     @Test("dates in inputs and outputs come back exactly; those stored as ISO 8601 text still read")
     func datesRoundTrip() throws {
         let date = Date(timeIntervalSinceReferenceDate: 817_000_000.123_456_7)

@@ -55,6 +55,18 @@ extension JobStoreConformance {
             let again = try await store.submit(Build.graph("done", Build.job("a", kind: "p")), uniqueKey: "done")
             try expectEqual(again.existing, false, "the pruned run's key is free")
         },
+        check("prune before a date that is no point in time (NaN, infinite) is refused and deletes nothing") {
+            store, clock in
+            let done = try await store.submit(Build.graph("done", Build.job("a", kind: "p")), uniqueKey: "done")
+            _ = try await store.succeed(try await store.claimAll(["p"])[0])
+            clock.advance(by: .seconds(10))
+            for seconds in [Double.nan, .infinity, -.infinity] {
+                try await expectDurableError(.misuse) {
+                    _ = try await store.prune(finishedBefore: Date(timeIntervalSince1970: seconds))
+                }
+            }
+            _ = try await store.snapshot(of: done.run)
+        },
         check("a submission wakes the store's listeners") { store, _ in
             let stream = store.wakeups()
             _ = try await store.submit(Build.graph("g", Build.job("a")), uniqueKey: nil)

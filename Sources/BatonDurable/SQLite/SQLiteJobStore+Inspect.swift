@@ -178,7 +178,8 @@ extension SQLiteJobStore {
     }
 
     public func prune(finishedBefore date: Date) async throws -> Int {
-        try await write(wake: false) { db in
+        try date.checkStorable(in: "prune(finishedBefore:)")
+        return try await write(wake: false) { db in
             let runs = try Int64.fetchAll(
                 db, sql: "SELECT id FROM baton_runs WHERE finished IS NOT NULL AND finished < ?",
                 arguments: [date.storeTime])

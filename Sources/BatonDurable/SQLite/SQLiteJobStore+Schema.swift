@@ -191,4 +191,18 @@ extension Date {
     /// Seconds since 1970, as the store keeps times.
     var storeTime: Double { timeIntervalSince1970 }
     init(storeTime: Double) { self.init(timeIntervalSince1970: storeTime) }
+
+    /// Throws ``DurableError/Code/misuse`` when the date is no point in time (NaN or infinite): stores
+    /// compare such a time each their own way (PostgreSQL counts NaN above every number, SQLite reads it
+    /// as NULL), so `prune(finishedBefore:)` given NaN would delete every finished run on one and none on
+    /// the other. `call` names the call and its argument.
+    package func checkStorable(in call: String) throws {
+        guard !timeIntervalSince1970.isFinite else { return }
+        // The seconds, not the date: describing a NaN date stops the program (FoundationEssentials traps).
+        throw DurableError(
+            code: .misuse,
+            message:
+                "\(call) was given \(timeIntervalSince1970) seconds since 1970, which is no point in time; give a real date. Nothing was changed."
+        )
+    }
 }

@@ -102,8 +102,11 @@ extension GraphSpec {
                     "job '\(job.name)' has a retry policy with multiplier \(multiplier) and jitter \(jitter); give a finite multiplier of 0 or more and a jitter within 0...1.",
                     [job.name])
             }
+            // The seconds, not the date: describing a NaN date stops the program (FoundationEssentials traps).
             if let notBefore = job.notBefore, !notBefore.timeIntervalSince1970.isFinite {
-                throw invalid("job '\(job.name)' has notBefore \(notBefore); give a real date, or nil.", [job.name])
+                throw invalid(
+                    "job '\(job.name)' has a notBefore of \(notBefore.timeIntervalSince1970) seconds since 1970; give a real date, or nil.",
+                    [job.name])
             }
             if let timeout = job.timeout, timeout <= .zero {
                 throw invalid(
@@ -125,6 +128,11 @@ extension GraphSpec {
                 case .constant(let wait): [wait]
                 case .exponential(let initial, _, let maximum, _): [initial, maximum]
                 }
+            if let wait = waits.first(where: { $0 < .zero }) {
+                throw invalid(
+                    "job '\(job.name)' has a retry policy that waits \(wait); a wait cannot be negative (give .zero, or .immediate, to retry at once).",
+                    [job.name])
+            }
             if let wait = waits.first(where: { $0 > longest }) {
                 throw invalid(
                     "job '\(job.name)' has a retry policy that waits \(wait); the longest wait is 100 years (36,500 days).",
