@@ -314,6 +314,53 @@ final class Probe: Sendable {
         expect(result, toSay: "job 'self-waiter' waits for it and moves on only after its body returns")
     }
 
+    /// A probe (7 December 2026, later): a body holding category "c" that waited for a job needing
+    /// "c" hung silently (`diagnose()` showed one job running and one waiting for its category).
+    @Test func aBodyWaitingForAJobThatNeedsItsCategoryStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "q", maxConcurrentJobs: 2, workerThreads: .dedicated)
+            let needing = BlockJob(name: "needs c") {}
+            needing.addCondition(MutuallyExclusive(category: "c"))
+            let after = BlockJob(name: "after") {}
+            after.addDependency(needing)
+            // The holder waits once both are in the queue: the check sees a job's scope through its queue.
+            let started = DispatchSemaphore(value: 0)
+            let added = DispatchSemaphore(value: 0)
+            let holder = BlockJob(name: "holder") {
+                started.signal()
+                added.wait()
+                _ = after.waitUntilFinished()
+            }
+            holder.addCondition(MutuallyExclusive(category: "c"))
+            queue.add(holder)
+            started.wait()  // (an exit test's body: it may block)
+            queue.add([needing, after])
+            added.signal()
+            blockUntilFinished(holder)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'after' inside the body of job 'holder'")
+        expect(
+            result,
+            toSay:
+                "job 'needs c', which 'after' waits for, needs exclusivity category 'c', which job 'holder' holds until its body returns"
+        )
+    }
+
+    @Test func aBodyWaitingForAJobNeedingACategoryWithRoomLeftWaits() async throws {
+        // Limit 2: the body holds one unit, the job it waits for takes the other.
+        let queue = JobQueue(name: "q", maxConcurrentJobs: 2, workerThreads: .dedicated)
+        let needing = BlockJob(name: "needs c") {}
+        needing.addCondition(MutuallyExclusive(category: "c2", limit: 2))
+        let holder = BlockJob(name: "holder") { _ = needing.waitUntilFinished() }
+        holder.addCondition(MutuallyExclusive(category: "c2", limit: 2))
+        queue.add([holder, needing])
+        try await withDeadline(.seconds(30), "the body's wait for a job that can get a unit returns") {
+            _ = await holder.outcome
+        }
+        #expect(holder.outcomeIfDecided?.didSucceed == true)
+        #expect(needing.outcomeIfDecided?.didSucceed == true)
+    }
+
     @Test func aBodyWaitingForAnUnrelatedJobWaits() async throws {
         // Both bodies block: on threads of their own, not Swift's pool (on shared threads they held the
         // pool's two threads on a 2-core machine, and every task of the test process waited, this one's

@@ -267,3 +267,83 @@ import Testing
         #expect(order.values == Array(0..<12))
     }
 }
+
+/// Defects that a probe of WWDC / PSOperations behaviours found (7 December 2026, later).
+@Suite(.timeLimit(.minutes(1))) struct ConditionsAndGroupsProbeTests {
+    struct Reason: Error, Equatable { let text: String }
+
+    /// An `events()` sequence of a job that was released without finishing waited for ever: its
+    /// continuation was released unfinished.
+    @Test func theEventsOfAJobReleasedUnfinishedEnd() async throws {
+        var job: BlockJob? = BlockJob(name: "never added") {}
+        let events = job!.events()
+        weak let released = job
+        job = nil
+        #expect(released == nil)
+        try await withDeadline(.seconds(30), "the events of a released job end") {
+            var seen = 0
+            for await _ in events { seen += 1 }
+            #expect(seen == 0)
+        }
+    }
+
+    @Test func theEventsOfAReleasedQueueEnd() async throws {
+        var queue: JobQueue? = JobQueue(name: "short-lived")
+        let events = queue!.events()
+        let job = BlockJob(name: "one") {}
+        queue!.add(job)
+        _ = await job.outcome
+        weak let released = queue
+        queue = nil
+        try await withDeadline(.seconds(30), "the events of a released queue end") {
+            var seen: [String] = []
+            for await (_, event) in events { seen.append("\(event)") }
+            #expect(seen.last == "finished(succeeded)", "\(seen)")
+        }
+        #expect(released == nil)
+    }
+
+    /// The children of a cancelled group were cancelled with a bare `CancellationError`: they (and
+    /// their observers) could not tell the group's time limit from a user's cancel.
+    @Test func aGroupsCancelReasonReachesItsChildren() async throws {
+        let gate = Gate()
+        let began = Gate()
+        let queue = JobQueue(name: "q")
+        let child = AsyncJob(name: "child") { _ in
+            began.open()
+            await gate.waitAsync()
+        }
+        let heard = ProbeRegressionTests.Box<any Error>()
+        child.onCancel { _, reason in heard.value = reason }
+        let group = GroupJob(name: "g", children: [child])
+        queue.add(group)
+        try await withDeadline(.seconds(30), "the child starts") { await began.waitAsync() }
+        group.cancel(reason: Reason(text: "user said stop"))
+        gate.open()
+        _ = try await ProbeRegressionTests.outcome(of: child, "the child finishes")
+        #expect(child.isCancelled)
+        #expect(heard.value as? Reason == Reason(text: "user said stop"), "\(String(describing: heard.value))")
+        _ = try await ProbeRegressionTests.outcome(of: group, "the group finishes")
+    }
+
+    /// A child's condition generated a job asking for a category the group did not hold: the refusal
+    /// told the user to give the group the child before it starts — which they had done.
+    @Test func aJobGeneratedInsideAGroupForACategoryItDoesNotHoldIsToldWhatToDo() async throws {
+        struct Generates: JobCondition {
+            func dependencies(for job: Job) -> [Job] {
+                let made = BlockJob(name: "made") {}
+                made.addCondition(MutuallyExclusive(category: "other"))
+                return [made]
+            }
+        }
+        let child = BlockJob(name: "child") {}
+        child.addCondition(Generates())
+        let group = GroupJob(name: "g", children: [child])
+        group.addCondition(MutuallyExclusive(category: "mine"))
+        JobQueue(name: "q").add(group)
+        let outcome = try await ProbeRegressionTests.outcome(of: group, "the group finishes")
+        let message = "\(outcome)"
+        #expect(message.contains("a job a child's condition generates"), "\(message)")
+        #expect(message.contains("give the category to the group"), "\(message)")
+    }
+}

@@ -26,12 +26,14 @@
 /// ## Exclusivity
 /// A group that asks for exclusivity categories claims, at once and before it runs, its own categories
 /// and those of every child (and grandchild) it has by then. It then *lends* them to its children one
-/// at a time: two children that ask for a category the group holds exclude each other, outsiders wait
-/// for the whole group, and no claim ever waits while holding another, so groups cannot deadlock
-/// each other or their children. A child added later that asks for a category its group does not hold
-/// fails with ``JobError/Code/categoryNotHeldByGroup`` instead of waiting for it while the group holds
-/// others (which could deadlock). A group with no categories of its own claims nothing: its children
-/// claim theirs as any job does.
+/// at a time — one unit each, whatever limit the children name: two children that ask for a category
+/// the group holds exclude each other, even for a category of limit 2 —, outsiders wait for the whole
+/// group, and no claim ever waits while holding another, so groups cannot deadlock each other or their
+/// children. A job that joins later — a child added while the group runs, or a job a child's condition
+/// generates (the condition is evaluated after the group started) — and asks for a category its group
+/// does not hold fails with ``JobError/Code/categoryNotHeldByGroup`` instead of waiting for it while the
+/// group holds others (which could deadlock): give such a category to the group itself. A group with no
+/// categories of its own claims nothing: its children claim theirs as any job does.
 ///
 /// A cycle through a category — the group holds "db", its child depends on an outsider that wants "db"
 /// — is detected like a dependency cycle: the waiting child fails with
@@ -353,19 +355,20 @@ open class GroupJob: Job, @unchecked Sendable {
         bodyCompleted(error: error, &work)
     }
 
-    override func interruptBody(_ work: inout Propagation) {
+    override func interruptBody(reason: any Error, _ work: inout Propagation) {
         // The children are cancelled through the work list: cancelling groups nested deeply must not
-        // recurse.
+        // recurse. With the group's reason: a child (and its observers) can tell the group's time limit
+        // from a user's cancel.
         // Children being added, children adopted (a produced job counted before it became a member of the
         // child queue), then the child queue's members.
         let (childQueue, joining, adopted) = withGroup { ($0.childQueue, $0.joining, $0.children) }
         for children in joining.values {
-            for child in children { work.cancel(child, reason: CancellationError()) }
+            for child in children { work.cancel(child, reason: reason) }
         }
-        for child in adopted where !child.isFinished { work.cancel(child, reason: CancellationError()) }
+        for child in adopted where !child.isFinished { work.cancel(child, reason: reason) }
         guard let childQueue else { return }
         for child in childQueue.lock.withLock({ Array(childQueue.scheduler.members.values) }) {
-            work.cancel(child, reason: CancellationError())
+            work.cancel(child, reason: reason)
         }
     }
 

@@ -98,6 +98,17 @@ public final class ExclusivityScope: @unchecked Sendable {
         return jobs
     }
 
+    /// Whether every unit of category `key` is held, each by one of `jobs` (so that nobody else can get
+    /// it before one of them lets go).
+    func isHeld(_ key: String, onlyBy jobs: Set<ObjectIdentifier>) -> Bool {
+        lock.withLock {
+            guard let limit = machine.limit(of: key) else { return false }
+            let holders = machine.holders(of: key)
+            return holders.count >= limit
+                && holders.allSatisfy { holder in holder.job.map { jobs.contains(ObjectIdentifier($0)) } ?? false }
+        }
+    }
+
     /// The jobs that hold `category` now.
     public func holders(of category: ExclusivityCategory) -> [Job] {
         lock.withLock { machine.holders(of: category.key).compactMap(\.job) }

@@ -492,7 +492,7 @@ extension Job {
         case .interrupt(let reason, let deliver):
             // Interrupt first: delivering the cancel to slow observers must not delay it (and the body
             // may finish meanwhile; its finish is delivered after the cancel, in order, either way).
-            interruptBody(&work)
+            interruptBody(reason: reason, &work)
             didCancel(reason: reason)
             if deliver { self.deliver(&work) }
         case .deliver:

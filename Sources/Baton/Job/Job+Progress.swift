@@ -80,14 +80,25 @@ extension Job {
     /// ```
     ///
     /// Each call adds an observer: make the sequence before adding the job to a queue to see every
-    /// event. On a finished job it yields `finished` and ends.
+    /// event. On a finished job it yields `finished` and ends. It also ends, without `finished`, when
+    /// the job is released unfinished (never added to a queue, or a child of a group that never ran).
     public func events() -> AsyncStream<JobLifecycleEvent> {
         let (stream, continuation) = AsyncStream<JobLifecycleEvent>.makeStream()
+        let end = StreamEnd(continuation)
         addObserver(
             EventForwarder { _, event in
-                continuation.yield(event)
-                if case .finished = event { continuation.finish() }
+                end.continuation.yield(event)
+                if case .finished = event { end.continuation.finish() }
             })
         return stream
     }
+}
+
+/// Ends a job's event stream when its observer is released: an `AsyncStream` whose continuation is
+/// released unfinished keeps its iterators waiting for ever. (A job lets its observers go after its
+/// finish — the stream has ended then — or when it is released unfinished; never under a lock.)
+private final class StreamEnd: Sendable {
+    let continuation: AsyncStream<JobLifecycleEvent>.Continuation
+    init(_ continuation: AsyncStream<JobLifecycleEvent>.Continuation) { self.continuation = continuation }
+    deinit { continuation.finish() }
 }

@@ -176,6 +176,14 @@ struct HandOverFrame {
             if body { stop(waiting: what(), inBodyOf: finishing, because: reason) }
             stop(waiting: what(), finishing: finishing, because: reason)
         }
+        if let (needing, category, holder, path) = categoryBlocker(roots, bodies: frames.filter(\.isBody).map(\.job)) {
+            let waits = path.count > 1 ? ", which '\(path[0].name)' waits for," : ""
+            stop(
+                waiting: what(), inBodyOf: holder,
+                because:
+                    "job '\(needing.name)'\(waits) needs exclusivity category '\(category)', which job '\(holder.name)' holds until its body returns"
+            )
+        }
         for each in frames {
             let (slot, ticket) = each.job.withCore { core -> (Bool, ClaimTicket?) in
                 // Its hand-over has not begun (its observers are told, or it is parked until its
@@ -233,6 +241,53 @@ struct HandOverFrame {
                     next += group.waiting + group.children + group.joining.values.joined()
                 }
                 return next
+            }
+            for each in next where from[ObjectIdentifier(each)] == nil {
+                from[ObjectIdentifier(each)] = .some(job)
+                stack.append(each)
+            }
+        }
+        return nil
+    }
+
+    /// Searches what `roots` wait for, as ``blocker(_:finishing:)`` does, for a job that has yet to get
+    /// an exclusivity category whose every unit the jobs `bodies` (running their bodies on this thread)
+    /// hold: it cannot start before they return. Returns that job, the category, its holder and the path
+    /// from a root to the job. (A finishing job's categories are given back before a wait; a body's are
+    /// held until it returns.)
+    private static func categoryBlocker(_ roots: [Job], bodies: [Job]) -> (Job, String, Job, [Job])? {
+        // What the bodies hold, by scope and key.
+        var held: [(scope: ExclusivityScope, key: String, holder: Job)] = []
+        for body in bodies {
+            let (queue, claim) = body.withCore { ($0.queue, $0.extras?.claim) }
+            guard let scope = queue?.exclusivityScope, let claim else { continue }
+            for category in claim.categories { held.append((scope, category.key, body)) }
+        }
+        guard !held.isEmpty else { return nil }
+        let holders = Set(bodies.map(ObjectIdentifier.init))
+        var from: [ObjectIdentifier: Job?] = [:]
+        var stack: [Job] = []
+        for root in roots where from.updateValue(nil, forKey: ObjectIdentifier(root)) == nil { stack.append(root) }
+        while let job = stack.popLast() {
+            let (next, queue, own, needsClaim) = job.withCore {
+                core -> ([Job], JobQueue?, [ExclusivityCategory], Bool) in
+                guard !core.lifecycle.isFinished else { return ([], nil, [], false) }
+                var next = core.allDependencies
+                if let group = core.extras?.group {
+                    next += group.waiting + group.children + group.joining.values.joined()
+                }
+                // A running job has its categories already.
+                let needsClaim = core.lifecycle.publicState != .executing
+                return (next, core.queue, core.extras?.categories ?? [], needsClaim)
+            }
+            if needsClaim, let scope = queue?.exclusivityScope, !holders.contains(ObjectIdentifier(job)) {
+                let keys = Set(job.categoriesToClaim(own: own).map(\.key))
+                for each in held where each.scope === scope && keys.contains(each.key) {
+                    guard scope.isHeld(each.key, onlyBy: holders) else { continue }
+                    var path = [job]
+                    while let previous = from[ObjectIdentifier(path[0])] ?? nil { path.insert(previous, at: 0) }
+                    return (job, each.key, each.holder, path)
+                }
             }
             for each in next where from[ObjectIdentifier(each)] == nil {
                 from[ObjectIdentifier(each)] = .some(job)

@@ -153,9 +153,10 @@ open class Job: @unchecked Sendable {
     /// its task's). Called outside the lock.
     func escalateBody(to priority: JobPriority) {}
 
-    /// Interrupts a running body on cancellation (``AsyncJob`` cancels its task; a group cancels its
-    /// children through `work`, never by recursion). Called outside the lock.
-    func interruptBody(_ work: inout Propagation) {}
+    /// Interrupts a running body on cancellation for `reason` (``AsyncJob`` cancels its task; a group
+    /// cancels its children with the same reason through `work`, never by recursion). Called outside the
+    /// lock.
+    func interruptBody(reason: any Error, _ work: inout Propagation) {}
 
     /// The exclusivity categories to claim before running: the job's own (a group adds its children's).
     /// Called outside the lock.

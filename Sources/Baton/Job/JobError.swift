@@ -69,7 +69,7 @@ public struct JobError: Error, Sendable, CustomStringConvertible {
         JobError(
             code: .categoryNotHeldByGroup, jobs: [job, group],
             message:
-                "job '\(job)' did not run: it asks for exclusivity \(quoted(categories, noun: "category", plural: "categories")) inside group '\(group)', which does not hold \(categories.count == 1 ? "it" : "them"). A child can only use categories its group claimed: give the group the child before it starts (it then claims the child's categories up front), or give the category to the group."
+                "job '\(job)' did not run: it asks for exclusivity \(quoted(categories, noun: "category", plural: "categories")) inside group '\(group)', which does not hold \(categories.count == 1 ? "it" : "them"). A child can only use categories its group claimed, and a group claims them when it starts: its own and those of the children it has by then. A job that joins later — a child added while the group runs, a job a child's condition generates — gets none of its own: give the group the child before it starts, or give the category to the group (a MutuallyExclusive condition on the group)."
         )
     }
 

@@ -68,7 +68,7 @@ open class AsyncJob: Job, @unchecked Sendable {
         Job.escalate(task, to: priority)
     }
 
-    override func interruptBody(_ work: inout Propagation) {
+    override func interruptBody(reason: any Error, _ work: inout Propagation) {
         mutex.withLock { task }?.cancel()
     }
 

@@ -103,8 +103,8 @@ extension JobQueue {
     }
 
     /// A new sequence of the lifecycle events of every job added to the queue from now on, with the
-    /// job. The sequence does not end by itself; stop iterating (or drop it) when you have seen enough —
-    /// while one is open, every job added takes the general way in, which costs a little more.
+    /// job. The sequence ends only when the queue is released; stop iterating (or drop it) when you have
+    /// seen enough — while one is open, every job added takes the general way in, which costs a little more.
     public func events() -> AsyncStream<(Job, JobLifecycleEvent)> {
         let (stream, continuation) = AsyncStream<(Job, JobLifecycleEvent)>.makeStream()
         let id = streamsLock.withLock {

@@ -145,6 +145,11 @@ public final class JobQueue: @unchecked Sendable {
             maxConcurrent: maxConcurrentJobs, workerLimit: JobQueue.defaultMaxConcurrentJobs)
     }
 
+    /// Its event streams end with it (an iterator would otherwise wait for ever).
+    deinit {
+        for continuation in eventStreams.values { continuation.finish() }
+    }
+
     /// A serial queue whose jobs run on the main thread.
     ///
     /// Its synchronous bodies run on Dispatch's main queue, so the main thread must be serving it: an
