@@ -263,6 +263,10 @@ extension EarthquakesCLI {
             )
         }
         if let deleted = deletedNote(summary) { notes.append(deleted) }
+        if summary.merged > 0 {
+            let rows = summary.merged == 1 ? "1 row" : "\(summary.merged) rows"
+            notes.append("\(rows) of events the USGS now lists under another id replaced")
+        }
         return notes
     }
 

@@ -73,6 +73,32 @@ public struct Earthquake: Sendable, Equatable, Hashable, Codable {
     /// The feed's title, for example `"M 3.6 - 23 km NW of Old Harbor, Alaska"`.
     /// Absent in old feeds; see ``displayTitle``.
     public var title: String?
+    /// The other ids the feed lists for the event (its `ids` property): the USGS changes an event's
+    /// preferred id when another network's solution is preferred, and an import removes the rows stored
+    /// under the earlier ones. Not stored, compared nor encoded: only a parsed feed has it.
+    var otherIDs = OtherIDs()
+
+    /// The other ids of an event; equal to every other (an earthquake read back from the store has none).
+    struct OtherIDs: Sendable, Hashable {
+        var ids: [String] = []
+        /// The ids of `list` (`",ci100,us200,"`) other than `id`, each once, in their order.
+        init(_ list: String? = nil, excluding id: String = "") {
+            guard let list else { return }
+            var seen: Set<Substring> = [Substring(id)]
+            ids = list.split(separator: ",").compactMap { part in
+                let trimmed = part.trimmingCharacters(in: .whitespaces)
+                guard !trimmed.isEmpty, seen.insert(Substring(trimmed)).inserted else { return nil }
+                return trimmed
+            }
+        }
+        static func == (_: OtherIDs, _: OtherIDs) -> Bool { true }
+        func hash(into hasher: inout Hasher) {}
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case id, latitude, longitude, depth, magnitude, magnitudeType, place, time, updated, timeZoneOffset, url
+        case detailURL, felt, cdi, mmi, alert, status, tsunami, significance, network, code, type, title
+    }
 
     /// Creates an earthquake. Only the identity and the coordinates are required.
     ///

@@ -323,6 +323,35 @@ extension EarthquakeStore {
             }
         }
 
+        // The rows stored under an event's earlier ids (the feed's `ids` lists them: the USGS changes an
+        // event's preferred id when another network's solution is preferred) are the same event: removed,
+        // unless the stored copy is the newer one. Each earlier id is remembered as a deletion is, with the
+        // newer of the two times, so an older copy under it (an older feed imported again) is not stored
+        // again, while a newer one (the USGS preferring that id again) is.
+        func mergeEarlierIDs(of quake: Earthquake) throws {
+            guard !quake.otherIDs.ids.isEmpty, !quake.isDeleted else { return }
+            let incoming = quake.updated?.usgsMilliseconds
+            for other in quake.otherIDs.ids {
+                select.bind(text: other, at: 1)
+                guard try select.step() else {
+                    select.reset()
+                    continue
+                }
+                let stored = select.int64(orNilAt: updatedColumn)
+                select.reset()
+                if let stored, stored <= latest, let incoming, incoming <= latest, stored > incoming { continue }
+                delete.bind(text: other, at: 1)
+                _ = try delete.step()
+                delete.reset()
+                summary.merged += 1
+                let times = [incoming, stored].compactMap { $0 }.filter { $0 <= latest }
+                recordDeletion.bind(text: other, at: 1)
+                recordDeletion.bind(times.max(), at: 2)
+                _ = try recordDeletion.step()
+                recordDeletion.reset()
+            }
+        }
+
         try feed.forEachEntry { entry in
             defer { position += 1 }
             // A cancel is noticed within a few hundred rows (a few milliseconds), and rolls everything back.
@@ -337,6 +366,7 @@ extension EarthquakeStore {
                 do {
                     let fingerprint = feed.fingerprints.isEmpty || !keepsFingerprints ? nil : feed.fingerprints[index]
                     try importDecoded(quake, fingerprint: fingerprint)
+                    try mergeEarlierIDs(of: quake)
                 } catch {
                     throw RowFailure(index: position, id: quake.id, underlying: error)
                 }
@@ -355,7 +385,9 @@ extension EarthquakeStore {
                         if type != Earthquake.defaultType { summary.otherTypes[type, default: 0] += 1 }
                         summary.unchanged += 1
                     } else {
-                        try importDecoded(feed.decode(pending), fingerprint: pending.fingerprint)
+                        let quake = try feed.decode(pending)
+                        try importDecoded(quake, fingerprint: pending.fingerprint)
+                        try mergeEarlierIDs(of: quake)
                     }
                 } catch {
                     throw RowFailure(index: position, id: pending.known.id, underlying: error)

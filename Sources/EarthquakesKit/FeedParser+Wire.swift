@@ -125,10 +125,12 @@ extension FeedParser {
         var magType: String?
         var type: String?
         var title: String?
+        /// Every id the event has had, comma-separated with a comma at each end (`",ci100,us200,"`).
+        var ids: String?
 
         private enum CodingKeys: String, CodingKey {
             case mag, place, time, updated, tz, url, detail, felt, cdi, mmi, alert, status
-            case tsunami, sig, net, code, magType, type, title
+            case tsunami, sig, net, code, magType, type, title, ids
         }
 
         init() {}
@@ -159,6 +161,8 @@ extension FeedParser {
             magType = try c.decodeIfPresent(String.self, forKey: .magType)
             type = try c.decodeIfPresent(String.self, forKey: .type)
             title = try c.decodeIfPresent(String.self, forKey: .title)
+            // Only read to find the event's earlier ids: a value of another type is no reason to skip it.
+            ids = try? c.decodeIfPresent(String.self, forKey: .ids)
         }
     }
 }

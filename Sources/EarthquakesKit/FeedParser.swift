@@ -533,7 +533,7 @@ public struct FeedParser: Sendable {
             )
         }
 
-        return Earthquake(
+        var quake = Earthquake(
             id: id,
             latitude: latitude,
             longitude: longitude,
@@ -559,6 +559,8 @@ public struct FeedParser: Sendable {
             type: p?.type,
             title: p?.title
         )
+        quake.otherIDs = Earthquake.OtherIDs(p?.ids, excluding: id)
+        return quake
     }
 
     /// The first bytes of an HTML document (after whitespace and a byte order mark), or `nil`.

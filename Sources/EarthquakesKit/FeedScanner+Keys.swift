@@ -58,6 +58,7 @@ struct Keys {
     let net = Key("net")
     let code = Key("code")
     let magType = Key("magType")
+    let ids = Key("ids")
 
     let featureStart = Array(#"{"type":"Feature","#.utf8)
     let trueLiteral = Array("true".utf8)

@@ -429,6 +429,9 @@ struct FeedScanner {
             case s.keys.title:
                 try seen.mark(18)
                 p.title = try s.optionalString()
+            case s.keys.ids:
+                try seen.mark(19)
+                p.ids = try s.optionalString()
             default: try s.skipValue()
             }
         }

@@ -31,12 +31,17 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
     public var deleted: Int
     /// Stored events removed because the feed marks them deleted (at most ``deleted``).
     public var removed: Int
+    /// Stored rows removed because they were an imported event under an earlier id: the feed's `ids`
+    /// lists every id an event had, and the USGS changes its preferred id when another network's
+    /// solution is preferred. Not part of ``total`` (the event is counted under its id).
+    public var merged: Int
 
     /// Creates a summary.
     public init(
         inserted: Int = 0, updated: Int = 0, unchanged: Int = 0, duplicates: Int = 0, duplicateIDs: [String] = [],
-        skipped: Int = 0, otherTypes: [String: Int] = [:], deleted: Int = 0, removed: Int = 0
+        skipped: Int = 0, otherTypes: [String: Int] = [:], deleted: Int = 0, removed: Int = 0, merged: Int = 0
     ) {
+        self.merged = merged
         self.deleted = deleted
         self.removed = removed
         self.inserted = inserted
@@ -64,6 +69,10 @@ public struct ImportSummary: Sendable, Equatable, Hashable, CustomStringConverti
         }
         if skipped > 0 { text += "; \(skipped) feature\(skipped == 1 ? "" : "s") skipped" }
         if deleted > 0 { text += "; \(deleted) marked deleted (\(removed) removed)" }
+        if merged > 0 {
+            text +=
+                "; \(merged) stored under an earlier id replaced (the USGS changed the event\(merged == 1 ? "'s" : "s'") id)"
+        }
         return text
     }
 }

@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+
+@testable import EarthquakesKit
+
+/// The USGS changes an event's preferred id when another network's solution is preferred, and lists
+/// every id the event had in `ids` (",ci100,us200,"). A probe (7 December 2026) found the same event
+/// stored twice, once under each id: 307 of the 1,349 features of a recorded month list several ids.
+@Suite("Import: an event under an earlier id is the same event")
+struct EarlierIDTests {
+    static func feature(_ id: String, ids: String?, magnitude: Double, updated: Int64, extra: String = "") -> String {
+        let list = ids.map { #","ids":"\#($0)""# } ?? ""
+        return #"{"type":"Feature","properties":{"mag":\#(magnitude),"place":"10 km N of Somewhere","#
+            + #""time":1700000000000,"updated":\#(updated),"type":"earthquake"\#(list)\#(extra)},"#
+            + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"\#(id)"}"#
+    }
+
+    static func feed(_ features: String...) -> Data {
+        Data(
+            (#"{"type":"FeatureCollection","metadata":{"count":\#(features.count)},"#
+                + #""features":[\#(features.joined(separator: ","))]}"#).utf8)
+    }
+
+    static func importing(_ data: Data, into store: EarthquakeStore) throws -> ImportSummary {
+        try store.importFeed(try store.parseForImport(data, parser: FeedParser()))
+    }
+
+    @Test(
+        "a newer copy under a new preferred id replaces the row of the earlier id, and an older feed does not bring it back"
+    )
+    func replacesTheEarlierRow() throws {
+        let store = try EarthquakeStore.inMemory()
+        let first = Self.feed(Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_100_000))
+        _ = try Self.importing(first, into: store)
+        let second = Self.feed(
+            Self.feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000))
+        let summary = try Self.importing(second, into: store)
+        #expect(summary.inserted == 1 && summary.merged == 1, "\(summary)")
+        #expect(summary.description.contains("1 stored under an earlier id replaced"), "\(summary)")
+        #expect(try store.list().map(\.id) == ["us200"])
+
+        // The older feed again: its copy under the earlier id is older than what replaced it.
+        let again = try Self.importing(first, into: store)
+        #expect(again.unchanged == 1 && again.inserted == 0, "\(again)")
+        #expect(try store.list().map(\.id) == ["us200"])
+
+        // The USGS prefers the first network again, with a newer copy: it replaces the other.
+        let back = Self.feed(
+            Self.feature("ci100", ids: ",us200,ci100,", magnitude: 4.2, updated: 1_700_000_900_000))
+        let third = try Self.importing(back, into: store)
+        #expect(third.inserted == 1 && third.merged == 1, "\(third)")
+        #expect(try store.list().map(\.id) == ["ci100"])
+        #expect(try store.list().first?.magnitude == 4.2)
+    }
+
+    @Test("a stored copy newer than the feature that lists its id is kept")
+    func aNewerStoredCopyIsKept() throws {
+        let store = try EarthquakeStore.inMemory()
+        _ = try Self.importing(
+            Self.feed(Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_900_000)), into: store)
+        let older = try Self.importing(
+            Self.feed(Self.feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000)),
+            into: store)
+        #expect(older.merged == 0, "\(older)")
+        #expect(try store.list().map(\.id).sorted() == ["ci100", "us200"])
+    }
+
+    @Test("the full parse reads ids as the scanner does (a repeated member sends a feature to it)")
+    func bothParsePaths() throws {
+        let store = try EarthquakeStore.inMemory()
+        _ = try Self.importing(
+            Self.feed(Self.feature("ci100", ids: nil, magnitude: 4.1, updated: 1_700_000_100_000)), into: store)
+        // `"net"` twice: the scanner gives way to JSONDecoder for this feed.
+        let repeated = Self.feature(
+            "us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000, extra: #","net":"us","net":"us""#
+        )
+        let summary = try Self.importing(Self.feed(repeated), into: store)
+        #expect(summary.merged == 1, "\(summary)")
+        #expect(try store.list().map(\.id) == ["us200"])
+        // An `ids` that is not text is no reason to skip the event.
+        let odd = Self.feature("nc300", ids: nil, magnitude: 2.0, updated: 1_700_000_500_000, extra: #","ids":42"#)
+        #expect(try Self.importing(Self.feed(odd), into: store).inserted == 1)
+    }
+
+    @Test("ids are split on commas, trimmed, kept once, without the event's own")
+    func parsing() {
+        #expect(Earthquake.OtherIDs(",ci100, us200 ,,ci100,", excluding: "us200").ids == ["ci100"])
+        #expect(Earthquake.OtherIDs(nil, excluding: "x").ids.isEmpty)
+        #expect(Earthquake.OtherIDs(",x,", excluding: "x").ids.isEmpty)
+    }
+}
