@@ -347,3 +347,63 @@ import Testing
         #expect(message.contains("give the category to the group"), "\(message)")
     }
 }
+
+/// A generated dependency that failed inside a composite condition failed the whole job before the
+/// composite was asked (7 December 2026 probe): `anyOf(signIn, yes)` and `not(signIn)` both failed.
+/// It fails the inner condition that generated it, and the composite combines that as any answer.
+@Suite(.timeLimit(.minutes(1))) struct CompositeGeneratedDependencyTests {
+    struct Refused: Error {}
+
+    /// Generates one job, which fails; needs no evaluation of its own (as a "sign in" condition).
+    struct FailingSignIn: JobCondition {
+        var name: String { "sign in" }
+        func dependencies(for job: Job) -> [Job] { [BlockJob(name: "signing in") { throw Refused() }] }
+    }
+
+    /// The same, answering "satisfied" when asked (whatever its job did).
+    struct AskedSignIn: JobCondition {
+        var name: String { "asked sign in" }
+        var requiresEvaluation: Bool { true }
+        func dependencies(for job: Job) -> [Job] { [BlockJob(name: "asking") { throw Refused() }] }
+        func evaluateImmediately(for job: Job) -> ConditionResult? { .satisfied }
+    }
+
+    static let yes = ClosureCondition(name: "yes") { _ in true }
+    static let later = ClosureCondition(name: "later") { (_: Job) async throws -> Bool in true }
+
+    func outcome(with condition: some JobCondition) async throws -> JobOutcome {
+        let job = BlockJob(name: "guarded") {}
+        job.addCondition(condition)
+        JobQueue(name: "q").add(job)
+        return try await ProbeRegressionTests.outcome(of: job, "the guarded job finishes")
+    }
+
+    @Test func anyOfIsSatisfiedByAnotherCondition() async throws {
+        #expect(try await outcome(with: AnyOfConditions([FailingSignIn(), Self.yes])).didSucceed)
+        #expect(try await outcome(with: AnyOfConditions([AskedSignIn(), Self.later])).didSucceed)
+    }
+
+    @Test func aNegationOfAConditionWhoseDependencyFailedIsSatisfied() async throws {
+        #expect(try await outcome(with: NegatedCondition(FailingSignIn())).didSucceed)
+        #expect(try await outcome(with: NegatedCondition(AskedSignIn())).didSucceed)
+    }
+
+    @Test func allOfAndAnyOfAloneStillFail() async throws {
+        let all = try await outcome(with: AllOfConditions([Self.yes, FailingSignIn()]))
+        #expect(all.didFail)
+        #expect("\(all)".contains("'sign in' failed: dependency 'signing in' failed"), "\(all)")
+        #expect(try await outcome(with: AnyOfConditions([FailingSignIn()])).didFail)
+        #expect(try await outcome(with: AllOfConditions([Self.later, AskedSignIn()])).didFail)
+        // Nested: the failure is found two levels down.
+        let nested = AnyOfConditions([AllOfConditions([Self.yes, FailingSignIn()]), NegatedCondition(Self.yes)])
+        #expect(try await outcome(with: nested).didFail)
+        #expect(
+            try await outcome(with: AnyOfConditions([AllOfConditions([Self.yes, FailingSignIn()]), Self.yes]))
+                .didSucceed)
+    }
+
+    @Test func aConditionOfTheJobWhoseDependencyFailedStillFailsIt() async throws {
+        let outcome = try await outcome(with: FailingSignIn())
+        #expect("\(outcome)".contains("condition 'sign in' failed: dependency 'signing in' failed"), "\(outcome)")
+    }
+}

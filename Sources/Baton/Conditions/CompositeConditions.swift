@@ -9,17 +9,21 @@ public struct NegatedCondition<Wrapped: JobCondition>: JobCondition {
     }
 
     public var name: String { "not(\(wrapped.name))" }
-    public func dependencies(for job: Job) -> [Job] { wrapped.dependencies(for: job) }
+    public func dependencies(for job: Job) -> [Job] { ConditionTree.dependencies(of: [wrapped], for: job) }
     public var exclusivityCategories: [ExclusivityCategory] { wrapped.exclusivityCategories }
     /// Only a condition that is evaluated can be negated; one that only adds categories stays that.
     public var requiresEvaluation: Bool { wrapped.requiresEvaluation }
 
+    /// A dependency the wrapped condition generated that failed fails it: the negation is satisfied.
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
-        wrapped.evaluateImmediately(for: job).map(negate)
+        if let error = ConditionTree.failure(ofChild: 0) { return negate(.failed(error)) }
+        return ConditionTree.inChild(0) { wrapped.evaluateImmediately(for: job) }.map(negate)
     }
 
     public func evaluate(for job: Job) async -> ConditionResult {
-        negate(await wrapped.evaluate(for: job))
+        if let error = ConditionTree.failure(ofChild: 0) { return negate(.failed(error)) }
+        let wrapped = wrapped
+        return negate(await ConditionTree.inChild(0) { await wrapped.evaluate(for: job) })
     }
 
     private func negate(_ result: ConditionResult) -> ConditionResult {
@@ -55,21 +59,12 @@ public struct AllOfConditions: JobCondition {
     }
 
     public var name: String { "allOf(\(conditions.map(\.name).joined(separator: ", ")))" }
-    public func dependencies(for job: Job) -> [Job] { conditions.flatMap { $0.dependencies(for: job) } }
+    public func dependencies(for job: Job) -> [Job] { ConditionTree.dependencies(of: conditions, for: job) }
     public var exclusivityCategories: [ExclusivityCategory] { conditions.flatMap(\.exclusivityCategories) }
     public var requiresEvaluation: Bool { conditions.contains { $0.requiresEvaluation } }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
-        var results: [ConditionResult] = []
-        for condition in conditions {
-            guard condition.requiresEvaluation else {
-                results.append(.satisfied)
-                continue
-            }
-            guard let result = condition.evaluateImmediately(for: job) else { return nil }
-            results.append(result)
-        }
-        return combine(results)
+        evaluateAllImmediately(conditions, for: job).map(combine)
     }
 
     public func evaluate(for job: Job) async -> ConditionResult {
@@ -95,22 +90,13 @@ public struct AnyOfConditions: JobCondition {
     }
 
     public var name: String { "anyOf(\(conditions.map(\.name).joined(separator: ", ")))" }
-    public func dependencies(for job: Job) -> [Job] { conditions.flatMap { $0.dependencies(for: job) } }
+    public func dependencies(for job: Job) -> [Job] { ConditionTree.dependencies(of: conditions, for: job) }
     public var exclusivityCategories: [ExclusivityCategory] { conditions.flatMap(\.exclusivityCategories) }
     /// Satisfied at once (without evaluation) when one of its conditions needs none.
     public var requiresEvaluation: Bool { conditions.allSatisfy { $0.requiresEvaluation } }
 
     public func evaluateImmediately(for job: Job) -> ConditionResult? {
-        var results: [ConditionResult] = []
-        for condition in conditions {
-            guard condition.requiresEvaluation else {
-                results.append(.satisfied)
-                continue
-            }
-            guard let result = condition.evaluateImmediately(for: job) else { return nil }
-            results.append(result)
-        }
-        return combine(results)
+        evaluateAllImmediately(conditions, for: job).map(combine)
     }
 
     public func evaluate(for job: Job) async -> ConditionResult {
@@ -209,12 +195,36 @@ public struct ConditionNotMet: Error, Sendable, CustomStringConvertible {
     public var description: String { reason }
 }
 
+/// The answers of a composite's conditions, each given at once, or `nil` if one cannot answer at once.
+/// One whose generated dependency failed has failed (see ``ConditionTree``).
+func evaluateAllImmediately(_ conditions: [any JobCondition], for job: Job) -> [ConditionResult]? {
+    var results: [ConditionResult] = []
+    for (index, condition) in conditions.enumerated() {
+        if let error = ConditionTree.failure(ofChild: index) {
+            results.append(.failed(error))
+            continue
+        }
+        guard ConditionTree.mustEvaluate(condition, at: index) else {
+            results.append(.satisfied)
+            continue
+        }
+        guard let result = ConditionTree.inChild(index, { condition.evaluateImmediately(for: job) }) else { return nil }
+        results.append(result)
+    }
+    return results
+}
+
 func evaluateAll(_ conditions: [any JobCondition], for job: Job) async -> [ConditionResult] {
     await withTaskGroup(of: (Int, ConditionResult).self) { group in
-        for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
-            group.addTask { (index, await condition.evaluate(for: job)) }
-        }
         var results = [ConditionResult](repeating: .satisfied, count: conditions.count)
+        for (index, condition) in conditions.enumerated() {
+            if let error = ConditionTree.failure(ofChild: index) {
+                results[index] = .failed(error)
+                continue
+            }
+            guard ConditionTree.mustEvaluate(condition, at: index) else { continue }
+            group.addTask { (index, await ConditionTree.inChild(index) { await condition.evaluate(for: job) }) }
+        }
         for await (index, result) in group { results[index] = result }
         return results
     }

@@ -11,7 +11,11 @@ public enum ConditionResult: Sendable {
 ///   job before "save favourite"); those it made (in no queue yet) are added to the guarded job's queue
 ///   together with it, wait for the guarded job's own dependencies (except those they are upstream
 ///   of), and are cancelled if the guarded job is cancelled before it runs. If a generated dependency
-///   fails or is cancelled, the condition fails (the guarded job does not run without it);
+///   fails or is cancelled, the condition fails (the guarded job does not run without it); inside
+///   ``AllOfConditions``, ``AnyOfConditions`` or ``NegatedCondition`` it is the inner condition that
+///   generated it that fails, and the composite combines that with its other answers
+///   (`AnyOfConditions([signIn, alreadyAllowed])` is satisfied by the second, `NegatedCondition(signIn)`
+///   is satisfied);
 /// - ask for exclusivity categories (``exclusivityCategories``), claimed when the job is otherwise
 ///   ready to run;
 /// - decide whether the job may run: at once, on the thread that released the job

@@ -147,14 +147,24 @@ extension Job {
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
         // in the order they were added
-        let (conditions, generated, generatedBy) = withCore {
-            ($0.extras?.conditions ?? [], $0.extras?.generated ?? [], $0.extras?.generatedBy ?? [])
+        let (conditions, generated, generatedBy, generatedPath) = withCore {
+            (
+                $0.extras?.conditions ?? [], $0.extras?.generated ?? [], $0.extras?.generatedBy ?? [],
+                $0.extras?.generatedPath ?? []
+            )
         }
         // A dependency a condition generated (a "sign in") that failed or was cancelled fails that
-        // condition: the job must not run without what it was generated for.
-        for (dependency, condition) in zip(generated, generatedBy) {
+        // condition: the job must not run without what it was generated for. A condition of the job's
+        // fails the job at once; one inside a composite fails there, and the composite combines that
+        // with its other conditions' answers (see `ConditionTree`).
+        var failures: [[Int]: any Error] = [:]
+        for ((dependency, condition), path) in zip(zip(generated, generatedBy), generatedPath) {
             guard let outcome = dependency.outcomeIfDecided, !outcome.didSucceed else { continue }
             let error = DependencyOutcomeError(dependencyName: dependency.name, outcome: outcome)
+            if path.count > 1 {
+                if failures[path] == nil { failures[path] = error }
+                continue
+            }
             conditionsEvaluated(
                 round: round,
                 failure: JobError(
@@ -164,8 +174,15 @@ extension Job {
             return
         }
         var later: [Int] = []
-        for (index, condition) in conditions.enumerated() where condition.requiresEvaluation {
-            switch condition.evaluateImmediately(for: self) {
+        for (index, condition) in conditions.enumerated()
+        where condition.requiresEvaluation || ConditionTree.hasFailure(under: [index], in: failures) {
+            let answer =
+                failures.isEmpty
+                ? condition.evaluateImmediately(for: self)
+                : ConditionTree.$evaluation.withValue(.init(path: [index], failures: failures)) {
+                    condition.evaluateImmediately(for: self)
+                }
+            switch answer {
             case nil:
                 later.append(index)
             case .satisfied?:
@@ -180,20 +197,28 @@ extension Job {
             conditionsEvaluated(round: round, failure: nil, &work)
             return
         }
-        evaluateLater(later, of: conditions, round: round)
+        evaluateLater(later, of: conditions, round: round, failures: failures)
     }
 
     /// Evaluates the conditions at `later` of `conditions` (round `round`) concurrently in one `Task`.
     /// (Apart from `evaluateConditions`, whose `Task` would otherwise make its caller box what it
     /// captures on every call, even when every condition answered at once.)
-    private func evaluateLater(_ later: [Int], of conditions: [any JobCondition], round: UInt32) {
+    private func evaluateLater(
+        _ later: [Int], of conditions: [any JobCondition], round: UInt32, failures: [[Int]: any Error]
+    ) {
         let names = later.map { conditions[$0].name }
         let startedAt = effectivePriority
         let task = Task(priority: startedAt.taskPriority) {
             var results = [ConditionResult?](repeating: nil, count: conditions.count)
             await withTaskGroup(of: (Int, ConditionResult).self) { group in
                 for index in later {
-                    group.addTask { (index, await conditions[index].evaluate(for: self)) }
+                    group.addTask {
+                        guard !failures.isEmpty else { return (index, await conditions[index].evaluate(for: self)) }
+                        let evaluation = ConditionTree.Evaluation(path: [index], failures: failures)
+                        return await ConditionTree.$evaluation.withValue(evaluation) {
+                            (index, await conditions[index].evaluate(for: self))
+                        }
+                    }
                 }
                 for await (index, result) in group {
                     results[index] = result

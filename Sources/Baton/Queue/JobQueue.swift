@@ -332,7 +332,10 @@ public final class JobQueue: @unchecked Sendable {
     /// `resuming`: the first job's conditions, of which those before `at` generated nothing and the one
     /// at `at` generated `generated` (see ``expandConditions(ofOne:)``).
     private static func expandConditions(
-        of jobs: [Job], resuming first: (conditions: [any JobCondition], at: Int, generated: [Job])? = nil
+        of jobs: [Job],
+        resuming first: (
+            conditions: [any JobCondition], at: Int, generated: (jobs: [Job], paths: [ObjectIdentifier: [Int]])
+        )? = nil
     ) -> [Job] {
         var batch = jobs
         var members: Set<ObjectIdentifier>?  // made when a condition first generates a job
@@ -341,7 +344,8 @@ public final class JobQueue: @unchecked Sendable {
             let job = batch[index]
             var conditions: [any JobCondition]
             var start = 0
-            var asked: [Job]?  // what the condition at `start` generated, when asked already
+            // What the condition at `start` generated, when asked already.
+            var asked: (jobs: [Job], paths: [ObjectIdentifier: [Int]])?
             if index == 0, let first {
                 (conditions, start, asked) = (first.conditions, first.at, first.generated)
             } else {
@@ -350,8 +354,8 @@ public final class JobQueue: @unchecked Sendable {
             index += 1
             guard !conditions.isEmpty else { continue }
             var ownDependencies: [Job]?
-            for condition in conditions[start...] {
-                let generatedJobs = asked.take() ?? condition.dependencies(for: job)
+            for (position, condition) in conditions[start...].enumerated() {
+                let (generatedJobs, paths) = asked.take() ?? ConditionTree.generate(condition, for: job)
                 guard !generatedJobs.isEmpty else { continue }
                 let conditionName = condition.name
                 for generated in generatedJobs where generated !== job {
@@ -369,7 +373,9 @@ public final class JobQueue: @unchecked Sendable {
                         if job.isCancelled { generated.cancel() }
                         batch.append(generated)
                     }
-                    job.addGeneratedDependency(generated, made: made, by: conditionName)
+                    job.addGeneratedDependency(
+                        generated, made: made, by: conditionName,
+                        path: [start + position] + (paths[ObjectIdentifier(generated)] ?? []))
                 }
             }
         }
@@ -381,8 +387,8 @@ public final class JobQueue: @unchecked Sendable {
     private static func expandConditions(ofOne job: Job) -> [Job]? {
         let conditions = job.conditions
         for (index, condition) in conditions.enumerated() {
-            let generated = condition.dependencies(for: job)
-            if !generated.isEmpty { return expandConditions(of: [job], resuming: (conditions, index, generated)) }
+            let generated = ConditionTree.generate(condition, for: job)
+            if !generated.jobs.isEmpty { return expandConditions(of: [job], resuming: (conditions, index, generated)) }
         }
         return nil
     }
