@@ -58,7 +58,7 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
     public struct Code: Hashable, Sendable, CustomStringConvertible {
         private enum Kind: String, Hashable, Sendable {
             case emptyInput, malformedJSON, detailDocument, notAFeatureCollection
-            case countMismatch, invalidFeature, unexpectedValue, notGeoJSON
+            case countMismatch, invalidFeature, unexpectedValue, notGeoJSON, cancelled
         }
 
         private let kind: Kind
@@ -80,6 +80,8 @@ public struct FeedError: Error, Sendable, Equatable, CustomStringConvertible {
         public static let unexpectedValue = Code(.unexpectedValue)
         /// The input is not JSON at all but, for example, an HTML page served in place of the feed.
         public static let notGeoJSON = Code(.notGeoJSON)
+        /// The parse was cancelled (``ParseFeedJob`` turns it into a `CancellationError`).
+        static let cancelled = Code(.cancelled)
 
         public var description: String { kind.rawValue }
     }
@@ -138,6 +140,9 @@ extension FeedError {
                 + "first (\(format == "gzip" ? "gunzip FILE" : "unzip FILE")) and give the .geojson file inside."
         )
     }
+
+    /// A parse stopped by its `isCancelled` (see ``ParseFeedJob``).
+    static let cancelledParse = FeedError(.cancelled, "the parse was cancelled.")
 
     static func detailDocument(id: String?) -> FeedError {
         let which = id.map { " (event \"\($0)\")" } ?? ""

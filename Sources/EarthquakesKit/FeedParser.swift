@@ -90,15 +90,22 @@ public struct FeedParser: Sendable {
     ///
     /// Only a well-formed feed that ``FeedScanner`` reads completely takes this path; any other is
     /// parsed in full.
-    func parse(_ data: Data, known: KnownFeatures) throws(FeedError) -> Feed {
+    ///
+    /// `isCancelled` is asked every few hundred features (a big feed takes seconds): once it says yes, the
+    /// parse stops with a ``FeedError`` of code `cancelled`.
+    func parse(
+        _ data: Data, known: KnownFeatures, isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws(FeedError) -> Feed {
         var warnings: [FeedWarning] = []
         let jsonRange = try locateJSON(in: data, warnings: &warnings)
         if !known.isEmpty, usesScanner,
-            let skipping = try parseSkippingKnown(data, jsonRange: jsonRange, known: known, warnings: &warnings)
+            let skipping = try parseSkippingKnown(
+                data, jsonRange: jsonRange, known: known, warnings: &warnings, isCancelled: isCancelled)
         {
             return try feed(metadata: skipping.metadata, parsed: skipping.parsed, warnings: warnings, key: known.key)
         }
-        let document = try decode(data, jsonRange: jsonRange, key: known.key)
+        let document = try decode(data, jsonRange: jsonRange, key: known.key, isCancelled: isCancelled)
+        if isCancelled?() == true { throw FeedError.cancelledParse }
         let parsed = try earthquakes(from: document, warnings: &warnings)
         return try feed(metadata: document.metadata, parsed: parsed, warnings: warnings, key: known.key)
     }
@@ -141,7 +148,8 @@ public struct FeedParser: Sendable {
     /// read it, or when it is not a feature collection of the declared count (whose errors the full parse
     /// words).
     private func parseSkippingKnown(
-        _ data: Data, jsonRange: Range<Int>, known: KnownFeatures, warnings: inout [FeedWarning]
+        _ data: Data, jsonRange: Range<Int>, known: KnownFeatures, warnings: inout [FeedWarning],
+        isCancelled: (@Sendable () -> Bool)?
     ) throws(FeedError) -> (metadata: WireMetadata?, parsed: Parsed)? {
         struct Located {
             var metadata: WireMetadata?
@@ -152,9 +160,11 @@ public struct FeedParser: Sendable {
         let strict = strict
         let result: Result<Located?, FeedError> = data.withUnsafeBytes { raw in
             let all = raw.bindMemory(to: UInt8.self)
-            guard let light = FeedScanner.scanLight(UnsafeBufferPointer(rebasing: all[jsonRange]), key: known.key),
+            guard
+                let light = FeedScanner.scanLight(
+                    UnsafeBufferPointer(rebasing: all[jsonRange]), key: known.key, isCancelled: isCancelled),
                 let located = light.features
-            else { return .success(nil) }
+            else { return isCancelled?() == true ? .failure(.cancelledParse) : .success(nil) }
             let document = light.document
             if let declared = document.metadata?.count, declared != located.count { return .success(nil) }
             // Anything but a typed FeatureCollection: the full parse words the error or the warning.
@@ -176,6 +186,7 @@ public struct FeedParser: Sendable {
             // whose error (for the whole document) is then the one to give, as a first import would.
             var strictFailure: FeedError?
             for (index, feature) in located.enumerated() {
+                if index & 255 == 255, let isCancelled, isCancelled() { return .failure(.cancelledParse) }
                 let offset = jsonRange.lowerBound
                 let range = (feature.range.lowerBound + offset)..<(feature.range.upperBound + offset)
                 let fingerprint = FeatureFingerprint(hash: feature.hash, units: units)
@@ -261,15 +272,21 @@ public struct FeedParser: Sendable {
         return result.range
     }
 
-    private func decode(_ data: Data, jsonRange: Range<Int>, key: FingerprintKey) throws(FeedError) -> WireDocument {
+    private func decode(
+        _ data: Data, jsonRange: Range<Int>, key: FingerprintKey, isCancelled: (@Sendable () -> Bool)?
+    ) throws(FeedError) -> WireDocument {
         // The fast path reads well-formed feeds; anything else is decoded below, for its precise errors.
         let scanned =
             !usesScanner
             ? nil
             : data.withUnsafeBytes { raw in
-                FeedScanner.scan(UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[jsonRange]), key: key)
+                FeedScanner.scan(
+                    UnsafeBufferPointer(rebasing: raw.bindMemory(to: UInt8.self)[jsonRange]), key: key,
+                    isCancelled: isCancelled)
             }
         if let scanned { return scanned }
+        // A cancelled scan gave up: stop rather than read it all again the slow way.
+        if isCancelled?() == true { throw FeedError.cancelledParse }
         let start = data.startIndex
         let json =
             jsonRange == 0..<data.count

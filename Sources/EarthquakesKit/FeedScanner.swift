@@ -30,6 +30,9 @@ struct FeedScanner {
     private var lightFeatures: [LightFeature]?
     /// The key features are hashed with (see ``FeatureHash``).
     private var key = FingerprintKey.unkeyed
+    /// Asked every 256 features: a cancelled parse gives up (its caller checks the same and stops instead
+    /// of taking the slow path).
+    private var isCancelled: (@Sendable () -> Bool)?
 
     /// Gives up: the slow path takes over.
     struct GiveUp: Error {}
@@ -42,11 +45,13 @@ struct FeedScanner {
     /// The document in `bytes` (exactly one JSON object, with optional surrounding whitespace), or
     /// `nil` when the slow path must read it.
     static func scan(
-        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed
+        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed,
+        isCancelled: (@Sendable () -> Bool)? = nil
     ) -> FeedParser.WireDocument? {
         var scanner = FeedScanner(bytes)
         scanner.splitOverride = split
         scanner.key = key
+        scanner.isCancelled = isCancelled
         do {
             let document = try scanner.document()
             scanner.skipWhitespace()
@@ -70,11 +75,13 @@ struct FeedScanner {
     /// of the whole document is checked as by ``scan(_:splittingAt:)``; the features' values are not,
     /// except for `properties.time`.
     static func scanLight(
-        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed
+        _ bytes: UnsafeBufferPointer<UInt8>, splittingAt split: Int? = nil, key: FingerprintKey = .unkeyed,
+        isCancelled: (@Sendable () -> Bool)? = nil
     ) -> (document: FeedParser.WireDocument, features: [LightFeature]?)? {
         var scanner = FeedScanner(bytes)
         scanner.splitOverride = split
         scanner.key = key
+        scanner.isCancelled = isCancelled
         scanner.light = true
         do {
             let document = try scanner.document()
@@ -194,6 +201,7 @@ struct FeedScanner {
         while true {
             skipWhitespace()
             entries.append(try read(&self))
+            if entries.count & 255 == 0, let isCancelled, isCancelled() { throw GiveUp() }
             skipWhitespace()
             guard index < bytes.count else { throw GiveUp() }
             let byte = bytes[index]
@@ -246,9 +254,11 @@ struct FeedScanner {
     ) throws(GiveUp) -> [Element] {
         let halves = Halves<Element>(bytes: bytes, start: index, split: split)
         let key = key
+        let isCancelled = isCancelled
         DispatchQueue.concurrentPerform(iterations: 2) { part in
             var scanner = FeedScanner(halves.bytes)
             scanner.key = key
+            scanner.isCancelled = isCancelled
             var entries: [Element] = []
             if part == 0 {
                 scanner.index = halves.start

@@ -92,7 +92,12 @@ public final class ParseFeedJob: Job, @unchecked Sendable {
         // Reading the store's fingerprints only saves time: when it fails, the feed is parsed in full (and
         // the import reports what is wrong with the store).
         let known = (try? store?.knownFeatures()) ?? KnownFeatures()
-        let feed = try parser.parse(data, known: known)
+        // A cancel (Ctrl-C) stops a big feed's parse within a few hundred features, not at its end.
+        let result = Result { () throws(FeedError) -> Feed in
+            try parser.parse(data, known: known) { [weak self] in self?.isCancelled ?? true }
+        }
+        if case .failure(let error) = result, error.code == .cancelled { throw CancellationError() }
+        let feed = try result.get()
         lock.withLock { storedFeed = feed }
     }
 }
