@@ -40,6 +40,15 @@ struct CronTests {
             try Self.ticks("0 0 1 jan,jul *", after: "2026-02-01 00:00", count: 2)
                 == [Self.date("2026-07-01 00:00"), Self.date("2027-01-01 00:00")])
         #expect(try Self.ticks("@hourly", after: "2026-11-27 08:10", count: 1) == [Self.date("2026-11-27 09:00")])
+        // Other crons' extensions are named, with what to do instead.
+        for (text, words) in [
+            ("@every 5m", "uses '@every', which this cron does not have"),
+            ("@reboot", "submit the graph when your program starts"),
+            ("@fortnightly", "it knows @yearly"),
+        ] {
+            let error = #expect(throws: DurableError.self) { _ = try CronExpression(text) }
+            #expect(error?.message.contains(words) == true, "\(String(describing: error?.message))")
+        }
         #expect(try Self.ticks("0 12 * * 7", after: "2026-11-27 00:00", count: 1) == [Self.date("2026-11-29 12:00")])
     }
 

@@ -36,7 +36,21 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
         ]
         // (Spaces, tabs and line ends separate fields: an expression read from a file ends in one.)
-        let expanded = macros[text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()] ?? text
+        let trimmed = text.trimmingCharacters(in: .whitespacesAndNewlines).lowercased()
+        let expanded = macros[trimmed] ?? text
+        // Other crons' extensions (`@every 5m`, `@reboot`) said only how many fields they have.
+        if macros[trimmed] == nil, trimmed.hasPrefix("@") {
+            let word = trimmed.prefix { !$0.isWhitespace }
+            let instead =
+                word == "@every"
+                ? "; for a fixed interval, schedule with every: (schedule(name:every:graph:)) instead"
+                : word == "@reboot"
+                    ? "; a schedule fires on a clock, never at a start: submit the graph when your program starts" : ""
+            throw Self.invalid(
+                text,
+                "uses '\(word)', which this cron does not have (it knows @yearly, @annually, @monthly, @weekly, @daily, @midnight and @hourly)\(instead)"
+            )
+        }
         let fields = expanded.split(whereSeparator: \.isWhitespace).map(String.init)
         guard fields.count == 5 else {
             throw Self.invalid(
