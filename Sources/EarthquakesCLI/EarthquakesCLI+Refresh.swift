@@ -182,7 +182,7 @@ extension EarthquakesCLI {
                 duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, warnings: warnings,
                 types: Dictionary(types.map { ($0.type, $0.count) }, uniquingKeysWith: +),
                 removedSampleEvents: oldSample, deleted: summary.deleted, removedDeleted: summary.removed,
-                error: unreadable)
+                merged: summary.merged, error: unreadable)
             console.print(try JSONText.encode(result))
         } else {
             for warning in Self.warningLines(warnings: warnings, summary: summary) { console.error(warning) }

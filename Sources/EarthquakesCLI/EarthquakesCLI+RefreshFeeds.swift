@@ -316,7 +316,8 @@ extension EarthquakesCLI {
                         unchanged: summary.unchanged,
                         total: summary.total, skipped: summary.skipped, duplicates: summary.duplicates,
                         duplicateIDs: summary.duplicateIDs, warnings: output.warnings, deleted: summary.deleted,
-                        removedDeleted: summary.removed, importedBeforeResume: before[index] != nil, error: unreadable))
+                        removedDeleted: summary.removed, merged: summary.merged,
+                        importedBeforeResume: before[index] != nil, error: unreadable))
                 if let unreadable { failures.append(unreadable) }
                 continue
             }

@@ -233,6 +233,8 @@ struct FeedsRefreshJSON: Encodable {
         /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
         var deleted: Int?
         var removedDeleted: Int?
+        /// Stored rows of events the USGS now lists under another id (its `ids`), replaced.
+        var merged: Int?
         var importedBeforeResume: Bool?
         var error: String?
     }

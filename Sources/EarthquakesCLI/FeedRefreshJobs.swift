@@ -191,12 +191,14 @@ struct ImportFeed: DurableJob {
         /// have neither).
         var deleted: Int?
         var removed: Int?
+        /// Stored rows of events now listed under another id, replaced (optional, as above).
+        var merged: Int?
 
         var summary: ImportSummary {
             ImportSummary(
                 inserted: inserted, updated: updated, unchanged: unchanged, duplicates: duplicates,
                 duplicateIDs: duplicateIDs ?? [], skipped: skipped,
-                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0)
+                otherTypes: otherTypes, deleted: deleted ?? 0, removed: removed ?? 0, merged: merged ?? 0)
         }
     }
 
@@ -250,7 +252,7 @@ struct ImportFeed: DurableJob {
                         duplicateIDs: summary.duplicateIDs, skipped: summary.skipped, otherTypes: summary.otherTypes,
                         warnings: feed.warnings.map(\.description),
                         hasSample: feed.containsEarthquake(ofNetwork: "sample"), deleted: summary.deleted,
-                        removed: summary.removed)
+                        removed: summary.removed, merged: summary.merged)
                 }
             }
             do {

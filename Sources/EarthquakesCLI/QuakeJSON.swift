@@ -123,6 +123,8 @@ struct RefreshJSON: Encodable {
     /// Events the feed marks deleted (not stored), and how many stored copies of them were removed.
     var deleted: Int
     var removedDeleted: Int
+    /// Stored rows of events the USGS now lists under another id (its `ids`), replaced.
+    var merged: Int
     /// Why the refresh failed although the import ran: no feature of the feed could be read.
     var error: String?
 }

@@ -209,7 +209,8 @@ extension EarthquakeStore {
             """)
         let forgetDeletion = try RawStatement(connection, "DELETE FROM \(deletedTable) WHERE id = ?")
         // No deletion recorded (the common case): new rows look for none.
-        let hasDeletions = try RawStatement(connection, "SELECT 1 FROM \(deletedTable) LIMIT 1").step()
+        // (Set too when this import records one: a later feature of the feed may be of that id.)
+        var hasDeletions = try RawStatement(connection, "SELECT 1 FROM \(deletedTable) LIMIT 1").step()
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
@@ -229,7 +230,11 @@ extension EarthquakeStore {
         let rebuiltIndexes = wasEmpty && feed.count >= rebuildIndexesMinimum ? try dropSecondaryIndexes(db) : []
         var position = 0
 
-        func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws {
+        /// Imports one event; returns whether it now stands for the event: stored under its id (written,
+        /// unchanged, or kept as a newer copy) or its deletion applied — then its earlier ids are merged
+        /// into it. (Not when a recorded deletion kept it out, nor for a deletion older than the copy.)
+        @discardableResult
+        func importDecoded(_ quake: Earthquake, fingerprint: FeatureFingerprint?) throws -> Bool {
             // An `updated` time more than a day ahead of now is no clock's reading (the seconds bug of older
             // versions stored 1.6e15, the year 52 000): it is stored as given, but it wins and blocks no
             // comparison — so a machine whose clock is behind loses only that protection, never data.
@@ -251,7 +256,7 @@ extension EarthquakeStore {
                     if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
                     summary.unchanged += 1
                 }
-                return
+                return !quake.isDeleted
             }
             // An event the USGS marks deleted is not stored, and a stored copy of it is removed; the deletion
             // is recorded, with its time when it is a clock's reading.
@@ -263,13 +268,14 @@ extension EarthquakeStore {
                 recordDeletion.bind(time.flatMap { $0 <= latest ? $0 : nil }, at: 2)
                 _ = try recordDeletion.step()
                 recordDeletion.reset()
+                hasDeletions = true
                 if found {
                     delete.bind(text: quake.id, at: 1)
                     _ = try delete.step()
                     delete.reset()
                     summary.removed += 1
                 }
-                return
+                return true
             }
             if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
             // A new row of an event the USGS deleted: stored again only by a copy newer than the deletion.
@@ -283,7 +289,7 @@ extension EarthquakeStore {
                     guard newer else {
                         select.reset()
                         summary.unchanged += 1
-                        return
+                        return false
                     }
                     forgetDeletion.bind(text: quake.id, at: 1)
                     _ = try forgetDeletion.step()
@@ -321,34 +327,38 @@ extension EarthquakeStore {
                 insert.reset()
                 summary.inserted += 1
             }
+            return true
         }
 
         // The rows stored under an event's earlier ids (the feed's `ids` lists them: the USGS changes an
-        // event's preferred id when another network's solution is preferred) are the same event: removed,
-        // unless the stored copy is the newer one. Each earlier id is remembered as a deletion is, with the
-        // newer of the two times, so an older copy under it (an older feed imported again) is not stored
-        // again, while a newer one (the USGS preferring that id again) is.
+        // event's preferred id when another network's solution is preferred) are the same event: removed
+        // (also when the event is deleted), unless the stored copy is the newer one — or has a time when
+        // this copy has none. Each earlier id is remembered as a deletion is, with the newer of the two
+        // times, so an older copy under it (an older feed imported again) is not stored again, while a
+        // newer one (the USGS preferring that id again) is.
         func mergeEarlierIDs(of quake: Earthquake) throws {
-            guard !quake.otherIDs.ids.isEmpty, !quake.isDeleted else { return }
+            guard !quake.otherIDs.ids.isEmpty else { return }
             let incoming = quake.updated?.usgsMilliseconds
             for other in quake.otherIDs.ids {
                 select.bind(text: other, at: 1)
-                guard try select.step() else {
-                    select.reset()
-                    continue
-                }
-                let stored = select.int64(orNilAt: updatedColumn)
+                let found = try select.step()
+                let stored = found ? select.int64(orNilAt: updatedColumn) : nil
                 select.reset()
-                if let stored, stored <= latest, let incoming, incoming <= latest, stored > incoming { continue }
-                delete.bind(text: other, at: 1)
-                _ = try delete.step()
-                delete.reset()
-                summary.merged += 1
+                if found {
+                    if let stored, stored <= latest, incoming.map({ $0 <= latest && stored > $0 }) ?? true { continue }
+                    delete.bind(text: other, at: 1)
+                    _ = try delete.step()
+                    delete.reset()
+                    summary.merged += 1
+                }
+                // Remembered even when nothing is stored under it: a later feature of this feed, or a
+                // later import of an older feed, may bring a copy under the earlier id.
                 let times = [incoming, stored].compactMap { $0 }.filter { $0 <= latest }
                 recordDeletion.bind(text: other, at: 1)
                 recordDeletion.bind(times.max(), at: 2)
                 _ = try recordDeletion.step()
                 recordDeletion.reset()
+                hasDeletions = true
             }
         }
 
@@ -365,8 +375,7 @@ extension EarthquakeStore {
                 guard !hasDuplicates || lastIndex[quake.id] == position else { return }
                 do {
                     let fingerprint = feed.fingerprints.isEmpty || !keepsFingerprints ? nil : feed.fingerprints[index]
-                    try importDecoded(quake, fingerprint: fingerprint)
-                    try mergeEarlierIDs(of: quake)
+                    if try importDecoded(quake, fingerprint: fingerprint) { try mergeEarlierIDs(of: quake) }
                 } catch {
                     throw RowFailure(index: position, id: quake.id, underlying: error)
                 }
@@ -386,8 +395,9 @@ extension EarthquakeStore {
                         summary.unchanged += 1
                     } else {
                         let quake = try feed.decode(pending)
-                        try importDecoded(quake, fingerprint: pending.fingerprint)
-                        try mergeEarlierIDs(of: quake)
+                        if try importDecoded(quake, fingerprint: pending.fingerprint) {
+                            try mergeEarlierIDs(of: quake)
+                        }
                     }
                 } catch {
                     throw RowFailure(index: position, id: pending.known.id, underlying: error)

@@ -441,7 +441,10 @@ struct FeedScanner {
                 p.title = try s.optionalString()
             case s.keys.ids:
                 try seen.mark(19)
-                p.ids = try s.optionalString()
+                // Only read for the event's earlier ids: a value that is not text is skipped, not a reason
+                // to read the whole feed the slow way.
+                s.skipWhitespace()
+                if s.peek() == UInt8(ascii: "\"") { p.ids = try s.optionalString() } else { try s.skipValue() }
             default: try s.skipValue()
             }
         }

@@ -347,18 +347,57 @@ final class Probe: Sendable {
     }
 
     @Test func aBodyWaitingForAJobNeedingACategoryWithRoomLeftWaits() async throws {
-        // Limit 2: the body holds one unit, the job it waits for takes the other.
+        // Limit 2: the body holds one unit, the job it waits for takes the other. The body waits once
+        // the job is in the queue (where the check sees it).
         let queue = JobQueue(name: "q", maxConcurrentJobs: 2, workerThreads: .dedicated)
         let needing = BlockJob(name: "needs c") {}
         needing.addCondition(MutuallyExclusive(category: "c2", limit: 2))
-        let holder = BlockJob(name: "holder") { _ = needing.waitUntilFinished() }
+        let added = Gate()
+        let holder = BlockJob(name: "holder") {
+            added.wait()
+            _ = needing.waitUntilFinished()
+        }
         holder.addCondition(MutuallyExclusive(category: "c2", limit: 2))
-        queue.add([holder, needing])
+        queue.add(holder)
+        queue.add(needing)
+        added.open()
         try await withDeadline(.seconds(30), "the body's wait for a job that can get a unit returns") {
             _ = await holder.outcome
         }
         #expect(holder.outcomeIfDecided?.didSucceed == true)
         #expect(needing.outcomeIfDecided?.didSucceed == true)
+    }
+
+    /// A review (7 December 2026): the check first counted every job not yet running as one that will
+    /// claim its categories, and stopped a wait that returns — the job's condition fails, and it
+    /// finishes without claiming.
+    @Test func aBodyWaitingForAJobWhoseConditionMayFailWaits() async throws {
+        struct Refused: Error {}
+        let queue = JobQueue(name: "q", maxConcurrentJobs: 3, workerThreads: .dedicated)
+        let gate = Gate()
+        let failing = BlockJob(name: "failing") {
+            gate.wait()
+            throw Refused()
+        }
+        let needing = BlockJob(name: "needs rc") {}
+        needing.addCondition(MutuallyExclusive(category: "rc"))
+        needing.addCondition(NoFailedDependencies())
+        needing.addDependency(failing)
+        let added = Gate()
+        let holder = BlockJob(name: "holder") {
+            added.wait()
+            _ = needing.waitUntilFinished()
+        }
+        holder.addCondition(MutuallyExclusive(category: "rc"))
+        queue.add(holder)
+        queue.add([failing, needing])
+        added.open()
+        gate.open()
+        try await withDeadline(.seconds(30), "the body's wait for a job whose condition fails returns") {
+            _ = await holder.outcome
+        }
+        #expect(needing.outcomeIfDecided?.didFail == true)
+        #expect(holder.outcomeIfDecided?.didSucceed == true)
     }
 
     @Test func aBodyWaitingForAnUnrelatedJobWaits() async throws {

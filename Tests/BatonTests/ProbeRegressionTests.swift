@@ -402,6 +402,27 @@ import Testing
                 .didSucceed)
     }
 
+    /// A review: one job returned by two inner conditions failed only the first; the second was then
+    /// asked, satisfied `anyOf`, and the job ran.
+    @Test func oneJobGeneratedByTwoInnerConditionsFailsBoth() async throws {
+        final class Shared: @unchecked Sendable {
+            // @unchecked Sendable: set once, before the job is added.
+            var job: Job?
+        }
+        struct Returns: JobCondition {
+            let name: String
+            let shared: Shared
+            var requiresEvaluation: Bool { true }
+            func dependencies(for job: Job) -> [Job] { [shared.job!] }
+            func evaluateImmediately(for job: Job) -> ConditionResult? { .satisfied }
+        }
+        let shared = Shared()
+        shared.job = BlockJob(name: "shared sign in") { throw Refused() }
+        let outcome = try await outcome(
+            with: AnyOfConditions([Returns(name: "a", shared: shared), Returns(name: "b", shared: shared)]))
+        #expect(outcome.didFail, "\(outcome)")
+    }
+
     @Test func aConditionOfTheJobWhoseDependencyFailedStillFailsIt() async throws {
         let outcome = try await outcome(with: FailingSignIn())
         #expect("\(outcome)".contains("condition 'sign in' failed: dependency 'signing in' failed"), "\(outcome)")

@@ -82,6 +82,56 @@ struct EarlierIDTests {
         #expect(try Self.importing(Self.feed(odd), into: store).inserted == 1)
     }
 
+    /// A review: the merge ran even when a recorded deletion kept the feature out, and deleted the row
+    /// it stood for; with no `updated` time it also removed a stored copy that had one.
+    @Test("a feature kept out by a recorded deletion, or without an updated time, removes nothing")
+    func nothingRemovedByAFeatureThatIsNotStored() throws {
+        let store = try EarthquakeStore.inMemory()
+        _ = try Self.importing(
+            Self.feed(
+                Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_900_000),
+                Self.feature(
+                    "us200", ids: nil, magnitude: 4.0, updated: 1_700_000_100_000, extra: #","status":"deleted""#)
+            ), into: store)
+        #expect(try store.list().map(\.id) == ["ci100"])
+        // An old copy of the deleted event, listing the stored one's id: kept out, and ci100 stays.
+        let stale = try Self.importing(
+            Self.feed(Self.feature("us200", ids: ",us200,ci100,", magnitude: 4.0, updated: 1_700_000_050_000)),
+            into: store)
+        #expect(stale.merged == 0, "\(stale)")
+        #expect(try store.list().map(\.id) == ["ci100"])
+        // A copy with no time cannot be shown newer than a stored copy with one.
+        let untimed =
+            #"{"type":"FeatureCollection","metadata":{"count":1},"features":[{"type":"Feature","#
+            + #""properties":{"mag":4.2,"time":1700000000000,"ids":",ci100,nc300,"},"#
+            + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"nc300"}]}"#
+        let third = try Self.importing(Data(untimed.utf8), into: store)
+        #expect(third.merged == 0 && third.inserted == 1, "\(third)")
+        #expect(try store.list().map(\.id).sorted() == ["ci100", "nc300"])
+    }
+
+    @Test("a deleted event's rows under its earlier ids go too, and a later feature of the feed under one stays out")
+    func deletionsAndLaterFeatures() throws {
+        let store = try EarthquakeStore.inMemory()
+        _ = try Self.importing(
+            Self.feed(Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_100_000)), into: store)
+        let deleted = try Self.importing(
+            Self.feed(
+                Self.feature(
+                    "us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000,
+                    extra: #","status":"deleted""#)), into: store)
+        #expect(deleted.merged == 1, "\(deleted)")
+        #expect(try store.list().isEmpty)
+
+        // In one feed into an empty store: the new id first, then an older copy under the earlier one.
+        let fresh = try EarthquakeStore.inMemory()
+        let both = try Self.importing(
+            Self.feed(
+                Self.feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000),
+                Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_100_000)), into: fresh)
+        #expect(try fresh.list().map(\.id) == ["us200"], "\(both)")
+    }
+
     @Test("ids are split on commas, trimmed, kept once, without the event's own")
     func parsing() {
         #expect(Earthquake.OtherIDs(",ci100, us200 ,,ci100,", excluding: "us200").ids == ["ci100"])

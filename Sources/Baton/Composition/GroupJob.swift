@@ -212,14 +212,14 @@ open class GroupJob: Job, @unchecked Sendable {
     private func join(
         _ children: [Job], to queue: JobQueue, token: UInt64, cancelled: Bool, beforeAdding: () -> Void = {}
     ) {
-        if cancelled { children.forEach { $0.cancel() } }
+        if cancelled { cancelWithGroupsReason(children) }
         beforeAdding()
         // A cancel of the group from now on reaches the children through `joining` (see
         // `interruptBody`) until they are members of the queue, even one that a child's condition makes
         // while `add` evaluates it, before the child could start.
         queue.add(children)
         // (`joining` already passed on any cancel since the check; this is the same rule, said once more.)
-        if !cancelled, isCancelled { children.forEach { $0.cancel() } }
+        if !cancelled, isCancelled { cancelWithGroupsReason(children) }
         let joined = withGroup { $0.endJoining(token) }
         _ = joined  // released here, outside the lock
         Propagation.run { finishIfDone(&$0) }
@@ -289,7 +289,7 @@ open class GroupJob: Job, @unchecked Sendable {
         // A cancelled group runs no new work: a job a child produces (or its condition makes) after the
         // cancel is cancelled before it joins, as a child added with `addChild` is. (A cancel after this
         // reaches it as one of the group's children.)
-        if cancelled { jobs.forEach { $0.cancel() } }
+        if cancelled { cancelWithGroupsReason(jobs) }
         // Children of a group that runs at a raised priority run at it too (see `Job+Priority.swift`).
         if let childPriority { Job.recount(jobs, from: nil, to: childPriority) }
     }
@@ -353,6 +353,13 @@ open class GroupJob: Job, @unchecked Sendable {
         guard let decided else { return }
         let error = errorAfterChildren(failures: decided.failures) ?? (decided.cancelled ? CancellationError() : nil)
         bodyCompleted(error: error, &work)
+    }
+
+    /// Cancels jobs that join the group after it was cancelled, with the group's reason (as its children
+    /// were).
+    private func cancelWithGroupsReason(_ jobs: [Job]) {
+        let reason = withCore { $0.lifecycle.cancelReason } ?? CancellationError()
+        for job in jobs { job.cancel(reason: reason) }
     }
 
     override func interruptBody(reason: any Error, _ work: inout Propagation) {

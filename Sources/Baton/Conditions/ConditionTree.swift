@@ -12,10 +12,11 @@
 /// generates its dependencies, and while a condition is evaluated above a failed generated dependency —
 /// so a job without composites pays nothing.
 enum ConditionTree {
-    /// The paths of the jobs generated during one top-level `dependencies(for:)` call, by job.
+    /// The paths of the inner conditions that generated each job during one top-level
+    /// `dependencies(for:)` call, by job (one job may come from several).
     final class Generation: @unchecked Sendable {
         // @unchecked Sendable: used only by the thread making the synchronous `dependencies(for:)` call.
-        var paths: [ObjectIdentifier: [Int]] = [:]
+        var paths: [ObjectIdentifier: [[Int]]] = [:]
         var current: [Int] = []
     }
 
@@ -29,28 +30,36 @@ enum ConditionTree {
     @TaskLocal static var generation: Generation?
     @TaskLocal static var evaluation: Evaluation?
 
-    /// The jobs `condition` (the job's condition at `index`) generates, with the path below `index` of the
-    /// inner condition that generated each (absent: the condition itself).
+    /// The jobs `condition` (one of the job's) generates, with the paths below it of the inner
+    /// conditions that generated each (none: the condition itself).
     static func generate(
         _ condition: any JobCondition, for job: Job
-    ) -> (jobs: [Job], paths: [ObjectIdentifier: [Int]]) {
-        guard condition is any CompositeCondition else { return (condition.dependencies(for: job), [:]) }
+    ) -> (jobs: [Job], paths: [ObjectIdentifier: [[Int]]]) {
+        guard condition is any CompositeCondition else {
+            // (Not inside an outer job's generation: a condition that adds jobs as it generates.)
+            guard generation != nil else { return (condition.dependencies(for: job), [:]) }
+            return ($generation.withValue(nil) { condition.dependencies(for: job) }, [:])
+        }
         let generation = Generation()
         let jobs = $generation.withValue(generation) { condition.dependencies(for: job) }
         return (jobs, generation.paths)
     }
 
-    /// A composite's generated dependencies: each child's, tagged with the child's path (the innermost
-    /// composite tags first, and its tag stays).
+    /// A composite's generated dependencies: each child's, tagged with the child's path — unless an
+    /// inner composite under that child tagged it already (the innermost condition that generated it
+    /// is the one it fails). A job two children return is tagged with both.
     static func dependencies(of children: [any JobCondition], for job: Job) -> [Job] {
         guard let generation else { return children.flatMap { $0.dependencies(for: job) } }
         let parent = generation.current
         var all: [Job] = []
         for (index, child) in children.enumerated() {
-            generation.current = parent + [index]
+            let path = parent + [index]
+            generation.current = path
             let jobs = child.dependencies(for: job)
-            for made in jobs where generation.paths[ObjectIdentifier(made)] == nil {
-                generation.paths[ObjectIdentifier(made)] = generation.current
+            for made in jobs {
+                let tags = generation.paths[ObjectIdentifier(made), default: []]
+                guard !tags.contains(where: { $0.starts(with: path) }) else { continue }
+                generation.paths[ObjectIdentifier(made)] = tags + [path]
             }
             all += jobs
         }

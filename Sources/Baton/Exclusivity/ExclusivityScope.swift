@@ -99,10 +99,11 @@ public final class ExclusivityScope: @unchecked Sendable {
     }
 
     /// Whether every unit of category `key` is held, each by one of `jobs` (so that nobody else can get
-    /// it before one of them lets go).
-    func isHeld(_ key: String, onlyBy jobs: Set<ObjectIdentifier>) -> Bool {
+    /// it before one of them lets go), for a claim asking for it with `limit` (the smaller of it and the
+    /// line's own applies).
+    func isHeld(_ key: String, onlyBy jobs: Set<ObjectIdentifier>, limit asked: Int) -> Bool {
         lock.withLock {
-            guard let limit = machine.limit(of: key) else { return false }
+            guard let limit = machine.limit(of: key).map({ min($0, asked) }) else { return false }
             let holders = machine.holders(of: key)
             return holders.count >= limit
                 && holders.allSatisfy { holder in holder.job.map { jobs.contains(ObjectIdentifier($0)) } ?? false }

@@ -102,14 +102,14 @@ extension Job {
     /// ``dependencies``. `made`: the condition made it (it joins the queue with this job), so it is
     /// cancelled if this job is cancelled before it runs.
     /// - Precondition: the job is not in a queue yet.
-    /// `condition`: the name of the condition that generated it; `path`: that condition's path (see
-    /// ``ConditionTree``).
-    func addGeneratedDependency(_ dependency: Job, made: Bool, by condition: String, path: [Int]) {
+    /// `condition`: the name of the condition that generated it; `paths`: the paths of the conditions
+    /// that generated it (see ``ConditionTree``).
+    func addGeneratedDependency(_ dependency: Job, made: Bool, by condition: String, paths: [[Int]]) {
         withCore { core in
             let extras = core.extrasForWriting()
             extras.generated.append(dependency)
             extras.generatedBy.append(condition)
-            extras.generatedPath.append(path)
+            extras.generatedPaths.append(paths)
             if made { extras.made.append(dependency) }
         }
     }

@@ -147,10 +147,10 @@ extension Job {
     /// others concurrently in one `Task`. Their answers move the job on.
     func evaluateConditions(round: UInt32, _ work: inout Propagation) {
         // in the order they were added
-        let (conditions, generated, generatedBy, generatedPath) = withCore {
+        let (conditions, generated, generatedBy, generatedPaths) = withCore {
             (
                 $0.extras?.conditions ?? [], $0.extras?.generated ?? [], $0.extras?.generatedBy ?? [],
-                $0.extras?.generatedPath ?? []
+                $0.extras?.generatedPaths ?? []
             )
         }
         // A dependency a condition generated (a "sign in") that failed or was cancelled fails that
@@ -158,13 +158,11 @@ extension Job {
         // fails the job at once; one inside a composite fails there, and the composite combines that
         // with its other conditions' answers (see `ConditionTree`).
         var failures: [[Int]: any Error] = [:]
-        for ((dependency, condition), path) in zip(zip(generated, generatedBy), generatedPath) {
+        for ((dependency, condition), paths) in zip(zip(generated, generatedBy), generatedPaths) {
             guard let outcome = dependency.outcomeIfDecided, !outcome.didSucceed else { continue }
             let error = DependencyOutcomeError(dependencyName: dependency.name, outcome: outcome)
-            if path.count > 1 {
-                if failures[path] == nil { failures[path] = error }
-                continue
-            }
+            for path in paths where path.count > 1 && failures[path] == nil { failures[path] = error }
+            guard paths.contains(where: { $0.count == 1 }) else { continue }
             conditionsEvaluated(
                 round: round,
                 failure: JobError(
@@ -174,12 +172,17 @@ extension Job {
             return
         }
         var later: [Int] = []
+        // (Set when there are failures, and cleared when an outer job's evaluation set it: a condition
+        // may add jobs whose conditions are evaluated on this thread.)
+        let inherited = ConditionTree.evaluation != nil
         for (index, condition) in conditions.enumerated()
         where condition.requiresEvaluation || ConditionTree.hasFailure(under: [index], in: failures) {
             let answer =
-                failures.isEmpty
+                failures.isEmpty && !inherited
                 ? condition.evaluateImmediately(for: self)
-                : ConditionTree.$evaluation.withValue(.init(path: [index], failures: failures)) {
+                : ConditionTree.$evaluation.withValue(
+                    failures.isEmpty ? nil : .init(path: [index], failures: failures)
+                ) {
                     condition.evaluateImmediately(for: self)
                 }
             switch answer {
@@ -213,8 +216,12 @@ extension Job {
             await withTaskGroup(of: (Int, ConditionResult).self) { group in
                 for index in later {
                     group.addTask {
-                        guard !failures.isEmpty else { return (index, await conditions[index].evaluate(for: self)) }
-                        let evaluation = ConditionTree.Evaluation(path: [index], failures: failures)
+                        // (The task inherits what the thread that made it had set: cleared, unless failures.)
+                        let evaluation =
+                            failures.isEmpty ? nil : ConditionTree.Evaluation(path: [index], failures: failures)
+                        guard evaluation != nil || ConditionTree.evaluation != nil else {
+                            return (index, await conditions[index].evaluate(for: self))
+                        }
                         return await ConditionTree.$evaluation.withValue(evaluation) {
                             (index, await conditions[index].evaluate(for: self))
                         }

@@ -276,14 +276,28 @@ struct HandOverFrame {
                 if let group = core.extras?.group {
                     next += group.waiting + group.children + group.joining.values.joined()
                 }
-                // A running job has its categories already.
-                let needsClaim = core.lifecycle.publicState != .executing
+                // Only a job certain to claim its categories: one whose conditions were satisfied (ready),
+                // or one with none to ask (a condition may fail, and the job then finishes without
+                // claiming). A running or finishing job claims nothing more.
+                let needsClaim: Bool
+                switch core.lifecycle.state {
+                case .ready: needsClaim = true
+                case .pending, .evaluatingConditions:
+                    needsClaim =
+                        (core.extras?.evaluatedConditions ?? 0) == 0 && (core.extras?.generated.isEmpty ?? true)
+                default: needsClaim = false
+                }
                 return (next, core.queue, core.extras?.categories ?? [], needsClaim)
             }
-            if needsClaim, let scope = queue?.exclusivityScope, !holders.contains(ObjectIdentifier(job)) {
-                let keys = Set(job.categoriesToClaim(own: own).map(\.key))
-                for each in held where each.scope === scope && keys.contains(each.key) {
-                    guard scope.isHeld(each.key, onlyBy: holders) else { continue }
+            if needsClaim, let scope = queue?.exclusivityScope, !holders.contains(ObjectIdentifier(job)),
+                case .success(let categories) = scope.claimable(job.categoriesToClaim(own: own), by: job.name)
+            {
+                for each in held {
+                    // The smallest limit asked for applies (the job's own may lower the line's).
+                    guard each.scope === scope,
+                        let limit = categories.filter({ $0.key == each.key }).map(\.limit).min(),
+                        scope.isHeld(each.key, onlyBy: holders, limit: limit)
+                    else { continue }
                     var path = [job]
                     while let previous = from[ObjectIdentifier(path[0])] ?? nil { path.insert(previous, at: 0) }
                     return (job, each.key, each.holder, path)

@@ -96,7 +96,7 @@ struct JobCore {
             owned += extras.generated
             extras.generated = []
             extras.generatedBy = []
-            extras.generatedPath = []
+            extras.generatedPaths = []
             extras.made = []
         }
         return owned
@@ -176,9 +176,9 @@ final class JobExtras {
     @exclusivity(unchecked) var generated: [Job] = []
     /// The name of the condition that generated each of `generated`.
     @exclusivity(unchecked) var generatedBy: [String] = []
-    /// The path of the condition that generated each of `generated` (see ``ConditionTree``): its index
-    /// among the conditions, then, for one inside a composite, among the composite's.
-    @exclusivity(unchecked) var generatedPath: [[Int]] = []
+    /// The paths of the conditions that generated each of `generated` (see ``ConditionTree``): a path is
+    /// the condition's index among the job's, then, for one inside a composite, among the composite's.
+    @exclusivity(unchecked) var generatedPaths: [[[Int]]] = []
     /// Those of `generated` that its conditions made (they joined the queue with the job): cancelled if
     /// the job is cancelled before it runs.
     @exclusivity(unchecked) var made: [Job] = []

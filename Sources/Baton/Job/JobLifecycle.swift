@@ -151,6 +151,15 @@ extension JobLifecycle {
         }
     }
 
+    /// Why someone asked the job to cancel, if they did.
+    var cancelReason: (any Error)? {
+        switch state {
+        case .initialized(let reason), .executing(let reason, _): reason
+        case .pending, .evaluatingConditions, .ready: nil
+        case .finishing(let ending), .handingOver(let ending, _), .finished(let ending): ending.cancelReason
+        }
+    }
+
     /// The outcome, once decided (finishing or finished).
     var outcome: JobOutcome? {
         switch state {

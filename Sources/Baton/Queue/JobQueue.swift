@@ -334,7 +334,7 @@ public final class JobQueue: @unchecked Sendable {
     private static func expandConditions(
         of jobs: [Job],
         resuming first: (
-            conditions: [any JobCondition], at: Int, generated: (jobs: [Job], paths: [ObjectIdentifier: [Int]])
+            conditions: [any JobCondition], at: Int, generated: (jobs: [Job], paths: [ObjectIdentifier: [[Int]]])
         )? = nil
     ) -> [Job] {
         var batch = jobs
@@ -345,7 +345,7 @@ public final class JobQueue: @unchecked Sendable {
             var conditions: [any JobCondition]
             var start = 0
             // What the condition at `start` generated, when asked already.
-            var asked: (jobs: [Job], paths: [ObjectIdentifier: [Int]])?
+            var asked: (jobs: [Job], paths: [ObjectIdentifier: [[Int]]])?
             if index == 0, let first {
                 (conditions, start, asked) = (first.conditions, first.at, first.generated)
             } else {
@@ -373,9 +373,10 @@ public final class JobQueue: @unchecked Sendable {
                         if job.isCancelled { generated.cancel() }
                         batch.append(generated)
                     }
+                    let below = paths[ObjectIdentifier(generated)] ?? []
                     job.addGeneratedDependency(
                         generated, made: made, by: conditionName,
-                        path: [start + position] + (paths[ObjectIdentifier(generated)] ?? []))
+                        paths: below.isEmpty ? [[start + position]] : below.map { [start + position] + $0 })
                 }
             }
         }
