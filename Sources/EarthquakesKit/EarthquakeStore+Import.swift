@@ -336,6 +336,19 @@ extension EarthquakeStore {
         // this copy has none. Each earlier id is remembered as a deletion is, with the newer of the two
         // times, so an older copy under it (an older feed imported again) is not stored again, while a
         // newer one (the USGS preferring that id again) is.
+        // A watch's alerts of the event under an earlier id move to its id: an alert queued is delivered
+        // once, under the new id, and an event alerted (or known when the watch started) is not news again
+        // because its id changed (a watch alerts once per event and id).
+        let alertsMoves: (drop: RawStatement, move: RawStatement)? =
+            try Self.hasTable("earthquake_alert", db)
+            ? (
+                try RawStatement(
+                    connection,
+                    "DELETE FROM earthquake_alert WHERE id = ?1 AND watch IN (SELECT watch FROM earthquake_alert WHERE id = ?2)"
+                ),
+                try RawStatement(connection, "UPDATE earthquake_alert SET id = ?2 WHERE id = ?1")
+            ) : nil
+
         func mergeEarlierIDs(of quake: Earthquake) throws {
             guard !quake.otherIDs.ids.isEmpty else { return }
             let incoming = quake.updated?.usgsMilliseconds
@@ -359,6 +372,14 @@ extension EarthquakeStore {
                 _ = try recordDeletion.step()
                 recordDeletion.reset()
                 hasDeletions = true
+                if let alertsMoves, found {
+                    for statement in [alertsMoves.drop, alertsMoves.move] {
+                        statement.bind(text: other, at: 1)
+                        statement.bind(text: quake.id, at: 2)
+                        _ = try statement.step()
+                        statement.reset()
+                    }
+                }
             }
         }
 

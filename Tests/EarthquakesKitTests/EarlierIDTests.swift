@@ -1,4 +1,7 @@
+import BatonTesting
+import EarthquakesTestData
 import Foundation
+import GRDB
 import Testing
 
 @testable import EarthquakesKit
@@ -130,6 +133,50 @@ struct EarlierIDTests {
                 Self.feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000),
                 Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_100_000)), into: fresh)
         #expect(try fresh.list().map(\.id) == ["us200"], "\(both)")
+    }
+
+    /// A watch alerts once per event and id: when the USGS changed an event's id, the event was news
+    /// again under the new one, and a watch alerted twice for one earthquake.
+    @Test("a watch's alert of an event moves to its new id: not delivered twice")
+    func alertsFollowTheEvent() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        let store = try EarthquakeStore(path: path)
+        let now = Date()
+        let time = Int64((now.timeIntervalSince1970 - 3_600) * 1000)
+        func feature(_ id: String, ids: String, magnitude: Double, updated: Int64) -> String {
+            #"{"type":"Feature","properties":{"mag":\#(magnitude),"place":"near","time":\#(time),"#
+                + #""updated":\#(updated),"type":"earthquake","ids":"\#(ids)"},"#
+                + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"\#(id)"}"#
+        }
+        func decide() throws -> EarthquakeStore.AlertDecision {
+            try DatabaseQueue(path: path).write { db in
+                try store.decideAlerts(watch: "w", filter: EarthquakeFilter(), freshWithin: 86_400, in: db)
+            }
+        }
+        #expect(try decide().started)
+        _ = try Self.importing(
+            Self.feed(feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: time + 1)), into: store)
+        #expect(try decide().queued == 1)
+        #expect(try store.pendingAlerts(watch: "w", maxAttempts: 3).map(\.id) == ["ci100"])
+        try store.recordAlert(watch: "w", id: "ci100", deliveredAt: now)
+
+        let merged = try Self.importing(
+            Self.feed(feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: time + 2)), into: store)
+        #expect(merged.merged == 1, "\(merged)")
+        #expect(try decide().queued == 0)
+        #expect(try store.pendingAlerts(watch: "w", maxAttempts: 3).isEmpty)
+        #expect(try store.alertCounts(watch: "w", maxAttempts: 3).delivered == 1)
+
+        // An alert queued but not delivered yet is delivered once, under the new id.
+        _ = try Self.importing(
+            Self.feed(feature("nc300", ids: ",nc300,", magnitude: 3.0, updated: time + 3)), into: store)
+        #expect(try decide().queued == 1)
+        _ = try Self.importing(
+            Self.feed(feature("us400", ids: ",nc300,us400,", magnitude: 3.1, updated: time + 4)), into: store)
+        #expect(try decide().queued == 0)
+        #expect(try store.pendingAlerts(watch: "w", maxAttempts: 3).map(\.id) == ["us400"])
     }
 
     @Test("ids are split on commas, trimmed, kept once, without the event's own")
