@@ -209,8 +209,10 @@ extension EarthquakeStore {
             """)
         let forgetDeletion = try RawStatement(connection, "DELETE FROM \(deletedTable) WHERE id = ?")
         // No deletion recorded (the common case): new rows look for none.
-        // (Set too when this import records one: a later feature of the feed may be of that id.)
-        var hasDeletions = try RawStatement(connection, "SELECT 1 FROM \(deletedTable) LIMIT 1").step()
+        let hasDeletions = try RawStatement(connection, "SELECT 1 FROM \(deletedTable) LIMIT 1").step()
+        // The ids this import recorded deletions of (a later feature of the feed may be of one): looked up
+        // here rather than in the table, so that a first import does not look every new row up there.
+        var recordedDeletions: Set<String> = []
         let fingerprintColumn = Int32(columns.count - 1)
 
         var summary = ImportSummary()
@@ -268,7 +270,7 @@ extension EarthquakeStore {
                 recordDeletion.bind(time.flatMap { $0 <= latest ? $0 : nil }, at: 2)
                 _ = try recordDeletion.step()
                 recordDeletion.reset()
-                hasDeletions = true
+                recordedDeletions.insert(quake.id)
                 if found {
                     delete.bind(text: quake.id, at: 1)
                     _ = try delete.step()
@@ -279,7 +281,7 @@ extension EarthquakeStore {
             }
             if !quake.isEarthquakeType { summary.otherTypes[quake.normalizedType, default: 0] += 1 }
             // A new row of an event the USGS deleted: stored again only by a copy newer than the deletion.
-            if !found, hasDeletions {
+            if !found, hasDeletions || recordedDeletions.contains(quake.id) {
                 deletion.bind(text: quake.id, at: 1)
                 if try deletion.step() {
                     let deleted = deletion.int64(orNilAt: 0)
@@ -371,7 +373,7 @@ extension EarthquakeStore {
                 recordDeletion.bind(times.max(), at: 2)
                 _ = try recordDeletion.step()
                 recordDeletion.reset()
-                hasDeletions = true
+                recordedDeletions.insert(other)
                 if let alertsMoves, found {
                     for statement in [alertsMoves.drop, alertsMoves.move] {
                         statement.bind(text: other, at: 1)
