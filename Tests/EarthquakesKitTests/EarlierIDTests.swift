@@ -28,6 +28,13 @@ struct EarlierIDTests {
         try store.importFeed(try store.parseForImport(data, parser: FeedParser()))
     }
 
+    /// A store holding "ci100" (magnitude 4.1, no other id) updated at `updated`.
+    static func storeHoldingCI100(updated: Int64) throws -> EarthquakeStore {
+        let store = try EarthquakeStore.inMemory()
+        _ = try importing(feed(feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: updated)), into: store)
+        return store
+    }
+
     @Test(
         "a newer copy under a new preferred id replaces the row of the earlier id, and an older feed does not bring it back"
     )
@@ -58,9 +65,7 @@ struct EarlierIDTests {
 
     @Test("a stored copy newer than the feature that lists its id is kept")
     func aNewerStoredCopyIsKept() throws {
-        let store = try EarthquakeStore.inMemory()
-        _ = try Self.importing(
-            Self.feed(Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_900_000)), into: store)
+        let store = try Self.storeHoldingCI100(updated: 1_700_000_900_000)
         let older = try Self.importing(
             Self.feed(Self.feature("us200", ids: ",ci100,us200,", magnitude: 4.3, updated: 1_700_000_500_000)),
             into: store)
@@ -115,9 +120,7 @@ struct EarlierIDTests {
 
     @Test("a deleted event's rows under its earlier ids go too, and a later feature of the feed under one stays out")
     func deletionsAndLaterFeatures() throws {
-        let store = try EarthquakeStore.inMemory()
-        _ = try Self.importing(
-            Self.feed(Self.feature("ci100", ids: ",ci100,", magnitude: 4.1, updated: 1_700_000_100_000)), into: store)
+        let store = try Self.storeHoldingCI100(updated: 1_700_000_100_000)
         let deleted = try Self.importing(
             Self.feed(
                 Self.feature(
