@@ -178,6 +178,7 @@ public struct BatonTool: Sendable {
                     case .succeeded: .succeeded
                     case .failed, .lost: .failed
                     case .cancelled: .cancelled
+                    case .snoozed: .snoozed
                     }
                 recorded.append(
                     JobTimeline.RecordedJob(

@@ -33,6 +33,7 @@ enum Assets {
         .badge.cancelled { background: #eee3c8; color: #6b4b00; }
         .badge.running, .badge.active { background: #d6e6ff; color: #0b3d91; }
         .badge.ready, .badge.pending, .badge.paused { background: #ececec; color: #444; }
+        .badge.snoozed { background: #fbecc8; color: #7a5200; }
         .tabs { margin: 0 0 10px; }
         .tab { display: inline-block; margin-right: 6px; padding: 3px 9px; border-radius: 12px; background: #e8ebef; text-decoration: none; color: #333; }
         .tab.here { background: #243447; color: #fff; }

@@ -14,6 +14,7 @@ struct GanttChart {
 
     static let colors: [String: String] = [
         "succeeded": "#3a9d5d", "failed": "#d9534f", "cancelled": "#9e9e9e", "running": "#5b8def",
+        "snoozed": "#e0a030",
     ]
 
     /// Where each job was drawn: the centre of its row, for the dependency arrows.
@@ -82,6 +83,8 @@ struct GanttChart {
         item(Self.colors["succeeded"]!, "succeeded")
         item(Self.colors["failed"]!, "failed")
         item(Self.colors["cancelled"]!, "cancelled")
+        // (Only durable attempts snooze: shown when one did.)
+        if entries.contains(where: { $0.outcome == .snoozed }) { item(Self.colors["snoozed"]!, "snoozed") }
         item(Self.colors["running"]!, "still running")
         item("#e6e6e6", "waiting for dependencies or conditions")
         item("url(#wait)", "ready, waiting for a slot")

@@ -50,7 +50,7 @@ extension JobTimeline {
         var chart = GanttChart(entries: entries, end: end, packed: entries.count > rowLimit)
         let svg = chart.render()
         let counts = Dictionary(grouping: entries, by: { $0.outcome?.rawValue ?? "running" }).mapValues(\.count)
-        let summary = ["succeeded", "failed", "cancelled", "running"].compactMap { key in
+        let summary = ["succeeded", "failed", "cancelled", "snoozed", "running"].compactMap { key in
             counts[key].map { "\($0) \(key)" }
         }.joined(separator: ", ")
         return (svg, "\(entries.count) jobs (\(summary)) in \(formatDuration(end))")

@@ -54,6 +54,8 @@ public final class JobTimeline: JobInstrument {
     /// How a job finished.
     public enum Outcome: String, Sendable {
         case succeeded, failed, cancelled
+        /// A durable attempt whose job asked to run again later (`Snooze`).
+        case snoozed
     }
 
     /// An instant in a job's life that happened outside its queue.
@@ -72,6 +74,8 @@ public final class JobTimeline: JobInstrument {
             public static let leaseLost = Kind(rawValue: "lease lost")
             /// The job was scheduled to run again.
             public static let retried = Kind(rawValue: "retried")
+            /// The job asked to run again later (a durable job's `Snooze`).
+            public static let snoozed = Kind(rawValue: "snoozed")
         }
     }
 

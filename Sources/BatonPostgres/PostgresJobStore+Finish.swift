@@ -241,6 +241,7 @@ extension PostgresJobStore {
         case .succeeded(let data): (kind, output) = ("succeeded", data)
         case .failed: kind = "failed"
         case .cancelled: kind = "cancelled"
+        case .snoozed: kind = "snoozed"
         }
         let rows = try await connection.liveQuery(
             """
@@ -284,13 +285,20 @@ extension PostgresJobStore {
             // recorded as a failed attempt, with the job's last error saying why; one asked to cancel that
             // meant to add jobs, as cancelled.
             if kind != "succeeded" || state != .succeeded {
+                // (A snooze of a job asked to cancel ended it cancelled: the job's last error says why.)
                 let error: String? =
                     switch report.outcome {
                     case .failed(let message, _): StoredText.message(message)
                     case .cancelled(let reason): StoredText.message(reason)
+                    case .snoozed(let wait): state == .ready ? Snooze(for: wait).description : nil
                     case .succeeded: nil
                     }
-                let outcome = kind == "succeeded" ? (state == .cancelled ? "cancelled" : "failed") : kind
+                let outcome =
+                    switch kind {
+                    case "succeeded": state == .cancelled ? "cancelled" : "failed"
+                    case "snoozed": state == .ready ? "snoozed" : "cancelled"
+                    default: kind
+                    }
                 try await connection.liveQuery(
                     """
                     INSERT INTO attempts (job, token, attempt, worker, started, ended, outcome, result, error)
@@ -371,13 +379,30 @@ extension PostgresJobStore {
                     now: now, logger: logger)
                 return .accepted(.failed)
             }
-            let wait = policy.wait(beforeAttempt: attempts + 1)
+            // Snoozes raised the stored maximum, one each, and spent no attempt of the policy's.
+            let snoozes = max(0, maxAttempts - policy.maxAttempts)
+            let wait = policy.wait(beforeAttempt: max(1, attempts - snoozes) + 1)
             // A retry that waits for its time waits out of claims' way (`waiting`): see `due` and `promoted`
             // (claims).
             try await connection.liveQuery(
                 """
                 UPDATE jobs SET state = 'ready', not_before = \(now + wait.seconds), waiting = \(wait > .zero),
                     lease_owner = NULL, lease_token = NULL, lease_expires = NULL, last_error = \(message)
+                WHERE id = \(id)
+                """, logger: logger)
+            return .accepted(.ready)
+        case .snoozed(let wait):
+            if let cancelRequest {
+                try await finishJob(
+                    connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now, logger: logger)
+                return .accepted(.cancelled)
+            }
+            let wait = Snooze.storable(wait)
+            try await connection.liveQuery(
+                """
+                UPDATE jobs SET state = 'ready', not_before = \(now + wait.seconds), waiting = \(wait > .zero),
+                    max_attempts = CASE WHEN max_attempts < 2147483647 THEN max_attempts + 1 ELSE max_attempts END,
+                    lease_owner = NULL, lease_token = NULL, lease_expires = NULL
                 WHERE id = \(id)
                 """, logger: logger)
             return .accepted(.ready)

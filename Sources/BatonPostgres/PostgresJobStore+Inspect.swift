@@ -59,7 +59,7 @@ extension PostgresJobStore {
             for row in try await connection.liveQuery(
                 """
                 SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before, lease_owner,
-                    lease_expires, cancel_request, last_error, output, finished, added_by
+                    lease_expires, cancel_request, last_error, output, finished, added_by, max_attempts
                 FROM jobs WHERE run = \(run.rawValue) ORDER BY idx
                 """, logger: logger
             ).collect() {
@@ -85,7 +85,8 @@ extension PostgresJobStore {
                         cancelRequest: try c["cancel_request"].decode(String?.self),
                         lastError: try c["last_error"].decode(String?.self), output: try c["output"].decode(Data?.self),
                         finished: try c["finished"].decode(Double?.self).map(Date.init(storeTime:)),
-                        addedBy: try c["added_by"].decode(Int64?.self).map { DurableJobID($0) }))
+                        addedBy: try c["added_by"].decode(Int64?.self).map { DurableJobID($0) },
+                        maxAttempts: try c["max_attempts"].decode(Int.self)))
             }
             let names = Array(Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })).sorted()
             var holders: [CategoryHolder] = []

@@ -268,14 +268,15 @@ extension PostgresJobStore {
             jobs = [:]
             for row in try await connection.liveQuery(
                 """
-                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL
+                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL, retry
                 FROM jobs WHERE run = \(run) ORDER BY id FOR UPDATE
                 """, logger: logger
             ).collect() {
-                let (id, name, state, remaining, cancelling) = try row.decode((Int64, String, String, Int, Bool).self)
+                let (id, name, state, remaining, cancelling, retry) = try row.decode(
+                    (Int64, String, String, Int, Bool, String).self)
                 jobs[id] = RetryPlan.Job(
                     name: name, state: DurableJobState(rawValue: state) ?? .failed, remaining: remaining,
-                    isBeingCancelled: cancelling)
+                    isBeingCancelled: cancelling, maxAttempts: RetryPolicy.stored(retry)?.maxAttempts ?? 0)
             }
             let ids = Set(jobs.keys)
             if ids == locked { break }
@@ -302,9 +303,11 @@ extension PostgresJobStore {
             """
             UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0, waiting = false,
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
-                output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL
+                output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL,
+                max_attempts = CASE WHEN c.max_attempts > 0 THEN c.max_attempts ELSE j.max_attempts END
             FROM unnest(\(plan.restarted.map(\.id)), \(plan.restarted.map(\.state.rawValue)),
-                \(plan.restarted.map(\.remaining))) AS c(id, state, remaining)
+                \(plan.restarted.map(\.remaining)), \(plan.restarted.map(\.maxAttempts)))
+                AS c(id, state, remaining, max_attempts)
             WHERE j.id = c.id
             """, logger: logger)
         if !plan.waiting.isEmpty {

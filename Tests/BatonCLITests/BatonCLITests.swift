@@ -61,7 +61,7 @@ struct Fixture {
 }
 
 @Suite("baton: reading and repairing a SQLite job store")
-struct BatonToolSQLiteTests {
+final class BatonToolSQLiteTests {
     let directory: URL
     let path: String
 
@@ -70,6 +70,9 @@ struct BatonToolSQLiteTests {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         path = directory.appendingPathComponent("jobs.sqlite").path
     }
+
+    // Each test gets its own instance; whatever a test did, its folder goes with it.
+    deinit { try? FileManager.default.removeItem(at: directory) }
 
     func withFixture(_ body: (BatonTool, Captured, any JobStore, Fixture) async throws -> Void) async throws {
         defer { try? FileManager.default.removeItem(at: directory) }
@@ -182,6 +185,27 @@ struct BatonToolSQLiteTests {
             let attempts = try await store.attempts(of: fixture.failedJob)
             #expect(attempts.first?.started != nil, "the store keeps when each attempt started")
             if let started = attempts.first?.started { #expect(started <= attempts[0].ended) }
+        }
+    }
+
+    @Test func aSnoozeIsShownAsOneInTheJobsAttemptsAndTheTimeline() async throws {
+        let store = try SQLiteJobStore(path: path)
+        var graph = JobGraph(name: "snoozing")
+        graph.add(Echo.self, input: "x", name: "waits")
+        let run = try await store.submit(graph)
+        let first = try #require(
+            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        _ = try await store.finish([AttemptReport(lease: first.lease, outcome: .snoozed(wait: .seconds(90)))])
+        try store.close()
+        let captured = Captured()
+        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
+        try await StoreAddress.sqlite(path: path).withStore { store in
+            try await tool.job(store, job: first.job, json: false)
+            #expect(captured.output.contains("snoozed"), "\(captured.output)")
+            #expect(captured.output.contains("snoozed for 90 s"), "\(captured.output)")
+            let page = try await tool.timeline(store, run: run.id)
+            #expect(page.contains(">snoozed</text>"), "the legend names the snooze")
+            #expect(page.contains("1 snoozed"), "the summary counts it")
         }
     }
 

@@ -32,7 +32,8 @@ public enum JobStoreConformance {
 
     /// Every check, in a stable order.
     public static let checks: [Check] =
-        submitChecks + claimChecks + finishChecks + cancelChecks + inspectChecks + recordChecks + edgeChecks
+        submitChecks + claimChecks + finishChecks + snoozeChecks + cancelChecks + inspectChecks + recordChecks
+        + edgeChecks
         + operateChecks + growthChecks + scheduleChecks
 
     static func check(

@@ -260,3 +260,59 @@ public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
         var description: String { text }
     }
 }
+
+/// Thrown from a durable job's `run` to put its job back, to run again after `wait`, without spending
+/// an attempt of its retry policy: for a job that finds it cannot do its work yet (a rate limit to wait
+/// out, a file not there yet, a service in maintenance). It is not a failure: the job's last error,
+/// its dependents and its retry policy's backoff are as they were.
+///
+/// Every claim still gets its own attempt number, so a snooze raises both the job's attempt count and
+/// its ``DurableJobContext/maxAttempts`` by one: a job of 3 attempts that snoozed twice runs its
+/// attempts 3, 4 and 5 of 5 as it would have run 1, 2 and 3 (as River and Oban count a snooze). Its
+/// attempt history lists the snoozes, each with its wait. The job waits out of claims' way, as a retry
+/// backing off does; a cancellation request or a lost lease still counts first.
+///
+/// ```swift
+/// struct SendDigest: DurableJob {
+///     static let kind = "mail.digest"
+///     func run(_ user: Int, context: DurableJobContext) async throws -> Bool {
+///         // Quiet hours: try again in an hour, without using up an attempt.
+///         if Calendar.current.component(.hour, from: Date()) < 7 { throw Snooze(for: .seconds(3_600)) }
+///         return true
+///     }
+/// }
+/// ```
+///
+/// A wait below zero, or one so long the stores cannot keep it (over ``maximumWait``), fails the
+/// attempt instead, with a message that says so.
+public struct Snooze: Error, Sendable, CustomStringConvertible {
+    /// How long the job waits before its next attempt.
+    public let wait: Duration
+
+    /// The longest wait a store keeps: 100 years.
+    public static let maximumWait: Duration = .seconds(100 * 365 * 24 * 3_600)
+
+    /// Puts the job back to run again after `wait` (`.zero`: as soon as a worker claims it).
+    public init(for wait: Duration) { self.wait = wait }
+
+    public var description: String { "snoozed for \(Snooze.text(wait))" }
+
+    /// Why `wait` cannot be kept, or nil when it can.
+    var refusal: String? {
+        if wait < .zero { return "Snooze(for:) was given \(Snooze.text(wait)); a snooze waits zero seconds or more" }
+        if wait > Snooze.maximumWait {
+            return
+                "Snooze(for:) was given \(Snooze.text(wait)), over the \(Snooze.text(Snooze.maximumWait)) a store keeps"
+        }
+        return nil
+    }
+
+    /// `wait` within what a store keeps (a store given a report with another wait keeps this one).
+    package static func storable(_ wait: Duration) -> Duration { min(max(wait, .zero), maximumWait) }
+
+    /// `wait` as people read it: "90 s", "1.5 s", "0.25 s".
+    static func text(_ wait: Duration) -> String {
+        let seconds = wait.seconds
+        return seconds == seconds.rounded() && abs(seconds) < 1e15 ? "\(Int64(seconds)) s" : "\(seconds) s"
+    }
+}

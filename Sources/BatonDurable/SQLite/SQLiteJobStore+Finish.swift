@@ -51,6 +51,15 @@ extension SQLiteJobStore {
                 db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
                 outcome: .cancelled, result: state,
                 error: StoredText.message(reason))
+        case (.snoozed(let wait), .accepted(let state)):
+            // A snooze of a job asked to cancel ends it cancelled, saying why (its last error).
+            let error =
+                state == .ready
+                ? Snooze(for: wait).description
+                : try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
+            try recordAttempt(
+                db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
+                outcome: state == .ready ? .snoozed : .cancelled, result: state, error: error)
         }
         return result
     }
@@ -129,7 +138,9 @@ extension SQLiteJobStore {
                     db, id: id, state: .failed, error: message + RetryPolicy.unreadable, output: nil, now: now)
                 return .accepted(.failed)
             }
-            let wait = policy.wait(beforeAttempt: attempts + 1)
+            // Snoozes raised the stored maximum, one each, and spent no attempt of the policy's.
+            let snoozes = max(0, try row.value(at: 1) as Int - policy.maxAttempts)
+            let wait = policy.wait(beforeAttempt: max(1, attempts - snoozes) + 1)
             // A retry that waits for its time waits out of claims' way (`waiting`): see `promoteDue`.
             try db.cachedStatement(
                 sql: """
@@ -137,6 +148,19 @@ extension SQLiteJobStore {
                         lease_token = NULL, lease_expires = NULL, last_error = ? WHERE id = ?
                     """
             ).execute(arguments: [now.adding(wait).storeTime, wait > .zero ? 1 : 0, message, id])
+            return .accepted(.ready)
+        case .snoozed(let wait):
+            if let cancelRequest = try row.value(at: 3) as String? {
+                try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
+                return .accepted(.cancelled)
+            }
+            let wait = Snooze.storable(wait)
+            try db.cachedStatement(
+                sql: """
+                    UPDATE baton_jobs SET state = 'ready', not_before = ?, waiting = ?, max_attempts = max_attempts + 1,
+                        lease_owner = NULL, lease_token = NULL, lease_expires = NULL WHERE id = ?
+                    """
+            ).execute(arguments: [now.adding(wait).storeTime, wait > .zero ? 1 : 0, id])
             return .accepted(.ready)
         }
     }

@@ -51,7 +51,7 @@ extension SQLiteJobStore {
                 db,
                 sql: """
                     SELECT id, name, kind, state, attempts, retry, priority, timeout, input_from, not_before,
-                        lease_owner, lease_expires, cancel_request, last_error, output, finished, added_by
+                        lease_owner, lease_expires, cancel_request, last_error, output, finished, added_by, max_attempts
                     FROM baton_jobs WHERE run = ? ORDER BY idx
                     """, arguments: [run.rawValue])
             var jobs: [JobRecord] = []
@@ -84,7 +84,8 @@ extension SQLiteJobStore {
                         cancelRequest: try row.value(at: 12),
                         lastError: try row.value(at: 13), output: try row.value(at: 14),
                         finished: (try row.value(at: 15) as Double?).map(Date.init(storeTime:)),
-                        addedBy: (try row.value(at: 16) as Int64?).map { DurableJobID($0) }))
+                        addedBy: (try row.value(at: 16) as Int64?).map { DurableJobID($0) },
+                        maxAttempts: try row.value(at: 17)))
             }
             let names = Set(jobs.filter { !$0.state.isFinished }.flatMap { $0.categories.map(\.name) })
             var holders: [CategoryHolder] = []

@@ -257,13 +257,14 @@ extension SQLiteJobStore {
         for row in try Row.fetchAll(
             db,
             sql: """
-                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL
+                SELECT id, name, state, remaining, state = 'running' AND cancel_request IS NOT NULL, retry
                 FROM baton_jobs WHERE run = ?
                 """, arguments: [run])
         {
             jobs[try row.value(at: 0)] = RetryPlan.Job(
                 name: try row.value(at: 1), state: DurableJobState(rawValue: try row.value(at: 2)) ?? .failed,
-                remaining: try row.value(at: 3), isBeingCancelled: try row.value(at: 4))
+                remaining: try row.value(at: 3), isBeingCancelled: try row.value(at: 4),
+                maxAttempts: RetryPolicy.stored(try row.value(at: 5))?.maxAttempts ?? 0)
         }
         let edges = try Row.fetchAll(
             db,
@@ -284,11 +285,13 @@ extension SQLiteJobStore {
             sql: """
                 UPDATE baton_jobs SET state = ?, remaining = ?, attempts = 0, not_before = 0, waiting = 0, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL, output = NULL,
-                    finished = NULL
+                    finished = NULL, max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END
                 WHERE id = ?
                 """)
         for change in plan.restarted {
-            try restart.execute(arguments: [change.state.rawValue, change.remaining, change.id])
+            try restart.execute(arguments: [
+                change.state.rawValue, change.remaining, change.maxAttempts, change.maxAttempts, change.id,
+            ])
         }
         for change in plan.waiting {
             try db.execute(

@@ -141,7 +141,7 @@ extension RunSnapshot {
             }
             return JobExplanation(
                 id: job.id, name: job.name, kind: job.kind, state: job.state, attempts: job.attempts,
-                maxAttempts: job.retry.maxAttempts, lastError: job.lastError, waitingFor: reasons, addedBy: job.addedBy)
+                maxAttempts: job.maxAttempts, lastError: job.lastError, waitingFor: reasons, addedBy: job.addedBy)
         }
         return RunExplanation(run: run, jobs: explained, clock: clock, now: now)
     }

@@ -268,6 +268,9 @@ public struct AttemptReport: Hashable, Codable, Sendable {
         case failed(message: String, retryable: Bool)
         /// The job stopped because it was cancelled.
         case cancelled(reason: String)
+        /// The job asked to run again after `wait` (``Snooze``): it becomes ready then, its attempt count
+        /// and its maximum both one higher, so that the snooze spends no attempt of its retry policy.
+        case snoozed(wait: Duration)
     }
 
     public var lease: Lease

@@ -18,11 +18,17 @@ package struct RetryPlan: Equatable {
         package var remaining: Int
         /// Running and asked to cancel: it will end cancelled.
         package var isBeingCancelled: Bool
-        package init(name: String, state: DurableJobState, remaining: Int, isBeingCancelled: Bool = false) {
+        /// The attempts its retry policy allows (snoozes raised the stored count above it), or 0 when the
+        /// stored policy does not read: a restart keeps the stored count then.
+        package var maxAttempts: Int
+        package init(
+            name: String, state: DurableJobState, remaining: Int, isBeingCancelled: Bool = false, maxAttempts: Int = 0
+        ) {
             self.name = name
             self.state = state
             self.remaining = remaining
             self.isBeingCancelled = isBeingCancelled
+            self.maxAttempts = maxAttempts
         }
     }
 
@@ -37,11 +43,13 @@ package struct RetryPlan: Equatable {
         }
     }
 
-    /// A job's new state (pending or ready) and its count of unfinished dependencies.
+    /// A job's new state (pending or ready) and its count of unfinished dependencies; for a restarted
+    /// job, the attempts it may make again (``Job/maxAttempts``; 0: as stored).
     package struct Change: Equatable {
         package var id: Int64
         package var state: DurableJobState
         package var remaining: Int
+        package var maxAttempts = 0
     }
 
     /// The jobs that run again, in identity order, and what they were.
@@ -116,7 +124,10 @@ package struct RetryPlan: Equatable {
             let remaining = (incoming[member] ?? []).filter { edge in
                 members.contains(edge.dependency) || !(jobs[edge.dependency]?.state.isFinished ?? true)
             }.count
-            plan.restarted.append(Change(id: member, state: remaining == 0 ? .ready : .pending, remaining: remaining))
+            plan.restarted.append(
+                Change(
+                    id: member, state: remaining == 0 ? .ready : .pending, remaining: remaining,
+                    maxAttempts: job.maxAttempts))
             if job.state == .failed { plan.failed += 1 } else { plan.cancelled += 1 }
         }
         var again: [Int64: Int] = [:]

@@ -269,6 +269,8 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
         case cancelled
         /// Its lease expired: the worker stopped renewing it (killed, stuck, cut off).
         case lost
+        /// Its job asked to run again later (``Snooze``); the record's error says how long it waits.
+        case snoozed
 
         public var description: String { rawValue }
     }
@@ -281,7 +283,7 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
     public var worker: String?
     public var ended: Date
     public var outcome: Outcome
-    /// What the job became: ready (to be retried), succeeded, failed or cancelled.
+    /// What the job became: ready (to be retried, or after a snooze), succeeded, failed or cancelled.
     public var result: DurableJobState
     /// The error, the cancellation's reason, or why the lease was lost.
     public var error: String?

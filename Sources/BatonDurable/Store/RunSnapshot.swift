@@ -40,6 +40,8 @@ public struct JobRecord: Hashable, Codable, Sendable {
     /// Attempts started so far (the running one included).
     public var attempts: Int
     public var retry: RetryPolicy
+    /// The attempts it may make: its retry policy's, plus one for each time it snoozed (``Snooze``).
+    public var maxAttempts: Int
     public var priority: Int
     public var timeout: Duration?
     public var categories: [DurableCategory]
@@ -65,9 +67,10 @@ public struct JobRecord: Hashable, Codable, Sendable {
         retry: RetryPolicy, priority: Int, timeout: Duration?, categories: [DurableCategory],
         dependencies: [Dependency], inputFrom: DurableJobID?, notBefore: Date?, leaseOwner: String?,
         leaseExpires: Date?, cancelRequest: String?, lastError: String?, output: Data?, finished: Date?,
-        addedBy: DurableJobID? = nil
+        addedBy: DurableJobID? = nil, maxAttempts: Int? = nil
     ) {
         self.addedBy = addedBy
+        self.maxAttempts = maxAttempts ?? retry.maxAttempts
         self.id = id
         self.run = run
         self.name = name

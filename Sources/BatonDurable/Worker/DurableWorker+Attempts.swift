@@ -91,6 +91,10 @@ extension DurableWorker {
             case .requested(let why): return .report(AttemptReport(lease: lease, outcome: .cancelled(reason: why)))
             case .leaseRunningOut, nil: break
             }
+            if let snooze = error as? Snooze {
+                if let refusal = snooze.refusal { return failed(refusal) }
+                return .report(AttemptReport(lease: lease, outcome: .snoozed(wait: snooze.wait)))
+            }
             let durable = error as? DurableError
             let permanent =
                 durable?.code == .decoding || (durable?.refusesAddedJobs == true && durable?.code != .conflict)

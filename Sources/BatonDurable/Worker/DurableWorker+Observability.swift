@@ -18,9 +18,15 @@ extension JobTimeline: DurableWorkerInstrument {
         mark(.leaseLost, of: job)
     }
 
-    /// Marks the attempt's job `JobTimeline.Mark.Kind.retried` when the store scheduled another attempt.
+    /// Marks the attempt's job `JobTimeline.Mark.Kind.retried` when the store scheduled another attempt,
+    /// and `JobTimeline.Mark.Kind.snoozed` when the job snoozed (its entry ends failed: its body threw the
+    /// ``Snooze``).
     public func attemptEnded(_ attempt: ClaimedJob, job: Job, end: DurableAttemptEnd, worker: DurableWorker) {
-        if case .retryScheduled = end { mark(.retried, of: job) }
+        switch end {
+        case .retryScheduled: mark(.retried, of: job)
+        case .snoozed: mark(.snoozed, of: job)
+        default: break
+        }
     }
 }
 

@@ -87,7 +87,7 @@ extension DurableWorker {
             switch end {
             case .failed(let message), .retryScheduled(let message):
                 span.setStatus(SpanStatus(code: .error, message: message))
-            case .succeeded, .cancelled, .leaseLost, .released, .rejected: break
+            case .succeeded, .cancelled, .snoozed, .leaseLost, .released, .rejected: break
             }
             span.end()
         }

@@ -41,6 +41,9 @@ public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
     case retryScheduled(message: String)
     /// The job was cancelled.
     case cancelled(reason: String)
+    /// The job asked to run again after `wait` (``Snooze``): the store will run it again then, without
+    /// counting the attempt against its retry policy.
+    case snoozed(wait: Duration)
     /// The worker lost the lease: nothing was reported; the store decides at its next claim.
     case leaseLost
     /// Given back unattempted at shutdown: the job is ready again with the same attempt number.
@@ -48,14 +51,15 @@ public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
     /// The store rejected the report: the lease had ended before it arrived.
     case rejected
 
-    /// A short word for spans and logs: `succeeded`, `failed`, `retrying`, `cancelled`, `lease lost`,
-    /// `released`, `rejected`.
+    /// A short word for spans and logs: `succeeded`, `failed`, `retrying`, `cancelled`, `snoozed`,
+    /// `lease lost`, `released`, `rejected`.
     public var description: String {
         switch self {
         case .succeeded: "succeeded"
         case .failed: "failed"
         case .retryScheduled: "retrying"
         case .cancelled: "cancelled"
+        case .snoozed: "snoozed"
         case .leaseLost: "lease lost"
         case .released: "released"
         case .rejected: "rejected"
@@ -75,7 +79,17 @@ public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
             case (.succeeded, _): ""
             case (.failed(let message, _), _): message
             case (.cancelled(let reason), _): reason
+            case (.snoozed, _): ""
             }
+        switch (report.outcome, result) {
+        case (.snoozed(let wait), .accepted(.ready)):
+            self = .snoozed(wait: wait)
+            return
+        case (.snoozed, .accepted(.cancelled)):
+            self = .cancelled(reason: "asked to cancel while it ran: its snooze was recorded as cancelled")
+            return
+        default: break
+        }
         switch result {
         case .rejected: self = .rejected
         case .accepted(.succeeded): self = .succeeded

@@ -45,3 +45,13 @@ struct ParseReport: DurableJob {
         return text.split(separator: "\n").count
     }
 }
+
+// The example of `Snooze`'s documentation (a doc comment, as above).
+struct SendDigest: DurableJob {
+    static let kind = "mail.digest"
+    func run(_ user: Int, context: DurableJobContext) async throws -> Bool {
+        // Quiet hours: try again in an hour, without using up an attempt.
+        if Calendar.current.component(.hour, from: Date()) < 7 { throw Snooze(for: .seconds(3_600)) }
+        return true
+    }
+}
