@@ -126,7 +126,9 @@ public struct BatonTool: Sendable {
         if !explanation.waitingFor.isEmpty {
             write("waiting for: " + explanation.printable.waitingFor.map(\.description).joined(separator: "; ") + "\n")
         }
-        if let error = explanation.lastError { write("last error: \(TimeText.printable(error))\n") }
+        if let error = explanation.lastError {
+            write("\(explanation.lastErrorLabel): \(TimeText.printable(error))\n")
+        }
         if let output { write("output: \(TimeText.printable(output))\n") }
         guard !attempts.isEmpty else {
             // A job cancelled before it started has nothing to come.

@@ -274,7 +274,7 @@ struct Pages: Sendable {
             <dt>Attempt</dt><dd>\(explanation.attempts) of \(explanation.maxAttempts)</dd>\
             \(explanation.addedBy.map { "<dt>Added by</dt><dd><a href=\"/jobs/\($0.rawValue)\">job \($0.rawValue)</a></dd>" } ?? "")\
             \(explanation.waitingFor.isEmpty ? "" : "<dt>Waiting for</dt><dd>\(explanation.waitingFor.map { HTML.escape($0.description) }.joined(separator: "<br>"))</dd>")\
-            \(explanation.lastError.map { "<dt>Last error</dt><dd class=\"error\"><pre>\(HTML.escape($0))</pre></dd>" } ?? "")</dl>
+            \(explanation.lastError.map { "<dt>\(explanation.state == .succeeded ? "Error of an earlier attempt" : "Last error")</dt><dd class=\"error\"><pre>\(HTML.escape($0))</pre></dd>" } ?? "")</dl>
             """
         var actions = ""
         if !explanation.state.isFinished { actions += button("/jobs/\(id)/cancel", "Cancel the job", confirm: true) }

@@ -301,10 +301,11 @@ extension PostgresJobStore {
         guard !plan.restarted.isEmpty else { return 0 }
         try await connection.liveQuery(
             """
-            UPDATE jobs j SET state = c.state, remaining = c.remaining, attempts = 0, not_before = 0, waiting = false,
+            UPDATE jobs j SET state = c.state, remaining = c.remaining, not_before = 0, waiting = false,
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
                 output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL,
-                max_attempts = CASE WHEN c.max_attempts > 0 THEN c.max_attempts ELSE j.max_attempts END
+                max_attempts = LEAST(2147483647::bigint,
+                    j.attempts::bigint + CASE WHEN c.max_attempts > 0 THEN c.max_attempts ELSE j.max_attempts END)
             FROM unnest(\(plan.restarted.map(\.id)), \(plan.restarted.map(\.state.rawValue)),
                 \(plan.restarted.map(\.remaining)), \(plan.restarted.map(\.maxAttempts)))
                 AS c(id, state, remaining, max_attempts)

@@ -209,6 +209,30 @@ final class BatonToolSQLiteTests {
         }
     }
 
+    @Test func theErrorOfAJobThatSucceededLaterIsNotItsLastError() async throws {
+        let store = try SQLiteJobStore(path: path)
+        var graph = JobGraph(name: "flaky")
+        graph.add(Echo.self, input: "x", name: "flaky", retry: .immediate(maxAttempts: 2))
+        _ = try await store.submit(graph)
+        let first = try #require(
+            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        _ = try await store.finish([
+            AttemptReport(lease: first.lease, outcome: .failed(message: "first try broke", retryable: true))
+        ])
+        let second = try #require(
+            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        _ = try await store.finish([AttemptReport(lease: second.lease, outcome: .succeeded(output: Data("\"x\"".utf8)))]
+        )
+        try store.close()
+        let captured = Captured()
+        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
+        try await StoreAddress.sqlite(path: path).withStore { store in
+            try await tool.job(store, job: first.job, json: false)
+            #expect(captured.output.contains("error of an earlier attempt: first try broke"), "\(captured.output)")
+            #expect(!captured.output.contains("last error"), "\(captured.output)")
+        }
+    }
+
     @Test func retryCancelAndPruneRepairTheStore() async throws {
         try await withFixture { tool, captured, store, fixture in
             try await tool.retry(store, run: fixture.failed, job: nil)

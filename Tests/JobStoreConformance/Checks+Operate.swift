@@ -226,13 +226,15 @@ extension JobStoreConformance {
             try expectEqual(summary.state, .running, "the run is running again")
             try expectEqual([summary.unfinished, summary.failed, summary.cancelled], [3, 0, 0], "its counts")
             try expectEqual(try await store.record(of: run.run).finished, nil, "not finished")
-            // A fresh budget: two attempts again.
+            // A fresh budget: two attempts again, numbered on from the two before (each claim its own number).
             let again = try await store.claimAll()
             try expectEqual(again.map(\.name), ["a"], "a is claimed")
-            try expectEqual(again[0].attempt, 1, "from its first attempt")
-            _ = try await store.fail(again[0], "third")
+            try expectEqual(again[0].attempt, 3, "numbered on")
+            try expectEqual(again[0].maxAttempts, 4, "two attempts more")
+            try expectEqual(
+                try await store.fail(again[0], "third"), .accepted(.ready), "the first failure of the retry")
             let fourth = try await store.claimAll()
-            try expectEqual(fourth.map(\.attempt), [2], "its second attempt")
+            try expectEqual(fourth.map(\.attempt), [4], "its second attempt since the retry")
             _ = try await store.succeed(fourth[0])
             _ = try await store.succeed(try await store.claimAll()[0])  // b
             _ = try await store.succeed(try await store.claimAll()[0])  // c

@@ -41,8 +41,15 @@ extension JobStoreConformance {
             // A retry gives the job its policy's attempts again, not the snoozes'.
             try expectEqual(try await store.retry(job: first.job), 2, "jobs run again")
             record = try await store.record(of: first.job)
-            try expectEqual(record.maxAttempts, 2, "attempts allowed after a retry")
-            try expectEqual(record.attempts, 0, "attempts after a retry")
+            try expectEqual(record.attempts, 3, "attempts after a retry: numbering goes on")
+            try expectEqual(record.maxAttempts, 5, "the policy's two attempts after the three made")
+            clock.advance(by: .seconds(1))
+            let fourth = try await store.claimAll()[0]
+            try expectEqual(fourth.attempt, 4, "the retry's first attempt")
+            try expectEqual(try await store.fail(fourth, "down again"), .accepted(.ready), "its first failure")
+            try expectEqual(
+                try await store.record(of: first.job).notBefore, clock.now.addingTimeInterval(10),
+                "the backoff starts again with the retry")
         },
         check("a snooze of zero runs the job again at once; a job snoozes as often as it asks") { store, _ in
             let run = try await store.submit(Build.graph("g", Build.job("a")), uniqueKey: nil)

@@ -138,9 +138,10 @@ extension SQLiteJobStore {
                     db, id: id, state: .failed, error: message + RetryPolicy.unreadable, output: nil, now: now)
                 return .accepted(.failed)
             }
-            // Snoozes raised the stored maximum, one each, and spent no attempt of the policy's.
-            let snoozes = max(0, try row.value(at: 1) as Int - policy.maxAttempts)
-            let wait = policy.wait(beforeAttempt: max(1, attempts - snoozes) + 1)
+            // Attempts that spent none of the policy's raised the stored maximum by as many: snoozes (one
+            // each), and the attempts before a retry of the job (a retry gives it the policy's attempts again).
+            let uncounted = max(0, try row.value(at: 1) as Int - policy.maxAttempts)
+            let wait = policy.wait(beforeAttempt: max(1, attempts - uncounted) + 1)
             // A retry that waits for its time waits out of claims' way (`waiting`): see `promoteDue`.
             try db.cachedStatement(
                 sql: """

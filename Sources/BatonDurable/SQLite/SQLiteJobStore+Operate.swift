@@ -283,9 +283,9 @@ extension SQLiteJobStore {
     static func apply(_ plan: RetryPlan, _ db: Database, run: Int64) throws -> Int {
         let restart = try db.cachedStatement(
             sql: """
-                UPDATE baton_jobs SET state = ?, remaining = ?, attempts = 0, not_before = 0, waiting = 0, lease_owner = NULL,
+                UPDATE baton_jobs SET state = ?, remaining = ?, not_before = 0, waiting = 0, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL, output = NULL,
-                    finished = NULL, max_attempts = CASE WHEN ? > 0 THEN ? ELSE max_attempts END
+                    finished = NULL, max_attempts = attempts + CASE WHEN ? > 0 THEN ? ELSE max_attempts END
                 WHERE id = ?
                 """)
         for change in plan.restarted {

@@ -46,9 +46,13 @@ public struct JobExplanation: Hashable, Codable, Sendable, CustomStringConvertib
     /// The job that added this one to the run while it ran, or nil for a job submitted with the graph.
     public var addedBy: DurableJobID? = nil
 
+    /// How ``lastError`` is introduced: "last error", or for a job that succeeded since, "error of an
+    /// earlier attempt" (its success has no error).
+    public var lastErrorLabel: String { state == .succeeded ? "error of an earlier attempt" : "last error" }
+
     public var description: String {
         var line = "\(name) [\(kind)]: \(state), attempt \(attempts) of \(maxAttempts)"
-        if let lastError { line += "; last error: \(lastError)" }
+        if let lastError { line += "; \(lastErrorLabel): \(lastError)" }
         if !waitingFor.isEmpty { line += "; waiting for: " + waitingFor.map(\.description).joined(separator: "; ") }
         return line
     }

@@ -144,7 +144,9 @@ public protocol JobStore: Sendable {
     /// - Throws: ``DurableError/Code/unknownJob``.
     func payload(of job: DurableJobID) async throws -> JobPayload
 
-    /// Runs a failed or cancelled job again, in place, from its first attempt, together with the jobs
+    /// Runs a failed or cancelled job again, in place, with its retry policy's attempts (and its
+    /// backoff from the start) — numbered on from the attempts it made, so that no two claims of a job
+    /// share a number — together with the jobs
     /// that were cancelled because of it (its cancelled dependents, transitively); the run is
     /// unfinished again until they finish. Dependents that run regardless wait for its new outcome. A
     /// dependent that another failed job outside the retry would cancel again stays cancelled.

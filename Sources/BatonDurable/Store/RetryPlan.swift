@@ -1,7 +1,8 @@
 /// What a retry changes in a run: a pure computation over the run's jobs and edges, which each store
 /// reads and writes in one transaction of its own.
 ///
-/// A retried job runs again from its first attempt, and so do the jobs that were cancelled because of
+/// A retried job runs again with its retry policy's attempts (numbered on from those it made), and so
+/// do the jobs that were cancelled because of
 /// it: its dependents in the cancelled state, transitively. A dependent that another failed or
 /// cancelled job outside the retry would cancel again stays as it is, and so do its own dependents.
 /// A job outside the retry that waits for a retried one (a dependent that runs regardless, pending or

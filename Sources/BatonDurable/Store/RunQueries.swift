@@ -275,8 +275,9 @@ public struct AttemptRecord: Hashable, Codable, Sendable {
         public var description: String { rawValue }
     }
 
-    /// Its number, from 1 (attempts given back unattempted at a shutdown are not counted). After a
-    /// ``JobStore/retry(job:)`` numbering starts again from 1; the list stays in the order they ended.
+    /// Its number, from 1 (attempts given back unattempted at a shutdown are not counted): each claim of
+    /// the job has its own, also across a ``JobStore/retry(job:)``, which numbers on from the attempts
+    /// before it. The list is in the order they ended.
     public var attempt: Int
     /// The worker that held it, when known: not kept for a success (the job's row keeps no worker once
     /// it finished), nor for attempts recorded before workers were.
