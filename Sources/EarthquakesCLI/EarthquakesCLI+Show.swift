@@ -365,7 +365,7 @@ enum HomeLocation {
         do {
             try FileManager.default.createDirectory(
                 atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try Data("\(coordinate.latitude),\(coordinate.longitude)\n".utf8).write(to: URL(fileURLWithPath: file))
+            try Data("\(coordinate.storedText)\n".utf8).write(to: URL(fileURLWithPath: file))
         } catch {
             throw CLIError(
                 "cannot save the home location in \(file) (\(error.localizedDescription)); set $XDG_CONFIG_HOME to a writable folder"

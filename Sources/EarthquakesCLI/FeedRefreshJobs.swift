@@ -142,7 +142,9 @@ struct ParseFeed: DurableJob {
         let strict = strict
         let feed: Feed
         do {
-            feed = try await offThePool { try Self.read(input.file, strict: strict) }
+            feed = try await Self.stoppably { isCancelled in
+                try Self.read(input.file, strict: strict, isCancelled: isCancelled)
+            }
         } catch let error as FeedError {
             // The file that was downloaded is what it is: parsing it again gives the same answer.
             onFailure?(input.feed, error)
@@ -158,10 +160,26 @@ struct ParseFeed: DurableJob {
 
     /// The feed in the file at `path`; parsed for an import into `store` when given (the features it holds
     /// exactly are not decoded, and the others are fingerprinted with its key).
-    static func read(_ path: String, strict: Bool, for store: EarthquakeStore? = nil) throws -> Feed {
+    /// `isCancelled` stops the parse within a few hundred features (`CancellationError`).
+    static func read(
+        _ path: String, strict: Bool, for store: EarthquakeStore? = nil, isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws -> Feed {
         let data = try ParseFeedJob.read(URL(fileURLWithPath: path))
-        guard let store else { return try FeedParser(strict: strict).parse(data) }
-        return try store.parseForImport(data, parser: FeedParser(strict: strict))
+        guard let store else { return try FeedParser(strict: strict).parse(data, isCancelled: isCancelled) }
+        return try store.parseForImport(data, parser: FeedParser(strict: strict), isCancelled: isCancelled)
+    }
+
+    /// Runs `body` off Swift's pool, its `isCancelled` saying yes once this task is cancelled: a parse of a
+    /// big feed (seconds) stops at a Ctrl-C instead of holding the worker's shutdown until it ends.
+    static func stoppably<T: Sendable>(
+        _ body: @escaping @Sendable (_ isCancelled: @escaping @Sendable () -> Bool) throws -> T
+    ) async throws -> T {
+        let cancelled = Protected(false)
+        return try await withTaskCancellationHandler {
+            try await offThePool { try body { cancelled.withLock { $0 } } }
+        } onCancel: {
+            cancelled.withLock { $0 = true }
+        }
     }
 }
 
@@ -227,7 +245,9 @@ struct ImportFeed: DurableJob {
         imports.began(gate)
         defer { imports.ended(gate) }
         return try await withTaskCancellationHandler {
-            let feed = try await offThePool { try ParseFeed.read(input.file, strict: strict, for: store) }
+            let feed = try await ParseFeed.stoppably { isCancelled in
+                try ParseFeed.read(input.file, strict: strict, for: store, isCancelled: isCancelled)
+            }
             // The import, its line in the refresh log and this job's completion are one transaction of the
             // database (the job store lives in it): a refresh killed at any moment has imported the feed and
             // recorded it, or neither. A cancel reaches the transaction through the gate only: not through

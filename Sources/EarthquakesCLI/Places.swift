@@ -103,7 +103,7 @@ public enum Places {
 
     private static func write(_ places: [Place], environment: [String: String]) throws(CLIError) {
         let file = path(environment: environment)
-        let text = places.map { "\($0.name)\t\($0.coordinate.latitude),\($0.coordinate.longitude)\n" }.joined()
+        let text = places.map { "\($0.name)\t\($0.coordinate.storedText)\n" }.joined()
         do {
             try FileManager.default.createDirectory(
                 atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)

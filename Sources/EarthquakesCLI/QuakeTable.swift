@@ -47,8 +47,11 @@ enum QuakeTable {
     }
 
     /// A number with a fixed count of decimals, independent of locale.
+    /// `value` to `decimals` places; a value that rounds to zero is "0.00", not "-0.00".
     static func fixed(_ value: Double, _ decimals: Int) -> String {
-        String(format: "%.\(decimals)f", locale: Locale(identifier: "en_US_POSIX"), value)
+        let text = String(format: "%.\(decimals)f", locale: Locale(identifier: "en_US_POSIX"), value)
+        guard text.hasPrefix("-"), text.dropFirst().allSatisfy({ $0 == "0" || $0 == "." }) else { return text }
+        return String(text.dropFirst())
     }
 
     private static func clip(_ text: String, _ width: Int) -> String {

@@ -147,4 +147,15 @@ public struct Coordinate: Sendable, Equatable, Codable {
         }
         self.init(latitude: latitude, longitude: longitude)
     }
+
+    /// "LAT,LON" as ``init(parsing:option:)`` reads it back: decimal degrees, never an exponent (Swift
+    /// writes 0.00001 as "1e-05"), to ten decimals (about 0.01 mm), without trailing zeros.
+    var storedText: String { "\(Self.decimal(latitude)),\(Self.decimal(longitude))" }
+
+    private static func decimal(_ degrees: Double) -> String {
+        var text = String(format: "%.10f", locale: Locale(identifier: "en_US_POSIX"), degrees)
+        while text.hasSuffix("0") { text.removeLast() }
+        if text.hasSuffix(".") { text.removeLast() }
+        return text == "-0" ? "0" : text
+    }
 }

@@ -48,8 +48,12 @@ extension EarthquakeStore {
         of feed: Feed, whileWaiting: (@Sendable () -> Void)?, gate: ImportCommitGate?
     ) throws(StoreError) -> ImportSummary {
         let count = feed.count
-        let previous = lockWait.setObserver(whileWaiting)
-        defer { _ = lockWait.setObserver(previous) }
+        // A cancel (Ctrl-C) also ends a wait for another process's lock, which may last the whole
+        // ``busyTimeout``: the import then stops as cancelled, not when the other process lets go.
+        var stop: (@Sendable () -> Bool)?
+        if let gate { stop = { gate.isCancelled } }
+        let previous = lockWait.setHooks((observer: whileWaiting, stop: stop))
+        defer { _ = lockWait.setHooks(previous) }
         if gate?.isCancelled == true { throw Self.cancelled(path: path) }
         var committing = false
         do {
@@ -78,7 +82,9 @@ extension EarthquakeStore {
             return summary
         } catch {
             if committing { gate?.endCommit(succeeded: false) }
-            if error is CancellationError { throw Self.cancelled(path: path) }
+            if error is CancellationError || (!committing && gate?.isCancelled == true) {
+                throw Self.cancelled(path: path)
+            }
             throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
                 ?? StoreError(
                     .write, path: path, doing: "import \(count) earthquake\(count == 1 ? "" : "s") into", error: error,
@@ -559,8 +565,13 @@ extension EarthquakeStore {
     /// Parses a feed for an import into this store: the features it holds exactly (by fingerprint) are not
     /// decoded (see ``FeedParser``'s `parse(_:known:)`), and the others are fingerprinted with its key. When
     /// the fingerprints cannot be read, the feed is parsed in full (the import then says what is wrong).
-    package func parseForImport(_ data: Data, parser: FeedParser) throws(FeedError) -> Feed {
-        try parser.parse(data, known: (try? knownFeatures()) ?? KnownFeatures())
+    ///
+    /// `isCancelled` stops the parse within a few hundred features once it says yes: the parse then throws
+    /// `CancellationError`.
+    package func parseForImport(
+        _ data: Data, parser: FeedParser, isCancelled: (@Sendable () -> Bool)? = nil
+    ) throws -> Feed {
+        try parser.parseStoppable(data, known: (try? knownFeatures()) ?? KnownFeatures(), isCancelled: isCancelled)
     }
 }
 /// A prepared SQLite statement used directly: for the import's inner loop, where GRDB's conveniences

@@ -598,6 +598,8 @@ final class LockWait: Sendable {
 
     private struct State {
         var observer: (@Sendable () -> Void)?
+        /// Asked at each try: yes ends the wait at once (a cancelled import: Ctrl-C).
+        var stop: (@Sendable () -> Bool)?
         var started: ContinuousClock.Instant?
         var toldLong = false
     }
@@ -607,11 +609,15 @@ final class LockWait: Sendable {
         self.onLongWait = onLongWait
     }
 
-    /// Sets the observer told when the next operations start waiting; returns the previous one.
-    func setObserver(_ observer: (@Sendable () -> Void)?) -> (@Sendable () -> Void)? {
+    /// What the next operations' waits tell and ask: the observer told when a wait starts, and whether to
+    /// stop waiting.
+    typealias Hooks = (observer: (@Sendable () -> Void)?, stop: (@Sendable () -> Bool)?)
+
+    /// Sets the hooks of the next operations' waits; returns the previous ones.
+    func setHooks(_ hooks: Hooks) -> Hooks {
         state.withLock { state in
-            defer { state.observer = observer }
-            return state.observer
+            defer { (state.observer, state.stop) = hooks }
+            return (state.observer, state.stop)
         }
     }
 
@@ -619,7 +625,7 @@ final class LockWait: Sendable {
     func shouldRetry(tries: Int) -> Bool {
         let now = ContinuousClock.now
         let onLongWait = onLongWait
-        let (started, observer, long) = state.withLock { state in
+        let (started, observer, long, stop) = state.withLock { state in
             if tries == 0 {
                 state.started = now
                 state.toldLong = false
@@ -627,8 +633,9 @@ final class LockWait: Sendable {
             let started = state.started ?? now
             let long = onLongWait != nil && !state.toldLong && now - started >= Self.longWait
             if long { state.toldLong = true }
-            return (started, tries == 0 ? state.observer : nil, long)
+            return (started, tries == 0 ? state.observer : nil, long, state.stop)
         }
+        if stop?() == true { return false }
         observer?()
         if long { onLongWait?() }
         guard now - started < timeout else { return false }

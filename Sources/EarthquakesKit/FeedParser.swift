@@ -83,6 +83,21 @@ public struct FeedParser: Sendable {
         try parse(data, known: KnownFeatures())
     }
 
+    /// ``parse(_:)`` that `isCancelled` stops within a few hundred features once it says yes: it then
+    /// throws `CancellationError` (for a parse that a Ctrl-C must stop, off the task that was cancelled).
+    package func parse(_ data: Data, isCancelled: (@Sendable () -> Bool)?) throws -> Feed {
+        try parseStoppable(data, known: KnownFeatures(), isCancelled: isCancelled)
+    }
+
+    /// `parse(_:known:isCancelled:)`, its cancelled parse thrown as `CancellationError`.
+    func parseStoppable(_ data: Data, known: KnownFeatures, isCancelled: (@Sendable () -> Bool)?) throws -> Feed {
+        do {
+            return try parse(data, known: known, isCancelled: isCancelled)
+        } catch let error where error.code == .cancelled {
+            throw CancellationError()
+        }
+    }
+
     /// Parses a feed for a re-import into a store that holds the `known` features: a feature whose
     /// fingerprint is known is not decoded (the result's ``Feed/undecodedCount``); the import checks that
     /// the store still holds it, and decodes it if not. The result is otherwise that of ``parse(_:)``:

@@ -58,6 +58,42 @@ struct EarthquakeStoreSharingTests {
         #expect(try store.count() == 3)  // tokyo, the other process's row, sf
     }
 
+    /// A probe (7 December 2026): Ctrl-C during a refresh that waited for another process's lock was
+    /// answered only when that process let go (36 s later), as the wait lasts up to the busy timeout.
+    @Test("a cancel ends an import's wait for another process's lock at once")
+    func cancelEndsTheWait() async throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        let store = try EarthquakeStore(path: path, busyTimeout: .seconds(3_600))
+        try store.importFeed([Quakes.tokyo])
+
+        let other = try OtherProcess(holdingWriteLockOn: path)
+        let waiting = Gate()
+        let gate = ImportCommitGate()
+        let result = Recorder<Result<ImportSummary, StoreError>>()
+        let done = Gate()
+        DispatchQueue(label: "importer").async {  // blocks: a thread of its own
+            do throws(StoreError) {
+                result.record(
+                    .success(
+                        try store.importFeed([Quakes.sanFrancisco], whileWaiting: { waiting.open() }, commitGate: gate)
+                    ))
+            } catch {
+                result.record(.failure(error))
+            }
+            done.open()
+        }
+        await waiting.waitAsync()
+        #expect(gate.cancel() == .willRollBack)
+        // The other process still holds its lock: only the cancel can end the wait (within the time limit).
+        await done.waitAsync()
+        try other.finish(commit: false)
+        let error = #expect(throws: StoreError.self) { try result.values.first?.get() }
+        #expect(error?.code == .cancelled)
+        #expect(try store.list().map(\.id) == ["tokyo"])
+    }
+
     @Test("an import that cannot get the database in time says another refresh is using it")
     func writerGivesUp() throws {
         let directory = try TemporaryDirectory()

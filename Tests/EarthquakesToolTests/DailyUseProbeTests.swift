@@ -1,0 +1,80 @@
+import BatonDurable
+import BatonTesting
+import EarthquakesKit
+import Foundation
+import Logging
+import Testing
+
+@testable import EarthquakesCLI
+
+/// Problems a probe of the tool in daily use (several processes, busy databases, saved places) found,
+/// each fixed; one test or more per problem.
+@Suite struct DailyUseProbeTests {
+    static func feed(_ count: Int) -> Data {
+        let features = (0..<count).map { index in
+            #"{"type":"Feature","properties":{"mag":2.5,"time":1700000000000,"updated":1700000000000},"#
+                + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"ev\#(index)"}"#
+        }
+        return Data(
+            (#"{"type":"FeatureCollection","metadata":{"count":\#(count)},"features":["#
+                + features.joined(separator: ",") + "]}").utf8)
+    }
+
+    static let context = DurableJobContext(
+        job: DurableJobID(1), run: DurableRunID(1), name: "parse", attempt: 1, maxAttempts: 1, worker: "test",
+        logger: Logger(label: "test"))
+
+    /// Ctrl-C during a `watch` or a refresh of several feeds that parsed a big feed waited for the whole
+    /// parse (10 s, then the worker gave up on it): the parse step of a refresh did not ask to stop.
+    @Test("the parse step of a refresh stops when its attempt is cancelled")
+    func parseStepStops() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("big.geojson")
+        try Self.feed(5_000).write(to: URL(fileURLWithPath: path))
+        let input = FetchFeed.Output(feed: path, file: path)
+        // Not cancelled: the whole feed.
+        let output = try await ParseFeed(strict: false).run(input, context: Self.context)
+        #expect(output.events == 5_000)
+        // Cancelled before it starts: stopped at the parse's first question.
+        let attempt = Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            return try await ParseFeed(strict: false).run(input, context: Self.context)
+        }
+        await #expect(throws: CancellationError.self) { _ = try await attempt.value }
+    }
+
+    /// `home 0.00001,-0.00005` saved "1e-05,-5e-05", which every later command refused to read (and a
+    /// place so saved blocked every place command, `--forget` included).
+    @Test(
+        "a saved location reads back as it was given",
+        arguments: [
+            (0.00001, -0.00005), (89.9999999999, -180), (0.1 + 0.2, 151.21), (-33.87, 1e-10), (-0.0, 0),
+        ])
+    func savedLocationsReadBack(latitude: Double, longitude: Double) throws {
+        let coordinate = Coordinate(latitude: latitude, longitude: longitude)
+        let text = coordinate.storedText
+        #expect(!text.contains("e"), "\(text)")
+        let read = try Coordinate(parsing: text)
+        #expect(abs(read.latitude - latitude) < 1e-9 && abs(read.longitude - longitude) < 1e-9, "\(text)")
+    }
+
+    @Test(.enabled(if: EarthquakesBinaryTests.executable != nil, "the earthquakes executable is not built; skipping"))
+    func aTinySavedPlaceDoesNotBlockThePlaceCommands() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let environment = ["XDG_CONFIG_HOME": scratch.path("config")]
+        let saved = try await EarthquakesBinaryTests.run(["place", "gulf", "0.00001,0.5"], environment: environment)
+        #expect(saved.status == 0, "\(saved.stderr)")
+        let home = try await EarthquakesBinaryTests.run(["home", "0.00001,-0.00005"], environment: environment)
+        #expect(home.status == 0, "\(home.stderr)")
+        #expect(home.stdout.hasPrefix("Home is 0.0000,0.0000 "), "\(home.stdout)")
+        let shown = try await EarthquakesBinaryTests.run(["home"], environment: environment)
+        #expect(shown.status == 0, "\(shown.stderr)")
+        let listed = try await EarthquakesBinaryTests.run(["place"], environment: environment)
+        #expect(listed.status == 0, "\(listed.stderr)")
+        #expect(listed.stdout.contains("gulf"), "\(listed.stdout)")
+        let forgot = try await EarthquakesBinaryTests.run(["place", "gulf", "--forget"], environment: environment)
+        #expect(forgot.status == 0, "\(forgot.stderr)")
+    }
+}
