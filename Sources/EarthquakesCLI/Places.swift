@@ -43,18 +43,39 @@ public enum Places {
     /// Saves (or moves) a place.
     public static func save(_ name: String, at coordinate: Coordinate, environment: [String: String]) throws(CLIError) {
         try checkName(name)
-        var places = try all(environment: environment).filter { $0.name.lowercased() != name.lowercased() }
-        places.append(Place(name: name, coordinate: coordinate))
-        try write(places, environment: environment)
+        try whileLocked(environment: environment) { () throws(CLIError) in
+            var places = try all(environment: environment).filter { $0.name.lowercased() != name.lowercased() }
+            places.append(Place(name: name, coordinate: coordinate))
+            try write(places, environment: environment)
+        }
     }
 
     /// Forgets a place; `false` when there was none of that name.
     public static func forget(_ name: String, environment: [String: String]) throws(CLIError) -> Bool {
-        let places = try all(environment: environment)
-        let kept = places.filter { $0.name.lowercased() != name.lowercased() }
-        guard kept.count < places.count else { return false }
-        try write(kept, environment: environment)
-        return true
+        try whileLocked(environment: environment) { () throws(CLIError) -> Bool in
+            let places = try all(environment: environment)
+            let kept = places.filter { $0.name.lowercased() != name.lowercased() }
+            guard kept.count < places.count else { return false }
+            try write(kept, environment: environment)
+            return true
+        }
+    }
+
+    /// Runs `body` (a read, change and write of the places) holding `flock(2)` on `places.lock` beside
+    /// the file: two `place` commands at once each keep the other's change instead of writing over it.
+    /// Without a lock file that can be made (a read-only folder), `body` runs unlocked and its write says
+    /// what is wrong.
+    private static func whileLocked<T>(
+        environment: [String: String], _ body: () throws(CLIError) -> T
+    ) throws(CLIError) -> T {
+        let folder = (path(environment: environment) as NSString).deletingLastPathComponent
+        try? FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        let descriptor = open((folder as NSString).appendingPathComponent("places.lock"), O_CREAT | O_RDWR, 0o644)
+        guard descriptor >= 0 else { return try body() }
+        defer { close(descriptor) }
+        while flock(descriptor, LOCK_EX) != 0 && errno == EINTR {}
+        defer { flock(descriptor, LOCK_UN) }
+        return try body()
     }
 
     /// A place name is a word that cannot be read as anything else: it starts with a letter, has letters,

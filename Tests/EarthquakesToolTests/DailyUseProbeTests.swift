@@ -77,4 +77,29 @@ import Testing
         let forgot = try await EarthquakesBinaryTests.run(["place", "gulf", "--forget"], environment: environment)
         #expect(forgot.status == 0, "\(forgot.stderr)")
     }
+
+    /// Twelve `place` commands at once kept 3 places, each saying it saved its own.
+    @Test("places saved at once are all kept, and a forget at the same time keeps the others' saves")
+    func placesSavedAtOnce() throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let environment = ["XDG_CONFIG_HOME": scratch.path("config")]
+        try Places.save("keep", at: Coordinate(latitude: 1, longitude: 1), environment: environment)
+        let failures = Recorder<String>()
+        DispatchQueue.concurrentPerform(iterations: 41) { index in
+            do throws(CLIError) {
+                if index == 40 {
+                    _ = try Places.forget("keep", environment: environment)
+                } else {
+                    try Places.save(
+                        "p\(index)", at: Coordinate(latitude: Double(index), longitude: 2), environment: environment)
+                }
+            } catch {
+                failures.record("\(error)")
+            }
+        }
+        #expect(failures.values.isEmpty, "\(failures.values)")
+        let names = Set(try Places.all(environment: environment).map(\.name))
+        #expect(names == Set((0..<40).map { "p\($0)" }), "\(names.sorted())")
+    }
 }
