@@ -43,7 +43,8 @@ extension EarthquakesCLI {
                 writer.header()
                 writer.finish()
             }
-            rememberLook(look.now, path: path)
+            // Nothing was shown that a next look could show again: a look not remembered needs no note.
+            rememberLook(look.now, path: path, quietly: true)
             return
         }
         // (`--new` says itself how many new events it left out.)
@@ -51,12 +52,13 @@ extension EarthquakesCLI {
             options, filter: filter, store: store, path: path, json: json, explicitSort: explicitSort,
             notesMore: look == nil)
         if let look {
-            if let limit = options.limit, case let count = try store.count(matching: filter), count > limit {
+            let unshown = try options.limit.map { limit in try store.count(matching: filter) - limit } ?? 0
+            // A look not remembered says so itself (the next `list --new` shows these events again).
+            if rememberLook(look.now, path: path), unshown > 0 {
                 console.error(
-                    "note: \(count - limit) more new \(count - limit == 1 ? "event was" : "events were") not shown "
-                        + "(--limit \(limit)); they count as seen from now on.\n")
+                    "note: \(unshown) more new \(unshown == 1 ? "event was" : "events were") not shown "
+                        + "(--limit \(options.limit ?? 0)); they count as seen from now on.\n")
             }
-            rememberLook(look.now, path: path)
         }
     }
 
@@ -291,25 +293,34 @@ extension EarthquakesCLI {
     /// A file with no marks (made by an older version, and not refreshed by this one since) has nothing
     /// to remember: it is left as it is (opening it to write would upgrade it, and the older version
     /// would then refuse it).
-    private func rememberLook(_ look: EarthquakeStore.Look, path: String) {
-        guard look.mark > 0 else { return }
+    /// Records `look` as the last `list --new`; whether it was. One that could not be is noted, unless
+    /// `quietly` (nothing was shown).
+    @discardableResult
+    private func rememberLook(_ look: EarthquakeStore.Look, path: String, quietly: Bool = false) -> Bool {
+        guard look.mark > 0 else { return true }
         // Not even tried on a file this process may not write: opening it to write would leave SQLite's
         // side files beside it, read-only like it, and they would then stop the next refresh.
         guard FileManager.default.isWritableFile(atPath: path) else {
-            console.error(
-                "note: this look could not be remembered (\(TerminalText.safe(path)) is read-only); the next "
-                    + "`list --new` shows these events again.\n")
-            return
+            if !quietly {
+                console.error(
+                    "note: this look could not be remembered (\(TerminalText.safe(path)) is read-only); the next "
+                        + "`list --new` shows these events again.\n")
+            }
+            return false
         }
         do {
             // Briefly: the events are listed already, and a look not remembered only shows them again.
             let store = try EarthquakeStore(path: path, mode: .mustExist, busyTimeout: .seconds(2))
             defer { closeAtEnd(store.close) }
             try store.recordLook(named: Self.listLookName, look)
+            return true
         } catch {
-            console.error(
-                "note: this look could not be remembered (\(Self.message(for: error))); the next `list --new` "
-                    + "shows these events again.\n")
+            if !quietly {
+                console.error(
+                    "note: this look could not be remembered (\(Self.message(for: error))); the next `list --new` "
+                        + "shows these events again.\n")
+            }
+            return false
         }
     }
 

@@ -244,8 +244,12 @@ struct SendAlerts: DurableJob {
                 try await offThePool { try store.recordAlert(watch: name, id: alert.id, deliveredAt: Date()) }
                 continue
             }
-            let line = EarthquakeWatch.line(quake, spec: spec, now: now())
-            console.print((spec.bell && console.isOutputTerminal ? "\u{7}" : "") + line)
+            // Shown once: a retry is of the `--exec` command that failed, not of the alert (a second ALERT line
+            // of one event would read as a second event to whoever reads the output).
+            if alert.failedAttempts == 0 {
+                let line = EarthquakeWatch.line(quake, spec: spec, now: now())
+                console.print((spec.bell && console.isOutputTerminal ? "\u{7}" : "") + line)
+            }
             var failure: String?
             if let command = spec.exec {
                 failure = await AlertCommand.run(command, quake: quake, environment: environment)

@@ -241,7 +241,9 @@ extension EarthquakeStore {
     /// record grew with every deletion a refresh ever saw.
     ///
     /// - Returns: how many earthquakes were deleted.
-    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``; nothing is deleted then.
+    /// - Throws: ``StoreError`` with code ``StoreError/Code/write``, ``StoreError/Code/busy`` (another
+    ///   program held the database past ``busyTimeout``) or ``StoreError/Code/readOnly``; nothing is
+    ///   deleted then.
     @discardableResult
     public func deleteEarthquakes(before date: Date) throws(StoreError) -> Int {
         try write("delete old earthquakes from") { db in
@@ -423,7 +425,9 @@ extension EarthquakeStore {
                 return result!
             }
         } catch {
-            throw StoreError(.write, path: path, doing: operation, error: error)
+            // Another program's lock, a read-only file, a full disk: said as such, not as SQLite's code.
+            throw StoreError.classified(path: path, error: error, timeout: busyTimeout)
+                ?? StoreError(.write, path: path, doing: operation, error: error)
         }
     }
 }

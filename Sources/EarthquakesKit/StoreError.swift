@@ -82,6 +82,12 @@ public struct StoreError: Error, Sendable, Equatable, CustomStringConvertible {
                 reason: "the file or its folder is read-only",
                 advice: "Make both writable or use another database file; nothing was changed.", error: error
             )
+        case .SQLITE_FULL:
+            return StoreError(
+                .write, path: path, doing: "write to",
+                reason: "the disk (or the file system holding it) is full",
+                advice: "Free some space and try again; nothing was changed.", error: error
+            )
         case .SQLITE_NOTADB, .SQLITE_CORRUPT:
             let what = resultCode == .SQLITE_CORRUPT ? "damaged" : "not a SQLite database"
             return StoreError(

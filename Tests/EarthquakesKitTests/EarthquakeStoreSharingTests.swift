@@ -94,6 +94,26 @@ struct EarthquakeStoreSharingTests {
         #expect(try store.list().map(\.id) == ["tokyo"])
     }
 
+    /// A probe (7 December 2026): `prune` while another program held the lock said "SQLite error 5:
+    /// database is locked", with no advice.
+    @Test("a prune that cannot get the database in time says another program is using it")
+    func pruneGivesUp() throws {
+        let directory = try TemporaryDirectory()
+        defer { directory.remove() }
+        let path = directory.path("quakes.sqlite")
+        let store = try EarthquakeStore(path: path, busyTimeout: .milliseconds(200))
+        try store.importFeed([Quakes.tokyo])
+        let other = try OtherProcess(holdingWriteLockOn: path)
+        let error = try #require(throws: StoreError.self) {
+            try store.deleteEarthquakes(before: Date.distantFuture)
+        }
+        try other.finish(commit: false)
+        #expect(error.code == .busy)
+        #expect(error.description.contains("Try again"), "\(error.description)")
+        #expect(!error.description.contains("SQLite error 5"), "\(error.description)")
+        #expect(try store.list().map(\.id) == ["tokyo"])
+    }
+
     @Test("an import that cannot get the database in time says another refresh is using it")
     func writerGivesUp() throws {
         let directory = try TemporaryDirectory()

@@ -120,6 +120,14 @@ struct ReadOnlyDatabaseTests {
         #expect(!list.stdout.isEmpty, "it listed")
         #expect(list.stderr.contains("could not be remembered"), "\(list.stderr)")
         #expect(SQLiteSideFiles.left(beside: database).isEmpty, "left beside a read-only database")
+        // With a limit, the events left out do not "count as seen" when the look was not remembered (a
+        // probe, 7 December 2026: both notes were printed).
+        let limited = try await EarthquakesBinaryTests.runUnprivileged([
+            "list", "--new", "--limit", "1", "--database", database,
+        ])
+        #expect(limited.status == 0, "\(limited.stderr)")
+        #expect(limited.stderr.contains("could not be remembered"), "\(limited.stderr)")
+        #expect(!limited.stderr.contains("count as seen"), "\(limited.stderr)")
         try Self.own(database, mode: 0o644)
         let again = try await EarthquakesBinaryTests.runUnprivileged([
             "refresh", "--feed", feed, "--database", database,

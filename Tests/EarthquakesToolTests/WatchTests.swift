@@ -166,12 +166,14 @@ struct WatchTests {
         #expect(lines[1] == "id us1")
 
         // A command that fails: warned about, tried at the next two checks, then given up; `--once` exits 1.
+        // The alert's line is shown once, with the first try (a probe, 7 December 2026: it was shown at each).
         try setup.write([Event(id: "us2", magnitude: 5.5, minutesAgo: 3)])
         for attempt in 1...3 {
             let failed = try await Binary.run(
                 ["watch", "--once", "--feed", setup.feed, "--database", setup.database, "--exec", "exit 3"])
             #expect(failed.status == 1)
-            #expect(Self.alerted(failed.stdout) == ["us2"], "attempt \(attempt): \(failed.stdout)")
+            #expect(
+                Self.alerted(failed.stdout) == (attempt == 1 ? ["us2"] : []), "attempt \(attempt): \(failed.stdout)")
             #expect(failed.stderr.contains("--exec for us2: the command exited with status 3"), "\(failed.stderr)")
             #expect(failed.stderr.contains(attempt < 3 ? "(\(attempt) of 3 tries)" : "given up after 3 tries"))
         }
