@@ -191,6 +191,13 @@ extension EarthquakesCLI {
     /// - Throws: ``CLIError`` (a usage error).
     static func checkTypes(_ types: [String], excluded excludedTypes: [String], in store: EarthquakeStore) throws {
         guard !types.isEmpty || !excludedTypes.isEmpty else { return }
+        // A type both asked for and left out: nothing can ever match (a watch would alert on nothing, for
+        // ever, without a word).
+        let excludedSet = Set(excludedTypes.map(Earthquake.normalizedType))
+        if let both = types.first(where: { excludedSet.contains(Earthquake.normalizedType($0)) }) {
+            throw CLIError.usage(
+                "--type and --exclude-type both name \"\(TerminalText.safe(both))\": nothing can match; drop it from one")
+        }
         let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
         guard !stored.isEmpty else { return }
         let known = Set(stored.map(\.type)).union(eventTypes)

@@ -201,9 +201,11 @@ struct List: AsyncParsableCommand {
     }
 
     // `.unconditional`: a value that starts with "-" (-0.5, -33.9,151.2) is the option's value, not an option.
-    @Option(parsing: .unconditional, help: "Only earthquakes of at least this magnitude (may be negative).")
+    @Option(
+        parsing: .unconditional, help: "Only earthquakes of at least this magnitude (may be negative).",
+        transform: magnitude)
     var minMagnitude: Double?
-    @Option(parsing: .unconditional, help: "Only earthquakes of at most this magnitude.")
+    @Option(parsing: .unconditional, help: "Only earthquakes of at most this magnitude.", transform: magnitude)
     var maxMagnitude: Double?
     @Option(
         parsing: .unconditional,
@@ -332,7 +334,8 @@ struct WatchCommand: AsyncParsableCommand {
     var feeds: [String] = []
     @Option(help: ArgumentHelp("How often to refresh: 30s, 5m, 1h… (default: 5m).", valueName: "interval"))
     var every: String?
-    @Option(parsing: .unconditional, help: "Alert only on earthquakes of at least this magnitude.")
+    @Option(
+        parsing: .unconditional, help: "Alert only on earthquakes of at least this magnitude.", transform: magnitude)
     var minMagnitude: Double?
     @Option(
         parsing: .unconditional,
@@ -391,6 +394,10 @@ struct WatchCommand: AsyncParsableCommand {
         }
         if let minMagnitude, !minMagnitude.isFinite {
             throw CLIError.usage("--min-magnitude must be a number such as 4.5; got \(minMagnitude)")
+        }
+        if let exec, exec.allSatisfy(\.isWhitespace) {
+            throw CLIError.usage(
+                "--exec is empty; give a shell command, for example --exec 'notify-send \"Earthquake $EARTHQUAKE_ID\"'")
         }
         guard !name.isEmpty, name.count <= 100,
             !name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
@@ -550,4 +557,15 @@ func reportingErrors(_ command: any ParsableCommand.Type, _ body: (EarthquakesCL
         }
         throw ExitCode.failure
     }
+}
+
+/// A magnitude option's value as a decimal number: `Double` also reads hexadecimal (`0x10` as 16),
+/// which no one means as a magnitude. ("nan" and "inf" read, and are refused with the command's own
+/// message.)
+@Sendable func magnitude(_ text: String) throws -> Double {
+    let digits = text.hasPrefix("-") || text.hasPrefix("+") ? text.dropFirst() : Substring(text)
+    guard !digits.lowercased().hasPrefix("0x"), let value = Double(text) else {
+        throw ValidationError("\"\(text)\" is not a magnitude: give a decimal number such as 4.5")
+    }
+    return value
 }

@@ -77,6 +77,10 @@ import Testing
             (["refresh", "--timeout", "nan"], "--timeout must be a positive number", "earthquakes refresh"),
             (["refresh", "--feed", ""], "--feed is empty", "earthquakes refresh"),
             (["list", "--min-magnitude", "nan"], "--min-magnitude must be a number", "earthquakes list"),
+            // A probe (7 December 2026): hexadecimal was read (0x10 as 16); an empty --exec accepted.
+            (["list", "--min-magnitude", "0x10"], "is not a magnitude", "earthquakes list"),
+            (["watch", "--min-magnitude", "-0x1p3"], "is not a magnitude", "earthquakes watch"),
+            (["watch", "--once", "--exec", " "], "--exec is empty", "earthquakes watch"),
             (["list", "--since", "99999999999999999999d"], "reaches too far back", "earthquakes list"),
             (
                 ["prune", "--before", "9999999999w"], "--before \"9999999999w\" reaches too far back",

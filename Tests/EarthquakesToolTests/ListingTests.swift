@@ -1,7 +1,8 @@
-import EarthquakesCLI
 import EarthquakesKit
 import Foundation
 import Testing
+
+@testable import EarthquakesCLI
 
 /// Issue 10, defects 9 and 10 and the new list options: types, the streamed table and CSV, `--near` in
 /// SQL, `--max-magnitude`, colours, data age, prune.
@@ -112,6 +113,23 @@ import Testing
         for options in [ListOptions(minMagnitude: .nan), ListOptions(maxMagnitude: .infinity)] {
             let error = try #require(throws: CLIError.self) { try options.validated() }
             #expect(error.isUsage && error.message.contains("must be a number such as 4.5"), "\(error.message)")
+        }
+    }
+
+    /// A probe (7 December 2026): `watch --type earthquake --exclude-type earthquake` was accepted, and
+    /// would never alert.
+    @Test func aTypeBothAskedForAndLeftOutIsRefused() async throws {
+        let (scratch, path) = try Self.database()
+        defer { scratch.remove() }
+        let store = try EarthquakeStore(path: path)
+        let error = try #require(throws: CLIError.self) {
+            try EarthquakesCLI.checkTypes(["quarry blast", "earthquake"], excluded: ["Earthquake"], in: store)
+        }
+        #expect(error.isUsage && error.message.contains("nothing can match"), "\(error.message)")
+        try EarthquakesCLI.checkTypes(["earthquake"], excluded: ["quarry blast"], in: store)
+        // An empty store has no types to compare with; the contradiction is refused all the same.
+        #expect(throws: CLIError.self) {
+            try EarthquakesCLI.checkTypes(["earthquake"], excluded: ["earthquake"], in: try EarthquakeStore.inMemory())
         }
     }
 
