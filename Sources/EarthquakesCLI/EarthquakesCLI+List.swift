@@ -196,7 +196,8 @@ extension EarthquakesCLI {
         let excludedSet = Set(excludedTypes.map(Earthquake.normalizedType))
         if let both = types.first(where: { excludedSet.contains(Earthquake.normalizedType($0)) }) {
             throw CLIError.usage(
-                "--type and --exclude-type both name \"\(TerminalText.safe(both))\": nothing can match; drop it from one")
+                "--type and --exclude-type both name \"\(TerminalText.safe(both))\": nothing can match; drop it from one"
+            )
         }
         let stored = try store.typeCounts().map { (type: $0.type ?? Earthquake.defaultType, count: $0.count) }
         guard !stored.isEmpty else { return }
