@@ -98,6 +98,18 @@ public final class EarthquakeStore: Sendable {
                 advice: "Give the path of a database file, for example \(path)/earthquakes.sqlite."
             )
         }
+        // A device, a pipe or a socket (`/dev/null`, `/dev/zero`): SQLite reads one as an empty database,
+        // so `list` said "No earthquakes stored yet" and a refresh failed with a disk I/O error. (`stat`
+        // follows a symbolic link: a link to a database file is a database file.) A file of `/proc` is
+        // refused too: it reads as empty and cannot be written.
+        var status = stat()
+        if exists, stat(path, &status) == 0, status.st_mode & S_IFMT != S_IFREG || Self.isProcFile(path) {
+            throw StoreError(
+                .open, path: path, doing: "open",
+                reason: "it is not a database file (it is a device, a pipe or a file of /proc)",
+                advice: "Give the path of a database file, for example ~/earthquakes.sqlite."
+            )
+        }
         if !exists && mode != .createIfMissing {
             throw StoreError(
                 .missing, path: path, doing: "open", reason: "there is no such file",
@@ -213,6 +225,12 @@ public final class EarthquakeStore: Sendable {
                 advice: "Check the path, or import a feed into it first (which creates or upgrades the table)."
             )
         }
+    }
+
+    /// Whether `path` (symbolic links resolved) is in `/proc`.
+    private static func isProcFile(_ path: String) -> Bool {
+        let resolved = URL(fileURLWithPath: path).resolvingSymlinksInPath().path
+        return resolved.hasPrefix("/proc/")
     }
 
     private static func configuration(lockWait: LockWait, wal: Bool) -> Configuration {

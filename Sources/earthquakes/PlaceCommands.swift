@@ -12,10 +12,19 @@ struct Home: AsyncParsableCommand {
     @Argument(
         parsing: .allUnrecognized,
         help: ArgumentHelp("The new home, for example -33.87,151.21.", valueName: "lat,lon"))
-    var locations: [String] = []
+    var arguments: [String] = []
     @Flag(help: "Forget the home location.") var clear = false
 
+    /// The arguments but for a first `--` (the usual end of options: `home -- -33.87,151.21`).
+    var locations: [String] { Home.withoutSeparator(arguments) }
     var location: String? { locations.first }
+
+    static func withoutSeparator(_ arguments: [String]) -> [String] {
+        guard let separator = arguments.firstIndex(of: "--") else { return arguments }
+        var arguments = arguments
+        arguments.remove(at: separator)
+        return arguments
+    }
 
     func validate() throws {
         // `.allUnrecognized` takes every unknown option too: a word starting with "-" is the location only
@@ -73,8 +82,11 @@ struct Place: AsyncParsableCommand {
     // `.allUnrecognized`: a southern or western point (-33.87,151.21) starts with "-".
     @Argument(
         parsing: .allUnrecognized, help: ArgumentHelp("Where it is, for example -33.87,151.21.", valueName: "lat,lon"))
-    var locations: [String] = []
+    var arguments: [String] = []
     @Flag(help: "Forget the place.") var forget = false
+
+    /// The arguments but for a first `--` (`place sydney -- -33.9,151.2`).
+    var locations: [String] { Home.withoutSeparator(arguments) }
 
     func validate() throws {
         for text in locations where Home.looksLikeOption(text) && !Home.isNumberPair(text) {

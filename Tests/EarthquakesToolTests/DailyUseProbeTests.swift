@@ -102,4 +102,35 @@ import Testing
         let names = Set(try Places.all(environment: environment).map(\.name))
         #expect(names == Set((0..<40).map { "p\($0)" }), "\(names.sorted())")
     }
+
+    /// `list --database /dev/null` said "No earthquakes stored in /dev/null yet", and a refresh into it
+    /// failed with a disk I/O error that asked whether /dev is writable.
+    @Test(
+        "a device or a file of /proc is refused as a database, and left alone",
+        arguments: [
+            "/dev/null", "/dev/zero", "/proc/self/status",
+        ])
+    func specialFilesAreNotDatabases(path: String) throws {
+        for mode in [EarthquakeStore.OpenMode.readOnly, .mustExist, .createIfMissing] {
+            let error = #expect(throws: StoreError.self) { _ = try EarthquakeStore(path: path, mode: mode) }
+            #expect(error?.code == .open, "\(String(describing: error))")
+            #expect(error?.description.contains("not a database file") == true, "\(String(describing: error))")
+        }
+    }
+
+    /// `earthquakes home -- -33.87,151.21` (the usual end of options) failed: "Unknown option '--'".
+    @Test(.enabled(if: EarthquakesBinaryTests.executable != nil, "the earthquakes executable is not built; skipping"))
+    func theEndOfOptionsIsTakenBeforeALocation() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let environment = ["XDG_CONFIG_HOME": scratch.path("config")]
+        let home = try await EarthquakesBinaryTests.run(["home", "--", "-33.87,151.21"], environment: environment)
+        #expect(home.status == 0, "\(home.stderr)")
+        #expect(home.stdout.hasPrefix("Home is -33.8700,151.2100 "), "\(home.stdout)")
+        let place = try await EarthquakesBinaryTests.run(
+            ["place", "syd", "--", "-33.9,151.2"], environment: environment)
+        #expect(place.status == 0, "\(place.stderr)")
+        let listed = try await EarthquakesBinaryTests.run(["place"], environment: environment)
+        #expect(listed.stdout.contains("syd  -33.9000,151.2000"), "\(listed.stdout)")
+    }
 }
