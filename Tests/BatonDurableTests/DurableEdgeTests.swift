@@ -26,6 +26,11 @@ final class HookedStore: JobStore {
     /// When set, `renew` calls wait for it (and `renewEntered` opens first): renewals that get no answer.
     let renewGate = Protected<Gate?>(nil)
     let renewEntered = Gate()
+    /// When set, `prune` calls wait for it (and `pruneEntered` opens first): a prune that takes long.
+    let pruneGate = Protected<Gate?>(nil)
+    let pruneEntered = Gate()
+    /// Called at each renewal of some leases, before it reaches the base store.
+    let onRenew = Protected<(@Sendable () -> Void)?>(nil)
     /// When set, `claim` calls claim nothing (a worker's claim loop finds no work).
     let claimNothing = Protected(false)
     /// When set, the next `claim` call takes it (it is cleared): it claims with `limit` instead of the
@@ -55,6 +60,7 @@ final class HookedStore: JobStore {
         return claimed
     }
     func renew(_ leases: [Lease], worker: String, lease: Duration) async throws -> [LeaseStatus] {
+        if !leases.isEmpty { onRenew.withLock { $0 }?() }
         if !leases.isEmpty, let gate = renewGate.withLock({ $0 }) {
             renewEntered.open()
             await gate.waitAsync()
@@ -121,7 +127,13 @@ final class HookedStore: JobStore {
         }
         return try await base.nextDueDate(kinds: kinds)
     }
-    func prune(finishedBefore date: Date) async throws -> Int { try await base.prune(finishedBefore: date) }
+    func prune(finishedBefore date: Date) async throws -> Int {
+        if let gate = pruneGate.withLock({ $0 }) {
+            pruneEntered.open()
+            await gate.waitAsync()
+        }
+        return try await base.prune(finishedBefore: date)
+    }
     func runs(_ filter: RunFilter) async throws -> RunPage { try await base.runs(filter) }
     func runCounts() async throws -> [RunState: Int] { try await base.runCounts() }
     func attempts(of job: DurableJobID) async throws -> [AttemptRecord] { try await base.attempts(of: job) }
@@ -177,6 +189,54 @@ struct DurableEdgeTests {
             try await worker.run(until: run)
         }
         #expect(try await store.output(of: echo, in: run) == "again")
+    }
+
+    /// A probe (7 December 2026): the retention's prune ran inside the renewal round, and a prune of
+    /// 80,000 runs (38 s) held every renewal of the worker: its running jobs were stopped as their leases
+    /// ran out, and failed.
+    @Test("a worker's retention prune does not hold back its lease renewals")
+    func pruneBesideRenewals() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        let started = Gate()
+        let endings = Protected<[String]>([])
+        var graph = JobGraph(name: "g")
+        graph.add(Blocker.self, input: "b")
+        let run = try await store.submit(graph)
+        let worker = try DurableWorker(
+            store: store, jobs: [Blocker(started: started, endings: endings)],
+            configuration: .init(
+                id: "w", leaseDuration: .seconds(3), renewInterval: .milliseconds(500),
+                pollInterval: .milliseconds(200),
+                shutdownGracePeriod: .zero, retention: .seconds(60)))
+        let hold = Gate()
+        store.pruneGate.withLock { $0 = hold }
+        let renewals = Protected(0)
+        let renewedTwiceMore = Gate()
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job's start and the worker's first prune") {
+            await started.waitAsync()
+            await store.pruneEntered.waitAsync()
+        }
+        store.onRenew.withLock {
+            $0 = {
+                if renewals.withLock({ count in
+                    count += 1
+                    return count
+                }) == 2 {
+                    renewedTwiceMore.open()
+                }
+            }
+        }
+        // The prune still waits: two renewals more come all the same (at 0.5 s each, well inside the lease).
+        try await withDeadline(.seconds(30), "two lease renewals while the prune is under way") {
+            await renewedTwiceMore.waitAsync()
+        }
+        #expect(endings.current.isEmpty, "the job runs on: \(endings.current)")
+        hold.open()
+        try await store.cancel(run: run.id, reason: "done")
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the worker's stop") { try await running.value }
     }
 
     @Test("run(until:) returns when its run is pruned before the worker sees it finish")

@@ -5,6 +5,31 @@ import Testing
 
 @Suite("SQLiteJobStore: files")
 struct SQLiteJobStoreTests {
+    /// The prune goes in batches (a probe, 7 December 2026: one transaction of 80,000 runs held the
+    /// file's write lock for 38 s, and every worker's renewals with it): every batch is taken, a run
+    /// larger than a batch alone goes whole, and unfinished runs stay.
+    @Test("a prune of more runs than a batch holds deletes them all, and only finished ones")
+    func pruneInBatches() async throws {
+        let store = try SQLiteJobStore.inMemory()
+        func job(_ index: Int) -> JobSpec { JobSpec(name: "j\(index)", kind: "k", input: Data("1".utf8)) }
+        for index in 0..<1_200 {
+            _ = try await store.submit(GraphSpec(name: "r\(index)", jobs: [job(0)]), uniqueKey: nil)
+        }
+        let big = try await store.submit(GraphSpec(name: "big", jobs: (0..<6_000).map(job)), uniqueKey: nil)
+        while true {
+            let claimed = try await store.claim(worker: "w", kinds: ["k"], limit: 1_000, lease: .seconds(60))
+            if claimed.isEmpty { break }
+            _ = try await store.finish(
+                claimed.map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8))) })
+        }
+        let open = try await store.submit(GraphSpec(name: "open", jobs: [job(0)]), uniqueKey: nil)
+        #expect(try await store.prune(finishedBefore: .distantFuture) == 1_201)
+        let left = try await store.runs(RunFilter()).runs
+        #expect(left.map(\.id) == [open.run], "\(left.map(\.name))")
+        await #expect(throws: DurableError.self) { _ = try await store.snapshot(of: big.run) }
+        #expect(try await store.snapshot(of: open.run).jobs.count == 1)
+    }
+
     @Test(
         "a job whose stored retry policy is damaged fails with its error and the damage named when it fails, and its run can still be explained"
     )

@@ -109,6 +109,8 @@ public protocol JobStore: Sendable {
     func nextDueDate(kinds: [String]) async throws -> Date?
 
     /// Deletes the runs that finished before `date`, with their jobs. Returns how many runs.
+    /// `SQLiteJobStore` deletes them a few thousand jobs per transaction (a run is never split), so that
+    /// other writers of the file — workers renewing their leases — are not held for the whole prune.
     func prune(finishedBefore date: Date) async throws -> Int
 
     /// Runs newest first, a page at a time, filtered by state, name and creation time. Answered from

@@ -60,9 +60,8 @@ extension DurableWorker {
         return round
     }
 
-    /// Refreshes the worker's registration and renews `leases`; then prunes runs finished before
-    /// `prune`, if given (after the leases: a long prune must not make them late).
-    func renewRound(_ leases: [Lease], prune: Date?) async -> RenewRound {
+    /// Refreshes the worker's registration and renews `leases`.
+    func renewRound(_ leases: [Lease]) async -> RenewRound {
         let askedAt = store.clock.now()
         try? await store.register(
             WorkerRecord(id: configuration.id, kinds: kinds, expires: askedAt.adding(configuration.leaseDuration)))
@@ -77,17 +76,21 @@ extension DurableWorker {
                 result = .failure(error)
             }
         }
-        if let prune {
-            do {
-                let pruned = try await store.prune(finishedBefore: prune)
-                if pruned > 0 { configuration.logger.info("pruned \(pruned) finished runs") }
-            } catch is CancellationError {
-                // The worker is stopping (its calls are cancelled): nothing went wrong, nothing to say.
-            } catch {
-                configuration.logger.warning("pruning finished runs failed: \(error)")
-            }
-        }
         return RenewRound(leases: leases, askedAt: askedAt, result: result)
+    }
+
+    /// Prunes the runs finished before `date` (the worker's retention), a call of its own beside the
+    /// renewals: a prune of many runs takes seconds (tens of thousands of runs), and renewals that waited
+    /// for it let leases run out and stopped running jobs (found by a probe, 7 December 2026).
+    func pruneRound(before date: Date) async {
+        do {
+            let pruned = try await store.prune(finishedBefore: date)
+            if pruned > 0 { configuration.logger.info("pruned \(pruned) finished runs") }
+        } catch is CancellationError {
+            // The worker is stopping (its calls are cancelled): nothing went wrong, nothing to say.
+        } catch {
+            configuration.logger.warning("pruning finished runs failed: \(error)")
+        }
     }
 
     /// Whether `run` has finished — or is gone (pruned, by this worker's retention or another's): it

@@ -71,8 +71,9 @@ public final class DurableWorker: Service, Sendable {
         public var pollInterval: Duration
         /// How long running jobs may take to finish after a shutdown begins.
         public var shutdownGracePeriod: Duration
-        /// How long finished runs are kept: the worker prunes older ones (at most once a minute, at a lease
-        /// renewal). `nil` keeps them until ``JobStore/prune(finishedBefore:)`` is called.
+        /// How long finished runs are kept: the worker prunes older ones (at most once a minute, beside its
+        /// lease renewals, which a long prune does not hold back). `nil` keeps them until
+        /// ``JobStore/prune(finishedBefore:)`` is called.
         public var retention: Duration?
         public var logger: Logger
         /// The instruments of the worker's queue (`nil`: `JobQueue.defaultInstruments`). Those that are

@@ -61,6 +61,8 @@ struct WorkerOwner {
     var storeClosed: (error: String, dropped: Int)?
     /// When this worker last pruned finished runs (store clock).
     var lastPrune: Date?
+    /// A prune is in flight (``DurableWorker/pruneRound(before:)``).
+    var pruning = false
     var idleSince: ContinuousClock.Instant?
     var lastStallCheck: ContinuousClock.Instant?
     /// The last claim found jobs (the worker is not idle).
@@ -131,6 +133,8 @@ struct WorkerOwner {
             reported(round)
         case .renewed(let round):
             renewed(round)
+        case .pruned:
+            pruning = false
         case .renewNow(let waiter):
             renewRequests.append(waiter)
         case .checkLeases(let answer):
@@ -466,16 +470,21 @@ struct WorkerOwner {
         // An attempt whose job is committing its own completion is not renewed: PostgreSQL holds its row
         // until the commit, and the batch's renewal would wait on it, for every lease of the batch.
         let leases = active.values.filter { !$0.ended && !$0.completion.current.isRecording }.map(\.claimed.lease)
-        var prune: Date?
-        if let retention = configuration.retention {
+        let (worker, input) = (worker, input)
+        group.addTask { input.yield(.renewed(await worker.renewRound(leases))) }
+        // The retention's prune, at most once a minute, goes beside the renewals, not in their way.
+        if let retention = configuration.retention, !pruning {
             let now = store.clock.now()
             if lastPrune.map({ now.timeIntervalSince($0) >= 60 }) ?? true {
                 lastPrune = now
-                prune = now.adding(.zero - retention)
+                pruning = true
+                let before = now.adding(.zero - retention)
+                group.addTask {
+                    await worker.pruneRound(before: before)
+                    input.yield(.pruned)
+                }
             }
         }
-        let (worker, input) = (worker, input)
-        group.addTask { input.yield(.renewed(await worker.renewRound(leases, prune: prune))) }
     }
 
     /// While `run(until:)` has nothing to do: after a while, and then once a minute, say so when the

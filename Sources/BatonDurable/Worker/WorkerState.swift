@@ -23,6 +23,8 @@ enum WorkerEvent: Sendable {
     case polled(runFinished: Bool, due: Date?)
     case reported(ReportRound)
     case renewed(RenewRound)
+    /// The retention's prune is over (done or failed, the worker's log says).
+    case pruned
     /// Tests: renew now, and resume once a renewal started after this request has been handled.
     case renewNow(CheckedContinuation<Void, Never>)
     /// The report batch is due (``WorkerOwner`` waits a moment for more attempts to end).
