@@ -5,6 +5,37 @@ import Testing
 
 @Suite("SQLiteJobStore: files")
 struct SQLiteJobStoreTests {
+    /// A probe (7 December 2026): `baton runs` while another process held a write transaction failed
+    /// after the busy timeout ("cannot prepare the job store … database is locked"), and every open
+    /// of the store wrote to the file: its schema was prepared in a write transaction each time.
+    @Test("opening a store of this version neither writes nor waits for another connection's write")
+    func openingDoesNotWrite() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        let first = try SQLiteJobStore(path: path)
+        _ = try await first.submit(
+            GraphSpec(name: "g", jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))]), uniqueKey: nil)
+        try first.close()
+        var configuration = Configuration()
+        configuration.allowsUnsafeTransactions = true
+        // The application's own connection to the file, which wrote (its log is not empty) and now holds a
+        // write transaction open.
+        let other = try DatabaseQueue(path: path, configuration: configuration)
+        try await other.write { db in
+            try db.execute(sql: "CREATE TABLE app_notes (text TEXT); INSERT INTO app_notes VALUES ('a')")
+        }
+        let cookie = try await other.read { try Int.fetchOne($0, sql: "PRAGMA schema_version") }
+        try await other.writeWithoutTransaction { db in
+            try db.execute(sql: "BEGIN IMMEDIATE; INSERT INTO app_notes VALUES ('b')")
+        }
+        let store = try SQLiteJobStore(path: path, busyTimeout: 0.2)
+        #expect(try await store.runs(RunFilter()).runs.map(\.name) == ["g"])
+        try store.close()
+        try await other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
+        #expect(try await other.read { try Int.fetchOne($0, sql: "PRAGMA schema_version") } == cookie)
+        try other.close()
+    }
+
     /// The prune goes in batches (a probe, 7 December 2026: one transaction of 80,000 runs held the
     /// file's write lock for 38 s, and every worker's renewals with it): every batch is taken, a run
     /// larger than a batch alone goes whole, and unfinished runs stay.

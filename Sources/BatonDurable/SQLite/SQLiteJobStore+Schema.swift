@@ -7,6 +7,24 @@ extension SQLiteJobStore {
         try prepareReadIndexes(db)
     }
 
+    /// Whether ``prepareSchema(_:description:)`` would change nothing: the schema is this version's and
+    /// the read indexes are as it makes them. Read without the write lock, so that opening a store that
+    /// needs nothing neither waits for another process's write (a `baton runs` during a long transaction
+    /// failed after the busy timeout) nor writes to the file.
+    static func isPrepared(_ db: Database) throws -> Bool {
+        guard try db.tableExists("baton_durable_meta"),
+            try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'") == schemaVersion
+        else { return false }
+        let indexes = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
+        return indexes.isSuperset(of: readIndexes) && indexes.isDisjoint(with: droppedIndexes)
+    }
+
+    /// The indexes ``prepareReadIndexes(_:)`` makes, and those it drops.
+    static let readIndexes: Set = [
+        "baton_jobs_run_name", "baton_jobs_run_wide_name", "baton_jobs_claim", "baton_jobs_waiting",
+    ]
+    static let droppedIndexes: Set = ["baton_jobs_ready", "baton_jobs_ready_kind", "baton_jobs_ready_start"]
+
     /// Indexes that only make reads faster, made when missing whatever the schema's version: a version
     /// is for what an older program would misread, and an older program reads these tables as before
     /// (SQLite keeps every index up to date on its writes too).

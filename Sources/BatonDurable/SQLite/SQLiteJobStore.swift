@@ -157,6 +157,7 @@ public final class SQLiteJobStore: JobStore {
         self.busyTimeout = busyTimeout
         guard prepares else { return }
         do {
+            if try writer.read(Self.isPrepared) { return }
             try writer.write { db in try Self.prepareSchema(db, description: description) }
         } catch {
             throw Self.storeError(error, location: description, doing: "prepare")
