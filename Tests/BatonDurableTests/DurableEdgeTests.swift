@@ -67,7 +67,12 @@ final class HookedStore: JobStore {
         }
         return try await base.renew(leases, worker: worker, lease: lease)
     }
-    func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] { try await base.finish(reports) }
+    func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
+        if let refuse = refuse.withLock({ $0 }), refuse(reports) {
+            throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
+        }
+        return try await base.finish(reports)
+    }
     /// Whether a release failed after a finish-and-claim had claimed a job (`failReleasesUntilAfterAClaim`).
     var failedAReleaseAfterAClaim: Bool { releaseState.withLock { $0.failedAfter } }
     func finish(
@@ -237,6 +242,41 @@ struct DurableEdgeTests {
         try await store.cancel(run: run.id, reason: "done")
         worker.shutdown()
         try await withDeadline(.seconds(30), "the worker's stop") { try await running.value }
+    }
+
+    /// A probe (7 December 2026): a store that refused every report (a table dropped) was asked again at
+    /// each poll for ever, and `shutdown()` never returned (`run()` waited for the reports to go).
+    @Test("a graceful shutdown whose reports the store refuses stops all the same, giving them up")
+    func shutdownGivesUpRefusedReports() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        let refusals = Protected(0)
+        let refusedTwice = Gate()
+        store.refuse.withLock {
+            $0 = { _ in
+                if refusals.withLock({ count in
+                    count += 1
+                    return count
+                }) == 2 {
+                    refusedTwice.open()
+                }
+                return true
+            }
+        }
+        var graph = JobGraph(name: "g")
+        let echo = graph.add(Echo.self, input: "x")
+        let run = try await store.submit(graph)
+        let worker = try makeWorker(store, [Echo()], grace: .zero)
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "two refused reports") { await refusedTwice.waitAsync() }
+        worker.shutdown()
+        try await withDeadline(.seconds(30), "the shutdown of a worker whose store refuses its reports") {
+            try await running.value
+        }
+        // Not recorded: its job runs again once its lease ends, as a killed worker's would.
+        #expect(try await base.record(of: run[echo]).state == .running)
+        // Retried less and less often: a few refusals in the seconds the shutdown waited, not one a poll.
+        #expect(refusals.current < 12, "\(refusals.current) refusals")
     }
 
     @Test("run(until:) returns when its run is pruned before the worker sees it finish")

@@ -46,7 +46,10 @@ public import Tracing
 /// their leases end). A job whose body does not stop when cancelled (it ignores cancellation, blocks a
 /// thread, or awaits what never comes) is left behind 10 seconds after it was
 /// cancelled, so that the worker still stops: its lease is no longer renewed,
-/// the job runs again once the lease ends, and an error names it.
+/// the job runs again once the lease ends, and an error names it. Reports that the store still refuses
+/// the grace period (at least 5 seconds) after the shutdown's deadline are given up the same way — a
+/// damaged store, or a lock held for minutes, does not keep the worker from stopping. A report the
+/// store refuses is tried again after the poll interval, then twice as long each time, up to 5 seconds.
 ///
 /// **Bodies and renewals** share Swift's cooperative thread pool: bodies that keep every thread of it
 /// busy (CPU-bound loops, blocking calls) delay the renewals, and a lease that runs out stops its job

@@ -51,6 +51,16 @@ struct WorkerOwner {
     var nextRenew: ContinuousClock.Instant
     /// A report call failed: the next one waits until then.
     var reportRetry: ContinuousClock.Instant?
+    /// Report calls that failed since the store last took one: each retry waits twice as long as the one
+    /// before, up to ``reportRetryLimit`` (a store that refuses every call — a damaged file — was asked
+    /// at every poll interval, with a warning each time).
+    var failedReportsInARow = 0
+    static let reportRetryLimit = Duration.seconds(5)
+    /// During a shutdown, the reports not sent by then are given up (``giveUpReports()``).
+    var reportsGiveUpAt: ContinuousClock.Instant?
+    /// How long after its shutdown deadline a worker keeps trying to send its reports: its grace period
+    /// again, and at least five seconds (a store that is slow for a moment is not a store that refuses).
+    var reportsGracePeriod: Duration { max(configuration.shutdownGracePeriod, .seconds(5)) }
     var shutdownDeadline: ContinuousClock.Instant?
     var cancelledForShutdown = false
     /// When attempts cancelled for the shutdown that still run are left behind (see `abandonStuck()`).
@@ -145,7 +155,27 @@ struct WorkerOwner {
 
     mutating func beginShutdown(at deadline: ContinuousClock.Instant) {
         if shutdownDeadline == nil { worker.hooks.shutdownBegan?() }
-        if shutdownDeadline.map({ deadline < $0 }) ?? true { shutdownDeadline = deadline }
+        if shutdownDeadline.map({ deadline < $0 }) ?? true {
+            shutdownDeadline = deadline
+            reportsGiveUpAt = deadline + reportsGracePeriod
+        }
+    }
+
+    /// A shutdown whose reports the store would not take in time (a damaged store that refuses every
+    /// call, a lock held for minutes): they are given up — their jobs run again once their leases end, as
+    /// a killed worker's do — so that the worker stops, and its service group with it. A graceful
+    /// shutdown waited for ever before.
+    mutating func giveUpReports() {
+        reportsGiveUpAt = nil
+        guard !reports.isEmpty || !reporting.isEmpty else { return }
+        logger.error(
+            "worker '\(configuration.id)' stops without the store having taken \(reports.count + reporting.count) of its reports: their jobs run again once their leases end. The last error is in the warnings above."
+        )
+        // What is in flight is dropped if it fails; what waits is dropped now.
+        hardStopped = true
+        for report in reports { forget(report.lease) }
+        reports.removeAll()
+        oldestReport = nil
     }
 
     mutating func attemptEnded(_ lease: Lease, outcome: JobOutcome, output: Data?) {
@@ -217,7 +247,9 @@ struct WorkerOwner {
                 oneByOneLeft += round.batch.count
             }
             reportFailures += 1
-            reportRetry = .now + configuration.pollInterval
+            failedReportsInARow += 1
+            let doubled = configuration.pollInterval * (1 << min(failedReportsInARow - 1, 16))
+            reportRetry = .now + min(doubled, Self.reportRetryLimit)
             return
         case .success(let answer):
             (results, claimed) = answer
@@ -225,6 +257,7 @@ struct WorkerOwner {
         // The store took a call sent after the last failure: no need to wait any more. (One sent before
         // it says nothing of the failure's cause.)
         if call.failuresBefore == reportFailures { reportRetry = nil }
+        failedReportsInARow = 0
         var reported: [AttemptReport] = []
         var releases: [Lease] = []
         for item in round.batch {
@@ -341,6 +374,7 @@ struct WorkerOwner {
         let now = ContinuousClock.now
         if let deadline = shutdownDeadline, now >= deadline, !cancelledForShutdown { cancelForShutdown() }
         if let abandonAt, now >= abandonAt { abandonStuck() }
+        if let giveUp = reportsGiveUpAt, now >= giveUp { giveUpReports() }
         if let due = leaseWatch, now >= due { watchLeases(now: now) }
         if reporting.count < reportsInFlight, !reports.isEmpty, reportRetry.map({ now >= $0 }) ?? true,
             reportsDue(now: now)
@@ -377,6 +411,7 @@ struct WorkerOwner {
         if let deadline = shutdownDeadline {
             next.append(cancelledForShutdown ? now + .seconds(1) : deadline)
         }
+        if let giveUp = reportsGiveUpAt, !reports.isEmpty || !reporting.isEmpty { next.append(giveUp) }
         if let abandonAt { next.append(abandonAt) }
         if let leaseWatch { next.append(leaseWatch) }
         // (Not while a poll is in flight: the stall check waits for its answer, which wakes the owner; a
