@@ -1,7 +1,8 @@
-import BatonDurable
 import Foundation
 import GRDB
 import Testing
+
+@testable import BatonDurable
 
 @Suite("SQLiteJobStore: files")
 struct SQLiteJobStoreTests {
@@ -34,6 +35,36 @@ struct SQLiteJobStoreTests {
         try await other.writeWithoutTransaction { try $0.execute(sql: "ROLLBACK") }
         #expect(try await other.read { try Int.fetchOne($0, sql: "PRAGMA schema_version") } == cookie)
         try other.close()
+    }
+
+    /// A probe (7 December 2026): `baton dashboard` run by a user who may not write the store's folder
+    /// opened the file immutable (no other connection used it then) and showed it as it was at the start
+    /// for ever: runs submitted later answered 404.
+    @Test("a store opened to read only while no one used the file follows later changes")
+    func readOnlyStoreFollowsChanges() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        func graph(_ name: String) -> GraphSpec {
+            GraphSpec(name: name, jobs: [JobSpec(name: "a", kind: "k", input: Data("1".utf8))])
+        }
+        let first = try SQLiteJobStore(path: path)
+        _ = try await first.submit(graph("before"), uniqueKey: nil)
+        try first.close()
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"), "closed: no log beside the file")
+        let reader = try SQLiteJobStore(readingOnly: path)
+        #expect(try await reader.runs(RunFilter()).runs.map(\.name) == ["before"])
+        // Another process (here, another store) opens the file and submits while the reader stays open.
+        let writer = try SQLiteJobStore(path: path)
+        let later = try await writer.submit(graph("later"), uniqueKey: nil)
+        #expect(try await reader.runs(RunFilter()).runs.map(\.name) == ["later", "before"])
+        #expect(try await reader.snapshot(of: later.run).run.name == "later")
+        try writer.close()
+        // Closed again (the log folded into the file): still followed.
+        let third = try SQLiteJobStore(path: path)
+        _ = try await third.submit(graph("third"), uniqueKey: nil)
+        try third.close()
+        #expect(try await reader.runs(RunFilter()).runs.map(\.name) == ["third", "later", "before"])
+        try reader.close()
     }
 
     /// The prune goes in batches (a probe, 7 December 2026: one transaction of 80,000 runs held the

@@ -36,6 +36,8 @@ public final class SQLiteJobStore: JobStore {
     /// How long a transaction waits for another process's write to finish before failing.
     public let busyTimeout: TimeInterval
     let writer: any DatabaseWriter
+    /// For a store opened to read only: the connection reads go through (``ReadOnlyConnection``).
+    let readOnly: ReadOnlyConnection?
     let wakeupHub = WakeupHub()
     /// Set by ``close()``: later calls are refused with a clear error rather than reaching a closed connection.
     private let closed = Protected(false)
@@ -69,11 +71,18 @@ public final class SQLiteJobStore: JobStore {
     /// process may not write (`baton` on another user's store, or a copy on read-only media). The schema
     /// is neither created nor upgraded: the caller has checked that the file holds a store of this
     /// version. A call that writes fails with ``DurableError/Code/storeFailure`` saying so.
+    ///
+    /// A file opened immutable (no connection used it) is opened again at a later read once it may have
+    /// changed — another process opened it (its log appeared), or the file itself changed —, so that a
+    /// long-lived reader such as `baton dashboard` follows the store instead of showing the file as it
+    /// was at the start (found by a probe, 7 December 2026).
     package convenience init(readingOnly path: String, busyTimeout: TimeInterval = 10) throws {
+        let connection: ReadOnlyConnection
         let queue: DatabaseQueue
         let version: Int?
         do {
-            queue = try Self.readOnlyQueue(path, busyTimeout: busyTimeout)
+            connection = try ReadOnlyConnection(path: path, busyTimeout: busyTimeout)
+            queue = try connection.current()
             // (Through this connection: ``refuseNewerSchema(at:)``'s own would leave side files.)
             version = try queue.read { db -> Int? in
                 guard try db.tableExists("baton_durable_meta") else { return nil }
@@ -83,7 +92,9 @@ public final class SQLiteJobStore: JobStore {
             throw Self.storeError(error, location: path, doing: "open")
         }
         if let version, version > Self.schemaVersion { throw Self.newerSchema(path, version) }
-        try self.init(writer: queue, clock: .system, busyTimeout: busyTimeout, description: path, prepares: false)
+        try self.init(
+            writer: queue, clock: .system, busyTimeout: busyTimeout, description: path, prepares: false,
+            readOnly: connection)
     }
 
     /// A connection that only reads the SQLite file at `path`. When no connection uses the file (no log
@@ -92,13 +103,21 @@ public final class SQLiteJobStore: JobStore {
     /// read-only permissions, where it stops the owner's next worker. Otherwise it is opened read-only,
     /// and reads what the log holds.
     package static func readOnlyQueue(_ path: String, busyTimeout: TimeInterval = 10) throws -> DatabaseQueue {
+        try openReadOnly(path, busyTimeout: busyTimeout).queue
+    }
+
+    /// ``readOnlyQueue(_:busyTimeout:)``, and whether it opened the file immutable.
+    static func openReadOnly(
+        _ path: String, busyTimeout: TimeInterval
+    ) throws -> (queue: DatabaseQueue, immutable: Bool) {
         var configuration = Configuration()
         configuration.readonly = true
         configuration.busyMode = .timeout(busyTimeout)
         let unused =
             !FileManager.default.fileExists(atPath: path + "-wal")
             && !FileManager.default.fileExists(atPath: path + "-shm")
-        return try DatabaseQueue(path: unused ? immutableURI(path) ?? path : path, configuration: configuration)
+        let immutable = unused ? immutableURI(path) : nil
+        return (try DatabaseQueue(path: immutable ?? path, configuration: configuration), immutable != nil)
     }
 
     /// The URI that opens `path` immutable (`file:…?immutable=1`), or `nil` when this SQLite does not
@@ -149,9 +168,10 @@ public final class SQLiteJobStore: JobStore {
 
     init(
         writer: any DatabaseWriter, clock: DurableClock, busyTimeout: TimeInterval, description: String,
-        prepares: Bool = true
+        prepares: Bool = true, readOnly: ReadOnlyConnection? = nil
     ) throws {
         self.writer = writer
+        self.readOnly = readOnly
         self.location = description
         self.clock = clock
         self.busyTimeout = busyTimeout
@@ -258,6 +278,7 @@ public final class SQLiteJobStore: JobStore {
     func reading<T: Sendable>(_ body: @escaping @Sendable (Database) throws -> T) async throws -> T {
         try checkOpen()
         do {
+            if let readOnly { return try await readOnly.current().read(body) }
             return try await writer.read(body)
         } catch {
             throw Self.storeError(error, location: location, doing: "read")
@@ -301,5 +322,62 @@ extension Row {
     /// The value at `index` of the selection, as ``value(_:)``.
     func value<T: DatabaseValueConvertible>(at index: Int) throws -> T {
         try decode(T.self, atIndex: index)
+    }
+}
+
+/// The connection of a store opened to read only. One opened immutable — SQLite then reads the file as
+/// it is and never looks again — is replaced at the next read once the file may have changed: its log
+/// appeared beside it (another process opened it), or its size, time or identity changed. The
+/// connection replaced is closed when the last read using it ends (it is released, not closed here).
+final class ReadOnlyConnection: Sendable {
+    private struct State: Sendable {
+        var queue: DatabaseQueue
+        var immutable: Bool
+        var stamp: [Int]
+    }
+
+    let path: String
+    let busyTimeout: TimeInterval
+    private let state: Protected<State>
+
+    init(path: String, busyTimeout: TimeInterval) throws {
+        self.path = path
+        self.busyTimeout = busyTimeout
+        let stamp = Self.stamp(path)
+        let (queue, immutable) = try SQLiteJobStore.openReadOnly(path, busyTimeout: busyTimeout)
+        state = Protected(State(queue: queue, immutable: immutable, stamp: stamp))
+    }
+
+    /// The connection to read through now.
+    func current() throws -> DatabaseQueue {
+        let (queue, immutable, stamp) = state.withLock { ($0.queue, $0.immutable, $0.stamp) }
+        guard immutable else { return queue }
+        let now = Self.stamp(path)
+        let sideFiles =
+            FileManager.default.fileExists(atPath: path + "-wal")
+            || FileManager.default.fileExists(atPath: path + "-shm")
+        guard sideFiles || now != stamp else { return queue }
+        // Opened outside the lock; if two reads race, the later one's connection is kept.
+        let (fresh, freshImmutable) = try SQLiteJobStore.openReadOnly(path, busyTimeout: busyTimeout)
+        let replaced = state.withLock { state -> DatabaseQueue in
+            defer { state = State(queue: fresh, immutable: freshImmutable, stamp: now) }
+            return state.queue
+        }
+        _ = replaced  // released here, outside the lock
+        return fresh
+    }
+
+    /// What identifies the file's content as `stat` sees it: device, inode, size, modification time.
+    private static func stamp(_ path: String) -> [Int] {
+        var status = stat()
+        guard stat(path, &status) == 0 else { return [] }
+        #if canImport(Darwin)
+        let modified = status.st_mtimespec
+        #else
+        let modified = status.st_mtim
+        #endif
+        return [
+            Int(status.st_dev), Int(status.st_ino), Int(status.st_size), Int(modified.tv_sec), Int(modified.tv_nsec),
+        ]
     }
 }
