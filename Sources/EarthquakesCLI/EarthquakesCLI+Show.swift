@@ -262,14 +262,30 @@ extension EarthquakesCLI {
         return TimeZone(secondsFromGMT: -sign * (hours * 3_600 + minutes * 60 + seconds))
     }
 
+    /// Seconds east of UTC at `date` where the user is: the zone `tz` (the `TZ` variable) names; for a
+    /// POSIX rule with daylight saving time (`NZST-12NZDT,M9.5.0,M4.1.0/3`), which Foundation does not
+    /// read, the C library's reading of it when it is this process's own `TZ` (`show` dropped the local
+    /// time then); else the system's zone.
+    static func localOffset(of date: Date, tz: String?) -> Int {
+        if let tz {
+            if let zone = timeZone(posix: tz) { return zone.secondsFromGMT(for: date) }
+            if let own = getenv("TZ"), String(cString: own) == tz {
+                tzset()
+                var time = time_t(date.timeIntervalSince1970.rounded(.down))
+                var parts = tm()
+                if localtime_r(&time, &parts) != nil { return Int(parts.tm_gmtoff) }
+            }
+        }
+        return TimeZone.current.secondsFromGMT(for: date)
+    }
+
     /// `2025-10-29 18:43:17 UTC (2025-10-29 10:43 local, UTC-08:00; 3 h ago)`; without the local part
     /// where the local time is UTC.
     func timeText(_ date: Date) -> String {
         var text = ""
         CivilTime.appendMinute(date.millisecondsSince1970, seconds: true, to: &text)
         text += " UTC ("
-        let zone = environment["TZ"].flatMap(Self.timeZone(posix:)) ?? TimeZone.current
-        let offset = zone.secondsFromGMT(for: date)
+        let offset = Self.localOffset(of: date, tz: environment["TZ"])
         if offset != 0 {
             var local = ""
             CivilTime.appendMinute(date.millisecondsSince1970 + Int64(offset) * 1000, to: &local)

@@ -67,6 +67,35 @@ struct SQLiteJobStoreTests {
         try reader.close()
     }
 
+    /// A probe (7 December 2026): these paths failed with SQLite's words ("could not activate WAL mode",
+    /// "disk I/O error", "check that its directory exists"), and refusing a store of a newer version left
+    /// `-wal` and `-shm` files beside the file it said it had not changed.
+    @Test("a path that cannot hold a store is refused saying what to give, and a newer store is left alone")
+    func pathsThatCannotHoldAStore() async throws {
+        let directory = try TemporaryDirectory()
+        for path in ["", ":memory:"] {
+            let error = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(path: path) }
+            #expect(error.code == .misuse && error.message.contains("SQLiteJobStore.inMemory()"), "\(error.message)")
+        }
+        let folder = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(path: directory.path("")) }
+        #expect(folder.message.contains("it is a directory"), "\(folder.message)")
+        let device = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(path: "/dev/null") }
+        #expect(device.message.contains("not a regular file"), "\(device.message)")
+
+        let path = directory.path("newer.sqlite")
+        let store = try SQLiteJobStore(path: path)
+        try store.close()
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write { try $0.execute(sql: "UPDATE baton_durable_meta SET value = '99' WHERE key = 'schema'") }
+        try queue.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: path))
+        let newer = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(path: path) }
+        #expect(newer.code == .newerSchema)
+        #expect(!FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(!FileManager.default.fileExists(atPath: path + "-shm"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
+    }
+
     /// The prune goes in batches (a probe, 7 December 2026: one transaction of 80,000 runs held the
     /// file's write lock for 38 s, and every worker's renewals with it): every batch is taken, a run
     /// larger than a batch alone goes whole, and unfinished runs stay.

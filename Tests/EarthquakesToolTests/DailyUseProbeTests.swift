@@ -133,4 +133,19 @@ import Testing
         let listed = try await EarthquakesBinaryTests.run(["place"], environment: environment)
         #expect(listed.stdout.contains("syd  -33.9000,151.2000"), "\(listed.stdout)")
     }
+
+    /// `TZ="NZST-12NZDT,M9.5.0,M4.1.0/3" earthquakes show ID` printed no local time (Foundation does not
+    /// read a POSIX rule with daylight saving time); the C library does.
+    @Test(.enabled(if: EarthquakesBinaryTests.executable != nil, "the earthquakes executable is not built; skipping"))
+    func aPosixRuleWithDaylightSavingGivesTheLocalTime() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let database = scratch.path("q.sqlite")
+        try EarthquakeStore(path: database).importFeed(try FeedParser().parse(Self.feed(1)))
+        let show = try await EarthquakesBinaryTests.run(
+            ["show", "ev0", "--database", database], environment: ["TZ": "NZST-12NZDT,M9.5.0,M4.1.0/3"])
+        #expect(show.status == 0, "\(show.stderr)")
+        // 2023-11-14 22:13:20 UTC is in New Zealand's summer: UTC+13.
+        #expect(show.stdout.contains("2023-11-15 11:13 local, UTC+13:00"), "\(show.stdout)")
+    }
 }

@@ -55,6 +55,7 @@ public final class SQLiteJobStore: JobStore {
         configuration.prepareDatabase { db in
             try db.execute(sql: "PRAGMA synchronous = NORMAL")
         }
+        try Self.checkFilePath(path)
         // A file of a newer version is refused before anything opens it for writing (a pool would set
         // up its write-ahead log, and write, first).
         try Self.refuseNewerSchema(at: path)
@@ -131,16 +132,45 @@ public final class SQLiteJobStore: JobStore {
             + "?immutable=1"
     }
 
+    /// Refuses a path that cannot hold a store, saying what to give instead: SQLite's words for these
+    /// ("could not activate WAL mode", "disk I/O error") named none of them.
+    static func checkFilePath(_ path: String) throws {
+        if path.isEmpty || path == ":memory:" || path.hasPrefix("file:") {
+            throw DurableError(
+                code: .misuse,
+                message:
+                    "SQLiteJobStore(path:) takes the path of a file, not \(path.isEmpty ? "an empty path" : "'\(path)'"); for a store in memory, use SQLiteJobStore.inMemory()"
+            )
+        }
+        var status = stat()
+        guard stat(path, &status) == 0 else { return }  // missing: created, or its folder's absence said
+        switch status.st_mode & S_IFMT {
+        case S_IFREG: return
+        case S_IFDIR:
+            throw DurableError(
+                code: .storeFailure,
+                message:
+                    "cannot open the job store at '\(path)': it is a directory. Give the path of a file in it, for example '\(path)/jobs.sqlite'."
+            )
+        default:
+            throw DurableError(
+                code: .storeFailure,
+                message:
+                    "cannot open the job store at '\(path)': it is not a regular file (a device, a pipe or a socket). Give the path of a database file."
+            )
+        }
+    }
+
     /// Throws ``DurableError/Code/newerSchema`` when the file at `path` holds a store of a newer
     /// version, read through a read-only connection. Anything else (no file, not a database, a file it
     /// cannot read) is left to the normal opening, which reports it.
     static func refuseNewerSchema(at path: String) throws {
         guard FileManager.default.fileExists(atPath: path) else { return }
-        var configuration = Configuration()
-        configuration.readonly = true
         let version: Int?
         do {
-            let queue = try DatabaseQueue(path: path, configuration: configuration)
+            // Immutable when no connection uses the file: a read-only connection of a file in WAL mode
+            // would leave `-wal` and `-shm` beside a file it then refuses as "not changed".
+            let queue = try openReadOnly(path, busyTimeout: 0).queue
             defer { try? queue.close() }
             version = try queue.read { db -> Int? in
                 guard try db.tableExists("baton_durable_meta") else { return nil }
