@@ -259,7 +259,8 @@ extension PostgresJobStore {
                 """
                 SELECT result FROM attempts WHERE job = \(id) AND token = \(token)
                     AND (outcome = \(kind) OR (\(kind) = 'succeeded' AND outcome = 'failed'
-                        AND left(error, length(\(DurableError.addedJobsRefused))) = \(DurableError.addedJobsRefused)))
+                        AND left(error, length(\(DurableError.addedJobsRefused))) = \(DurableError.addedJobsRefused))
+                        OR (\(kind) = 'snoozed' AND outcome = 'cancelled'))
                 UNION ALL
                 SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
                     AND finished_report = \(kind)
@@ -290,7 +291,7 @@ extension PostgresJobStore {
                     switch report.outcome {
                     case .failed(let message, _): StoredText.message(message)
                     case .cancelled(let reason): StoredText.message(reason)
-                    case .snoozed(let wait): state == .ready ? Snooze(for: wait).description : nil
+                    case .snoozed(let wait): state == .ready ? Snooze(for: Snooze.storable(wait)).description : nil
                     case .succeeded: nil
                     }
                 let outcome =

@@ -305,7 +305,7 @@ extension PostgresJobStore {
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
                 output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL,
                 max_attempts = LEAST(2147483647::bigint,
-                    j.attempts::bigint + CASE WHEN c.max_attempts > 0 THEN c.max_attempts ELSE j.max_attempts END)
+                    j.attempts::bigint + CASE WHEN c.max_attempts > 0 THEN c.max_attempts ELSE 1 END)
             FROM unnest(\(plan.restarted.map(\.id)), \(plan.restarted.map(\.state.rawValue)),
                 \(plan.restarted.map(\.remaining)), \(plan.restarted.map(\.maxAttempts)))
                 AS c(id, state, remaining, max_attempts)

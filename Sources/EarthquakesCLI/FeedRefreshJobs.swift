@@ -150,7 +150,8 @@ struct ParseFeed: DurableJob {
             onFailure?(input.feed, error)
             throw PermanentFailure(error)
         } catch {
-            onFailure?(input.feed, error)
+            // A cancel (Ctrl-C) stops the parse: nothing went wrong with the feed.
+            if !(error is CancellationError) { onFailure?(input.feed, error) }
             throw error
         }
         await EarthquakesCLI.testPause("parsed")

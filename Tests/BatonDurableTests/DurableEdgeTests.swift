@@ -18,6 +18,8 @@ final class HookedStore: JobStore {
     let secondFinishEntered = Gate()
     /// When set, `record(of:)` prunes every finished run first (another worker's retention, say).
     let pruneBeforeRecord = Protected(false)
+    /// When set, every report call fails — releases too (a store that takes nothing).
+    let refuseAll = Protected(false)
     /// When set and true for a call's reports, `finish(_:thenClaim:…)` fails (a store that cannot take them).
     let refuse = Protected<(@Sendable ([AttemptReport]) -> Bool)?>(nil)
     /// Called with the reports of every `finish(_:thenClaim:…)` call that the base store took, and its results.
@@ -68,6 +70,9 @@ final class HookedStore: JobStore {
         return try await base.renew(leases, worker: worker, lease: lease)
     }
     func finish(_ reports: [AttemptReport]) async throws -> [FinishResult] {
+        if refuseAll.withLock({ $0 }) {
+            throw DurableError(code: .storeFailure, message: "the test store takes nothing")
+        }
         if let refuse = refuse.withLock({ $0 }), refuse(reports) {
             throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
         }
@@ -89,6 +94,9 @@ final class HookedStore: JobStore {
             await gate.waitAsync()
             finishesWaiting.withLock { $0.now -= 1 }
         }
+        if refuseAll.withLock({ $0 }) {
+            throw DurableError(code: .storeFailure, message: "the test store takes nothing")
+        }
         if let refuse = refuse.withLock({ $0 }), refuse(reports) {
             throw DurableError(code: .storeFailure, message: "the test store refuses these reports")
         }
@@ -98,6 +106,9 @@ final class HookedStore: JobStore {
         return result
     }
     func release(_ leases: [Lease]) async throws {
+        if refuseAll.withLock({ $0 }) {
+            throw DurableError(code: .storeFailure, message: "the test store takes nothing")
+        }
         let armed = failReleasesUntilAfterAClaim.withLock { $0 }
         let fail =
             armed
@@ -277,6 +288,27 @@ struct DurableEdgeTests {
         #expect(try await base.record(of: run[echo]).state == .running)
         // Retried less and less often: a few refusals in the seconds the shutdown waited, not one a poll.
         #expect(refusals.current < 12, "\(refusals.current) refusals")
+    }
+
+    /// The review of that change: a body that stopped after the moment the reports were given up queued
+    /// its report then, and a store that refused it held the worker for ever again.
+    @Test("a body that stops after the reports were given up does not hold the shutdown either")
+    func bodyStoppingAfterTheGiveUp() async throws {
+        let base = try SQLiteJobStore.inMemory()
+        let store = HookedStore(base)
+        let started = Gate()
+        var graph = JobGraph(name: "g")
+        graph.add(SlowToStop.self, input: 6_500)
+        _ = try await store.submit(graph)
+        let worker = try makeWorker(store, [SlowToStop(started: started)], grace: .zero)
+        let running = Task { try await worker.run() }
+        try await withDeadline(.seconds(30), "the job's start") { await started.waitAsync() }
+        store.refuseAll.withLock { $0 = true }
+        worker.shutdown()
+        // Reports given up 5 s after the deadline; the body stops 6.5 s after it, and its release is refused.
+        try await withDeadline(.seconds(30), "the shutdown of a worker whose body stops late") {
+            try await running.value
+        }
     }
 
     @Test("run(until:) returns when its run is pruned before the worker sees it finish")

@@ -152,3 +152,19 @@ struct BlockerSetup {
             grace: grace, instruments: instruments)
     }
 }
+
+/// Opens `started`, then runs until cancelled and goes on for `input` milliseconds after (a body slow
+/// to stop: the time is the work it finishes, not a wait for another task).
+struct SlowToStop: DurableJob {
+    static let kind = "test.slow-to-stop"
+    let started: Gate
+    func run(_ input: Int, context: DurableJobContext) async throws -> String {
+        started.open()
+        try? await Task.sleep(for: .seconds(3600))  // until cancelled
+        // Work that does not stop when cancelled (a cancelled task's own sleep would end at once).
+        await withCheckedContinuation { continuation in
+            DispatchQueue.global().asyncAfter(deadline: .now() + .milliseconds(input)) { continuation.resume() }
+        }
+        throw CancellationError()
+    }
+}

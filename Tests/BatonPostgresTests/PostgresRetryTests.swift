@@ -88,6 +88,29 @@ struct PostgresRetryTests {
         }
     }
 
+    @Test(
+        "a snooze committed but unanswered is one snooze, and a snooze that ended its job cancelled is recognised after a retry"
+    )
+    func snoozeReplyLost() async throws {
+        try await TestPostgres.withStore("snoozelost") { store, _ in
+            let run = try await store.submit(Self.graph(), uniqueKey: nil)
+            let first = try await Self.claim(store)[0]
+            let snooze = AttemptReport(lease: first.lease, outcome: .snoozed(wait: .zero))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([snooze]) == [.accepted(.ready)])
+            #expect(try await store.finish([snooze]) == [.accepted(.ready)])
+            #expect(try await Self.number(store, "SELECT max_attempts FROM jobs WHERE idx = 0") == 3 + 1)
+            // Asked to cancel while it ran: its snooze ends it cancelled, and a retry of the job does not
+            // make that report a stranger when it is sent again.
+            let second = try await Self.claim(store)[0]
+            try await store.cancel(job: second.job, reason: "stop")
+            let cancelling = AttemptReport(lease: second.lease, outcome: .snoozed(wait: .seconds(5)))
+            #expect(try await store.finish([cancelling]) == [.accepted(.cancelled)])
+            _ = try await store.retry(run: run.run)
+            #expect(try await store.finish([cancelling]) == [.accepted(.cancelled)])
+        }
+    }
+
     @Test("a success whose added jobs were refused, committed but unanswered, is answered as failed again")
     func refusedAdditionsReplyLost() async throws {
         try await TestPostgres.withStore("refusedlost") { store, _ in

@@ -267,7 +267,7 @@ public struct PermanentFailure: Error, Sendable, CustomStringConvertible {
 /// its dependents and its retry policy's backoff are as they were.
 ///
 /// Every claim still gets its own attempt number, so a snooze raises both the job's attempt count and
-/// its ``DurableJobContext/maxAttempts`` by one: a job of 3 attempts that snoozed twice runs its
+/// its ``DurableJobContext/maxAttempts`` by one (up to 2,147,483,647): a job of 3 attempts that snoozed twice runs its
 /// attempts 3, 4 and 5 of 5 as it would have run 1, 2 and 3 (as River and Oban count a snooze). Its
 /// attempt history lists the snoozes, each with its wait. The job waits out of claims' way, as a retry
 /// backing off does; a cancellation request or a lost lease still counts first.

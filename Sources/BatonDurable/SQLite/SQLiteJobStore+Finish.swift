@@ -55,7 +55,7 @@ extension SQLiteJobStore {
             // A snooze of a job asked to cancel ends it cancelled, saying why (its last error).
             let error =
                 state == .ready
-                ? Snooze(for: wait).description
+                ? Snooze(for: Snooze.storable(wait)).description
                 : try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
             try recordAttempt(
                 db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
@@ -158,7 +158,7 @@ extension SQLiteJobStore {
             let wait = Snooze.storable(wait)
             try db.cachedStatement(
                 sql: """
-                    UPDATE baton_jobs SET state = 'ready', not_before = ?, waiting = ?, max_attempts = max_attempts + 1,
+                    UPDATE baton_jobs SET state = 'ready', not_before = ?, waiting = ?, max_attempts = min(max_attempts + 1, 2147483647),
                         lease_owner = NULL, lease_token = NULL, lease_expires = NULL WHERE id = ?
                     """
             ).execute(arguments: [now.adding(wait).storeTime, wait > .zero ? 1 : 0, id])

@@ -289,7 +289,7 @@ extension SQLiteJobStore {
             sql: """
                 UPDATE baton_jobs SET state = ?, remaining = ?, not_before = 0, waiting = 0, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL, output = NULL,
-                    finished = NULL, max_attempts = attempts + CASE WHEN ? > 0 THEN ? ELSE max_attempts END
+                    finished = NULL, max_attempts = min(attempts + CASE WHEN ? > 0 THEN ? ELSE 1 END, 2147483647)
                 WHERE id = ?
                 """)
         for change in plan.restarted {

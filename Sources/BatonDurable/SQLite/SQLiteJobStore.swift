@@ -284,6 +284,7 @@ public final class SQLiteJobStore: JobStore {
             // connection that may write can: the pool's readers are read-only, so they close first.
             (writer as? DatabasePool)?.releaseMemory()
             try writer.close()
+            try readOnly?.close()
         } catch {
             closed.withLock { $0 = false }
             throw DurableError(
@@ -357,8 +358,9 @@ extension Row {
 
 /// The connection of a store opened to read only. One opened immutable — SQLite then reads the file as
 /// it is and never looks again — is replaced at the next read once the file may have changed: its log
-/// appeared beside it (another process opened it), or its size, time or identity changed. The
-/// connection replaced is closed when the last read using it ends (it is released, not closed here).
+/// appeared beside it (another process opened it), or its size, time or identity changed. A connection
+/// replaced is released, not closed: it closes when the last read using it ends (the first one is also
+/// the store's `writer`, closed by the store's ``SQLiteJobStore/close()``, with the current one).
 final class ReadOnlyConnection: Sendable {
     private struct State: Sendable {
         var queue: DatabaseQueue
@@ -395,6 +397,12 @@ final class ReadOnlyConnection: Sendable {
         }
         _ = replaced  // released here, outside the lock
         return fresh
+    }
+
+    /// Closes the connection reads go through now.
+    func close() throws {
+        let queue = state.withLock { $0.queue }
+        try queue.close()
     }
 
     /// What identifies the file's content as `stat` sees it: device, inode, size, modification time.

@@ -6,7 +6,7 @@ public enum WaitReason: Hashable, Codable, Sendable, CustomStringConvertible {
     case dependency(name: String, state: DurableJobState)
     /// The category is at its limit, held by these jobs.
     case category(name: String, limit: Int, heldBy: [String])
-    /// A retry's backoff (or the submitted start time) has not passed.
+    /// A retry's backoff, a snooze's wait (``Snooze``) or the submitted start time has not passed.
     case notBefore(Date)
     /// A worker holds the job's lease (it is running there) until this time.
     case lease(worker: String, until: Date)

@@ -20,7 +20,8 @@ package struct RetryPlan: Equatable {
         /// Running and asked to cancel: it will end cancelled.
         package var isBeingCancelled: Bool
         /// The attempts its retry policy allows (snoozes raised the stored count above it), or 0 when the
-        /// stored policy does not read: a restart keeps the stored count then.
+        /// stored policy does not read: a restart then gives it one attempt more (which fails it, naming
+        /// the damage, if it fails).
         package var maxAttempts: Int
         package init(
             name: String, state: DurableJobState, remaining: Int, isBeingCancelled: Bool = false, maxAttempts: Int = 0

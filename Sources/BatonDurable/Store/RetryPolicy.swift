@@ -6,9 +6,11 @@ import Foundation
 ///
 /// The waits mean what Baton's in-process `Backoff` means (``backoff`` builds one). An attempt ends
 /// by the job throwing, by its time limit, or by its lease expiring (its worker died or stalled); each
-/// counts. After `maxAttempts` the job fails with its last error.
+/// counts — a ``Snooze`` does not (it raises the job's maximum by one). After `maxAttempts` the job
+/// fails with its last error.
 public struct RetryPolicy: Hashable, Codable, Sendable, CustomStringConvertible {
-    /// The number of attempts in all (1: no retry).
+    /// The number of attempts in all (1: no retry), snoozes aside; a retry of the job in the store gives
+    /// it this many again.
     public var maxAttempts: Int
     /// The wait before each retry.
     public var delay: Delay

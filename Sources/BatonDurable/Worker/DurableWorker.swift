@@ -48,8 +48,10 @@ public import Tracing
 /// cancelled, so that the worker still stops: its lease is no longer renewed,
 /// the job runs again once the lease ends, and an error names it. Reports that the store still refuses
 /// the grace period (at least 5 seconds) after the shutdown's deadline are given up the same way — a
-/// damaged store, or a lock held for minutes, does not keep the worker from stopping. A report the
-/// store refuses is tried again after the poll interval, then twice as long each time, up to 5 seconds.
+/// damaged store, or a lock held for minutes, does not keep the worker from stopping longer than a
+/// call in flight then takes to fail (SQLite's `busyTimeout`, PostgreSQL's `operationTimeout`). A
+/// report the store refuses is tried again after the poll interval, then twice as long each time, up
+/// to 5 seconds (and a quarter of the lease).
 ///
 /// **Bodies and renewals** share Swift's cooperative thread pool: bodies that keep every thread of it
 /// busy (CPU-bound loops, blocking calls) delay the renewals, and a lease that runs out stops its job

@@ -165,14 +165,17 @@ struct WorkerOwner {
     /// call, a lock held for minutes): they are given up — their jobs run again once their leases end, as
     /// a killed worker's do — so that the worker stops, and its service group with it. A graceful
     /// shutdown waited for ever before.
+    ///
+    /// From then on, a report that fails is dropped (as at a hard stop), also one of an attempt whose
+    /// body ends later: a body that stops after this moment cannot hold the worker either.
     mutating func giveUpReports() {
         reportsGiveUpAt = nil
+        // What is in flight is dropped if it fails; what waits is dropped now.
+        hardStopped = true
         guard !reports.isEmpty || !reporting.isEmpty else { return }
         logger.error(
             "worker '\(configuration.id)' stops without the store having taken \(reports.count + reporting.count) of its reports: their jobs run again once their leases end. The last error is in the warnings above."
         )
-        // What is in flight is dropped if it fails; what waits is dropped now.
-        hardStopped = true
         for report in reports { forget(report.lease) }
         reports.removeAll()
         oldestReport = nil
@@ -248,16 +251,19 @@ struct WorkerOwner {
             }
             reportFailures += 1
             failedReportsInARow += 1
+            // Not past a quarter of a lease: an ended attempt's lease is not renewed while its report waits.
             let doubled = configuration.pollInterval * (1 << min(failedReportsInARow - 1, 16))
-            reportRetry = .now + min(doubled, Self.reportRetryLimit)
+            reportRetry = .now + min(doubled, Self.reportRetryLimit, configuration.leaseDuration / 4)
             return
         case .success(let answer):
             (results, claimed) = answer
         }
         // The store took a call sent after the last failure: no need to wait any more. (One sent before
         // it says nothing of the failure's cause.)
-        if call.failuresBefore == reportFailures { reportRetry = nil }
-        failedReportsInARow = 0
+        if call.failuresBefore == reportFailures {
+            reportRetry = nil
+            failedReportsInARow = 0
+        }
         var reported: [AttemptReport] = []
         var releases: [Lease] = []
         for item in round.batch {
@@ -507,8 +513,9 @@ struct WorkerOwner {
         let leases = active.values.filter { !$0.ended && !$0.completion.current.isRecording }.map(\.claimed.lease)
         let (worker, input) = (worker, input)
         group.addTask { input.yield(.renewed(await worker.renewRound(leases))) }
-        // The retention's prune, at most once a minute, goes beside the renewals, not in their way.
-        if let retention = configuration.retention, !pruning {
+        // The retention's prune, at most once a minute, goes beside the renewals, not in their way; none
+        // starts once the worker stops (a prune of PostgreSQL is one transaction that would hold the stop).
+        if let retention = configuration.retention, !pruning, shutdownDeadline == nil {
             let now = store.clock.now()
             if lastPrune.map({ now.timeIntervalSince($0) >= 60 }) ?? true {
                 lastPrune = now
