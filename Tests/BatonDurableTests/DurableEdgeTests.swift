@@ -222,9 +222,10 @@ struct DurableEdgeTests {
         let worker = try DurableWorker(
             store: store, jobs: [Blocker(started: started, endings: endings)],
             configuration: .init(
-                id: "w", leaseDuration: .seconds(3), renewInterval: .milliseconds(500),
-                pollInterval: .milliseconds(200),
-                shutdownGracePeriod: .zero, retention: .seconds(60)))
+                // A lease far longer than the renewals' interval: a loaded machine (a CI run) delays renewals,
+                // and a lease of 3 s ran out there without the prune being in the way.
+                id: "w", leaseDuration: .seconds(60), renewInterval: .milliseconds(500),
+                pollInterval: .milliseconds(200), shutdownGracePeriod: .zero, retention: .seconds(60)))
         let hold = Gate()
         store.pruneGate.withLock { $0 = hold }
         let renewals = Protected(0)
@@ -244,7 +245,8 @@ struct DurableEdgeTests {
                 }
             }
         }
-        // The prune still waits: two renewals more come all the same (at 0.5 s each, well inside the lease).
+        // The prune still waits: two renewals more come all the same (at 0.5 s each). Before, the round of
+        // renewals waited for the prune: none came.
         try await withDeadline(.seconds(30), "two lease renewals while the prune is under way") {
             await renewedTwiceMore.waitAsync()
         }
