@@ -84,11 +84,9 @@ extension StoreAddress {
                 ? try DatabaseQueue(path: path, configuration: configuration)
                 : try SQLiteJobStore.readOnlyQueue(path, busyTimeout: busyTimeout)
             defer { try? queue.close() }
-            version = try queue.read { db in
-                guard try db.tableExists("baton_durable_meta") else { return nil }
-                return try String.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
-                    .flatMap { Int($0) } ?? 0
-            }
+            version = try queue.read { db in try SQLiteJobStore.storedSchemaVersion(db, description: path) }
+        } catch let error as DurableError {
+            throw BatonCLIError(error.message)
         } catch let error as DatabaseError {
             switch error.resultCode {
             case .SQLITE_BUSY, .SQLITE_LOCKED:

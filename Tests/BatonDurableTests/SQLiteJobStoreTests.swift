@@ -96,6 +96,30 @@ struct SQLiteJobStoreTests {
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == before)
     }
 
+    /// A probe (7 December 2026): a schema version of 'abc' read as 0, and the upgrade that followed
+    /// failed with "duplicate column name: trace_context"; '5.0' opened in Swift and was refused by
+    /// `baton` as version 0.
+    @Test(
+        "a schema version no BatonDurable writes is named as damage, by the store and by baton alike",
+        arguments: [
+            "'abc'", "''", "'5.0'", "x'05'",
+        ])
+    func damagedSchemaVersion(value: String) async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.path("jobs.sqlite")
+        try SQLiteJobStore(path: path).close()
+        let queue = try DatabaseQueue(path: path)
+        try await queue.write {
+            try $0.execute(sql: "UPDATE baton_durable_meta SET value = \(value) WHERE key = 'schema'")
+        }
+        try queue.close()
+        let error = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(path: path) }
+        #expect(error.code == .notAStore, "\(error)")
+        #expect(error.message.contains("changed by hand or damaged"), "\(error.message)")
+        let reading = try #require(throws: DurableError.self) { _ = try SQLiteJobStore(readingOnly: path) }
+        #expect(reading.message.contains("changed by hand or damaged"), "\(reading.message)")
+    }
+
     /// The prune goes in batches (a probe, 7 December 2026: one transaction of 80,000 runs held the
     /// file's write lock for 38 s, and every worker's renewals with it): every batch is taken, a run
     /// larger than a batch alone goes whole, and unfinished runs stay.

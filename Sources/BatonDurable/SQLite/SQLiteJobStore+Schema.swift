@@ -1,5 +1,5 @@
 import Foundation
-import GRDB
+package import GRDB
 
 extension SQLiteJobStore {
     static func prepareSchema(_ db: Database, description: String) throws {
@@ -12,9 +12,7 @@ extension SQLiteJobStore {
     /// needs nothing neither waits for another process's write (a `baton runs` during a long transaction
     /// failed after the busy timeout) nor writes to the file.
     static func isPrepared(_ db: Database) throws -> Bool {
-        guard try db.tableExists("baton_durable_meta"),
-            try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'") == schemaVersion
-        else { return false }
+        guard (try? storedSchemaVersion(db, description: "")) == schemaVersion else { return false }
         let indexes = Set(try String.fetchAll(db, sql: "SELECT name FROM sqlite_master WHERE type = 'index'"))
         return indexes.isSuperset(of: readIndexes) && indexes.isDisjoint(with: droppedIndexes)
     }
@@ -55,10 +53,30 @@ extension SQLiteJobStore {
                 """)
     }
 
+    /// The schema version the file records: nil when it holds no store (no `baton_durable_meta`), 0 for
+    /// a store of before versions were recorded.
+    /// - Throws: ``DurableError/Code/notAStore`` for a value no BatonDurable writes ("abc", "5.0", a
+    ///   blob): read as 0, it made an upgrade fail with "duplicate column name".
+    package static func storedSchemaVersion(_ db: Database, description: String) throws -> Int? {
+        guard try db.tableExists("baton_durable_meta") else { return nil }
+        guard
+            let value = try DatabaseValue.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
+        else { return 0 }
+        switch value.storage {
+        case .int64(let number): return Int(number)
+        case .string(let text) where Int(text) != nil: return Int(text)
+        default:
+            throw DurableError(
+                code: .notAStore,
+                message:
+                    "the job store at '\(description)' records its schema version as \(value), which no BatonDurable writes: its table baton_durable_meta was changed by hand or damaged. Set the value back (\(schemaVersion) for a store of this version), restore the file from a copy, or move it away to start a new store."
+            )
+        }
+    }
+
     private static func prepareVersionedSchema(_ db: Database, description: String) throws {
         var found = 0
-        if try db.tableExists("baton_durable_meta") {
-            let version = try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'") ?? 0
+        if let version = try storedSchemaVersion(db, description: description) {
             found = version
             if version > schemaVersion {
                 throw DurableError(

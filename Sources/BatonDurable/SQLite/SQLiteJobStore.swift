@@ -85,10 +85,7 @@ public final class SQLiteJobStore: JobStore {
             connection = try ReadOnlyConnection(path: path, busyTimeout: busyTimeout)
             queue = try connection.current()
             // (Through this connection: ``refuseNewerSchema(at:)``'s own would leave side files.)
-            version = try queue.read { db -> Int? in
-                guard try db.tableExists("baton_durable_meta") else { return nil }
-                return try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
-            }
+            version = try queue.read { db in try Self.storedSchemaVersion(db, description: path) }
         } catch {
             throw Self.storeError(error, location: path, doing: "open")
         }
@@ -172,10 +169,7 @@ public final class SQLiteJobStore: JobStore {
             // would leave `-wal` and `-shm` beside a file it then refuses as "not changed".
             let queue = try openReadOnly(path, busyTimeout: 0).queue
             defer { try? queue.close() }
-            version = try queue.read { db -> Int? in
-                guard try db.tableExists("baton_durable_meta") else { return nil }
-                return try Int.fetchOne(db, sql: "SELECT value FROM baton_durable_meta WHERE key = 'schema'")
-            }
+            version = try queue.read { db in try storedSchemaVersion(db, description: path) }
         } catch {
             return
         }
