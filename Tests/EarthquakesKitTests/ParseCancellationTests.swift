@@ -1,3 +1,4 @@
+import EarthquakesTestData
 import Foundation
 import Synchronization
 import Testing
@@ -9,15 +10,7 @@ import Testing
 /// `isCancelled` every few hundred features and stops.
 @Suite("FeedParser: a cancelled parse stops early")
 struct ParseCancellationTests {
-    static func feed(_ count: Int) -> Data {
-        let features = (0..<count).map { index in
-            #"{"type":"Feature","properties":{"mag":2.5,"time":1700000000000,"updated":1700000000000},"#
-                + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"ev\#(index)"}"#
-        }
-        return Data(
-            (#"{"type":"FeatureCollection","metadata":{"count":\#(count)},"features":["#
-                + features.joined(separator: ",") + "]}").utf8)
-    }
+    static func feed(_ count: Int) -> Data { SyntheticFeed.data(count) }
 
     /// Says yes from its `after`-th question on, counting them.
     final class Canceller: Sendable {

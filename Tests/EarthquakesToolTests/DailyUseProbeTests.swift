@@ -1,6 +1,7 @@
 import BatonDurable
 import BatonTesting
 import EarthquakesKit
+import EarthquakesTestData
 import Foundation
 import Logging
 import Testing
@@ -10,15 +11,7 @@ import Testing
 /// Problems a probe of the tool in daily use (several processes, busy databases, saved places) found,
 /// each fixed; one test or more per problem.
 @Suite struct DailyUseProbeTests {
-    static func feed(_ count: Int) -> Data {
-        let features = (0..<count).map { index in
-            #"{"type":"Feature","properties":{"mag":2.5,"time":1700000000000,"updated":1700000000000},"#
-                + #""geometry":{"type":"Point","coordinates":[-117.5,35.25,5]},"id":"ev\#(index)"}"#
-        }
-        return Data(
-            (#"{"type":"FeatureCollection","metadata":{"count":\#(count)},"features":["#
-                + features.joined(separator: ",") + "]}").utf8)
-    }
+    static func feed(_ count: Int) -> Data { SyntheticFeed.data(count) }
 
     static let context = DurableJobContext(
         job: DurableJobID(1), run: DurableRunID(1), name: "parse", attempt: 1, maxAttempts: 1, worker: "test",
