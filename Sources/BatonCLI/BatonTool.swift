@@ -1,6 +1,7 @@
 public import BatonDurable
 public import BatonObservability
 public import Foundation
+import GRDB
 
 /// What the `baton` command does, apart from parsing its arguments: each command reads or repairs a job
 /// store and writes what it found, for people (tables, one line per fact) or with `json` for programs.
@@ -452,7 +453,16 @@ extension BatonTool {
     public static func message(for error: any Error) -> String {
         switch error {
         case let error as BatonCLIError: return error.message
-        case let error as DurableError: return error.message
+        case let error as DurableError:
+            // The store's advice for a lock held past its busy timeout ("open the store with a longer
+            // busyTimeout") is a programmer's; this tool's user can only wait.
+            if let database = error.underlying as? DatabaseError,
+                database.resultCode == .SQLITE_BUSY || database.resultCode == .SQLITE_LOCKED
+            {
+                return
+                    "the job store is in use: another program held its write lock for longer than \(Int(StoreAddress.busyTimeout)) s (a long transaction, or a prune of many runs); nothing was changed. Try again when it has finished."
+            }
+            return error.message
         default: return String(describing: error)
         }
     }

@@ -233,6 +233,22 @@ final class BatonToolSQLiteTests {
         }
     }
 
+    /// A probe (7 December 2026): a repair that waited past the store's busy timeout told the user to
+    /// "open the store with a longer busyTimeout", which no option of this tool does.
+    @Test func aStoreHeldByAnotherProgramIsSaidSoWithoutAProgrammersAdvice() {
+        let busy = DurableError(
+            code: .storeFailure,
+            message:
+                "cannot write to the job store at 'x' (database is locked). Another connection held the database longer than the busy timeout; retry, or open the store with a longer busyTimeout.",
+            underlying: DatabaseError(resultCode: .SQLITE_BUSY))
+        let text = BatonTool.message(for: busy)
+        #expect(text.contains("another program held its write lock") && text.contains("Try again"), "\(text)")
+        #expect(!text.contains("busyTimeout"), "\(text)")
+        let other = DurableError(
+            code: .storeFailure, message: "the disk is full", underlying: DatabaseError(resultCode: .SQLITE_FULL))
+        #expect(BatonTool.message(for: other) == "the disk is full")
+    }
+
     @Test func retryCancelAndPruneRepairTheStore() async throws {
         try await withFixture { tool, captured, store, fixture in
             try await tool.retry(store, run: fixture.failed, job: nil)
