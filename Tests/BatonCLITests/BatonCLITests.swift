@@ -188,18 +188,29 @@ final class BatonToolSQLiteTests {
         }
     }
 
+    /// Claims the one ready job of `store` (kind `Echo`).
+    func claimOne(_ store: SQLiteJobStore) async throws -> ClaimedJob {
+        try #require(try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+    }
+
+    /// Closes `store`, then runs `body` with the tool and the file opened as `baton` opens it.
+    func withTool(
+        closing store: SQLiteJobStore, _ body: (BatonTool, Captured, any JobStore) async throws -> Void
+    ) async throws {
+        try store.close()
+        let captured = Captured()
+        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
+        try await StoreAddress.sqlite(path: path).withStore { store in try await body(tool, captured, store) }
+    }
+
     @Test func aSnoozeIsShownAsOneInTheJobsAttemptsAndTheTimeline() async throws {
         let store = try SQLiteJobStore(path: path)
         var graph = JobGraph(name: "snoozing")
         graph.add(Echo.self, input: "x", name: "waits")
         let run = try await store.submit(graph)
-        let first = try #require(
-            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        let first = try await claimOne(store)
         _ = try await store.finish([AttemptReport(lease: first.lease, outcome: .snoozed(wait: .seconds(90)))])
-        try store.close()
-        let captured = Captured()
-        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
-        try await StoreAddress.sqlite(path: path).withStore { store in
+        try await withTool(closing: store) { tool, captured, store in
             try await tool.job(store, job: first.job, json: false)
             #expect(captured.output.contains("snoozed"), "\(captured.output)")
             #expect(captured.output.contains("snoozed for 90 s"), "\(captured.output)")
@@ -214,19 +225,14 @@ final class BatonToolSQLiteTests {
         var graph = JobGraph(name: "flaky")
         graph.add(Echo.self, input: "x", name: "flaky", retry: .immediate(maxAttempts: 2))
         _ = try await store.submit(graph)
-        let first = try #require(
-            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        let first = try await claimOne(store)
         _ = try await store.finish([
             AttemptReport(lease: first.lease, outcome: .failed(message: "first try broke", retryable: true))
         ])
-        let second = try #require(
-            try await store.claim(worker: "w", kinds: [Echo.kind], limit: 1, lease: .seconds(30)).first)
+        let second = try await claimOne(store)
         _ = try await store.finish([AttemptReport(lease: second.lease, outcome: .succeeded(output: Data("\"x\"".utf8)))]
         )
-        try store.close()
-        let captured = Captured()
-        let tool = BatonTool(write: captured.write, timeZone: TimeZone(identifier: "UTC")!)
-        try await StoreAddress.sqlite(path: path).withStore { store in
+        try await withTool(closing: store) { tool, captured, store in
             try await tool.job(store, job: first.job, json: false)
             #expect(captured.output.contains("error of an earlier attempt: first try broke"), "\(captured.output)")
             #expect(!captured.output.contains("last error"), "\(captured.output)")

@@ -11,6 +11,22 @@ import Testing
     .enabled(if: OtherProcess.isAvailable, "python3 is not installed; these tests need a second process")
 )
 struct EarthquakeStoreSharingTests {
+    /// A store in a new folder holding one event, and another process that holds its write lock.
+    static func heldByAnotherProcess(
+        busyTimeout: Duration = .seconds(60)
+    ) throws -> (TemporaryDirectory, EarthquakeStore, OtherProcess) {
+        let directory = try TemporaryDirectory()
+        do {
+            let path = directory.path("quakes.sqlite")
+            let store = try EarthquakeStore(path: path, busyTimeout: busyTimeout)
+            try store.importFeed([Quakes.tokyo])
+            return (directory, store, try OtherProcess(holdingWriteLockOn: path))
+        } catch {
+            directory.remove()
+            throw error
+        }
+    }
+
     @Test("the file is in WAL mode, and a reader does not wait for another process's import")
     func readersDoNotWait() throws {
         let directory = try TemporaryDirectory()
@@ -32,13 +48,8 @@ struct EarthquakeStoreSharingTests {
 
     @Test("a second import waits for the other process, says it is waiting, then succeeds")
     func writerWaits() async throws {
-        let directory = try TemporaryDirectory()
+        let (directory, store, other) = try Self.heldByAnotherProcess()
         defer { directory.remove() }
-        let path = directory.path("quakes.sqlite")
-        let store = try EarthquakeStore(path: path)
-        try store.importFeed([Quakes.tokyo])
-
-        let other = try OtherProcess(holdingWriteLockOn: path)
         let waiting = Gate()
         let result = Recorder<Result<ImportSummary, StoreError>>()
         let done = Gate()
@@ -62,13 +73,8 @@ struct EarthquakeStoreSharingTests {
     /// answered only when that process let go (36 s later), as the wait lasts up to the busy timeout.
     @Test("a cancel ends an import's wait for another process's lock at once")
     func cancelEndsTheWait() async throws {
-        let directory = try TemporaryDirectory()
+        let (directory, store, other) = try Self.heldByAnotherProcess(busyTimeout: .seconds(3_600))
         defer { directory.remove() }
-        let path = directory.path("quakes.sqlite")
-        let store = try EarthquakeStore(path: path, busyTimeout: .seconds(3_600))
-        try store.importFeed([Quakes.tokyo])
-
-        let other = try OtherProcess(holdingWriteLockOn: path)
         let waiting = Gate()
         let gate = ImportCommitGate()
         let result = Recorder<Result<ImportSummary, StoreError>>()
@@ -98,12 +104,8 @@ struct EarthquakeStoreSharingTests {
     /// database is locked", with no advice.
     @Test("a prune that cannot get the database in time says another program is using it")
     func pruneGivesUp() throws {
-        let directory = try TemporaryDirectory()
+        let (directory, store, other) = try Self.heldByAnotherProcess(busyTimeout: .milliseconds(200))
         defer { directory.remove() }
-        let path = directory.path("quakes.sqlite")
-        let store = try EarthquakeStore(path: path, busyTimeout: .milliseconds(200))
-        try store.importFeed([Quakes.tokyo])
-        let other = try OtherProcess(holdingWriteLockOn: path)
         let error = try #require(throws: StoreError.self) {
             try store.deleteEarthquakes(before: Date.distantFuture)
         }
@@ -116,13 +118,8 @@ struct EarthquakeStoreSharingTests {
 
     @Test("an import that cannot get the database in time says another refresh is using it")
     func writerGivesUp() throws {
-        let directory = try TemporaryDirectory()
+        let (directory, store, other) = try Self.heldByAnotherProcess(busyTimeout: .milliseconds(200))
         defer { directory.remove() }
-        let path = directory.path("quakes.sqlite")
-        let store = try EarthquakeStore(path: path, busyTimeout: .milliseconds(200))
-        try store.importFeed([Quakes.tokyo])
-
-        let other = try OtherProcess(holdingWriteLockOn: path)
         let waited = Recorder<Bool>()
         let error = try #require(throws: StoreError.self) {
             try store.importFeed([Quakes.sanFrancisco], whileWaiting: { waited.record(true) })
