@@ -77,6 +77,12 @@ import Testing
         first.isSuspended = false
         try await withDeadline(.seconds(30), "the bottom job") { _ = await bottom.outcome }
         #expect(order.values.first == "bottom", "\(order.values)")
+        // A waiter of `bottom` may resume before its finish has made `middle` ready (the dependents are
+        // released after the hand-over, not before it): resuming `second` then started a filler first
+        // (seen once under ThreadSanitizer in a CI run). `middle` is ready once it is; no event says so.
+        try await withDeadline(.seconds(30), "the middle job made ready by the bottom one's finish") {
+            while middle.state < .ready { await Task.yield() }
+        }
         second.isSuspended = false
         try await withDeadline(.seconds(30), "the top job") { _ = await top.outcome }
         let secondQueue = order.values.filter { $0 == "middle" || $0.hasPrefix("second") }
