@@ -294,14 +294,17 @@ extension PostgresJobStore {
         return (jobs, edges)
     }
 
-    /// Writes a retry's plan and wakes workers; returns how many jobs run again.
+    /// Writes a retry's plan and wakes workers; returns how many jobs run again. A job that never
+    /// started keeps its `notBefore`; one that ran is due at once (see the SQLite store's `apply`).
     static func apply(
         _ plan: RetryPlan, _ connection: PostgresConnection, run: Int64, notify: String, logger: Logger
     ) async throws -> Int {
         guard !plan.restarted.isEmpty else { return 0 }
         try await connection.liveQuery(
             """
-            UPDATE jobs j SET state = c.state, remaining = c.remaining, not_before = 0, waiting = false,
+            UPDATE jobs j SET state = c.state, remaining = c.remaining,
+                not_before = CASE WHEN j.attempts = 0 THEN j.not_before ELSE 0 END,
+                waiting = j.attempts = 0 AND j.not_before > 0,
                 lease_owner = NULL, lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL,
                 output = NULL, finished = NULL, finished_by = NULL, finished_report = NULL, finished_result = NULL,
                 max_attempts = LEAST(2147483647::bigint,

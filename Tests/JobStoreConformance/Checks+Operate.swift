@@ -247,6 +247,39 @@ extension JobStoreConformance {
                 "the attempts of both tries, in order")
             try await expectDurableError(.unknownJob) { _ = try await store.retry(job: DurableJobID(987_654)) }
         },
+        check("a retry keeps the start date of a job that never started; one that ran is due at once") {
+            store, clock in
+            let later = clock.now.addingTimeInterval(3_600)
+            let latest = clock.now.addingTimeInterval(7_200)
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("a"), Build.job("b", after: [0], notBefore: later),
+                    Build.job("c", kind: "c", notBefore: latest)),
+                uniqueKey: nil)
+            _ = try await store.fail(try await store.claimAll()[0], "no", retryable: false)
+            try await store.cancel(job: run.jobs[2], reason: "not now")
+            try expectEqual(try await store.states(run), [.failed, .cancelled, .cancelled], "before the retry")
+            try expectEqual(try await store.retry(run: run.run), 3, "a, b and c run again")
+            try expectEqual(try await store.record(of: run.jobs[1]).notBefore, later, "b's start date")
+            try expectEqual(try await store.record(of: run.jobs[2]).notBefore, latest, "c's start date")
+            try expectEqual(try await store.claimAll(["c"]).count, 0, "c before its start date")
+            _ = try await store.succeed(try await store.claimAll()[0])  // a
+            try expectEqual(try await store.claimAll().count, 0, "b before its start date")
+            try expectEqual(try await store.nextDueDate(kinds: ["k", "c"]), later, "next due: b's start date")
+            clock.advance(by: .seconds(3_600))
+            try expectEqual(try await store.claimAll().map(\.name), ["b"], "b at its start date")
+            clock.advance(by: .seconds(3_600))
+            try expectEqual(try await store.claimAll(["c"]).map(\.name), ["c"], "c at its start date")
+
+            // A job cancelled while it waited for its backoff: its retry begins afresh, at once.
+            let other = try await store.submit(
+                Build.graph("h", Build.job("d", kind: "d", retry: .exponential(maxAttempts: 3, initial: .seconds(60)))),
+                uniqueKey: nil)
+            try expectEqual(try await store.fail(try await store.claimAll(["d"])[0]), .accepted(.ready), "d backs off")
+            try await store.cancel(job: other.jobs[0], reason: "stop")
+            try expectEqual(try await store.retry(job: other.jobs[0]), 1, "d runs again")
+            try expectEqual(try await store.claimAll(["d"]).map(\.name), ["d"], "d at once")
+        },
         check("a dependent that runs regardless waits for a retried job's new outcome") { store, _ in
             // a fails; d runs regardless of a and also waits for b (not yet run).
             let run = try await store.submit(

@@ -283,11 +283,15 @@ extension SQLiteJobStore {
         return (jobs, edges)
     }
 
-    /// Writes a retry's plan; returns how many jobs run again.
+    /// Writes a retry's plan; returns how many jobs run again. A job that never started keeps its
+    /// `notBefore` (a dependent cancelled before its start date waits for that date again); one that ran
+    /// is due at once, its start date passed and its backoff begun afresh.
     static func apply(_ plan: RetryPlan, _ db: Database, run: Int64) throws -> Int {
         let restart = try db.cachedStatement(
             sql: """
-                UPDATE baton_jobs SET state = ?, remaining = ?, not_before = 0, waiting = 0, lease_owner = NULL,
+                UPDATE baton_jobs SET state = ?, remaining = ?,
+                    not_before = CASE WHEN attempts = 0 THEN not_before ELSE 0 END,
+                    waiting = attempts = 0 AND not_before > 0, lease_owner = NULL,
                     lease_token = NULL, lease_expires = NULL, cancel_request = NULL, last_error = NULL, output = NULL,
                     finished = NULL, max_attempts = min(attempts + CASE WHEN ? > 0 THEN ? ELSE 1 END, 2147483647)
                 WHERE id = ?

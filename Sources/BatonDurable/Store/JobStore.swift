@@ -151,7 +151,9 @@ public protocol JobStore: Sendable {
     /// share a number — together with the jobs
     /// that were cancelled because of it (its cancelled dependents, transitively); the run is
     /// unfinished again until they finish. Dependents that run regardless wait for its new outcome. A
-    /// dependent that another failed job outside the retry would cancel again stays cancelled.
+    /// dependent that another failed job outside the retry would cancel again stays cancelled. A job
+    /// that never started keeps its `notBefore` (a dependent cancelled before its start date waits for
+    /// that date again); one that ran is due at once.
     /// Returns how many jobs run again.
     /// - Throws: ``DurableError/Code/misuse`` when the job is not failed or cancelled, or one of its own
     ///   dependencies failed or was cancelled (retry that one instead); ``DurableError/Code/unknownJob``.
