@@ -630,7 +630,7 @@ extension Job {
         _ = released
         let end = withCore { $0.endHandOver() }
         var drained: [IdleWaiter] = []
-        if let queue { drained = queue.jobDidFinish(self, heldSlot: end.holdsSlot) }
+        if let queue { drained = queue.jobDidFinish(self, heldSlot: end.holdsSlot, waited: !end.waiters.isEmpty) }
         for waiter in end.waiters { waiter.resume(ending.outcome) }
         for waiter in drained { waiter.resume() }
         if !end.dependents.isEmpty { work.release(end.dependents) }
