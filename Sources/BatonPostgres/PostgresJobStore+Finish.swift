@@ -25,8 +25,14 @@ extension PostgresJobStore {
         }
         if !successes.isEmpty {
             let accepted = try await finishSucceeded(successes.map { reports[$0] })
-            for index in successes where accepted.contains(reports[index].lease) {
-                results[index] = .accepted(.succeeded)
+            for index in successes {
+                if accepted.contains(reports[index].lease) {
+                    results[index] = .accepted(.succeeded)
+                } else {
+                    // Asked to cancel (the common statement leaves those), or not current: told apart, and
+                    // recorded, report by report.
+                    others.append(index)
+                }
             }
         }
         if !others.isEmpty {
@@ -57,7 +63,8 @@ extension PostgresJobStore {
         return reports.indices.filter { seen.insert(reports[$0].lease).inserted }
     }
 
-    /// The common case in one statement: record the outputs of the attempts whose token is current,
+    /// The common case in one statement: record the outputs of the attempts whose token is current and
+    /// whose job was not asked to cancel (such a job ends cancelled: ``finishAttempt(_:_:now:logger:)``),
     /// free their categories, count their runs down, and make ready the dependents whose last
     /// dependency they were; notify listeners when that freed or readied anything.
     func finishSucceeded(_ reports: [AttemptReport]) async throws -> Set<Lease> {
@@ -138,7 +145,7 @@ extension PostgresJobStore {
     /// looking 500 jobs up by key — then matched every running job against every report (1.4–1.7 s a
     /// statement on 20,000 jobs). Not counted, the reports are planned as a few, as in the generic plan.
     enum FinishSucceeded: PreparedText {
-        static let name = "baton_finish_succeeded_v5"
+        static let name = "baton_finish_succeeded_v6"
         static let sql = """
             WITH now AS MATERIALIZED (
                 SELECT coalesce($4::float8, extract(epoch FROM now())::float8) AS t
@@ -150,6 +157,7 @@ extension PostgresJobStore {
                     lease_token = NULL, lease_expires = NULL, finished_by = r.token, finished_report = 'succeeded',
                     finished_result = 'succeeded'
                 FROM r WHERE j.id = r.id AND j.lease_token = r.token AND (j.state = 'running') IS TRUE
+                    AND j.cancel_request IS NULL
                 RETURNING j.id, j.run, j.has_categories, r.token
             ), again AS (
                 -- Reports that already finished their attempt (the statement's snapshot predates `done`).
@@ -223,8 +231,14 @@ extension PostgresJobStore {
         }
         let accepted = try await recheck(reports, accepted: try Self.acceptedLeases(finished))
         var results = [FinishResult](repeating: .rejected, count: reports.count)
-        for index in Self.firstReports(reports) where accepted.contains(reports[index].lease) {
+        let first = Self.firstReports(reports)
+        for index in first where accepted.contains(reports[index].lease) {
             results[index] = .accepted(.succeeded)
+        }
+        // Those the statement left (asked to cancel, or not current), report by report.
+        let left = first.filter { !accepted.contains(reports[$0].lease) }
+        if !left.isEmpty {
+            for (index, result) in zip(left, try await finish(left.map { reports[$0] })) { results[index] = result }
         }
         let claimed = try await completeClaim(claimRows, worker: worker, kinds: kinds, limit: limit, lease: lease)
         return (results, claimed)
@@ -321,16 +335,16 @@ extension PostgresJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
+            // A job asked to cancel (itself or its run) ends cancelled, however its attempt ended, as a
+            // failure or a snooze of it does: its dependents are cancelled rather than run, it adds nothing,
+            // and a retry runs it again. (Its body may have finished before its worker heard of the request.)
+            if let cancelRequest {
+                try await finishJob(
+                    connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now,
+                    logger: logger)
+                return .accepted(.cancelled)
+            }
             if let additions = report.additions, !additions.jobs.isEmpty {
-                // A job asked to cancel (itself or its run) adds nothing. Its success without the jobs it
-                // meant to add is incomplete: it is recorded as cancelled, so that its dependents are
-                // cancelled rather than run on what was not added (and a retry of the run runs it again).
-                if let cancelRequest {
-                    try await finishJob(
-                        connection, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now,
-                        logger: logger)
-                    return .accepted(.cancelled)
-                }
                 do {
                     try await addJobs(connection, additions, by: id, now: now, logger: logger)
                 } catch let error as DurableError {

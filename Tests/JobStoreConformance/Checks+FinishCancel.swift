@@ -292,5 +292,36 @@ extension JobStoreConformance {
                 try await store.cancel(run: DurableRunID(987_654), reason: "x")
             }
         },
+        check("a job asked to cancel that succeeds before hearing of it ends cancelled, and so do its dependents") {
+            store, _ in
+            let run = try await store.submit(
+                Build.graph(
+                    "g", Build.job("charge"), Build.job("receipt", after: [0]), Build.job("other"),
+                    Build.job("late"), Build.job("after late", after: [3])),
+                uniqueKey: nil)
+            let claimed = try await store.claimAll()
+            try expectEqual(claimed.map(\.name), ["charge", "other", "late"], "claimed")
+            try await store.cancel(job: run.jobs[0], reason: "card refused")
+            // Both successes in one call, as a worker sends them: the cancelled one and another.
+            let results = try await store.finish(
+                claimed.prefix(2).map { AttemptReport(lease: $0.lease, outcome: .succeeded(output: Data("1".utf8))) })
+            try expectEqual(results, [.accepted(.cancelled), .accepted(.succeeded)], "the two successes")
+            try expectEqual(
+                try await store.states(run), [.cancelled, .cancelled, .succeeded, .running, .pending], "states")
+            let attempt = try await store.attempts(of: run.jobs[0]).last
+            try expectEqual(attempt?.outcome, .cancelled, "charge's attempt")
+            try expect(attempt?.error?.contains("card refused") == true, "it says why: \(attempt?.error ?? "nil")")
+            try expectEqual(try await store.payload(of: run.jobs[0]).output, nil, "no output kept")
+            // The same through the call that reports and claims in one trip.
+            try await store.cancel(run: run.run, reason: "stop everything")
+            let (finished, next) = try await store.finish(
+                [AttemptReport(lease: claimed[2].lease, outcome: .succeeded(output: Data("2".utf8)))], thenClaim: 10,
+                worker: "w1", kinds: ["k"], lease: .seconds(30))
+            try expectEqual(finished, [.accepted(.cancelled)], "late's success")
+            try expectEqual(next.count, 0, "nothing to claim")
+            try expectEqual(
+                try await store.states(run), [.cancelled, .cancelled, .succeeded, .cancelled, .cancelled], "at the end")
+            try expect(try await store.record(of: run.run).finished != nil, "the run is finished")
+        },
     ]
 }

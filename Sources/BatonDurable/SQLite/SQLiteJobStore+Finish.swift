@@ -34,7 +34,7 @@ extension SQLiteJobStore {
                 outcome: .failed, result: state,
                 error: error)
         case (.succeeded, .accepted(.cancelled)):
-            // It was asked to cancel and meant to add jobs: recorded as cancelled, saying why.
+            // It was asked to cancel: recorded as cancelled, saying why.
             let error = try String.fetchOne(db, sql: "SELECT last_error FROM baton_jobs WHERE id = ?", arguments: [id])
             try recordAttempt(
                 db, report.lease, attempt: try row.value(at: 0), worker: try row.value(at: 5), now: now,
@@ -89,14 +89,14 @@ extension SQLiteJobStore {
         let id = report.lease.job.rawValue
         switch report.outcome {
         case .succeeded(let output):
+            // A job asked to cancel (itself or its run) ends cancelled, however its attempt ended, as a
+            // failure or a snooze of it does: its dependents are cancelled rather than run, it adds nothing,
+            // and a retry runs it again. (Its body may have finished before its worker heard of the request.)
+            if let cancelRequest = try row.value(at: 3) as String? {
+                try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
+                return .accepted(.cancelled)
+            }
             if let additions = report.additions, !additions.jobs.isEmpty {
-                // A job asked to cancel (itself or its run) adds nothing. Its success without the jobs it
-                // meant to add is incomplete: it is recorded as cancelled, so that its dependents are
-                // cancelled rather than run on what was not added (and a retry of the run runs it again).
-                if let cancelRequest = try row.value(at: 3) as String? {
-                    try finishJob(db, id: id, state: .cancelled, error: cancelRequest, output: nil, now: now)
-                    return .accepted(.cancelled)
-                }
                 do {
                     try addJobs(db, additions, by: id, now: now)
                 } catch let error as DurableError {

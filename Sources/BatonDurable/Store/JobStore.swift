@@ -75,7 +75,8 @@ public protocol JobStore: Sendable {
 
     /// Cancels every unfinished job of a run. Pending and ready jobs are cancelled at once; a running
     /// job is asked to cancel (its worker learns it at its next renewal) and becomes cancelled when its
-    /// attempt ends or its lease expires.
+    /// attempt ends, however it ends (a success reported after the request is recorded as cancelled,
+    /// its output not kept), or when its lease expires.
     func cancel(run: DurableRunID, reason: String) async throws
 
     /// Cancels one job as ``cancel(run:reason:)`` does; its dependents are cancelled unless they run regardless.

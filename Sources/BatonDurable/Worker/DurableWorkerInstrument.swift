@@ -73,7 +73,9 @@ public enum DurableAttemptEnd: Hashable, Sendable, CustomStringConvertible {
             // A success not recorded as one: the store refused the jobs it added, or it was asked to
             // cancel (and added nothing). The job's last error in the store has the store's words.
             case (.succeeded, .accepted(.cancelled)):
-                "asked to cancel while it ran: its success was recorded as cancelled, and the jobs it added were not added"
+                report.additions?.jobs.isEmpty ?? true
+                    ? "asked to cancel while it ran: its success was recorded as cancelled"
+                    : "asked to cancel while it ran: its success was recorded as cancelled, and the jobs it added were not added"
             case (.succeeded, .accepted(let state)) where state != .succeeded:
                 "the store refused the jobs it added (its last error in the store says why)"
             case (.succeeded, _): ""
