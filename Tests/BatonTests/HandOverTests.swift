@@ -148,6 +148,34 @@ final class Probe: Sendable {
         }
     }
 
+    /// The same when what waits is captured by the job's own block: a `BlockJob` lets go of its blocks in
+    /// its hand-over. (It released them as its body returned, the slot and category still held: the
+    /// serial queue's wait hung, and the category's stopped the program as a wait from a body.)
+    @Test(arguments: [false, true])
+    func aBlockJobsCapturedObjectWaitingForTheJobAfterItGetsItsOutcome(sharingACategory: Bool) async throws {
+        let scope = ExclusivityScope(name: "block hand-over")
+        let queue = JobQueue(
+            name: "block", maxConcurrentJobs: sharingACategory ? 4 : 1, exclusivityScope: scope,
+            workerThreads: .dedicated)
+        let second = BlockJob(name: "second") {}
+        let first: BlockJob
+        do {
+            let held = WaitsForJobWhenFreed()
+            held.job = second
+            first = BlockJob(name: "first") { _ = held }
+        }
+        if sharingACategory {
+            first.addCondition(MutuallyExclusive(category: "db"))
+            second.addCondition(MutuallyExclusive(category: "db"))
+        }
+        queue.add([first, second])
+        try await withDeadline(.seconds(30), "a block's captured object waiting for the job after it") {
+            #expect(await first.outcome.didSucceed)
+            #expect(await second.outcome.didSucceed)
+            await queue.waitUntilAllJobsAreFinished()
+        }
+    }
+
     @Test func aHandOverThatWaitsForAJobNeedingItsCategoryGetsItsOutcome() async throws {
         let scope = ExclusivityScope(name: "hand-over")
         let queue = JobQueue(name: "exclusive", exclusivityScope: scope, workerThreads: .dedicated)

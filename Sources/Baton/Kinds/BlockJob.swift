@@ -54,14 +54,23 @@ public final class BlockJob: Job, @unchecked Sendable {
     }
 
     public override func execute() throws {
-        // Take the blocks out: they run once, and the job must not keep them afterwards.
-        let taken = mutex.withLock {
-            defer { blocks = Blocks() }
-            return blocks
+        // Read, not taken out: the job lets go of them in its hand-over (`didComplete`), as every kind does,
+        // so that a `deinit` of what they captured is part of the job's finish — where waiting for the next
+        // job of a serial queue, or for one that needs the job's categories, works. Released here, such a
+        // `deinit` ran in the body, the job's slot and categories still held, and waited for ever.
+        let blocks = mutex.withLock { self.blocks }
+        guard let first = blocks.first else { return }
+        if blocks.more.isEmpty { return try first() }
+        try Self.runConcurrently([first] + blocks.more)
+    }
+
+    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
+        let blocks = mutex.withLock {
+            defer { self.blocks = Blocks() }
+            return self.blocks
         }
-        guard let first = taken.first else { return }
-        if taken.more.isEmpty { return try first() }
-        try Self.runConcurrently([first] + taken.more)
+        _ = blocks  // released outside the lock
+        return []
     }
 
     /// Runs several blocks concurrently; throws the error of the first failing one in their order.
@@ -80,14 +89,4 @@ public final class BlockJob: Job, @unchecked Sendable {
         if let failure = failures.withLock({ firstFailure }) { throw failure.error }
     }
 
-    override func didComplete(outcome: JobOutcome, executed: Bool, extras: JobExtras?) -> [(Job, JobOutcome)] {
-        guard !executed else { return [] }  // `execute()` took them already
-        // Moved out under the lock as one value, dropped after it.
-        let taken = mutex.withLock {
-            defer { blocks = Blocks() }
-            return blocks
-        }
-        _ = taken
-        return []
-    }
 }
