@@ -9,8 +9,8 @@ extension EarthquakeStore {
     /// The import is all-or-nothing: if any row is refused (for example a latitude outside
     /// -90...90) or the disk fails, the transaction is rolled back and the table is exactly as
     /// it was before the call. A row whose stored value is already identical is counted as
-    /// unchanged and not rewritten. An earthquake whose `updated` time is older than the stored row's
-    /// does not replace it (it is counted as unchanged). An `updated` time more than a day after now is
+    /// unchanged and not rewritten. An earthquake whose `updated` time is older than the stored row's,
+    /// or that has none when the stored row has one, does not replace it (it is counted as unchanged). An `updated` time more than a day after now is
     /// no clock's reading: it is stored as given, and blocks and wins no comparison. An
     /// earthquake the USGS marks deleted (`status` "deleted") is not stored, and removes a stored row of
     /// its id (``ImportSummary/deleted``, ``ImportSummary/removed``); its id and the `updated` time of the
@@ -252,10 +252,13 @@ extension EarthquakeStore {
                 found = try select.step()
             }
             // An older copy of an event (its `updated` time before the stored one's) never replaces a
-            // newer one: the stored row is kept, and counted as unchanged. A stored time beyond any clock is
-            // unknown: it blocks nothing.
-            if found, let incoming = quake.updated?.usgsMilliseconds, let stored = select.int64(orNilAt: updatedColumn),
-                stored <= latest, incoming <= latest, incoming < stored
+            // newer one: the stored row is kept, and counted as unchanged. So does a copy without an
+            // `updated` time (a rewritten or trimmed feed): it ranks below any copy with one, as within a
+            // feed, rather than wiping the stored row's fields it lacks. A stored time beyond any clock is
+            // unknown: it blocks nothing; an incoming one wins.
+            if found, let stored = select.int64(orNilAt: updatedColumn), stored <= latest,
+                quake.updated.map({ $0.usgsMilliseconds <= latest && $0.usgsMilliseconds < stored })
+                    ?? !quake.isDeleted
             {
                 select.reset()
                 if quake.isDeleted {

@@ -22,10 +22,22 @@ struct EarthquakeStoreVersionTests {
         let summary = try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.1, updated: 100)])
         #expect(summary == ImportSummary(unchanged: 1))
         #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.4)
-        // A newer copy, or one whose updated time is unknown, still replaces it.
+        // A newer copy replaces it.
         #expect(try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.5, updated: 300)]).updated == 1)
-        #expect(try store.importFeed([Self.copy(Quakes.tokyo, magnitude: 6.6, updated: nil)]).updated == 1)
-        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.6)
+        // One without an updated time does not (a trimmed feed wiped the fields it lacked), as within a
+        // feed; a deletion without one still removes it.
+        var trimmed = Self.copy(Quakes.tokyo, magnitude: 6.6, updated: nil)
+        trimmed.magnitudeType = nil
+        #expect(try store.importFeed([trimmed]) == ImportSummary(unchanged: 1))
+        #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.5)
+        #expect(try store.earthquake(id: "tokyo")?.magnitudeType == Quakes.tokyo.magnitudeType)
+        // A row stored without an updated time is replaced by any copy.
+        try store.importFeed([Self.copy(Quakes.sanFrancisco, magnitude: 4.0, updated: nil)])
+        #expect(try store.importFeed([Self.copy(Quakes.sanFrancisco, magnitude: 4.2, updated: nil)]).updated == 1)
+        #expect(try store.importFeed([Self.copy(Quakes.sanFrancisco, magnitude: 4.3, updated: 10)]).updated == 1)
+        var gone = Self.copy(Quakes.tokyo, magnitude: 6.6, updated: nil)
+        gone.status = "deleted"
+        #expect(try store.importFeed([gone]).removed == 1)
     }
 
     @Test("within one feed the newest copy of an id wins, whatever its position; on a tie the last")
