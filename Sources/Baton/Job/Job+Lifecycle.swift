@@ -36,7 +36,14 @@ extension Job {
     /// - Precondition: The job is in no queue, was not started by hand and has not finished.
     func join(_ queue: JobQueue, batch: UInt64, index: Int) -> Joined {
         var refusal: (JobLifecycle.EnqueueRefusal, JobQueue?)?
+        var group: GroupJob?
         let joined: Joined? = withCore { core in
+            // A group's child is the group's to run: added to another queue too, it ran there and the
+            // group stopped the program when it started, on a worker thread.
+            if let parent = core.extras?.parent, !queue.runsChildrenOfAGroup {
+                group = parent
+                return nil
+            }
             let dependencies = core.allDependencies
             let result = core.lifecycle.enqueue(
                 dependencies: dependencies.count,
@@ -67,6 +74,11 @@ extension Job {
             }
         }
         if let joined { return joined }
+        if let group {
+            fatalError(
+                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it is a child of group '\(group.name)', which runs it. Add the group to a queue, not its child."
+            )
+        }
         let place = refusal?.1.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
         switch refusal?.0 {
         case .alreadyIn where refusal?.1 === queue:

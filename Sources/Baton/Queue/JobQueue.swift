@@ -58,6 +58,8 @@ public final class JobQueue: @unchecked Sendable {
     @exclusivity(unchecked) var nextStreamID = 0
     /// Told of every batch of jobs added (a group's internal queue tells the group). Set at init.
     private let adoption: (@Sendable ([Job]) -> Void)?
+    /// The queue of a group's children (which only the group adds to).
+    var runsChildrenOfAGroup: Bool { adoption != nil }
     /// What watches the queue's jobs (see ``JobInstrument``); fixed at init. Instruments given that were
     /// not enabled (``JobInstrument/isEnabled``) are not listed.
     public let instruments: [any JobInstrument]
