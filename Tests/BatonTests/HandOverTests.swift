@@ -374,6 +374,65 @@ final class Probe: Sendable {
         )
     }
 
+    /// A probe (7 December 2026, night): a body of a serial queue waiting for the next job of that queue,
+    /// directly or through a job of another queue, hung silently (`diagnose()` named the full slot).
+    @Test func aBodyWaitingForTheNextJobOfItsSerialQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
+            let next = BlockJob(name: "next") {}
+            let added = DispatchSemaphore(value: 0)
+            let waiter = BlockJob(name: "waiter") {
+                added.wait()
+                _ = next.waitUntilFinished()
+            }
+            queue.add([waiter, next])
+            added.signal()
+            blockUntilFinished(waiter)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'next' inside the body of job 'waiter'")
+        expect(
+            result,
+            toSay:
+                "job 'next' needs a slot of queue 'serial', whose every slot job 'waiter' holds until its body returns")
+    }
+
+    @Test func aBodyWaitingThroughAnotherQueueForTheNextJobOfItsSerialQueueStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let queue = JobQueue(name: "serial", maxConcurrentJobs: 1, workerThreads: .dedicated)
+            let other = JobQueue(name: "other", workerThreads: .dedicated)
+            let next = BlockJob(name: "next") {}
+            let report = BlockJob(name: "report") {}
+            report.addDependency(next)
+            let added = DispatchSemaphore(value: 0)
+            let waiter = BlockJob(name: "waiter") {
+                added.wait()
+                _ = report.waitUntilFinished()
+            }
+            queue.add([waiter, next])
+            other.add(report)
+            added.signal()
+            blockUntilFinished(waiter)
+        }
+        expect(result, toSay: "BUG DETECTED: a blocking wait for job 'report' inside the body of job 'waiter'")
+        expect(result, toSay: "job 'next', which 'report' waits for, needs a slot of queue 'serial'")
+    }
+
+    @Test func aBodyWaitingForTheNextJobOfAQueueWithRoomWaits() async throws {
+        let queue = JobQueue(name: "two", maxConcurrentJobs: 2, workerThreads: .dedicated)
+        let next = BlockJob(name: "next") {}
+        let added = Gate()
+        let waiter = BlockJob(name: "waiter") {
+            added.wait()
+            _ = next.waitUntilFinished()
+        }
+        queue.add([waiter, next])
+        added.open()
+        try await withDeadline(.seconds(30), "the body's wait for a job that has a slot left returns") {
+            _ = await waiter.outcome
+        }
+        #expect(next.outcomeIfDecided?.didSucceed == true)
+    }
+
     @Test func aBodyWaitingForAJobNeedingACategoryWithRoomLeftWaits() async throws {
         // Limit 2: the body holds one unit, the job it waits for takes the other. The body waits once
         // the job is in the queue (where the check sees it).

@@ -184,6 +184,15 @@ struct HandOverFrame {
                     "job '\(needing.name)'\(waits) needs exclusivity category '\(category)', which job '\(holder.name)' holds until its body returns"
             )
         }
+        if let (needing, queue, holders, path) = slotBlocker(roots, bodies: frames.filter(\.isBody)) {
+            let waits = path.count > 1 ? ", which '\(path[0].name)' waits for," : ""
+            let names = holders.map { "'\($0.name)'" }.joined(separator: ", ")
+            stop(
+                waiting: what(), inBodyOf: holders[0],
+                because:
+                    "job '\(needing.name)'\(waits) needs a slot of queue '\(queue.name)', whose every slot \(holders.count == 1 ? "job" : "jobs") \(names) \(holders.count == 1 ? "holds" : "hold") until \(holders.count == 1 ? "its body returns" : "their bodies return")"
+            )
+        }
         for each in frames {
             let (slot, ticket) = each.job.withCore { core -> (Bool, ClaimTicket?) in
                 // Its hand-over has not begun (its observers are told, or it is parked until its
@@ -302,6 +311,55 @@ struct HandOverFrame {
                     while let previous = from[ObjectIdentifier(path[0])] ?? nil { path.insert(previous, at: 0) }
                     return (job, each.key, each.holder, path)
                 }
+            }
+            for each in next where from[ObjectIdentifier(each)] == nil {
+                from[ObjectIdentifier(each)] = .some(job)
+                stack.append(each)
+            }
+        }
+        return nil
+    }
+
+    /// Searches what `roots` wait for, as ``blocker(_:finishing:)`` does, for a job that has yet to get a
+    /// slot of a queue whose every slot is held by the jobs of `bodies` (running their bodies on this
+    /// thread, each holding a slot of its queue until it returns): it cannot start before they return (a
+    /// body of a serial queue waiting for the next job of that queue, directly or through another queue).
+    /// Returns that job, the queue, the bodies holding its slots and the path from a root to the job.
+    private static func slotBlocker(_ roots: [Job], bodies: [HandOverFrame]) -> (Job, JobQueue, [Job], [Job])? {
+        var holders: [ObjectIdentifier: (queue: JobQueue, jobs: [Job])] = [:]
+        for body in bodies {
+            guard let queue = body.queue else { continue }
+            holders[ObjectIdentifier(queue), default: (queue, [])].jobs.append(body.job)
+        }
+        let full = holders.filter { $0.value.jobs.count >= $0.value.queue.maxConcurrentJobs }
+        guard !full.isEmpty else { return nil }
+        var from: [ObjectIdentifier: Job?] = [:]
+        var stack: [Job] = []
+        for root in roots where from.updateValue(nil, forKey: ObjectIdentifier(root)) == nil { stack.append(root) }
+        while let job = stack.popLast() {
+            let (next, queue, needsSlot) = job.withCore { core -> ([Job], JobQueue?, Bool) in
+                guard !core.lifecycle.isFinished else { return ([], nil, false) }
+                var next = core.allDependencies
+                if let group = core.extras?.group {
+                    next += group.waiting + group.children + group.joining.values.joined()
+                }
+                // A job its queue has yet to start (one started and waiting for its categories holds a
+                // slot already), and certain to be started: ready, or with no condition to ask (as in
+                // `categoryBlocker`: a job whose condition fails finishes without a slot).
+                let needsSlot: Bool
+                switch core.lifecycle.state {
+                case .ready(.none): needsSlot = true
+                case .pending, .evaluatingConditions:
+                    needsSlot =
+                        (core.extras?.evaluatedConditions ?? 0) == 0 && (core.extras?.generated.isEmpty ?? true)
+                default: needsSlot = false
+                }
+                return (next, core.queue, needsSlot)
+            }
+            if needsSlot, let queue, let held = full[ObjectIdentifier(queue)] {
+                var path = [job]
+                while let previous = from[ObjectIdentifier(path[0])] ?? nil { path.insert(previous, at: 0) }
+                return (job, queue, held.jobs, path)
             }
             for each in next where from[ObjectIdentifier(each)] == nil {
                 from[ObjectIdentifier(each)] = .some(job)
