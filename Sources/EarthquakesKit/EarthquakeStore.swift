@@ -562,6 +562,15 @@ public final class EarthquakeStore: Sendable {
         }
     }
 
+    /// Whether the store remembers `id` as gone: an event the USGS deleted, or an earlier id of an event
+    /// the USGS now lists under another (both kept until ``deleteEarthquakes(before:)`` drops them).
+    public func remembersAsGone(id: String) throws(StoreError) -> Bool {
+        try read("look up earthquake \"\(id)\" in") { db in
+            guard try Self.hasTable(Self.deletedTable, db) else { return false }
+            return try Bool.fetchOne(db, sql: "SELECT 1 FROM \(Self.deletedTable) WHERE id = ?", arguments: [id]) != nil
+        }
+    }
+
     /// Runs `body` on the connection, or throws ``StoreClosed`` once ``close()`` ran. The check runs on
     /// the connection's own queue, as `close()` does: a call racing with a close runs before it or is
     /// refused, never on a closed connection (which GRDB does not check for every call).

@@ -182,6 +182,28 @@ import Testing
         #expect(error.message == "no earthquake with id \"nope\" in \(path); `earthquakes list` shows the ids")
     }
 
+    /// A probe (7 December 2026, night): an id the USGS deleted, or moved the event from, was "no
+    /// earthquake with id", as if it had never been imported.
+    @Test func showAnIDTheUSGSDeletedSaysSo() async throws {
+        let (scratch, path) = try await sampleDatabase()
+        defer { scratch.remove() }
+        do {
+            let store = try EarthquakeStore(path: path)
+            var gone = try #require(try store.earthquake(id: "sample0001"))
+            gone.status = "deleted"
+            gone.updated = (gone.updated ?? Date(timeIntervalSince1970: 0)).addingTimeInterval(60)
+            #expect(try store.importFeed([gone]).removed == 1)
+            try store.close()
+        }
+        let error = try #require(throws: CLIError.self) {
+            try EarthquakesCLI.forTests(CapturedConsole()).show(id: "sample0001", database: path, json: false)
+        }
+        #expect(
+            error.message
+                == "earthquake \"sample0001\" is no longer in \(path): the USGS deleted it, or lists the event under another id now (another network's solution was preferred); `earthquakes list` shows the ids"
+        )
+    }
+
     @Test func refreshPrintsJSONForScriptsAndNoProgressWhenNotATerminal() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
