@@ -81,7 +81,8 @@ public struct JobError: Error, Sendable, CustomStringConvertible {
         let path = (names + names.prefix(1)).joined(separator: " → ")
         return JobError(
             code: .dependencyCycle, jobs: names,
-            message: "dependency cycle: \(path). None of these jobs can ever start; remove one of the dependencies."
+            message:
+                "dependency cycle: \(path). None of these jobs can ever start; remove one of the links: a dependency, a group's child, or an exclusivity category that a job waits for while a group in the cycle holds it."
         )
     }
 }
