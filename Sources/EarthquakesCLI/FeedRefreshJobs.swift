@@ -94,6 +94,10 @@ struct FetchFeed: DurableJob {
                 try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
             }
             return Output(feed: input.feed, file: destination.path)
+        case .failed(let error) where isFDSNNoData(error, url: url):
+            // The same with `nodata=404`: "404 Not Found" when it matched no event.
+            try Data(FetchFeed.noEvents.utf8).write(to: destination, options: .atomic)
+            return Output(feed: input.feed, file: destination.path)
         case .failed(let error):
             let advised = EarthquakesCLI.withAdvice(error)
             throw Self.isFinal(error) ? PermanentFailure(advised) : advised

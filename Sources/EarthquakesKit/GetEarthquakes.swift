@@ -45,6 +45,9 @@ public final class GetEarthquakes: Sendable {
         /// Bytes in memory, with a label for messages (for example "the sample feed").
         case data(Data, label: String)
 
+        /// The address, for a URL.
+        var address: URL? { if case .url(let url) = self { url } else { nil } }
+
         public var description: String {
             switch self {
             case .url(let url): url.isFileURL ? url.path : url.absoluteString
@@ -239,6 +242,8 @@ public final class GetEarthquakes: Sendable {
         for step in steps {
             switch step.outcomeIfDecided {
             case .succeeded?: continue
+            case .failed(let error)? where step === download && isFDSNNoData(error, url: source.address):
+                return ImportSummary()  // an FDSN query that matched no event, with `nodata=404`
             case .failed(let error as JobError)? where error.code == .conditionFailed && error.underlying != nil:
                 throw error.underlying!  // a failed reachability check: its own error says what is wrong
             case .failed(let error)?: throw error
@@ -292,4 +297,14 @@ private struct ReportingReachability: JobCondition {
 /// feed, a proxy or portal in the way) a 204 is no feed, and the refresh fails.
 package func isFDSNEventQuery(_ url: URL?) -> Bool {
     url?.path.contains("/fdsnws/event/") == true
+}
+
+/// Whether `error` is an FDSN event query's answer that it matched no event, when the query asked for
+/// "404 Not Found" (`nodata=404`) rather than the service's "204 No Content": a feed of no events.
+package func isFDSNNoData(_ error: any Error, url: URL?) -> Bool {
+    guard isFDSNEventQuery(url), let url, let error = error as? NetworkError, error.code == .httpStatus,
+        error.statusCode == 404
+    else { return false }
+    let items = URLComponents(url: url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+    return items.contains { $0.name.lowercased() == "nodata" && $0.value == "404" }
 }

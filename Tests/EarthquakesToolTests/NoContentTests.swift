@@ -67,6 +67,33 @@ import Testing
         }
     }
 
+    /// A probe (7 December 2026, night): a query asking for "404 Not Found" when it matches nothing
+    /// (`nodata=404`) failed with "There is no feed at that address".
+    @Test func aNotFoundAnswerToAQueryAskingForItIsAFeedOfNoEvents() async throws {
+        let scratch = try Scratch()
+        defer { scratch.remove() }
+        let path = scratch.path("q.sqlite")
+        let server = try await TestHTTPServer.start { request in
+            request.path.hasPrefix("/fdsnws")
+                ? .respond(status: 404, headers: [], body: Data("Error 404: No data".utf8)) : .ok(SampleFeed.data)
+        }
+        defer { Task { await server.shutdown() } }
+        let query = server.url(Self.query + "&nodata=404").absoluteString
+        let captured = CapturedConsole()
+        try await EarthquakesCLI.forTests(captured).refresh(feed: query, database: path, json: false)
+        #expect(captured.stdout.hasPrefix("Imported 0 earthquakes from "), "\(captured.stdout)")
+        let several = CapturedConsole()
+        try await EarthquakesCLI.forTests(several).refresh(
+            feeds: [query, server.url("/feed").absoluteString], resume: false, database: path, json: false)
+        #expect(several.stdout.contains("Imported 0 events from \(query)"), "\(several.stdout)")
+        #expect(try EarthquakeStore(path: path).count() == SampleFeed.defaultCount)
+        // Without `nodata=404`, a 404 is an error, as from any address.
+        await #expect(throws: (any Error).self) {
+            try await EarthquakesCLI.forTests(CapturedConsole()).refresh(
+                feed: server.url(Self.query).absoluteString, database: path, json: false)
+        }
+    }
+
     @Test func anEmptyBodyWithStatus200IsStillAnError() async throws {
         let scratch = try Scratch()
         defer { scratch.remove() }
