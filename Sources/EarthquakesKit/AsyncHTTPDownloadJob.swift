@@ -149,6 +149,14 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
         if let file = error as? TemporaryFile.WriteError {
             return NetworkError.file(url: url, path: destination.path, error: file.error)
         }
+        if error is NIOHTTPDecompression.ExtraDecompressionError {
+            // `truncatedData` (the compressed body ended before its end) or `invalidTrailingData`.
+            return NetworkError(
+                code: .transport, url: url,
+                description:
+                    "the compressed response from \(url.absoluteString) is cut short or damaged; try again, and check the address",
+                underlying: error)
+        }
         if let decompression = error as? NIOHTTPDecompression.DecompressionError {
             if decompression == .limit { return NetworkError.tooLarge(url: url, limit: maximumBytes, announced: nil) }
             return NetworkError(
@@ -180,7 +188,10 @@ public final class AsyncHTTPDownloadJob: AsyncJob, FeedDownloading, @unchecked S
             default: return nil
             }
         }
-        if error is HTTPParserError {
+        if let parser = error as? HTTPParserError {
+            // The connection closed in the middle of the body (shorter than its Content-Length, or a
+            // chunked body without its last chunk): the parser's end-of-file state.
+            if case .invalidEOFState = parser { return "the connection was cut before the response was complete" }
             return "the server's response is not valid HTTP"
         }
         if let io = error as? IOError {

@@ -108,5 +108,26 @@ struct DownloadLimitsTests {
         #expect(damaged.kept == nil)
         #expect(damaged.left.isEmpty, "left: \(damaged.left)")
     }
+
+    /// A probe (7 December 2026, night): a body cut short said "the server's response is not valid
+    /// HTTP", and a compressed body cut short "failed: truncatedData".
+    @Test func aBodyCutShortIsSaidToBe() async throws {
+        let feed = Data(
+            (#"{"type":"FeatureCollection","features":["# + String(repeating: " ", count: 4_000) + "]}").utf8)
+        let compressed = try await Self.gzipped(feed)
+        let server = try await TestHTTPServer.start { request in
+            switch request.path {
+            case "/cut": .cutOff(body: feed, sentBeforeClose: 1_000)
+            default:
+                .respond(
+                    status: 200, headers: [("Content-Encoding", "gzip")], body: compressed.prefix(compressed.count / 2))
+            }
+        }
+        defer { Task { await server.shutdown() } }
+        let cut = try #require(Self.failure(try await Self.download(server, "/cut").outcome))
+        #expect(cut.description.contains("the connection was cut before the response was complete"), "\(cut)")
+        let truncated = try #require(Self.failure(try await Self.download(server, "/gzip-cut").outcome))
+        #expect(truncated.description.contains("is cut short or damaged"), "\(truncated)")
+    }
 }
 #endif
