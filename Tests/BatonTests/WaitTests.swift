@@ -30,38 +30,43 @@ import Testing
         #expect(waitAgain(job).didSucceed)  // again, after finishing: at once
     }
 
-    /// A wait returns once the job's slot is given back: on a full bounded queue, `tryAdd` right after
-    /// the wait is admitted and the queue counts nothing. (A synchronous body's finish was recorded by
-    /// its worker loop after its waiters resumed: `tryAdd` was refused in 936 rounds of 1,000.)
+    /// A wait that waits when the job finishes returns once the job's slot is given back: on a full
+    /// bounded queue, `tryAdd` right after it is admitted and the queue counts nothing. (A synchronous
+    /// body's finish was recorded by its worker loop after its waiters resumed: `tryAdd` was refused in
+    /// 936 rounds of 1,000.) A wait that begins after the finish returns at once, and the queue may count
+    /// the job until that loop looks for work again (see `UsingBaton`).
     @Test(arguments: [JobQueue.WorkerThreads.shared, .dedicated])
     func aWaitReturnsOnceTheSlotIsGivenBack(threads: JobQueue.WorkerThreads) async throws {
         let queue = JobQueue(name: "bounded", maxConcurrentJobs: 1, workerThreads: threads, maxUnfinishedJobs: 1)
-        let refused = Recorder<String>()
-        let done = Gate()
-        DispatchQueue(label: "waiter").async {  // blocks: a thread of its own
-            for round in 0..<300 {
-                let job = BlockJob(name: "a\(round)") {}
-                queue.add(job)
-                _ = job.waitUntilFinished()
-                if queue.jobCount != 0 { refused.record("round \(round): jobCount \(queue.jobCount)") }
-                let next = BlockJob(name: "b\(round)") {}
-                if !queue.tryAdd(next) {
-                    refused.record("round \(round): tryAdd refused")
-                    queue.add(next)
-                }
-                _ = next.waitUntilFinished()
-            }
-            done.open()
-        }
-        try await withDeadline(.seconds(30), "300 rounds of wait and tryAdd") { await done.waitAsync() }
-        #expect(refused.count == 0, "\(refused.count) problems, the first: \(refused.values.prefix(4))")
-        // The same with `await outcome`.
-        for round in 0..<300 {
-            let job = BlockJob(name: "c\(round)") {}
+        for round in 0..<40 {
+            let release = Gate()
+            let job = BlockJob(name: "a\(round)") { release.wait() }
             queue.add(job)
-            _ = await job.outcome
-            #expect(queue.jobCount == 0, "round \(round)")
-            if queue.jobCount != 0 { break }
+            let seen = Recorder<(count: Int, admitted: Bool)>()
+            let returned = Gate()
+            let blocking = round.isMultiple(of: 2)
+            if blocking {
+                DispatchQueue(label: "waiter").async {  // blocks: a thread of its own
+                    _ = job.waitUntilFinished()
+                    seen.record((queue.jobCount, queue.tryAdd(BlockJob(name: "b\(round)") {})))
+                    returned.open()
+                }
+            } else {
+                Task {
+                    _ = await job.outcome
+                    seen.record((queue.jobCount, queue.tryAdd(BlockJob(name: "b\(round)") {})))
+                    returned.open()
+                }
+            }
+            // The waiter waits inside the job before the job can finish.
+            #expect(await eventually { job.withCore { $0.waiters.count } == 1 })
+            release.open()
+            try await withDeadline(.seconds(10), "round \(round)'s waiter returning") { await returned.waitAsync() }
+            let (count, admitted) = try #require(seen.values.first)
+            #expect(count == 0, "round \(round) (\(blocking ? "waitUntilFinished" : "await outcome")): jobCount")
+            #expect(admitted, "round \(round) (\(blocking ? "waitUntilFinished" : "await outcome")): tryAdd refused")
+            if count != 0 || !admitted { break }
+            await queue.waitUntilAllJobsAreFinished()
         }
     }
 

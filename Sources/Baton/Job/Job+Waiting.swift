@@ -18,7 +18,9 @@ extension Job {
     ///
     /// Like every wait in Baton, it returns once the job *handed over*: it reports ``isFinished``
     /// (and so does every child of a group), it gave back its exclusivity categories and its queue's
-    /// slot, and nothing its closures and observers captured is kept alive by Baton any more.
+    /// slot, and nothing its closures and observers captured is kept alive by Baton any more. (A wait
+    /// that begins just after a synchronous body finished on its worker loop may find the queue still
+    /// counting the job until that loop looks for work again: see *Using Baton*, "Awaiting".)
     public var outcome: JobOutcome {
         get async {
             await withCheckedContinuation { (continuation: CheckedContinuation<JobOutcome, Never>) in
