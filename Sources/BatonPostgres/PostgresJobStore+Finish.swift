@@ -235,12 +235,20 @@ extension PostgresJobStore {
         for index in first where accepted.contains(reports[index].lease) {
             results[index] = .accepted(.succeeded)
         }
-        // Those the statement left (asked to cancel, or not current), report by report.
+        let claimed = try await completeClaim(claimRows, worker: worker, kinds: kinds, limit: limit, lease: lease)
+        // Those the statement left (asked to cancel, or not current), report by report. Should that fail,
+        // the jobs just claimed go back, rather than wait out their leases.
         let left = first.filter { !accepted.contains(reports[$0].lease) }
         if !left.isEmpty {
-            for (index, result) in zip(left, try await finish(left.map { reports[$0] })) { results[index] = result }
+            let leftResults: [FinishResult]
+            do {
+                leftResults = try await finish(left.map { reports[$0] })
+            } catch {
+                try? await release(claimed.map(\.lease))
+                throw error
+            }
+            for (index, result) in zip(left, leftResults) { results[index] = result }
         }
-        let claimed = try await completeClaim(claimRows, worker: worker, kinds: kinds, limit: limit, lease: lease)
         return (results, claimed)
     }
 
@@ -274,7 +282,7 @@ extension PostgresJobStore {
                 SELECT result FROM attempts WHERE job = \(id) AND token = \(token)
                     AND (outcome = \(kind) OR (\(kind) = 'succeeded' AND outcome = 'failed'
                         AND left(error, length(\(DurableError.addedJobsRefused))) = \(DurableError.addedJobsRefused))
-                        OR (\(kind) = 'snoozed' AND outcome = 'cancelled'))
+                        OR (\(kind) IN ('snoozed', 'succeeded') AND outcome = 'cancelled'))
                 UNION ALL
                 SELECT finished_result FROM jobs WHERE id = \(id) AND finished_by = \(token)
                     AND finished_report = \(kind)

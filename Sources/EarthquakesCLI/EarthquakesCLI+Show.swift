@@ -13,7 +13,7 @@ extension EarthquakesCLI {
         guard let quake = try store.earthquake(id: id) else {
             if (try? store.remembersAsGone(id: id)) == true {
                 throw CLIError(
-                    "earthquake \"\(id)\" is no longer in \(path): the USGS deleted it, or lists the event under another id now (another network's solution was preferred); `earthquakes list` shows the ids"
+                    "no earthquake with id \"\(id)\" in \(path): the USGS deleted it, or lists the event under another id now (another network's solution was preferred); `earthquakes list` shows the ids"
                 )
             }
             throw CLIError("no earthquake with id \"\(id)\" in \(path); `earthquakes list` shows the ids")

@@ -254,10 +254,10 @@ extension EarthquakeStore {
             // An older copy of an event (its `updated` time before the stored one's) never replaces a
             // newer one: the stored row is kept, and counted as unchanged. So does a copy without an
             // `updated` time (a rewritten or trimmed feed): it ranks below any copy with one, as within a
-            // feed, rather than wiping the stored row's fields it lacks. A stored time beyond any clock is
-            // unknown: it blocks nothing; an incoming one wins.
+            // feed, rather than wiping the stored row's fields it lacks. A time beyond any clock is unknown:
+            // a stored one blocks nothing, an incoming one wins nothing.
             if found, let stored = select.int64(orNilAt: updatedColumn), stored <= latest,
-                quake.updated.map({ $0.usgsMilliseconds <= latest && $0.usgsMilliseconds < stored })
+                quake.updated.flatMap({ $0.usgsMilliseconds <= latest ? $0.usgsMilliseconds < stored : nil })
                     ?? !quake.isDeleted
             {
                 select.reset()

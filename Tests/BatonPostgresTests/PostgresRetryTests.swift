@@ -111,6 +111,26 @@ struct PostgresRetryTests {
         }
     }
 
+    @Test("a success of a job asked to cancel, committed but unanswered, is cancelled once, also after a retry")
+    func cancelledSuccessReplyLost() async throws {
+        try await TestPostgres.withStore("cancelsuccesslost") { store, _ in
+            let run = try await store.submit(Self.graph(), uniqueKey: nil)
+            let first = try await Self.claim(store)[0]
+            try await store.cancel(job: first.job, reason: "stop")
+            let success = AttemptReport(lease: first.lease, outcome: .succeeded(output: Data("1".utf8)))
+            store.faults.loseReply(of: "finish")
+            #expect(try await store.finish([success]) == [.accepted(.cancelled)])
+            #expect(try await store.finish([success]) == [.accepted(.cancelled)])
+            #expect(try await Self.number(store, "SELECT count(*)::int FROM attempts WHERE outcome = 'cancelled'") == 1)
+            _ = try await store.retry(run: run.run)
+            #expect(try await store.finish([success]) == [.accepted(.cancelled)])
+            // Through the call that reports and claims in one trip, too.
+            let (results, _) = try await store.finish(
+                [success], thenClaim: 1, worker: "w", kinds: ["retry.k"], lease: .seconds(30))
+            #expect(results == [.accepted(.cancelled)])
+        }
+    }
+
     @Test("a success whose added jobs were refused, committed but unanswered, is answered as failed again")
     func refusedAdditionsReplyLost() async throws {
         try await TestPostgres.withStore("refusedlost") { store, _ in

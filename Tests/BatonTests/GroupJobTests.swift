@@ -18,6 +18,17 @@ import Testing
         #expect(c.isFinished && a.isFinished && b.isFinished)
     }
 
+    /// A group that never runs leaves its children free to go, to a queue as to another group.
+    @Test func theChildOfAGroupThatNeverRunsMayBeAddedToAQueue() async {
+        let ran = Recorder<String>()
+        let child = BlockJob(name: "child") { ran.record("child") }
+        let group = GroupJob(name: "never run", children: [child])
+        JobQueue(name: "q").add(child)
+        #expect(await child.outcome.didSucceed)
+        #expect(ran.values == ["child"])
+        #expect(group.state == .initialized)
+    }
+
     /// The WWDC paged fetch: each page job adds the next page to the group until there is none.
     @Test func aPagedFetchGrowsTheGroupWhileItRuns() async {
         let pages = Recorder<Int>()

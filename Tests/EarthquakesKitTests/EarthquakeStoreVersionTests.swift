@@ -31,6 +31,12 @@ struct EarthquakeStoreVersionTests {
         #expect(try store.importFeed([trimmed]) == ImportSummary(unchanged: 1))
         #expect(try store.earthquake(id: "tokyo")?.magnitude == 6.5)
         #expect(try store.earthquake(id: "tokyo")?.magnitudeType == Quakes.tokyo.magnitudeType)
+        // Nor does one whose updated time is no clock's reading (more than a day ahead): unknown.
+        var ahead = Self.copy(Quakes.tokyo, magnitude: 6.7, updated: nil)
+        ahead.updated = Date().addingTimeInterval(3 * 86_400)
+        ahead.magnitudeType = nil
+        #expect(try store.importFeed([ahead]) == ImportSummary(unchanged: 1))
+        #expect(try store.earthquake(id: "tokyo")?.magnitudeType == Quakes.tokyo.magnitudeType)
         // A row stored without an updated time is replaced by any copy.
         try store.importFeed([Self.copy(Quakes.sanFrancisco, magnitude: 4.0, updated: nil)])
         #expect(try store.importFeed([Self.copy(Quakes.sanFrancisco, magnitude: 4.2, updated: nil)]).updated == 1)

@@ -200,7 +200,7 @@ import Testing
         }
         #expect(
             error.message
-                == "earthquake \"sample0001\" is no longer in \(path): the USGS deleted it, or lists the event under another id now (another network's solution was preferred); `earthquakes list` shows the ids"
+                == "no earthquake with id \"sample0001\" in \(path): the USGS deleted it, or lists the event under another id now (another network's solution was preferred); `earthquakes list` shows the ids"
         )
     }
 

@@ -34,13 +34,14 @@ extension Job {
     /// The job joins `queue` (member `index` of the `add` call `batch`).
     ///
     /// - Precondition: The job is in no queue, was not started by hand and has not finished.
-    func join(_ queue: JobQueue, batch: UInt64, index: Int) -> Joined {
+    func join(_ queue: JobQueue, batch: UInt64, index: Int, childOfIdleGroup: Bool = false) -> Joined {
         var refusal: (JobLifecycle.EnqueueRefusal, JobQueue?)?
         var group: GroupJob?
         let joined: Joined? = withCore { core in
             // A group's child is the group's to run: added to another queue too, it ran there and the
-            // group stopped the program when it started, on a worker thread.
-            if let parent = core.extras?.parent, !queue.runsChildrenOfAGroup {
+            // group stopped the program when it started, on a worker thread. (Told apart below, outside
+            // this job's lock: a group that will never run leaves its children free to go.)
+            if !childOfIdleGroup, !queue.runsChildrenOfAGroup, let parent = core.extras?.parent {
                 group = parent
                 return nil
             }
@@ -75,9 +76,14 @@ extension Job {
         }
         if let joined { return joined }
         if let group {
-            fatalError(
-                "Baton: cannot add job '\(name)' to queue '\(queue.name)': it is a child of group '\(group.name)', which runs it. Add the group to a queue, not its child."
-            )
+            // As `GroupJob.addChildren` does: a group that is in a queue, or started by hand, runs its
+            // children; one that never will leaves them free.
+            guard group.state == .initialized, group.queue == nil else {
+                fatalError(
+                    "Baton: cannot add job '\(name)' to queue '\(queue.name)': it is a child of group '\(group.name)', which runs it. Add the group to a queue, not its child."
+                )
+            }
+            return join(queue, batch: batch, index: index, childOfIdleGroup: true)
         }
         let place = refusal?.1.map { "queue '\($0.name)'" } ?? "no queue (it was started by hand)"
         switch refusal?.0 {
