@@ -118,6 +118,34 @@ public enum FeedRefresh {
         return "https://earthquake.usgs.gov/earthquakes/feed/v1.0/summary/\(name).geojson"
     }
 
+    /// The feeds of a comma-separated list (`--feeds`), trimmed, empty ones dropped. A comma inside the
+    /// query of an http(s) address is the address's: FDSN event queries list values with commas
+    /// (`eventtype=earthquake,explosion`). So a piece after such an address stays part of it unless it
+    /// reads as a feed of its own: an address, a path (with a `/`, or a file that exists), or a short
+    /// USGS name (`day`, `4.5_week`).
+    public static func feedList(_ text: String) -> [String] {
+        var feeds: [String] = []
+        for piece in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let piece = piece.trimmingCharacters(in: .whitespaces)
+            if let last = feeds.last, continuesQuery(last, with: piece) {
+                feeds[feeds.count - 1] = last + "," + piece
+            } else if !piece.isEmpty {
+                feeds.append(piece)
+            }
+        }
+        return feeds
+    }
+
+    /// Whether `piece` continues the query of the address `address` (see ``feedList(_:)``).
+    private static func continuesQuery(_ address: String, with piece: String) -> Bool {
+        let scheme = address.lowercased()
+        guard scheme.hasPrefix("http://") || scheme.hasPrefix("https://"), address.contains("?"),
+            !piece.isEmpty, !piece.contains("/"), !piece.hasPrefix("~"), expand(piece) == piece,
+            !FileManager.default.fileExists(atPath: piece)
+        else { return false }
+        return true
+    }
+
     /// `feeds` without repeats, in order: the same address twice (`day` and `2.5_day` once expanded), or
     /// the same file by two spellings, is one feed.
     public static func distinct(_ feeds: [String]) -> [String] {

@@ -92,7 +92,7 @@ struct Refresh: AsyncParsableCommand {
     var feed: [String] = []
     @Option(
         help: ArgumentHelp(
-            "Several feeds separated by commas, for example hour,day,week (USGS 2.5+ feeds) or addresses.",
+            "Several feeds separated by commas, for example hour,day,week (USGS 2.5+ feeds) or addresses (a comma in an address's query is kept).",
             valueName: "feeds"))
     var feeds: String?
     @Flag(
@@ -159,10 +159,7 @@ struct Refresh: AsyncParsableCommand {
 
     /// `--feed` (repeated) then `--feeds` (comma-separated), short USGS names expanded.
     var allFeeds: [String] {
-        (feed
-            + (feeds ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter {
-                !$0.isEmpty
-            }).map(FeedRefresh.expand)
+        (feed + FeedRefresh.feedList(feeds ?? "")).map(FeedRefresh.expand)
     }
 
     func run() async throws {
