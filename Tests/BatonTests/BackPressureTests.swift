@@ -1,6 +1,7 @@
-import Baton
 import BatonTesting
 import Testing
+
+@testable import Baton
 
 /// A bound on a queue's unfinished jobs (`maxUnfinishedJobs`): producers wait under it
 /// (`addWhenRoom`), in the order they asked, or are refused over it (`tryAdd`).
@@ -105,6 +106,59 @@ struct BackPressureTests {
         await #expect(throws: CancellationError.self) { try await cancelled.value }
         try await withDeadline(.seconds(30), "the producer behind the cancelled one") { try await behind.value }
         #expect(queue.jobs.map(\.name) == ["held", "behind"], "the cancelled producer added nothing")
+    }
+
+    /// A producer let in behind one still adding (here held inside `add` by a condition that answers
+    /// late) waits for its turn; cancelled then, it throws and adds nothing, as one waiting for room does.
+    @Test func aProducerCancelledWhileWaitingForItsTurnAddsNothing() async throws {
+        let queue = JobQueue(name: "bounded", maxUnfinishedJobs: 1)
+        let held = Gate()
+        defer { held.open() }
+        try await queue.addWhenRoom(Self.held(held))
+        let inside = Gate()
+        let release = Gate()
+        defer { release.open() }
+        let slow = BlockJob(name: "slow") {}
+        slow.addCondition(
+            ClosureCondition(name: "answers late") { _ in
+                inside.open()
+                return release.wait(timeoutSeconds: 60)
+            })
+        let first = Task { try await queue.addWhenRoom(slow) }
+        #expect(await Self.waiting(queue, 1))
+        let second = Task { try await queue.addWhenRoom(BlockJob(name: "second") {}) }
+        #expect(await Self.waiting(queue, 2))
+        queue.maxUnfinishedJobs = 10  // both let in: the first adds, the second waits for its turn
+        try await withDeadline(.seconds(30), "the first producer inside add") { await inside.waitAsync() }
+        second.cancel()
+        await #expect(throws: CancellationError.self) { try await second.value }
+        release.open()
+        try await withDeadline(.seconds(30), "the first producer") { try await first.value }
+        #expect(!queue.jobs.map(\.name).contains("second"), "the cancelled producer added its job")
+        #expect(queue.tryAdd(BlockJob(name: "after") {}), "the cancelled producer's room was not given back")
+    }
+
+    /// Producers that gave up behind one that cannot get in are swept from the line, not kept until it
+    /// gets in.
+    @Test func cancelledProducersDoNotPileUpBehindOneThatWaits() async throws {
+        let queue = JobQueue(name: "bounded", maxUnfinishedJobs: 1)
+        let held = Gate()
+        defer { held.open() }
+        try await queue.addWhenRoom(Self.held(held))
+        let front = Task { try await queue.addWhenRoom(BlockJob(name: "front") {}) }
+        #expect(await Self.waiting(queue, 1))
+        for _ in 0..<200 {
+            let gaveUp = Task { try await queue.addWhenRoom(BlockJob {}) }
+            #expect(await Self.waiting(queue, 2))
+            gaveUp.cancel()
+            _ = await gaveUp.result
+        }
+        #expect(queue.diagnose().waitingProducers == 1)
+        #expect(
+            queue.linedUpProducersForTesting < 40,
+            "cancelled producers kept in line: \(queue.linedUpProducersForTesting)")
+        held.open()
+        try await withDeadline(.seconds(30), "the front producer") { try await front.value }
     }
 
     @Test func aProducerCancelledBeforeItAsksAddsNothing() async throws {

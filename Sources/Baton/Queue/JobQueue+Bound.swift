@@ -7,7 +7,10 @@ extension JobQueue {
     /// ``add(_:)-([Job])`` ignores the bound (it never waits), and what it adds counts. Dependencies
     /// that conditions generate join with the jobs that asked for them and count from then on, but
     /// are not waited for. A batch larger than the bound is let in once the queue is empty, alone.
-    /// Raising the bound lets waiting producers in at once.
+    /// Raising the bound lets waiting producers in at once. A job counts until its finish has been
+    /// handed over: its own `onFinish` observers run while it still counts, so a `tryAdd` from one of
+    /// them on a full queue is refused (refill from outside the finishing job, or with
+    /// ``addWhenRoom(_:)-([Job])``).
     ///
     /// ```swift
     /// let queue = JobQueue(name: "import", maxConcurrentJobs: 8, maxUnfinishedJobs: 10_000)
@@ -48,8 +51,9 @@ extension JobQueue {
     /// the bounded queue.
     ///
     /// - Throws: `CancellationError` if the calling task is cancelled before the jobs could be added
-    ///   (also without a bound); then none of them was added. Once it returns, they all were (see
-    ///   ``add(_:)-([Job])``).
+    ///   (also without a bound): while it waits for room, or for producers let in before it to add
+    ///   theirs; then none of them was added, and the room it was given goes to those behind it. Once it
+    ///   returns, they all were (see ``add(_:)-([Job])``).
     public func addWhenRoom(_ jobs: [Job]) async throws {
         guard !jobs.isEmpty else { return }
         let ticket = Admission.Ticket(count: jobs.count)
@@ -94,6 +98,9 @@ extension JobQueue {
         addAdmitted(jobs, ticket)
         return true
     }
+
+    /// Producers in the line for room, cancelled ones not yet swept included (for tests).
+    var linedUpProducersForTesting: Int { lock.withLock { admission.lineLength } }
 
     /// Adds the jobs of a producer whose turn it is, then gives back the room it reserved (they count
     /// as unfinished now), letting in whoever now has room and resuming the next producer to add.
