@@ -8,8 +8,8 @@ extension PostgresJobStore {
     /// application's `writes` on the same connection: both commit, or neither does. Returns false,
     /// having run nothing of `writes`, when the lease is no longer the job's current one (the attempt
     /// is stale: another attempt owns the job, or it was cancelled or finished). Also false, without
-    /// running `writes`, for a job asked to cancel whose completion adds jobs: that attempt is recorded
-    /// as cancelled (BatonDurable's guide *Growing a run*). What `DurableJobContext.complete(returning:writes:)` calls
+    /// running `writes`, for a job asked to cancel whose worker has not stopped it yet: that attempt is
+    /// recorded as cancelled, and the jobs it would add are not (BatonDurable's guide *Growing a run*). What `DurableJobContext.complete(returning:writes:)` calls
     /// for this store.
     ///
     /// `writes` runs with PostgreSQL's default search path (`"$user", public`, whatever a role or database
@@ -48,21 +48,22 @@ extension PostgresJobStore {
                 // This call's own earlier try, whose reply was lost after it committed (writes included).
                 if recorded { return true }
                 guard current else { return false }
+                // Asked to cancel: its success is recorded as cancelled (as `finish` does), without the
+                // writes and without the jobs it adds; the job sees its completion refused.
+                guard cancelRequest == nil else {
+                    let now = try await self.serverTime(on: connection)
+                    _ = try await Self.finishAttempt(
+                        connection, AttemptReport(lease: lease, outcome: report.outcome, additions: additions),
+                        now: now, logger: logger)
+                    // Its categories are free and its dependents cancelled: tell the workers.
+                    try await connection.liveQuery(
+                        PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
+                    return false
+                }
                 // The added jobs first: ones the store refuses throw here, before the application's writes,
                 // and nothing is written (the job sees the error).
                 if adds, let additions {
                     let now = try await self.serverTime(on: connection)
-                    // Asked to cancel: it adds nothing, and its success without them is recorded as
-                    // cancelled (as `finish` does), without the writes; the job sees its completion refused.
-                    guard cancelRequest == nil else {
-                        _ = try await Self.finishAttempt(
-                            connection, AttemptReport(lease: lease, outcome: report.outcome, additions: additions),
-                            now: now, logger: logger)
-                        // Its categories are free and its dependents cancelled: tell the workers.
-                        try await connection.liveQuery(
-                            PostgresQuery(unsafeSQL: "SELECT \(self.notifySQL())"), logger: logger)
-                        return false
-                    }
                     do {
                         try await Self.addJobs(connection, additions, by: id, now: now, logger: logger)
                     } catch let error as DurableError {

@@ -217,6 +217,22 @@ extension JobStoreConformance {
             try expectEqual(attempts.map(\.outcome), [.cancelled], "the attempt, in the history")
             try expectEqual(attempts.map(\.error), ["stop listing"], "with the reason")
         },
+        // A probe (7 December 2026): without added jobs, the writes ran, the completion was rolled back with
+        // a `storeFailure` blaming the writes, and the attempt was recorded as failed.
+        CompletionCheck(name: "a job asked to cancel that adds nothing: its completion is refused, it ends cancelled") {
+            store, effects in
+            let run = try await store.submit(
+                Build.graph("fx", Build.job("a"), Build.job("b", after: [0])), uniqueKey: nil)
+            let claimed = try await store.claimAll()
+            try await store.cancel(job: claimed[0].job, reason: "stop")
+            try expectEqual(
+                try await effects.complete(claimed[0].lease, output: Data("1".utf8), row: "a", fail: false),
+                false, "not recorded as a success")
+            try expectEqual(try await effects.rows(), [], "the application's rows")
+            try expectEqual(try await store.states(run), [.cancelled, .cancelled], "cancelled, and its dependent")
+            let attempts = try await store.attempts(of: claimed[0].job)
+            try expectEqual(attempts.map(\.outcome), [.cancelled], "the attempt, in the history")
+        },
         CompletionCheck(name: "writes that throw roll the completion back with them") { store, effects in
             let run = try await store.submit(Build.graph("fx", Build.job("a")), uniqueKey: nil)
             let claimed = try await store.claimAll()

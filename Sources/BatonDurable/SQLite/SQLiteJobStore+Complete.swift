@@ -7,7 +7,8 @@ extension SQLiteJobStore {
     /// application's `writes`: both commit, or neither does. Returns false, having written nothing, when
     /// the lease is no longer the job's current one (the attempt is stale: another attempt owns the job,
     /// or it was cancelled or finished). Also false, without running `writes`, for a job asked to cancel
-    /// whose completion adds jobs: that attempt is recorded as cancelled (see <doc:GrowingRuns>). What
+    /// (``JobStore/cancel(job:)``) whose worker has not stopped it yet: that attempt is recorded as
+    /// cancelled, and the jobs it would add are not (see <doc:GrowingRuns>). What
     /// ``DurableJobContext/complete(returning:writes:)`` calls;
     /// a worker of its own would call it in place of ``finish(_:)`` for that attempt.
     ///
@@ -31,18 +32,17 @@ extension SQLiteJobStore {
         do {
             return try await write(wake: true) { db in
                 guard let row = try Self.currentLease(db, lease) else { return false }
+                // Asked to cancel: its success is recorded as cancelled (as `finish` does), without the
+                // writes and without the jobs it adds; the job sees its completion refused.
+                guard try row.value(at: 0) as String? == nil else {
+                    _ = try Self.finishAttempt(
+                        db, AttemptReport(lease: lease, outcome: .succeeded(output: Data()), additions: additions),
+                        now: now)
+                    return false
+                }
                 // The added jobs first: ones the store refuses throw here, before the application's writes,
                 // and nothing is written (the job sees the error).
                 if let additions, !additions.jobs.isEmpty {
-                    // Asked to cancel: it adds nothing, and its success without them is recorded as
-                    // cancelled (as `finish` does), without the writes; the job sees its completion refused.
-                    guard try row.value(at: 0) as String? == nil else {
-                        _ = try Self.finishAttempt(
-                            db,
-                            AttemptReport(lease: lease, outcome: .succeeded(output: Data()), additions: additions),
-                            now: now)
-                        return false
-                    }
                     do {
                         try Self.addJobs(db, additions, by: lease.job.rawValue, now: now)
                     } catch let error as DurableError {
