@@ -67,6 +67,22 @@ extension JobStoreConformance {
             // A schedule stored without the setting (an older version's) allows overlaps.
             try expectEqual(every(10).overlap, .allow, "the default")
         },
+        // A probe (7 December 2026): the backlog was cut into batches of 1,000 ticks, each batch's last one
+        // fired: four runs for a one-hour outage, the first for a tick 1,000 s old.
+        check("overlap skip with catch-up all: a long outage fires one run, for the latest tick") { store, clock in
+            var schedule = every(1, "backlog", catchUp: .all)
+            schedule.overlap = .skip
+            let first = try requireValue(try await store.schedule(schedule).nextTick, "the first tick")
+            clock.advance(by: .seconds(Int64(first.timeIntervalSince(clock.now).rounded(.up)) + 3_600))
+            let fired = try await store.fireDueSchedules().runs
+            try expectEqual(fired.count, 1, "one run")
+            let latest = first.addingTimeInterval(
+                (clock.now.timeIntervalSince(first)).rounded(.down))
+            try expectEqual(fired.map(\.tick), [latest], "for the latest tick")
+            _ = try await store.succeed(try await store.claimAll(["sched"])[0])
+            try expectEqual(try await store.fireDueSchedules().runs.count, 0, "nothing more of the backlog")
+            try expect(try await store.schedules()[0].nextTick! > clock.now, "the next tick is in the future")
+        },
         check("100 ticks fired by 3 racing callers make exactly 100 runs") { store, clock in
             _ = try await store.schedule(every(10, catchUp: .all))
             var random = SystemRandomNumberGenerator()

@@ -34,7 +34,8 @@ public struct Schedule: Hashable, Codable, Sendable {
         case skip
         /// The latest missed tick runs once; the earlier ones are dropped.
         case once
-        /// Every missed tick runs, each as its own run (1,000 a call at most: the next call goes on).
+        /// Every missed tick runs, each as its own run (1,000 a call at most: the next call goes on). With
+        /// ``Overlap/skip``, only the latest missed tick runs (the others would overlap it).
         case all
     }
 
@@ -173,19 +174,30 @@ public struct Schedule: Hashable, Codable, Sendable {
         // Where to start counting: ticks older than any that can fire are not walked through one by one
         // (every second for a week is 600,000 of them).
         var from = next
+        // `.all` with `Overlap.skip` fires only the latest tick of the backlog (`firing`), so it looks for
+        // it as `.once` does, and is not cut into batches of 1,000 (each batch's last tick fired: a
+        // one-hour outage of a schedule every second made four runs, the first for a tick 43 minutes old).
+        let latestOnly = catchUp == .all && overlap == .skip
         switch catchUp {
         case .skip:
             if let recent = try tick(after: now.addingTimeInterval(-late)) { from = max(next, recent) }
-        case .once:
-            if let recent = try tick(after: now.addingTimeInterval(-86_400)), recent <= now { from = max(next, recent) }
-        case .all: break
+        case .once, .all:
+            guard catchUp == .once || latestOnly else { break }
+            // The latest tick: one of the last minute if there is one (a tick every millisecond is 60,000
+            // of them), else of the last day.
+            for window in [late, 86_400] {
+                if let recent = try tick(after: now.addingTimeInterval(-window)), recent <= now {
+                    from = max(next, recent)
+                    break
+                }
+            }
         }
         var passed: [Date] = []
         var tick: Date? = from
         var steps = 0
         while let current = tick, current <= now, steps < 100_000 {
             // `.all` fires at most 1,000 ticks a call; the next call goes on from the 1,001st.
-            if catchUp == .all && passed.count == 1_000 { break }
+            if catchUp == .all && !latestOnly && passed.count == 1_000 { break }
             passed.append(current)
             tick = try self.tick(after: current)
             steps += 1
