@@ -45,6 +45,10 @@ struct CronTests {
             ("@every 5m", "uses '@every', which this cron does not have"),
             ("@reboot", "submit the graph when your program starts"),
             ("@fortnightly", "it knows @yearly"),
+            // Signs are not cron (Swift's `Int("+5")` read 5; a probe, 7 December 2026).
+            ("+5 * * * *", "has '+5' in its minute field"),
+            ("*/+5 * * * *", "has step '+5' in its minute field"),
+            ("0 -1 * * *", "which is not a value, range or step"),
         ] {
             let error = #expect(throws: DurableError.self) { _ = try CronExpression(text) }
             #expect(error?.message.contains(words) == true, "\(String(describing: error?.message))")

@@ -84,7 +84,10 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
         _ text: String, _ name: String, _ range: ClosedRange<Int>, names: [String: Int], in expression: String
     ) throws -> Set<Int> {
         func value(_ part: Substring) throws -> Int {
-            if let number = Int(part), range.contains(number) { return number }
+            // Digits only: Swift's `Int("+5")` is 5, which cron does not accept.
+            if part.allSatisfy(\.isASCIIDigitCharacter), let number = Int(part), range.contains(number) {
+                return number
+            }
             if let named = names[part.lowercased()] { return named }
             throw invalid(
                 expression,
@@ -99,7 +102,7 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             }
             var step = 1
             if pieces.count == 2 {
-                guard let parsed = Int(pieces[1]), parsed > 0 else {
+                guard pieces[1].allSatisfy(\.isASCIIDigitCharacter), let parsed = Int(pieces[1]), parsed > 0 else {
                     throw invalid(
                         expression, "has step '\(pieces[1])' in its \(name) field; a step is a positive number")
                 }
@@ -109,6 +112,10 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
             if pieces[0] == "*" {
                 bounds = range
             } else if let dash = pieces[0].firstIndex(of: "-") {
+                guard dash != pieces[0].startIndex, dash != pieces[0].index(before: pieces[0].endIndex) else {
+                    throw invalid(
+                        expression, "has '\(item)' in its \(name) field, which is not a value, range or step")
+                }
                 let low = try value(pieces[0][..<dash])
                 let high = try value(pieces[0][pieces[0].index(after: dash)...])
                 guard low <= high else {
@@ -166,4 +173,9 @@ public struct CronExpression: Hashable, Sendable, CustomStringConvertible {
         }
         return nil
     }
+}
+
+extension Character {
+    /// 0-9.
+    fileprivate var isASCIIDigitCharacter: Bool { isASCII && isWholeNumber }
 }
