@@ -2,6 +2,7 @@ import Baton
 import BatonDashboard
 import BatonDurable
 import BatonTesting
+import Dispatch
 import Foundation
 import Hummingbird
 import HummingbirdTesting
@@ -78,6 +79,44 @@ struct DashboardBrowserTests {
             #expect(!dom.contains("<img"), "no image in the DOM")
             #expect(dom.contains("cannot read"), "the reason")
             #expect(Self.problems(in: log).isEmpty, "\(Self.problems(in: log))")
+        }
+    }
+
+    /// A probe (7 December 2026): every button was refused in Chromium ("A form of another site (null)
+    /// was refused"): the pages' `Referrer-Policy: no-referrer` made the browser send `Origin: null`
+    /// with their own forms. The HTTP tests post without an origin, so only a browser shows it.
+    @Test func aButtonPressedInTheBrowserDoesWhatItSays() async throws {
+        guard let browser = Self.browser else {
+            print("DashboardBrowserTests: no headless browser (apt-get install chromium); the HTTP tests stand.")
+            return
+        }
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let port = try #require(client.port)
+            let url = "http://127.0.0.1:\(port)/jobs/\(fixture.failedJob.rawValue)"
+            let profile = fixture.directory.appendingPathComponent("profile-press").path
+            let shown: String = try await withCheckedThrowingContinuation { continuation in
+                // The session blocks on the browser's pipe (with deadlines): not on a task's thread.
+                DispatchQueue.global().async {
+                    continuation.resume(
+                        with: Result {
+                            let deadline = Date().addingTimeInterval(90)
+                            let session = try BrowserSession(browser: browser, profile: profile)
+                            try session.open(url, deadline: deadline)
+                            _ = try session.evaluate(
+                                "document.querySelector('form[action$=\"/retry\"] button').click(); true",
+                                deadline: deadline)
+                            try session.waitForLoad(deadline: deadline)
+                            return try session.evaluate(
+                                "location.pathname + '\\n' + document.body.innerText", deadline: deadline)
+                        })
+                }
+            }
+            #expect(!shown.contains("refused"), "the browser's form was refused: \(shown.prefix(300))")
+            #expect(shown.hasPrefix("/jobs/\(fixture.failedJob.rawValue)"), "\(shown.prefix(300))")
+            #expect(try await fixture.store.explain(job: fixture.failedJob).state == .ready, "the job was retried")
         }
     }
 
