@@ -23,6 +23,25 @@ enum HTML {
         return "?" + query.replacingOccurrences(of: "+", with: "%2B")
     }
 
+    /// Text as the hexadecimal digits of its UTF-8 bytes: a form field that no browser rewrites.
+    static func hex(_ text: String) -> String {
+        text.utf8.map { String($0 >> 4, radix: 16) + String($0 & 15, radix: 16) }.joined()
+    }
+
+    /// The text of ``hex(_:)``'s digits; nil for anything else.
+    static func unhex(_ digits: String) -> String? {
+        let values = digits.utf8.map { byte -> UInt8? in
+            switch byte {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): byte - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): byte - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        guard values.count % 2 == 0, !values.contains(nil) else { return nil }
+        let bytes = stride(from: 0, to: values.count, by: 2).map { values[$0]! << 4 | values[$0 + 1]! }
+        return String(validating: bytes, as: UTF8.self)
+    }
+
     /// A coloured label for a state.
     static func badge(_ state: String) -> String {
         "<span class=\"badge \(escape(state))\">\(escape(state))</span>"

@@ -387,8 +387,8 @@ struct Pages: Sendable {
         let name = record.schedule.name
         let toggle =
             record.paused
-            ? button("/schedules/resume", "Resume", fields: ["name": name])
-            : button("/schedules/pause", "Pause", fields: ["name": name])
+            ? button("/schedules/resume", "Resume", fields: ["schedule": HTML.hex(name)])
+            : button("/schedules/pause", "Pause", fields: ["schedule": HTML.hex(name)])
         return """
             <tr><td>\(HTML.escape(name))</td><td>\(HTML.escape(record.schedule.timing.description))</td>\
             <td>\(HTML.escape("\(record.schedule.catchUp)\(record.schedule.overlap == .skip ? ", one run at a time" : "")"))</td><td>\(HTML.badge(record.paused ? "paused" : "active"))</td>\
@@ -399,7 +399,8 @@ struct Pages: Sendable {
     /// The row of a schedule this program cannot read (a newer version's timing): its state and ticks,
     /// the reason, and a pause (resuming needs its timing: the program that wrote it resumes it).
     private func unreadableRow(_ schedule: UnreadableSchedule) -> String {
-        let toggle = schedule.paused ? "" : button("/schedules/pause", "Pause", fields: ["name": schedule.name])
+        let toggle =
+            schedule.paused ? "" : button("/schedules/pause", "Pause", fields: ["schedule": HTML.hex(schedule.name)])
         return """
             <tr class="unreadable"><td>\(HTML.escape(schedule.name))</td>\
             <td colspan="2" class="error">\(HTML.escape(schedule.reason))</td>\
@@ -468,7 +469,9 @@ struct Pages: Sendable {
         case .pauseSchedule, .resumeSchedule:
             // Found by the store by its name: a listing of every schedule would fail on any one this
             // program cannot read (and that one too can be paused).
-            guard let name = form["name"] else {
+            // The pages send the name as hex (`schedule`): an attribute shows control characters escaped,
+            // and a browser sends its line breaks as CRLF, so a name with either was not found.
+            guard let name = form["schedule"].flatMap(HTML.unhex) ?? form["name"] else {
                 throw Failure(status: .notFound, message: "There is no schedule of that name.")
             }
             do {

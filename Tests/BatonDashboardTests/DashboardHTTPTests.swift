@@ -231,6 +231,37 @@ struct DashboardHTTPTests {
         }
     }
 
+    /// A probe (7 December 2026): the pause and resume forms sent the name as the page showed it
+    /// (control characters written out, a line break turned into CRLF by the browser), so a schedule
+    /// with one was answered "There is no schedule of that name"; and direction overrides were shown as
+    /// they act (a job named `\u{202E}txt.exe` read `exe.txt`).
+    @Test func aScheduleWithControlCharactersInItsNameIsPausedFromItsForm() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        let name = "ctl\u{1B}[31m red\r\nsecond line \u{202E}txt.exe"
+        var graph = JobGraph(name: "odd")
+        graph.add(FixtureJob.self, input: "x")
+        try await fixture.store.schedule(name: name, every: .seconds(3_600), graph: graph)
+        let configuration = Dashboard.Configuration(port: 0, allowActions: true, timeZone: TimeZone(identifier: "UTC")!)
+        try await fixture.withServer(configuration) { client in
+            let page = try await client.execute(uri: "/schedules", method: .get).text
+            #expect(!page.contains("\u{202E}") && page.contains("\\u{202E}txt.exe"), "the override, shown escaped")
+            let token = try #require(csrfToken(in: page))
+            // The form's own fields, as a browser sends them: every hidden field of the row's form.
+            let row = try #require(page.components(separatedBy: "<tr>").first { $0.contains("second line") })
+            var fields: [String: String] = [:]
+            for piece in row.components(separatedBy: "<input type=\"hidden\" name=\"").dropFirst() {
+                let parts = piece.components(separatedBy: "\" value=\"")
+                fields[parts[0]] = parts[1].components(separatedBy: "\"")[0]
+            }
+            #expect(fields["csrf"] == token)
+            let pause = try await client.execute(
+                uri: "/schedules/pause", method: .post, headers: formHeaders, body: form(fields))
+            #expect(pause.status == .seeOther, "\(pause.status): \(pause.text)")
+            #expect(try await fixture.store.schedules().first { $0.schedule.name == name }?.paused == true)
+        }
+    }
+
     @Test func aDashboardOnLoopbackAnswersOnlyToLoopbackNames() {
         // What the Host header of a request names: another site's name resolved to 127.0.0.1 (DNS
         // rebinding) must not reach a dashboard that trusts being on loopback.
