@@ -399,11 +399,13 @@ struct TextTable {
 
     var text: String {
         let widths = rows[0].indices.map { column in rows.map { Self.columns($0[column]) }.max() ?? 0 }
+        // Only the padding at the end of a line goes: a name's own leading spaces stay, so that what is
+        // listed can be typed back (`baton schedules pause "  spaced"`).
         return rows.map { row in
             row.enumerated().map { column, cell in
                 column == row.count - 1
                     ? cell : cell + String(repeating: " ", count: max(0, widths[column] - Self.columns(cell)))
-            }.joined(separator: "  ").trimmingCharacters(in: .whitespaces) + "\n"
+            }.joined(separator: "  ").droppingTrailingSpaces + "\n"
         }.joined()
     }
 
@@ -465,5 +467,14 @@ extension BatonTool {
             return error.message
         default: return String(describing: error)
         }
+    }
+}
+
+extension String {
+    /// The text without the spaces at its end.
+    fileprivate var droppingTrailingSpaces: String {
+        var text = Substring(self)
+        while text.last == " " { text.removeLast() }
+        return String(text)
     }
 }

@@ -70,6 +70,15 @@ extension BatonToolSQLiteTests {
         #expect(TextTable.columns(clipped) <= 60)
     }
 
+    /// A probe (7 December 2026): each line was trimmed at both ends, so `baton schedules` listed a
+    /// schedule named "  spaced" as `spaced`, which `baton schedules pause spaced` did not find.
+    @Test func aNameKeepsItsLeadingSpacesInATable() {
+        var table = TextTable(["NAME", "STATE"])
+        table.add(["  spaced", ""])
+        let lines = table.text.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        #expect(lines[1] == "  spaced", "only the padding at the end goes: \(lines)")
+    }
+
     /// `5M` was read as five minutes (the unit's case was ignored): `prune --before 5M`, meant as five
     /// months, deleted all but the last five minutes' runs. `1e10w` was read as an age, and printed an
     /// empty date.
