@@ -40,6 +40,14 @@ public enum StoreAddress: Equatable, Sendable, CustomStringConvertible {
         if lowered.hasPrefix("postgres://") || lowered.hasPrefix("postgresql://") {
             let schema = schema ?? "baton"
             guard !schema.isEmpty else { throw .usage("--schema: give the name of a PostgreSQL schema") }
+            // The store's own rule (`PostgresStoreConfiguration`), checked here so that a mistyped name is a
+            // command-line mistake (status 64) like an empty one, not a store failure (1).
+            let allowed = Set("abcdefghijklmnopqrstuvwxyz0123456789_")
+            guard schema.count <= 48, schema.allSatisfy(allowed.contains), !schema.first!.isNumber else {
+                throw .usage(
+                    "--schema: '\(schema)' is not a schema name this store uses: 1 to 48 lowercase letters, digits or '_', not starting with a digit"
+                )
+            }
             return .postgres(url: text, schema: schema)
         }
         if schema != nil {

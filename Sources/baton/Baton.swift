@@ -335,8 +335,10 @@ struct DashboardCommand: AsyncParsableCommand {
         }
         let allowed = Set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._~-")
         if let token = resolvedToken, token.count < 8 || !token.allSatisfy(allowed.contains) {
+            // Named as given: a token from the environment is not a mistake in --token.
+            let source = token == self.token ? "--token" : "$BATON_DASHBOARD_TOKEN"
             throw ValidationError(
-                "--token: give at least 8 characters of letters, digits and . _ ~ - (it travels in a cookie and an address)"
+                "\(source): give at least 8 characters of letters, digits and . _ ~ - (it travels in a cookie and an address)"
             )
         }
     }

@@ -411,6 +411,14 @@ final class BatonToolSQLiteTests {
         {
             #expect(throws: BatonCLIError.self) { try StoreAddress.parse(text, schema: schema) }
         }
+        // A schema name the store would refuse is a command-line mistake (64), like an empty one (a probe,
+        // 7 December 2026: it exited 1 as a store failure).
+        for schema in ["Bad-Name", "1abc", String(repeating: "s", count: 49), ""] {
+            let refused = #expect(throws: BatonCLIError.self) {
+                try StoreAddress.parse("postgres://u@h/d", schema: schema)
+            }
+            #expect(refused?.isUsage == true, "\(schema)")
+        }
         let missing = #expect(throws: BatonCLIError.self) {
             try StoreAddress.resolve(option: nil, schema: nil, environment: [:])
         }

@@ -78,6 +78,12 @@ struct DashboardCommandTests {
             #expect(status == 64, "\(arguments)")
             #expect(text.contains(words), "\(arguments): \(text)")
         }
+        // A short token from the environment is named as such: --token was not given (a probe, 7 December 2026).
+        let fromEnvironment = try await ChildProcess.run(
+            try #require(Self.executable), ["dashboard", "--store", "sqlite:" + store],
+            environment: ["PATH": "/usr/bin:/bin", "BATON_DASHBOARD_TOKEN": "short"])
+        #expect(fromEnvironment.status == 64)
+        #expect(fromEnvironment.stderr.contains("$BATON_DASHBOARD_TOKEN: give at least 8"), "\(fromEnvironment.stderr)")
         let missing = scratch.path("missing.sqlite")
         let (status, text) = try await Self.finish(
             ["dashboard", "--store", "sqlite:" + missing, "--port", "0"])
