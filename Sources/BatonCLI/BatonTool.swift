@@ -213,6 +213,12 @@ public struct BatonTool: Sendable {
                 return write(
                     "Job \(job.rawValue) had already finished (\(explanation.state)); nothing was cancelled.\n")
             }
+            // Asked already, and still running until its worker renews: asking again changes nothing.
+            for case .cancelRequested(let asked) in explanation.waitingFor {
+                return write(
+                    "Job \(job.rawValue) '\(TimeText.printable(explanation.name))' was already asked to cancel (\(TimeText.printable(asked))); its worker stops it at its next lease renewal. Nothing changed.\n"
+                )
+            }
             try await store.cancel(job: job, reason: reason)
             return write(
                 "Cancelled job \(job.rawValue) '\(TimeText.printable(explanation.name))'"

@@ -39,7 +39,7 @@ enum HTML {
         }
         guard values.count % 2 == 0, !values.contains(nil) else { return nil }
         let bytes = stride(from: 0, to: values.count, by: 2).map { values[$0]! << 4 | values[$0 + 1]! }
-        return String(validating: bytes, as: UTF8.self)
+        return String(bytes: bytes, encoding: .utf8)
     }
 
     /// A coloured label for a state.

@@ -266,24 +266,19 @@ struct Pages: Sendable {
     /// of 23.6 MB, fetched again by its live update every 2 seconds.
     static let timelineLimit = 2_000
 
-    /// The attempts that ended last (at most `limit` that started), and how many started and ended in all.
+    /// The attempts that ended last (at most `limit` that started; of those that ended at the same time,
+    /// the later jobs' and attempts'), and how many started and ended in all.
     static func latestAttempts(
         _ attempts: [DurableJobID: [AttemptRecord]], limit: Int
     ) -> (attempts: [DurableJobID: [AttemptRecord]], ended: Int) {
-        let ends = attempts.values.flatMap { $0.filter { $0.started != nil }.map(\.ended) }
-        guard ends.count > limit else { return (attempts, ends.count) }
-        let cutoff = ends.sorted(by: >)[limit - 1]
-        var kept = 0
-        var latest: [DurableJobID: [AttemptRecord]] = [:]
-        for (job, list) in attempts.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            let recent = list.filter { attempt in
-                guard attempt.started != nil, attempt.ended >= cutoff, kept < limit else { return false }
-                kept += 1
-                return true
-            }
-            if !recent.isEmpty { latest[job] = recent }
-        }
-        return (latest, ends.count)
+        let all = attempts.flatMap { job, list in list.filter { $0.started != nil }.map { (job, $0) } }
+        guard all.count > limit else { return (attempts, all.count) }
+        let latest = all.sorted { a, b in
+            (a.1.ended, a.0.rawValue, a.1.attempt) > (b.1.ended, b.0.rawValue, b.1.attempt)
+        }.prefix(limit)
+        var kept: [DurableJobID: [AttemptRecord]] = [:]
+        for (job, attempt) in latest.reversed() { kept[job, default: []].append(attempt) }
+        return (kept, all.count)
     }
 
     // MARK: a job

@@ -85,8 +85,9 @@ extension JobTimeline {
 /// Escapes text for HTML and XML. Control characters, which XML does not allow (a terminal's escape
 /// sequences in a job's name), are written out as `\u{1B}`; so are the C1 controls and the invisible
 /// characters that change how text around them reads — direction marks and overrides (a job named
-/// `\u{202E}txt.exe` showed as `exe.txt`, and pulled the next badge into a run's name) and zero-width
-/// characters. Tabs and line breaks stay.
+/// `\u{202E}txt.exe` showed as `exe.txt`, and pulled the next badge into a run's name) and the zero-width
+/// space and word joiners. Tabs, line breaks and the zero-width joiner and non-joiner stay: emoji
+/// sequences (👩‍💻) and Persian and Indic spelling need them.
 func escape(_ text: String) -> String {
     var out = ""
     out.reserveCapacity(text.utf8.count)
@@ -98,7 +99,7 @@ func escape(_ text: String) -> String {
         case "\"": out += "&quot;"
         case "'": out += "&#39;"
         case "\u{0}"..."\u{8}", "\u{B}", "\u{C}", "\u{E}"..."\u{1F}", "\u{7F}"..."\u{9F}", "\u{61C}",
-            "\u{200B}"..."\u{200F}", "\u{202A}"..."\u{202E}", "\u{2060}"..."\u{2069}", "\u{FEFF}":
+            "\u{200B}", "\u{200E}", "\u{200F}", "\u{202A}"..."\u{202E}", "\u{2060}"..."\u{2069}", "\u{FEFF}":
             out += "\\u{\(String(scalar.value, radix: 16, uppercase: true))}"
         default: out.unicodeScalars.append(scalar)
         }

@@ -272,6 +272,22 @@ final class BatonToolSQLiteTests {
             try await tool.cancel(store, run: fixture.running, job: nil, reason: "again")
             #expect(captured.output.contains("had already finished; nothing was cancelled"))
 
+            // A running job asked twice: the second time changes nothing, and says so (a probe, 7 December
+            // 2026: it said "Cancelled" again).
+            let lone = try await store.submit(
+                GraphSpec(name: "lone", jobs: [JobSpec(name: "busy", kind: "cli.busy", input: Data("1".utf8))]),
+                uniqueKey: nil)
+            let claimed = try await store.claim(worker: "w", kinds: ["cli.busy"], limit: 1, lease: .seconds(600))
+            captured.clear()
+            try await tool.cancel(store, run: nil, job: lone.jobs[0], reason: "first")
+            #expect(captured.output.hasPrefix("Cancelled job \(lone.jobs[0].rawValue) 'busy' (it is running"))
+            captured.clear()
+            try await tool.cancel(store, run: nil, job: lone.jobs[0], reason: "second")
+            #expect(captured.output.contains("was already asked to cancel (first)"), "\(captured.output)")
+            #expect(captured.output.contains("Nothing changed."))
+            _ = try await store.finish([AttemptReport(lease: claimed[0].lease, outcome: .cancelled(reason: "first"))])
+            try await store.delete(run: lone.run)
+
             captured.clear()
             try await tool.prune(store, finishedBefore: Date().addingTimeInterval(60), json: false)
             #expect(captured.output.hasPrefix("Deleted 2 runs that finished before"), "\(captured.output)")

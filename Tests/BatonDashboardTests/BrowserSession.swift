@@ -95,6 +95,11 @@ final class BrowserSession {
                 if let error = reply["error"] { throw Failure(description: "\(method) failed: \(error)") }
                 return reply["result"] as? [String: Any] ?? [:]
             }
+            if reply["method"] as? String == "Page.javascriptDialogOpening" {
+                // A `confirm` (cancel, delete) blocks the command that opened it until it is answered.
+                try send("Page.handleJavaScriptDialog", ["accept": true], deadline: deadline)
+                continue
+            }
             events.append(reply)
         }
     }
@@ -123,6 +128,14 @@ final class BrowserSession {
             default: continue
             }
         }
+    }
+
+    /// Evaluates `action` (a click that submits a form) and waits for the page it leads to. Load events
+    /// from before the action are dropped first.
+    func submit(_ action: String, deadline: Date) throws {
+        events.removeAll { $0["method"] as? String == "Page.loadEventFired" }
+        _ = try evaluate(action, deadline: deadline)
+        try waitForLoad(deadline: deadline)
     }
 
     /// Evaluates `expression` in the page; returns its value as text.

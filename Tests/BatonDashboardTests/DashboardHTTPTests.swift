@@ -29,6 +29,9 @@ struct DashboardHTTPTests {
                 #expect(response.status == .ok, "\(path)")
                 #expect(response.headers[.contentType] == "text/html; charset=utf-8", "\(path)")
                 #expect(response.headers[.contentSecurityPolicy]?.contains("script-src 'self'") == true, "\(path)")
+                // Not `no-referrer`: a browser then sends `Origin: null` with the page's own forms, which are
+                // refused (see `DashboardBrowserTests.aButtonPressedInTheBrowserDoesWhatItSays`).
+                #expect(response.headers[.init("referrer-policy")!] == "same-origin", "\(path)")
                 let page = response.text
                 for raw in Hostile.raw { #expect(!page.contains(raw), "\(path) shows \(raw.debugDescription) raw") }
                 #expect(page.hasPrefix("<!DOCTYPE html>"), "\(path)")
@@ -238,7 +241,7 @@ struct DashboardHTTPTests {
     @Test func aScheduleWithControlCharactersInItsNameIsPausedFromItsForm() async throws {
         let fixture = try await DashboardFixture.make()
         defer { fixture.remove() }
-        let name = "ctl\u{1B}[31m red\r\nsecond line \u{202E}txt.exe"
+        let name = "ctl\u{1B}[31m red\r\nsecond line \u{202E}txt.exe 👩\u{200D}💻"
         var graph = JobGraph(name: "odd")
         graph.add(FixtureJob.self, input: "x")
         try await fixture.store.schedule(name: name, every: .seconds(3_600), graph: graph)
@@ -246,6 +249,7 @@ struct DashboardHTTPTests {
         try await fixture.withServer(configuration) { client in
             let page = try await client.execute(uri: "/schedules", method: .get).text
             #expect(!page.contains("\u{202E}") && page.contains("\\u{202E}txt.exe"), "the override, shown escaped")
+            #expect(page.contains("txt.exe 👩\u{200D}💻"), "an emoji sequence, whole (its joiner kept)")
             let token = try #require(csrfToken(in: page))
             // The form's own fields, as a browser sends them: every hidden field of the row's form.
             let row = try #require(page.components(separatedBy: "<tr>").first { $0.contains("second line") })
@@ -260,6 +264,25 @@ struct DashboardHTTPTests {
             #expect(pause.status == .seeOther, "\(pause.status): \(pause.text)")
             #expect(try await fixture.store.schedules().first { $0.schedule.name == name }?.paused == true)
         }
+    }
+
+    /// A review (7 December 2026): attempts that ended at the same time as the cut (a store stamps a
+    /// batch of reports with one time) filled the timeline's quota in job order, leaving out later ones.
+    @Test func theTimelineKeepsTheAttemptsThatEndedLast() {
+        let t5 = Date(timeIntervalSince1970: 5)
+        let t9 = Date(timeIntervalSince1970: 9)
+        func attempt(_ number: Int, _ ended: Date) -> AttemptRecord {
+            AttemptRecord(
+                attempt: number, worker: nil, started: Date(timeIntervalSince1970: 1), ended: ended,
+                outcome: .succeeded, result: .succeeded, error: nil)
+        }
+        let attempts: [DurableJobID: [AttemptRecord]] = [
+            DurableJobID(1): [attempt(1, t5)], DurableJobID(2): [attempt(1, t5)], DurableJobID(3): [attempt(1, t9)],
+        ]
+        let (kept, ended) = Pages.latestAttempts(attempts, limit: 2)
+        #expect(ended == 3)
+        #expect(kept.keys.map(\.rawValue).sorted() == [2, 3], "the newest, then the later job of a tie: \(kept)")
+        #expect(Pages.latestAttempts(attempts, limit: 3).attempts.count == 3, "under the limit: all")
     }
 
     @Test func aDashboardOnLoopbackAnswersOnlyToLoopbackNames() {

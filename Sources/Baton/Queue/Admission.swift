@@ -43,7 +43,7 @@ struct Admission {
         /// Let in, and its turn: it adds its jobs now.
         case admitted
         /// In line (for room, or for its turn to add), with its continuation: resumed when it may add
-        /// its jobs, or thrown at when cancelled while it waits for room.
+        /// its jobs, or thrown at when cancelled while it waits (for room, or for its turn).
         case waiting
         /// Its task was cancelled before it arrived.
         case cancelled

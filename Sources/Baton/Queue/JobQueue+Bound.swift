@@ -102,6 +102,9 @@ extension JobQueue {
     /// Producers in the line for room, cancelled ones not yet swept included (for tests).
     var linedUpProducersForTesting: Int { lock.withLock { admission.lineLength } }
 
+    /// Room reserved for producers let in that have not added their jobs yet (for tests).
+    var reservedRoomForTesting: Int { lock.withLock { admission.reserved } }
+
     /// Adds the jobs of a producer whose turn it is, then gives back the room it reserved (they count
     /// as unfinished now), letting in whoever now has room and resuming the next producer to add.
     private func addAdmitted(_ jobs: [Job], _ ticket: Admission.Ticket) {
