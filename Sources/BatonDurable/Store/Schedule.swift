@@ -13,7 +13,8 @@ public import Foundation
 public struct Schedule: Hashable, Codable, Sendable {
     /// When the ticks are.
     public enum Timing: Hashable, Codable, Sendable, CustomStringConvertible {
-        /// Every `interval`, counted from 1970-01-01 00:00 UTC (every 5 minutes: at :00, :05, …).
+        /// Every `interval`, counted from 1970-01-01 00:00 UTC (every 5 minutes: at :00, :05, …), in whole
+        /// milliseconds (a part below a millisecond is dropped: 1.0005 s ticks every second).
         case every(Duration)
         /// The times a five-field cron expression matches in a time zone (an IANA name, such as
         /// `Europe/Paris`): see ``CronExpression``.
