@@ -140,14 +140,16 @@ struct Pages: Sendable {
             body += "</tbody></table>"
         }
         var links: [String] = []
+        // The page size asked for goes along (it is not the default's when given).
+        let size = query["limit"] == nil ? nil : "\(limit)"
         if filter.before != nil {
             links.append(
-                "<a href=\"/\(HTML.escape(HTML.query([("state", state?.rawValue), ("name", filter.name)])))\">Newest</a>"
+                "<a href=\"/\(HTML.escape(HTML.query([("state", state?.rawValue), ("name", filter.name), ("limit", size)])))\">Newest</a>"
             )
         }
         if let next = page.next {
             links.append(
-                "<a href=\"/\(HTML.escape(HTML.query([("state", state?.rawValue), ("name", filter.name), ("before", "\(next.rawValue)")])))\" rel=\"next\">Older runs</a>"
+                "<a href=\"/\(HTML.escape(HTML.query([("state", state?.rawValue), ("name", filter.name), ("limit", size), ("before", "\(next.rawValue)")])))\" rel=\"next\">Older runs</a>"
             )
         }
         if !links.isEmpty { body += "<p class=\"pages\">\(links.joined(separator: " · "))</p>" }

@@ -266,6 +266,21 @@ struct DashboardHTTPTests {
         }
     }
 
+    /// A probe (7 December 2026): the "Older runs" link dropped the page size asked for.
+    @Test func theNextPageKeepsThePageSize() async throws {
+        let fixture = try await DashboardFixture.make()
+        defer { fixture.remove() }
+        try await fixture.withServer { client in
+            let page = try await client.execute(uri: "/?limit=1", method: .get).text
+            let link = try #require(
+                page.components(separatedBy: "href=\"").first { $0.contains("rel=\"next\"") }?
+                    .components(separatedBy: "\"").first)
+            #expect(link.contains("limit=1") && link.contains("before="), "\(link)")
+            let older = try await client.execute(uri: link.replacingOccurrences(of: "&amp;", with: "&"), method: .get)
+            #expect(older.text.components(separatedBy: "<tr><td class=\"number\"><a href=\"/runs/").count - 1 == 1)
+        }
+    }
+
     /// A review (7 December 2026): attempts that ended at the same time as the cut (a store stamps a
     /// batch of reports with one time) filled the timeline's quota in job order, leaving out later ones.
     @Test func theTimelineKeepsTheAttemptsThatEndedLast() {
