@@ -218,9 +218,14 @@ struct Guard<Context: RequestContext>: RouterMiddleware {
         let query = QueryItems(request.uri.query)
         if request.method == .get, let given = query["token"] {
             guard sameSecret(given, token) else { return Self.refused(wrong: true) }
-            // The same page, without the token; a path starting "//" (another host to a browser) is not one.
+            // The same page, without the token (its other parameters kept, as they were written); a path
+            // starting "//" (another host to a browser) is not one.
             let path = "/" + request.uri.path.drop { $0 == "/" || $0 == "\\" }
-            var response = Response.redirect(to: path, type: .normal)
+            let rest = (request.uri.query ?? "").split(separator: "&").filter {
+                $0.split(separator: "=", maxSplits: 1).first.map { $0.removingPercentEncoding != "token" } ?? true
+            }
+            var response = Response.redirect(
+                to: path + (rest.isEmpty ? "" : "?" + rest.joined(separator: "&")), type: .normal)
             response.setCookie(Cookie(name: Self.cookie, value: token, path: "/", httpOnly: true, sameSite: .strict))
             return response
         }

@@ -339,6 +339,9 @@ struct DashboardHTTPTests {
             let opened = try await client.execute(uri: "/workers?token=\(secret)", method: .get)
             #expect(opened.status == .seeOther)
             #expect(opened.headers[.location] == "/workers", "the token leaves the address bar")
+            // The page's other parameters stay (a probe, 7 December 2026: they were dropped).
+            let filtered = try await client.execute(uri: "/?state=failed&token=\(secret)&name=a%26b", method: .get)
+            #expect(filtered.headers[.location] == "/?state=failed&name=a%26b", "\(filtered.headers[.location] ?? "")")
             let cookie = try #require(opened.headers[.setCookie])
             #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "\(cookie)")
             let pair = String(cookie.prefix { $0 != ";" })
