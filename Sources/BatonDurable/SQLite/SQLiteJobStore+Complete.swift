@@ -7,7 +7,7 @@ extension SQLiteJobStore {
     /// application's `writes`: both commit, or neither does. Returns false, having written nothing, when
     /// the lease is no longer the job's current one (the attempt is stale: another attempt owns the job,
     /// or it was cancelled or finished). Also false, without running `writes`, for a job asked to cancel
-    /// (``JobStore/cancel(job:)``) whose worker has not stopped it yet: that attempt is recorded as
+    /// (``JobStore/cancel(job:reason:)``) whose worker has not stopped it yet: that attempt is recorded as
     /// cancelled, and the jobs it would add are not (see <doc:GrowingRuns>). What
     /// ``DurableJobContext/complete(returning:writes:)`` calls;
     /// a worker of its own would call it in place of ``finish(_:)`` for that attempt.
